@@ -1,0 +1,198 @@
+//! Where job state, runs and replicas live. The executor is written against [`Store`]; the in-memory store
+//! is the embedded default and PostgreSQL the coordinator between replicas. Both keep every contract of
+//! DESIGN §4; only durability differs.
+
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use cron_schema::{MissedPolicy, ZonedSchedule};
+
+/// One verb of a deployment, as the store needs it: enough to compute occurrences and enforce policies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    /// The verb name (`billing::send_invoices`).
+    pub verb: String,
+    /// The expression as written; stored so that a row can be compared and re-parsed.
+    pub expression: String,
+    pub zone: Tz,
+    pub schedule: ZonedSchedule,
+    pub timeout: Duration,
+    pub missed: MissedPolicy,
+}
+
+/// What a replica registers when it starts: its deployment, with every job of that deployment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeploymentSpec {
+    /// `billing@1.4.2+3f9a2c1d`: unique across all deployments.
+    pub key: String,
+    /// The module the deployment is a version of (`billing`).
+    pub module: String,
+    /// The schema of the deployment as JSON (stored in `cron_deployments.schema`).
+    pub schema: serde_json::Value,
+    pub jobs: Vec<JobSpec>,
+}
+
+/// This replica, as the store knows it after [`Store::register`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runner {
+    pub id: i64,
+    pub deployment_id: i64,
+    /// Human-readable identity recorded in `cron_job_runs.runner` (`host:pid`).
+    pub name: String,
+}
+
+/// What a claim decided for one due job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimAction {
+    /// Start the handler at `Claim::scheduled_at` (or now, if that has passed).
+    Run,
+    /// The occurrence was late and the job's policy is `missed = "skip"`: the store has already recorded
+    /// the run as skipped and rescheduled the job; nothing is to be started.
+    Skipped,
+}
+
+/// One run this replica now owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub run_id: i64,
+    pub job_id: i64,
+    pub verb: String,
+    pub scheduled_at: DateTime<Utc>,
+    /// Claimed more than the missed-run tolerance after `scheduled_at`.
+    pub late: bool,
+    pub action: ClaimAction,
+    /// When the lease on the job's row runs out unless renewed.
+    pub lease_expires_at: DateTime<Utc>,
+}
+
+/// The result of [`Store::claim_due`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    pub claims: Vec<Claim>,
+    /// The store's clock when it claimed (contract 1: one clock). The executor measures its own clock's
+    /// offset from it to know when to start handlers and how long to sleep.
+    pub now: DateTime<Utc>,
+    /// The earliest `next_execution` among idle jobs this replica could claim, if any.
+    pub next_due: Option<DateTime<Utc>>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Panicked,
+    TimedOut,
+    /// Cancelled by shutdown after the grace period, or released before it started.
+    Cancelled,
+    /// Taken back from a replica whose lease expired.
+    Abandoned,
+    /// Not run: late under `missed = "skip"`.
+    Skipped,
+}
+
+impl Outcome {
+    /// The value stored in `cron_job_runs.outcome`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Panicked => "panicked",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Abandoned => "abandoned",
+            Outcome::Skipped => "skipped",
+        }
+    }
+}
+
+/// A finished run to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finish {
+    pub run_id: i64,
+    pub job_id: i64,
+    pub outcome: Outcome,
+    pub error: Option<String>,
+}
+
+/// The result of [`Store::finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// Recorded; the job is idle again with its next occurrence after the store's now, and `skipped`
+    /// occurrences between the run's scheduled instant and that next one were skipped (overlap).
+    Recorded {
+        next_execution: Option<DateTime<Utc>>,
+        skipped: u32,
+    },
+    /// Refused: this replica no longer holds the run (its lease expired and the run was recovered).
+    Fenced,
+}
+
+/// A store failure. Context first: what was being done, then why.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("while {context}: {source}")]
+    Database {
+        context: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Job state, runs and replicas. Every method is one logical step of DESIGN §4 and keeps its contract on
+/// its own; the executor composes them.
+pub trait Store: Send + Sync + 'static {
+    /// Registers this replica (a row in `cron_runners`) and its deployment with its jobs (idempotent for a
+    /// key already registered), and takes the module over if this deployment should be active
+    /// (contract 6).
+    fn register(
+        &self,
+        spec: &DeploymentSpec,
+    ) -> impl Future<Output = Result<Runner, StoreError>> + Send;
+
+    /// Marks this replica alive, takes the module over if its deployment should now be active, and takes
+    /// back the rows of any replica whose lease expired, recording their runs as `abandoned` (contract 4).
+    fn heartbeat(&self, runner: &Runner) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Claims, in one conditional statement, up to `limit` jobs of this replica's deployment that are idle,
+    /// belong to the active deployment, have no run of the same verb executing under any deployment, and
+    /// are due at or before the store's now plus `ahead`. Records a run for each (contracts 2, 3, 5).
+    fn claim_due(
+        &self,
+        runner: &Runner,
+        ahead: Duration,
+        limit: usize,
+    ) -> impl Future<Output = Result<Claimed, StoreError>> + Send;
+
+    /// Extends the lease of the given runs; returns the ids of those this replica still holds.
+    fn renew(
+        &self,
+        runner: &Runner,
+        run_ids: &[i64],
+    ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
+
+    /// Records how a run ended and puts its job back to idle with its next occurrence after the store's
+    /// now, fenced on the run: refused if this replica no longer holds it (contracts 3, 4, 7).
+    fn finish(
+        &self,
+        runner: &Runner,
+        finish: &Finish,
+    ) -> impl Future<Output = Result<Finished, StoreError>> + Send;
+
+    /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
+    /// from the live replicas (contract 9).
+    fn deregister(
+        &self,
+        runner: &Runner,
+        cancelled: &[i64],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Resolves when something another replica did may have made a job due sooner than the executor
+    /// thinks (a takeover, a trigger). The executor otherwise sleeps until the next due instant.
+    fn changed(&self) -> impl Future<Output = ()> + Send;
+}

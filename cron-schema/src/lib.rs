@@ -1,0 +1,40 @@
+//! The cron grammar, the schedule engine and the job schema of cronverb.
+//!
+//! This crate is the one code path shared by compile time (the `#[cron]` attribute validates through it)
+//! and run time (the executor computes occurrences with it). It has no async and no database.
+//!
+//! # Example
+//!
+//! ```
+//! use chrono::{TimeZone, Utc};
+//! use cron_schema::Schedule;
+//!
+//! let schedule = Schedule::parse("0 2 * * *").unwrap();
+//! let after = Utc.with_ymd_and_hms(2026, 3, 8, 12, 0, 0).unwrap();
+//! assert_eq!(
+//!     schedule.next_after(after),
+//!     Some(Utc.with_ymd_and_hms(2026, 3, 9, 2, 0, 0).unwrap()),
+//! );
+//! ```
+
+mod duration;
+mod error;
+mod field;
+mod parse;
+mod policy;
+mod schedule;
+mod timezone;
+mod zoned;
+
+pub use duration::{DurationError, format_duration, parse_duration};
+pub use error::Error;
+pub use field::Field;
+pub use policy::{MissedPolicy, PolicyError};
+pub use schedule::{Occurrences, Schedule};
+pub use timezone::{ZoneError, parse_timezone};
+pub use zoned::{ZonedOccurrences, ZonedSchedule};
+
+/// The first instant the "never fires" check looks at: 2020-01-01T00:00:00Z.
+pub const CHECK_FROM_YEAR: i32 = 2020;
+/// The last year the "never fires" check looks at (inclusive).
+pub const CHECK_TO_YEAR: i32 = 2099;

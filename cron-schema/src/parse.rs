@@ -1,0 +1,1 @@
+// The grammar: filled in by the engine.
