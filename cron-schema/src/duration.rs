@@ -14,13 +14,148 @@ pub enum DurationError {
 
 /// Parses a duration written as one or more `<number><unit>` parts, units `h`, `m`, `s` in that order
 /// (`30s`, `5m`, `1h30m`, `1h0m15s`).
+///
+/// Each unit appears at most once; spaces, signs, fractions and other units are rejected.
+///
+/// ```
+/// use std::time::Duration;
+/// use cron_schema::parse_duration;
+///
+/// assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+/// assert!(parse_duration("1.5h").is_err());
+/// ```
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
-    let _ = text;
-    unimplemented!("engine")
+    let invalid = || DurationError::Invalid(text.to_owned());
+    if text.is_empty() {
+        return Err(invalid());
+    }
+    let mut total: u64 = 0;
+    // The units still allowed, in order.
+    let mut units: &[(u8, u64)] = &[(b'h', 3600), (b'm', 60), (b's', 1)];
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let start = i;
+        let mut number: u64 = 0;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            number = number
+                .checked_mul(10)
+                .and_then(|n| n.checked_add(u64::from(bytes[i] - b'0')))
+                .ok_or_else(invalid)?;
+            i += 1;
+        }
+        if i == start || i == bytes.len() {
+            return Err(invalid());
+        }
+        let position = units
+            .iter()
+            .position(|(unit, _)| *unit == bytes[i])
+            .ok_or_else(invalid)?;
+        let seconds = number.checked_mul(units[position].1).ok_or_else(invalid)?;
+        total = total.checked_add(seconds).ok_or_else(invalid)?;
+        units = &units[position + 1..];
+        i += 1;
+    }
+    if total == 0 {
+        return Err(DurationError::Zero(text.to_owned()));
+    }
+    Ok(Duration::from_secs(total))
 }
 
-/// Formats a duration in the form [`parse_duration`] reads (`1h30m`, `45s`).
+/// Formats a duration in the form [`parse_duration`] reads (`1h30m`, `45s`), leaving out zero parts
+/// (`1h15s`). The sub-second part is dropped; less than a second is `0s`.
 pub fn format_duration(duration: Duration) -> String {
-    let _ = duration;
-    unimplemented!("engine")
+    let secs = duration.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.is_empty() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(text: &str) -> Result<u64, DurationError> {
+        parse_duration(text).map(|d| d.as_secs())
+    }
+
+    #[test]
+    fn parses_the_accepted_forms() {
+        assert_eq!(secs("30s"), Ok(30));
+        assert_eq!(secs("5m"), Ok(300));
+        assert_eq!(secs("1h30m"), Ok(5400));
+        assert_eq!(secs("2h"), Ok(7200));
+        assert_eq!(secs("1h0m15s"), Ok(3615));
+        assert_eq!(secs("90s"), Ok(90));
+        assert_eq!(secs("0h1s"), Ok(1));
+        assert_eq!(secs("007m"), Ok(420));
+    }
+
+    #[test]
+    fn rejects_other_forms() {
+        for text in [
+            "",
+            "s",
+            "30",
+            "1h 30m",
+            " 30s",
+            "30s ",
+            "-5m",
+            "+5m",
+            "1.5h",
+            "5M",
+            "5d",
+            "5ms",
+            "30m1h",
+            "1s1m",
+            "1h1h",
+            "1m1m",
+            "h1",
+            "1hm",
+            "99999999999999999999s",
+            "5124095576030432h",
+        ] {
+            assert_eq!(
+                parse_duration(text),
+                Err(DurationError::Invalid(text.to_owned())),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_zero() {
+        assert_eq!(
+            parse_duration("0s"),
+            Err(DurationError::Zero("0s".to_owned()))
+        );
+        assert_eq!(
+            parse_duration("0h0m0s").unwrap_err().to_string(),
+            "duration `0h0m0s` is zero; it must be at least one second"
+        );
+    }
+
+    #[test]
+    fn formats_canonically() {
+        let format = |s| format_duration(Duration::from_secs(s));
+        assert_eq!(format(5400), "1h30m");
+        assert_eq!(format(45), "45s");
+        assert_eq!(format(7200), "2h");
+        assert_eq!(format(3615), "1h15s");
+        assert_eq!(format(90), "1m30s");
+        assert_eq!(format(0), "0s");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1s");
+        for s in 1..10_000 {
+            assert_eq!(secs(&format(s)), Ok(s));
+        }
+    }
 }

@@ -10,21 +10,23 @@ use crate::Field;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The expression has fewer than 5 or more than 7 fields.
+    /// The expression has fewer than 5 or more than 7 fields. `span` covers the whole expression without
+    /// surrounding blanks (all of it when it is blank).
     #[error(
         "expected 5, 6 or 7 fields (`minute hour day-of-month month day-of-week`, optionally with `second` first and `year` last), found {found}"
     )]
     FieldCount { found: usize, span: Range<usize> },
 
-    /// An item of a comma list is empty (`1,,2`, a trailing comma).
-    #[error("empty item in the {field} field `{text}`")]
+    /// An item of a comma list is empty (`1,,2`, a trailing comma). `text` is the whole field; `span` covers
+    /// the comma that has no item on one side (the one after the empty item, or the trailing one).
+    #[error("empty item in the {field} field `{text}`; remove the extra comma")]
     EmptyItem {
         field: Field,
         text: String,
         span: Range<usize>,
     },
 
-    /// A value outside the field's bounds.
+    /// A value outside the field's bounds. `text` and `span` are the number's.
     #[error("`{text}` is out of range in the {field} field; expected a value from {min} to {max}")]
     OutOfRange {
         field: Field,
@@ -34,15 +36,15 @@ pub enum Error {
         span: Range<usize>,
     },
 
-    /// A step of zero (`*/0`).
-    #[error("step `{text}` in the {field} field must be at least 1")]
+    /// A step of zero (`*/0`). `text` and `span` are the item's.
+    #[error("the step of `{text}` in the {field} field must be at least 1")]
     ZeroStep {
         field: Field,
         text: String,
         span: Range<usize>,
     },
 
-    /// A range whose start is after its end (`5-1`).
+    /// A range whose start is after its end (`5-1`). `text` and `span` are the range's, without a step.
     #[error(
         "range `{text}` in the {field} field starts after it ends; write `{suggestion}` or split it into two ranges"
     )]
@@ -55,7 +57,7 @@ pub enum Error {
 
     /// Syntax from other cron dialects that cronverb does not accept: `?`, `L`, `W`, `#`, month and weekday
     /// names. `suggestion` says what to write instead, where there is an equivalent.
-    #[error("`{text}` is not supported in the {field} field{}", help_suffix(.suggestion))]
+    #[error("`{text}` is not supported in the {field} field{}", unsupported_help(.suggestion))]
     Unsupported {
         field: Field,
         text: String,
@@ -63,8 +65,8 @@ pub enum Error {
         span: Range<usize>,
     },
 
-    /// An `@hourly`-style macro.
-    #[error("`{text}` macros are not supported{}", help_suffix(.suggestion))]
+    /// An `@hourly`-style macro. `suggestion` is the 5-field equivalent, when there is one.
+    #[error("macro `{text}` is not supported{}", macro_help(.text, .suggestion))]
     Macro {
         text: String,
         suggestion: Option<String>,
@@ -81,15 +83,30 @@ pub enum Error {
         span: Range<usize>,
     },
 
-    /// A well-formed expression with no occurrence between 2020-01-01 and 2099-12-31.
-    #[error("`{text}` never fires between 2020-01-01 and 2099-12-31")]
+    /// A well-formed expression with no occurrence between 2020-01-01 and 2099-12-31. `text` and `span` are
+    /// the whole expression without surrounding blanks.
+    #[error(
+        "`{text}` never fires between 2020-01-01 and 2099-12-31; check the day-of-month, month and year fields"
+    )]
     NeverFires { text: String, span: Range<usize> },
 }
 
-fn help_suffix(suggestion: &Option<String>) -> String {
+fn unsupported_help(suggestion: &Option<String>) -> String {
     match suggestion {
         Some(s) => format!("; write `{s}` instead"),
-        None => String::new(),
+        None => {
+            "; cronverb accepts `*`, numbers, ranges `N-M`, steps `/S` and comma lists".to_owned()
+        }
+    }
+}
+
+fn macro_help(text: &str, suggestion: &Option<String>) -> String {
+    match suggestion {
+        Some(s) => format!("; write `{s}` instead"),
+        None if text.eq_ignore_ascii_case("@reboot") => {
+            "; cronverb jobs run on a schedule, not when the application starts".to_owned()
+        }
+        None => "; write the 5-field expression instead".to_owned(),
     }
 }
 

@@ -17,6 +17,7 @@
 //! );
 //! ```
 
+mod calendar;
 mod duration;
 mod error;
 mod field;
