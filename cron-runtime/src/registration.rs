@@ -18,14 +18,19 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send 
 pub struct Registration {
     /// `name = "…"`, or `module_path!()::fn_name`.
     pub name: &'static str,
+    /// `module_path!()` of the function (the default `name` starts with it).
+    pub module_path: &'static str,
     /// The expression exactly as written.
     pub expression: &'static str,
-    /// `timezone = "…"`; `None` is UTC.
+    /// `timezone = "…"`, as its canonical IANA name; `None` is UTC.
     pub timezone: Option<&'static str>,
     /// `timeout = "…"` as written (`30s`, `5m`, `1h30m`); `None` is the runtime's default.
     pub timeout: Option<&'static str>,
+    /// `missed = "once" | "skip"`; `once` when not given.
     pub missed: MissedPolicy,
+    /// `file!()` of the function.
     pub file: &'static str,
+    /// The line of the function's name.
     pub line: u32,
     /// The function's doc comment, lines joined with `\n`, each trimmed of one leading space.
     pub doc: &'static str,
@@ -36,6 +41,9 @@ pub struct Registration {
 inventory::collect!(Registration);
 
 /// Converts what a handler returns into its outcome. Implemented for `()` and `Result<(), E: Display>`.
+///
+/// The error is formatted with `{:#}`, which for `anyhow::Error` includes its chain of causes
+/// (`while loading invoices: connection reset`) and for other types is usually their plain `Display`.
 #[diagnostic::on_unimplemented(
     message = "`#[cron]` functions must return `()` or `Result<(), E>` where `E: Display`, not `{Self}`",
     label = "this return type is not `()` or `Result<(), E>`"
@@ -53,6 +61,6 @@ impl IntoOutcome for () {
 
 impl<E: std::fmt::Display> IntoOutcome for Result<(), E> {
     fn into_outcome(self) -> Result<(), String> {
-        self.map_err(|e| e.to_string())
+        self.map_err(|e| format!("{e:#}"))
     }
 }

@@ -1,0 +1,262 @@
+//! The arguments of `#[cron(...)]`: parsed, then checked through `cron-schema`.
+
+use std::ops::Range;
+use std::str::FromStr;
+
+use cron_schema::{MissedPolicy, Schedule};
+use proc_macro2::{Span, TokenStream};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
+
+use crate::errors::Errors;
+
+/// The arguments, every one of them valid.
+pub struct Args {
+    /// The expression, as written.
+    pub expression: LitStr,
+    /// The canonical IANA name of the zone; `None` is UTC.
+    pub timezone: Option<&'static str>,
+    /// The timeout, as written.
+    pub timeout: Option<LitStr>,
+    pub name: Option<LitStr>,
+    pub missed: MissedPolicy,
+}
+
+const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`";
+
+/// The named arguments.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Timezone,
+    Timeout,
+    Name,
+    Missed,
+}
+
+impl Key {
+    fn from_ident(ident: &Ident) -> Option<Key> {
+        match ident.to_string().as_str() {
+            "timezone" => Some(Key::Timezone),
+            "timeout" => Some(Key::Timeout),
+            "name" => Some(Key::Name),
+            "missed" => Some(Key::Missed),
+            _ => None,
+        }
+    }
+
+    /// A valid value, for messages.
+    fn example(self) -> &'static str {
+        match self {
+            Key::Timezone => "Europe/Berlin",
+            Key::Timeout => "5m",
+            Key::Name => "billing::send_invoices",
+            Key::Missed => "skip",
+        }
+    }
+}
+
+/// Parses and validates the arguments, pushing every problem to `errors`; `None` when there was one.
+pub fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
+    let before = errors.len();
+    let list = match Punctuated::<Expr, Token![,]>::parse_terminated.parse2(args) {
+        Ok(list) => list,
+        Err(error) => {
+            errors.push(error);
+            return None;
+        }
+    };
+
+    let mut expression = None;
+    let mut expression_seen = false;
+    let mut timezone = None;
+    let mut timeout = None;
+    let mut name = None;
+    let mut missed = MissedPolicy::default();
+    let mut keys_seen = Vec::new();
+
+    for (index, arg) in list.iter().enumerate() {
+        let Expr::Assign(assign) = arg else {
+            let is_string = string_literal(arg).is_some();
+            if index == 0 {
+                match string_literal(arg) {
+                    Some(lit) => expression = check_expression(lit, errors),
+                    None => errors.spanned(
+                        arg,
+                        "the cron expression must be a string literal, such as `\"0 2 * * *\"`; \
+                         `#[cron]` checks it at compile time and cannot see the value of a constant or a macro",
+                    ),
+                }
+            } else if is_string && expression_seen {
+                errors.spanned(
+                    arg,
+                    format!(
+                        "`#[cron]` takes one cron expression; the other arguments are written \
+                         `key = \"value\"` with key one of: {KEYS}"
+                    ),
+                );
+            } else if is_string {
+                errors.spanned(
+                    arg,
+                    "the cron expression must be the first argument of `#[cron]`",
+                );
+            } else {
+                errors.spanned(
+                    arg,
+                    format!("expected `key = \"value\"` with key one of: {KEYS}"),
+                );
+            }
+            expression_seen |= index == 0 || is_string;
+            continue;
+        };
+
+        let ident = match &*assign.left {
+            Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => {
+                path.path.get_ident()
+            }
+            _ => None,
+        };
+        let Some(ident) = ident else {
+            errors.spanned(
+                &assign.left,
+                format!("expected an argument name, one of: {KEYS}"),
+            );
+            continue;
+        };
+        let Some(key) = Key::from_ident(ident) else {
+            errors.spanned(
+                ident,
+                format!("unknown `#[cron]` argument `{ident}`; expected one of: {KEYS}"),
+            );
+            continue;
+        };
+        if keys_seen.contains(&key) {
+            errors.spanned(ident, format!("duplicate `#[cron]` argument `{ident}`"));
+            continue;
+        }
+        keys_seen.push(key);
+
+        let Some(value) = string_literal(&assign.right) else {
+            errors.spanned(
+                &assign.right,
+                format!(
+                    "`{ident}` takes a string literal, such as `{ident} = \"{}\"`",
+                    key.example()
+                ),
+            );
+            continue;
+        };
+
+        match key {
+            Key::Timezone => match cron_schema::parse_timezone(&value.value()) {
+                Ok(zone) => timezone = Some(zone.name()),
+                Err(error) => errors.at(value.span(), error),
+            },
+            Key::Timeout => match cron_schema::parse_duration(&value.value()) {
+                Ok(_) => timeout = Some(value.clone()),
+                Err(error) => errors.at(value.span(), error),
+            },
+            Key::Name => {
+                if check_name(value, errors) {
+                    name = Some(value.clone());
+                }
+            }
+            Key::Missed => match MissedPolicy::from_str(&value.value()) {
+                Ok(policy) => missed = policy,
+                Err(error) => errors.at(value.span(), error),
+            },
+        }
+    }
+
+    if !expression_seen {
+        errors.at(
+            Span::call_site(),
+            "`#[cron]` needs a cron expression as its first argument, such as `#[cron(\"0 2 * * *\")]`",
+        );
+    }
+
+    if errors.len() > before {
+        return None;
+    }
+    Some(Args {
+        expression: expression?,
+        timezone,
+        timeout,
+        name,
+        missed,
+    })
+}
+
+fn string_literal(expr: &Expr) -> Option<&LitStr> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit),
+            attrs,
+        }) if attrs.is_empty() => Some(lit),
+        _ => None,
+    }
+}
+
+fn check_expression(lit: &LitStr, errors: &mut Errors) -> Option<LitStr> {
+    match Schedule::parse(&lit.value()) {
+        Ok(_) => Some(lit.clone()),
+        Err(error) => {
+            errors.at(
+                span_within(lit, error.span()),
+                format!("invalid cron expression: {error}"),
+            );
+            None
+        }
+    }
+}
+
+/// The span of `range` (bytes of the literal's value) inside the literal, where the compiler can give one
+/// (nightly, and only for a literal without escapes); otherwise the whole literal's span.
+fn span_within(lit: &LitStr, range: Range<usize>) -> Span {
+    let token = lit.token();
+    let text = token.to_string();
+    let value = lit.value();
+    let Some(open) = text.find('"') else {
+        return lit.span();
+    };
+    let start = open + 1;
+    let maps_byte_for_byte = text.get(start..start + value.len()) == Some(value.as_str())
+        && text[start + value.len()..].starts_with('"');
+    if !maps_byte_for_byte {
+        return lit.span();
+    }
+    token
+        .subspan(start + range.start..start + range.end)
+        .unwrap_or_else(|| lit.span())
+}
+
+/// A verb name is what operators type and read: no whitespace, no punctuation beyond path separators.
+fn check_name(lit: &LitStr, errors: &mut Errors) -> bool {
+    let name = lit.value();
+    if name.is_empty() {
+        errors.at(
+            lit.span(),
+            "`name` must not be empty; leave it out to name the job after the function's path",
+        );
+        return false;
+    }
+    let allowed = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
+    match name.chars().find(|&c| !allowed(c)) {
+        None => true,
+        Some(c) => {
+            let what = if c.is_whitespace() {
+                "whitespace".to_owned()
+            } else {
+                format!("`{}`", c.escape_default())
+            };
+            errors.at(
+                lit.span(),
+                format!(
+                    "`name` `{}` contains {what}; use letters, digits, `_`, `-`, `.` and `:`",
+                    name.escape_default()
+                ),
+            );
+            false
+        }
+    }
+}

@@ -1,0 +1,6 @@
+use cronverb::cron;
+
+#[cron("")]
+async fn send_invoices() {}
+
+fn main() {}
