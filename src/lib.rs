@@ -1,6 +1,57 @@
 //! Scheduled handlers that live inside your application, coordinated through PostgreSQL.
+//!
+//! Declare a job with `#[cron]` next to the code it runs; the expression, zone and timeout are checked
+//! when the crate compiles. A [`Runtime`] runs every job of the binary: in memory for one process, or
+//! through PostgreSQL so that each occurrence runs once across all replicas. The behaviour a user must
+//! know (overlap, missed runs, timeouts, shutdown, failures) is in `docs/runtime.md`.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use cronverb::cron;
+//!
+//! /// Sends yesterday's invoices.
+//! #[cron("0 2 * * *", timezone = "Europe/Berlin", timeout = "10m")]
+//! async fn send_invoices() -> Result<(), std::io::Error> {
+//!     let cx = cronverb::context();
+//!     println!("invoices for the run scheduled at {}", cx.scheduled_at());
+//!     Ok(())
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let runtime = cronverb::Runtime::builder().module("billing").build().await?;
+//!     runtime.run().await?; // until Ctrl-C or SIGTERM, then a graceful shutdown
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Jobs can also be added when the runtime is built, and every job is listed by [`jobs()`]:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = cronverb::Runtime::builder()
+//!     .module("billing")
+//!     .job("billing::heartbeat", "*/30 * * * * *", || async {
+//!         tracing::info!("still here");
+//!     })
+//!     .build()
+//!     .await?;
+//! assert!(cronverb::jobs().iter().any(|job| job.name == "billing::heartbeat"));
+//!
+//! let handle = runtime.start(); // in the background
+//! handle.shutdown().await?;
+//! # Ok(())
+//! # }
+//! ```
 
 pub use cron_macros::cron;
+pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
+pub use cron_runtime::{
+    BuildError, Context, Job, JobError, JobOptions, Runtime, RuntimeBuilder, RuntimeError,
+    RuntimeHandle, context, jobs, try_context,
+};
 pub use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 
 // Not public API. Used by generated code.

@@ -1,8 +1,15 @@
 //! The cronverb runtime: job registry, stores (in-memory and PostgreSQL), executor, recovery, history.
 //!
-//! Use it through the `cronverb` crate.
+//! Use it through the `cronverb` crate. The behaviour a user must know (overlap, missed runs, timeouts,
+//! shutdown, failures) is in `docs/runtime.md`.
 
+mod builder;
+mod context;
+mod error;
+mod executor;
+mod job;
 mod registration;
+mod runtime;
 
 // Not public API. Used by code the `#[cron]` attribute generates, through `cronverb::__private`.
 #[doc(hidden)]
@@ -13,3 +20,9 @@ pub mod __private {
 }
 
 pub mod store;
+
+pub use builder::{DEFAULT_MODULE, JobOptions, RuntimeBuilder};
+pub use context::{Context, context, try_context};
+pub use error::{BuildError, JobError, RuntimeError};
+pub use job::{Job, jobs};
+pub use runtime::{Runtime, RuntimeHandle};

@@ -122,6 +122,15 @@ pub struct Finish {
 pub enum Finished {
     /// Recorded; the job is idle again with its next occurrence after the store's now, and `skipped`
     /// occurrences between the run's scheduled instant and that next one were skipped (overlap).
+    ///
+    /// `next_execution` is the first occurrence strictly after the later of the store's now and the
+    /// run's scheduled instant, so an occurrence never runs twice even when a handler started on a clock
+    /// slightly ahead of the store's.
+    ///
+    /// `skipped` counts the occurrences `o` with `scheduled_at < o < next_execution`: the ones that will
+    /// never run because this run was late (`missed = "once"`) or still executing (overlap). For a run
+    /// recorded `skipped` at claim (`missed = "skip"`), the count also includes its own occurrence:
+    /// `scheduled_at <= o < next_execution`. With no next occurrence nothing after the run counts.
     Recorded {
         next_execution: Option<DateTime<Utc>>,
         skipped: u32,
@@ -142,6 +151,26 @@ pub enum StoreError {
     },
     #[error("{0}")]
     Invalid(String),
+}
+
+/// What every store needs to know from the runtime's settings. The runtime hands it to the store it
+/// builds (`MemoryStore::configure`, the PostgreSQL store's constructor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// How long a claimed row stays owned without a renewal (default 30 s). A runner is alive while it
+    /// heartbeats within this duration.
+    pub lease: Duration,
+    /// A run claimed more than this after its scheduled instant is late (contract 5; default 60 s).
+    pub missed_tolerance: Duration,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            lease: Duration::from_secs(30),
+            missed_tolerance: Duration::from_secs(60),
+        }
+    }
 }
 
 /// Job state, runs and replicas. Every method is one logical step of DESIGN §4 and keeps its contract on
@@ -186,6 +215,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
     /// from the live replicas (contract 9).
+    ///
+    /// A given run whose scheduled instant is still after the store's now was claimed ahead and never
+    /// started: its record is dropped and its job goes back to idle at that same instant, so that the next
+    /// replica runs the occurrence. The others are recorded `cancelled` and their jobs go back to idle
+    /// with their next occurrence, as [`Store::finish`] does.
     fn deregister(
         &self,
         runner: &Runner,
@@ -196,3 +230,7 @@ pub trait Store: Send + Sync + 'static {
     /// thinks (a takeover, a trigger). The executor otherwise sleeps until the next due instant.
     fn changed(&self) -> impl Future<Output = ()> + Send;
 }
+
+mod memory;
+
+pub use memory::{DEFAULT_HISTORY_LIMIT, MemoryStore, RunRecord, SKIPPED_COUNT_LIMIT};

@@ -1,0 +1,400 @@
+//! Configuring a runtime: its module and deployment, store, state, settings and jobs.
+
+use std::fmt;
+use std::future::Future;
+use std::panic::Location;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cron_schema::MissedPolicy;
+
+use crate::context::State;
+use crate::error::BuildError;
+use crate::job::{self, Declared, Job, Validated};
+use crate::registration::IntoOutcome;
+use crate::runtime::{Backend, Plan, Runtime};
+use crate::store::{DeploymentSpec, MemoryStore, StoreSettings};
+
+/// The module name when [`RuntimeBuilder::module`] is not called and the executable's name is unknown.
+pub const DEFAULT_MODULE: &str = "default";
+
+/// The runtime's settings. Every one has a documented default; see the [`RuntimeBuilder`] methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub(crate) missed_tolerance: Duration,
+    pub(crate) default_timeout: Duration,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) claim_ahead: Duration,
+    pub(crate) batch_limit: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            missed_tolerance: Duration::from_secs(60),
+            default_timeout: Duration::from_secs(5 * 60),
+            shutdown_grace: Duration::from_secs(30),
+            lease: Duration::from_secs(30),
+            claim_ahead: Duration::from_millis(500),
+            batch_limit: 1000,
+        }
+    }
+}
+
+/// Options of a job added with [`RuntimeBuilder::job_with`]: the same as the `#[cron]` attribute's.
+#[derive(Debug, Clone, Default)]
+pub struct JobOptions {
+    timezone: Option<String>,
+    timeout: Option<Duration>,
+    missed: MissedPolicy,
+    doc: String,
+}
+
+impl JobOptions {
+    pub fn new() -> JobOptions {
+        JobOptions::default()
+    }
+
+    /// An IANA zone the expression is read in (default UTC).
+    pub fn timezone(mut self, zone: impl Into<String>) -> JobOptions {
+        self.timezone = Some(zone.into());
+        self
+    }
+
+    /// How long a run may take before it is cancelled and recorded `timed_out` (default: the runtime's
+    /// [`default_timeout`](RuntimeBuilder::default_timeout)). At least one second.
+    pub fn timeout(mut self, timeout: Duration) -> JobOptions {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// What to do with a late run (default [`MissedPolicy::Once`]).
+    pub fn missed(mut self, missed: MissedPolicy) -> JobOptions {
+        self.missed = missed;
+        self
+    }
+
+    /// The description [`jobs()`](crate::jobs) lists.
+    pub fn doc(mut self, doc: impl Into<String>) -> JobOptions {
+        self.doc = doc.into();
+        self
+    }
+}
+
+/// Builds a [`Runtime`]. Get one with [`Runtime::builder`].
+pub struct RuntimeBuilder {
+    module: Option<String>,
+    deployment: Option<String>,
+    database_url: Option<String>,
+    memory_store: Option<MemoryStore>,
+    registered_jobs: bool,
+    jobs: Vec<Declared>,
+    state: State,
+    settings: Settings,
+}
+
+impl fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("module", &self.module)
+            .field("deployment", &self.deployment)
+            // Never print the URL: it may carry a password.
+            .field(
+                "database_url",
+                &self.database_url.as_ref().map(|_| "<redacted>"),
+            )
+            .field("memory_store", &self.memory_store.is_some())
+            .field("registered_jobs", &self.registered_jobs)
+            .field("jobs", &self.jobs)
+            .field("state", &self.state)
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        RuntimeBuilder::new()
+    }
+}
+
+impl RuntimeBuilder {
+    pub(crate) fn new() -> RuntimeBuilder {
+        RuntimeBuilder {
+            module: None,
+            deployment: None,
+            database_url: None,
+            memory_store: None,
+            registered_jobs: true,
+            jobs: Vec::new(),
+            state: State::default(),
+            settings: Settings::default(),
+        }
+    }
+
+    /// The module this application is (`billing`). Default: the executable's file name without extension,
+    /// or [`DEFAULT_MODULE`] when it is unknown. Replicas of one application must use the same module.
+    pub fn module(mut self, module: impl Into<String>) -> RuntimeBuilder {
+        self.module = Some(module.into());
+        self
+    }
+
+    /// The deployment key: this version of the module (`billing@1.4.2`). Default: the
+    /// `CRONVERB_DEPLOYMENT` environment variable, else the module and a fingerprint of its jobs
+    /// (`billing+3f9a2c1d`). Operators should set it to a version or a commit.
+    pub fn deployment(mut self, key: impl Into<String>) -> RuntimeBuilder {
+        self.deployment = Some(key.into());
+        self
+    }
+
+    /// Coordinate through PostgreSQL at this URL. Without it, the runtime uses the in-memory store (one
+    /// process, no durability).
+    pub fn database_url(mut self, url: impl Into<String>) -> RuntimeBuilder {
+        self.database_url = Some(url.into());
+        self
+    }
+
+    /// Use this in-memory store (keep a clone to inspect its [`runs`](MemoryStore::runs)). The runtime's
+    /// lease and missed-run tolerance apply to it.
+    pub fn memory_store(mut self, store: MemoryStore) -> RuntimeBuilder {
+        self.memory_store = Some(store);
+        self
+    }
+
+    /// Whether the runtime runs the `#[cron]` functions linked into the binary (default `true`). With
+    /// `false` it runs only the jobs added with [`job`](Self::job); tests use that to run exactly the jobs
+    /// they declare.
+    pub fn registered_jobs(mut self, include: bool) -> RuntimeBuilder {
+        self.registered_jobs = include;
+        self
+    }
+
+    /// A value handlers get with [`Context::state`](crate::Context::state), one per type; a second value
+    /// of the same type replaces the first.
+    pub fn state<T: Clone + Send + Sync + 'static>(mut self, value: T) -> RuntimeBuilder {
+        self.state.insert(value);
+        self
+    }
+
+    /// Adds a job: `handler` is an async function or closure returning `()` or `Result<(), E>` where
+    /// `E: Display`, called once per run. The expression is validated by
+    /// [`build`](Self::build) with the same code as `#[cron]`'s, and the job is listed by
+    /// [`jobs()`](crate::jobs) once built. Its location is the caller's.
+    #[track_caller]
+    pub fn job<F, Fut, R>(
+        self,
+        name: impl Into<String>,
+        expression: impl Into<String>,
+        handler: F,
+    ) -> RuntimeBuilder
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoOutcome,
+    {
+        self.job_with(name, expression, JobOptions::default(), handler)
+    }
+
+    /// [`job`](Self::job) with a time zone, timeout, missed-run policy or description.
+    #[track_caller]
+    pub fn job_with<F, Fut, R>(
+        mut self,
+        name: impl Into<String>,
+        expression: impl Into<String>,
+        options: JobOptions,
+        handler: F,
+    ) -> RuntimeBuilder
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoOutcome,
+    {
+        let location = Location::caller();
+        let handler = Arc::new(handler);
+        self.jobs.push(Declared {
+            job: Job {
+                name: name.into(),
+                expression: expression.into(),
+                timezone: options.timezone,
+                timeout: None,
+                missed: options.missed,
+                file: location.file().to_owned(),
+                line: location.line(),
+                doc: options.doc,
+            },
+            timeout: options.timeout,
+            handler: Arc::new(move || {
+                let handler = Arc::clone(&handler);
+                Box::pin(async move { handler().await.into_outcome() })
+            }),
+        });
+        self
+    }
+
+    /// A run claimed more than this after its scheduled instant is late and follows its job's missed-run
+    /// policy (default 60 s).
+    pub fn missed_run_tolerance(mut self, tolerance: Duration) -> RuntimeBuilder {
+        self.settings.missed_tolerance = tolerance;
+        self
+    }
+
+    /// The timeout of jobs that do not set one (default 5 minutes).
+    pub fn default_timeout(mut self, timeout: Duration) -> RuntimeBuilder {
+        self.settings.default_timeout = timeout;
+        self
+    }
+
+    /// How long shutdown waits for runs in flight before cancelling them (default 30 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> RuntimeBuilder {
+        self.settings.shutdown_grace = grace;
+        self
+    }
+
+    /// How long a claimed run stays owned without renewal (default 30 s, at least 3 s). The runtime renews
+    /// every third of it; a replica silent for longer loses its runs to recovery.
+    pub fn lease(mut self, lease: Duration) -> RuntimeBuilder {
+        self.settings.lease = lease;
+        self
+    }
+
+    /// How far ahead of a run's scheduled instant it is claimed, so that its handler starts on time
+    /// (default 500 ms, at most 1 s).
+    pub fn claim_ahead(mut self, ahead: Duration) -> RuntimeBuilder {
+        self.settings.claim_ahead = ahead;
+        self
+    }
+
+    /// How many runs one claim takes at most (default 1000); the runtime claims again at once while
+    /// claims come back full.
+    pub fn batch_limit(mut self, limit: usize) -> RuntimeBuilder {
+        self.settings.batch_limit = limit;
+        self
+    }
+
+    /// Validates every job and setting and connects to the store.
+    ///
+    /// Fails when two jobs share a name (naming both declarations), when a job's expression, zone or
+    /// timeout does not validate (naming the job and its declaration), or when a setting is out of range.
+    pub async fn build(self) -> Result<Runtime, BuildError> {
+        let settings = self.settings;
+        check_settings(&settings)?;
+
+        let mut declared = if self.registered_jobs {
+            job::registered()
+        } else {
+            Vec::new()
+        };
+        let added_at = declared.len();
+        declared.extend(self.jobs);
+        job::check_unique(&declared)?;
+        let mut validated = Vec::with_capacity(declared.len());
+        for d in declared {
+            validated.push(job::validate(d, settings.default_timeout)?);
+        }
+        job::remember(validated[added_at..].iter().map(|v| v.job.clone()));
+
+        let module = self.module.unwrap_or_else(default_module);
+        let schema = schema(&module, &validated);
+        let key = self
+            .deployment
+            .or_else(|| {
+                std::env::var("CRONVERB_DEPLOYMENT")
+                    .ok()
+                    .filter(|k| !k.is_empty())
+            })
+            .unwrap_or_else(|| format!("{module}+{:08x}", fingerprint(&schema)));
+        let deployment = DeploymentSpec {
+            key,
+            module: module.clone(),
+            schema,
+            jobs: validated.iter().map(|v| v.spec.clone()).collect(),
+        };
+
+        let store_settings = StoreSettings {
+            lease: settings.lease,
+            missed_tolerance: settings.missed_tolerance,
+        };
+        // SEAM(postgres): the PostgreSQL store connects here and becomes `Backend::Postgres`.
+        let backend = match self.database_url {
+            Some(_url) => return Err(BuildError::PostgresUnavailable),
+            None => {
+                let store = self.memory_store.unwrap_or_default();
+                store.configure(store_settings);
+                Backend::Memory(store)
+            }
+        };
+
+        Ok(Runtime::new(
+            backend,
+            Plan::new(deployment, validated, self.state, settings),
+        ))
+    }
+}
+
+fn check_settings(s: &Settings) -> Result<(), BuildError> {
+    let invalid = |setting, reason: &str| {
+        Err(BuildError::InvalidSetting {
+            setting,
+            reason: reason.to_owned(),
+        })
+    };
+    if s.claim_ahead > Duration::from_secs(1) {
+        return invalid("claim_ahead", "must be at most 1 s");
+    }
+    if s.lease < Duration::from_secs(3) {
+        return invalid("lease", "must be at least 3 s");
+    }
+    if s.default_timeout.is_zero() {
+        return invalid("default_timeout", "must be more than zero");
+    }
+    if s.batch_limit == 0 {
+        return invalid("batch_limit", "must be at least 1");
+    }
+    Ok(())
+}
+
+/// The executable's file name without extension, else [`DEFAULT_MODULE`].
+fn default_module() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|path| path.file_stem()?.to_str().map(str::to_owned))
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| DEFAULT_MODULE.to_owned())
+}
+
+/// The schema of the deployment as JSON: its module with each verb and its cron metadata.
+fn schema(module: &str, jobs: &[Validated]) -> serde_json::Value {
+    let mut verbs: Vec<serde_json::Value> = jobs
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "name": v.job.name,
+                "request": "Unit",
+                "response": "Unit",
+                "cron": {
+                    "expression": v.job.expression,
+                    "timezone": v.job.timezone,
+                    "timeout": v.job.timeout,
+                    "missed": v.job.missed.as_str(),
+                },
+                "doc": v.job.doc,
+            })
+        })
+        .collect();
+    verbs.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    serde_json::json!({
+        "version": 1,
+        "modules": [{ "name": module, "verbs": verbs }],
+    })
+}
+
+/// FNV-1a over the schema's JSON text, folded to 32 bits: stable across builds and Rust versions.
+fn fingerprint(schema: &serde_json::Value) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in schema.to_string().bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash ^ (hash >> 32)) as u32
+}

@@ -1,0 +1,85 @@
+//! What can go wrong building and running a runtime.
+
+use cron_schema::{DurationError, ZoneError};
+
+use crate::store::StoreError;
+
+/// Why [`RuntimeBuilder::build`](crate::RuntimeBuilder::build) refused to build a runtime.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// Two jobs share a verb name.
+    #[error("job `{name}` is declared twice: at {first} and at {second}")]
+    DuplicateJob {
+        name: String,
+        first: String,
+        second: String,
+    },
+
+    /// A job's expression, time zone or timeout does not validate.
+    #[error("job `{name}` at {location}: {source}")]
+    InvalidJob {
+        name: String,
+        /// `file:line` of the declaration.
+        location: String,
+        #[source]
+        source: Box<JobError>,
+    },
+
+    /// A runtime setting is out of its range.
+    #[error("invalid runtime setting `{setting}`: {reason}")]
+    InvalidSetting {
+        setting: &'static str,
+        reason: String,
+    },
+
+    /// A database URL was given but this build has no PostgreSQL store.
+    #[error(
+        "a database URL was given but the PostgreSQL store is not available in this build; remove the URL (or `DATABASE_URL`) to use the in-memory store"
+    )]
+    PostgresUnavailable,
+
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What is wrong with one job's declaration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    #[error("the job name is empty")]
+    EmptyName,
+    #[error("invalid expression `{expression}`: {source}")]
+    Expression {
+        expression: String,
+        #[source]
+        source: cron_schema::Error,
+    },
+    #[error(transparent)]
+    Timezone(#[from] ZoneError),
+    #[error("invalid timeout: {0}")]
+    Timeout(#[from] DurationError),
+}
+
+/// Why a running runtime stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// The store refused to register this replica.
+    #[error("while registering deployment `{key}`: {source}")]
+    Register {
+        key: String,
+        #[source]
+        source: StoreError,
+    },
+    /// The store failed while shutting down.
+    #[error("while releasing this replica's runs at shutdown: {0}")]
+    Deregister(#[source] StoreError),
+    /// Listening for Ctrl-C or SIGTERM failed.
+    #[error("while listening for the shutdown signal: {0}")]
+    Signal(#[source] std::io::Error),
+    /// The executor task panicked or was cancelled.
+    #[error("the executor stopped unexpectedly: {0}")]
+    Executor(String),
+}

@@ -1,0 +1,218 @@
+//! A built runtime, running in the foreground ([`Runtime::run`]) or in the background
+//! ([`Runtime::start`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::builder::{RuntimeBuilder, Settings};
+use crate::context::State;
+use crate::error::RuntimeError;
+use crate::executor;
+use crate::job::{Handler, Job, Validated};
+use crate::store::{DeploymentSpec, JobSpec, MemoryStore};
+
+/// The scheduler of one replica: claims due runs from its store and runs their handlers.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = cron_runtime::Runtime::builder()
+///     .module("billing")
+///     .job("billing::ping", "*/10 * * * * *", || async { println!("ping") })
+///     .build()
+///     .await?;
+/// runtime.run().await?; // until Ctrl-C or SIGTERM
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Runtime {
+    backend: Backend,
+    plan: Arc<Plan>,
+}
+
+/// The store a runtime runs against. The executor is generic over [`Store`](crate::store::Store); this
+/// is the one place that picks the implementation.
+#[derive(Debug)]
+pub(crate) enum Backend {
+    Memory(MemoryStore),
+    // SEAM(postgres): `Postgres(PgStore)`, matched in `Runtime::start`.
+}
+
+/// Everything the executor needs besides the store: the deployment, the jobs' handlers, the state.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) deployment: DeploymentSpec,
+    pub(crate) module: Arc<str>,
+    pub(crate) jobs: HashMap<String, Arc<PlannedJob>>,
+    pub(crate) listed: Vec<Job>,
+    pub(crate) state: Arc<State>,
+    pub(crate) settings: Settings,
+}
+
+/// One job's handler with what a run of it needs.
+pub(crate) struct PlannedJob {
+    pub(crate) verb: Arc<str>,
+    pub(crate) spec: JobSpec,
+    pub(crate) handler: Handler,
+}
+
+impl std::fmt::Debug for PlannedJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlannedJob")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plan {
+    pub(crate) fn new(
+        deployment: DeploymentSpec,
+        validated: Vec<Validated>,
+        state: State,
+        settings: Settings,
+    ) -> Plan {
+        let listed = validated.iter().map(|v| v.job.clone()).collect();
+        let jobs = validated
+            .into_iter()
+            .map(|v| {
+                let planned = PlannedJob {
+                    verb: Arc::from(v.spec.verb.as_str()),
+                    spec: v.spec,
+                    handler: v.handler,
+                };
+                (planned.spec.verb.clone(), Arc::new(planned))
+            })
+            .collect();
+        Plan {
+            module: Arc::from(deployment.module.as_str()),
+            deployment,
+            jobs,
+            listed,
+            state: Arc::new(state),
+            settings,
+        }
+    }
+}
+
+impl Runtime {
+    /// Starts configuring a runtime. See [`RuntimeBuilder`] for the settings and their defaults.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::new()
+    }
+
+    pub(crate) fn new(backend: Backend, plan: Plan) -> Runtime {
+        Runtime {
+            backend,
+            plan: Arc::new(plan),
+        }
+    }
+
+    /// The module this runtime runs.
+    pub fn module(&self) -> &str {
+        &self.plan.deployment.module
+    }
+
+    /// The deployment key this runtime registers.
+    pub fn deployment(&self) -> &str {
+        &self.plan.deployment.key
+    }
+
+    /// The jobs this runtime runs.
+    pub fn jobs(&self) -> &[Job] {
+        &self.plan.listed
+    }
+
+    /// Runs until Ctrl-C or SIGTERM, then shuts down gracefully: stops claiming, lets runs in flight finish
+    /// within the grace period, cancels the rest and releases their rows.
+    ///
+    /// Returns early with an error if the runtime cannot register with its store.
+    pub async fn run(self) -> Result<(), RuntimeError> {
+        let mut handle = self.start();
+        let task = handle.task.as_mut().expect("a fresh handle has its task");
+        tokio::select! {
+            signal = shutdown_signal() => {
+                signal?;
+                tracing::info!("shutdown signal received; stopping");
+                handle.shutdown().await
+            }
+            ended = task => {
+                handle.task = None;
+                flatten(ended)
+            }
+        }
+    }
+
+    /// Starts the runtime in the background on the current tokio runtime; stop it with
+    /// [`RuntimeHandle::shutdown`]. Dropping the handle also stops it, without waiting.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn start(self) -> RuntimeHandle {
+        let (shutdown, signal) = watch::channel(false);
+        let task = match self.backend {
+            Backend::Memory(store) => tokio::spawn(executor::run(store, self.plan, signal)),
+        };
+        RuntimeHandle {
+            shutdown,
+            task: Some(task),
+        }
+    }
+}
+
+/// A runtime running in the background. See [`Runtime::start`].
+#[derive(Debug)]
+#[must_use = "dropping the handle stops the runtime"]
+pub struct RuntimeHandle {
+    shutdown: watch::Sender<bool>,
+    task: Option<JoinHandle<Result<(), RuntimeError>>>,
+}
+
+impl RuntimeHandle {
+    /// Stops claiming, lets runs in flight finish within the grace period, cancels the rest and releases
+    /// their rows; returns once all of that is done, with the error that stopped the runtime if one did.
+    pub async fn shutdown(mut self) -> Result<(), RuntimeError> {
+        let _ = self.shutdown.send(true);
+        match self.task.take() {
+            Some(task) => flatten(task.await),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the runtime has stopped (after a shutdown, or on an error).
+    pub fn is_finished(&self) -> bool {
+        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+}
+
+impl Drop for RuntimeHandle {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+fn flatten(
+    joined: Result<Result<(), RuntimeError>, tokio::task::JoinError>,
+) -> Result<(), RuntimeError> {
+    joined.map_err(|e| RuntimeError::Executor(e.to_string()))?
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() -> Result<(), RuntimeError> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).map_err(RuntimeError::Signal)?;
+        tokio::select! {
+            ctrl_c = tokio::signal::ctrl_c() => ctrl_c.map_err(RuntimeError::Signal),
+            _ = terminate.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.map_err(RuntimeError::Signal)
+    }
+}

@@ -1,0 +1,147 @@
+//! Building a runtime: validation of jobs and settings, and the registry.
+
+use std::time::Duration;
+
+use cron_runtime::{BuildError, JobOptions, Runtime, jobs};
+
+#[tokio::test]
+async fn two_jobs_with_one_name_fail_naming_both_locations() {
+    let first_line = line!() + 4;
+    let error = Runtime::builder()
+        .registered_jobs(false)
+        .module("test")
+        .job("test::twice", "* * * * *", || async {})
+        .job("test::twice", "0 * * * *", || async {})
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, BuildError::DuplicateJob { .. }),
+        "{error:?}"
+    );
+    let file = file!();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "job `test::twice` is declared twice: at {file}:{first_line} and at {file}:{}",
+            first_line + 1
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_expression_fails_naming_the_job_and_its_location() {
+    let line = line!() + 4;
+    let error = Runtime::builder()
+        .registered_jobs(false)
+        .module("test")
+        .job("test::bad", "61 * * * *", || async {})
+        .build()
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "job `test::bad` at {}:{line}: invalid expression `61 * * * *`: ",
+            file!()
+        )),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_zone_or_timeout_fails() {
+    let error = Runtime::builder()
+        .registered_jobs(false)
+        .job_with(
+            "test::zone",
+            "* * * * *",
+            JobOptions::new().timezone("Europe/Berlln"),
+            || async {},
+        )
+        .build()
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("Europe/Berlln"), "{error}");
+    let error = Runtime::builder()
+        .registered_jobs(false)
+        .job_with(
+            "test::zero",
+            "* * * * *",
+            JobOptions::new().timeout(Duration::ZERO),
+            || async {},
+        )
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().starts_with("job `test::zero` at "),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn out_of_range_settings_fail() {
+    let error = Runtime::builder()
+        .registered_jobs(false)
+        .claim_ahead(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            BuildError::InvalidSetting {
+                setting: "claim_ahead",
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn built_jobs_are_listed_with_their_declaration() {
+    let line = line!() + 4;
+    let runtime = Runtime::builder()
+        .registered_jobs(false)
+        .module("listing")
+        .job_with(
+            "listing::nightly",
+            "0 2 * * *",
+            JobOptions::new().doc("Sends the nightly report."),
+            || async { Ok::<(), std::io::Error>(()) },
+        )
+        .build()
+        .await
+        .unwrap();
+    let listed = jobs();
+    let job = listed
+        .iter()
+        .find(|j| j.name == "listing::nightly")
+        .expect("listed");
+    assert_eq!(job.expression, "0 2 * * *");
+    assert_eq!(job.timezone, None);
+    assert_eq!(job.file, file!());
+    assert_eq!(job.line, line);
+    assert_eq!(job.doc, "Sends the nightly report.");
+    assert_eq!(runtime.jobs(), std::slice::from_ref(job));
+    assert_eq!(runtime.module(), "listing");
+    assert!(
+        runtime.deployment().starts_with("listing+"),
+        "{}",
+        runtime.deployment()
+    );
+}
+
+#[tokio::test]
+async fn a_database_url_without_the_postgres_store_is_an_error_not_a_fallback() {
+    let error = Runtime::builder()
+        .registered_jobs(false)
+        .database_url("postgres://user:secret@localhost/db")
+        .build()
+        .await;
+    if let Err(error) = error {
+        assert!(!error.to_string().contains("secret"), "{error}");
+    }
+}

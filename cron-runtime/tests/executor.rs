@@ -1,0 +1,402 @@
+//! The executor and the in-memory store on tokio's paused clock: every instant below is exact.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
+use cron_runtime::{JobOptions, Runtime, RuntimeBuilder, context};
+use cron_schema::MissedPolicy;
+use tokio::time::{Instant, sleep};
+
+/// The store's clock starts here, so a job firing every second first fires at `at(1)`.
+fn at(seconds: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(seconds)
+}
+
+fn store() -> MemoryStore {
+    MemoryStore::starting_at(at(0))
+}
+
+fn builder(store: &MemoryStore) -> RuntimeBuilder {
+    Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+}
+
+fn runs_of(store: &MemoryStore, verb: &str) -> Vec<RunRecord> {
+    store
+        .runs()
+        .into_iter()
+        .filter(|r| r.verb == verb)
+        .collect()
+}
+
+fn scheduled(runs: &[RunRecord]) -> Vec<DateTime<Utc>> {
+    runs.iter().map(|r| r.scheduled_at).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_occurrence_runs_once_at_its_instant_with_its_context() {
+    let store = store();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_in_job = Arc::clone(&seen);
+    let clock = store.clone();
+    let runtime = builder(&store)
+        .state(Arc::new(String::from("shared pool")))
+        .job("test::tick", "* * * * * *", move || {
+            let seen = Arc::clone(&seen_in_job);
+            let clock = clock.clone();
+            async move {
+                let cx = context();
+                let pool = cx.state::<Arc<String>>().expect("state is reachable");
+                assert_eq!(*pool, "shared pool");
+                assert_eq!(cx.state::<u8>(), None);
+                seen.lock().unwrap().push((
+                    cx.module().to_owned(),
+                    cx.verb().to_owned(),
+                    cx.scheduled_at(),
+                    clock.now(),
+                    cx.run_id(),
+                ));
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(10_500)).await;
+    handle.shutdown().await.unwrap();
+
+    let seen = seen.lock().unwrap().clone();
+    let expected: Vec<_> = (1..=10).map(at).collect();
+    assert_eq!(seen.iter().map(|s| s.2).collect::<Vec<_>>(), expected);
+    for (module, verb, scheduled_at, started, _) in &seen {
+        assert_eq!(module, "test");
+        assert_eq!(verb, "test::tick");
+        assert_eq!(
+            started, scheduled_at,
+            "a handler starts at its scheduled instant"
+        );
+    }
+    let runs = runs_of(&store, "test::tick");
+    assert_eq!(scheduled(&runs), expected);
+    assert!(
+        runs.iter()
+            .all(|r| r.outcome == Some(Outcome::Succeeded) && r.skipped == 0)
+    );
+    let ids: Vec<i64> = runs.iter().map(|r| r.run_id).collect();
+    assert_eq!(seen.iter().map(|s| s.4).collect::<Vec<_>>(), ids);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_still_running_skips_its_later_occurrences_and_counts_them() {
+    let store = store();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (running_in_job, most_in_job) = (Arc::clone(&running), Arc::clone(&most));
+    let runtime = builder(&store)
+        .job("test::slow", "* * * * * *", move || {
+            let (running, most) = (Arc::clone(&running_in_job), Arc::clone(&most_in_job));
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                sleep(Duration::from_millis(3_500)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(10)).await;
+    handle.shutdown().await.unwrap();
+
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        1,
+        "a job never overlaps itself"
+    );
+    let runs = runs_of(&store, "test::slow");
+    // Runs at 1 s end at 4.5 s: 2, 3 and 4 are skipped, the next is 5; and so on.
+    assert_eq!(scheduled(&runs), vec![at(1), at(5), at(9)]);
+    assert_eq!(
+        runs.iter().map(|r| r.skipped).collect::<Vec<_>>(),
+        vec![3, 3, 3]
+    );
+    assert_eq!(
+        runs[0].finished_at,
+        Some(at(4) + chrono::Duration::milliseconds(500))
+    );
+    assert!(runs.iter().all(|r| r.outcome == Some(Outcome::Succeeded)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_past_its_timeout_is_cancelled_and_recorded() {
+    let store = store();
+    let completed = Arc::new(AtomicBool::new(false));
+    let completed_in_job = Arc::clone(&completed);
+    let runtime = builder(&store)
+        .job_with(
+            "test::stuck",
+            "*/5 * * * * *",
+            JobOptions::new().timeout(Duration::from_secs(2)),
+            move || {
+                let completed = Arc::clone(&completed_in_job);
+                async move {
+                    sleep(Duration::from_secs(10)).await;
+                    completed.store(true, Ordering::SeqCst);
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(11_000)).await;
+    handle.shutdown().await.unwrap();
+
+    let runs = runs_of(&store, "test::stuck");
+    assert_eq!(scheduled(&runs), vec![at(5), at(10)]);
+    let first = &runs[0];
+    assert_eq!(first.outcome, Some(Outcome::TimedOut));
+    assert_eq!(first.started_at, Some(at(5)));
+    assert_eq!(first.finished_at, Some(at(7)), "cancelled at its timeout");
+    assert!(
+        first.error.as_deref().unwrap().contains("timed out"),
+        "{first:?}"
+    );
+    sleep(Duration::from_secs(20)).await;
+    assert!(
+        !completed.load(Ordering::SeqCst),
+        "the handler's future was dropped"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_or_an_error_is_recorded_and_the_runtime_goes_on() {
+    let store = store();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let calls_in_job = Arc::clone(&calls);
+    let runtime = builder(&store)
+        .job("test::flaky", "* * * * * *", move || {
+            let call = calls_in_job.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match call {
+                    0 => panic!("the first run panics"),
+                    1 => Err("the second run fails".to_owned()),
+                    _ => Ok(()),
+                }
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(3_500)).await;
+    handle.shutdown().await.unwrap();
+
+    let runs = runs_of(&store, "test::flaky");
+    assert_eq!(scheduled(&runs), vec![at(1), at(2), at(3)]);
+    let outcomes: Vec<_> = runs.iter().map(|r| r.outcome.unwrap()).collect();
+    assert_eq!(
+        outcomes,
+        vec![Outcome::Panicked, Outcome::Failed, Outcome::Succeeded]
+    );
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("the first run panics")
+    );
+    assert_eq!(runs[1].error.as_deref(), Some("the second run fails"));
+    assert_eq!(runs[2].error, None);
+}
+
+/// Runs a job every minute, stops the runtime before its first run, stays down ten and a half minutes,
+/// then starts again: the 00:01 occurrence is claimed 9.5 minutes late.
+async fn stall(missed: MissedPolicy) -> (MemoryStore, Vec<DateTime<Utc>>) {
+    let store = store();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let build = |store: &MemoryStore| {
+        let seen = Arc::clone(&seen);
+        builder(store).job_with(
+            "test::minutely",
+            "0 * * * * *",
+            JobOptions::new().missed(missed),
+            move || {
+                let seen = Arc::clone(&seen);
+                async move { seen.lock().unwrap().push(context().scheduled_at()) }
+            },
+        )
+    };
+    let first = build(&store).build().await.unwrap().start();
+    sleep(Duration::from_millis(500)).await;
+    first.shutdown().await.unwrap();
+    assert_eq!(store.next_execution("test", "test::minutely"), Some(at(60)));
+
+    sleep(Duration::from_secs(630)).await;
+    let second = build(&store).build().await.unwrap().start();
+    sleep(Duration::from_secs(40)).await; // until 00:11:10.5
+    second.shutdown().await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    (store, seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn missed_once_runs_a_late_occurrence_once_and_counts_the_skipped_ones() {
+    let (store, seen) = stall(MissedPolicy::Once).await;
+    assert_eq!(seen, vec![at(60), at(660)]);
+    let runs = runs_of(&store, "test::minutely");
+    assert_eq!(scheduled(&runs), vec![at(60), at(660)]);
+    let late = &runs[0];
+    assert_eq!(late.outcome, Some(Outcome::Succeeded));
+    assert_eq!(
+        late.started_at,
+        Some(at(630) + chrono::Duration::milliseconds(500))
+    );
+    // 00:02 … 00:10 never ran; the next run is 00:11.
+    assert_eq!(late.skipped, 9);
+    assert_eq!(runs[1].skipped, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn missed_skip_records_a_late_occurrence_skipped_and_counts_it() {
+    let (store, seen) = stall(MissedPolicy::Skip).await;
+    assert_eq!(seen, vec![at(660)], "the late occurrence is not run");
+    let runs = runs_of(&store, "test::minutely");
+    assert_eq!(scheduled(&runs), vec![at(60), at(660)]);
+    let late = &runs[0];
+    assert_eq!(late.outcome, Some(Outcome::Skipped));
+    assert_eq!(late.started_at, None);
+    // 00:01 … 00:10 never ran.
+    assert_eq!(late.skipped, 10);
+    assert_eq!(runs[1].outcome, Some(Outcome::Succeeded));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_within_the_tolerance_is_not_late() {
+    let store = store();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let build = |store: &MemoryStore| {
+        let seen = Arc::clone(&seen);
+        builder(store).job_with(
+            "test::minutely",
+            "0 * * * * *",
+            JobOptions::new().missed(MissedPolicy::Skip),
+            move || {
+                let seen = Arc::clone(&seen);
+                async move { seen.lock().unwrap().push(context().scheduled_at()) }
+            },
+        )
+    };
+    let first = build(&store).build().await.unwrap().start();
+    first.shutdown().await.unwrap();
+    sleep(Duration::from_secs(110)).await; // 50 s after 00:01, the tolerance is 60 s
+    let second = build(&store).build().await.unwrap().start();
+    sleep(Duration::from_secs(1)).await;
+    second.shutdown().await.unwrap();
+    assert_eq!(seen.lock().unwrap().clone(), vec![at(60)]);
+    let run = &runs_of(&store, "test::minutely")[0];
+    assert_eq!(run.outcome, Some(Outcome::Succeeded));
+    assert_eq!(run.started_at, Some(at(110)));
+    assert_eq!(run.skipped, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_lets_runs_finish_within_the_grace_period_and_cancels_the_rest() {
+    let store = store();
+    let slow_completed = Arc::new(AtomicBool::new(false));
+    let slow_completed_in_job = Arc::clone(&slow_completed);
+    let runtime = builder(&store)
+        .shutdown_grace(Duration::from_secs(10))
+        .job("test::quick", "*/5 * * * * *", || async {
+            sleep(Duration::from_secs(3)).await;
+        })
+        .job("test::slow", "*/5 * * * * *", move || {
+            let completed = Arc::clone(&slow_completed_in_job);
+            async move {
+                sleep(Duration::from_secs(100)).await;
+                completed.store(true, Ordering::SeqCst);
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(6)).await;
+    let asked = Instant::now();
+    handle.shutdown().await.unwrap();
+    assert_eq!(
+        asked.elapsed(),
+        Duration::from_secs(10),
+        "waits out the grace period"
+    );
+
+    let quick = runs_of(&store, "test::quick");
+    assert_eq!(
+        scheduled(&quick),
+        vec![at(5)],
+        "no claim after shutdown began"
+    );
+    assert_eq!(quick[0].outcome, Some(Outcome::Succeeded));
+    assert_eq!(quick[0].finished_at, Some(at(8)));
+    let slow = runs_of(&store, "test::slow");
+    assert_eq!(scheduled(&slow), vec![at(5)]);
+    assert_eq!(slow[0].outcome, Some(Outcome::Cancelled));
+    assert_eq!(slow[0].finished_at, Some(at(16)));
+    // Released: idle again with its next occurrence, no lease to wait for.
+    assert_eq!(store.next_execution("test", "test::slow"), Some(at(20)));
+    sleep(Duration::from_secs(200)).await;
+    assert!(!slow_completed.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_a_run_claimed_ahead_before_it_starts() {
+    let store = store();
+    let started = Arc::new(AtomicBool::new(false));
+    let started_in_job = Arc::clone(&started);
+    let runtime = builder(&store)
+        .claim_ahead(Duration::from_millis(500))
+        .job("test::five", "*/5 * * * * *", move || {
+            started_in_job.store(true, Ordering::SeqCst);
+            async {}
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(4_800)).await;
+    assert_eq!(store.runs().len(), 1, "claimed ahead at 4.5 s");
+    handle.shutdown().await.unwrap();
+    assert!(!started.load(Ordering::SeqCst));
+    assert!(store.runs().is_empty(), "the release leaves no run behind");
+    assert_eq!(store.next_execution("test", "test::five"), Some(at(5)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_deployment_takes_over_without_repeating_or_dropping_an_occurrence() {
+    let store = store();
+    let job = |builder: RuntimeBuilder| builder.job("test::tick", "* * * * * *", || async {});
+    let old = job(builder(&store)).build().await.unwrap().start();
+    sleep(Duration::from_millis(3_200)).await;
+    let new = job(builder(&store).deployment("test@2"))
+        .build()
+        .await
+        .unwrap()
+        .start();
+    sleep(Duration::from_secs(3)).await;
+    old.shutdown().await.unwrap();
+    new.shutdown().await.unwrap();
+
+    let runs = runs_of(&store, "test::tick");
+    assert_eq!(scheduled(&runs), (1..=6).map(at).collect::<Vec<_>>());
+    let deployments: Vec<i64> = runs.iter().map(|r| r.deployment_id).collect();
+    assert_eq!(deployments[..3], [deployments[0]; 3]);
+    assert_eq!(deployments[3..], [deployments[3]; 3]);
+    assert_ne!(deployments[0], deployments[3]);
+}

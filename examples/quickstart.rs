@@ -1,0 +1,79 @@
+//! cronverb in one file: three scheduled jobs and a runtime, no setup.
+//!
+//!     cargo run --example quickstart
+//!
+//! Runs until Ctrl-C. `QUICKSTART_SECONDS=10` (or `cargo run --example quickstart -- 10`) stops it by
+//! itself after ten seconds. With `DATABASE_URL` set, the replicas coordinate through PostgreSQL; without
+//! it, the jobs run in this process's memory.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use cronverb::cron;
+
+/// Says hello every two seconds. Six fields: the first is the second.
+#[cron("*/2 * * * * *")]
+async fn hello() {
+    let cx = cronverb::context();
+    tracing::info!(
+        "hello from the run scheduled at {}",
+        cx.scheduled_at().format("%H:%M:%S")
+    );
+}
+
+/// Due every second but takes three and a half: a job never overlaps itself, so the occurrences that
+/// fall while it runs are skipped, and the log says how many.
+#[cron("* * * * * *", name = "quickstart::report")]
+async fn slow_report() {
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+}
+
+/// Fails every third run. A failure is recorded with its message and the job runs again at its next
+/// occurrence; the runtime goes on. A job that runs past its timeout is cancelled.
+#[cron("*/3 * * * * *", timeout = "2s")]
+async fn flaky() -> anyhow::Result<()> {
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    if RUNS.fetch_add(1, Ordering::Relaxed) % 3 == 2 {
+        anyhow::bail!("the upstream service answered 503");
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+
+    for job in cronverb::jobs() {
+        tracing::info!(
+            "job `{}` runs at `{}` ({}:{})",
+            job.name,
+            job.expression,
+            job.file,
+            job.line
+        );
+    }
+
+    let mut builder = cronverb::Runtime::builder().module("quickstart");
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        builder = builder.database_url(url);
+    }
+    let runtime = builder.build().await?;
+
+    let seconds = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("QUICKSTART_SECONDS").ok());
+    match seconds {
+        None => runtime.run().await?, // until Ctrl-C or SIGTERM
+        Some(seconds) => {
+            let seconds: u64 = seconds.parse()?;
+            let handle = runtime.start();
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            handle.shutdown().await?;
+        }
+    }
+    Ok(())
+}
