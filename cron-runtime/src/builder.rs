@@ -13,6 +13,7 @@ use crate::error::BuildError;
 use crate::job::{self, Declared, Job, Validated};
 use crate::registration::IntoOutcome;
 use crate::runtime::{Backend, Plan, Runtime};
+use crate::store::postgres::PgStore;
 use crate::store::{DeploymentSpec, MemoryStore, StoreSettings};
 
 /// The module name when [`RuntimeBuilder::module`] is not called and the executable's name is unknown.
@@ -87,6 +88,8 @@ pub struct RuntimeBuilder {
     module: Option<String>,
     deployment: Option<String>,
     database_url: Option<String>,
+    postgres: Option<sqlx::PgPool>,
+    migrate: bool,
     memory_store: Option<MemoryStore>,
     registered_jobs: bool,
     jobs: Vec<Declared>,
@@ -104,6 +107,8 @@ impl fmt::Debug for RuntimeBuilder {
                 "database_url",
                 &self.database_url.as_ref().map(|_| "<redacted>"),
             )
+            .field("postgres", &self.postgres.is_some())
+            .field("migrate", &self.migrate)
             .field("memory_store", &self.memory_store.is_some())
             .field("registered_jobs", &self.registered_jobs)
             .field("jobs", &self.jobs)
@@ -125,6 +130,8 @@ impl RuntimeBuilder {
             module: None,
             deployment: None,
             database_url: None,
+            postgres: None,
+            migrate: true,
             memory_store: None,
             registered_jobs: true,
             jobs: Vec::new(),
@@ -152,6 +159,22 @@ impl RuntimeBuilder {
     /// process, no durability).
     pub fn database_url(mut self, url: impl Into<String>) -> RuntimeBuilder {
         self.database_url = Some(url.into());
+        self
+    }
+
+    /// Coordinate through PostgreSQL with this pool (the application's own, for example). Takes
+    /// precedence over [`database_url`](Self::database_url).
+    pub fn postgres(mut self, pool: sqlx::PgPool) -> RuntimeBuilder {
+        self.postgres = Some(pool);
+        self
+    }
+
+    /// Whether [`build`](Self::build) applies cronverb's embedded migrations to the database (default
+    /// `true`). Turn it off where the application's role may not run DDL and apply them with
+    /// `cronverb migrate --database-url …` instead; the runtime then needs only read and write
+    /// privileges on its four tables.
+    pub fn migrate(mut self, migrate: bool) -> RuntimeBuilder {
+        self.migrate = migrate;
         self
     }
 
@@ -315,9 +338,19 @@ impl RuntimeBuilder {
             lease: settings.lease,
             missed_tolerance: settings.missed_tolerance,
         };
-        // SEAM(postgres): the PostgreSQL store connects here and becomes `Backend::Postgres`.
-        let backend = match self.database_url {
-            Some(_url) => return Err(BuildError::PostgresUnavailable),
+        let postgres = match (self.postgres, self.database_url) {
+            (Some(pool), _) => Some(PgStore::from_pool(pool)),
+            (None, Some(url)) => Some(PgStore::connect(&url).await?),
+            (None, None) => None,
+        };
+        let backend = match postgres {
+            Some(store) => {
+                if self.migrate {
+                    store.migrate().await?;
+                }
+                store.configure(store_settings);
+                Backend::Postgres(store)
+            }
             None => {
                 let store = self.memory_store.unwrap_or_default();
                 store.configure(store_settings);

@@ -33,12 +33,6 @@ pub enum BuildError {
         reason: String,
     },
 
-    /// A database URL was given but this build has no PostgreSQL store.
-    #[error(
-        "a database URL was given but the PostgreSQL store is not available in this build; remove the URL (or `DATABASE_URL`) to use the in-memory store"
-    )]
-    PostgresUnavailable,
-
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -12,6 +12,7 @@ use crate::context::State;
 use crate::error::RuntimeError;
 use crate::executor;
 use crate::job::{Handler, Job, Validated};
+use crate::store::postgres::PgStore;
 use crate::store::{DeploymentSpec, JobSpec, MemoryStore};
 
 /// The scheduler of one replica: claims due runs from its store and runs their handlers.
@@ -38,7 +39,7 @@ pub struct Runtime {
 #[derive(Debug)]
 pub(crate) enum Backend {
     Memory(MemoryStore),
-    // SEAM(postgres): `Postgres(PgStore)`, matched in `Runtime::start`.
+    Postgres(PgStore),
 }
 
 /// Everything the executor needs besides the store: the deployment, the jobs' handlers, the state.
@@ -155,6 +156,7 @@ impl Runtime {
         let (shutdown, signal) = watch::channel(false);
         let task = match self.backend {
             Backend::Memory(store) => tokio::spawn(executor::run(store, self.plan, signal)),
+            Backend::Postgres(store) => tokio::spawn(executor::run(store, self.plan, signal)),
         };
         RuntimeHandle {
             shutdown,

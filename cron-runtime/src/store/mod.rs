@@ -232,5 +232,6 @@ pub trait Store: Send + Sync + 'static {
 }
 
 mod memory;
+pub mod postgres;
 
 pub use memory::{DEFAULT_HISTORY_LIMIT, MemoryStore, RunRecord, SKIPPED_COUNT_LIMIT};

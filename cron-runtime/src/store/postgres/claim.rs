@@ -1,0 +1,236 @@
+//! Claiming due jobs (contracts 1, 2, 3 and 5).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+
+use super::schedules::{count_between, next_after_run};
+use super::{PgStore, db};
+use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
+
+/// The claim: one conditional statement. It picks the due idle jobs of the runner's deployment (active,
+/// due by the database's clock plus `ahead`, with a checked schedule text, and with no run of the same
+/// verb executing under any deployment of the module), locks them without waiting for rows another replica
+/// is claiming, records one run per job (the unique key on `(module_name, verb, scheduled_at)` refuses an
+/// occurrence that already ran: that job is returned without a run), and moves the jobs that got a run to
+/// `executing` with a lease. A late job under `missed = 'skip'` gets a run recorded `skipped`.
+///
+/// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a claim
+/// either commits before the takeover reads the old deployment's rows or sees the deployment inactive.
+pub(super) const CLAIM: &str = r#"
+WITH due AS (
+    SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
+           now() - j.next_execution > make_interval(secs => $9) AS late,
+           j.missed
+    FROM cron_jobs j
+    JOIN cron_deployments d ON d.id = j.deployment_id
+    WHERE j.deployment_id = $1
+      AND d.active
+      AND j.state = 'idle'
+      AND NOT j.paused
+      AND j.next_execution IS NOT NULL
+      AND j.next_execution <= now() + make_interval(secs => $5)
+      AND (j.verb, j.schedule, j.timezone) IN (
+          SELECT * FROM unnest($2::text[], $3::text[], $4::text[]))
+      AND NOT EXISTS (
+          SELECT 1 FROM cron_jobs o
+          WHERE o.module_name = j.module_name AND o.verb = j.verb AND o.state = 'executing')
+    ORDER BY j.next_execution, j.id
+    LIMIT $6
+    FOR UPDATE OF j SKIP LOCKED
+    FOR SHARE OF d
+),
+runs AS (
+    INSERT INTO cron_job_runs AS r
+        (job_id, deployment_id, module_name, verb, scheduled_at, started_at, finished_at, outcome,
+         runner, runner_id, late)
+    SELECT id, deployment_id, module_name, verb, next_execution,
+           CASE WHEN late AND missed = 'skip' THEN NULL ELSE greatest(now(), next_execution) END,
+           CASE WHEN late AND missed = 'skip' THEN now() END,
+           CASE WHEN late AND missed = 'skip' THEN 'skipped' ELSE 'running' END,
+           $7, $8, late
+    FROM due
+    ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
+    RETURNING r.id, r.job_id, r.outcome
+),
+claimed AS (
+    UPDATE cron_jobs j
+    SET state = 'executing',
+        current_run_id = runs.id,
+        lease_expires_at = greatest(now(), j.next_execution) + make_interval(secs => $10)
+    FROM runs
+    WHERE j.id = runs.job_id
+    RETURNING j.id, j.lease_expires_at
+)
+SELECT due.id AS job_id, due.verb, due.schedule, due.timezone, due.next_execution AS scheduled_at,
+       due.late, runs.id AS run_id, runs.outcome, claimed.lease_expires_at
+FROM due
+LEFT JOIN runs ON runs.job_id = due.id
+LEFT JOIN claimed ON claimed.id = due.id
+ORDER BY due.next_execution, due.id
+"#;
+
+/// The earliest occurrence among the jobs the claim could take next, and the database's clock.
+const NEXT_DUE: &str = r#"
+SELECT now() AS now, (
+    SELECT j.next_execution
+    FROM cron_jobs j
+    JOIN cron_deployments d ON d.id = j.deployment_id
+    WHERE j.deployment_id = $1
+      AND d.active
+      AND j.state = 'idle'
+      AND NOT j.paused
+      AND j.next_execution IS NOT NULL
+      AND (j.verb, j.schedule, j.timezone) IN (
+          SELECT * FROM unnest($2::text[], $3::text[], $4::text[]))
+      AND NOT EXISTS (
+          SELECT 1 FROM cron_jobs o
+          WHERE o.module_name = j.module_name AND o.verb = j.verb AND o.state = 'executing')
+    ORDER BY j.next_execution
+    LIMIT 1
+) AS next_due
+"#;
+
+impl PgStore {
+    pub(super) async fn claim(
+        &self,
+        runner: &Runner,
+        ahead: Duration,
+        limit: usize,
+    ) -> Result<Claimed, StoreError> {
+        let known = self.known(runner)?;
+        let settings = self.settings();
+        let (verbs, expressions, zones) = split(&known.claimable);
+        let context = || format!("claiming due jobs for runner {}", runner.name);
+
+        let mut tx = self.pool.begin().await.map_err(db(context()))?;
+        let rows = sqlx::query(CLAIM)
+            .bind(runner.deployment_id)
+            .bind(&verbs)
+            .bind(&expressions)
+            .bind(&zones)
+            .bind(ahead.as_secs_f64())
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(&runner.name)
+            .bind(runner.id)
+            .bind(settings.store.missed_tolerance.as_secs_f64())
+            .bind(settings.store.lease.as_secs_f64())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        // In one transaction, now() is the same instant the claim used.
+        let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+
+        let mut claims = Vec::with_capacity(rows.len());
+        for row in rows {
+            let job_id: i64 = row.try_get("job_id").map_err(db(context()))?;
+            let verb: String = row.try_get("verb").map_err(db(context()))?;
+            let expression: String = row.try_get("schedule").map_err(db(context()))?;
+            let zone: String = row.try_get("timezone").map_err(db(context()))?;
+            let scheduled_at: DateTime<Utc> = row.try_get("scheduled_at").map_err(db(context()))?;
+            let late: bool = row.try_get("late").map_err(db(context()))?;
+            let run_id: Option<i64> = row.try_get("run_id").map_err(db(context()))?;
+            let outcome: Option<String> = row.try_get("outcome").map_err(db(context()))?;
+            let lease: Option<DateTime<Utc>> =
+                row.try_get("lease_expires_at").map_err(db(context()))?;
+            let schedule = self
+                .shared
+                .schedules
+                .of_row(job_id, &verb, &expression, &zone);
+
+            let (Some(run_id), Some(lease_expires_at)) = (run_id, lease) else {
+                // The occurrence already has a run (a changed verb's first occurrence that an old
+                // deployment's run took): move the job past it, as an overlap would.
+                let Some(schedule) = schedule else { continue };
+                let next = next_after_run(&schedule, scheduled_at, now);
+                tracing::warn!(
+                    job_id,
+                    verb,
+                    %scheduled_at,
+                    "the occurrence of `{verb}` at {scheduled_at} already ran; moving to the next one"
+                );
+                sqlx::query(
+                    "UPDATE cron_jobs SET next_execution = $2 \
+                     WHERE id = $1 AND state = 'idle' AND next_execution = $3",
+                )
+                .bind(job_id)
+                .bind(next)
+                .bind(scheduled_at)
+                .execute(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+                continue;
+            };
+
+            let action = if outcome.as_deref() == Some("skipped") {
+                // missed = "skip": the run is recorded; reschedule after now, fenced on the run.
+                if let Some(schedule) = schedule {
+                    let next = next_after_run(&schedule, scheduled_at, now);
+                    let skipped = count_between(&schedule, scheduled_at, next, true);
+                    sqlx::query(
+                        "UPDATE cron_jobs \
+                         SET state = 'idle', next_execution = $3, lease_expires_at = NULL, \
+                             current_run_id = NULL \
+                         WHERE id = $1 AND state = 'executing' AND current_run_id = $2",
+                    )
+                    .bind(job_id)
+                    .bind(run_id)
+                    .bind(next)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(context()))?;
+                    sqlx::query("UPDATE cron_job_runs SET skipped = $2 WHERE id = $1")
+                        .bind(run_id)
+                        .bind(i32::try_from(skipped).unwrap_or(i32::MAX))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db(context()))?;
+                }
+                ClaimAction::Skipped
+            } else {
+                ClaimAction::Run
+            };
+            claims.push(Claim {
+                run_id,
+                job_id,
+                verb,
+                scheduled_at,
+                late,
+                action,
+                lease_expires_at,
+            });
+        }
+
+        let row = sqlx::query(NEXT_DUE)
+            .bind(runner.deployment_id)
+            .bind(&verbs)
+            .bind(&expressions)
+            .bind(&zones)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let next_due: Option<DateTime<Utc>> = row.try_get("next_due").map_err(db(context()))?;
+        tx.commit().await.map_err(db(context()))?;
+        Ok(Claimed {
+            claims,
+            now,
+            next_due,
+        })
+    }
+}
+
+fn split(claimable: &[(String, String, String)]) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut verbs = Vec::with_capacity(claimable.len());
+    let mut expressions = Vec::with_capacity(claimable.len());
+    let mut zones = Vec::with_capacity(claimable.len());
+    for (verb, expression, zone) in claimable {
+        verbs.push(verb.clone());
+        expressions.push(expression.clone());
+        zones.push(zone.clone());
+    }
+    (verbs, expressions, zones)
+}

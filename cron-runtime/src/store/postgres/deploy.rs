@@ -1,0 +1,389 @@
+//! Deployments and replicas: registration, heartbeats and takeover (contract 6).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+
+use super::schedules::zone_text;
+use super::{Known, PgStore, db, lock};
+use crate::store::{DeploymentSpec, Runner, StoreError};
+
+/// The deployment of a module that should be active: the most recently registered one with a live
+/// replica. And whether the given deployment is active now.
+const ELECTED: &str = r#"
+SELECT (
+    SELECT d.id
+    FROM cron_deployments d
+    WHERE d.module = $1
+      AND EXISTS (
+          SELECT 1 FROM cron_runners r
+          WHERE r.deployment_id = d.id AND r.last_seen >= now() - make_interval(secs => $2))
+    ORDER BY d.created_at DESC, d.id DESC
+    LIMIT 1
+) AS elected,
+(SELECT active FROM cron_deployments WHERE id = $3) AS active
+"#;
+
+const INSERT_JOBS: &str = r#"
+INSERT INTO cron_jobs
+    (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution)
+SELECT $1, $2, u.verb, u.schedule, u.timezone, make_interval(secs => u.timeout), u.missed,
+       u.next_execution
+FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[])
+    AS u(verb, schedule, timezone, timeout, missed, next_execution)
+ON CONFLICT (deployment_id, verb) DO NOTHING
+"#;
+
+/// A job row of the previously active deployment, as a takeover carries it.
+#[derive(Debug)]
+struct Previous {
+    expression: String,
+    zone: String,
+    executing: bool,
+    next_execution: Option<DateTime<Utc>>,
+    start_time: DateTime<Utc>,
+}
+
+impl PgStore {
+    pub(super) async fn register_deployment(
+        &self,
+        spec: &DeploymentSpec,
+    ) -> Result<Runner, StoreError> {
+        let context = || format!("registering deployment `{}`", spec.key);
+        self.shared.schedules.learn(&spec.jobs);
+        let mut tx = self.pool.begin().await.map_err(db(context()))?;
+        let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let inserted: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO cron_deployments (key, module, schema) VALUES ($1, $2, $3) \
+             ON CONFLICT (key) DO NOTHING RETURNING id",
+        )
+        .bind(&spec.key)
+        .bind(&spec.module)
+        .bind(&spec.schema)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db(context()))?;
+        let deployment_id = match inserted {
+            Some(id) => id,
+            None => {
+                let row = sqlx::query("SELECT id, module FROM cron_deployments WHERE key = $1")
+                    .bind(&spec.key)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db(context()))?;
+                let module: String = row.try_get("module").map_err(db(context()))?;
+                if module != spec.module {
+                    return Err(StoreError::Invalid(format!(
+                        "deployment `{}` is registered for module `{module}`, not `{}`",
+                        spec.key, spec.module
+                    )));
+                }
+                row.try_get("id").map_err(db(context()))?
+            }
+        };
+
+        let mut verbs = Vec::new();
+        let mut expressions = Vec::new();
+        let mut zones = Vec::new();
+        let mut timeouts = Vec::new();
+        let mut missed = Vec::new();
+        let mut next = Vec::new();
+        for job in &spec.jobs {
+            verbs.push(job.verb.clone());
+            expressions.push(job.expression.clone());
+            zones.push(zone_text(job));
+            timeouts.push(job.timeout.as_secs_f64());
+            missed.push(job.missed.as_str().to_owned());
+            next.push(job.schedule.next_after(now));
+        }
+        sqlx::query(INSERT_JOBS)
+            .bind(deployment_id)
+            .bind(&spec.module)
+            .bind(&verbs)
+            .bind(&expressions)
+            .bind(&zones)
+            .bind(&timeouts)
+            .bind(&missed)
+            .bind(&next)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let runner_id: i64 = sqlx::query_scalar(
+            "INSERT INTO cron_runners (deployment_id, host, pid) VALUES ($1, $2, $3) RETURNING id",
+        )
+        .bind(deployment_id)
+        .bind(&self.shared.host)
+        .bind(self.shared.pid)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db(context()))?;
+        tx.commit().await.map_err(db(context()))?;
+
+        lock(&self.shared.deployments).insert(
+            deployment_id,
+            Known {
+                module: spec.module.clone(),
+                jobs: spec
+                    .jobs
+                    .iter()
+                    .map(|j| (j.verb.clone(), j.clone()))
+                    .collect(),
+                claimable: Vec::new(),
+            },
+        );
+        let runner = Runner {
+            id: runner_id,
+            deployment_id,
+            name: format!("{}:{}", self.shared.host, self.shared.pid),
+        };
+        self.check_rows(&runner).await?;
+        self.listen_for(&spec.module).await;
+        self.take_over_if_elected(deployment_id, &spec.module)
+            .await?;
+        Ok(runner)
+    }
+
+    pub(super) async fn beat(&self, runner: &Runner) -> Result<(), StoreError> {
+        let known = self.known(runner)?;
+        let context = || format!("recording the heartbeat of runner {}", runner.name);
+        // Upsert: a replica that was frozen long enough for its row to be forgotten comes back.
+        sqlx::query(
+            "INSERT INTO cron_runners (id, deployment_id, host, pid) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (id) DO UPDATE SET last_seen = now()",
+        )
+        .bind(runner.id)
+        .bind(runner.deployment_id)
+        .bind(&self.shared.host)
+        .bind(self.shared.pid)
+        .execute(&self.pool)
+        .await
+        .map_err(db(context()))?;
+        sqlx::query("DELETE FROM cron_runners WHERE last_seen < now() - make_interval(secs => $1)")
+            .bind(self.settings().forget_runners_after.as_secs_f64())
+            .execute(&self.pool)
+            .await
+            .map_err(db(context()))?;
+        self.check_rows(runner).await?;
+        self.take_over_if_elected(runner.deployment_id, &known.module)
+            .await?;
+        self.recover().await?;
+        Ok(())
+    }
+
+    /// Reads the schedule text of the deployment's rows and decides which the claim may take: a row that
+    /// matches this build, or that differs but parses (edited by hand: the row wins, with a warning). A row
+    /// that does not parse, or whose verb this build has no handler for, is reported once and left alone.
+    async fn check_rows(&self, runner: &Runner) -> Result<(), StoreError> {
+        let known = self.known(runner)?;
+        let context = || format!("reading the jobs of deployment {}", runner.deployment_id);
+        let rows = sqlx::query(
+            "SELECT id, verb, schedule, timezone FROM cron_jobs WHERE deployment_id = $1 ORDER BY id",
+        )
+        .bind(runner.deployment_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db(context()))?;
+        let mut claimable = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id: i64 = row.try_get("id").map_err(db(context()))?;
+            let verb: String = row.try_get("verb").map_err(db(context()))?;
+            let expression: String = row.try_get("schedule").map_err(db(context()))?;
+            let zone: String = row.try_get("timezone").map_err(db(context()))?;
+            let schedules = &self.shared.schedules;
+            match known.jobs.get(&verb) {
+                None => {
+                    if schedules.first_report(id, "", "no handler") {
+                        tracing::warn!(
+                            job_id = id,
+                            verb,
+                            "job row {id} of `{verb}` has no handler in this build; it is left alone"
+                        );
+                    }
+                }
+                Some(job) if job.expression == expression && zone_text(job) == zone => {
+                    claimable.push((verb, expression, zone));
+                }
+                Some(job) => {
+                    if schedules.of_row(id, &verb, &expression, &zone).is_some() {
+                        if schedules.first_report(id, &expression, &zone) {
+                            tracing::warn!(
+                                job_id = id,
+                                verb,
+                                schedule = expression,
+                                timezone = zone,
+                                "job row {id} of `{verb}` says `{expression}` in `{zone}` but this \
+                                 build declares `{}` in `{}`; the row wins",
+                                job.expression,
+                                zone_text(job)
+                            );
+                        }
+                        claimable.push((verb, expression, zone));
+                    }
+                }
+            }
+        }
+        if let Some(known) = lock(&self.shared.deployments).get_mut(&runner.deployment_id) {
+            known.claimable = claimable;
+        }
+        Ok(())
+    }
+
+    /// Contract 6: takes `module` over in one transaction if `deployment_id` is the most recently
+    /// registered deployment with a live replica and is not active yet. Returns whether it did.
+    async fn take_over_if_elected(
+        &self,
+        deployment_id: i64,
+        module: &str,
+    ) -> Result<bool, StoreError> {
+        let context = || format!("taking module `{module}` over");
+        let liveness = self.liveness();
+        let elected = |row: sqlx::postgres::PgRow| -> Result<bool, sqlx::Error> {
+            let elected: Option<i64> = row.try_get("elected")?;
+            let active: Option<bool> = row.try_get("active")?;
+            Ok(elected == Some(deployment_id) && active == Some(false))
+        };
+        let row = sqlx::query(ELECTED)
+            .bind(module)
+            .bind(liveness)
+            .bind(deployment_id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db(context()))?;
+        if !elected(row).map_err(db(context()))? {
+            return Ok(false);
+        }
+
+        let mut tx = self.pool.begin().await.map_err(db(context()))?;
+        // One takeover per module at a time; decide again under the lock.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('cronverb'), hashtext($1))")
+            .bind(module)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let row = sqlx::query(ELECTED)
+            .bind(module)
+            .bind(liveness)
+            .bind(deployment_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        if !elected(row).map_err(db(context()))? {
+            return Ok(false);
+        }
+        let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+
+        // Lock the previous deployment's rows first: a claim in flight on them commits before we read
+        // them, and later claims see the deployment inactive (they share-lock its row).
+        let previous_rows = sqlx::query(
+            "SELECT j.verb, j.schedule, j.timezone, j.state, j.next_execution, j.start_time \
+             FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+             WHERE d.module = $1 AND d.active \
+             FOR UPDATE OF j",
+        )
+        .bind(module)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db(context()))?;
+        let mut previous = HashMap::with_capacity(previous_rows.len());
+        for row in previous_rows {
+            let verb: String = row.try_get("verb").map_err(db(context()))?;
+            let state: String = row.try_get("state").map_err(db(context()))?;
+            previous.insert(
+                verb,
+                Previous {
+                    expression: row.try_get("schedule").map_err(db(context()))?,
+                    zone: row.try_get("timezone").map_err(db(context()))?,
+                    executing: state == "executing",
+                    next_execution: row.try_get("next_execution").map_err(db(context()))?,
+                    start_time: row.try_get("start_time").map_err(db(context()))?,
+                },
+            );
+        }
+        let previous_id: Option<i64> = sqlx::query_scalar(
+            "UPDATE cron_deployments SET active = false WHERE module = $1 AND active RETURNING id",
+        )
+        .bind(module)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db(context()))?;
+
+        let mine = sqlx::query(
+            "SELECT id, verb, schedule, timezone, state FROM cron_jobs \
+             WHERE deployment_id = $1 FOR UPDATE",
+        )
+        .bind(deployment_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db(context()))?;
+        let mut ids = Vec::with_capacity(mine.len());
+        let mut nexts = Vec::with_capacity(mine.len());
+        let mut starts = Vec::with_capacity(mine.len());
+        for row in mine {
+            let id: i64 = row.try_get("id").map_err(db(context()))?;
+            let verb: String = row.try_get("verb").map_err(db(context()))?;
+            let expression: String = row.try_get("schedule").map_err(db(context()))?;
+            let zone: String = row.try_get("timezone").map_err(db(context()))?;
+            let state: String = row.try_get("state").map_err(db(context()))?;
+            if state == "executing" {
+                // Reactivated while a run of its own was in flight: that run's finish schedules it.
+                continue;
+            }
+            let Some(schedule) = self.shared.schedules.of_row(id, &verb, &expression, &zone) else {
+                continue;
+            };
+            let (next, start) = match previous.get(&verb) {
+                Some(p) if p.expression == expression && p.zone == zone => {
+                    let next = if p.executing {
+                        // Its in-flight occurrence runs under the old deployment; continue after it.
+                        p.next_execution.and_then(|at| schedule.next_after(at))
+                    } else {
+                        p.next_execution
+                    };
+                    (next, p.start_time)
+                }
+                // Added or changed: starts from its (new) schedule.
+                _ => (schedule.next_after(now), now),
+            };
+            ids.push(id);
+            nexts.push(next);
+            starts.push(start);
+        }
+        sqlx::query(
+            "UPDATE cron_jobs j SET next_execution = u.next_execution, start_time = u.start_time \
+             FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[]) \
+                 AS u(id, next_execution, start_time) \
+             WHERE j.id = u.id AND j.state = 'idle'",
+        )
+        .bind(&ids)
+        .bind(&nexts)
+        .bind(&starts)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(context()))?;
+        sqlx::query(
+            "UPDATE cron_deployments SET active = true, activated_at = now() WHERE id = $1",
+        )
+        .bind(deployment_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(context()))?;
+        super::runs::notify(&mut tx, module)
+            .await
+            .map_err(db(context()))?;
+        tx.commit().await.map_err(db(context()))?;
+        tracing::info!(
+            module,
+            deployment_id,
+            previous_deployment_id = previous_id,
+            "deployment {deployment_id} took module `{module}` over"
+        );
+        Ok(true)
+    }
+}

@@ -1,0 +1,299 @@
+//! The PostgreSQL store: the coordinator between replicas (DESIGN §4).
+//!
+//! Every decision that two replicas could race on is one conditional statement or one transaction in the
+//! database, and every instant is the database's `now()`. The tables are created by the embedded
+//! migrations ([`PgStore::migrate`]); docs/operations.md describes them for operators.
+
+mod claim;
+mod deploy;
+mod listen;
+mod runs;
+mod schedules;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::PgPoolOptions;
+
+use super::{
+    Claimed, DeploymentSpec, Finish, Finished, JobSpec, Runner, Store, StoreError, StoreSettings,
+};
+use schedules::Schedules;
+
+/// The embedded migrations that create and upgrade cronverb's tables.
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// The channel cronverb notifies on; the payload is the module's name.
+pub const NOTIFY_CHANNEL: &str = "cronverb";
+
+/// Job state, runs and replicas in PostgreSQL.
+///
+/// Cloning is cheap and shares the pool and the settings.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    settings: Mutex<Settings>,
+    host: String,
+    pid: i32,
+    /// The deployments registered through this store, by id.
+    deployments: Mutex<HashMap<i64, Known>>,
+    schedules: Schedules,
+    listener: listen::Listener,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    store: StoreSettings,
+    liveness: Option<Duration>,
+    recovery_batch: u32,
+    forget_runners_after: Duration,
+}
+
+/// A deployment registered through this store: its build's jobs, and which rows the claim may take.
+#[derive(Debug, Clone)]
+struct Known {
+    module: String,
+    jobs: HashMap<String, JobSpec>,
+    /// `(verb, expression, zone)` of the rows whose text this store has checked: the claim takes a row only
+    /// when its text is still one of these, so a row edited since is never started unchecked.
+    claimable: Vec<(String, String, String)>,
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (a pool of up to 10 connections). Does not migrate.
+    pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(10)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await
+            .map_err(db(format!("connecting to {}", redact(url))))?;
+        Ok(PgStore::from_pool(pool))
+    }
+
+    /// A store whose pool connects on first use: for a builder that is not async. The URL is checked now;
+    /// the server is not contacted. Must be called within a tokio runtime.
+    pub fn connect_lazy(url: &str) -> Result<PgStore, StoreError> {
+        let context = || format!("connecting to {}", redact(url));
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StoreError::Invalid(format!(
+                "while {}: no tokio runtime is running",
+                context()
+            )));
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(10)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_lazy(url)
+            .map_err(db(context()))?;
+        Ok(PgStore::from_pool(pool))
+    }
+
+    /// A store on an existing pool.
+    pub fn from_pool(pool: PgPool) -> PgStore {
+        PgStore {
+            pool,
+            shared: Arc::new(Shared {
+                settings: Mutex::new(Settings {
+                    store: StoreSettings::default(),
+                    liveness: None,
+                    recovery_batch: 100,
+                    forget_runners_after: Duration::from_secs(24 * 3600),
+                }),
+                host: host_name(),
+                pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+                deployments: Mutex::new(HashMap::new()),
+                schedules: Schedules::default(),
+                listener: listen::Listener::default(),
+            }),
+        }
+    }
+
+    /// Creates or upgrades cronverb's tables (the embedded migrations). Safe to run from every replica at
+    /// once: sqlx serializes migrations with an advisory lock.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Database {
+                context: "migrating cronverb's tables".to_owned(),
+                source: Box::new(e),
+            })
+    }
+
+    /// The pool the store uses.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Sets the lease duration and missed-run tolerance. The runtime calls this with its own settings when
+    /// it is built, so a store given to the builder follows the builder's settings.
+    pub fn configure(&self, settings: StoreSettings) {
+        self.settings_mut().store = settings;
+    }
+
+    /// [`PgStore::configure`], as a builder.
+    pub fn with_settings(self, settings: StoreSettings) -> PgStore {
+        self.configure(settings);
+        self
+    }
+
+    /// A replica is alive while its last heartbeat is at most this old (default: the lease). Only alive
+    /// replicas make their deployment the active one (contract 6).
+    pub fn with_liveness(self, liveness: Duration) -> PgStore {
+        self.settings_mut().liveness = Some(liveness);
+        self
+    }
+
+    /// How many expired rows one recovery transaction takes back (default 100).
+    pub fn with_recovery_batch(self, batch: u32) -> PgStore {
+        self.settings_mut().recovery_batch = batch.max(1);
+        self
+    }
+
+    /// Rows of replicas not seen for this long are deleted by any heartbeat (default one day).
+    pub fn with_forget_runners_after(self, after: Duration) -> PgStore {
+        self.settings_mut().forget_runners_after = after;
+        self
+    }
+
+    fn settings(&self) -> Settings {
+        *lock(&self.shared.settings)
+    }
+
+    fn settings_mut(&self) -> MutexGuard<'_, Settings> {
+        lock(&self.shared.settings)
+    }
+
+    fn lease(&self) -> f64 {
+        self.settings().store.lease.as_secs_f64()
+    }
+
+    fn liveness(&self) -> f64 {
+        let settings = self.settings();
+        settings
+            .liveness
+            .unwrap_or(settings.store.lease)
+            .as_secs_f64()
+    }
+
+    fn known(&self, runner: &Runner) -> Result<Known, StoreError> {
+        lock(&self.shared.deployments)
+            .get(&runner.deployment_id)
+            .cloned()
+            .ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "runner {} ({}) was not registered through this store",
+                    runner.id, runner.name
+                ))
+            })
+    }
+}
+
+impl Store for PgStore {
+    async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
+        self.register_deployment(spec).await
+    }
+
+    async fn heartbeat(&self, runner: &Runner) -> Result<(), StoreError> {
+        self.beat(runner).await
+    }
+
+    async fn claim_due(
+        &self,
+        runner: &Runner,
+        ahead: Duration,
+        limit: usize,
+    ) -> Result<Claimed, StoreError> {
+        self.claim(runner, ahead, limit).await
+    }
+
+    async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        self.renew_leases(runner, run_ids).await
+    }
+
+    async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
+        self.finish_run(runner, finish).await
+    }
+
+    async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
+        self.release(runner, cancelled).await
+    }
+
+    async fn changed(&self) {
+        self.wait_for_change().await
+    }
+}
+
+/// Wraps a database error with what was being done.
+fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
+    let context = context.into();
+    move |source| StoreError::Database {
+        context,
+        source: Box::new(source),
+    }
+}
+
+/// The URL with its password replaced by `***`, for messages.
+pub fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let user_info = &authority[..at];
+    let Some(colon) = user_info.find(':') else {
+        return url.to_owned();
+    };
+    format!(
+        "{}{}:***{}",
+        &url[..scheme_end + 3],
+        &user_info[..colon],
+        &rest[at..]
+    )
+}
+
+/// This machine's name as the environment gives it, for the runner's name.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Settings and caches stay consistent under a panic elsewhere: every update is one assignment.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redact_hides_the_password_only() {
+        assert_eq!(
+            redact("postgres://app:s3cr%40t@db:5432/prod?sslmode=require"),
+            "postgres://app:***@db:5432/prod?sslmode=require"
+        );
+        assert_eq!(
+            redact("postgres://postgres@127.0.0.1/postgres"),
+            "postgres://postgres@127.0.0.1/postgres"
+        );
+        assert_eq!(redact("not a url"), "not a url");
+    }
+}

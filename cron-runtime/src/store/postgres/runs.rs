@@ -1,0 +1,338 @@
+//! The end of a run: finish, lease renewal, recovery of expired leases and release at shutdown
+//! (contracts 3, 4, 7 and 9). Every path that ends a run is fenced on the run that holds the job's row.
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+
+use super::schedules::{count_between, next_after_run};
+use super::{NOTIFY_CHANNEL, PgStore, db};
+use crate::store::{Finish, Finished, Outcome, Runner, StoreError};
+
+/// The row of a job that a run holds, locked.
+const HELD_BY_RUN: &str = r#"
+SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
+       j.current_run_id, r.scheduled_at, d.active, now() AS now
+FROM cron_jobs j
+JOIN cron_job_runs r ON r.id = j.current_run_id
+JOIN cron_deployments d ON d.id = j.deployment_id
+WHERE j.current_run_id = $1
+  AND j.state = 'executing'
+  AND r.runner_id = $2
+  AND ($3::bigint IS NULL OR j.id = $3)
+FOR UPDATE OF j
+"#;
+
+/// Executing rows whose lease expired, oldest first, skipping rows another replica is recovering and the
+/// bad rows already seen in this pass.
+const EXPIRED: &str = r#"
+SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
+       j.current_run_id, r.scheduled_at, d.active, now() AS now
+FROM cron_jobs j
+JOIN cron_deployments d ON d.id = j.deployment_id
+LEFT JOIN cron_job_runs r ON r.id = j.current_run_id
+WHERE j.state = 'executing'
+  AND j.lease_expires_at < now()
+  AND j.id <> ALL($1::bigint[])
+ORDER BY j.lease_expires_at
+LIMIT $2
+FOR UPDATE OF j SKIP LOCKED
+"#;
+
+/// After a run of an inactive deployment ends, the active deployment's unchanged verb continues after
+/// it: its carried occurrence (the one after the run's) moves to the run's next occurrence, so the
+/// occurrences the run overlapped are skipped there too rather than run late.
+const CONTINUE_CARRIED: &str = r#"
+UPDATE cron_jobs n
+SET next_execution = $5
+FROM cron_deployments d
+WHERE d.id = n.deployment_id
+  AND d.active
+  AND n.module_name = $1
+  AND n.verb = $2
+  AND n.schedule = $3
+  AND n.timezone = $4
+  AND n.state = 'idle'
+  AND n.next_execution < $5
+"#;
+
+/// A locked job row and the run that holds it.
+#[derive(Debug)]
+struct Held {
+    job_id: i64,
+    module: String,
+    verb: String,
+    expression: String,
+    zone: String,
+    next_execution: Option<DateTime<Utc>>,
+    run_id: Option<i64>,
+    scheduled_at: Option<DateTime<Utc>>,
+    active: bool,
+    now: DateTime<Utc>,
+}
+
+impl Held {
+    fn from_row(row: &PgRow) -> Result<Held, sqlx::Error> {
+        Ok(Held {
+            job_id: row.try_get("id")?,
+            module: row.try_get("module_name")?,
+            verb: row.try_get("verb")?,
+            expression: row.try_get("schedule")?,
+            zone: row.try_get("timezone")?,
+            next_execution: row.try_get("next_execution")?,
+            run_id: row.try_get("current_run_id")?,
+            scheduled_at: row.try_get("scheduled_at")?,
+            active: row.try_get("active")?,
+            now: row.try_get("now")?,
+        })
+    }
+}
+
+impl PgStore {
+    pub(super) async fn finish_run(
+        &self,
+        runner: &Runner,
+        finish: &Finish,
+    ) -> Result<Finished, StoreError> {
+        let context = || format!("finishing run {} of job {}", finish.run_id, finish.job_id);
+        let mut tx = self.pool.begin().await.map_err(db(context()))?;
+        let row = sqlx::query(HELD_BY_RUN)
+            .bind(finish.run_id)
+            .bind(runner.id)
+            .bind(finish.job_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let Some(row) = row else {
+            return Ok(Finished::Fenced);
+        };
+        let held = Held::from_row(&row).map_err(db(context()))?;
+        let (next_execution, skipped) = self
+            .end_run(&mut tx, &held, finish.outcome, finish.error.as_deref())
+            .await
+            .map_err(db(context()))?;
+        tx.commit().await.map_err(db(context()))?;
+        Ok(Finished::Recorded {
+            next_execution,
+            skipped,
+        })
+    }
+
+    pub(super) async fn renew_leases(
+        &self,
+        runner: &Runner,
+        run_ids: &[i64],
+    ) -> Result<Vec<i64>, StoreError> {
+        sqlx::query_scalar(
+            "UPDATE cron_jobs j \
+             SET lease_expires_at = greatest(j.lease_expires_at, now() + make_interval(secs => $3)) \
+             FROM cron_job_runs r \
+             WHERE r.id = ANY($1) AND r.runner_id = $2 \
+               AND j.current_run_id = r.id AND j.state = 'executing' \
+             RETURNING r.id",
+        )
+        .bind(run_ids)
+        .bind(runner.id)
+        .bind(self.lease())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db(format!("renewing the leases of runner {}", runner.name)))
+    }
+
+    /// Takes back every row whose lease expired, in batches, recording their runs `abandoned`. Returns
+    /// how many rows were taken back.
+    pub(super) async fn recover(&self) -> Result<usize, StoreError> {
+        let batch = self.settings().recovery_batch;
+        let context = "taking back rows whose lease expired";
+        let mut bad: Vec<i64> = Vec::new();
+        let mut recovered = 0;
+        // Bounded, so that a heartbeat ends; the next heartbeat continues.
+        for _ in 0..100 {
+            let mut tx = self.pool.begin().await.map_err(db(context))?;
+            let rows = sqlx::query(EXPIRED)
+                .bind(&bad)
+                .bind(i64::from(batch))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db(context))?;
+            let full = rows.len() >= batch as usize;
+            for row in &rows {
+                let held = Held::from_row(row).map_err(db(context))?;
+                if self
+                    .shared
+                    .schedules
+                    .of_row(held.job_id, &held.verb, &held.expression, &held.zone)
+                    .is_none()
+                {
+                    bad.push(held.job_id);
+                    continue;
+                }
+                tracing::warn!(
+                    job_id = held.job_id,
+                    run_id = held.run_id,
+                    verb = held.verb,
+                    "taking back `{}`: the replica running it stopped renewing its lease",
+                    held.verb
+                );
+                self.end_run(
+                    &mut tx,
+                    &held,
+                    Outcome::Abandoned,
+                    Some("the replica running it stopped renewing its lease"),
+                )
+                .await
+                .map_err(db(context))?;
+                // The job is idle again: wake the replicas of its module (end_run already did for an
+                // inactive deployment; PostgreSQL folds duplicate notifications of one transaction).
+                notify(&mut tx, &held.module).await.map_err(db(context))?;
+                recovered += 1;
+            }
+            tx.commit().await.map_err(db(context))?;
+            if !full {
+                break;
+            }
+        }
+        Ok(recovered)
+    }
+
+    /// Shutdown: ends the given runs and removes the runner (contract 9).
+    pub(super) async fn release(
+        &self,
+        runner: &Runner,
+        cancelled: &[i64],
+    ) -> Result<(), StoreError> {
+        let context = || format!("deregistering runner {}", runner.name);
+        let mut tx = self.pool.begin().await.map_err(db(context()))?;
+        for run_id in cancelled {
+            let row = sqlx::query(HELD_BY_RUN)
+                .bind(run_id)
+                .bind(runner.id)
+                .bind(None::<i64>)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+            let Some(row) = row else { continue };
+            let held = Held::from_row(&row).map_err(db(context()))?;
+            match held.scheduled_at {
+                Some(scheduled_at) if scheduled_at > held.now => {
+                    // Claimed ahead and never started: forget the run and give the occurrence back.
+                    sqlx::query("DELETE FROM cron_job_runs WHERE id = $1")
+                        .bind(run_id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db(context()))?;
+                    sqlx::query(
+                        "UPDATE cron_jobs \
+                         SET state = 'idle', next_execution = $2, lease_expires_at = NULL, \
+                             current_run_id = NULL \
+                         WHERE id = $1",
+                    )
+                    .bind(held.job_id)
+                    .bind(scheduled_at)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(context()))?;
+                }
+                _ => {
+                    self.end_run(
+                        &mut tx,
+                        &held,
+                        Outcome::Cancelled,
+                        Some("cancelled by shutdown after the grace period"),
+                    )
+                    .await
+                    .map_err(db(context()))?;
+                }
+            }
+        }
+        sqlx::query("DELETE FROM cron_runners WHERE id = $1")
+            .bind(runner.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        sqlx::query("SELECT pg_notify($1, module) FROM cron_deployments WHERE id = $2")
+            .bind(NOTIFY_CHANNEL)
+            .bind(runner.deployment_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        tx.commit().await.map_err(db(context()))
+    }
+
+    /// Records how a held run ended and puts its job back to idle with its next occurrence after the
+    /// store's now. A row whose schedule no longer parses keeps its `next_execution` (the claim does not
+    /// take it until it is fixed) and is reported.
+    async fn end_run(
+        &self,
+        tx: &mut PgConnection,
+        held: &Held,
+        outcome: Outcome,
+        error: Option<&str>,
+    ) -> Result<(Option<DateTime<Utc>>, u32), sqlx::Error> {
+        let scheduled_at = held
+            .scheduled_at
+            .or(held.next_execution)
+            .unwrap_or(held.now);
+        let schedule =
+            self.shared
+                .schedules
+                .of_row(held.job_id, &held.verb, &held.expression, &held.zone);
+        let (next, skipped) = match &schedule {
+            Some(schedule) => {
+                let next = next_after_run(schedule, scheduled_at, held.now);
+                (next, count_between(schedule, scheduled_at, next, false))
+            }
+            None => (held.next_execution, 0),
+        };
+        sqlx::query(
+            "UPDATE cron_jobs \
+             SET state = 'idle', next_execution = $2, lease_expires_at = NULL, current_run_id = NULL \
+             WHERE id = $1",
+        )
+        .bind(held.job_id)
+        .bind(next)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(run_id) = held.run_id {
+            sqlx::query(
+                "UPDATE cron_job_runs \
+                 SET outcome = $2, error = $3, finished_at = now(), skipped = $4 \
+                 WHERE id = $1 AND outcome = 'running'",
+            )
+            .bind(run_id)
+            .bind(outcome.as_str())
+            .bind(error)
+            .bind(i32::try_from(skipped).unwrap_or(i32::MAX))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !held.active {
+            // The verb may be waiting under the active deployment (contract 6): continue it and wake it.
+            if schedule.is_some()
+                && let Some(next) = next
+            {
+                sqlx::query(CONTINUE_CARRIED)
+                    .bind(&held.module)
+                    .bind(&held.verb)
+                    .bind(&held.expression)
+                    .bind(&held.zone)
+                    .bind(next)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            notify(tx, &held.module).await?;
+        }
+        let next = if schedule.is_some() { next } else { None };
+        Ok((next, skipped))
+    }
+}
+
+/// Wakes the replicas of `module` when the transaction commits.
+pub(super) async fn notify(tx: &mut PgConnection, module: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(NOTIFY_CHANNEL)
+        .bind(module)
+        .execute(tx)
+        .await?;
+    Ok(())
+}

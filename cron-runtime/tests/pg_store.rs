@@ -1,0 +1,1122 @@
+//! The PostgreSQL store against a real server: one fresh database per test (`#[sqlx::test]`, which needs
+//! `DATABASE_URL`; scripts/test sets it). Time is driven by moving `next_execution`, leases and heartbeats
+//! into the past with SQL, never by sleeping.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use cron_runtime::store::postgres::PgStore;
+use cron_runtime::store::{
+    ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
+    StoreError,
+};
+use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
+use sqlx::{PgPool, Row};
+
+const HOURLY: &str = "0 * * * *";
+const MINUTELY: &str = "* * * * *";
+
+fn job(verb: &str, expression: &str) -> JobSpec {
+    JobSpec {
+        verb: verb.to_owned(),
+        expression: expression.to_owned(),
+        zone: Tz::UTC,
+        schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
+        timeout: Duration::from_secs(60),
+        missed: MissedPolicy::Once,
+    }
+}
+
+fn skipping(mut job: JobSpec) -> JobSpec {
+    job.missed = MissedPolicy::Skip;
+    job
+}
+
+fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
+    DeploymentSpec {
+        key: key.to_owned(),
+        module: "billing".to_owned(),
+        schema: serde_json::json!({ "key": key }),
+        jobs,
+    }
+}
+
+async fn replica(pool: &PgPool, spec: &DeploymentSpec) -> (PgStore, Runner) {
+    let store = PgStore::from_pool(pool.clone());
+    let runner = store.register(spec).await.unwrap();
+    (store, runner)
+}
+
+async fn db_now(pool: &PgPool) -> DateTime<Utc> {
+    sqlx::query_scalar("SELECT now()")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Sets `next_execution` of `verb` under `deployment` to an SQL expression of `now()`.
+async fn set_next(pool: &PgPool, deployment_id: i64, verb: &str, sql: &str) -> DateTime<Utc> {
+    sqlx::query_scalar(&format!(
+        "UPDATE cron_jobs SET next_execution = {sql} \
+         WHERE deployment_id = $1 AND verb = $2 RETURNING next_execution"
+    ))
+    .bind(deployment_id)
+    .bind(verb)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Due now (the current minute's start) and not late: for `MINUTELY` jobs.
+async fn due_now(pool: &PgPool, deployment_id: i64, verb: &str) -> DateTime<Utc> {
+    set_next(pool, deployment_id, verb, "date_trunc('minute', now())").await
+}
+
+/// Due ten hours ago: late, with ten more `HOURLY` occurrences up to now.
+async fn due_ten_hours_ago(pool: &PgPool, deployment_id: i64, verb: &str) -> DateTime<Utc> {
+    set_next(
+        pool,
+        deployment_id,
+        verb,
+        "date_trunc('hour', now()) - interval '10 hours'",
+    )
+    .await
+}
+
+async fn next_hour(pool: &PgPool) -> DateTime<Utc> {
+    sqlx::query_scalar("SELECT date_trunc('hour', now()) + interval '1 hour'")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[derive(Debug)]
+struct JobRow {
+    state: String,
+    next_execution: Option<DateTime<Utc>>,
+    schedule: String,
+    current_run_id: Option<i64>,
+    lease_expires_at: Option<DateTime<Utc>>,
+}
+
+async fn job_row(pool: &PgPool, deployment_id: i64, verb: &str) -> JobRow {
+    let row = sqlx::query(
+        "SELECT state, next_execution, schedule, current_run_id, lease_expires_at FROM cron_jobs \
+         WHERE deployment_id = $1 AND verb = $2",
+    )
+    .bind(deployment_id)
+    .bind(verb)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    JobRow {
+        state: row.get("state"),
+        next_execution: row.get("next_execution"),
+        schedule: row.get("schedule"),
+        current_run_id: row.get("current_run_id"),
+        lease_expires_at: row.get("lease_expires_at"),
+    }
+}
+
+#[derive(Debug)]
+struct RunRow {
+    outcome: String,
+    error: Option<String>,
+    skipped: i32,
+    late: bool,
+    runner_id: i64,
+    scheduled_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+async fn run_row(pool: &PgPool, run_id: i64) -> RunRow {
+    let row = sqlx::query(
+        "SELECT outcome, error, skipped, late, runner_id, scheduled_at, finished_at \
+         FROM cron_job_runs WHERE id = $1",
+    )
+    .bind(run_id)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    RunRow {
+        outcome: row.get("outcome"),
+        error: row.get("error"),
+        skipped: row.get("skipped"),
+        late: row.get("late"),
+        runner_id: row.get("runner_id"),
+        scheduled_at: row.get("scheduled_at"),
+        finished_at: row.get("finished_at"),
+    }
+}
+
+async fn active_key(pool: &PgPool) -> Vec<String> {
+    sqlx::query_scalar("SELECT key FROM cron_deployments WHERE module = 'billing' AND active")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+async fn claim(store: &PgStore, runner: &Runner) -> Claimed {
+    store.claim_due(runner, Duration::ZERO, 100).await.unwrap()
+}
+
+fn finish(claimed: &Claimed, index: usize, outcome: Outcome, error: Option<&str>) -> Finish {
+    let claim = &claimed.claims[index];
+    Finish {
+        run_id: claim.run_id,
+        job_id: claim.job_id,
+        outcome,
+        error: error.map(str::to_owned),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Schema and registration
+
+#[sqlx::test(migrations = "./migrations")]
+async fn migrate_is_idempotent(pool: PgPool) {
+    let store = PgStore::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables \
+         WHERE table_name LIKE 'cron_%' ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        tables,
+        [
+            "cron_deployments",
+            "cron_job_runs",
+            "cron_jobs",
+            "cron_runners"
+        ]
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn first_registration_activates_and_schedules_after_now(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY), job("b", HOURLY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    assert_eq!(active_key(&pool).await, ["billing@1"]);
+    let now = db_now(&pool).await;
+    let a = job_row(&pool, runner.deployment_id, "a").await;
+    assert_eq!(a.state, "idle");
+    let next = a.next_execution.unwrap();
+    assert!(
+        next > now - chrono::Duration::seconds(5) && next <= now + chrono::Duration::minutes(1)
+    );
+
+    // Registering the same key again adds a runner, not a deployment or jobs.
+    let again = store.register(&spec).await.unwrap();
+    assert_eq!(again.deployment_id, runner.deployment_id);
+    assert_ne!(again.id, runner.id);
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 2);
+    let runners: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_runners")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runners, 2);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_key_registered_for_another_module_is_refused(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    replica(&pool, &spec).await;
+    let mut other = spec.clone();
+    other.module = "shipping".to_owned();
+    let store = PgStore::from_pool(pool.clone());
+    let error = store.register(&other).await.unwrap_err();
+    assert!(matches!(error, StoreError::Invalid(_)), "{error}");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Contracts 1 and 2: one clock, one conditional claim
+
+#[sqlx::test(migrations = "./migrations")]
+async fn claim_takes_due_jobs_with_the_database_clock(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY), job("b", HOURLY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    // Nothing is due right after registration.
+    let claimed = claim(&store, &runner).await;
+    assert!(claimed.claims.is_empty());
+
+    let scheduled = due_now(&pool, runner.deployment_id, "a").await;
+    let before = db_now(&pool).await;
+    let claimed = claim(&store, &runner).await;
+    let after = db_now(&pool).await;
+    assert!(claimed.now >= before && claimed.now <= after, "{claimed:?}");
+    assert_eq!(claimed.claims.len(), 1);
+    let c = &claimed.claims[0];
+    assert_eq!(
+        (c.verb.as_str(), c.action, c.late),
+        ("a", ClaimAction::Run, false)
+    );
+    assert_eq!(c.scheduled_at, scheduled);
+    assert_eq!(
+        c.lease_expires_at,
+        claimed.now + chrono::Duration::seconds(30)
+    );
+    // The next due is `b`'s, the only idle job left.
+    let b = job_row(&pool, runner.deployment_id, "b").await;
+    assert_eq!(claimed.next_due, b.next_execution);
+
+    let row = job_row(&pool, runner.deployment_id, "a").await;
+    assert_eq!(row.state, "executing");
+    assert_eq!(row.current_run_id, Some(c.run_id));
+    let run = run_row(&pool, c.run_id).await;
+    assert_eq!(run.outcome, "running");
+    assert_eq!(run.runner_id, runner.id);
+    assert_eq!(run.scheduled_at, scheduled);
+
+    // Executing: not claimed again.
+    assert!(claim(&store, &runner).await.claims.is_empty());
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn claim_ahead_takes_a_job_due_within_the_window(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    let at = set_next(
+        &pool,
+        runner.deployment_id,
+        "a",
+        "now() + interval '500 milliseconds'",
+    )
+    .await;
+    assert!(claim(&store, &runner).await.claims.is_empty());
+    let claimed = store
+        .claim_due(&runner, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 1);
+    assert_eq!(claimed.claims[0].scheduled_at, at);
+    // The lease counts from the scheduled instant.
+    assert_eq!(
+        claimed.claims[0].lease_expires_at,
+        at + chrono::Duration::seconds(30)
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn racing_replicas_claim_each_job_exactly_once(pool: PgPool) {
+    let jobs: Vec<JobSpec> = (0..20).map(|i| job(&format!("j{i}"), MINUTELY)).collect();
+    let spec = deployment("billing@1", jobs);
+    let (one, r1) = replica(&pool, &spec).await;
+    let (two, r2) = replica(&pool, &spec).await;
+    for round in 0..3 {
+        sqlx::query(
+            "UPDATE cron_jobs SET next_execution = date_trunc('minute', now()) \
+             - make_interval(mins => $1)",
+        )
+        .bind(round)
+        .execute(&pool)
+        .await
+        .unwrap();
+        let (a, b) = tokio::join!(
+            one.claim_due(&r1, Duration::ZERO, 20),
+            two.claim_due(&r2, Duration::ZERO, 20)
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let mut jobs: Vec<i64> = a.claims.iter().chain(&b.claims).map(|c| c.job_id).collect();
+        jobs.sort();
+        jobs.dedup();
+        assert_eq!(a.claims.len() + b.claims.len(), 20, "round {round}");
+        assert_eq!(jobs.len(), 20, "a job was claimed twice in round {round}");
+        for c in &a.claims {
+            one.finish(
+                &r1,
+                &Finish {
+                    run_id: c.run_id,
+                    job_id: c.job_id,
+                    outcome: Outcome::Succeeded,
+                    error: None,
+                },
+            )
+            .await
+            .unwrap();
+        }
+        for c in &b.claims {
+            two.finish(
+                &r2,
+                &Finish {
+                    run_id: c.run_id,
+                    job_id: c.job_id,
+                    outcome: Outcome::Succeeded,
+                    error: None,
+                },
+            )
+            .await
+            .unwrap();
+        }
+    }
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_job_runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 60);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn the_unique_key_refuses_a_second_run_of_an_occurrence(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    let at = due_now(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    let run_id = claimed.claims[0].run_id;
+    // A second run of the same occurrence is refused by the database itself.
+    let duplicate = sqlx::query(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, runner, runner_id) \
+         VALUES ('billing', 'a', $1, 'x', 0)",
+    )
+    .bind(at)
+    .execute(&pool)
+    .await
+    .unwrap_err();
+    assert_eq!(
+        duplicate.as_database_error().unwrap().code().as_deref(),
+        Some("23505")
+    );
+    store
+        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .await
+        .unwrap();
+
+    // A row put back on an occurrence that already ran (by hand here) is not run again: the claim
+    // moves it past that occurrence instead.
+    set_next(
+        &pool,
+        runner.deployment_id,
+        "a",
+        "date_trunc('minute', now())",
+    )
+    .await;
+    let claimed = claim(&store, &runner).await;
+    assert!(claimed.claims.is_empty(), "{claimed:?}");
+    let row = job_row(&pool, runner.deployment_id, "a").await;
+    assert_eq!(row.state, "idle");
+    assert!(row.next_execution.unwrap() > at);
+    let runs: Vec<i64> = sqlx::query_scalar("SELECT id FROM cron_job_runs")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, [run_id]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Contracts 3, 5, 7: overlap, missed runs, failures
+
+#[sqlx::test(migrations = "./migrations")]
+async fn finish_schedules_after_now_and_counts_overlapped_occurrences(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", HOURLY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    let at = due_ten_hours_ago(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    // missed = "once": the late occurrence runs once.
+    assert_eq!(claimed.claims.len(), 1);
+    let c = &claimed.claims[0];
+    assert_eq!(
+        (c.action, c.late, c.scheduled_at),
+        (ClaimAction::Run, true, at)
+    );
+
+    let finished = store
+        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .await
+        .unwrap();
+    let next_hour = next_hour(&pool).await;
+    assert_eq!(
+        finished,
+        Finished::Recorded {
+            next_execution: Some(next_hour),
+            skipped: 10
+        }
+    );
+    let run = run_row(&pool, c.run_id).await;
+    assert_eq!(
+        (run.outcome.as_str(), run.skipped, run.late),
+        ("succeeded", 10, true)
+    );
+    assert!(run.finished_at.is_some());
+    let row = job_row(&pool, runner.deployment_id, "a").await;
+    assert_eq!(
+        (row.state.as_str(), row.next_execution),
+        ("idle", Some(next_hour))
+    );
+    assert_eq!((row.current_run_id, row.lease_expires_at), (None, None));
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_late_job_under_missed_skip_is_recorded_skipped_and_rescheduled(pool: PgPool) {
+    let spec = deployment(
+        "billing@1",
+        vec![skipping(job("a", HOURLY)), job("b", HOURLY)],
+    );
+    let (store, runner) = replica(&pool, &spec).await;
+    let at = due_ten_hours_ago(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 1);
+    let c = &claimed.claims[0];
+    assert_eq!(
+        (c.action, c.late, c.scheduled_at),
+        (ClaimAction::Skipped, true, at)
+    );
+    let next_hour = next_hour(&pool).await;
+    // Its own occurrence and the ten after it never run.
+    let run = run_row(&pool, c.run_id).await;
+    assert_eq!((run.outcome.as_str(), run.skipped), ("skipped", 11));
+    assert!(run.finished_at.is_some());
+    let row = job_row(&pool, runner.deployment_id, "a").await;
+    assert_eq!(
+        (row.state.as_str(), row.next_execution),
+        ("idle", Some(next_hour))
+    );
+    // The run is already recorded: a finish of it is refused.
+    let late = store
+        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .await
+        .unwrap();
+    assert_eq!(late, Finished::Fenced);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_job_within_the_tolerance_is_not_late(pool: PgPool) {
+    let spec = deployment("billing@1", vec![skipping(job("a", MINUTELY))]);
+    let (store, runner) = replica(&pool, &spec).await;
+    set_next(
+        &pool,
+        runner.deployment_id,
+        "a",
+        "now() - interval '30 seconds'",
+    )
+    .await;
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 1);
+    assert_eq!(
+        (claimed.claims[0].late, claimed.claims[0].action),
+        (false, ClaimAction::Run)
+    );
+
+    // A smaller tolerance makes the same delay late.
+    let strict =
+        PgStore::from_pool(pool.clone()).with_settings(cron_runtime::store::StoreSettings {
+            lease: Duration::from_secs(30),
+            missed_tolerance: Duration::from_secs(10),
+        });
+    let spec = DeploymentSpec {
+        module: "strict".to_owned(),
+        ..deployment("strict@1", vec![skipping(job("a", MINUTELY))])
+    };
+    let runner = strict.register(&spec).await.unwrap();
+    set_next(
+        &pool,
+        runner.deployment_id,
+        "a",
+        "now() - interval '30 seconds'",
+    )
+    .await;
+    let claimed = claim(&strict, &runner).await;
+    assert_eq!(
+        (claimed.claims[0].late, claimed.claims[0].action),
+        (true, ClaimAction::Skipped)
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_failure_is_recorded_with_its_message_and_the_job_goes_on(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    due_now(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    let finished = store
+        .finish(
+            &runner,
+            &finish(&claimed, 0, Outcome::Failed, Some("invoice service: 503")),
+        )
+        .await
+        .unwrap();
+    let Finished::Recorded { next_execution, .. } = finished else {
+        panic!("{finished:?}")
+    };
+    assert!(next_execution.unwrap() > db_now(&pool).await - chrono::Duration::seconds(1));
+    let run = run_row(&pool, claimed.claims[0].run_id).await;
+    assert_eq!(run.outcome, "failed");
+    assert_eq!(run.error.as_deref(), Some("invoice service: 503"));
+    let row = job_row(&pool, runner.deployment_id, "a").await;
+    assert_eq!(
+        (row.state.as_str(), row.next_execution),
+        ("idle", next_execution)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Contract 4: leases, recovery, fencing
+
+#[sqlx::test(migrations = "./migrations")]
+async fn renew_extends_only_the_runs_a_runner_holds(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    let (_, other) = replica(&pool, &spec).await;
+    due_now(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    let run_id = claimed.claims[0].run_id;
+    sqlx::query("UPDATE cron_jobs SET lease_expires_at = now() + interval '1 second'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.renew(&other, &[run_id]).await.unwrap(),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        store.renew(&runner, &[run_id, 999]).await.unwrap(),
+        [run_id]
+    );
+    let row = job_row(&pool, runner.deployment_id, "a").await;
+    assert!(row.lease_expires_at.unwrap() > db_now(&pool).await + chrono::Duration::seconds(25));
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn an_expired_lease_is_recovered_and_the_late_finish_is_fenced(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (frozen, r1) = replica(&pool, &spec).await;
+    let (alive, r2) = replica(&pool, &spec).await;
+    due_now(&pool, r1.deployment_id, "a").await;
+    let claimed = claim(&frozen, &r1).await;
+    let run_id = claimed.claims[0].run_id;
+
+    // A live lease is not touched by another replica's heartbeat.
+    alive.heartbeat(&r2).await.unwrap();
+    assert_eq!(run_row(&pool, run_id).await.outcome, "running");
+
+    // The first replica freezes; its lease runs out; the other replica takes the row back.
+    sqlx::query("UPDATE cron_jobs SET lease_expires_at = now() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    alive.heartbeat(&r2).await.unwrap();
+    let run = run_row(&pool, run_id).await;
+    assert_eq!(run.outcome, "abandoned");
+    assert!(run.error.as_deref().unwrap().contains("lease"));
+    let row = job_row(&pool, r1.deployment_id, "a").await;
+    assert_eq!(row.state, "idle");
+    assert!(row.next_execution.unwrap() > claimed.claims[0].scheduled_at);
+
+    // The frozen replica comes back: it can neither renew nor finish, and changes nothing.
+    assert!(frozen.renew(&r1, &[run_id]).await.unwrap().is_empty());
+    let late = frozen
+        .finish(&r1, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .await
+        .unwrap();
+    assert_eq!(late, Finished::Fenced);
+    let run = run_row(&pool, run_id).await;
+    assert_eq!(run.outcome, "abandoned");
+    let after = job_row(&pool, r1.deployment_id, "a").await;
+    assert_eq!(after.next_execution, row.next_execution);
+
+    // Another occurrence is claimed normally, by the live replica.
+    set_next(
+        &pool,
+        r1.deployment_id,
+        "a",
+        "date_trunc('minute', now()) - interval '1 minute'",
+    )
+    .await;
+    assert_eq!(claim(&alive, &r2).await.claims.len(), 1);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_finish_with_the_wrong_run_or_runner_is_fenced(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    let (_, other) = replica(&pool, &spec).await;
+    due_now(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    let mut wrong = finish(&claimed, 0, Outcome::Succeeded, None);
+    assert_eq!(
+        store.finish(&other, &wrong).await.unwrap(),
+        Finished::Fenced
+    );
+    wrong.run_id += 1000;
+    assert_eq!(
+        store.finish(&runner, &wrong).await.unwrap(),
+        Finished::Fenced
+    );
+    assert_eq!(
+        run_row(&pool, claimed.claims[0].run_id).await.outcome,
+        "running"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Contract 8: bad rows
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_bad_row_is_reported_and_left_alone_while_others_run(pool: PgPool) {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let spec = deployment(
+        "billing@1",
+        vec![job("good", MINUTELY), job("bad", MINUTELY)],
+    );
+    let (store, runner) = replica(&pool, &spec).await;
+    due_now(&pool, runner.deployment_id, "good").await;
+    let due = due_now(&pool, runner.deployment_id, "bad").await;
+    let bad_id: i64 = sqlx::query_scalar(
+        "UPDATE cron_jobs SET schedule = '61 * * * *' WHERE verb = 'bad' RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+
+    // Edited since the last check: not claimed even before the store notices.
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 1);
+    assert_eq!(claimed.claims[0].verb, "good");
+    assert_eq!(
+        claimed.next_due, None,
+        "a bad row must not make the executor spin"
+    );
+
+    store.heartbeat(&runner).await.unwrap();
+    let text = logs.text();
+    assert!(text.contains("ERROR"), "{text}");
+    assert!(text.contains(&format!("job row {bad_id}")), "{text}");
+    assert!(
+        text.contains("`bad`") && text.contains("61 * * * *"),
+        "{text}"
+    );
+
+    // Untouched, and still not claimed.
+    let row = job_row(&pool, runner.deployment_id, "bad").await;
+    assert_eq!(
+        (row.state.as_str(), row.next_execution),
+        ("idle", Some(due))
+    );
+    assert_eq!(row.schedule, "61 * * * *");
+    assert!(claim(&store, &runner).await.claims.is_empty());
+
+    // A bad row whose lease expired is left alone by recovery too; the good one is recovered.
+    store
+        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .await
+        .unwrap();
+    set_next(
+        &pool,
+        runner.deployment_id,
+        "good",
+        "date_trunc('minute', now()) - interval '1 minute'",
+    )
+    .await;
+    let good = claim(&store, &runner).await;
+    assert_eq!(good.claims.len(), 1);
+    sqlx::query(
+        "UPDATE cron_jobs SET state = 'executing', current_run_id = 424242, \
+         lease_expires_at = now() - interval '1 minute' WHERE verb = 'bad'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE cron_jobs SET lease_expires_at = now() - interval '1 minute' WHERE verb = 'good'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    store.heartbeat(&runner).await.unwrap();
+    assert_eq!(
+        run_row(&pool, good.claims[0].run_id).await.outcome,
+        "abandoned"
+    );
+    let row = job_row(&pool, runner.deployment_id, "bad").await;
+    assert_eq!(row.state, "executing");
+    assert_eq!(row.current_run_id, Some(424242));
+
+    // Fixed by hand (to a valid expression that differs from the build): the row wins.
+    sqlx::query(
+        "UPDATE cron_jobs SET schedule = '*/2 * * * *', state = 'idle', current_run_id = NULL, \
+         lease_expires_at = NULL, next_execution = date_trunc('minute', now()) WHERE verb = 'bad'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    store.heartbeat(&runner).await.unwrap();
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
+    assert_eq!(claimed.claims[0].verb, "bad");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Contract 9: shutdown
+
+#[sqlx::test(migrations = "./migrations")]
+async fn deregister_releases_rows_without_waiting_for_the_lease(pool: PgPool) {
+    let spec = deployment(
+        "billing@1",
+        vec![job("started", MINUTELY), job("ahead", MINUTELY)],
+    );
+    let (store, runner) = replica(&pool, &spec).await;
+    let (other, r2) = replica(&pool, &spec).await;
+    due_now(&pool, runner.deployment_id, "started").await;
+    let ahead_at = set_next(
+        &pool,
+        runner.deployment_id,
+        "ahead",
+        "now() + interval '800 milliseconds'",
+    )
+    .await;
+    let claimed = store
+        .claim_due(&runner, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 2);
+    let started = claimed.claims.iter().find(|c| c.verb == "started").unwrap();
+    let ahead = claimed.claims.iter().find(|c| c.verb == "ahead").unwrap();
+
+    store
+        .deregister(&runner, &[started.run_id, ahead.run_id])
+        .await
+        .unwrap();
+
+    let run = run_row(&pool, started.run_id).await;
+    assert_eq!(run.outcome, "cancelled");
+    let row = job_row(&pool, runner.deployment_id, "started").await;
+    assert_eq!(row.state, "idle");
+    assert!(row.next_execution.unwrap() > started.scheduled_at);
+    // Claimed ahead and never started: the occurrence goes back for another replica.
+    let forgotten: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_job_runs WHERE id = $1")
+        .bind(ahead.run_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(forgotten, 0);
+    let row = job_row(&pool, runner.deployment_id, "ahead").await;
+    assert_eq!(
+        (row.state.as_str(), row.next_execution),
+        ("idle", Some(ahead_at))
+    );
+    let claimed = other
+        .claim_due(&r2, Duration::from_secs(2), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 1);
+    assert_eq!(claimed.claims[0].scheduled_at, ahead_at);
+
+    let runners: Vec<i64> = sqlx::query_scalar("SELECT id FROM cron_runners")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runners, [r2.id]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Lost database, secrets
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_lost_database_is_an_error_not_a_panic(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    pool.close().await;
+    let error = store
+        .claim_due(&runner, Duration::ZERO, 10)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().starts_with("while claiming due jobs"),
+        "{error}"
+    );
+    assert!(store.heartbeat(&runner).await.is_err());
+    assert!(store.renew(&runner, &[1]).await.is_err());
+    assert!(store.deregister(&runner, &[]).await.is_err());
+    let finish = Finish {
+        run_id: 1,
+        job_id: 1,
+        outcome: Outcome::Succeeded,
+        error: None,
+    };
+    assert!(store.finish(&runner, &finish).await.is_err());
+}
+
+#[tokio::test]
+async fn a_connection_error_never_shows_the_password() {
+    let error = PgStore::connect("postgres://app:hunter2@127.0.0.1:1/nowhere")
+        .await
+        .unwrap_err();
+    let text = format!("{error} {error:?}");
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(
+        text.contains("postgres://app:***@127.0.0.1:1/nowhere"),
+        "{text}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Contract 6: deploys
+
+async fn next_of(pool: &PgPool, key: &str, verb: &str) -> Option<DateTime<Utc>> {
+    sqlx::query_scalar(
+        "SELECT j.next_execution FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+         WHERE d.key = $1 AND j.verb = $2",
+    )
+    .bind(key)
+    .bind(verb)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Lets notifications already sent arrive and forgets them.
+async fn drain(store: &PgStore) {
+    while tokio::time::timeout(Duration::from_millis(200), store.changed())
+        .await
+        .is_ok()
+    {}
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn takeover_waits_for_the_old_deployments_run_and_carries_unchanged_verbs(pool: PgPool) {
+    let v1 = deployment("billing@1", vec![job("a", MINUTELY), job("b", HOURLY)]);
+    let v2 = deployment("billing@2", vec![job("a", MINUTELY), job("b", HOURLY)]);
+    let (old, r1) = replica(&pool, &v1).await;
+    let carried = set_next(
+        &pool,
+        r1.deployment_id,
+        "b",
+        "date_trunc('hour', now()) + interval '5 hours'",
+    )
+    .await;
+    let in_flight_at = due_now(&pool, r1.deployment_id, "a").await;
+    let in_flight = claim(&old, &r1).await;
+    assert_eq!(in_flight.claims.len(), 1);
+
+    // The new version's first replica takes the module over at once.
+    let (new, r2) = replica(&pool, &v2).await;
+    assert_eq!(active_key(&pool).await, ["billing@2"]);
+    assert_eq!(next_of(&pool, "billing@2", "b").await, Some(carried));
+    assert_eq!(
+        next_of(&pool, "billing@2", "a").await,
+        Some(in_flight_at + chrono::Duration::minutes(1)),
+        "an unchanged verb continues after the occurrence in flight"
+    );
+
+    // While the old run is in flight, the new deployment does not start `a`, even when it is due, and
+    // does not spin on it either.
+    set_next(
+        &pool,
+        r2.deployment_id,
+        "a",
+        "date_trunc('minute', now()) - interval '1 minute'",
+    )
+    .await;
+    let blocked = claim(&new, &r2).await;
+    assert!(blocked.claims.is_empty(), "{blocked:?}");
+    assert_eq!(blocked.next_due, Some(carried));
+    // The old deployment starts nothing any more.
+    set_next(&pool, r1.deployment_id, "b", "date_trunc('hour', now())").await;
+    assert!(claim(&old, &r1).await.claims.is_empty());
+
+    // The old run finishes normally; that wakes the new deployment, which continues after it.
+    drain(&new).await;
+    let woken = new.changed();
+    tokio::pin!(woken);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut woken)
+            .await
+            .is_err()
+    );
+    let finished = old
+        .finish(&r1, &finish(&in_flight, 0, Outcome::Succeeded, None))
+        .await
+        .unwrap();
+    let Finished::Recorded { next_execution, .. } = finished else {
+        panic!("{finished:?}")
+    };
+    tokio::time::timeout(Duration::from_secs(5), woken)
+        .await
+        .expect("the finish of an old deployment's run must wake the active one");
+    assert_eq!(next_of(&pool, "billing@2", "a").await, next_execution);
+
+    // From now on `a` runs under the new deployment.
+    set_next(
+        &pool,
+        r2.deployment_id,
+        "a",
+        "date_trunc('minute', now()) - interval '2 minutes'",
+    )
+    .await;
+    let claimed = claim(&new, &r2).await;
+    assert_eq!(claimed.claims.len(), 1);
+    assert_eq!(claimed.claims[0].verb, "a");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn takeover_starts_changed_and_added_verbs_and_stops_removed_ones(pool: PgPool) {
+    let v1 = deployment(
+        "billing@1",
+        vec![
+            job("same", HOURLY),
+            job("changed", HOURLY),
+            job("removed", HOURLY),
+        ],
+    );
+    let v2 = deployment(
+        "billing@2",
+        vec![
+            job("same", HOURLY),
+            job("changed", "30 * * * *"),
+            job("added", HOURLY),
+        ],
+    );
+    let (old, r1) = replica(&pool, &v1).await;
+    let far = "date_trunc('hour', now()) + interval '7 hours'";
+    let sentinel = set_next(&pool, r1.deployment_id, "same", far).await;
+    set_next(&pool, r1.deployment_id, "changed", far).await;
+    set_next(
+        &pool,
+        r1.deployment_id,
+        "removed",
+        "date_trunc('hour', now())",
+    )
+    .await;
+
+    replica(&pool, &v2).await;
+    let now = db_now(&pool).await;
+    assert_eq!(active_key(&pool).await, ["billing@2"]);
+    assert_eq!(next_of(&pool, "billing@2", "same").await, Some(sentinel));
+    let changed = next_of(&pool, "billing@2", "changed").await.unwrap();
+    assert_eq!(
+        changed,
+        Schedule::parse("30 * * * *")
+            .unwrap()
+            .next_after(now)
+            .unwrap()
+    );
+    let added = next_of(&pool, "billing@2", "added").await.unwrap();
+    assert_eq!(
+        added,
+        Schedule::parse(HOURLY).unwrap().next_after(now).unwrap()
+    );
+    // The removed verb stops: its deployment is inactive, and the new one has no such job.
+    assert!(claim(&old, &r1).await.claims.is_empty());
+    let rows: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+         WHERE d.active AND j.verb = 'removed'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows, 0);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_restarting_old_replica_changes_nothing(pool: PgPool) {
+    let v1 = deployment("billing@1", vec![job("a", HOURLY)]);
+    let v2 = deployment("billing@2", vec![job("a", HOURLY)]);
+    let (old, r1) = replica(&pool, &v1).await;
+    let (_, r2) = replica(&pool, &v2).await;
+    let before = set_next(
+        &pool,
+        r2.deployment_id,
+        "a",
+        "date_trunc('hour', now()) + interval '3 hours'",
+    )
+    .await;
+
+    let (restarted, r3) = replica(&pool, &v1).await;
+    old.heartbeat(&r1).await.unwrap();
+    restarted.heartbeat(&r3).await.unwrap();
+    assert_eq!(active_key(&pool).await, ["billing@2"]);
+    assert_eq!(next_of(&pool, "billing@2", "a").await, Some(before));
+    set_next(&pool, r1.deployment_id, "a", "date_trunc('hour', now())").await;
+    assert!(claim(&restarted, &r3).await.claims.is_empty());
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn after_a_rollback_the_older_deployment_takes_over_by_itself(pool: PgPool) {
+    let v1 = deployment("billing@1", vec![job("a", HOURLY)]);
+    let v2 = deployment("billing@2", vec![job("a", HOURLY)]);
+    let (old, r1) = replica(&pool, &v1).await;
+    let (new, r2) = replica(&pool, &v2).await;
+    let (frozen, r3) = replica(&pool, &v2).await;
+    let carried = set_next(
+        &pool,
+        r2.deployment_id,
+        "a",
+        "date_trunc('hour', now()) + interval '4 hours'",
+    )
+    .await;
+
+    // One newer replica shuts down; another is still alive: nothing changes.
+    new.deregister(&r2, &[]).await.unwrap();
+    old.heartbeat(&r1).await.unwrap();
+    assert_eq!(active_key(&pool).await, ["billing@2"]);
+
+    // The last one stops heartbeating (killed): once it is no longer alive, the older one takes over,
+    // continuing the schedule where the newer one was.
+    sqlx::query("UPDATE cron_runners SET last_seen = now() - interval '31 seconds' WHERE id = $1")
+        .bind(r3.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    drain(&old).await;
+    old.heartbeat(&r1).await.unwrap();
+    assert_eq!(active_key(&pool).await, ["billing@1"]);
+    assert_eq!(next_of(&pool, "billing@1", "a").await, Some(carried));
+    tokio::time::timeout(Duration::from_secs(5), old.changed())
+        .await
+        .expect("a takeover notifies");
+    drop(frozen);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn concurrent_first_replicas_take_over_once(pool: PgPool) {
+    let v1 = deployment("billing@1", vec![job("a", HOURLY)]);
+    let v2 = deployment("billing@2", vec![job("a", HOURLY)]);
+    replica(&pool, &v1).await;
+    let (s1, s2) = (
+        PgStore::from_pool(pool.clone()),
+        PgStore::from_pool(pool.clone()),
+    );
+    let (a, b) = tokio::join!(s1.register(&v2), s2.register(&v2));
+    assert_eq!(a.unwrap().deployment_id, b.unwrap().deployment_id);
+    assert_eq!(active_key(&pool).await, ["billing@2"]);
+}
+
+#[tokio::test]
+async fn a_lazy_store_checks_the_url_without_connecting() {
+    assert!(PgStore::connect_lazy("postgres://app:hunter2@127.0.0.1:1/nowhere").is_ok());
+    let error = PgStore::connect_lazy("postgres://app:hunter2@db:notaport/x").unwrap_err();
+    assert!(!error.to_string().contains("hunter2"), "{error}");
+}
