@@ -41,6 +41,12 @@ async fn flaky() -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // For deploy tooling: `cargo run --example quickstart -- --emit-schema` prints the jobs' schema.
+    if std::env::args().any(|arg| arg == "--emit-schema") {
+        print!("{}", cronverb::schema().to_json());
+        return Ok(());
+    }
+
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

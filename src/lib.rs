@@ -52,7 +52,8 @@ pub use cron_runtime::{
     BuildError, Context, Job, JobError, JobOptions, Runtime, RuntimeBuilder, RuntimeError,
     RuntimeHandle, context, jobs, try_context,
 };
-pub use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
+pub use cron_runtime::schema;
+pub use cron_schema::{MissedPolicy, Schedule, Schema, ZonedSchedule};
 
 // Not public API. Used by generated code.
 #[doc(hidden)]

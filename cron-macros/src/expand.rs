@@ -2,32 +2,26 @@
 //! `inventory`, inside `const _: () = { … };` and naming only `::cronverb::__private::…`.
 
 use cron_schema::MissedPolicy;
+use cron_schema::attribute::{self, CronAttribute, DocLine};
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote, quote_spanned};
+use syn::ReturnType;
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
-use syn::{Attribute, Expr, ExprLit, ItemFn, Lit, Meta, ReturnType};
-
-use crate::attr::{self, Args};
-use crate::errors::Errors;
-use crate::valid;
 
 pub fn cron(args: TokenStream, item: TokenStream) -> TokenStream {
-    let mut errors = Errors::default();
-    let args = attr::parse(args, &mut errors);
-    let function = valid::function(item.clone(), &mut errors);
-    if let Some(error) = errors.finish() {
-        // The function as written, so that one mistake gives one message and IDEs keep working.
-        let error = error.to_compile_error();
-        return quote!(#item #error);
-    }
-    match (args, function) {
-        (Some(args), Some(function)) => registration(&args, &function),
-        _ => item,
+    match attribute::parse(args, item.clone()) {
+        Ok(cron) => registration(&cron),
+        Err(error) => {
+            // The function as written, so that one mistake gives one message and IDEs keep working.
+            let error = error.to_compile_error();
+            quote!(#item #error)
+        }
     }
 }
 
-fn registration(args: &Args, function: &ItemFn) -> TokenStream {
+fn registration(args: &CronAttribute) -> TokenStream {
+    let function = &args.function;
     let ident = &function.sig.ident;
     let name = match &args.name {
         Some(name) => name.to_token_stream(),
@@ -45,7 +39,7 @@ fn registration(args: &Args, function: &ItemFn) -> TokenStream {
     };
     // `line!()` spanned on the function's name gives the function's line, not the attribute's.
     let line = quote_spanned!(ident.span()=> ::core::line!());
-    let doc = doc(&function.attrs);
+    let doc = doc(&args.doc());
 
     // A return type that is not `()` or `Result<(), E: Display>` fails this bound, spanned on the type.
     let output_span = match &function.sig.output {
@@ -96,30 +90,17 @@ fn optional(value: Option<impl ToTokens>) -> TokenStream {
     }
 }
 
-/// The doc comment: its lines joined with `\n`, each trimmed of one leading space. A `#[doc = …]` whose
-/// value is not a literal (`include_str!(…)`) is kept as an expression inside `concat!`.
-fn doc(attrs: &[Attribute]) -> TokenStream {
-    let lines: Vec<&Expr> = attrs
+/// The doc comment: its lines joined with `\n`. A `#[doc = …]` whose value is not a literal
+/// (`include_str!(…)`) is kept as an expression inside `concat!`.
+fn doc(lines: &[DocLine]) -> TokenStream {
+    let texts: Option<Vec<&str>> = lines
         .iter()
-        .filter_map(|attr| match &attr.meta {
-            Meta::NameValue(meta) if meta.path.is_ident("doc") => Some(&meta.value),
-            _ => None,
+        .map(|line| match line {
+            DocLine::Text(text) => Some(text.as_str()),
+            DocLine::Expr(_) => None,
         })
         .collect();
-    let text = |expr: &Expr| match expr {
-        Expr::Lit(ExprLit {
-            lit: Lit::Str(lit), ..
-        }) => {
-            let text = lit.value();
-            Some(text.strip_prefix(' ').map(str::to_owned).unwrap_or(text))
-        }
-        _ => None,
-    };
-    if let Some(texts) = lines
-        .iter()
-        .map(|line| text(line))
-        .collect::<Option<Vec<_>>>()
-    {
+    if let Some(texts) = texts {
         let joined = texts.join("\n");
         return quote!(#joined);
     }
@@ -128,9 +109,9 @@ fn doc(attrs: &[Attribute]) -> TokenStream {
         if index > 0 {
             parts.push(quote!("\n"));
         }
-        parts.push(match text(line) {
-            Some(text) => text.into_token_stream(),
-            None => line.to_token_stream(),
+        parts.push(match line {
+            DocLine::Text(text) => text.into_token_stream(),
+            DocLine::Expr(expr) => expr.to_token_stream(),
         });
     }
     quote!(::core::concat!(#(#parts),*))

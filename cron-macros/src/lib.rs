@@ -1,13 +1,11 @@
 //! The `#[cron]` attribute of cronverb. Use it through the `cronverb` crate.
 //!
-//! The attribute parses its arguments (`attr`), checks the function it is on (`valid`) and generates an
-//! `inventory` registration (`expand`). Every value is validated through `cron-schema`, the same code the
-//! runtime uses, so a schedule that compiles is a schedule that runs.
+//! The attribute's arguments and the function it is on are parsed and validated by
+//! `cron_schema::attribute`, the code `cronverb schema extract` runs on source files too, with the grammar
+//! the runtime uses: a schedule that compiles is a schedule that runs, and extraction accepts exactly what
+//! compiles. This crate only generates the `inventory` registration (`expand`).
 
-mod attr;
-mod errors;
 mod expand;
-mod valid;
 
 use proc_macro::TokenStream;
 

@@ -10,6 +10,7 @@ mod executor;
 mod job;
 mod registration;
 mod runtime;
+mod schema;
 
 // Not public API. Used by code the `#[cron]` attribute generates, through `cronverb::__private`.
 #[doc(hidden)]
@@ -26,3 +27,4 @@ pub use context::{Context, context, try_context};
 pub use error::{BuildError, JobError, RuntimeError};
 pub use job::{Job, jobs};
 pub use runtime::{Runtime, RuntimeHandle};
+pub use schema::schema;

@@ -17,6 +17,8 @@
 //! );
 //! ```
 
+#[cfg(feature = "syn")]
+pub mod attribute;
 mod calendar;
 mod duration;
 mod error;
@@ -24,6 +26,7 @@ mod field;
 mod parse;
 mod policy;
 mod schedule;
+mod schema;
 mod timezone;
 mod zoned;
 
@@ -32,6 +35,10 @@ pub use error::Error;
 pub use field::Field;
 pub use policy::{MissedPolicy, PolicyError};
 pub use schedule::{Occurrences, Schedule};
+pub use schema::{
+    Change, ChangedVerb, Cron, Diff, Module, ModuleVerb, SCHEMA_VERSION, Schema, SchemaError,
+    Source, Verb, module_of,
+};
 pub use timezone::{ZoneError, parse_timezone};
 pub use zoned::{ZonedOccurrences, ZonedSchedule};
 

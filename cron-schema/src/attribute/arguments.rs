@@ -1,26 +1,25 @@
-//! The arguments of `#[cron(...)]`: parsed, then checked through `cron-schema`.
+//! The arguments of `#[cron(...)]`: parsed, then checked with the grammar, zone, duration and policy
+//! parsers of this crate.
 
 use std::ops::Range;
 use std::str::FromStr;
 
-use cron_schema::{MissedPolicy, Schedule};
 use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
 
-use crate::errors::Errors;
+use super::errors::Errors;
+use crate::{MissedPolicy, Schedule};
 
 /// The arguments, every one of them valid.
-pub struct Args {
-    /// The expression, as written.
-    pub expression: LitStr,
-    /// The canonical IANA name of the zone; `None` is UTC.
-    pub timezone: Option<&'static str>,
-    /// The timeout, as written.
-    pub timeout: Option<LitStr>,
-    pub name: Option<LitStr>,
-    pub missed: MissedPolicy,
+pub(super) struct Args {
+    pub(super) expression: LitStr,
+    pub(super) schedule: Schedule,
+    pub(super) timezone: Option<&'static str>,
+    pub(super) timeout: Option<LitStr>,
+    pub(super) name: Option<LitStr>,
+    pub(super) missed: MissedPolicy,
 }
 
 const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`";
@@ -57,7 +56,7 @@ impl Key {
 }
 
 /// Parses and validates the arguments, pushing every problem to `errors`; `None` when there was one.
-pub fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
+pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
     let before = errors.len();
     let list = match Punctuated::<Expr, Token![,]>::parse_terminated.parse2(args) {
         Ok(list) => list,
@@ -148,11 +147,11 @@ pub fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         };
 
         match key {
-            Key::Timezone => match cron_schema::parse_timezone(&value.value()) {
+            Key::Timezone => match crate::parse_timezone(&value.value()) {
                 Ok(zone) => timezone = Some(zone.name()),
                 Err(error) => errors.at(value.span(), error),
             },
-            Key::Timeout => match cron_schema::parse_duration(&value.value()) {
+            Key::Timeout => match crate::parse_duration(&value.value()) {
                 Ok(_) => timeout = Some(value.clone()),
                 Err(error) => errors.at(value.span(), error),
             },
@@ -178,8 +177,10 @@ pub fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
     if errors.len() > before {
         return None;
     }
+    let (expression, schedule) = expression?;
     Some(Args {
-        expression: expression?,
+        expression,
+        schedule,
         timezone,
         timeout,
         name,
@@ -197,9 +198,9 @@ fn string_literal(expr: &Expr) -> Option<&LitStr> {
     }
 }
 
-fn check_expression(lit: &LitStr, errors: &mut Errors) -> Option<LitStr> {
+fn check_expression(lit: &LitStr, errors: &mut Errors) -> Option<(LitStr, Schedule)> {
     match Schedule::parse(&lit.value()) {
-        Ok(_) => Some(lit.clone()),
+        Ok(schedule) => Some((lit.clone(), schedule)),
         Err(error) => {
             errors.at(
                 span_within(lit, error.span()),

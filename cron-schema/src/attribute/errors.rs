@@ -1,17 +1,19 @@
+//! Every error of one `#[cron]`, collected so that they are all reported at once.
+
 use std::fmt::Display;
 
 use proc_macro2::Span;
 use quote::ToTokens;
 
-/// Collects every error of one expansion, so that they are all reported at once.
+/// Collects every error of one attribute.
 #[derive(Default)]
-pub struct Errors {
+pub(super) struct Errors {
     combined: Option<syn::Error>,
     count: usize,
 }
 
 impl Errors {
-    pub fn push(&mut self, error: syn::Error) {
+    pub(super) fn push(&mut self, error: syn::Error) {
         self.count += 1;
         match &mut self.combined {
             Some(combined) => combined.combine(error),
@@ -19,20 +21,20 @@ impl Errors {
         }
     }
 
-    pub fn at(&mut self, span: Span, message: impl Display) {
+    pub(super) fn at(&mut self, span: Span, message: impl Display) {
         self.push(syn::Error::new(span, message));
     }
 
-    pub fn spanned(&mut self, tokens: impl ToTokens, message: impl Display) {
+    pub(super) fn spanned(&mut self, tokens: impl ToTokens, message: impl Display) {
         self.push(syn::Error::new_spanned(tokens, message));
     }
 
     /// How many errors were pushed so far.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.count
     }
 
-    pub fn finish(self) -> Option<syn::Error> {
+    pub(super) fn finish(self) -> Option<syn::Error> {
         self.combined
     }
 }

@@ -6,11 +6,11 @@ use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
 use syn::{FnArg, Item, ItemFn};
 
-use crate::errors::Errors;
+use super::errors::Errors;
 
 /// Parses the item and checks its signature, pushing every problem to `errors`. Returns the function
 /// whenever the item is one, even a wrong one, so that the caller can keep it.
-pub fn function(item: TokenStream, errors: &mut Errors) -> Option<ItemFn> {
+pub(super) fn function(item: TokenStream, errors: &mut Errors) -> Option<ItemFn> {
     let item: Item = match syn::parse2(item) {
         Ok(item) => item,
         Err(error) => {

@@ -1,0 +1,51 @@
+//! The schema of this binary, built from its registry.
+
+use cron_schema::{Cron, Schema, Verb, module_of};
+
+use crate::builder::DEFAULT_MODULE;
+use crate::job::{Job, jobs};
+use crate::registration::Registration;
+
+/// The schema of this binary: every job of [`jobs()`], grouped by module, with its cron metadata, doc
+/// comment and source location. `cronverb schema extract` computes the same schema from the sources.
+///
+/// The module of a `#[cron]` function is its crate, the first segment of its `module_path!()`; the
+/// module of a job added with [`RuntimeBuilder::job`](crate::RuntimeBuilder::job) is the first
+/// `::`-separated segment of its name, or [`DEFAULT_MODULE`] when the name has none. `docs/schema.md`
+/// describes both forms.
+///
+/// An application can print it for deploy tooling, behind a flag of its own:
+///
+/// ```no_run
+/// if std::env::args().any(|arg| arg == "--emit-schema") {
+///     print!("{}", cron_runtime::schema().to_json());
+///     return;
+/// }
+/// ```
+pub fn schema() -> Schema {
+    let registrations: Vec<&Registration> = inventory::iter::<Registration>.into_iter().collect();
+    Schema::new(jobs().into_iter().map(|job| {
+        let registration = registrations
+            .iter()
+            .find(|r| r.name == job.name && r.file == job.file && r.line == job.line);
+        let module = match registration {
+            Some(r) => module_of(r.module_path),
+            None if job.name.contains("::") => module_of(&job.name),
+            None => DEFAULT_MODULE,
+        }
+        .to_owned();
+        (module, verb(job))
+    }))
+}
+
+fn verb(job: Job) -> Verb {
+    let cron = Cron {
+        expression: job.expression,
+        timezone: job.timezone,
+        timeout: job.timeout,
+        missed: job.missed,
+    };
+    Verb::new(job.name, cron)
+        .doc(job.doc)
+        .source(job.file, job.line)
+}

@@ -1,0 +1,187 @@
+//! What changed between two schemas: verbs added, removed, and changed in their cron metadata.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cron, Schema, Verb};
+use crate::parse_duration;
+
+/// The differences between an old and a new schema, each list sorted by module and verb name.
+///
+/// A verb is identified by its module and its full name. It has changed when its expression (fields
+/// compared with whitespace normalized), zone (none is `UTC`), timeout (compared as durations: `90s` is
+/// `1m30s`; none is the runtime's default) or missed-run policy differ. Doc comments and source locations
+/// are not compared: moving a function does not change its schedule.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diff {
+    pub added: Vec<ModuleVerb>,
+    pub removed: Vec<ModuleVerb>,
+    pub changed: Vec<ChangedVerb>,
+}
+
+/// A verb and its module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleVerb {
+    pub module: String,
+    #[serde(flatten)]
+    pub verb: Verb,
+}
+
+/// A verb present in both schemas whose cron metadata differs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangedVerb {
+    pub module: String,
+    pub name: String,
+    pub changes: Vec<Change>,
+}
+
+/// One field of the cron metadata, before and after. A timeout of `None` is the runtime's default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// `expression`, `timezone`, `timeout` or `missed`.
+    pub field: String,
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+impl Diff {
+    /// Whether the schemas have the same verbs with the same cron metadata.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+pub(super) fn diff(old: &Schema, new: &Schema) -> Diff {
+    let index = |schema: &Schema| -> BTreeMap<(String, String), Verb> {
+        schema
+            .verbs()
+            .map(|(module, verb)| ((module.name.clone(), verb.name.clone()), verb.clone()))
+            .collect()
+    };
+    let old = index(old);
+    let new = index(new);
+    let mut diff = Diff::default();
+    for ((module, name), verb) in &old {
+        match new.get(&(module.clone(), name.clone())) {
+            None => diff.removed.push(ModuleVerb {
+                module: module.clone(),
+                verb: verb.clone(),
+            }),
+            Some(new_verb) => {
+                let changes = changes(&verb.cron, &new_verb.cron);
+                if !changes.is_empty() {
+                    diff.changed.push(ChangedVerb {
+                        module: module.clone(),
+                        name: name.clone(),
+                        changes,
+                    });
+                }
+            }
+        }
+    }
+    for ((module, name), verb) in &new {
+        if !old.contains_key(&(module.clone(), name.clone())) {
+            diff.added.push(ModuleVerb {
+                module: module.clone(),
+                verb: verb.clone(),
+            });
+        }
+    }
+    diff
+}
+
+fn changes(old: &Cron, new: &Cron) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let mut push = |field: &str, old: Option<String>, new: Option<String>| {
+        changes.push(Change {
+            field: field.to_owned(),
+            old,
+            new,
+        });
+    };
+    let words = |cron: &Cron| {
+        cron.expression
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if words(old) != words(new) {
+        push("expression", Some(words(old)), Some(words(new)));
+    }
+    let zone = |cron: &Cron| cron.timezone.clone().unwrap_or_else(|| "UTC".to_owned());
+    if zone(old) != zone(new) {
+        push("timezone", Some(zone(old)), Some(zone(new)));
+    }
+    let same_timeout = match (&old.timeout, &new.timeout) {
+        (Some(a), Some(b)) => match (parse_duration(a), parse_duration(b)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => a == b,
+        },
+        (a, b) => a == b,
+    };
+    if !same_timeout {
+        push("timeout", old.timeout.clone(), new.timeout.clone());
+    }
+    if old.missed != new.missed {
+        push(
+            "missed",
+            Some(old.missed.to_string()),
+            Some(new.missed.to_string()),
+        );
+    }
+    changes
+}
+
+/// One line per verb: `+ added`, `- removed`, `~ changed: field old -> new, …`. Nothing when equal.
+impl fmt::Display for Diff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for ModuleVerb { module, verb } in &self.added {
+            writeln!(f, "+ {module} {}: {}", verb.name, summary(&verb.cron))?;
+        }
+        for ModuleVerb { module, verb } in &self.removed {
+            writeln!(f, "- {module} {}: {}", verb.name, summary(&verb.cron))?;
+        }
+        for changed in &self.changed {
+            let changes: Vec<String> = changed
+                .changes
+                .iter()
+                .map(|c| {
+                    let show = |value: &Option<String>| match value {
+                        Some(value) => format!("`{value}`"),
+                        None => "the default".to_owned(),
+                    };
+                    format!("{} {} -> {}", c.field, show(&c.old), show(&c.new))
+                })
+                .collect();
+            writeln!(
+                f,
+                "~ {} {}: {}",
+                changed.module,
+                changed.name,
+                changes.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `0 2 * * * Europe/Berlin timeout=10m missed=skip`, as on a `+cron` line.
+fn summary(cron: &Cron) -> String {
+    let mut text = cron
+        .expression
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let Some(zone) = &cron.timezone {
+        text.push_str(&format!(" {zone}"));
+    }
+    if let Some(timeout) = &cron.timeout {
+        text.push_str(&format!(" timeout={timeout}"));
+    }
+    if cron.missed != crate::MissedPolicy::default() {
+        text.push_str(&format!(" missed={}", cron.missed));
+    }
+    text
+}
