@@ -6,7 +6,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cron_schema::MissedPolicy;
+use cron_schema::{MissedPolicy, Schema};
 
 use crate::context::State;
 use crate::error::BuildError;
@@ -28,6 +28,7 @@ pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) claim_ahead: Duration,
     pub(crate) batch_limit: usize,
+    pub(crate) history_retention: Duration,
 }
 
 impl Default for Settings {
@@ -39,6 +40,7 @@ impl Default for Settings {
             lease: Duration::from_secs(30),
             claim_ahead: Duration::from_millis(500),
             batch_limit: 1000,
+            history_retention: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -295,6 +297,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How long finished runs are kept in the PostgreSQL history (default 30 days); older ones are
+    /// deleted in small batches now and then (`cronverb prune` does it on demand).
+    pub fn history_retention(mut self, retention: Duration) -> RuntimeBuilder {
+        self.settings.history_retention = retention;
+        self
+    }
+
     /// Validates every job and setting and connects to the store.
     ///
     /// Fails when two jobs share a name (naming both declarations), when a job's expression, zone or
@@ -326,7 +335,7 @@ impl RuntimeBuilder {
                     .ok()
                     .filter(|k| !k.is_empty())
             })
-            .unwrap_or_else(|| format!("{module}+{:08x}", fingerprint(&schema)));
+            .unwrap_or_else(|| format!("{module}+{:08x}", fingerprint(&validated)));
         let deployment = DeploymentSpec {
             key,
             module: module.clone(),
@@ -397,35 +406,31 @@ fn default_module() -> String {
 }
 
 /// The schema of the deployment as JSON: its module with each verb and its cron metadata.
+/// The schema of this deployment: its jobs under the runtime's module, in the form `cronverb::schema()`
+/// and `cronverb schema extract` print (stored in `cron_deployments.schema`).
 fn schema(module: &str, jobs: &[Validated]) -> serde_json::Value {
-    let mut verbs: Vec<serde_json::Value> = jobs
-        .iter()
-        .map(|v| {
-            serde_json::json!({
-                "name": v.job.name,
-                "request": "Unit",
-                "response": "Unit",
-                "cron": {
-                    "expression": v.job.expression,
-                    "timezone": v.job.timezone,
-                    "timeout": v.job.timeout,
-                    "missed": v.job.missed.as_str(),
-                },
-                "doc": v.job.doc,
-            })
-        })
-        .collect();
-    verbs.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    serde_json::json!({
-        "version": 1,
-        "modules": [{ "name": module, "verbs": verbs }],
-    })
+    let schema = Schema::new(
+        jobs.iter()
+            .map(|v| (module.to_owned(), crate::schema::verb(v.job.clone()))),
+    );
+    serde_json::to_value(&schema).expect("a schema always serializes")
 }
 
-/// FNV-1a over the schema's JSON text, folded to 32 bits: stable across builds and Rust versions.
-fn fingerprint(schema: &serde_json::Value) -> u32 {
+/// FNV-1a over the verbs' names and cron metadata, folded to 32 bits: stable across builds and Rust
+/// versions, and unchanged by edits that move a function or reword its doc comment (those do not change
+/// what runs, so they should not make a new deployment).
+fn fingerprint(jobs: &[Validated]) -> u32 {
+    let mut sorted: Vec<&Job> = jobs.iter().map(|v| &v.job).collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut text = String::new();
+    for job in sorted {
+        text.push_str(&format!(
+            "{}\n{}\n{:?}\n{:?}\n{}\n",
+            job.name, job.expression, job.timezone, job.timeout, job.missed
+        ));
+    }
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in schema.to_string().bytes() {
+    for byte in text.bytes() {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }

@@ -38,7 +38,7 @@ pub fn schema() -> Schema {
     }))
 }
 
-fn verb(job: Job) -> Verb {
+pub(crate) fn verb(job: Job) -> Verb {
     let cron = Cron {
         expression: job.expression,
         timezone: job.timezone,
