@@ -213,6 +213,7 @@ pub trait Store: Send + Sync + 'static {
         finish: &Finish,
     ) -> impl Future<Output = Result<Finished, StoreError>> + Send;
 
+
     /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
     /// from the live replicas (contract 9).
     ///
@@ -229,6 +230,19 @@ pub trait Store: Send + Sync + 'static {
     /// Resolves when something another replica did may have made a job due sooner than the executor
     /// thinks (a takeover, a trigger). The executor otherwise sleeps until the next due instant.
     fn changed(&self) -> impl Future<Output = ()> + Send;
+
+    /// Deletes the finished runs (never a running one) that finished more than `older_than` ago, in
+    /// small batches and a bounded number of them per call (the PostgreSQL store: at most 10,000 runs;
+    /// the next call continues), and returns how many it deleted. The executor calls it now and then for the
+    /// runtime's history retention (default 30 days). A store that bounds its history otherwise (the
+    /// in-memory store keeps the last runs) keeps the default, which deletes nothing.
+    fn prune_history(
+        &self,
+        older_than: Duration,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        let _ = older_than;
+        async { Ok(0) }
+    }
 }
 
 mod memory;

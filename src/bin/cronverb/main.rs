@@ -5,9 +5,18 @@
 //! failure.
 
 mod check;
+mod db;
+mod deploy;
 mod diagnostic;
+mod migrate;
 mod next;
+mod pause;
+mod prune;
+mod runs;
 mod schedule_args;
+mod schema;
+mod status;
+mod trigger;
 
 use std::process::ExitCode;
 
@@ -30,6 +39,15 @@ struct Cli {
 enum Command {
     Check(check::Args),
     Next(next::Args),
+    Schema(schema::Args),
+    Migrate(migrate::Args),
+    Deploy(deploy::Args),
+    Status(status::Args),
+    Runs(runs::Args),
+    Pause(pause::PauseArgs),
+    Resume(pause::ResumeArgs),
+    Trigger(trigger::Args),
+    Prune(prune::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +55,17 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::run(args),
         Command::Next(args) => next::run(args),
+        // `schema diff` exits with 1 when the schemas differ, so `schema` chooses its own exit status.
+        Command::Schema(args) => return schema::run(args),
+        // The database commands share db.rs's exit statuses.
+        Command::Migrate(args) => return migrate::run(args),
+        Command::Deploy(args) => return deploy::run(args),
+        Command::Status(args) => return status::run(args),
+        Command::Runs(args) => return runs::run(args),
+        Command::Pause(args) => return pause::pause(args),
+        Command::Resume(args) => return pause::resume(args),
+        Command::Trigger(args) => return trigger::run(args),
+        Command::Prune(args) => return prune::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,27 +16,36 @@ use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
 /// occurrence that already ran: that job is returned without a run), and moves the jobs that got a run to
 /// `executing` with a lease. A late job under `missed = 'skip'` gets a run recorded `skipped`.
 ///
+/// A row with a pending trigger (`trigger_requested_at`, set by `cronverb trigger`) is due too, paused or
+/// not: unless a regular occurrence is due at the same time (which then runs and satisfies the trigger),
+/// its run is *manual*: scheduled at the trigger's instant, never late, and it leaves `next_execution`
+/// alone. The claim clears the trigger unless the regular occurrence it took was recorded `skipped`.
+///
 /// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a claim
 /// either commits before the takeover reads the old deployment's rows or sees the deployment inactive.
 pub(super) const CLAIM: &str = r#"
 WITH due AS (
-    SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-           now() - j.next_execution > make_interval(secs => $9) AS late,
+    SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone,
+           CASE WHEN k.regular THEN j.next_execution ELSE j.trigger_requested_at END AS scheduled_at,
+           NOT k.regular AS manual,
+           k.regular AND now() - j.next_execution > make_interval(secs => $9) AS late,
            j.missed
     FROM cron_jobs j
     JOIN cron_deployments d ON d.id = j.deployment_id
+    CROSS JOIN LATERAL (
+        SELECT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $5), false)
+            AS regular
+    ) k
     WHERE j.deployment_id = $1
       AND d.active
       AND j.state = 'idle'
-      AND NOT j.paused
-      AND j.next_execution IS NOT NULL
-      AND j.next_execution <= now() + make_interval(secs => $5)
+      AND (k.regular OR j.trigger_requested_at IS NOT NULL)
       AND (j.verb, j.schedule, j.timezone) IN (
           SELECT * FROM unnest($2::text[], $3::text[], $4::text[]))
       AND NOT EXISTS (
           SELECT 1 FROM cron_jobs o
           WHERE o.module_name = j.module_name AND o.verb = j.verb AND o.state = 'executing')
-    ORDER BY j.next_execution, j.id
+    ORDER BY scheduled_at, j.id
     LIMIT $6
     FOR UPDATE OF j SKIP LOCKED
     FOR SHARE OF d
@@ -44,50 +53,51 @@ WITH due AS (
 runs AS (
     INSERT INTO cron_job_runs AS r
         (job_id, deployment_id, module_name, verb, scheduled_at, started_at, finished_at, outcome,
-         runner, runner_id, late)
-    SELECT id, deployment_id, module_name, verb, next_execution,
-           CASE WHEN late AND missed = 'skip' THEN NULL ELSE greatest(now(), next_execution) END,
+         runner, runner_id, late, manual)
+    SELECT id, deployment_id, module_name, verb, scheduled_at,
+           CASE WHEN late AND missed = 'skip' THEN NULL ELSE greatest(now(), scheduled_at) END,
            CASE WHEN late AND missed = 'skip' THEN now() END,
            CASE WHEN late AND missed = 'skip' THEN 'skipped' ELSE 'running' END,
-           $7, $8, late
+           $7, $8, late, manual
     FROM due
     ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
-    RETURNING r.id, r.job_id, r.outcome
+    RETURNING r.id, r.job_id, r.outcome, r.scheduled_at
 ),
 claimed AS (
     UPDATE cron_jobs j
     SET state = 'executing',
         current_run_id = runs.id,
-        lease_expires_at = greatest(now(), j.next_execution) + make_interval(secs => $10)
+        lease_expires_at = greatest(now(), runs.scheduled_at) + make_interval(secs => $10),
+        trigger_requested_at = CASE WHEN runs.outcome = 'skipped' THEN j.trigger_requested_at END
     FROM runs
     WHERE j.id = runs.job_id
     RETURNING j.id, j.lease_expires_at
 )
-SELECT due.id AS job_id, due.verb, due.schedule, due.timezone, due.next_execution AS scheduled_at,
-       due.late, runs.id AS run_id, runs.outcome, claimed.lease_expires_at
+SELECT due.id AS job_id, due.verb, due.schedule, due.timezone, due.scheduled_at, due.late, due.manual,
+       runs.id AS run_id, runs.outcome, claimed.lease_expires_at
 FROM due
 LEFT JOIN runs ON runs.job_id = due.id
 LEFT JOIN claimed ON claimed.id = due.id
-ORDER BY due.next_execution, due.id
+ORDER BY due.scheduled_at, due.id
 "#;
 
-/// The earliest occurrence among the jobs the claim could take next, and the database's clock.
+/// The earliest occurrence (or pending trigger) among the jobs the claim could take next, and the
+/// database's clock.
 const NEXT_DUE: &str = r#"
 SELECT now() AS now, (
-    SELECT j.next_execution
+    SELECT least(CASE WHEN NOT j.paused THEN j.next_execution END, j.trigger_requested_at)
     FROM cron_jobs j
     JOIN cron_deployments d ON d.id = j.deployment_id
     WHERE j.deployment_id = $1
       AND d.active
       AND j.state = 'idle'
-      AND NOT j.paused
-      AND j.next_execution IS NOT NULL
+      AND (NOT j.paused AND j.next_execution IS NOT NULL OR j.trigger_requested_at IS NOT NULL)
       AND (j.verb, j.schedule, j.timezone) IN (
           SELECT * FROM unnest($2::text[], $3::text[], $4::text[]))
       AND NOT EXISTS (
           SELECT 1 FROM cron_jobs o
           WHERE o.module_name = j.module_name AND o.verb = j.verb AND o.state = 'executing')
-    ORDER BY j.next_execution
+    ORDER BY 1
     LIMIT 1
 ) AS next_due
 "#;
@@ -133,6 +143,7 @@ impl PgStore {
             let zone: String = row.try_get("timezone").map_err(db(context()))?;
             let scheduled_at: DateTime<Utc> = row.try_get("scheduled_at").map_err(db(context()))?;
             let late: bool = row.try_get("late").map_err(db(context()))?;
+            let manual: bool = row.try_get("manual").map_err(db(context()))?;
             let run_id: Option<i64> = row.try_get("run_id").map_err(db(context()))?;
             let outcome: Option<String> = row.try_get("outcome").map_err(db(context()))?;
             let lease: Option<DateTime<Utc>> =
@@ -143,6 +154,25 @@ impl PgStore {
                 .of_row(job_id, &verb, &expression, &zone);
 
             let (Some(run_id), Some(lease_expires_at)) = (run_id, lease) else {
+                if manual {
+                    // A trigger whose instant is exactly one of a run already recorded: drop it.
+                    tracing::warn!(
+                        job_id,
+                        verb,
+                        %scheduled_at,
+                        "a run of `{verb}` at {scheduled_at} already exists; the trigger is dropped"
+                    );
+                    sqlx::query(
+                        "UPDATE cron_jobs SET trigger_requested_at = NULL \
+                         WHERE id = $1 AND trigger_requested_at = $2",
+                    )
+                    .bind(job_id)
+                    .bind(scheduled_at)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(context()))?;
+                    continue;
+                }
                 // The occurrence already has a run (a changed verb's first occurrence that an old
                 // deployment's run took): move the job past it, as an overlap would.
                 let Some(schedule) = schedule else { continue };

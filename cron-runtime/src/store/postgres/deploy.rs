@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
+use sqlx::{PgConnection, Row};
 
 use super::schedules::zone_text;
 use super::{Known, PgStore, db, lock};
@@ -35,14 +35,105 @@ FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::ti
 ON CONFLICT (deployment_id, verb) DO NOTHING
 "#;
 
+/// At a takeover, carries each verb's pause (with its note) and pending trigger from the previous
+/// deployment's row ($2) to the new one's ($1), and clears the triggers left on the previous rows.
+const CARRY_OPERATOR_STATE: &str = r#"
+WITH carried AS (
+    UPDATE cron_jobs n
+    SET paused = n.paused OR o.paused,
+        pause_note = CASE WHEN n.paused THEN n.pause_note ELSE o.pause_note END,
+        paused_at = CASE WHEN n.paused THEN n.paused_at ELSE o.paused_at END,
+        trigger_requested_at = coalesce(n.trigger_requested_at, o.trigger_requested_at)
+    FROM cron_jobs o
+    WHERE n.deployment_id = $1 AND o.deployment_id = $2 AND o.verb = n.verb
+    RETURNING n.id
+)
+UPDATE cron_jobs SET trigger_requested_at = NULL
+WHERE deployment_id = $2 AND trigger_requested_at IS NOT NULL
+"#;
+
 /// A job row of the previously active deployment, as a takeover carries it.
 #[derive(Debug)]
 struct Previous {
     expression: String,
     zone: String,
     executing: bool,
+    /// The run in flight is a manual one (`cronverb trigger`): it did not consume `next_execution`.
+    manual: bool,
     next_execution: Option<DateTime<Utc>>,
     start_time: DateTime<Utc>,
+}
+
+/// Inserts the deployment of `spec` unless its key exists; returns its id and whether it was inserted.
+/// A key registered for another module is refused. Shared by a replica's registration and
+/// `cronverb deploy`, so that both leave the same rows.
+pub(super) async fn insert_deployment(
+    tx: &mut PgConnection,
+    spec: &DeploymentSpec,
+) -> Result<(i64, bool), StoreError> {
+    let context = || format!("registering deployment `{}`", spec.key);
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO cron_deployments (key, module, schema) VALUES ($1, $2, $3) \
+         ON CONFLICT (key) DO NOTHING RETURNING id",
+    )
+    .bind(&spec.key)
+    .bind(&spec.module)
+    .bind(&spec.schema)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(db(context()))?;
+    if let Some(id) = inserted {
+        return Ok((id, true));
+    }
+    let row = sqlx::query("SELECT id, module FROM cron_deployments WHERE key = $1")
+        .bind(&spec.key)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db(context()))?;
+    let module: String = row.try_get("module").map_err(db(context()))?;
+    if module != spec.module {
+        return Err(StoreError::Invalid(format!(
+            "deployment `{}` is registered for module `{module}`, not `{}`",
+            spec.key, spec.module
+        )));
+    }
+    Ok((row.try_get("id").map_err(db(context()))?, false))
+}
+
+/// Inserts the job rows of `spec` that its deployment does not have yet, each at its first occurrence
+/// after `now`. Existing rows are left as they are: registering a key again changes none of its rows.
+pub(super) async fn insert_jobs(
+    tx: &mut PgConnection,
+    deployment_id: i64,
+    spec: &DeploymentSpec,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let mut verbs = Vec::new();
+    let mut expressions = Vec::new();
+    let mut zones = Vec::new();
+    let mut timeouts = Vec::new();
+    let mut missed = Vec::new();
+    let mut next = Vec::new();
+    for job in &spec.jobs {
+        verbs.push(job.verb.clone());
+        expressions.push(job.expression.clone());
+        zones.push(zone_text(job));
+        timeouts.push(job.timeout.as_secs_f64());
+        missed.push(job.missed.as_str().to_owned());
+        next.push(job.schedule.next_after(now));
+    }
+    sqlx::query(INSERT_JOBS)
+        .bind(deployment_id)
+        .bind(&spec.module)
+        .bind(&verbs)
+        .bind(&expressions)
+        .bind(&zones)
+        .bind(&timeouts)
+        .bind(&missed)
+        .bind(&next)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }
 
 impl PgStore {
@@ -57,59 +148,8 @@ impl PgStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let inserted: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO cron_deployments (key, module, schema) VALUES ($1, $2, $3) \
-             ON CONFLICT (key) DO NOTHING RETURNING id",
-        )
-        .bind(&spec.key)
-        .bind(&spec.module)
-        .bind(&spec.schema)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db(context()))?;
-        let deployment_id = match inserted {
-            Some(id) => id,
-            None => {
-                let row = sqlx::query("SELECT id, module FROM cron_deployments WHERE key = $1")
-                    .bind(&spec.key)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db(context()))?;
-                let module: String = row.try_get("module").map_err(db(context()))?;
-                if module != spec.module {
-                    return Err(StoreError::Invalid(format!(
-                        "deployment `{}` is registered for module `{module}`, not `{}`",
-                        spec.key, spec.module
-                    )));
-                }
-                row.try_get("id").map_err(db(context()))?
-            }
-        };
-
-        let mut verbs = Vec::new();
-        let mut expressions = Vec::new();
-        let mut zones = Vec::new();
-        let mut timeouts = Vec::new();
-        let mut missed = Vec::new();
-        let mut next = Vec::new();
-        for job in &spec.jobs {
-            verbs.push(job.verb.clone());
-            expressions.push(job.expression.clone());
-            zones.push(zone_text(job));
-            timeouts.push(job.timeout.as_secs_f64());
-            missed.push(job.missed.as_str().to_owned());
-            next.push(job.schedule.next_after(now));
-        }
-        sqlx::query(INSERT_JOBS)
-            .bind(deployment_id)
-            .bind(&spec.module)
-            .bind(&verbs)
-            .bind(&expressions)
-            .bind(&zones)
-            .bind(&timeouts)
-            .bind(&missed)
-            .bind(&next)
-            .execute(&mut *tx)
+        let (deployment_id, _) = insert_deployment(&mut tx, spec).await?;
+        insert_jobs(&mut tx, deployment_id, spec, now)
             .await
             .map_err(db(context()))?;
         let runner_id: i64 = sqlx::query_scalar(
@@ -282,7 +322,9 @@ impl PgStore {
         // Lock the previous deployment's rows first: a claim in flight on them commits before we read
         // them, and later claims see the deployment inactive (they share-lock its row).
         let previous_rows = sqlx::query(
-            "SELECT j.verb, j.schedule, j.timezone, j.state, j.next_execution, j.start_time \
+            "SELECT j.verb, j.schedule, j.timezone, j.state, j.next_execution, j.start_time, \
+                 coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), \
+                          false) AS manual \
              FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
              WHERE d.module = $1 AND d.active \
              FOR UPDATE OF j",
@@ -301,6 +343,7 @@ impl PgStore {
                     expression: row.try_get("schedule").map_err(db(context()))?,
                     zone: row.try_get("timezone").map_err(db(context()))?,
                     executing: state == "executing",
+                    manual: row.try_get("manual").map_err(db(context()))?,
                     next_execution: row.try_get("next_execution").map_err(db(context()))?,
                     start_time: row.try_get("start_time").map_err(db(context()))?,
                 },
@@ -340,7 +383,7 @@ impl PgStore {
             };
             let (next, start) = match previous.get(&verb) {
                 Some(p) if p.expression == expression && p.zone == zone => {
-                    let next = if p.executing {
+                    let next = if p.executing && !p.manual {
                         // Its in-flight occurrence runs under the old deployment; continue after it.
                         p.next_execution.and_then(|at| schedule.next_after(at))
                     } else {
@@ -367,6 +410,15 @@ impl PgStore {
         .execute(&mut *tx)
         .await
         .map_err(db(context()))?;
+        if let Some(previous_id) = previous_id {
+            // What operators set is per verb: a pause stays, and a trigger not yet taken moves along.
+            sqlx::query(CARRY_OPERATOR_STATE)
+                .bind(deployment_id)
+                .bind(previous_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+        }
         sqlx::query(
             "UPDATE cron_deployments SET active = true, activated_at = now() WHERE id = $1",
         )

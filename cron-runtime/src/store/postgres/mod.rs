@@ -4,6 +4,7 @@
 //! database, and every instant is the database's `now()`. The tables are created by the embedded
 //! migrations ([`PgStore::migrate`]); docs/operations.md describes them for operators.
 
+mod admin;
 mod claim;
 mod deploy;
 mod listen;
@@ -22,6 +23,11 @@ use super::{
     Claimed, DeploymentSpec, Finish, Finished, JobSpec, Runner, Store, StoreError, StoreSettings,
 };
 use schedules::Schedules;
+
+pub use admin::{
+    AdminError, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun, ModuleStatus, Pause,
+    Run, RunFilter, Since, Status, Triggered,
+};
 
 /// The embedded migrations that create and upgrade cronverb's tables.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
@@ -70,9 +76,16 @@ struct Known {
 impl PgStore {
     /// Connects to the database at `url` (a pool of up to 10 connections). Does not migrate.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        PgStore::connect_with_timeout(url, Duration::from_secs(10)).await
+    }
+
+    /// [`PgStore::connect`], failing when no connection is made within `timeout` (and later, when none
+    /// of the pool's connections frees up within it): for tools that should not wait long for a database
+    /// that does not answer.
+    pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<PgStore, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(10)
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(timeout)
             .connect(url)
             .await
             .map_err(db(format!("connecting to {}", redact(url))))?;
@@ -230,6 +243,15 @@ impl Store for PgStore {
 
     async fn changed(&self) {
         self.wait_for_change().await
+    }
+
+    async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
+        self.prune_batches(
+            older_than,
+            admin::PRUNE_BATCH,
+            admin::PRUNE_BATCHES_PER_CALL,
+        )
+        .await
     }
 }
 

@@ -12,7 +12,7 @@ use crate::store::{Finish, Finished, Outcome, Runner, StoreError};
 /// The row of a job that a run holds, locked.
 const HELD_BY_RUN: &str = r#"
 SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.current_run_id, r.scheduled_at, d.active, now() AS now
+       j.paused, j.current_run_id, r.scheduled_at, r.manual, d.active, now() AS now
 FROM cron_jobs j
 JOIN cron_job_runs r ON r.id = j.current_run_id
 JOIN cron_deployments d ON d.id = j.deployment_id
@@ -27,7 +27,8 @@ FOR UPDATE OF j
 /// bad rows already seen in this pass.
 const EXPIRED: &str = r#"
 SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.current_run_id, r.scheduled_at, d.active, now() AS now
+       j.paused, j.current_run_id, r.scheduled_at, coalesce(r.manual, false) AS manual, d.active,
+       now() AS now
 FROM cron_jobs j
 JOIN cron_deployments d ON d.id = j.deployment_id
 LEFT JOIN cron_job_runs r ON r.id = j.current_run_id
@@ -65,8 +66,11 @@ struct Held {
     expression: String,
     zone: String,
     next_execution: Option<DateTime<Utc>>,
+    paused: bool,
     run_id: Option<i64>,
     scheduled_at: Option<DateTime<Utc>>,
+    /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
+    manual: bool,
     active: bool,
     now: DateTime<Utc>,
 }
@@ -80,8 +84,10 @@ impl Held {
             expression: row.try_get("schedule")?,
             zone: row.try_get("timezone")?,
             next_execution: row.try_get("next_execution")?,
+            paused: row.try_get("paused")?,
             run_id: row.try_get("current_run_id")?,
             scheduled_at: row.try_get("scheduled_at")?,
+            manual: row.try_get("manual")?,
             active: row.try_get("active")?,
             now: row.try_get("now")?,
         })
@@ -278,6 +284,17 @@ impl PgStore {
                 .schedules
                 .of_row(held.job_id, &held.verb, &held.expression, &held.zone);
         let (next, skipped) = match &schedule {
+            // A manual run leaves the regular schedule alone: the job keeps its next occurrence if it
+            // is still ahead; one that came while the run was executing is skipped (overlap), and so
+            // are the ones after it up to now. A paused job keeps its row as it is (resume reschedules).
+            Some(schedule) if held.manual => match held.next_execution {
+                Some(regular) if regular > held.now || held.paused => (Some(regular), 0),
+                Some(regular) => {
+                    let next = next_after_run(schedule, regular, held.now);
+                    (next, count_between(schedule, regular, next, true))
+                }
+                None => (None, 0),
+            },
             Some(schedule) => {
                 let next = next_after_run(schedule, scheduled_at, held.now);
                 (next, count_between(schedule, scheduled_at, next, false))

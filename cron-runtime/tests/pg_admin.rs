@@ -1,0 +1,651 @@
+//! The operator commands of the PostgreSQL store (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`,
+//! `prune`) against a real server, one fresh database per test (`#[sqlx::test]`, which needs
+//! `DATABASE_URL`). Triggers are checked end to end through the replicas' own claim.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use cron_runtime::store::postgres::{AdminError, PgStore, RunFilter, Since};
+use cron_runtime::store::{
+    Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
+};
+use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
+use sqlx::{PgPool, Row};
+
+const HOURLY: &str = "0 * * * *";
+const MINUTELY: &str = "* * * * *";
+
+fn job(verb: &str, expression: &str) -> JobSpec {
+    JobSpec {
+        verb: verb.to_owned(),
+        expression: expression.to_owned(),
+        zone: Tz::UTC,
+        schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
+        timeout: Duration::from_secs(60),
+        missed: MissedPolicy::Once,
+    }
+}
+
+fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
+    DeploymentSpec {
+        key: key.to_owned(),
+        module: "billing".to_owned(),
+        schema: serde_json::json!({ "key": key }),
+        jobs,
+    }
+}
+
+fn schema(verbs: &[(&str, Cron)]) -> Schema {
+    Schema::new(
+        verbs
+            .iter()
+            .map(|(name, cron)| ("billing", Verb::new(*name, cron.clone()))),
+    )
+}
+
+async fn replica(pool: &PgPool, spec: &DeploymentSpec) -> (PgStore, Runner) {
+    let store = PgStore::from_pool(pool.clone());
+    let runner = store.register(spec).await.unwrap();
+    (store, runner)
+}
+
+async fn db_now(pool: &PgPool) -> DateTime<Utc> {
+    sqlx::query_scalar("SELECT now()")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn claim(store: &PgStore, runner: &Runner) -> Claimed {
+    store.claim_due(runner, Duration::ZERO, 100).await.unwrap()
+}
+
+async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished {
+    let claim = &claimed.claims[0];
+    store
+        .finish(
+            runner,
+            &Finish {
+                run_id: claim.run_id,
+                job_id: claim.job_id,
+                outcome: Outcome::Succeeded,
+                error: None,
+            },
+        )
+        .await
+        .unwrap()
+}
+
+/// `next_execution` and `trigger_requested_at` of `verb` under the deployment `key`.
+async fn job_row(
+    pool: &PgPool,
+    key: &str,
+    verb: &str,
+) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>, bool) {
+    let row = sqlx::query(
+        "SELECT j.next_execution, j.trigger_requested_at, j.paused FROM cron_jobs j \
+         JOIN cron_deployments d ON d.id = j.deployment_id WHERE d.key = $1 AND j.verb = $2",
+    )
+    .bind(key)
+    .bind(verb)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+async fn set_next(pool: &PgPool, verb: &str, sql: &str) -> DateTime<Utc> {
+    sqlx::query_scalar(&format!(
+        "UPDATE cron_jobs SET next_execution = {sql} WHERE verb = $1 RETURNING next_execution"
+    ))
+    .bind(verb)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+async fn count(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------------
+// deploy
+
+#[sqlx::test(migrations = "./migrations")]
+async fn deploy_registers_ahead_without_taking_over(pool: PgPool) {
+    let (_old, _old_runner) = replica(
+        &pool,
+        &deployment("billing@1", vec![job("billing::send", HOURLY)]),
+    )
+    .await;
+    let store = PgStore::from_pool(pool.clone());
+    let schema = schema(&[
+        ("billing::send", Cron::new(HOURLY)),
+        (
+            "billing::report",
+            Cron::new("0 2 * * *")
+                .timezone("Europe/Berlin")
+                .timeout("10m"),
+        ),
+    ]);
+
+    let deployed = store.deploy("billing@2", &schema, None).await.unwrap();
+    assert_eq!(deployed.module, "billing");
+    assert!(deployed.created);
+    assert!(!deployed.active, "registering ahead must not take over");
+    let verbs: Vec<(&str, bool, bool)> = deployed
+        .jobs
+        .iter()
+        .map(|j| (j.verb.as_str(), j.added, j.matches))
+        .collect();
+    assert_eq!(
+        verbs,
+        [
+            ("billing::report", true, true),
+            ("billing::send", true, true)
+        ]
+    );
+    assert!(deployed.jobs[0].next_execution.unwrap() > db_now(&pool).await);
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM cron_runners WHERE deployment_id = (SELECT id FROM cron_deployments WHERE key = 'billing@2')").await,
+        0
+    );
+    let status = store.status(None).await.unwrap();
+    assert_eq!(
+        status.modules[0].active_deployment.as_deref(),
+        Some("billing@1")
+    );
+
+    // Again: idempotent, nothing added.
+    let again = store.deploy("billing@2", &schema, None).await.unwrap();
+    assert!(!again.created);
+    assert!(again.jobs.iter().all(|j| !j.added && j.matches));
+
+    // A replica of the key uses the rows registered ahead, and takes over.
+    let ids_before: Vec<i64> = sqlx::query_scalar(
+        "SELECT j.id FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+         WHERE d.key = 'billing@2' ORDER BY j.id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let mut report = job("billing::report", "0 2 * * *");
+    report.zone = Tz::Europe__Berlin;
+    report.schedule = ZonedSchedule::new(Schedule::parse("0 2 * * *").unwrap(), report.zone);
+    let (_new, _runner) = replica(
+        &pool,
+        &deployment("billing@2", vec![job("billing::send", HOURLY), report]),
+    )
+    .await;
+    let ids_after: Vec<i64> = sqlx::query_scalar(
+        "SELECT j.id FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+         WHERE d.key = 'billing@2' ORDER BY j.id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(ids_before, ids_after);
+    let status = store.status(None).await.unwrap();
+    let billing = &status.modules[0];
+    assert_eq!(billing.active_deployment.as_deref(), Some("billing@2"));
+    assert_eq!(billing.deployments[0].key, "billing@2");
+    assert_eq!(billing.deployments[0].live_replicas, 1);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn deploy_refuses_an_invalid_schema_and_changes_nothing(pool: PgPool) {
+    let store = PgStore::from_pool(pool.clone());
+    let bad = schema(&[
+        ("billing::a", Cron::new("0 9 * * MON")),
+        ("billing::b", Cron::new(HOURLY).timezone("Mars/Olympus")),
+        ("billing::c", Cron::new(HOURLY).timeout("ten minutes")),
+        ("billing::d", Cron::new(HOURLY)),
+    ]);
+    let error = store.deploy("billing@1", &bad, None).await.unwrap_err();
+    assert!(error.is_invalid_input());
+    let message = error.to_string();
+    for part in [
+        "`billing::a`",
+        "`MON`",
+        "`billing::b`",
+        "Mars/Olympus",
+        "`billing::c`",
+    ] {
+        assert!(message.contains(part), "{part} not in: {message}");
+    }
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM cron_deployments").await,
+        0
+    );
+
+    let two = Schema::new([
+        ("billing", Verb::new("billing::a", Cron::new(HOURLY))),
+        ("shipping", Verb::new("shipping::b", Cron::new(HOURLY))),
+    ]);
+    let error = store.deploy("x@1", &two, None).await.unwrap_err();
+    assert!(
+        matches!(error, AdminError::ModuleRequired { .. }),
+        "{error}"
+    );
+    let error = store.deploy("x@1", &two, Some("nope")).await.unwrap_err();
+    assert!(matches!(error, AdminError::UnknownModule { .. }), "{error}");
+    let deployed = store
+        .deploy("shipping@1", &two, Some("shipping"))
+        .await
+        .unwrap();
+    assert_eq!(deployed.module, "shipping");
+
+    // A key is one module's.
+    let error = store
+        .deploy(
+            "shipping@1",
+            &schema(&[("billing::a", Cron::new(HOURLY))]),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "deployment `shipping@1` is registered for module `shipping`, not `billing`"
+    );
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM cron_deployments").await,
+        1
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// trigger
+
+#[sqlx::test(migrations = "./migrations")]
+async fn trigger_runs_once_now_through_the_claim_and_keeps_the_schedule(pool: PgPool) {
+    let (store, runner) = replica(
+        &pool,
+        &deployment("billing@1", vec![job("billing::send", HOURLY)]),
+    )
+    .await;
+    let (regular, _, _) = job_row(&pool, "billing@1", "billing::send").await;
+    assert!(claim(&store, &runner).await.claims.is_empty());
+
+    // Its name inside its module is enough.
+    let triggered = store.trigger("send", None).await.unwrap();
+    assert_eq!(triggered.verb, "billing::send");
+    assert_eq!(triggered.deployment, "billing@1");
+    assert!(!triggered.already_pending);
+    assert_eq!(triggered.live_replicas, 1);
+    let again = store.trigger("billing::send", None).await.unwrap();
+    assert!(again.already_pending);
+    assert_eq!(again.requested_at, triggered.requested_at);
+
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 1);
+    let run = &claimed.claims[0];
+    assert_eq!(run.scheduled_at, triggered.requested_at);
+    assert!(!run.late);
+    let manual: bool = sqlx::query_scalar("SELECT manual FROM cron_job_runs WHERE id = $1")
+        .bind(run.run_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(manual);
+    let (next, pending, _) = job_row(&pool, "billing@1", "billing::send").await;
+    assert_eq!(next, regular, "the regular occurrence stays");
+    assert_eq!(pending, None, "the claim took the trigger");
+
+    // While it runs, another trigger is refused: a job never overlaps itself.
+    let error = store.trigger("billing::send", None).await.unwrap_err();
+    assert!(matches!(error, AdminError::Executing { .. }), "{error}");
+    assert!(!error.is_invalid_input());
+
+    assert_eq!(
+        finish(&store, &runner, &claimed).await,
+        Finished::Recorded {
+            next_execution: regular,
+            skipped: 0
+        }
+    );
+    assert!(claim(&store, &runner).await.claims.is_empty());
+    let runs = store
+        .runs(&RunFilter {
+            verb: Some("billing::send".to_owned()),
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].manual);
+    assert_eq!(runs[0].outcome, "succeeded");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_regular_occurrence_due_with_a_trigger_runs_and_satisfies_it(pool: PgPool) {
+    let (store, runner) = replica(
+        &pool,
+        &deployment("billing@1", vec![job("billing::send", MINUTELY)]),
+    )
+    .await;
+    let due = set_next(&pool, "billing::send", "date_trunc('minute', now())").await;
+    store.trigger("billing::send", None).await.unwrap();
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 1);
+    assert_eq!(claimed.claims[0].scheduled_at, due);
+    let (_, pending, _) = job_row(&pool, "billing@1", "billing::send").await;
+    assert_eq!(pending, None);
+    finish(&store, &runner, &claimed).await;
+    assert!(claim(&store, &runner).await.claims.is_empty());
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_manual_run_overlapping_the_regular_occurrence_skips_it(pool: PgPool) {
+    let (store, runner) = replica(
+        &pool,
+        &deployment("billing@1", vec![job("billing::send", HOURLY)]),
+    )
+    .await;
+    store.trigger("billing::send", None).await.unwrap();
+    let claimed = claim(&store, &runner).await;
+    // The regular occurrence comes (two hours ago) while the manual run executes.
+    let regular = set_next(
+        &pool,
+        "billing::send",
+        "date_trunc('hour', now()) - interval '2 hours'",
+    )
+    .await;
+    let Finished::Recorded {
+        next_execution,
+        skipped,
+    } = finish(&store, &runner, &claimed).await
+    else {
+        panic!("fenced");
+    };
+    assert!(next_execution.unwrap() > db_now(&pool).await);
+    assert!(next_execution.unwrap() > regular);
+    assert_eq!(
+        skipped, 3,
+        "the two hours ago, one hour ago and this hour's occurrences"
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
+    let store = PgStore::from_pool(pool.clone());
+    let error = store.trigger("billing::send", None).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "unknown verb `billing::send`; no verb is registered"
+    );
+
+    store
+        .deploy(
+            "billing@1",
+            &schema(&[("billing::send_invoices", Cron::new(HOURLY))]),
+            None,
+        )
+        .await
+        .unwrap();
+    let error = store
+        .trigger("billing::send_invoice", None)
+        .await
+        .unwrap_err();
+    assert!(error.is_invalid_input());
+    assert_eq!(
+        error.to_string(),
+        "unknown verb `billing::send_invoice`; did you mean `billing::send_invoices`?"
+    );
+    let error = store
+        .trigger("billing::send_invoices", None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "module `billing` has no active deployment: no replica of it has run yet"
+    );
+    let error = store
+        .trigger("billing::send_invoices", Some("shipping"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "unknown module `shipping`; expected one of: `billing`"
+    );
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM cron_jobs WHERE trigger_requested_at IS NOT NULL"
+        )
+        .await,
+        0
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// pause and resume
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_paused_verb_is_not_claimed_until_resumed_and_stays_paused_across_a_deploy(pool: PgPool) {
+    let (store, runner) = replica(
+        &pool,
+        &deployment("billing@1", vec![job("billing::send", MINUTELY)]),
+    )
+    .await;
+    let pause = store
+        .pause(
+            "billing::send",
+            None,
+            Some("INC-42: the mail relay is down"),
+        )
+        .await
+        .unwrap();
+    assert!(pause.paused && pause.changed);
+    assert_eq!(
+        pause.note.as_deref(),
+        Some("INC-42: the mail relay is down")
+    );
+    assert!(pause.paused_at.is_some());
+    let again = store.pause("billing::send", None, None).await.unwrap();
+    assert!(!again.changed);
+    assert_eq!(
+        again.note.as_deref(),
+        Some("INC-42: the mail relay is down")
+    );
+
+    set_next(&pool, "billing::send", "now() - interval '10 minutes'").await;
+    assert!(claim(&store, &runner).await.claims.is_empty());
+    assert_eq!(claim(&store, &runner).await.next_due, None);
+
+    // A trigger runs a paused verb once.
+    store.trigger("billing::send", None).await.unwrap();
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 1);
+    finish(&store, &runner, &claimed).await;
+    assert!(claim(&store, &runner).await.claims.is_empty());
+
+    // A new deployment takes over: the verb stays paused, with its note.
+    let (new_store, new_runner) = replica(
+        &pool,
+        &deployment("billing@2", vec![job("billing::send", MINUTELY)]),
+    )
+    .await;
+    let (_, _, paused) = job_row(&pool, "billing@2", "billing::send").await;
+    assert!(paused);
+    let status = store.status(Some("billing")).await.unwrap();
+    let send = &status.modules[0].jobs[0];
+    assert_eq!(send.deployment, "billing@2");
+    assert!(send.paused);
+    assert_eq!(
+        send.pause_note.as_deref(),
+        Some("INC-42: the mail relay is down")
+    );
+    assert!(claim(&new_store, &new_runner).await.claims.is_empty());
+
+    // Resumed: from the next occurrence after now; what came while paused is not run.
+    let resumed = store.resume("send", None).await.unwrap();
+    assert!(!resumed.paused && resumed.changed);
+    assert_eq!(resumed.deployments, 2);
+    assert!(resumed.next_execution.unwrap() > db_now(&pool).await);
+    assert!(claim(&new_store, &new_runner).await.claims.is_empty());
+    assert!(!store.resume("send", None).await.unwrap().changed);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_pending_trigger_moves_to_the_deployment_that_takes_over(pool: PgPool) {
+    let (_old, _old_runner) = replica(
+        &pool,
+        &deployment("billing@1", vec![job("billing::send", HOURLY)]),
+    )
+    .await;
+    let triggered = PgStore::from_pool(pool.clone())
+        .trigger("billing::send", None)
+        .await
+        .unwrap();
+    let (store, runner) = replica(
+        &pool,
+        &deployment("billing@2", vec![job("billing::send", HOURLY)]),
+    )
+    .await;
+    let (_, old_pending, _) = job_row(&pool, "billing@1", "billing::send").await;
+    assert_eq!(old_pending, None);
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 1);
+    assert_eq!(claimed.claims[0].scheduled_at, triggered.requested_at);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// status, runs, prune
+
+#[sqlx::test(migrations = "./migrations")]
+async fn status_shows_the_next_execution_in_the_jobs_zone_and_the_last_run(pool: PgPool) {
+    let mut report = job("billing::report", "0 2 * * *");
+    report.zone = Tz::America__New_York;
+    report.schedule = ZonedSchedule::new(Schedule::parse("0 2 * * *").unwrap(), report.zone);
+    let (store, runner) = replica(&pool, &deployment("billing@1", vec![report])).await;
+    store.trigger("billing::report", None).await.unwrap();
+    let claimed = claim(&store, &runner).await;
+    finish(&store, &runner, &claimed).await;
+
+    let status = store.status(None).await.unwrap();
+    let job = &status.modules[0].jobs[0];
+    assert_eq!(job.timezone, "America/New_York");
+    assert_eq!(job.state, "idle");
+    let next = job.next_execution.unwrap();
+    let local = job.next_execution_local.as_deref().unwrap();
+    assert!(local.contains("T02:00:00-0"), "{local}");
+    assert_eq!(
+        DateTime::parse_from_rfc3339(local)
+            .unwrap()
+            .with_timezone(&Utc),
+        next
+    );
+    let last = job.last_run.as_ref().unwrap();
+    assert_eq!(last.outcome, "succeeded");
+    assert!(last.manual);
+
+    let json = serde_json::to_value(&status).unwrap();
+    let job = &json["modules"][0]["jobs"][0];
+    assert_eq!(job["verb"], "billing::report");
+    assert!(job["next_execution"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(json["modules"][0]["deployments"][0]["live_replicas"], 1);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn runs_filters_by_verb_since_and_limit(pool: PgPool) {
+    let (_store, _runner) = replica(
+        &pool,
+        &deployment(
+            "billing@1",
+            vec![job("billing::a", HOURLY), job("billing::b", HOURLY)],
+        ),
+    )
+    .await;
+    sqlx::query(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, \
+             outcome, runner, runner_id) \
+         SELECT 'billing', v, now() - make_interval(hours => h), now() - make_interval(hours => h), \
+                now() - make_interval(hours => h), 'succeeded', 'test:1', 1 \
+         FROM unnest(ARRAY['billing::a', 'billing::b']) v, generate_series(1, 10) h",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let store = PgStore::from_pool(pool.clone());
+    let all = store.runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(all.len(), 20);
+    assert!(
+        all.windows(2)
+            .all(|w| w[0].scheduled_at >= w[1].scheduled_at)
+    );
+    let a = store
+        .runs(&RunFilter {
+            verb: Some("a".to_owned()),
+            since: Some(Since::Ago(Duration::from_secs(3 * 3600 + 60))),
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(a.len(), 3);
+    assert!(a.iter().all(|r| r.verb == "billing::a"));
+    let limited = store
+        .runs(&RunFilter {
+            limit: 4,
+            since: Some(Since::Instant(
+                db_now(&pool).await - chrono::Duration::hours(100),
+            )),
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 4);
+    let error = store
+        .runs(&RunFilter {
+            verb: Some("billing::c".to_owned()),
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(error.is_invalid_input(), "{error}");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn prune_deletes_old_finished_runs_in_batches_and_never_a_running_one(pool: PgPool) {
+    sqlx::query(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, \
+             outcome, runner, runner_id) \
+         SELECT 'billing', 'billing::a', now() - make_interval(days => d), \
+                now() - make_interval(days => d), \
+                CASE WHEN d = 40 THEN NULL \
+                     ELSE now() - make_interval(days => d) + interval '1 hour' END, \
+                CASE WHEN d = 40 THEN 'running' ELSE 'failed' END, 'test:1', 1 \
+         FROM generate_series(1, 40) d",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let store = PgStore::from_pool(pool.clone());
+    // Days 31..=39 are older than 30 days and finished; day 40 is still running.
+    assert_eq!(
+        store
+            .prune(Duration::from_secs(30 * 24 * 3600), 2)
+            .await
+            .unwrap(),
+        9
+    );
+    assert_eq!(count(&pool, "SELECT count(*) FROM cron_job_runs").await, 31);
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM cron_job_runs WHERE outcome = 'running'"
+        )
+        .await,
+        1
+    );
+    // Through the store trait, as the runtime's retention calls it.
+    assert_eq!(
+        store
+            .prune_history(Duration::from_secs(10 * 24 * 3600))
+            .await
+            .unwrap(),
+        20
+    );
+    assert_eq!(count(&pool, "SELECT count(*) FROM cron_job_runs").await, 11);
+}

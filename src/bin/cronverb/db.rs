@@ -1,0 +1,213 @@
+//! What the database commands share: where the database is, how long to wait for it, how failures map
+//! to exit statuses, and how results are printed (aligned text for people, `--json` for tools).
+//!
+//! Exit status: 0 on success; 2 when what was given is wrong (a missing database URL, an unknown verb or
+//! module, a schema file that is not a valid schema, a malformed option); 1 when the database fails or
+//! does not answer, or refuses in its current state (a trigger while the verb is executing).
+
+use std::fmt;
+use std::future::Future;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cron_runtime::store::StoreError;
+use cron_runtime::store::postgres::{AdminError, PgStore};
+
+/// How long a command waits for the database to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The database and the output form, common to every database command.
+#[derive(Debug, clap::Args)]
+pub struct Connection {
+    /// The PostgreSQL URL [default: the `DATABASE_URL` environment variable]
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// Print the result as JSON (the shape is described in docs/operations.md)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Why a command failed, and the exit status that says so.
+#[derive(Debug)]
+pub enum Failure {
+    /// What was given is wrong. Exit status 2.
+    Invalid(String),
+    /// The database failed or refused. Exit status 1.
+    Other(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Invalid(message) | Failure::Other(message) => f.write_str(message),
+        }
+    }
+}
+
+impl From<AdminError> for Failure {
+    fn from(error: AdminError) -> Failure {
+        if error.is_invalid_input() {
+            Failure::Invalid(error.to_string())
+        } else {
+            Failure::Other(error.to_string())
+        }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Failure {
+        Failure::Other(error.to_string())
+    }
+}
+
+/// Connects to the database and runs `command` on a single-threaded runtime. Prints `error: …` on
+/// standard error and returns the exit status on failure.
+pub fn run<F, Fut>(connection: &Connection, command: F) -> ExitCode
+where
+    F: FnOnce(PgStore) -> Fut,
+    Fut: Future<Output = Result<(), Failure>>,
+{
+    let result = (|| {
+        let url = match &connection.database_url {
+            Some(url) => url.clone(),
+            None => std::env::var("DATABASE_URL")
+                .ok()
+                .filter(|url| !url.is_empty())
+                .ok_or_else(|| {
+                    Failure::Invalid(
+                        "no database given: pass `--database-url` or set `DATABASE_URL`".to_owned(),
+                    )
+                })?,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::Other(format!("while starting the async runtime: {e}")))?;
+        runtime.block_on(async {
+            let store = PgStore::connect_with_timeout(&url, CONNECT_TIMEOUT).await?;
+            command(store).await
+        })
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            match failure {
+                Failure::Invalid(_) => ExitCode::from(2),
+                Failure::Other(_) => ExitCode::FAILURE,
+            }
+        }
+    }
+}
+
+/// Writes `text` to standard output.
+pub fn print(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|error| Failure::Other(format!("while writing to standard output: {error}")))
+}
+
+/// Writes `value` as pretty JSON and a newline to standard output.
+pub fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
+    let mut json = serde_json::to_string_pretty(value)
+        .map_err(|error| Failure::Other(format!("while writing JSON: {error}")))?;
+    json.push('\n');
+    print(&json)
+}
+
+/// Rows under a header, each column as wide as its widest cell, two spaces apart, indented by `indent`.
+pub fn table(indent: &str, header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut text = String::new();
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = indent.to_owned();
+        for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            line.extend(std::iter::repeat_n(' ', width - cell.chars().count()));
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// An instant for people: UTC, whole seconds, `Z`.
+pub fn instant(at: Option<DateTime<Utc>>) -> String {
+    match at {
+        Some(at) => at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        None => "-".to_owned(),
+    }
+}
+
+/// An age or retention as operators write it: `30d`, `12h`, `1d12h`, `90m`, `45s` (days, then
+/// `h`/`m`/`s` as timeouts are written).
+pub fn parse_age(text: &str) -> Result<Duration, String> {
+    let invalid = || {
+        format!(
+            "invalid duration `{text}`; expected a number with a unit, such as `30d`, `12h`, `1d12h` or `90m`"
+        )
+    };
+    let (days, rest) = match text.split_once('d') {
+        Some((days, rest)) => {
+            let days: u64 = days
+                .parse()
+                .ok()
+                .filter(|_| days.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(invalid)?;
+            (days, rest)
+        }
+        None => (0, text),
+    };
+    let rest = if rest.is_empty() {
+        Duration::ZERO
+    } else {
+        cron_schema::parse_duration(rest).map_err(|_| invalid())?
+    };
+    let total = days
+        .checked_mul(24 * 3600)
+        .map(Duration::from_secs)
+        .and_then(|days| days.checked_add(rest))
+        .ok_or_else(invalid)?;
+    if total.is_zero() {
+        return Err(format!(
+            "duration `{text}` is zero; it must be at least one second"
+        ));
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{parse_age, table};
+
+    #[test]
+    fn ages_have_days() {
+        assert_eq!(parse_age("30d"), Ok(Duration::from_secs(30 * 86400)));
+        assert_eq!(parse_age("1d12h"), Ok(Duration::from_secs(36 * 3600)));
+        assert_eq!(parse_age("90m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_age("0d").is_err());
+        assert!(parse_age("d").is_err());
+        assert!(parse_age("-1d").is_err());
+        assert!(parse_age("1w").is_err());
+    }
+
+    #[test]
+    fn tables_align() {
+        let rows = vec![vec!["a".to_owned(), "bb".to_owned()]];
+        assert_eq!(table("  ", &["XYZ", "W"], &rows), "  XYZ  W\n  a    bb\n");
+    }
+}

@@ -1,0 +1,78 @@
+//! `cronverb pause` and `cronverb resume`: stop and restart a verb's regular runs.
+
+use std::process::ExitCode;
+
+use cron_runtime::store::postgres::Pause;
+
+use crate::db::{self, Connection};
+
+/// Pause a verb: its regular occurrences are not run until it is resumed, across deploys
+#[derive(Debug, clap::Args)]
+pub struct PauseArgs {
+    /// The verb: its full name (`billing::send_invoices`) or its name in its module
+    #[arg(value_name = "VERB")]
+    verb: String,
+    /// The verb's module, when its name is in several
+    #[arg(long, value_name = "NAME")]
+    module: Option<String>,
+    /// Why it is paused, shown by `cronverb status`
+    #[arg(long, value_name = "TEXT")]
+    note: Option<String>,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+/// Resume a paused verb from its next occurrence after now
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    /// The verb: its full name (`billing::send_invoices`) or its name in its module
+    #[arg(value_name = "VERB")]
+    verb: String,
+    /// The verb's module, when its name is in several
+    #[arg(long, value_name = "NAME")]
+    module: Option<String>,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+pub fn pause(args: PauseArgs) -> ExitCode {
+    let json = args.connection.json;
+    db::run(&args.connection, |store| async move {
+        let pause = store
+            .pause(&args.verb, args.module.as_deref(), args.note.as_deref())
+            .await?;
+        show(&pause, json)
+    })
+}
+
+pub fn resume(args: ResumeArgs) -> ExitCode {
+    let json = args.connection.json;
+    db::run(&args.connection, |store| async move {
+        let pause = store.resume(&args.verb, args.module.as_deref()).await?;
+        show(&pause, json)
+    })
+}
+
+fn show(pause: &Pause, json: bool) -> Result<(), db::Failure> {
+    if json {
+        return db::print_json(pause);
+    }
+    let verb = &pause.verb;
+    let mut text = match (pause.paused, pause.changed) {
+        (true, true) => format!("paused `{verb}`"),
+        (true, false) => format!("`{verb}` was already paused"),
+        (false, true) => format!("resumed `{verb}`"),
+        (false, false) => format!("`{verb}` was not paused"),
+    };
+    if let Some(note) = &pause.note {
+        text.push_str(&format!(": {note}"));
+    }
+    text.push('\n');
+    if !pause.paused && pause.next_execution.is_some() {
+        text.push_str(&format!(
+            "next run at {}\n",
+            db::instant(pause.next_execution)
+        ));
+    }
+    db::print(&text)
+}

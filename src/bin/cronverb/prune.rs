@@ -1,0 +1,51 @@
+//! `cronverb prune`: deletes old finished runs from the history.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::db::{self, Connection};
+
+/// How many runs one statement deletes.
+const BATCH: u32 = 1000;
+
+/// Delete the runs that finished longer ago than the retention (never a running one)
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The age past which finished runs are deleted: `30d`, `12h`, `1d12h`
+    #[arg(long, value_name = "AGE", default_value = "30d", value_parser = db::parse_age)]
+    older_than: Duration,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let json = args.connection.json;
+    db::run(&args.connection, |store| async move {
+        let deleted = store.prune(args.older_than, BATCH).await?;
+        if json {
+            db::print_json(&serde_json::json!({
+                "deleted": deleted,
+                "older_than_secs": args.older_than.as_secs(),
+            }))
+        } else {
+            db::print(&format!(
+                "deleted {deleted} run{} finished more than {} ago\n",
+                if deleted == 1 { "" } else { "s" },
+                age(args.older_than)
+            ))
+        }
+    })
+}
+
+fn age(age: Duration) -> String {
+    let secs = age.as_secs();
+    let (days, rest) = (secs / 86400, secs % 86400);
+    let mut text = String::new();
+    if days > 0 {
+        text.push_str(&format!("{days}d"));
+    }
+    if rest > 0 || days == 0 {
+        text.push_str(&cron_schema::format_duration(Duration::from_secs(rest)));
+    }
+    text
+}

@@ -1,0 +1,105 @@
+//! `cronverb runs`: the history of runs, latest first.
+
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+use cron_runtime::store::postgres::{Run, RunFilter, Since};
+
+use crate::db::{self, Connection};
+
+/// Show the history of runs, latest first
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this verb: its full name or its name in its module
+    #[arg(long, value_name = "VERB")]
+    verb: Option<String>,
+    /// Only this module
+    #[arg(long, value_name = "NAME")]
+    module: Option<String>,
+    /// Only runs scheduled at or after this: an RFC 3339 instant, or an age such as `1h` or `2d`
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    since: Option<Since>,
+    /// At most this many runs
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    limit: u32,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let json = args.connection.json;
+    let filter = RunFilter {
+        module: args.module,
+        verb: args.verb,
+        since: args.since,
+        limit: args.limit,
+    };
+    db::run(&args.connection, |store| async move {
+        let runs = store.runs(&filter).await?;
+        if json {
+            db::print_json(&runs)
+        } else if runs.is_empty() {
+            db::print("no run\n")
+        } else {
+            let rows: Vec<Vec<String>> = runs.iter().map(row).collect();
+            db::print(&db::table(
+                "",
+                &[
+                    "ID",
+                    "VERB",
+                    "SCHEDULED (UTC)",
+                    "OUTCOME",
+                    "DURATION",
+                    "RUNNER",
+                    "NOTES",
+                ],
+                &rows,
+            ))
+        }
+    })
+}
+
+fn row(run: &Run) -> Vec<String> {
+    let duration = match (run.started_at, run.finished_at) {
+        (Some(started), Some(finished)) => {
+            format!(
+                "{:.3}s",
+                (finished - started).num_milliseconds() as f64 / 1000.0
+            )
+        }
+        _ => "-".to_owned(),
+    };
+    let mut notes = Vec::new();
+    if run.manual {
+        notes.push("manual".to_owned());
+    }
+    if run.late {
+        notes.push("late".to_owned());
+    }
+    if run.skipped > 0 {
+        notes.push(format!("skipped {}", run.skipped));
+    }
+    if let Some(error) = &run.error {
+        notes.push(error.lines().next().unwrap_or_default().to_owned());
+    }
+    vec![
+        run.id.to_string(),
+        run.verb.clone(),
+        db::instant(Some(run.scheduled_at)),
+        run.outcome.clone(),
+        duration,
+        run.runner.clone(),
+        notes.join("; "),
+    ]
+}
+
+fn parse_since(text: &str) -> Result<Since, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(Since::Instant(at.with_timezone(&Utc)));
+    }
+    db::parse_age(text).map(Since::Ago).map_err(|_| {
+        format!(
+            "invalid `{text}`; expected an RFC 3339 instant such as `2026-03-08T07:00:00Z` or an age such as `1h` or `2d`"
+        )
+    })
+}

@@ -1,0 +1,427 @@
+//! The database commands of `cronverb` (`migrate`, `deploy`, `status`, `runs`, `pause`, `resume`,
+//! `trigger`, `prune`) run as an operator runs them, against a real PostgreSQL server: each test creates
+//! its own database on the server of `DATABASE_URL` and drops it at the end.
+#![cfg(feature = "cli")]
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use cron_runtime::store::postgres::PgStore;
+use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Runner, Store};
+use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
+use serde_json::Value;
+use sqlx::{Connection, PgConnection};
+
+const SCHEMA: &str = r#"{
+  "version": 1,
+  "modules": [
+    {
+      "name": "billing",
+      "verbs": [
+        { "name": "billing::send_invoices",
+          "cron": { "expression": "0 2 * * *", "timezone": "Europe/Berlin", "timeout": "10m" } },
+        { "name": "billing::heartbeat", "cron": { "expression": "*/5 * * * *" } }
+      ]
+    }
+  ]
+}"#;
+
+/// A database of its own on the server of `DATABASE_URL`, dropped when the test ends.
+struct Database {
+    name: String,
+    url: String,
+    server: String,
+}
+
+impl Database {
+    fn new(test: &str) -> Database {
+        let server = std::env::var("DATABASE_URL")
+            .expect("DATABASE_URL names a PostgreSQL server the tests may create databases on");
+        let name = format!("cronverb_cli_{test}_{}", std::process::id());
+        let database = Database {
+            url: with_database(&server, &name),
+            name,
+            server,
+        };
+        database.admin(&format!("DROP DATABASE IF EXISTS {}", database.name));
+        database.admin(&format!("CREATE DATABASE {}", database.name));
+        database
+    }
+
+    /// A migrated database.
+    fn migrated(test: &str) -> Database {
+        let database = Database::new(test);
+        let output = database.cronverb(&["migrate"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        database
+    }
+
+    fn admin(&self, sql: &str) {
+        block_on(async {
+            let mut connection = PgConnection::connect(&self.server).await.unwrap();
+            sqlx::raw_sql(sql).execute(&mut connection).await.unwrap();
+        });
+    }
+
+    fn scalar(&self, sql: &str) -> i64 {
+        block_on(async {
+            let mut connection = PgConnection::connect(&self.url).await.unwrap();
+            sqlx::query_scalar(sql)
+                .fetch_one(&mut connection)
+                .await
+                .unwrap()
+        })
+    }
+
+    /// Runs `cronverb` with `DATABASE_URL` set to this database.
+    fn cronverb(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_cronverb"))
+            .args(args)
+            .env("DATABASE_URL", &self.url)
+            .output()
+            .expect("the cronverb binary runs")
+    }
+
+    /// Runs `cronverb … --json`, asserting that it succeeded, and returns its JSON.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let output = self.cronverb(&args);
+        assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
+        serde_json::from_str(stdout(&output)).expect("--json prints JSON")
+    }
+
+    fn schema_file(&self, text: &str) -> SchemaFile {
+        let path = std::env::temp_dir().join(format!("{}-{}.json", self.name, text.len()));
+        std::fs::write(&path, text).unwrap();
+        SchemaFile(path)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        self.admin(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ));
+    }
+}
+
+/// A schema file, removed when dropped.
+struct SchemaFile(std::path::PathBuf);
+
+impl SchemaFile {
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for SchemaFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn with_database(url: &str, name: &str) -> String {
+    let authority = url.find("://").map_or(0, |i| i + 3);
+    let path = url[authority..]
+        .find('/')
+        .map_or(url.len(), |i| authority + i);
+    let query = url[path..].find('?').map_or("", |i| &url[path + i..]);
+    format!("{}/{name}{query}", &url[..path])
+}
+
+fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+fn stdout(output: &Output) -> &str {
+    std::str::from_utf8(&output.stdout).expect("standard output is UTF-8")
+}
+
+fn stderr(output: &Output) -> &str {
+    std::str::from_utf8(&output.stderr).expect("standard error is UTF-8")
+}
+
+fn heartbeat_job() -> JobSpec {
+    JobSpec {
+        verb: "billing::heartbeat".to_owned(),
+        expression: "*/5 * * * *".to_owned(),
+        zone: chrono_tz::Tz::UTC,
+        schedule: ZonedSchedule::utc(Schedule::parse("*/5 * * * *").unwrap()),
+        timeout: Duration::from_secs(60),
+        missed: MissedPolicy::Once,
+    }
+}
+
+/// A replica of `billing@1` with the heartbeat job, registered in this process.
+async fn replica(url: &str) -> (PgStore, Runner) {
+    let store = PgStore::connect(url).await.unwrap();
+    let runner = store
+        .register(&DeploymentSpec {
+            key: "billing@1".to_owned(),
+            module: "billing".to_owned(),
+            schema: serde_json::json!({}),
+            jobs: vec![heartbeat_job()],
+        })
+        .await
+        .unwrap();
+    (store, runner)
+}
+
+#[test]
+fn migrate_creates_the_tables_that_the_other_commands_need() {
+    let db = Database::new("migrate");
+    let output = db.cronverb(&["status"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("run `cronverb migrate`"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = db.cronverb(&["migrate"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "cronverb's tables are up to date (migration 0002)\n"
+    );
+    // Again: nothing to do.
+    let migrated = db.json(&["migrate"]);
+    assert_eq!(migrated["version"], 2);
+
+    let output = db.cronverb(&["status"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "no deployment is registered\n");
+    assert_eq!(db.json(&["status"])["modules"], serde_json::json!([]));
+}
+
+#[test]
+fn deploy_registers_ahead_and_status_pause_resume_show_it() {
+    let db = Database::migrated("deploy");
+    let file = db.schema_file(SCHEMA);
+
+    let output = db.cronverb(&["deploy", "--deployment", "billing@1", file.path()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with(
+            "registered deployment `billing@1` of module `billing` (inactive until its first replica runs)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("billing::send_invoices  0 2 * * *    Europe/Berlin"),
+        "{text}"
+    );
+
+    let deployed = db.json(&["deploy", "--deployment", "billing@1", file.path()]);
+    assert_eq!(deployed["created"], false);
+    assert_eq!(deployed["active"], false);
+    assert_eq!(deployed["jobs"][1]["verb"], "billing::send_invoices");
+    assert_eq!(deployed["jobs"][1]["added"], false);
+    assert_eq!(db.scalar("SELECT count(*) FROM cron_runners"), 0);
+
+    let status = db.json(&["status"]);
+    let billing = &status["modules"][0];
+    assert_eq!(billing["name"], "billing");
+    assert_eq!(billing["active_deployment"], Value::Null);
+    assert_eq!(billing["deployments"][0]["key"], "billing@1");
+    assert_eq!(billing["deployments"][0]["live_replicas"], 0);
+    let invoices = &billing["jobs"][1];
+    assert_eq!(invoices["timezone"], "Europe/Berlin");
+    let local = invoices["next_execution_local"].as_str().unwrap();
+    assert!(local.contains("T02:00:00+0"), "{local}");
+
+    let paused = db.json(&["pause", "send_invoices", "--note", "INC-7 relay down"]);
+    assert_eq!(paused["verb"], "billing::send_invoices");
+    assert_eq!(paused["paused"], true);
+    let output = db.cronverb(&["status"]);
+    assert!(
+        stdout(&output).contains("`billing::send_invoices` is paused: INC-7 relay down"),
+        "{}",
+        stdout(&output)
+    );
+    let output = db.cronverb(&["resume", "billing::send_invoices"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).starts_with("resumed `billing::send_invoices`\n"));
+    assert_eq!(db.scalar("SELECT count(*) FROM cron_jobs WHERE paused"), 0);
+
+    assert_eq!(db.json(&["runs"]), serde_json::json!([]));
+    let pruned = db.json(&["prune", "--older-than", "1d"]);
+    assert_eq!(pruned["deleted"], 0);
+    assert_eq!(pruned["older_than_secs"], 86400);
+}
+
+#[test]
+fn trigger_records_a_manual_run_through_the_replicas_claim() {
+    let db = Database::migrated("trigger");
+    // The store's pool lives on this runtime: one runtime for the whole test.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (store, runner) = runtime.block_on(replica(&db.url));
+
+    let triggered = db.json(&["trigger", "billing::heartbeat"]);
+    assert_eq!(triggered["deployment"], "billing@1");
+    assert_eq!(triggered["already_pending"], false);
+    let claimed = runtime.block_on(async {
+        let claimed = store.claim_due(&runner, Duration::ZERO, 10).await.unwrap();
+        assert_eq!(claimed.claims.len(), 1);
+        claimed
+    });
+    // Executing: a second trigger is refused, and nothing changes.
+    let output = db.cronverb(&["trigger", "billing::heartbeat"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("is executing") && stderr(&output).contains("never overlaps"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM cron_jobs WHERE trigger_requested_at IS NOT NULL"),
+        0
+    );
+    runtime.block_on(async {
+        let claim = &claimed.claims[0];
+        store
+            .finish(
+                &runner,
+                &Finish {
+                    run_id: claim.run_id,
+                    job_id: claim.job_id,
+                    outcome: Outcome::Failed,
+                    error: Some("the relay said no".to_owned()),
+                },
+            )
+            .await
+            .unwrap();
+    });
+
+    let runs = db.json(&["runs", "--verb", "heartbeat", "--since", "1h"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    assert_eq!(runs[0]["manual"], true);
+    assert_eq!(runs[0]["outcome"], "failed");
+    assert_eq!(runs[0]["scheduled_at"], triggered["requested_at"]);
+    let output = db.cronverb(&["runs"]);
+    assert!(
+        stdout(&output).contains("manual; the relay said no"),
+        "{}",
+        stdout(&output)
+    );
+    let status = db.json(&["status"]);
+    assert_eq!(status["modules"][0]["deployments"][0]["live_replicas"], 1);
+    assert_eq!(
+        status["modules"][0]["jobs"][0]["last_run"]["outcome"],
+        "failed"
+    );
+    drop(store);
+}
+
+#[test]
+fn a_schema_file_that_is_not_a_valid_schema_changes_nothing() {
+    let db = Database::migrated("bad_schema");
+    let not_json = db.schema_file("module billing {\n");
+    let output = db.cronverb(&["deploy", "--deployment", "billing@1", not_json.path()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).starts_with(&format!(
+            "error: `{}` is not a valid cronverb schema: invalid JSON",
+            not_json.path()
+        )),
+        "{}",
+        stderr(&output)
+    );
+
+    let invalid = db.schema_file(&SCHEMA.replace("*/5 * * * *", "*/0 * * * *"));
+    let output = db.cronverb(&["deploy", "--deployment", "billing@1", invalid.path()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output)
+            .contains("invalid schema: verb `billing::heartbeat`: expression `*/0 * * * *`"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = db.cronverb(&["deploy", "--deployment", "billing@1", "/no/such/file.json"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).starts_with("error: cannot read `/no/such/file.json`"));
+
+    assert_eq!(db.scalar("SELECT count(*) FROM cron_deployments"), 0);
+    assert_eq!(db.scalar("SELECT count(*) FROM cron_jobs"), 0);
+}
+
+#[test]
+fn an_unknown_verb_is_named_with_the_close_ones_and_changes_nothing() {
+    let db = Database::migrated("unknown_verb");
+    let file = db.schema_file(SCHEMA);
+    let output = db.cronverb(&["deploy", "--deployment", "billing@1", file.path()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+
+    for command in ["pause", "resume", "trigger"] {
+        let output = db.cronverb(&[command, "billing::send_invoice"]);
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        assert_eq!(
+            stderr(&output),
+            "error: unknown verb `billing::send_invoice`; did you mean `billing::send_invoices`?\n",
+            "{command}"
+        );
+    }
+    let output = db.cronverb(&["runs", "--verb", "cleanup"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        "error: unknown verb `cleanup`; expected one of: `billing::heartbeat`, `billing::send_invoices`\n"
+    );
+    let output = db.cronverb(&["status", "--module", "shipping"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM cron_jobs WHERE paused OR trigger_requested_at IS NOT NULL"
+        ),
+        0
+    );
+
+    let output = db.cronverb(&["runs", "--since", "yesterday"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = db.cronverb(&["prune", "--older-than", "0d"]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn a_database_that_does_not_answer_fails_quickly_without_showing_the_password() {
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args([
+            "status",
+            "--database-url",
+            "postgres://app:s3cret@127.0.0.1:1/prod",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("error: while connecting to postgres://app:***@127.0.0.1:1/prod"),
+        "{message}"
+    );
+    assert!(!message.contains("s3cret"));
+
+    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .arg("status")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        "error: no database given: pass `--database-url` or set `DATABASE_URL`\n"
+    );
+}
