@@ -173,6 +173,7 @@ impl PgStore {
                     .map(|j| (j.verb.clone(), j.clone()))
                     .collect(),
                 claimable: Vec::new(),
+                active: false,
             },
         );
         let runner = Runner {
@@ -272,6 +273,27 @@ impl PgStore {
         Ok(())
     }
 
+    /// Records whether a deployment registered through this store is active, as last seen.
+    fn note_active(&self, deployment_id: i64, active: bool) {
+        if let Some(known) = lock(&self.shared.deployments).get_mut(&deployment_id) {
+            known.active = active;
+        }
+    }
+
+    /// Before a claim: if this replica's deployment was not active when last seen, takes the module over
+    /// if it should be now (contract 6). Costs one query, and only while the deployment is inactive.
+    pub(super) async fn take_over_before_claim(
+        &self,
+        runner: &Runner,
+        known: &Known,
+    ) -> Result<(), StoreError> {
+        if !known.active {
+            self.take_over_if_elected(runner.deployment_id, &known.module)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Contract 6: takes `module` over in one transaction if `deployment_id` is the most recently
     /// registered deployment with a live replica and is not active yet. Returns whether it did.
     async fn take_over_if_elected(
@@ -293,6 +315,8 @@ impl PgStore {
             .fetch_one(&self.pool)
             .await
             .map_err(db(context()))?;
+        let active: Option<bool> = row.try_get("active").map_err(db(context()))?;
+        self.note_active(deployment_id, active == Some(true));
         if !elected(row).map_err(db(context()))? {
             return Ok(false);
         }
@@ -430,6 +454,7 @@ impl PgStore {
             .await
             .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
+        self.note_active(deployment_id, true);
         tracing::info!(
             module,
             deployment_id,

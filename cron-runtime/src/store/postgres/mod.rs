@@ -71,6 +71,10 @@ struct Known {
     /// `(verb, expression, zone)` of the rows whose text this store has checked: the claim takes a row only
     /// when its text is still one of these, so a row edited since is never started unchecked.
     claimable: Vec<(String, String, String)>,
+    /// Whether the deployment was active when this store last looked. While it is not, every claim first
+    /// checks whether it should take the module over, so that a rollback happens as soon as the newer
+    /// deployment's last replica shuts down (its NOTIFY wakes the claim), not at the next heartbeat.
+    active: bool,
 }
 
 impl PgStore {
