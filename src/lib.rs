@@ -46,7 +46,9 @@
 //! # }
 //! ```
 
+#[doc = include_str!("../docs/attribute.md")]
 pub use cron_macros::cron;
+pub use cron_runtime::store::postgres::PgStore;
 pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
 pub use cron_runtime::{
     BuildError, Context, Job, JobError, JobOptions, Runtime, RuntimeBuilder, RuntimeError,
@@ -54,6 +56,8 @@ pub use cron_runtime::{
 };
 pub use cron_runtime::schema;
 pub use cron_schema::{MissedPolicy, Schedule, Schema, ZonedSchedule};
+/// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
+pub use cron_runtime::sqlx;
 
 // Not public API. Used by generated code.
 #[doc(hidden)]

@@ -28,3 +28,7 @@ pub use error::{BuildError, JobError, RuntimeError};
 pub use job::{Job, jobs};
 pub use runtime::{Runtime, RuntimeHandle};
 pub use schema::schema;
+
+/// The sqlx this crate is built with, so that applications pass a pool of the same version to
+/// [`RuntimeBuilder::postgres`].
+pub use sqlx;
