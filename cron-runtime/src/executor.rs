@@ -1,12 +1,18 @@
-//! The executor: claims due runs from a [`Store`] in batches and runs each handler in its own task, at
-//! its scheduled instant. Sleeps until the next due instant; wakes early when the store says something
-//! changed or a run finished with an earlier next occurrence.
+//! The executor: claims due runs from a [`Store`] in batches, ahead of their instant, and starts each
+//! handler in its own task at its scheduled instant. Sleeps until the next due instant; wakes early when
+//! the store says something changed or a run finished with an earlier next occurrence.
+//!
+//! Each run's task is spawned when it is claimed and waits at the [`Gate`] of its instant: one timer per
+//! instant opens it, so that thousands of runs due together start from one wake-up. How runs ended is
+//! recorded in batches by one task, after the handlers due at the same instant have started.
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -16,10 +22,17 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::context::Context;
+use crate::context::{Context, JobContext};
 use crate::error::RuntimeError;
 use crate::runtime::{Plan, PlannedJob};
-use crate::store::{Claim, ClaimAction, Finish, Finished, Outcome, Runner, Store};
+use crate::store::{Claim, ClaimAction, Finish, Finished, Outcome, Runner, Store, StoreError};
+
+/// The longest wait between two attempts to register, claim or prune while the store fails.
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// How often the runtime prunes the run history (contract of the history retention setting); the first
+/// prune comes a minute after start, so that replicas started together spread out.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// How long shutdown waits, after cancelling the runs left at the end of the grace period, for their
 /// tasks to notice (a handler blocking its thread cannot notice).
@@ -27,6 +40,15 @@ const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
 /// Waits after a failed claim before trying again.
 const CLAIM_RETRY: Duration = Duration::from_secs(1);
+
+/// At most this many ended runs are recorded with one [`Store::finish_many`].
+const FINISH_BATCH: usize = 1024;
+
+/// How long recording waits at most for the runs due at the same instant to start.
+const HOLD_MAX: Duration = Duration::from_millis(50);
+
+/// How often recording checks whether the runs due at the same instant have started.
+const HOLD_STEP: Duration = Duration::from_millis(1);
 
 /// How often recording a run's end is tried before giving up (the lease then expires and another
 /// replica, or this one, records the run `abandoned`).
@@ -66,6 +88,57 @@ struct InFlight {
     abort: Option<AbortHandle>,
 }
 
+/// A claimed run, as its task needs it.
+struct Run {
+    run_id: i64,
+    job_id: i64,
+    scheduled_at: DateTime<Utc>,
+    /// When the lease taken with the claim runs out, on the local clock; renewals extend it
+    /// ([`Shared::lease_until`]).
+    lease_until: Instant,
+    /// Its handler and context, or why there is none.
+    job: Result<(Arc<PlannedJob>, Arc<JobContext>), String>,
+}
+
+/// A run whose handler has ended, on its way to the store.
+struct Ended {
+    finish: Finish,
+    span: tracing::Span,
+}
+
+/// Where the runs due at one instant wait for it. Opened by one timer at the instant, or at shutdown to
+/// release them unstarted.
+#[derive(Debug, Default)]
+struct Gate {
+    /// [`Gate::CLOSED`], [`Gate::OPEN`] or [`Gate::RELEASED`].
+    state: AtomicU8,
+    opened: Notify,
+}
+
+impl Gate {
+    const CLOSED: u8 = 0;
+    const OPEN: u8 = 1;
+    const RELEASED: u8 = 2;
+
+    /// Waits for the instant: `true` to start the run, `false` when shutdown released it first.
+    async fn pass(&self) -> bool {
+        loop {
+            let opened = self.opened.notified();
+            tokio::pin!(opened);
+            opened.as_mut().enable();
+            match self.state.load(Ordering::Acquire) {
+                Gate::CLOSED => opened.await,
+                state => return state == Gate::OPEN,
+            }
+        }
+    }
+
+    fn open(&self, state: u8) {
+        self.state.store(state, Ordering::Release);
+        self.opened.notify_waiters();
+    }
+}
+
 /// What the executor's loop and its run tasks share.
 struct Shared<S> {
     store: S,
@@ -83,11 +156,66 @@ struct Shared<S> {
     wake: Notify,
     /// `true` once shutdown has begun: no more claims, runs not started yet are released.
     shutdown: watch::Receiver<bool>,
-    /// `true` when the grace period is over: runs still executing are cancelled.
-    cancel: watch::Receiver<bool>,
+    /// `true` when the grace period is over: runs still executing are cancelled ([`Shared::cancelled`]).
+    cancelling: AtomicBool,
+    cancel: Notify,
+    /// Each job's handler and the context its runs share, by verb.
+    jobs: HashMap<String, (Arc<PlannedJob>, Arc<JobContext>)>,
+    /// Runs whose handler has ended, for [`record_ended`], which `recording` wakes.
+    ended: Mutex<Vec<Ended>>,
+    recording: Notify,
+    /// Where [`Shared::renewed`] counts from.
+    epoch: Instant,
+    /// Until when the last successful renewal holds the leases of the runs it renewed, in nanoseconds
+    /// after `epoch` on the local clock: the instant the renewal was sent plus the lease.
+    renewed: AtomicI64,
+    /// The gates not opened yet, by instant.
+    gates: Mutex<HashMap<DateTime<Utc>, Arc<Gate>>>,
+    /// Gates opened whose runs have not all passed yet: each run drops its reference as it passes.
+    opened: Mutex<Vec<Arc<Gate>>>,
 }
 
 impl<S> Shared<S> {
+    /// Until when this replica may still run a run whose claim's lease ran out at `claimed_until`: the
+    /// later of that and the last renewal's, less a margin for the clocks' drift and the round trip. Past
+    /// it another replica may have taken the run back, so its handler must not go on (contract 4).
+    fn lease_until(&self, claimed_until: Instant) -> Instant {
+        let renewed =
+            self.epoch + Duration::from_nanos(self.renewed.load(Ordering::Acquire).max(0) as u64);
+        let lease = self.plan.settings.lease;
+        let margin = (lease / 10).min(Duration::from_secs(1));
+        let until = claimed_until.max(renewed);
+        until.checked_sub(margin).unwrap_or(until)
+    }
+
+    fn renewed_at(&self, sent: Instant) {
+        let until = sent + self.plan.settings.lease;
+        let nanos = i64::try_from(until.saturating_duration_since(self.epoch).as_nanos())
+            .unwrap_or(i64::MAX);
+        self.renewed.fetch_max(nanos, Ordering::AcqRel);
+    }
+
+    /// Resolves once the grace period is over. Costs nothing until polled.
+    async fn cancelled(&self) {
+        loop {
+            let cancel = self.cancel.notified();
+            tokio::pin!(cancel);
+            cancel.as_mut().enable();
+            if self.cancelling.load(Ordering::Acquire) {
+                return;
+            }
+            cancel.await;
+        }
+    }
+
+    fn push_ended(&self, ended: Ended) {
+        let mut queue = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        queue.push(ended);
+        if queue.len() == 1 {
+            self.recording.notify_one();
+        }
+    }
+
     fn lower_hint(&self, at: DateTime<Utc>) {
         let micros = at.timestamp_micros();
         if self.hint.fetch_min(micros, Ordering::AcqRel) > micros {
@@ -98,6 +226,16 @@ impl<S> Shared<S> {
     fn remove(&self, run_id: i64) {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         in_flight.remove(&run_id);
+        if in_flight.is_empty() {
+            self.idle.notify_waiters();
+        }
+    }
+
+    fn remove_all(&self, run_ids: &[i64]) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        for run_id in run_ids {
+            in_flight.remove(run_id);
+        }
         if in_flight.is_empty() {
             self.idle.notify_waiters();
         }
@@ -127,14 +265,28 @@ pub(crate) async fn run<S: Store>(
     plan: Arc<Plan>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), RuntimeError> {
-    let runner =
-        store
-            .register(&plan.deployment)
-            .await
-            .map_err(|source| RuntimeError::Register {
-                key: plan.deployment.key.clone(),
-                source,
-            })?;
+    // A database that is away at start is waited for, as it is later (issue: lost database); only a
+    // refusal that retrying cannot change (StoreError::Invalid) stops the runtime.
+    let mut delay = CLAIM_RETRY;
+    let runner = loop {
+        match store.register(&plan.deployment).await {
+            Ok(runner) => break runner,
+            Err(source @ StoreError::Invalid(_)) => {
+                return Err(RuntimeError::Register {
+                    key: plan.deployment.key.clone(),
+                    source,
+                });
+            }
+            Err(error) => {
+                tracing::error!(%error, retry_in = ?delay, "registering this replica failed; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+                }
+                delay = (delay * 2).min(RETRY_MAX);
+            }
+        }
+    };
     tracing::info!(
         module = %plan.deployment.module,
         deployment = %plan.deployment.key,
@@ -142,7 +294,18 @@ pub(crate) async fn run<S: Store>(
         jobs = plan.jobs.len(),
         "cronverb runtime started"
     );
-    let (cancel_tx, cancel) = watch::channel(false);
+    let jobs = plan
+        .jobs
+        .iter()
+        .map(|(verb, job)| {
+            let context = Arc::new(JobContext {
+                module: Arc::clone(&plan.module),
+                verb: Arc::clone(&job.verb),
+                state: Arc::clone(&plan.state),
+            });
+            (verb.clone(), (Arc::clone(job), context))
+        })
+        .collect();
     let shared = Arc::new(Shared {
         store,
         runner,
@@ -153,9 +316,19 @@ pub(crate) async fn run<S: Store>(
         hint: AtomicI64::new(i64::MAX),
         wake: Notify::new(),
         shutdown: shutdown.clone(),
-        cancel,
+        cancelling: AtomicBool::new(false),
+        cancel: Notify::new(),
+        jobs,
+        ended: Mutex::new(Vec::new()),
+        recording: Notify::new(),
+        epoch: Instant::now(),
+        renewed: AtomicI64::new(0),
+        gates: Mutex::new(HashMap::new()),
+        opened: Mutex::new(Vec::new()),
     });
     let maintenance = tokio::spawn(maintain(Arc::clone(&shared)));
+    let pruning = tokio::spawn(prune(Arc::clone(&shared)));
+    let recorder = tokio::spawn(record_ended(Arc::clone(&shared)));
 
     claim_loop(&shared, &mut shutdown).await;
 
@@ -171,7 +344,8 @@ pub(crate) async fn run<S: Store>(
         .await
         .is_err()
     {
-        let _ = cancel_tx.send(true);
+        shared.cancelling.store(true, Ordering::Release);
+        shared.cancel.notify_waiters();
         if tokio::time::timeout(CANCEL_WAIT, shared.wait_idle())
             .await
             .is_err()
@@ -188,6 +362,9 @@ pub(crate) async fn run<S: Store>(
         }
     }
     maintenance.abort();
+    pruning.abort();
+    // Every run recorded has left `in_flight`; what is left was cancelled or could not be recorded.
+    recorder.abort();
     let cancelled =
         std::mem::take(&mut *shared.cancelled.lock().unwrap_or_else(|e| e.into_inner()));
     shared
@@ -206,6 +383,7 @@ pub(crate) async fn run<S: Store>(
 async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Receiver<bool>) {
     let settings = shared.plan.settings;
     let ahead = settings.claim_ahead;
+    let mut retry = CLAIM_RETRY;
     loop {
         if *shutdown.borrow() {
             return;
@@ -220,22 +398,35 @@ async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Rec
         let claimed = match claimed {
             Ok(claimed) => claimed,
             Err(error) => {
-                tracing::error!(%error, "claiming due runs failed; retrying");
+                tracing::error!(%error, retry_in = ?retry, "claiming due runs failed; retrying");
                 tokio::select! {
-                    _ = tokio::time::sleep(CLAIM_RETRY) => {}
+                    _ = tokio::time::sleep(retry) => {}
                     _ = shutdown.wait_for(|stop| *stop) => return,
                 }
+                retry = (retry * 2).min(RETRY_MAX);
                 continue;
             }
         };
+        retry = CLAIM_RETRY;
         let anchor = Anchor {
             instant: before + (after - before) / 2,
             store_now: claimed.now,
         };
         let full = claimed.claims.len() >= settings.batch_limit;
+        // The gate of the instant being claimed; dropped before sleeping, as the gate counts references.
+        let mut gate: Option<(DateTime<Utc>, Arc<Gate>)> = None;
         for claim in claimed.claims {
             match claim.action {
-                ClaimAction::Run => spawn_run(shared, claim, anchor),
+                ClaimAction::Run => {
+                    let gate = match &gate {
+                        Some((at, gate)) if *at == claim.scheduled_at => Arc::clone(gate),
+                        _ => {
+                            let new = gate_for(shared, claim.scheduled_at, anchor);
+                            gate.insert((claim.scheduled_at, new)).1.clone()
+                        }
+                    };
+                    spawn_run(shared, claim, gate, anchor);
+                }
                 ClaimAction::Skipped => {
                     tracing::warn!(
                         module = %shared.plan.module,
@@ -249,6 +440,7 @@ async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Rec
                 }
             }
         }
+        drop(gate);
         if full {
             // More may be due: claim again, letting the tasks just spawned run first.
             tokio::task::yield_now().await;
@@ -301,6 +493,9 @@ async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         if let Err(error) = shared.store.heartbeat(&shared.runner).await {
             tracing::error!(%error, "heartbeat failed");
         }
+        // Taken before the runs are listed: a run claimed after this instant has a lease of its own that
+        // outlasts the one this renewal gives.
+        let sent = Instant::now();
         let ids: Vec<i64> = shared
             .in_flight
             .lock()
@@ -311,6 +506,7 @@ async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         if !ids.is_empty() {
             match shared.store.renew(&shared.runner, &ids).await {
                 Ok(held) => {
+                    shared.renewed_at(sent);
                     let held: std::collections::HashSet<i64> = held.into_iter().collect();
                     for run_id in ids.iter().filter(|id| !held.contains(id)) {
                         let run = shared
@@ -336,34 +532,72 @@ async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
     }
 }
 
-fn spawn_run<S: Store>(shared: &Arc<Shared<S>>, claim: Claim, anchor: Anchor) {
-    let run_id = claim.run_id;
-    shared
-        .in_flight
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(run_id, InFlight { abort: None });
-    let task = tokio::spawn(execute(Arc::clone(shared), claim, anchor));
-    if let Some(run) = shared
-        .in_flight
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get_mut(&run_id)
-    {
-        run.abort = Some(task.abort_handle());
+/// Prunes the run history older than the retention setting, now and then, in its own task so that a
+/// large backlog never delays heartbeats and renewals. Replicas pruning at once is harmless.
+async fn prune<S: Store>(shared: Arc<Shared<S>>) {
+    let retention = shared.plan.settings.history_retention;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    loop {
+        match shared.store.prune_history(retention).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(deleted, ?retention, "pruned the run history"),
+            Err(error) => tracing::warn!(%error, "pruning the run history failed"),
+        }
+        tokio::time::sleep(PRUNE_EVERY).await;
     }
 }
 
-fn lateness_ms(now: DateTime<Utc>, scheduled_at: DateTime<Utc>) -> i64 {
-    (now - scheduled_at).num_milliseconds().max(0)
+/// The gate of the runs due at `at`; a new one gets its timer.
+fn gate_for<S: Store>(shared: &Arc<Shared<S>>, at: DateTime<Utc>, anchor: Anchor) -> Arc<Gate> {
+    let mut gates = shared.gates.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(gate) = gates.get(&at) {
+        return Arc::clone(gate);
+    }
+    let gate = Arc::new(Gate::default());
+    gates.insert(at, Arc::clone(&gate));
+    drop(gates);
+    tokio::spawn(open_at(
+        Arc::clone(shared),
+        at,
+        Arc::clone(&gate),
+        anchor.instant_for(at),
+    ));
+    gate
 }
 
-/// One run: waits for its instant, runs the handler under its timeout, records how it ended.
-async fn execute<S: Store>(shared: Arc<Shared<S>>, claim: Claim, anchor: Anchor) {
-    let plan = &shared.plan;
+/// Opens `gate` at `start_at`, or releases its runs if shutdown comes first.
+async fn open_at<S: Store>(
+    shared: Arc<Shared<S>>,
+    at: DateTime<Utc>,
+    gate: Arc<Gate>,
+    start_at: Instant,
+) {
+    let mut shutdown = shared.shutdown.clone();
+    let state = tokio::select! {
+        biased;
+        _ = shutdown.wait_for(|stop| *stop) => Gate::RELEASED,
+        () = tokio::time::sleep_until(start_at) => Gate::OPEN,
+    };
+    // Runs claimed for this instant from now on find no gate and start at once.
+    shared
+        .gates
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&at);
+    shared
+        .opened
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Arc::clone(&gate));
+    gate.open(state);
+}
+
+/// Spawns the task of a claimed run, which waits at `gate` for the run's instant. What can be prepared
+/// (the span, the handler) is prepared now, before the instant.
+fn spawn_run<S: Store>(shared: &Arc<Shared<S>>, claim: Claim, gate: Arc<Gate>, anchor: Anchor) {
     let span = tracing::info_span!(
         "cron_run",
-        module = %plan.module,
+        module = %shared.plan.module,
         verb = %claim.verb,
         scheduled_at = %claim.scheduled_at,
         run_id = claim.run_id,
@@ -372,132 +606,328 @@ async fn execute<S: Store>(shared: Arc<Shared<S>>, claim: Claim, anchor: Anchor)
         outcome = tracing::field::Empty,
         skipped = tracing::field::Empty,
     );
-    let run = run_once(&shared, &claim, anchor, &span);
-    run.instrument(span.clone()).await;
-    shared.remove(claim.run_id);
+    let job = shared.jobs.get(&claim.verb).cloned().ok_or_else(|| {
+        format!(
+            "this build has no handler for `{}`; is the deployment key reused across versions?",
+            claim.verb
+        )
+    });
+    let run = Run {
+        run_id: claim.run_id,
+        job_id: claim.job_id,
+        scheduled_at: claim.scheduled_at,
+        lease_until: anchor.instant_for(claim.lease_expires_at),
+        job,
+    };
+    let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+    // Spawned under the lock, so that the run cannot leave `in_flight` before it is there.
+    let task = execute(Arc::clone(shared), run, gate, anchor, span);
+    let task = tokio::spawn(task);
+    in_flight.insert(
+        claim.run_id,
+        InFlight {
+            abort: Some(task.abort_handle()),
+        },
+    );
 }
 
+fn lateness_ms(now: DateTime<Utc>, scheduled_at: DateTime<Utc>) -> i64 {
+    (now - scheduled_at).num_milliseconds().max(0)
+}
+
+/// One run: waits for its instant, runs the handler under its timeout and hands how it ended to
+/// [`record_ended`].
+async fn execute<S: Store>(
+    shared: Arc<Shared<S>>,
+    run: Run,
+    gate: Arc<Gate>,
+    anchor: Anchor,
+    span: tracing::Span,
+) {
+    let ended = async {
+        let start = gate.pass().await;
+        // Passed: the gate counts the runs still waiting by its references.
+        drop(gate);
+        if !start {
+            tracing::debug!("released before it started: shutting down");
+            push_cancelled(&shared, run.run_id);
+            return None;
+        }
+        run_once(&shared, &run, anchor, &span).await
+    }
+    .instrument(span.clone())
+    .await;
+    match ended {
+        // Recorded in batches, once the runs due at the same instant have started.
+        Some(finish) => shared.push_ended(Ended { finish, span }),
+        None => shared.remove(run.run_id),
+    }
+}
+
+/// Runs the handler, in its span; `None` when shutdown cancelled it.
 async fn run_once<S: Store>(
-    shared: &Arc<Shared<S>>,
-    claim: &Claim,
+    shared: &Shared<S>,
+    run: &Run,
     anchor: Anchor,
     span: &tracing::Span,
-) {
-    let mut shutdown = shared.shutdown.clone();
-    let start_at = anchor.instant_for(claim.scheduled_at);
-    if start_at > Instant::now() {
-        tokio::select! {
-            _ = tokio::time::sleep_until(start_at) => {}
-            _ = shutdown.wait_for(|stop| *stop) => {
-                tracing::debug!("released before it started: shutting down");
-                push_cancelled(shared, claim.run_id);
-                return;
-            }
-        }
-    }
+) -> Option<Finish> {
     span.record(
         "lateness_ms",
-        lateness_ms(anchor.store_now(), claim.scheduled_at),
+        lateness_ms(anchor.store_now(), run.scheduled_at),
     );
-
-    let (outcome, error) = match shared.plan.jobs.get(&claim.verb) {
-        None => (
-            Outcome::Failed,
-            Some(format!(
-                "this build has no handler for `{}`; is the deployment key reused across versions?",
-                claim.verb
-            )),
-        ),
-        Some(job) => match call(shared, job, claim).await {
-            Some(ended) => ended,
-            None => {
+    let (outcome, error) = match &run.job {
+        Err(error) => (Outcome::Failed, Some(error.clone())),
+        Ok((job, context)) => match call(shared, job, context, run).await {
+            Called::Ended(outcome, error) => (outcome, error),
+            Called::Cancelled => {
                 tracing::warn!(
                     outcome = "cancelled",
                     "cancelled: the shutdown grace period is over"
                 );
-                push_cancelled(shared, claim.run_id);
-                return;
+                push_cancelled(shared, run.run_id);
+                return None;
+            }
+            Called::LeaseLost => {
+                // Not recorded: the run may already be another replica's to recover, and a finish
+                // would be fenced anyway. Its row is taken back as `abandoned` once the lease expires.
+                tracing::warn!(
+                    outcome = "abandoned",
+                    "lost the lease of a run: this replica could not renew it in time (frozen, or cut \
+                     off from the store); its handler was stopped and the run is left to recovery"
+                );
+                return None;
             }
         },
     };
     span.record("outcome", tracing::field::display(outcome.as_str()));
-    // Let the handlers due at the same instant start before this run's bookkeeping: with thousands of
-    // jobs on one instant, recording first would delay the last handler by all the others' recording.
-    tokio::task::yield_now().await;
-
-    let finish = Finish {
-        run_id: claim.run_id,
-        job_id: claim.job_id,
+    Some(Finish {
+        run_id: run.run_id,
+        job_id: run.job_id,
         outcome,
         error,
-    };
-    let mut delay = Duration::from_millis(500);
-    for attempt in 1..=FINISH_ATTEMPTS {
-        match shared.store.finish(&shared.runner, &finish).await {
-            Ok(Finished::Recorded {
-                next_execution,
-                skipped,
-            }) => {
-                span.record("skipped", skipped);
-                log_outcome(&finish, skipped);
-                if let Some(next) = next_execution {
-                    shared.lower_hint(next);
-                }
-                return;
+    })
+}
+
+/// Records ended runs, as many as have ended at once with one [`Store::finish_many`], so that recording
+/// thousands of runs due at one instant costs one wake-up and one store call per batch, after their
+/// handlers have started. Runs leave `in_flight` once recorded.
+async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
+    let mut ended: Vec<Ended> = Vec::new();
+    loop {
+        shared.recording.notified().await;
+        // Let the handlers due at the same instant start first: hold while runs are still waiting behind
+        // an opened gate, unless that takes long.
+        let held = Instant::now();
+        loop {
+            let starting = {
+                let mut opened = shared.opened.lock().unwrap_or_else(|e| e.into_inner());
+                opened.retain(|gate| Arc::strong_count(gate) > 1);
+                !opened.is_empty()
+            };
+            if !starting || held.elapsed() >= HOLD_MAX {
+                break;
             }
-            Ok(Finished::Fenced) => {
-                tracing::warn!(
-                    outcome = outcome.as_str(),
-                    "not recorded: this replica lost the run's lease and it was recovered"
-                );
-                return;
-            }
-            Err(error) if attempt < FINISH_ATTEMPTS => {
-                tracing::warn!(%error, attempt, "recording the run failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-            }
-            Err(error) => {
-                tracing::error!(
-                    %error,
-                    "recording the run failed; it will be recovered when its lease expires"
-                );
-            }
+            // A sleep, not a yield: a task yielding in a loop keeps its worker from stealing others' work.
+            tokio::time::sleep(HOLD_STEP).await;
+        }
+        std::mem::swap(
+            &mut ended,
+            &mut *shared.ended.lock().unwrap_or_else(|e| e.into_inner()),
+        );
+        while !ended.is_empty() {
+            let rest = ended.split_off(ended.len().min(FINISH_BATCH));
+            let batch = std::mem::replace(&mut ended, rest);
+            record(&shared, batch).await;
         }
     }
 }
 
-/// Runs the handler under its timeout, catching panics. `None` when shutdown cancelled it.
+/// Records a batch of ended runs with one [`Store::finish_many`].
+async fn record<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
+    let (finishes, spans): (Vec<Finish>, Vec<tracing::Span>) =
+        batch.into_iter().map(|e| (e.finish, e.span)).unzip();
+    let results = shared.store.finish_many(&shared.runner, &finishes).await;
+    let mut recorded = Vec::with_capacity(finishes.len());
+    let mut earliest: Option<DateTime<Utc>> = None;
+    let mut results = results.into_iter();
+    for (finish, span) in finishes.into_iter().zip(spans) {
+        let result = results.next().unwrap_or_else(|| {
+            Err(StoreError::Invalid(
+                "the store recorded fewer runs than it was given".to_owned(),
+            ))
+        });
+        match result {
+            Err(error) => {
+                // Retried in its own task; the run stays in flight (and its lease renewed) meanwhile.
+                span.in_scope(|| {
+                    tracing::warn!(%error, attempt = 1, "recording the run failed; retrying");
+                });
+                tokio::spawn(retry_finish(Arc::clone(shared), finish, span));
+                continue;
+            }
+            Ok(finished) => {
+                if let Some(next) = recorded_as(&finish, finished, &span) {
+                    earliest = Some(earliest.map_or(next, |e| e.min(next)));
+                }
+                recorded.push(finish.run_id);
+            }
+        }
+    }
+    shared.remove_all(&recorded);
+    if let Some(next) = earliest {
+        shared.lower_hint(next);
+    }
+}
+
+/// Logs how a run was recorded, in its span; its job's next occurrence when it has one.
+fn recorded_as(finish: &Finish, finished: Finished, span: &tracing::Span) -> Option<DateTime<Utc>> {
+    let _entered = span.enter();
+    match finished {
+        Finished::Recorded {
+            next_execution,
+            skipped,
+        } => {
+            span.record("skipped", skipped);
+            log_outcome(finish, skipped);
+            next_execution
+        }
+        Finished::Fenced => {
+            tracing::warn!(
+                outcome = finish.outcome.as_str(),
+                "not recorded: this replica lost the run's lease and it was recovered"
+            );
+            None
+        }
+    }
+}
+
+/// Tries again to record a run whose first recording failed, backing off.
+async fn retry_finish<S: Store>(shared: Arc<Shared<S>>, finish: Finish, span: tracing::Span) {
+    let mut delay = Duration::from_millis(500);
+    for attempt in 2..=FINISH_ATTEMPTS {
+        tokio::time::sleep(delay).await;
+        delay *= 2;
+        match shared.store.finish(&shared.runner, &finish).await {
+            Ok(finished) => {
+                if let Some(next) = recorded_as(&finish, finished, &span) {
+                    shared.lower_hint(next);
+                }
+                break;
+            }
+            Err(error) if attempt < FINISH_ATTEMPTS => span.in_scope(|| {
+                tracing::warn!(%error, attempt, "recording the run failed; retrying");
+            }),
+            Err(error) => span.in_scope(|| {
+                tracing::error!(
+                    %error,
+                    "recording the run failed; it will be recovered when its lease expires"
+                );
+            }),
+        }
+    }
+    shared.remove(finish.run_id);
+}
+
+/// How a call of a handler ended.
+enum Called {
+    Ended(Outcome, Option<String>),
+    /// Shutdown cancelled it after the grace period.
+    Cancelled,
+    /// Its lease ran out on the local clock before the handler ended; the handler was dropped.
+    LeaseLost,
+}
+
+/// Runs the handler under its timeout and its lease, catching panics.
+///
+/// The handler is never polled once the run's lease has run out on the local clock (minus a margin):
+/// a replica that was frozen (SIGSTOP, a suspended VM, a long GC pause) past its lease resumes to find
+/// its handlers dropped before they take another step, while another replica may already run the job.
 async fn call<S>(
     shared: &Shared<S>,
     job: &PlannedJob,
-    claim: &Claim,
-) -> Option<(Outcome, Option<String>)> {
+    context: &Arc<JobContext>,
+    run: &Run,
+) -> Called {
+    if Instant::now() >= shared.lease_until(run.lease_until) {
+        return Called::LeaseLost;
+    }
     let context = Context {
-        module: Arc::clone(&shared.plan.module),
-        verb: Arc::clone(&job.verb),
-        scheduled_at: claim.scheduled_at,
-        run_id: claim.run_id,
-        state: Arc::clone(&shared.plan.state),
+        job: Arc::clone(context),
+        scheduled_at: run.scheduled_at,
+        run_id: run.run_id,
     };
-    let handler = Arc::clone(&job.handler);
+    let started = Instant::now();
     // Calling the handler happens inside the guarded future, so a panic while creating its future is
     // caught too.
-    let guarded = AssertUnwindSafe(context.scope(async move { handler().await })).catch_unwind();
-    let mut cancel = shared.cancel.clone();
-    let ended = tokio::select! {
-        ended = tokio::time::timeout(job.spec.timeout, guarded) => ended,
-        _ = cancel.wait_for(|cancel| *cancel) => return None,
+    let guarded = AssertUnwindSafe(context.scope(async { (job.handler)().await })).catch_unwind();
+    tokio::pin!(guarded);
+    // Most handlers that end at once do so on their first poll: that one arms neither the timer nor the
+    // cancellation, which would cost every run's task their room and every start their time.
+    let ended = match std::future::poll_fn(|cx| Poll::Ready(guarded.as_mut().poll(cx))).await {
+        Poll::Ready(ended) => ended,
+        Poll::Pending => {
+            let deadline = started + job.spec.timeout;
+            match Box::pin(until_timeout(shared, deadline, run.lease_until, guarded)).await {
+                Until::Ended(ended) => ended,
+                Until::TimedOut => {
+                    return Called::Ended(
+                        Outcome::TimedOut,
+                        Some(format!("timed out after {:?}", job.spec.timeout)),
+                    );
+                }
+                Until::Cancelled => return Called::Cancelled,
+                Until::LeaseLost => return Called::LeaseLost,
+            }
+        }
     };
-    Some(match ended {
-        Err(_) => (
-            Outcome::TimedOut,
-            Some(format!("timed out after {:?}", job.spec.timeout)),
-        ),
-        Ok(Err(panic)) => (Outcome::Panicked, Some(panic_message(panic.as_ref()))),
-        Ok(Ok(Err(message))) => (Outcome::Failed, Some(message)),
-        Ok(Ok(Ok(()))) => (Outcome::Succeeded, None),
-    })
+    match ended {
+        Err(panic) => Called::Ended(Outcome::Panicked, Some(panic_message(panic.as_ref()))),
+        Ok(Err(message)) => Called::Ended(Outcome::Failed, Some(message)),
+        Ok(Ok(())) => Called::Ended(Outcome::Succeeded, None),
+    }
+}
+
+enum Until<T> {
+    Ended(T),
+    TimedOut,
+    Cancelled,
+    LeaseLost,
+}
+
+/// The rest of a handler that did not end on its first poll: under its timeout, its lease and the
+/// shutdown's cancellation. Every poll of the handler checks the lease first.
+async fn until_timeout<S, F: Future>(
+    shared: &Shared<S>,
+    deadline: Instant,
+    claimed_until: Instant,
+    mut handler: Pin<&mut F>,
+) -> Until<F::Output> {
+    loop {
+        let lease_until = shared.lease_until(claimed_until);
+        let handler_step = std::future::poll_fn(|cx| {
+            if Instant::now() >= shared.lease_until(claimed_until) {
+                return Poll::Ready(None);
+            }
+            handler.as_mut().poll(cx).map(Some)
+        });
+        tokio::select! {
+            biased;
+            () = shared.cancelled() => return Until::Cancelled,
+            step = handler_step => return match step {
+                Some(ended) => Until::Ended(ended),
+                None => Until::LeaseLost,
+            },
+            () = tokio::time::sleep_until(deadline.min(lease_until)) => {
+                if Instant::now() >= deadline {
+                    return Until::TimedOut;
+                }
+                // The lease's end came first: stop unless a renewal moved it meanwhile.
+                if Instant::now() >= shared.lease_until(claimed_until) {
+                    return Until::LeaseLost;
+                }
+            }
+        }
+    }
 }
 
 fn push_cancelled<S>(shared: &Shared<S>, run_id: i64) {
@@ -526,5 +956,106 @@ fn log_outcome(finish: &Finish, skipped: u32) {
         Outcome::Panicked => tracing::error!(error, "run panicked"),
         Outcome::TimedOut => tracing::warn!(error, "run timed out and was cancelled"),
         _ => tracing::warn!(error, "run ended"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::store::{Claimed, DeploymentSpec, MemoryStore};
+    use crate::{JobOptions, Runtime};
+
+    /// The in-memory store, except that no lease can be renewed: what a replica sees when it is frozen
+    /// or cut off from the store while the others go on.
+    struct NoRenewals(MemoryStore);
+
+    impl Store for NoRenewals {
+        async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
+            self.0.register(spec).await
+        }
+        async fn heartbeat(&self, runner: &Runner) -> Result<(), StoreError> {
+            self.0.heartbeat(runner).await
+        }
+        async fn claim_due(
+            &self,
+            runner: &Runner,
+            ahead: Duration,
+            limit: usize,
+        ) -> Result<Claimed, StoreError> {
+            self.0.claim_due(runner, ahead, limit).await
+        }
+        async fn renew(&self, _: &Runner, _: &[i64]) -> Result<Vec<i64>, StoreError> {
+            Err(StoreError::Invalid("the store is out of reach".to_owned()))
+        }
+        async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
+            self.0.finish(runner, finish).await
+        }
+        async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
+            self.0.deregister(runner, cancelled).await
+        }
+        async fn changed(&self) {
+            self.0.changed().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handler_is_not_polled_past_its_lease_when_renewals_fail() {
+        let steps = Arc::new(AtomicU32::new(0));
+        let store = MemoryStore::starting_at(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let runtime = Runtime::builder()
+            .module("test")
+            .deployment("test@1")
+            .registered_jobs(false)
+            .memory_store(store)
+            .lease(Duration::from_secs(3))
+            .job_with(
+                "test::long",
+                "0 * * * * *",
+                JobOptions::new().timeout(Duration::from_secs(60)),
+                {
+                    let steps = Arc::clone(&steps);
+                    move || {
+                        let steps = Arc::clone(&steps);
+                        async move {
+                            // One step every 100 ms for 20 s, far past the 3 s lease.
+                            for _ in 0..200 {
+                                steps.fetch_add(1, Ordering::SeqCst);
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                        }
+                    }
+                },
+            )
+            .build()
+            .await
+            .unwrap();
+        let (store, plan) = runtime.into_memory_parts();
+        let (stop, shutdown) = watch::channel(false);
+        let executor = tokio::spawn(run(NoRenewals(store.clone()), plan, shutdown));
+
+        // The run starts at second 60 and its lease lasts 3 s from the claim (made up to a second
+        // ahead), less a 300 ms margin: the handler takes a step every 100 ms from 60.0 s and stops
+        // between 61.7 s and 62.7 s. Unguarded, it would have taken 100 steps by 70 s.
+        tokio::time::sleep(Duration::from_secs(70)).await;
+        let taken = steps.load(Ordering::SeqCst);
+        assert!((17..=27).contains(&taken), "{taken} steps");
+        let runs = store.runs();
+        let first = runs.first().expect("the run was claimed");
+        assert_eq!(
+            first.scheduled_at,
+            Utc.with_ymd_and_hms(2026, 1, 1, 0, 1, 0).unwrap()
+        );
+        assert_eq!(
+            first.outcome,
+            Some(Outcome::Abandoned),
+            "its lease ran out, so a heartbeat took it back: {runs:?}"
+        );
+
+        stop.send(true).unwrap();
+        executor.await.unwrap().unwrap();
     }
 }

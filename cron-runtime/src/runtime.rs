@@ -111,6 +111,17 @@ impl Runtime {
         }
     }
 
+    /// The in-memory store and the plan, for the executor's own tests, which run it on a store of theirs.
+    #[cfg(test)]
+    pub(crate) fn into_memory_parts(self) -> (MemoryStore, Arc<Plan>) {
+        match self.backend {
+            Backend::Memory(store) => (store, self.plan),
+            Backend::Postgres(_) => {
+                panic!("built without a database URL, the runtime is in memory")
+            }
+        }
+    }
+
     /// The module this runtime runs.
     pub fn module(&self) -> &str {
         &self.plan.deployment.module

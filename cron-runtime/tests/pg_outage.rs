@@ -130,7 +130,8 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
                 move || {
                     let finished = Arc::clone(&finished);
                     async move {
-                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        // Shorter than the lease, so the handler ends before its lease would.
+                        tokio::time::sleep(Duration::from_secs(2)).await;
                         finished.fetch_add(1, Ordering::SeqCst);
                     }
                 }
@@ -212,7 +213,10 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
         },
     )
     .await;
-    assert!(!handle.is_finished(), "the runtime stopped after the outage");
+    assert!(
+        !handle.is_finished(),
+        "the runtime stopped after the outage"
+    );
     handle
         .shutdown()
         .await
@@ -220,11 +224,12 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
 
     // No run vanished: every run has a final outcome, the one in flight during the outage either
     // recorded its own (succeeded) or was recovered (abandoned), and no occurrence ran twice.
-    let long_outcome: String = sqlx::query_scalar("SELECT outcome FROM cron_job_runs WHERE id = $1")
-        .bind(long_run)
-        .fetch_one(&direct)
-        .await
-        .unwrap();
+    let long_outcome: String =
+        sqlx::query_scalar("SELECT outcome FROM cron_job_runs WHERE id = $1")
+            .bind(long_run)
+            .fetch_one(&direct)
+            .await
+            .unwrap();
     assert!(
         ["succeeded", "abandoned"].contains(&long_outcome.as_str()),
         "the run in flight during the outage ended as {long_outcome}"

@@ -276,6 +276,31 @@ impl State {
         Some((next, skipped))
     }
 
+    /// [`Store::finish`] under the lock; also whether waiters must be told (see there).
+    fn finish(&mut self, runner: &Runner, finish: &Finish, now: DateTime<Utc>) -> (Finished, bool) {
+        let holds = self
+            .jobs
+            .get(&finish.job_id)
+            .and_then(|j| j.executing)
+            .is_some_and(|e| e.run_id == finish.run_id && e.runner_id == runner.id);
+        if !holds {
+            return (Finished::Fenced, false);
+        }
+        let (next_execution, skipped) = self
+            .end_run(finish.run_id, finish.outcome, finish.error.clone(), now)
+            .expect("an executing job has its run in flight");
+        // A verb that finished under an inactive deployment may unblock the active one. Other finishes
+        // concern only the replica that made them.
+        let unblocks = !self.deployments[&runner.deployment_id].active;
+        (
+            Finished::Recorded {
+                next_execution,
+                skipped,
+            },
+            unblocks,
+        )
+    }
+
     /// Runners seen within a lease are alive.
     fn alive(&self, runner: &RunnerRow, now: DateTime<Utc>) -> bool {
         runner.last_seen + self.settings.lease >= now
@@ -614,28 +639,36 @@ impl Store for MemoryStore {
     async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
         let now = self.now();
         let mut state = self.lock();
-        let holds = state
-            .jobs
-            .get(&finish.job_id)
-            .and_then(|j| j.executing)
-            .is_some_and(|e| e.run_id == finish.run_id && e.runner_id == runner.id);
-        if !holds {
-            return Ok(Finished::Fenced);
-        }
-        let (next_execution, skipped) = state
-            .end_run(finish.run_id, finish.outcome, finish.error.clone(), now)
-            .expect("an executing job has its run in flight");
-        // A verb that finished under an inactive deployment may unblock the active one. Other finishes
-        // concern only the replica that made them.
-        let unblocks = !state.deployments[&runner.deployment_id].active;
+        let (finished, unblocks) = state.finish(runner, finish, now);
         drop(state);
         if unblocks {
             self.inner.changed.notify_waiters();
         }
-        Ok(Finished::Recorded {
-            next_execution,
-            skipped,
-        })
+        Ok(finished)
+    }
+
+    /// One lock for all of them.
+    async fn finish_many(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+    ) -> Vec<Result<Finished, StoreError>> {
+        let now = self.now();
+        let mut state = self.lock();
+        let mut unblocks = false;
+        let results = finishes
+            .iter()
+            .map(|finish| {
+                let (finished, unblocked) = state.finish(runner, finish, now);
+                unblocks |= unblocked;
+                Ok(finished)
+            })
+            .collect();
+        drop(state);
+        if unblocks {
+            self.inner.changed.notify_waiters();
+        }
+        results
     }
 
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {

@@ -213,6 +213,16 @@ pub trait Store: Send + Sync + 'static {
         finish: &Finish,
     ) -> impl Future<Output = Result<Finished, StoreError>> + Send;
 
+    /// Records how several runs ended: the result of [`Store::finish`] for each, in order. The executor
+    /// records the runs that end together with one call; a store that can do it in one round trip or one
+    /// lock should. The default calls `finish` for each, concurrently.
+    fn finish_many(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+    ) -> impl Future<Output = Vec<Result<Finished, StoreError>>> + Send {
+        futures_util::future::join_all(finishes.iter().map(|finish| self.finish(runner, finish)))
+    }
 
     /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
     /// from the live replicas (contract 9).
