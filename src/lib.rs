@@ -48,16 +48,16 @@
 
 #[doc = include_str!("../docs/attribute.md")]
 pub use cron_macros::cron;
+pub use cron_runtime::schema;
+/// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
+pub use cron_runtime::sqlx;
 pub use cron_runtime::store::postgres::PgStore;
 pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
 pub use cron_runtime::{
     BuildError, Context, Job, JobError, JobOptions, Runtime, RuntimeBuilder, RuntimeError,
     RuntimeHandle, context, jobs, try_context,
 };
-pub use cron_runtime::schema;
 pub use cron_schema::{MissedPolicy, Schedule, Schema, ZonedSchedule};
-/// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
-pub use cron_runtime::sqlx;
 
 // Not public API. Used by generated code.
 #[doc(hidden)]
