@@ -38,7 +38,7 @@ fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
     DeploymentSpec {
         key: key.to_owned(),
         module: "billing".to_owned(),
-        schema: serde_json::json!({ "key": key }),
+        schema: serde_json::json!({ "key": key }).to_string(),
         jobs,
     }
 }
@@ -1119,4 +1119,336 @@ async fn a_lazy_store_checks_the_url_without_connecting() {
     assert!(PgStore::connect_lazy("postgres://app:hunter2@127.0.0.1:1/nowhere").is_ok());
     let error = PgStore::connect_lazy("postgres://app:hunter2@db:notaport/x").unwrap_err();
     assert!(!error.to_string().contains("hunter2"), "{error}");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Batched finishes (`finish_many`): one transaction, the same result as a `finish` of each run
+
+async fn finish_many(store: &PgStore, runner: &Runner, finishes: &[Finish]) -> Vec<Finished> {
+    store
+        .finish_many(runner, finishes)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn claim_of<'a>(claimed: &'a Claimed, verb: &str) -> &'a ClaimRef {
+    claimed
+        .claims
+        .iter()
+        .find(|c| c.verb == verb)
+        .unwrap_or_else(|| panic!("`{verb}` was not claimed: {claimed:?}"))
+}
+
+type ClaimRef = cron_runtime::store::Claim;
+
+fn succeeded(claim: &ClaimRef) -> Finish {
+    Finish {
+        run_id: claim.run_id,
+        job_id: claim.job_id,
+        outcome: Outcome::Succeeded,
+        error: None,
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_batch_records_the_same_rows_and_results_as_single_finishes(pool: PgPool) {
+    // Twin jobs: `single{i}` is finished alone, `batch{i}` in one batch; both due `i % 12` hours ago.
+    const N: usize = 150;
+    let jobs = (0..N)
+        .flat_map(|i| {
+            [
+                job(&format!("single{i}"), HOURLY),
+                job(&format!("batch{i}"), HOURLY),
+            ]
+        })
+        .collect();
+    let (store, runner) = replica(&pool, &deployment("billing@1", jobs)).await;
+    sqlx::query(
+        "UPDATE cron_jobs SET next_execution = date_trunc('hour', now()) \
+             - make_interval(hours => substring(verb from '[0-9]+$')::int % 12)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let claimed = store
+        .claim_due(&runner, Duration::ZERO, 2 * N)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 2 * N);
+    let ending = |claim: &ClaimRef, i: usize| Finish {
+        run_id: claim.run_id,
+        job_id: claim.job_id,
+        outcome: [Outcome::Succeeded, Outcome::Failed, Outcome::TimedOut][i % 3],
+        error: (i % 3 != 0).then(|| format!("error {i}")),
+    };
+    let singles: Vec<Finish> = (0..N)
+        .map(|i| ending(claim_of(&claimed, &format!("single{i}")), i))
+        .collect();
+    // Given in reverse, to see that the results come back in the order given.
+    let batch: Vec<Finish> = (0..N)
+        .rev()
+        .map(|i| ending(claim_of(&claimed, &format!("batch{i}")), i))
+        .collect();
+
+    let mut single_results = Vec::new();
+    for finish in &singles {
+        single_results.push(store.finish(&runner, finish).await.unwrap());
+    }
+    let mut batch_results = finish_many(&store, &runner, &batch).await;
+    batch_results.reverse();
+    assert_eq!(batch_results, single_results);
+    assert!(
+        single_results
+            .iter()
+            .any(|r| matches!(r, Finished::Recorded { skipped: 11, .. })),
+        "{single_results:?}"
+    );
+
+    for i in 0..N {
+        let single = job_row(&pool, runner.deployment_id, &format!("single{i}")).await;
+        let batched = job_row(&pool, runner.deployment_id, &format!("batch{i}")).await;
+        assert_eq!(
+            (
+                batched.state.as_str(),
+                batched.next_execution,
+                batched.current_run_id,
+                batched.lease_expires_at
+            ),
+            (
+                single.state.as_str(),
+                single.next_execution,
+                single.current_run_id,
+                single.lease_expires_at
+            ),
+            "job {i}"
+        );
+        assert_eq!(batched.state, "idle");
+        let single = run_row(&pool, singles[i].run_id).await;
+        let batched = run_row(&pool, batch[N - 1 - i].run_id).await;
+        assert_eq!(
+            (
+                batched.outcome.as_str(),
+                batched.error.as_deref(),
+                batched.skipped,
+                batched.late,
+                batched.finished_at.is_some()
+            ),
+            (
+                single.outcome.as_str(),
+                single.error.as_deref(),
+                single.skipped,
+                single.late,
+                true
+            ),
+            "run of job {i}"
+        );
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_batch_fences_exactly_the_runs_this_runner_no_longer_holds(pool: PgPool) {
+    let spec = deployment(
+        "billing@1",
+        ["a", "b", "c", "d"]
+            .into_iter()
+            .map(|verb| job(verb, MINUTELY))
+            .collect(),
+    );
+    let (frozen, r1) = replica(&pool, &spec).await;
+    let (alive, r2) = replica(&pool, &spec).await;
+    for verb in ["a", "b", "c", "d"] {
+        due_now(&pool, r1.deployment_id, verb).await;
+    }
+    let claimed = claim(&frozen, &r1).await;
+    assert_eq!(claimed.claims.len(), 4);
+
+    // `b` and `c` lose their lease and the other replica takes them back; it then runs `b` again.
+    sqlx::query(
+        "UPDATE cron_jobs SET lease_expires_at = now() - interval '1 second' \
+         WHERE verb IN ('b', 'c')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    alive.heartbeat(&r2).await.unwrap();
+    set_next(
+        &pool,
+        r1.deployment_id,
+        "b",
+        "date_trunc('minute', now()) - interval '1 minute'",
+    )
+    .await;
+    let rerun = claim(&alive, &r2).await;
+    assert_eq!(rerun.claims.len(), 1);
+    assert_eq!(rerun.claims[0].verb, "b");
+    let b_before = job_row(&pool, r1.deployment_id, "b").await;
+    let c_before = job_row(&pool, r1.deployment_id, "c").await;
+    assert_eq!(b_before.current_run_id, Some(rerun.claims[0].run_id));
+
+    // The frozen replica comes back with its four runs (and `a` given twice).
+    let [a, b, c, d] = ["a", "b", "c", "d"].map(|verb| succeeded(claim_of(&claimed, verb)));
+    let results = finish_many(
+        &frozen,
+        &r1,
+        &[a.clone(), b.clone(), c.clone(), d.clone(), a.clone()],
+    )
+    .await;
+    assert!(
+        matches!(results[0], Finished::Recorded { .. }),
+        "{results:?}"
+    );
+    assert!(
+        matches!(results[3], Finished::Recorded { .. }),
+        "{results:?}"
+    );
+    assert_eq!(
+        [results[1], results[2], results[4]],
+        [Finished::Fenced; 3],
+        "{results:?}"
+    );
+
+    // Nothing changed for the runs it no longer holds.
+    for (before, verb, run_id) in [(b_before, "b", b.run_id), (c_before, "c", c.run_id)] {
+        let after = job_row(&pool, r1.deployment_id, verb).await;
+        assert_eq!(
+            (
+                after.state.as_str(),
+                after.next_execution,
+                after.current_run_id,
+                after.lease_expires_at
+            ),
+            (
+                before.state.as_str(),
+                before.next_execution,
+                before.current_run_id,
+                before.lease_expires_at
+            ),
+            "`{verb}`"
+        );
+        let run = run_row(&pool, run_id).await;
+        assert_eq!(run.outcome, "abandoned", "`{verb}`");
+        assert!(run.error.as_deref().unwrap().contains("lease"));
+    }
+    assert_eq!(
+        run_row(&pool, rerun.claims[0].run_id).await.outcome,
+        "running"
+    );
+    // The runs it holds are recorded, and their jobs are idle with their next occurrence.
+    for (finish, verb, result) in [(&a, "a", results[0]), (&d, "d", results[3])] {
+        assert_eq!(run_row(&pool, finish.run_id).await.outcome, "succeeded");
+        let row = job_row(&pool, r1.deployment_id, verb).await;
+        assert_eq!(row.state, "idle");
+        assert_eq!(
+            result,
+            Finished::Recorded {
+                next_execution: row.next_execution,
+                skipped: 0
+            }
+        );
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_batch_with_a_manual_run_keeps_the_regular_schedule(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("m", HOURLY), job("r", HOURLY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    let regular = job_row(&pool, runner.deployment_id, "m")
+        .await
+        .next_execution;
+    assert!(regular.is_some());
+    store.trigger("m", None).await.unwrap();
+    due_ten_hours_ago(&pool, runner.deployment_id, "r").await;
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 2);
+
+    let results = finish_many(
+        &store,
+        &runner,
+        &[
+            succeeded(claim_of(&claimed, "m")),
+            succeeded(claim_of(&claimed, "r")),
+        ],
+    )
+    .await;
+    let next_hour = next_hour(&pool).await;
+    assert_eq!(
+        results,
+        [
+            Finished::Recorded {
+                next_execution: regular,
+                skipped: 0
+            },
+            Finished::Recorded {
+                next_execution: Some(next_hour),
+                skipped: 10
+            }
+        ]
+    );
+    let m = job_row(&pool, runner.deployment_id, "m").await;
+    assert_eq!(
+        (m.state.as_str(), m.next_execution),
+        ("idle", regular),
+        "the manual run leaves the regular occurrence alone"
+    );
+    let r = job_row(&pool, runner.deployment_id, "r").await;
+    assert_eq!(r.next_execution, Some(next_hour));
+    let run = run_row(&pool, claim_of(&claimed, "m").run_id).await;
+    assert_eq!((run.outcome.as_str(), run.skipped), ("succeeded", 0));
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_batch_ending_a_run_of_an_inactive_deployment_continues_and_wakes_the_active_one(
+    pool: PgPool,
+) {
+    let v1 = deployment("billing@1", vec![job("a", MINUTELY), job("b", MINUTELY)]);
+    let v2 = deployment("billing@2", vec![job("a", MINUTELY), job("b", MINUTELY)]);
+    let (old, r1) = replica(&pool, &v1).await;
+    // Ten minutes late: the takeover carries the occurrences after them, which their finish skips.
+    for verb in ["a", "b"] {
+        set_next(
+            &pool,
+            r1.deployment_id,
+            verb,
+            "date_trunc('minute', now()) - interval '10 minutes'",
+        )
+        .await;
+    }
+    let in_flight = claim(&old, &r1).await;
+    assert_eq!(in_flight.claims.len(), 2);
+    let (new, _r2) = replica(&pool, &v2).await;
+    assert_eq!(active_key(&pool).await, ["billing@2"]);
+
+    drain(&new).await;
+    let woken = new.changed();
+    tokio::pin!(woken);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut woken)
+            .await
+            .is_err()
+    );
+    let results = finish_many(
+        &old,
+        &r1,
+        &[
+            succeeded(claim_of(&in_flight, "a")),
+            succeeded(claim_of(&in_flight, "b")),
+        ],
+    )
+    .await;
+    tokio::time::timeout(Duration::from_secs(5), woken)
+        .await
+        .expect("the finish of an old deployment's runs must wake the active one");
+    for (verb, result) in ["a", "b"].into_iter().zip(results) {
+        let Finished::Recorded { next_execution, .. } = result else {
+            panic!("{result:?}")
+        };
+        assert!(next_execution.is_some());
+        assert_eq!(
+            next_of(&pool, "billing@2", verb).await,
+            next_execution,
+            "`{verb}` continues after the old deployment's run"
+        );
+    }
 }

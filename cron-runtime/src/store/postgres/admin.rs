@@ -985,7 +985,8 @@ fn deployment_spec(
     Ok(DeploymentSpec {
         key: key.to_owned(),
         module: chosen.name.clone(),
-        schema: serde_json::to_value(&one).map_err(|e| AdminError::InvalidSchema(e.to_string()))?,
+        schema: serde_json::to_string(&one)
+            .map_err(|e| AdminError::InvalidSchema(e.to_string()))?,
         jobs,
     })
 }

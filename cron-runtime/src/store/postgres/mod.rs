@@ -241,6 +241,14 @@ impl Store for PgStore {
         self.finish_run(runner, finish).await
     }
 
+    async fn finish_many(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+    ) -> Vec<Result<Finished, StoreError>> {
+        self.finish_runs(runner, finishes).await
+    }
+
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         self.release(runner, cancelled).await
     }

@@ -1,6 +1,8 @@
 //! The end of a run: finish, lease renewal, recovery of expired leases and release at shutdown
 //! (contracts 3, 4, 7 and 9). Every path that ends a run is fenced on the run that holds the job's row.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
@@ -20,6 +22,21 @@ WHERE j.current_run_id = $1
   AND j.state = 'executing'
   AND r.runner_id = $2
   AND ($3::bigint IS NULL OR j.id = $3)
+FOR UPDATE OF j
+"#;
+
+/// The rows of a batch's jobs that their runs still hold for this runner, locked in the order of their
+/// ids (so that two transactions locking several rows never wait on each other in a cycle).
+const HELD_BY_RUNS: &str = r#"
+SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
+       j.paused, j.current_run_id, r.scheduled_at, r.manual, d.active, now() AS now
+FROM cron_jobs j
+JOIN cron_job_runs r ON r.id = j.current_run_id
+JOIN cron_deployments d ON d.id = j.deployment_id
+WHERE (j.current_run_id, j.id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
+  AND j.state = 'executing'
+  AND r.runner_id = $3
+ORDER BY j.id
 FOR UPDATE OF j
 "#;
 
@@ -55,6 +72,24 @@ WHERE d.id = n.deployment_id
   AND n.timezone = $4
   AND n.state = 'idle'
   AND n.next_execution < $5
+"#;
+
+/// [`CONTINUE_CARRIED`] for several ended runs at once, one element of each array per run. A verb runs
+/// under one deployment at a time (contract 3), so no two elements name the same verb of a module.
+const CONTINUE_CARRIED_MANY: &str = r#"
+UPDATE cron_jobs n
+SET next_execution = c.next_execution
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
+       AS c(module_name, verb, schedule, timezone, next_execution),
+     cron_deployments d
+WHERE d.id = n.deployment_id
+  AND d.active
+  AND n.module_name = c.module_name
+  AND n.verb = c.verb
+  AND n.schedule = c.schedule
+  AND n.timezone = c.timezone
+  AND n.state = 'idle'
+  AND n.next_execution < c.next_execution
 "#;
 
 /// A locked job row and the run that holds it.
@@ -122,6 +157,36 @@ impl PgStore {
             next_execution,
             skipped,
         })
+    }
+
+    /// [`PgStore::finish_run`] for each run, in one transaction ([`PgStore::finish_batch`]). A database
+    /// error fails the whole batch: nothing of it is recorded, and every run gets the error.
+    pub(super) async fn finish_runs(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+    ) -> Vec<Result<Finished, StoreError>> {
+        if finishes.is_empty() {
+            return Vec::new();
+        }
+        match self.finish_batch(runner, finishes).await {
+            Ok(results) => results.into_iter().map(Ok).collect(),
+            Err(error) => {
+                let batch = finishes.len();
+                finishes
+                    .iter()
+                    .map(|finish| {
+                        Err(StoreError::Database {
+                            context: format!(
+                                "finishing run {} of job {} (in a batch of {batch})",
+                                finish.run_id, finish.job_id
+                            ),
+                            source: error.to_string().into(),
+                        })
+                    })
+                    .collect()
+            }
+        }
     }
 
     pub(super) async fn renew_leases(
@@ -265,16 +330,9 @@ impl PgStore {
         tx.commit().await.map_err(db(context()))
     }
 
-    /// Records how a held run ended and puts its job back to idle with its next occurrence after the
-    /// store's now. A row whose schedule no longer parses keeps its `next_execution` (the claim does not
-    /// take it until it is fixed) and is reported.
-    async fn end_run(
-        &self,
-        tx: &mut PgConnection,
-        held: &Held,
-        outcome: Outcome,
-        error: Option<&str>,
-    ) -> Result<(Option<DateTime<Utc>>, u32), sqlx::Error> {
+    /// How a held run ends: its job's next occurrence after the store's now and the occurrences it
+    /// skipped. The one computation behind [`PgStore::end_run`] and [`PgStore::finish_batch`].
+    fn ending(&self, held: &Held) -> Ending {
         let scheduled_at = held
             .scheduled_at
             .or(held.next_execution)
@@ -299,15 +357,34 @@ impl PgStore {
                 let next = next_after_run(schedule, scheduled_at, held.now);
                 (next, count_between(schedule, scheduled_at, next, false))
             }
+            // A row whose schedule no longer parses keeps its `next_execution`.
             None => (held.next_execution, 0),
         };
+        Ending {
+            next,
+            skipped,
+            parsed: schedule.is_some(),
+        }
+    }
+
+    /// Records how a held run ended and puts its job back to idle with its next occurrence after the
+    /// store's now. A row whose schedule no longer parses keeps its `next_execution` (the claim does not
+    /// take it until it is fixed) and is reported.
+    async fn end_run(
+        &self,
+        tx: &mut PgConnection,
+        held: &Held,
+        outcome: Outcome,
+        error: Option<&str>,
+    ) -> Result<(Option<DateTime<Utc>>, u32), sqlx::Error> {
+        let ending = self.ending(held);
         sqlx::query(
             "UPDATE cron_jobs \
              SET state = 'idle', next_execution = $2, lease_expires_at = NULL, current_run_id = NULL \
              WHERE id = $1",
         )
         .bind(held.job_id)
-        .bind(next)
+        .bind(ending.next)
         .execute(&mut *tx)
         .await?;
         if let Some(run_id) = held.run_id {
@@ -319,15 +396,13 @@ impl PgStore {
             .bind(run_id)
             .bind(outcome.as_str())
             .bind(error)
-            .bind(i32::try_from(skipped).unwrap_or(i32::MAX))
+            .bind(ending.skipped_column())
             .execute(&mut *tx)
             .await?;
         }
         if !held.active {
             // The verb may be waiting under the active deployment (contract 6): continue it and wake it.
-            if schedule.is_some()
-                && let Some(next) = next
-            {
+            if let Some(next) = ending.carried_next() {
                 sqlx::query(CONTINUE_CARRIED)
                     .bind(&held.module)
                     .bind(&held.verb)
@@ -339,9 +414,173 @@ impl PgStore {
             }
             notify(tx, &held.module).await?;
         }
-        let next = if schedule.is_some() { next } else { None };
-        Ok((next, skipped))
+        Ok((ending.reported_next(), ending.skipped))
     }
+
+    /// Records a batch of ended runs in one transaction with a constant number of statements, with
+    /// the result of [`PgStore::finish_run`] for each, in order: lock the rows the batch's runs hold,
+    /// compute each job's next occurrence ([`PgStore::ending`]), then one update of the jobs, one of
+    /// the runs and, only when a run of an inactive deployment ended, one continuation of the active
+    /// deployment's verbs and one notification.
+    async fn finish_batch(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+    ) -> Result<Vec<Finished>, sqlx::Error> {
+        let run_ids: Vec<i64> = finishes.iter().map(|f| f.run_id).collect();
+        let job_ids: Vec<i64> = finishes.iter().map(|f| f.job_id).collect();
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(HELD_BY_RUNS)
+            .bind(&run_ids)
+            .bind(&job_ids)
+            .bind(runner.id)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut held_by_run = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let held = Held::from_row(row)?;
+            if let Some(run_id) = held.run_id {
+                held_by_run.insert(run_id, held);
+            }
+        }
+
+        let mut results = Vec::with_capacity(finishes.len());
+        let mut jobs = JobUpdates::default();
+        let mut runs = RunUpdates::default();
+        let mut carried = CarriedUpdates::default();
+        let mut woken: Vec<String> = Vec::new();
+        for finish in finishes {
+            // A run given twice is recorded once: the second finish is fenced, as it would be alone.
+            let Some(held) = held_by_run.remove(&finish.run_id) else {
+                results.push(Finished::Fenced);
+                continue;
+            };
+            let ending = self.ending(&held);
+            jobs.ids.push(held.job_id);
+            jobs.next.push(ending.next);
+            runs.ids.push(finish.run_id);
+            runs.outcomes.push(finish.outcome.as_str());
+            runs.errors.push(finish.error.as_deref());
+            runs.skipped.push(ending.skipped_column());
+            if !held.active {
+                if let Some(next) = ending.carried_next() {
+                    carried.modules.push(held.module.clone());
+                    carried.verbs.push(held.verb.clone());
+                    carried.expressions.push(held.expression.clone());
+                    carried.zones.push(held.zone.clone());
+                    carried.next.push(next);
+                }
+                if !woken.contains(&held.module) {
+                    woken.push(held.module.clone());
+                }
+            }
+            results.push(Finished::Recorded {
+                next_execution: ending.reported_next(),
+                skipped: ending.skipped,
+            });
+        }
+        if jobs.ids.is_empty() {
+            // Every run was fenced: nothing was written.
+            return Ok(results);
+        }
+
+        sqlx::query(
+            "UPDATE cron_jobs j \
+             SET state = 'idle', next_execution = e.next_execution, lease_expires_at = NULL, \
+                 current_run_id = NULL \
+             FROM unnest($1::bigint[], $2::timestamptz[]) AS e(id, next_execution) \
+             WHERE j.id = e.id",
+        )
+        .bind(&jobs.ids)
+        .bind(&jobs.next)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE cron_job_runs r \
+             SET outcome = e.outcome, error = e.error, finished_at = now(), skipped = e.skipped \
+             FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[]) \
+                  AS e(id, outcome, error, skipped) \
+             WHERE r.id = e.id AND r.outcome = 'running'",
+        )
+        .bind(&runs.ids)
+        .bind(&runs.outcomes)
+        .bind(&runs.errors)
+        .bind(&runs.skipped)
+        .execute(&mut *tx)
+        .await?;
+        if !carried.modules.is_empty() {
+            sqlx::query(CONTINUE_CARRIED_MANY)
+                .bind(&carried.modules)
+                .bind(&carried.verbs)
+                .bind(&carried.expressions)
+                .bind(&carried.zones)
+                .bind(&carried.next)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if !woken.is_empty() {
+            sqlx::query("SELECT pg_notify($1, module) FROM unnest($2::text[]) AS module")
+                .bind(NOTIFY_CHANNEL)
+                .bind(&woken)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(results)
+    }
+}
+
+/// How a held run ends, as [`PgStore::ending`] computes it.
+#[derive(Debug, Clone, Copy)]
+struct Ending {
+    /// The job's `next_execution` from now on (the row's own when its schedule does not parse).
+    next: Option<DateTime<Utc>>,
+    skipped: u32,
+    /// The row's schedule parses.
+    parsed: bool,
+}
+
+impl Ending {
+    /// The next occurrence reported in [`Finished::Recorded`]: none for a row that does not parse.
+    fn reported_next(&self) -> Option<DateTime<Utc>> {
+        if self.parsed { self.next } else { None }
+    }
+
+    /// Where the active deployment's unchanged verb continues after a run of an inactive deployment.
+    fn carried_next(&self) -> Option<DateTime<Utc>> {
+        self.reported_next()
+    }
+
+    /// `cron_job_runs.skipped`.
+    fn skipped_column(&self) -> i32 {
+        i32::try_from(self.skipped).unwrap_or(i32::MAX)
+    }
+}
+
+/// The `cron_jobs` columns a batch writes, one array per column.
+#[derive(Debug, Default)]
+struct JobUpdates {
+    ids: Vec<i64>,
+    next: Vec<Option<DateTime<Utc>>>,
+}
+
+/// The `cron_job_runs` columns a batch writes, one array per column.
+#[derive(Debug, Default)]
+struct RunUpdates<'a> {
+    ids: Vec<i64>,
+    outcomes: Vec<&'a str>,
+    errors: Vec<Option<&'a str>>,
+    skipped: Vec<i32>,
+}
+
+/// The verbs of the active deployments a batch continues ([`CONTINUE_CARRIED_MANY`]).
+#[derive(Debug, Default)]
+struct CarriedUpdates {
+    modules: Vec<String>,
+    verbs: Vec<String>,
+    expressions: Vec<String>,
+    zones: Vec<String>,
+    next: Vec<DateTime<Utc>>,
 }
 
 /// Wakes the replicas of `module` when the transaction commits.
