@@ -855,8 +855,7 @@ fn deployment_spec(module: &str, verbs: usize, expression: &str) -> AnyResult<De
     Ok(DeploymentSpec {
         key: format!("{module}@1"),
         module: module.to_owned(),
-        schema: format!(r#"{{"version":1,"modules":[{{"name":"{module}","verbs":[]}}]}}"#)
-            .parse::<sqlx::types::JsonValue>()?,
+        schema: format!(r#"{{"version":1,"modules":[{{"name":"{module}","verbs":[]}}]}}"#),
         jobs,
     })
 }

@@ -165,7 +165,7 @@ async fn replica(url: &str) -> (PgStore, Runner) {
         .register(&DeploymentSpec {
             key: "billing@1".to_owned(),
             module: "billing".to_owned(),
-            schema: serde_json::json!({}),
+            schema: "{}".to_owned(),
             jobs: vec![heartbeat_job()],
         })
         .await

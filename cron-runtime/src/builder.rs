@@ -340,7 +340,8 @@ impl RuntimeBuilder {
             key,
             module: module.clone(),
             schema,
-            jobs: validated.iter().map(|v| v.spec.clone()).collect(),
+            // Moved in from `validated` by `Plan::new`.
+            jobs: Vec::new(),
         };
 
         let store_settings = StoreSettings {
@@ -408,12 +409,12 @@ fn default_module() -> String {
 /// The schema of the deployment as JSON: its module with each verb and its cron metadata.
 /// The schema of this deployment: its jobs under the runtime's module, in the form `cronverb::schema()`
 /// and `cronverb schema extract` print (stored in `cron_deployments.schema`).
-fn schema(module: &str, jobs: &[Validated]) -> serde_json::Value {
+fn schema(module: &str, jobs: &[Validated]) -> String {
     let schema = Schema::new(
         jobs.iter()
             .map(|v| (module.to_owned(), crate::schema::verb(v.job.clone()))),
     );
-    serde_json::to_value(&schema).expect("a schema always serializes")
+    serde_json::to_string(&schema).expect("a schema always serializes")
 }
 
 /// FNV-1a over the verbs' names and cron metadata, folded to 32 bits: stable across builds and Rust

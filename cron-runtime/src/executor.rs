@@ -41,6 +41,14 @@ const CANCEL_WAIT: Duration = Duration::from_secs(1);
 /// Waits after a failed claim before trying again.
 const CLAIM_RETRY: Duration = Duration::from_secs(1);
 
+/// How long before its instant a gate's timer fires: tokio's timer has millisecond ticks and fires on
+/// the first tick at or after its deadline, up to a millisecond late. From a tick within the last
+/// millisecond the gate waits for the exact instant ([`sleep_until_exact`]).
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// How many queues ended runs wait in for [`record_ended`].
+const ENDED_SHARDS: usize = 8;
+
 /// At most this many ended runs are recorded with one [`Store::finish_many`].
 const FINISH_BATCH: usize = 1024;
 
@@ -108,8 +116,10 @@ struct Ended {
 
 /// Where the runs due at one instant wait for it. Opened by one timer at the instant, or at shutdown to
 /// release them unstarted.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Gate {
+    /// The instant on the local clock, by the anchor of the claim that made the gate.
+    start_at: Instant,
     /// [`Gate::CLOSED`], [`Gate::OPEN`] or [`Gate::RELEASED`].
     state: AtomicU8,
     opened: Notify,
@@ -122,17 +132,17 @@ impl Gate {
 
     /// Waits for the instant: `true` to start the run, `false` when shutdown released it first.
     async fn pass(&self) -> bool {
-        loop {
-            let opened = self.opened.notified();
-            tokio::pin!(opened);
-            opened.as_mut().enable();
-            match self.state.load(Ordering::Acquire) {
-                Gate::CLOSED => opened.await,
-                state => return state == Gate::OPEN,
-            }
+        let opened = self.opened.notified();
+        tokio::pin!(opened);
+        opened.as_mut().enable();
+        if self.state.load(Ordering::Acquire) == Gate::CLOSED {
+            // Only `open` notifies, after it has set the state: once woken, one load says which.
+            opened.await;
         }
+        self.state.load(Ordering::Acquire) == Gate::OPEN
     }
 
+    /// Opens the gate (`state`: [`Gate::OPEN`] or [`Gate::RELEASED`]) and wakes the runs waiting at it.
     fn open(&self, state: u8) {
         self.state.store(state, Ordering::Release);
         self.opened.notify_waiters();
@@ -160,9 +170,11 @@ struct Shared<S> {
     cancelling: AtomicBool,
     cancel: Notify,
     /// Each job's handler and the context its runs share, by verb.
-    jobs: HashMap<String, (Arc<PlannedJob>, Arc<JobContext>)>,
+    jobs: HashMap<Arc<str>, (Arc<PlannedJob>, Arc<JobContext>)>,
     /// Runs whose handler has ended, for [`record_ended`], which `recording` wakes.
-    ended: Mutex<Vec<Ended>>,
+    /// Sharded by run id, so that the runs of one instant ending on several workers at once seldom wait
+    /// for each other.
+    ended: [Mutex<Vec<Ended>>; ENDED_SHARDS],
     recording: Notify,
     /// Where [`Shared::renewed`] counts from.
     epoch: Instant,
@@ -209,7 +221,8 @@ impl<S> Shared<S> {
     }
 
     fn push_ended(&self, ended: Ended) {
-        let mut queue = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        let shard = ended.finish.run_id.rem_euclid(ENDED_SHARDS as i64) as usize;
+        let mut queue = self.ended[shard].lock().unwrap_or_else(|e| e.into_inner());
         queue.push(ended);
         if queue.len() == 1 {
             self.recording.notify_one();
@@ -319,7 +332,7 @@ pub(crate) async fn run<S: Store>(
         cancelling: AtomicBool::new(false),
         cancel: Notify::new(),
         jobs,
-        ended: Mutex::new(Vec::new()),
+        ended: std::array::from_fn(|_| Mutex::new(Vec::new())),
         recording: Notify::new(),
         epoch: Instant::now(),
         renewed: AtomicI64::new(0),
@@ -553,30 +566,24 @@ fn gate_for<S: Store>(shared: &Arc<Shared<S>>, at: DateTime<Utc>, anchor: Anchor
     if let Some(gate) = gates.get(&at) {
         return Arc::clone(gate);
     }
-    let gate = Arc::new(Gate::default());
+    let gate = Arc::new(Gate {
+        start_at: anchor.instant_for(at),
+        state: AtomicU8::new(Gate::CLOSED),
+        opened: Notify::new(),
+    });
     gates.insert(at, Arc::clone(&gate));
     drop(gates);
-    tokio::spawn(open_at(
-        Arc::clone(shared),
-        at,
-        Arc::clone(&gate),
-        anchor.instant_for(at),
-    ));
+    tokio::spawn(open_at(Arc::clone(shared), at, Arc::clone(&gate)));
     gate
 }
 
-/// Opens `gate` at `start_at`, or releases its runs if shutdown comes first.
-async fn open_at<S: Store>(
-    shared: Arc<Shared<S>>,
-    at: DateTime<Utc>,
-    gate: Arc<Gate>,
-    start_at: Instant,
-) {
+/// Opens `gate` at its instant, or releases its runs if shutdown comes first.
+async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, gate: Arc<Gate>) {
     let mut shutdown = shared.shutdown.clone();
     let state = tokio::select! {
         biased;
         _ = shutdown.wait_for(|stop| *stop) => Gate::RELEASED,
-        () = tokio::time::sleep_until(start_at) => Gate::OPEN,
+        () = sleep_until_exact(gate.start_at) => Gate::OPEN,
     };
     // Runs claimed for this instant from now on find no gate and start at once.
     shared
@@ -590,6 +597,23 @@ async fn open_at<S: Store>(
         .unwrap_or_else(|e| e.into_inner())
         .push(Arc::clone(&gate));
     gate.open(state);
+}
+
+/// Sleeps until `at`, neither before it nor a timer tick after it: on tokio's timer until less than a
+/// tick before, then yielding to the other tasks until the clock reads `at`, which costs this worker at
+/// most a millisecond per instant.
+async fn sleep_until_exact(at: Instant) {
+    tokio::time::sleep_until(at.checked_sub(TIMER_TICK).unwrap_or(at)).await;
+    let yielding = std::time::Instant::now();
+    while Instant::now() < at {
+        if yielding.elapsed() > 2 * TIMER_TICK {
+            // The clock is paused (tests) or this thread was held up: a paused clock moves only when
+            // every task sleeps.
+            tokio::time::sleep_until(at).await;
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
 }
 
 /// Spawns the task of a claimed run, which waits at `gate` for the run's instant. What can be prepared
@@ -606,12 +630,16 @@ fn spawn_run<S: Store>(shared: &Arc<Shared<S>>, claim: Claim, gate: Arc<Gate>, a
         outcome = tracing::field::Empty,
         skipped = tracing::field::Empty,
     );
-    let job = shared.jobs.get(&claim.verb).cloned().ok_or_else(|| {
-        format!(
-            "this build has no handler for `{}`; is the deployment key reused across versions?",
-            claim.verb
-        )
-    });
+    let job = shared
+        .jobs
+        .get(claim.verb.as_str())
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "this build has no handler for `{}`; is the deployment key reused across versions?",
+                claim.verb
+            )
+        });
     let run = Run {
         run_id: claim.run_id,
         job_id: claim.job_id,
@@ -671,10 +699,12 @@ async fn run_once<S: Store>(
     anchor: Anchor,
     span: &tracing::Span,
 ) -> Option<Finish> {
-    span.record(
-        "lateness_ms",
-        lateness_ms(anchor.store_now(), run.scheduled_at),
-    );
+    if !span.is_disabled() {
+        span.record(
+            "lateness_ms",
+            lateness_ms(anchor.store_now(), run.scheduled_at),
+        );
+    }
     let (outcome, error) = match &run.job {
         Err(error) => (Outcome::Failed, Some(error.clone())),
         Ok((job, context)) => match call(shared, job, context, run).await {
@@ -730,10 +760,9 @@ async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
             // A sleep, not a yield: a task yielding in a loop keeps its worker from stealing others' work.
             tokio::time::sleep(HOLD_STEP).await;
         }
-        std::mem::swap(
-            &mut ended,
-            &mut *shared.ended.lock().unwrap_or_else(|e| e.into_inner()),
-        );
+        for shard in &shared.ended {
+            ended.append(&mut shard.lock().unwrap_or_else(|e| e.into_inner()));
+        }
         while !ended.is_empty() {
             let rest = ended.split_off(ended.len().min(FINISH_BATCH));
             let batch = std::mem::replace(&mut ended, rest);
@@ -848,7 +877,8 @@ async fn call<S>(
     context: &Arc<JobContext>,
     run: &Run,
 ) -> Called {
-    if Instant::now() >= shared.lease_until(run.lease_until) {
+    let started = Instant::now();
+    if started >= shared.lease_until(run.lease_until) {
         return Called::LeaseLost;
     }
     let context = Context {
@@ -856,7 +886,6 @@ async fn call<S>(
         scheduled_at: run.scheduled_at,
         run_id: run.run_id,
     };
-    let started = Instant::now();
     // Calling the handler happens inside the guarded future, so a panic while creating its future is
     // caught too.
     let guarded = AssertUnwindSafe(context.scope(async { (job.handler)().await })).catch_unwind();
@@ -866,13 +895,13 @@ async fn call<S>(
     let ended = match std::future::poll_fn(|cx| Poll::Ready(guarded.as_mut().poll(cx))).await {
         Poll::Ready(ended) => ended,
         Poll::Pending => {
-            let deadline = started + job.spec.timeout;
+            let deadline = started + job.timeout;
             match Box::pin(until_timeout(shared, deadline, run.lease_until, guarded)).await {
                 Until::Ended(ended) => ended,
                 Until::TimedOut => {
                     return Called::Ended(
                         Outcome::TimedOut,
-                        Some(format!("timed out after {:?}", job.spec.timeout)),
+                        Some(format!("timed out after {:?}", job.timeout)),
                     );
                 }
                 Until::Cancelled => return Called::Cancelled,

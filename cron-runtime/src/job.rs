@@ -47,11 +47,17 @@ pub fn jobs() -> Vec<Job> {
         .into_iter()
         .map(from_registration)
         .collect();
-    for job in added().lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        if !jobs.contains(job) {
-            jobs.push(job.clone());
-        }
-    }
+    let added = added().lock().unwrap_or_else(|e| e.into_inner());
+    let fresh: Vec<Job> = {
+        let mut known = ByName::new(&jobs);
+        added
+            .iter()
+            .filter(|job| known.insert(job))
+            .cloned()
+            .collect()
+    };
+    drop(added);
+    jobs.extend(fresh);
     jobs.sort_by(|a, b| (&a.name, &a.file, a.line).cmp(&(&b.name, &b.file, b.line)));
     jobs
 }
@@ -64,10 +70,43 @@ fn added() -> &'static Mutex<Vec<Job>> {
 /// Remembers jobs added at run time so that [`jobs()`] lists them.
 pub(crate) fn remember(new: impl IntoIterator<Item = Job>) {
     let mut added = added().lock().unwrap_or_else(|e| e.into_inner());
-    for job in new {
-        if !added.contains(&job) {
-            added.push(job);
+    let new: Vec<Job> = new.into_iter().collect();
+    let fresh: Vec<bool> = {
+        let mut known = ByName::new(&added[..]);
+        new.iter().map(|job| known.insert(job)).collect()
+    };
+    added.extend(
+        new.into_iter()
+            .zip(fresh)
+            .filter_map(|(job, fresh)| fresh.then_some(job)),
+    );
+}
+
+/// The jobs seen so far, by name, to find equal ones in linear time: names are nearly unique, so each
+/// lookup compares a job with one or two others.
+struct ByName<'a> {
+    seen: std::collections::HashMap<&'a str, Vec<&'a Job>>,
+}
+
+impl<'a> ByName<'a> {
+    fn new(jobs: &'a [Job]) -> ByName<'a> {
+        let mut by_name = ByName {
+            seen: std::collections::HashMap::with_capacity(jobs.len()),
+        };
+        for job in jobs {
+            by_name.seen.entry(&job.name).or_default().push(job);
         }
+        by_name
+    }
+
+    /// Whether `job` is new (no equal job seen); remembers it.
+    fn insert(&mut self, job: &'a Job) -> bool {
+        let same_name = self.seen.entry(&job.name).or_default();
+        if same_name.contains(&job) {
+            return false;
+        }
+        same_name.push(job);
+        true
     }
 }
 

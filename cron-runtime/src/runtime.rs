@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -13,7 +14,7 @@ use crate::error::RuntimeError;
 use crate::executor;
 use crate::job::{Handler, Job, Validated};
 use crate::store::postgres::PgStore;
-use crate::store::{DeploymentSpec, JobSpec, MemoryStore};
+use crate::store::{DeploymentSpec, MemoryStore};
 
 /// The scheduler of one replica: claims due runs from its store and runs their handlers.
 ///
@@ -47,46 +48,53 @@ pub(crate) enum Backend {
 pub(crate) struct Plan {
     pub(crate) deployment: DeploymentSpec,
     pub(crate) module: Arc<str>,
-    pub(crate) jobs: HashMap<String, Arc<PlannedJob>>,
+    pub(crate) jobs: HashMap<Arc<str>, Arc<PlannedJob>>,
     pub(crate) listed: Vec<Job>,
     pub(crate) state: Arc<State>,
     pub(crate) settings: Settings,
 }
 
-/// One job's handler with what a run of it needs.
+/// One job's handler with what a run of it needs. Its schedule is the store's business
+/// (`DeploymentSpec::jobs`); with thousands of jobs, one copy of each is enough.
 pub(crate) struct PlannedJob {
     pub(crate) verb: Arc<str>,
-    pub(crate) spec: JobSpec,
+    pub(crate) timeout: Duration,
     pub(crate) handler: Handler,
 }
 
 impl std::fmt::Debug for PlannedJob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PlannedJob")
-            .field("spec", &self.spec)
+            .field("verb", &self.verb)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
 
 impl Plan {
+    /// The plan of `deployment`, whose jobs are those of `validated`: each job's spec moves into
+    /// `deployment.jobs` (which must be empty), its declaration into the listed jobs.
     pub(crate) fn new(
-        deployment: DeploymentSpec,
+        mut deployment: DeploymentSpec,
         validated: Vec<Validated>,
         state: State,
         settings: Settings,
     ) -> Plan {
-        let listed = validated.iter().map(|v| v.job.clone()).collect();
-        let jobs = validated
-            .into_iter()
-            .map(|v| {
-                let planned = PlannedJob {
-                    verb: Arc::from(v.spec.verb.as_str()),
-                    spec: v.spec,
-                    handler: v.handler,
-                };
-                (planned.spec.verb.clone(), Arc::new(planned))
-            })
-            .collect();
+        debug_assert!(deployment.jobs.is_empty());
+        let mut listed = Vec::with_capacity(validated.len());
+        let mut jobs = HashMap::with_capacity(validated.len());
+        deployment.jobs.reserve_exact(validated.len());
+        for v in validated {
+            let verb: Arc<str> = Arc::from(v.spec.verb.as_str());
+            let planned = PlannedJob {
+                verb: Arc::clone(&verb),
+                timeout: v.spec.timeout,
+                handler: v.handler,
+            };
+            jobs.insert(verb, Arc::new(planned));
+            deployment.jobs.push(v.spec);
+            listed.push(v.job);
+        }
         Plan {
             module: Arc::from(deployment.module.as_str()),
             deployment,

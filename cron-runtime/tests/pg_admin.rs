@@ -31,7 +31,7 @@ fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
     DeploymentSpec {
         key: key.to_owned(),
         module: "billing".to_owned(),
-        schema: serde_json::json!({ "key": key }),
+        schema: serde_json::json!({ "key": key }).to_string(),
         jobs,
     }
 }

@@ -143,7 +143,21 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
     let handle = runtime.start();
 
     // A long run in flight, then the database goes away for 6 s (twice the lease) while it runs.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    // Running before the outage: a few ticks recorded, then a long run in flight.
+    wait_for("two ticks before the outage", Duration::from_secs(30), || {
+        let direct = direct.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM cron_job_runs WHERE verb = 'outage::tick' AND outcome = 'succeeded'",
+            )
+            .fetch_one(&direct)
+            .await
+            .unwrap()
+                >= 2
+        }
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let long_run: i64 = loop {
         let found: Option<i64> = sqlx::query_scalar(
             "SELECT id FROM cron_job_runs WHERE verb = 'outage::long' AND outcome = 'running' \
@@ -157,7 +171,7 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "no long run in flight within 15 s"
+            "no long run in flight within 20 s"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };

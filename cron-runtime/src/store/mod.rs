@@ -29,8 +29,10 @@ pub struct DeploymentSpec {
     pub key: String,
     /// The module the deployment is a version of (`billing`).
     pub module: String,
-    /// The schema of the deployment as JSON (stored in `cron_deployments.schema`).
-    pub schema: serde_json::Value,
+    /// The schema of the deployment as compact JSON text (stored in `cron_deployments.schema`). Text rather
+    /// than a `serde_json::Value`: a parsed tree of thousands of verbs costs several times its text, and
+    /// the runtime only ever hands it to the store.
+    pub schema: String,
     pub jobs: Vec<JobSpec>,
 }
 

@@ -73,7 +73,7 @@ pub(super) async fn insert_deployment(
 ) -> Result<(i64, bool), StoreError> {
     let context = || format!("registering deployment `{}`", spec.key);
     let inserted: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO cron_deployments (key, module, schema) VALUES ($1, $2, $3) \
+        "INSERT INTO cron_deployments (key, module, schema) VALUES ($1, $2, $3::jsonb) \
          ON CONFLICT (key) DO NOTHING RETURNING id",
     )
     .bind(&spec.key)
