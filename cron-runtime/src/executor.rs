@@ -503,9 +503,13 @@ async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
-        if let Err(error) = shared.store.heartbeat(&shared.runner).await {
-            tracing::error!(%error, "heartbeat failed");
-        }
+        let changed = match shared.store.heartbeat(&shared.runner).await {
+            Ok(changed) => changed,
+            Err(error) => {
+                tracing::error!(%error, "heartbeat failed");
+                false
+            }
+        };
         // Taken before the runs are listed: a run claimed after this instant has a lease of its own that
         // outlasts the one this renewal gives.
         let sent = Instant::now();
@@ -539,9 +543,12 @@ async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
                 Err(error) => tracing::error!(%error, "renewing leases failed"),
             }
         }
-        // A heartbeat may have taken a module over or recovered rows: claim again.
-        shared.hint.store(i64::MIN, Ordering::Release);
-        shared.wake.notify_one();
+        // The heartbeat took a module over or took rows back: jobs may be due now. Otherwise an idle
+        // replica stays asleep until its next due instant (other replicas' changes arrive by `changed`).
+        if changed {
+            shared.hint.store(i64::MIN, Ordering::Release);
+            shared.wake.notify_one();
+        }
     }
 }
 
@@ -1006,7 +1013,7 @@ mod tests {
         async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
             self.0.register(spec).await
         }
-        async fn heartbeat(&self, runner: &Runner) -> Result<(), StoreError> {
+        async fn heartbeat(&self, runner: &Runner) -> Result<bool, StoreError> {
             self.0.heartbeat(runner).await
         }
         async fn claim_due(

@@ -475,7 +475,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn heartbeat(&self, runner: &Runner) -> Result<(), StoreError> {
+    async fn heartbeat(&self, runner: &Runner) -> Result<bool, StoreError> {
         let now = self.now();
         let mut state = self.lock();
         let Some(row) = state.runners.get_mut(&runner.id) else {
@@ -500,7 +500,7 @@ impl Store for MemoryStore {
         if changed {
             self.inner.changed.notify_waiters();
         }
-        Ok(())
+        Ok(changed)
     }
 
     async fn claim_due(

@@ -188,7 +188,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Marks this replica alive, takes the module over if its deployment should now be active, and takes
     /// back the rows of any replica whose lease expired, recording their runs as `abandoned` (contract 4).
-    fn heartbeat(&self, runner: &Runner) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ///
+    /// Returns whether it took a module over or took rows back: jobs may then be due sooner than the
+    /// executor thinks, and it claims at once; otherwise an idle replica stays asleep until its next due
+    /// instant.
+    fn heartbeat(&self, runner: &Runner) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Claims, in one conditional statement, up to `limit` jobs of this replica's deployment that are idle,
     /// belong to the active deployment, have no run of the same verb executing under any deployment, and

@@ -188,7 +188,7 @@ impl PgStore {
         Ok(runner)
     }
 
-    pub(super) async fn beat(&self, runner: &Runner) -> Result<(), StoreError> {
+    pub(super) async fn beat(&self, runner: &Runner) -> Result<bool, StoreError> {
         let known = self.known(runner)?;
         let context = || format!("recording the heartbeat of runner {}", runner.name);
         // Upsert: a replica that was frozen long enough for its row to be forgotten comes back.
@@ -209,10 +209,11 @@ impl PgStore {
             .await
             .map_err(db(context()))?;
         self.check_rows(runner).await?;
-        self.take_over_if_elected(runner.deployment_id, &known.module)
+        let took_over = self
+            .take_over_if_elected(runner.deployment_id, &known.module)
             .await?;
-        self.recover().await?;
-        Ok(())
+        let recovered = self.recover().await?;
+        Ok(took_over || recovered > 0)
     }
 
     /// Reads the schedule text of the deployment's rows and decides which the claim may take: a row that

@@ -220,7 +220,7 @@ impl Store for PgStore {
         self.register_deployment(spec).await
     }
 
-    async fn heartbeat(&self, runner: &Runner) -> Result<(), StoreError> {
+    async fn heartbeat(&self, runner: &Runner) -> Result<bool, StoreError> {
         self.beat(runner).await
     }
 
