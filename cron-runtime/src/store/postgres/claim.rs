@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use super::schedules::{count_between, next_after_run};
-use super::{PgStore, db};
+use super::{Claimable, PgStore, db};
 use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
 
 /// The claim: one conditional statement. It picks the due idle jobs of the runner's deployment (active,
@@ -122,7 +122,11 @@ impl PgStore {
         let known = self.known(runner)?;
         self.take_over_before_claim(runner, &known).await?;
         let settings = self.settings();
-        let (verbs, expressions, zones) = split(&known.claimable);
+        let Claimable {
+            verbs,
+            expressions,
+            zones,
+        } = &known.claimable;
         let context = || format!("claiming due jobs for runner {}", runner.name);
 
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
@@ -132,9 +136,9 @@ impl PgStore {
         let rows = sqlx::query(CLAIM)
             .persistent(false)
             .bind(runner.deployment_id)
-            .bind(&verbs)
-            .bind(&expressions)
-            .bind(&zones)
+            .bind(verbs)
+            .bind(expressions)
+            .bind(zones)
             .bind(ahead.as_secs_f64())
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .bind(&runner.name)
@@ -253,9 +257,9 @@ impl PgStore {
         let row = sqlx::query(NEXT_DUE)
             .persistent(false)
             .bind(runner.deployment_id)
-            .bind(&verbs)
-            .bind(&expressions)
-            .bind(&zones)
+            .bind(verbs)
+            .bind(expressions)
+            .bind(zones)
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
@@ -267,16 +271,4 @@ impl PgStore {
             next_due,
         })
     }
-}
-
-fn split(claimable: &[(String, String, String)]) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let mut verbs = Vec::with_capacity(claimable.len());
-    let mut expressions = Vec::with_capacity(claimable.len());
-    let mut zones = Vec::with_capacity(claimable.len());
-    for (verb, expression, zone) in claimable {
-        verbs.push(verb.clone());
-        expressions.push(expression.clone());
-        zones.push(zone.clone());
-    }
-    (verbs, expressions, zones)
 }

@@ -1,12 +1,13 @@
 //! Deployments and replicas: registration, heartbeats and takeover (contract 6).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 
 use super::schedules::zone_text;
-use super::{Known, PgStore, db, lock};
+use super::{Claimable, Known, PgStore, db, lock};
 use crate::store::{DeploymentSpec, Runner, StoreError};
 
 /// The deployment of a module that should be active: the most recently registered one with a live
@@ -172,9 +173,10 @@ impl PgStore {
                     .iter()
                     .map(|j| (j.verb.clone(), j.clone()))
                     .collect(),
-                claimable: Vec::new(),
+                claimable: Claimable::default(),
                 active: false,
-            },
+            }
+            .into(),
         );
         let runner = Runner {
             id: runner_id,
@@ -229,7 +231,7 @@ impl PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db(context()))?;
-        let mut claimable = Vec::with_capacity(rows.len());
+        let mut claimable = Claimable::default();
         for row in rows {
             let id: i64 = row.try_get("id").map_err(db(context()))?;
             let verb: String = row.try_get("verb").map_err(db(context()))?;
@@ -247,7 +249,7 @@ impl PgStore {
                     }
                 }
                 Some(job) if job.expression == expression && zone_text(job) == zone => {
-                    claimable.push((verb, expression, zone));
+                    claimable.push(verb, expression, zone);
                 }
                 Some(job) => {
                     if schedules.of_row(id, &verb, &expression, &zone).is_some() {
@@ -263,13 +265,13 @@ impl PgStore {
                                 zone_text(job)
                             );
                         }
-                        claimable.push((verb, expression, zone));
+                        claimable.push(verb, expression, zone);
                     }
                 }
             }
         }
         if let Some(known) = lock(&self.shared.deployments).get_mut(&runner.deployment_id) {
-            known.claimable = claimable;
+            Arc::make_mut(known).claimable = claimable;
         }
         Ok(())
     }
@@ -277,7 +279,7 @@ impl PgStore {
     /// Records whether a deployment registered through this store is active, as last seen.
     fn note_active(&self, deployment_id: i64, active: bool) {
         if let Some(known) = lock(&self.shared.deployments).get_mut(&deployment_id) {
-            known.active = active;
+            Arc::make_mut(known).active = active;
         }
     }
 

@@ -50,7 +50,8 @@ struct Shared {
     host: String,
     pid: i32,
     /// The deployments registered through this store, by id.
-    deployments: Mutex<HashMap<i64, Known>>,
+    /// Shared with the claims in flight: a claim takes a reference, not a copy of every job.
+    deployments: Mutex<HashMap<i64, Arc<Known>>>,
     schedules: Schedules,
     listener: listen::Listener,
 }
@@ -68,13 +69,30 @@ struct Settings {
 struct Known {
     module: String,
     jobs: HashMap<String, JobSpec>,
-    /// `(verb, expression, zone)` of the rows whose text this store has checked: the claim takes a row only
-    /// when its text is still one of these, so a row edited since is never started unchecked.
-    claimable: Vec<(String, String, String)>,
+    /// The rows whose text this store has checked: the claim takes a row only when its text is still one
+    /// of these, so a row edited since is never started unchecked.
+    claimable: Claimable,
     /// Whether the deployment was active when this store last looked. While it is not, every claim first
     /// checks whether it should take the module over, so that a rollback happens as soon as the newer
     /// deployment's last replica shuts down (its NOTIFY wakes the claim), not at the next heartbeat.
     active: bool,
+}
+
+/// `(verb, expression, zone)` of the checked rows, as the three arrays the claim binds: built once when
+/// the rows are checked (registration, heartbeats), not at every claim.
+#[derive(Debug, Clone, Default)]
+struct Claimable {
+    verbs: Vec<String>,
+    expressions: Vec<String>,
+    zones: Vec<String>,
+}
+
+impl Claimable {
+    fn push(&mut self, verb: String, expression: String, zone: String) {
+        self.verbs.push(verb);
+        self.expressions.push(expression);
+        self.zones.push(zone);
+    }
 }
 
 impl PgStore {
@@ -202,7 +220,7 @@ impl PgStore {
             .as_secs_f64()
     }
 
-    fn known(&self, runner: &Runner) -> Result<Known, StoreError> {
+    fn known(&self, runner: &Runner) -> Result<Arc<Known>, StoreError> {
         lock(&self.shared.deployments)
             .get(&runner.deployment_id)
             .cloned()
