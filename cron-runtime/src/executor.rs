@@ -1,18 +1,21 @@
 //! The executor: claims due runs from a [`Store`] in batches, ahead of their instant, and starts each
-//! handler in its own task at its scheduled instant. Sleeps until the next due instant; wakes early when
-//! the store says something changed or a run finished with an earlier next occurrence.
+//! handler at its scheduled instant. Sleeps until the next due instant; wakes early when the store says
+//! something changed or a run finished with an earlier next occurrence.
 //!
-//! Each run's task is spawned when it is claimed and waits at the [`Gate`] of its instant: one timer per
-//! instant opens it, so that thousands of runs due together start from one wake-up. How runs ended is
-//! recorded in batches by one task, after the handlers due at the same instant have started.
+//! The runs claimed for one instant wait in a list, not in tasks of their own: one timer per instant
+//! takes the list at the instant and starts the runs, a chunk per task so that every worker helps. A
+//! handler is called and polled once where it is started; only one that does not end on that first poll
+//! gets a task of its own, under its timeout and its lease. How runs ended is recorded in batches by one
+//! task, after the runs due at the same instant have started.
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -24,6 +27,7 @@ use tracing::Instrument;
 
 use crate::context::{Context, JobContext};
 use crate::error::RuntimeError;
+use crate::registration::HandlerFuture;
 use crate::runtime::{Plan, PlannedJob};
 use crate::store::{Claim, ClaimAction, Finish, Finished, Outcome, Runner, Store, StoreError};
 
@@ -41,13 +45,17 @@ const CANCEL_WAIT: Duration = Duration::from_secs(1);
 /// Waits after a failed claim before trying again.
 const CLAIM_RETRY: Duration = Duration::from_secs(1);
 
-/// How long before its instant a gate's timer fires: tokio's timer has millisecond ticks and fires on
-/// the first tick at or after its deadline, up to a millisecond late. From a tick within the last
-/// millisecond the gate waits for the exact instant ([`sleep_until_exact`]).
-const TIMER_TICK: Duration = Duration::from_millis(1);
+/// How long before its instant a timer fires: tokio's timer has millisecond ticks, rounds deadlines up to
+/// the next one, and a parked worker wakes on the millisecond too: a timer fires up to about two
+/// milliseconds after its deadline (measured on a 2-core VM: 0.7–2 ms). From its wake-up the timer's task
+/// waits for the exact instant ([`hold_until`]).
+const TIMER_EARLY: Duration = Duration::from_millis(5);
 
-/// How many queues ended runs wait in for [`record_ended`].
-const ENDED_SHARDS: usize = 8;
+/// The runs due at one instant are started in chunks of this many, each chunk by one task.
+const START_CHUNK: usize = 512;
+
+/// Starting runs reads the clock once per this many runs.
+const CLOCK_EVERY: usize = 16;
 
 /// At most this many ended runs are recorded with one [`Store::finish_many`].
 const FINISH_BATCH: usize = 1024;
@@ -82,21 +90,16 @@ impl Anchor {
                 .unwrap_or(self.instant),
         }
     }
-
-    /// What the store's clock reads now, by this anchor.
-    fn store_now(&self) -> DateTime<Utc> {
-        let elapsed = Instant::now().saturating_duration_since(self.instant);
-        self.store_now + chrono::Duration::from_std(elapsed).unwrap_or_default()
-    }
 }
 
-/// A run in flight.
-#[derive(Debug)]
+/// A run in flight: claimed, waiting for its instant or executing.
+#[derive(Debug, Default)]
 struct InFlight {
+    /// The task of a handler that did not end on its first poll.
     abort: Option<AbortHandle>,
 }
 
-/// A claimed run, as its task needs it.
+/// A claimed run, waiting for its instant.
 struct Run {
     run_id: i64,
     job_id: i64,
@@ -104,8 +107,10 @@ struct Run {
     /// When the lease taken with the claim runs out, on the local clock; renewals extend it
     /// ([`Shared::lease_until`]).
     lease_until: Instant,
-    /// Its handler and context, or why there is none.
-    job: Result<(Arc<PlannedJob>, Arc<JobContext>), String>,
+    /// Where its job is in [`Shared::jobs`], with the context its handler will get (taken now, so that
+    /// no reference count is touched when thousands of runs start), or why there is none.
+    job: Result<(usize, Arc<JobContext>), String>,
+    span: tracing::Span,
 }
 
 /// A run whose handler has ended, on its way to the store.
@@ -114,39 +119,14 @@ struct Ended {
     span: tracing::Span,
 }
 
-/// Where the runs due at one instant wait for it. Opened by one timer at the instant, or at shutdown to
-/// release them unstarted.
-#[derive(Debug)]
-struct Gate {
-    /// The instant on the local clock, by the anchor of the claim that made the gate.
-    start_at: Instant,
-    /// [`Gate::CLOSED`], [`Gate::OPEN`] or [`Gate::RELEASED`].
-    state: AtomicU8,
-    opened: Notify,
-}
-
-impl Gate {
-    const CLOSED: u8 = 0;
-    const OPEN: u8 = 1;
-    const RELEASED: u8 = 2;
-
-    /// Waits for the instant: `true` to start the run, `false` when shutdown released it first.
-    async fn pass(&self) -> bool {
-        let opened = self.opened.notified();
-        tokio::pin!(opened);
-        opened.as_mut().enable();
-        if self.state.load(Ordering::Acquire) == Gate::CLOSED {
-            // Only `open` notifies, after it has set the state: once woken, one load says which.
-            opened.await;
-        }
-        self.state.load(Ordering::Acquire) == Gate::OPEN
-    }
-
-    /// Opens the gate (`state`: [`Gate::OPEN`] or [`Gate::RELEASED`]) and wakes the runs waiting at it.
-    fn open(&self, state: u8) {
-        self.state.store(state, Ordering::Release);
-        self.opened.notify_waiters();
-    }
+/// What starting a run came to.
+enum Started {
+    /// The handler ended on its first poll, or there is none: record it.
+    Ended(Ended),
+    /// The handler goes on in a task of its own, which records it.
+    Continuing,
+    /// Nothing to record (the lease ran out before the start): the run just leaves `in_flight`.
+    Dropped(i64),
 }
 
 /// What the executor's loop and its run tasks share.
@@ -169,22 +149,22 @@ struct Shared<S> {
     /// `true` when the grace period is over: runs still executing are cancelled ([`Shared::cancelled`]).
     cancelling: AtomicBool,
     cancel: Notify,
-    /// Each job's handler and the context its runs share, by verb.
-    jobs: HashMap<Arc<str>, (Arc<PlannedJob>, Arc<JobContext>)>,
+    /// Each job's handler and the context its runs share, and where in it each verb is.
+    jobs: Vec<(Arc<PlannedJob>, Arc<JobContext>)>,
+    job_index: HashMap<Arc<str>, usize>,
     /// Runs whose handler has ended, for [`record_ended`], which `recording` wakes.
-    /// Sharded by run id, so that the runs of one instant ending on several workers at once seldom wait
-    /// for each other.
-    ended: [Mutex<Vec<Ended>>; ENDED_SHARDS],
+    ended: Mutex<Vec<Ended>>,
     recording: Notify,
     /// Where [`Shared::renewed`] counts from.
     epoch: Instant,
     /// Until when the last successful renewal holds the leases of the runs it renewed, in nanoseconds
     /// after `epoch` on the local clock: the instant the renewal was sent plus the lease.
     renewed: AtomicI64,
-    /// The gates not opened yet, by instant.
-    gates: Mutex<HashMap<DateTime<Utc>, Arc<Gate>>>,
-    /// Gates opened whose runs have not all passed yet: each run drops its reference as it passes.
-    opened: Mutex<Vec<Arc<Gate>>>,
+    /// The runs waiting for their instant, by instant, in chunks; each instant has its timer
+    /// ([`open_at`]).
+    waiting: Mutex<HashMap<DateTime<Utc>, Vec<Vec<Run>>>>,
+    /// Tasks starting runs ([`start_chunks`]): recording holds back while there are some.
+    starting: AtomicUsize,
 }
 
 impl<S> Shared<S> {
@@ -220,11 +200,11 @@ impl<S> Shared<S> {
         }
     }
 
-    fn push_ended(&self, ended: Ended) {
-        let shard = ended.finish.run_id.rem_euclid(ENDED_SHARDS as i64) as usize;
-        let mut queue = self.ended[shard].lock().unwrap_or_else(|e| e.into_inner());
-        queue.push(ended);
-        if queue.len() == 1 {
+    fn push_ended(&self, ended: impl IntoIterator<Item = Ended>) {
+        let mut queue = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        let was_empty = queue.is_empty();
+        queue.extend(ended);
+        if was_empty && !queue.is_empty() {
             self.recording.notify_one();
         }
     }
@@ -307,17 +287,22 @@ pub(crate) async fn run<S: Store>(
         jobs = plan.jobs.len(),
         "cronverb runtime started"
     );
-    let jobs = plan
+    let jobs: Vec<(Arc<PlannedJob>, Arc<JobContext>)> = plan
         .jobs
-        .iter()
-        .map(|(verb, job)| {
+        .values()
+        .map(|job| {
             let context = Arc::new(JobContext {
                 module: Arc::clone(&plan.module),
                 verb: Arc::clone(&job.verb),
                 state: Arc::clone(&plan.state),
             });
-            (verb.clone(), (Arc::clone(job), context))
+            (Arc::clone(job), context)
         })
+        .collect();
+    let job_index = jobs
+        .iter()
+        .enumerate()
+        .map(|(index, (job, _))| (Arc::clone(&job.verb), index))
         .collect();
     let shared = Arc::new(Shared {
         store,
@@ -332,12 +317,13 @@ pub(crate) async fn run<S: Store>(
         cancelling: AtomicBool::new(false),
         cancel: Notify::new(),
         jobs,
-        ended: std::array::from_fn(|_| Mutex::new(Vec::new())),
+        job_index,
+        ended: Mutex::new(Vec::new()),
         recording: Notify::new(),
         epoch: Instant::now(),
         renewed: AtomicI64::new(0),
-        gates: Mutex::new(HashMap::new()),
-        opened: Mutex::new(Vec::new()),
+        waiting: Mutex::new(HashMap::new()),
+        starting: AtomicUsize::new(0),
     });
     let maintenance = tokio::spawn(maintain(Arc::clone(&shared)));
     let pruning = tokio::spawn(prune(Arc::clone(&shared)));
@@ -402,12 +388,10 @@ async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Rec
             return;
         }
         shared.hint.store(i64::MAX, Ordering::Release);
-        let before = Instant::now();
         let claimed = shared
             .store
             .claim_due(&shared.runner, ahead, settings.batch_limit)
             .await;
-        let after = Instant::now();
         let claimed = match claimed {
             Ok(claimed) => claimed,
             Err(error) => {
@@ -422,23 +406,23 @@ async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Rec
         };
         retry = CLAIM_RETRY;
         let anchor = Anchor {
-            instant: before + (after - before) / 2,
+            instant: claimed.now_at,
             store_now: claimed.now,
         };
         let full = claimed.claims.len() >= settings.batch_limit;
-        // The gate of the instant being claimed; dropped before sleeping, as the gate counts references.
-        let mut gate: Option<(DateTime<Utc>, Arc<Gate>)> = None;
+        // Runs of one instant, in a row, wait together, in chunks of `START_CHUNK`.
+        let mut due: Vec<Run> = Vec::new();
         for claim in claimed.claims {
             match claim.action {
                 ClaimAction::Run => {
-                    let gate = match &gate {
-                        Some((at, gate)) if *at == claim.scheduled_at => Arc::clone(gate),
-                        _ => {
-                            let new = gate_for(shared, claim.scheduled_at, anchor);
-                            gate.insert((claim.scheduled_at, new)).1.clone()
-                        }
-                    };
-                    spawn_run(shared, claim, gate, anchor);
+                    if due.len() == START_CHUNK
+                        || due
+                            .last()
+                            .is_some_and(|run| run.scheduled_at != claim.scheduled_at)
+                    {
+                        wait_for_instant(shared, std::mem::take(&mut due), anchor);
+                    }
+                    due.push(prepare(shared, claim, anchor));
                 }
                 ClaimAction::Skipped => {
                     tracing::warn!(
@@ -453,7 +437,9 @@ async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Rec
                 }
             }
         }
-        drop(gate);
+        if !due.is_empty() {
+            wait_for_instant(shared, due, anchor);
+        }
         if full {
             // More may be due: claim again, letting the tasks just spawned run first.
             tokio::task::yield_now().await;
@@ -567,65 +553,8 @@ async fn prune<S: Store>(shared: Arc<Shared<S>>) {
     }
 }
 
-/// The gate of the runs due at `at`; a new one gets its timer.
-fn gate_for<S: Store>(shared: &Arc<Shared<S>>, at: DateTime<Utc>, anchor: Anchor) -> Arc<Gate> {
-    let mut gates = shared.gates.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(gate) = gates.get(&at) {
-        return Arc::clone(gate);
-    }
-    let gate = Arc::new(Gate {
-        start_at: anchor.instant_for(at),
-        state: AtomicU8::new(Gate::CLOSED),
-        opened: Notify::new(),
-    });
-    gates.insert(at, Arc::clone(&gate));
-    drop(gates);
-    tokio::spawn(open_at(Arc::clone(shared), at, Arc::clone(&gate)));
-    gate
-}
-
-/// Opens `gate` at its instant, or releases its runs if shutdown comes first.
-async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, gate: Arc<Gate>) {
-    let mut shutdown = shared.shutdown.clone();
-    let state = tokio::select! {
-        biased;
-        _ = shutdown.wait_for(|stop| *stop) => Gate::RELEASED,
-        () = sleep_until_exact(gate.start_at) => Gate::OPEN,
-    };
-    // Runs claimed for this instant from now on find no gate and start at once.
-    shared
-        .gates
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&at);
-    shared
-        .opened
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Arc::clone(&gate));
-    gate.open(state);
-}
-
-/// Sleeps until `at`, neither before it nor a timer tick after it: on tokio's timer until less than a
-/// tick before, then yielding to the other tasks until the clock reads `at`, which costs this worker at
-/// most a millisecond per instant.
-async fn sleep_until_exact(at: Instant) {
-    tokio::time::sleep_until(at.checked_sub(TIMER_TICK).unwrap_or(at)).await;
-    let yielding = std::time::Instant::now();
-    while Instant::now() < at {
-        if yielding.elapsed() > 2 * TIMER_TICK {
-            // The clock is paused (tests) or this thread was held up: a paused clock moves only when
-            // every task sleeps.
-            tokio::time::sleep_until(at).await;
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
-}
-
-/// Spawns the task of a claimed run, which waits at `gate` for the run's instant. What can be prepared
-/// (the span, the handler) is prepared now, before the instant.
-fn spawn_run<S: Store>(shared: &Arc<Shared<S>>, claim: Claim, gate: Arc<Gate>, anchor: Anchor) {
+/// Prepares the run of a claim: its span and its handler, before its instant.
+fn prepare<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Run {
     let span = tracing::info_span!(
         "cron_run",
         module = %shared.plan.module,
@@ -638,138 +567,364 @@ fn spawn_run<S: Store>(shared: &Arc<Shared<S>>, claim: Claim, gate: Arc<Gate>, a
         skipped = tracing::field::Empty,
     );
     let job = shared
-        .jobs
+        .job_index
         .get(claim.verb.as_str())
-        .cloned()
+        .map(|&index| (index, Arc::clone(&shared.jobs[index].1)))
         .ok_or_else(|| {
             format!(
                 "this build has no handler for `{}`; is the deployment key reused across versions?",
                 claim.verb
             )
         });
-    let run = Run {
+    Run {
         run_id: claim.run_id,
         job_id: claim.job_id,
         scheduled_at: claim.scheduled_at,
         lease_until: anchor.instant_for(claim.lease_expires_at),
         job,
+        span,
+    }
+}
+
+/// Puts `runs`, a chunk of runs due at the same instant, in flight and in the list of their instant; a
+/// new list gets its timer.
+fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: Anchor) {
+    let at = runs[0].scheduled_at;
+    {
+        // In flight before they can start, so that none leaves `in_flight` before it is there.
+        let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        in_flight.reserve(runs.len());
+        for run in &runs {
+            in_flight.insert(run.run_id, InFlight::default());
+        }
+    }
+    let mut waiting = shared.waiting.lock().unwrap_or_else(|e| e.into_inner());
+    match waiting.entry(at) {
+        Entry::Occupied(mut list) => list.get_mut().push(runs),
+        Entry::Vacant(list) => {
+            list.insert(vec![runs]);
+            tokio::spawn(open_at(Arc::clone(shared), at, anchor.instant_for(at)));
+        }
+    }
+}
+
+/// At `start_at` (the instant `at` on the local clock), starts the runs waiting for `at`; releases them
+/// unstarted if shutdown comes first.
+///
+/// Its timer fires [`TIMER_EARLY`] before the instant. With more than one chunk due, it then spawns one
+/// helper per other worker: an idle worker takes a millisecond or more to wake up on a virtual machine,
+/// so it is woken now, and every starter holds its worker for the last moments before the instant
+/// ([`hold_until`]). Then they take chunks until none is left.
+async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, start_at: Instant) {
+    let mut shutdown = shared.shutdown.clone();
+    let early = start_at.checked_sub(TIMER_EARLY).unwrap_or(start_at);
+    let released = tokio::select! {
+        biased;
+        _ = shutdown.wait_for(|stop| *stop) => true,
+        () = tokio::time::sleep_until(early) => false,
     };
-    let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-    // Spawned under the lock, so that the run cannot leave `in_flight` before it is there.
-    let task = execute(Arc::clone(shared), run, gate, anchor, span);
-    let task = tokio::spawn(task);
-    in_flight.insert(
-        claim.run_id,
-        InFlight {
-            abort: Some(task.abort_handle()),
-        },
-    );
+    let handoff = Arc::new(Handoff {
+        chunks: Mutex::new(Vec::new()),
+        ready: AtomicBool::new(false),
+    });
+    if !released {
+        let chunks = shared
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&at)
+            .map_or(0, Vec::len);
+        let workers = tokio::runtime::Handle::current().metrics().num_workers();
+        let helpers = workers.min(chunks).saturating_sub(1);
+        for _ in 0..helpers {
+            shared.starting.fetch_add(1, Ordering::AcqRel);
+            tokio::spawn(help(Arc::clone(&shared), Arc::clone(&handoff), start_at));
+        }
+        hold_until(start_at).await;
+    }
+    // Runs claimed for this instant from now on make a new list, whose timer fires at once.
+    let chunks = shared
+        .waiting
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&at)
+        .unwrap_or_default();
+    if released || *shutdown.borrow() {
+        handoff.ready.store(true, Ordering::Release);
+        let ids: Vec<i64> = chunks.iter().flatten().map(|run| run.run_id).collect();
+        for run in chunks.iter().flatten() {
+            run.span
+                .in_scope(|| tracing::debug!("released before it started: shutting down"));
+        }
+        shared
+            .cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(&ids);
+        shared.remove_all(&ids);
+        return;
+    }
+    shared.starting.fetch_add(1, Ordering::AcqRel);
+    *handoff.chunks.lock().unwrap_or_else(|e| e.into_inner()) = chunks;
+    handoff.ready.store(true, Ordering::Release);
+    start_chunks(&shared, &handoff, start_at);
+}
+
+/// The chunks of runs of one instant, handed from [`open_at`] to its helpers at the instant.
+struct Handoff {
+    chunks: Mutex<Vec<Vec<Run>>>,
+    ready: AtomicBool,
+}
+
+/// Helps [`open_at`] start the runs due at `start_at`.
+async fn help<S: Store>(shared: Arc<Shared<S>>, handoff: Arc<Handoff>, start_at: Instant) {
+    hold_until(start_at).await;
+    // The opener hands the chunks over as soon as it reaches the instant too; on this same worker, it
+    // runs when this task yields.
+    let waiting = std::time::Instant::now();
+    while !handoff.ready.load(Ordering::Acquire) {
+        if waiting.elapsed() < TIMER_EARLY {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    start_chunks(&shared, &handoff, start_at);
+}
+
+/// Starts chunks of runs due at `start_at` until none is left.
+fn start_chunks<S: Store>(shared: &Arc<Shared<S>>, handoff: &Handoff, start_at: Instant) {
+    loop {
+        let chunk = handoff
+            .chunks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        let Some(chunk) = chunk else { break };
+        start_chunk(shared, chunk, start_at);
+    }
+    shared.starting.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Waits for `at`, at most [`TIMER_EARLY`] away, neither before it nor a timer tick after it, by
+/// holding this worker: tokio's timer is not that precise, and a worker left idle is slow to wake. Its
+/// other tasks can be stolen by the other workers meanwhile.
+async fn hold_until(at: Instant) {
+    let left = at
+        .saturating_duration_since(Instant::now())
+        .min(TIMER_EARLY);
+    let until = std::time::Instant::now() + left;
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+    if Instant::now() < at {
+        // tokio's clock is paused (tests): it moves when every task sleeps.
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+/// Starts `runs`, due at `start_at`, one after the other, and hands those that ended at once to
+/// [`record_ended`] together.
+fn start_chunk<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, start_at: Instant) {
+    let mut ended = Vec::with_capacity(runs.len());
+    let mut dropped = Vec::new();
+    let mut now = Instant::now();
+    for (i, run) in runs.into_iter().enumerate() {
+        // The clock costs as much as starting a run that ends at once: read it now and then. Runs
+        // started in between are at most that much later than it says.
+        if i % CLOCK_EVERY == 0 {
+            now = Instant::now();
+        }
+        match start(shared, run, start_at, now) {
+            Started::Ended(run) => ended.push(run),
+            Started::Continuing => {}
+            Started::Dropped(run_id) => dropped.push(run_id),
+        }
+    }
+    if !dropped.is_empty() {
+        shared.remove_all(&dropped);
+    }
+    shared.push_ended(ended);
 }
 
 fn lateness_ms(now: DateTime<Utc>, scheduled_at: DateTime<Utc>) -> i64 {
     (now - scheduled_at).num_milliseconds().max(0)
 }
 
-/// One run: waits for its instant, runs the handler under its timeout and hands how it ended to
-/// [`record_ended`].
-async fn execute<S: Store>(
-    shared: Arc<Shared<S>>,
-    run: Run,
-    gate: Arc<Gate>,
-    anchor: Anchor,
-    span: tracing::Span,
-) {
-    let ended = async {
-        let start = gate.pass().await;
-        // Passed: the gate counts the runs still waiting by its references.
-        drop(gate);
-        if !start {
-            tracing::debug!("released before it started: shutting down");
-            push_cancelled(&shared, run.run_id);
-            return None;
-        }
-        run_once(&shared, &run, anchor, &span).await
+/// Starts one run: calls its handler and polls it once, in the run's span and context, catching a
+/// panic in either. A handler that does not end on that poll goes on in a task of its own ([`go_on`]).
+///
+/// The handler is never called once the run's lease has run out on the local clock (less a margin):
+/// a replica frozen past its lease (SIGSTOP, a suspended VM) must leave the run to the others.
+fn start<S: Store>(
+    shared: &Arc<Shared<S>>,
+    mut run: Run,
+    start_at: Instant,
+    now: Instant,
+) -> Started {
+    if !run.span.is_disabled() {
+        let late = now.saturating_duration_since(start_at).as_millis();
+        run.span
+            .record("lateness_ms", i64::try_from(late).unwrap_or(i64::MAX));
     }
-    .instrument(span.clone())
-    .await;
-    match ended {
-        // Recorded in batches, once the runs due at the same instant have started.
-        Some(finish) => shared.push_ended(Ended { finish, span }),
-        None => shared.remove(run.run_id),
+    let (index, job_context) = match std::mem::replace(&mut run.job, Err(String::new())) {
+        Ok(job) => job,
+        Err(error) => return Started::Ended(ended(run, Outcome::Failed, Some(error))),
+    };
+    if now >= shared.lease_until(run.lease_until) {
+        lease_lost(&run.span);
+        return Started::Dropped(run.run_id);
+    }
+    let job = &shared.jobs[index].0;
+    let context = Context {
+        job: job_context,
+        scheduled_at: run.scheduled_at,
+        run_id: run.run_id,
+    };
+    let first = run.span.in_scope(|| {
+        context.sync_scope(|| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let mut handler = (job.handler)();
+                // Unconstrained: runs started together share this task's poll, not its coop budget.
+                // The waker does nothing: a handler still pending is polled again by its own task,
+                // which registers that task's waker.
+                let poll = tokio::task::unconstrained(handler.as_mut())
+                    .poll_unpin(&mut std::task::Context::from_waker(Waker::noop()));
+                (handler, poll)
+            }))
+        })
+    });
+    match first {
+        Err(panic) => {
+            let error = panic_message(panic.as_ref());
+            Started::Ended(ended(run, Outcome::Panicked, Some(error)))
+        }
+        Ok((_, Poll::Ready(result))) => {
+            let (outcome, error) = outcome_of(result);
+            Started::Ended(ended(run, outcome, error))
+        }
+        Ok((handler, Poll::Pending)) => {
+            go_on(shared, run, index, handler, now);
+            Started::Continuing
+        }
     }
 }
 
-/// Runs the handler, in its span; `None` when shutdown cancelled it.
-async fn run_once<S: Store>(
-    shared: &Shared<S>,
-    run: &Run,
-    anchor: Anchor,
-    span: &tracing::Span,
-) -> Option<Finish> {
-    if !span.is_disabled() {
-        span.record(
-            "lateness_ms",
-            lateness_ms(anchor.store_now(), run.scheduled_at),
-        );
+fn outcome_of(result: Result<(), String>) -> (Outcome, Option<String>) {
+    match result {
+        Ok(()) => (Outcome::Succeeded, None),
+        Err(message) => (Outcome::Failed, Some(message)),
     }
-    let (outcome, error) = match &run.job {
-        Err(error) => (Outcome::Failed, Some(error.clone())),
-        Ok((job, context)) => match call(shared, job, context, run).await {
-            Called::Ended(outcome, error) => (outcome, error),
-            Called::Cancelled => {
+}
+
+fn ended(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
+    run.span
+        .record("outcome", tracing::field::display(outcome.as_str()));
+    Ended {
+        finish: Finish {
+            run_id: run.run_id,
+            job_id: run.job_id,
+            outcome,
+            error,
+        },
+        span: run.span,
+    }
+}
+
+fn lease_lost(span: &tracing::Span) {
+    span.in_scope(|| {
+        // Not recorded: the run may already be another replica's to recover, and a finish would be
+        // fenced anyway. Its row is taken back as `abandoned` once the lease expires.
+        tracing::warn!(
+            outcome = "abandoned",
+            "lost the lease of a run: this replica could not renew it in time (frozen, or cut off from \
+             the store); its handler was stopped and the run is left to recovery"
+        );
+    });
+}
+
+/// Gives a handler still pending after its first poll a task of its own.
+fn go_on<S: Store>(
+    shared: &Arc<Shared<S>>,
+    run: Run,
+    index: usize,
+    handler: HandlerFuture,
+    started: Instant,
+) {
+    let run_id = run.run_id;
+    // Spawned under the lock, so that the run cannot leave `in_flight` before its task is there.
+    let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+    let task = tokio::spawn(finish_run(Arc::clone(shared), run, index, handler, started));
+    match in_flight.get_mut(&run_id) {
+        Some(entry) => entry.abort = Some(task.abort_handle()),
+        // A renewal found its lease lost meanwhile ([`maintain`]): it must not go on.
+        None => task.abort(),
+    }
+}
+
+/// The rest of a handler that did not end on its first poll: under its timeout, its lease and the
+/// shutdown's cancellation; then hands how it ended to [`record_ended`].
+async fn finish_run<S: Store>(
+    shared: Arc<Shared<S>>,
+    run: Run,
+    index: usize,
+    handler: HandlerFuture,
+    started: Instant,
+) {
+    let (job, job_context) = shared.jobs[index].clone();
+    let context = Context {
+        job: job_context,
+        scheduled_at: run.scheduled_at,
+        run_id: run.run_id,
+    };
+    let guarded = AssertUnwindSafe(handler).catch_unwind();
+    tokio::pin!(guarded);
+    let deadline = started + job.timeout;
+    let until = context
+        .scope(until_timeout(&shared, deadline, run.lease_until, guarded))
+        .instrument(run.span.clone())
+        .await;
+    let (outcome, error) = match until {
+        Until::Ended(Ok(result)) => outcome_of(result),
+        Until::Ended(Err(panic)) => (Outcome::Panicked, Some(panic_message(panic.as_ref()))),
+        Until::TimedOut => (
+            Outcome::TimedOut,
+            Some(format!("timed out after {:?}", job.timeout)),
+        ),
+        Until::Cancelled => {
+            run.span.in_scope(|| {
                 tracing::warn!(
                     outcome = "cancelled",
                     "cancelled: the shutdown grace period is over"
                 );
-                push_cancelled(shared, run.run_id);
-                return None;
-            }
-            Called::LeaseLost => {
-                // Not recorded: the run may already be another replica's to recover, and a finish
-                // would be fenced anyway. Its row is taken back as `abandoned` once the lease expires.
-                tracing::warn!(
-                    outcome = "abandoned",
-                    "lost the lease of a run: this replica could not renew it in time (frozen, or cut \
-                     off from the store); its handler was stopped and the run is left to recovery"
-                );
-                return None;
-            }
-        },
+            });
+            push_cancelled(&shared, run.run_id);
+            shared.remove(run.run_id);
+            return;
+        }
+        Until::LeaseLost => {
+            lease_lost(&run.span);
+            shared.remove(run.run_id);
+            return;
+        }
     };
-    span.record("outcome", tracing::field::display(outcome.as_str()));
-    Some(Finish {
-        run_id: run.run_id,
-        job_id: run.job_id,
-        outcome,
-        error,
-    })
+    shared.push_ended([ended(run, outcome, error)]);
 }
 
 /// Records ended runs, as many as have ended at once with one [`Store::finish_many`], so that recording
 /// thousands of runs due at one instant costs one wake-up and one store call per batch, after their
 /// handlers have started. Runs leave `in_flight` once recorded.
 async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
-    let mut ended: Vec<Ended> = Vec::new();
     loop {
         shared.recording.notified().await;
-        // Let the handlers due at the same instant start first: hold while runs are still waiting behind
-        // an opened gate, unless that takes long.
+        // Let the runs due at the same instant start first, unless that takes long.
         let held = Instant::now();
-        loop {
-            let starting = {
-                let mut opened = shared.opened.lock().unwrap_or_else(|e| e.into_inner());
-                opened.retain(|gate| Arc::strong_count(gate) > 1);
-                !opened.is_empty()
-            };
-            if !starting || held.elapsed() >= HOLD_MAX {
-                break;
-            }
+        while shared.starting.load(Ordering::Acquire) > 0 && held.elapsed() < HOLD_MAX {
             // A sleep, not a yield: a task yielding in a loop keeps its worker from stealing others' work.
             tokio::time::sleep(HOLD_STEP).await;
         }
-        for shard in &shared.ended {
-            ended.append(&mut shard.lock().unwrap_or_else(|e| e.into_inner()));
-        }
+        let mut ended =
+            std::mem::take(&mut *shared.ended.lock().unwrap_or_else(|e| e.into_inner()));
         while !ended.is_empty() {
             let rest = ended.split_off(ended.len().min(FINISH_BATCH));
             let batch = std::mem::replace(&mut ended, rest);
@@ -862,65 +1017,6 @@ async fn retry_finish<S: Store>(shared: Arc<Shared<S>>, finish: Finish, span: tr
         }
     }
     shared.remove(finish.run_id);
-}
-
-/// How a call of a handler ended.
-enum Called {
-    Ended(Outcome, Option<String>),
-    /// Shutdown cancelled it after the grace period.
-    Cancelled,
-    /// Its lease ran out on the local clock before the handler ended; the handler was dropped.
-    LeaseLost,
-}
-
-/// Runs the handler under its timeout and its lease, catching panics.
-///
-/// The handler is never polled once the run's lease has run out on the local clock (minus a margin):
-/// a replica that was frozen (SIGSTOP, a suspended VM, a long GC pause) past its lease resumes to find
-/// its handlers dropped before they take another step, while another replica may already run the job.
-async fn call<S>(
-    shared: &Shared<S>,
-    job: &PlannedJob,
-    context: &Arc<JobContext>,
-    run: &Run,
-) -> Called {
-    let started = Instant::now();
-    if started >= shared.lease_until(run.lease_until) {
-        return Called::LeaseLost;
-    }
-    let context = Context {
-        job: Arc::clone(context),
-        scheduled_at: run.scheduled_at,
-        run_id: run.run_id,
-    };
-    // Calling the handler happens inside the guarded future, so a panic while creating its future is
-    // caught too.
-    let guarded = AssertUnwindSafe(context.scope(async { (job.handler)().await })).catch_unwind();
-    tokio::pin!(guarded);
-    // Most handlers that end at once do so on their first poll: that one arms neither the timer nor the
-    // cancellation, which would cost every run's task their room and every start their time.
-    let ended = match std::future::poll_fn(|cx| Poll::Ready(guarded.as_mut().poll(cx))).await {
-        Poll::Ready(ended) => ended,
-        Poll::Pending => {
-            let deadline = started + job.timeout;
-            match Box::pin(until_timeout(shared, deadline, run.lease_until, guarded)).await {
-                Until::Ended(ended) => ended,
-                Until::TimedOut => {
-                    return Called::Ended(
-                        Outcome::TimedOut,
-                        Some(format!("timed out after {:?}", job.timeout)),
-                    );
-                }
-                Until::Cancelled => return Called::Cancelled,
-                Until::LeaseLost => return Called::LeaseLost,
-            }
-        }
-    };
-    match ended {
-        Err(panic) => Called::Ended(Outcome::Panicked, Some(panic_message(panic.as_ref()))),
-        Ok(Err(message)) => Called::Ended(Outcome::Failed, Some(message)),
-        Ok(Ok(())) => Called::Ended(Outcome::Succeeded, None),
-    }
 }
 
 enum Until<T> {

@@ -31,7 +31,7 @@ fn runs_of(store: &MemoryStore, verb: &str) -> Vec<RunRecord> {
     store
         .runs()
         .into_iter()
-        .filter(|r| r.verb == verb)
+        .filter(|r| &*r.verb == verb)
         .collect()
 }
 

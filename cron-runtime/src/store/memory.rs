@@ -47,8 +47,9 @@ pub struct RunRecord {
     pub run_id: i64,
     pub job_id: i64,
     pub deployment_id: i64,
-    pub module: String,
-    pub verb: String,
+    /// Shared with the job's other runs: thousands of runs a second cost no copies of their names.
+    pub module: Arc<str>,
+    pub verb: Arc<str>,
     pub scheduled_at: DateTime<Utc>,
     /// When the handler was (to be) started: the later of the claim and the scheduled instant. `None` for a
     /// run recorded `skipped`.
@@ -59,7 +60,7 @@ pub struct RunRecord {
     pub outcome: Option<Outcome>,
     pub error: Option<String>,
     /// The runner's name (`host:pid`).
-    pub runner: String,
+    pub runner: Arc<str>,
     /// See [`Finished::Recorded`].
     pub skipped: u32,
 }
@@ -75,7 +76,7 @@ struct State {
     /// Idle jobs with a next occurrence, per deployment, ordered by that occurrence.
     due: HashMap<i64, BTreeSet<(DateTime<Utc>, i64)>>,
     /// The executing verbs of each module, whatever their deployment (contract 3 across deployments).
-    executing_verbs: HashMap<String, HashSet<String>>,
+    executing_verbs: HashMap<Arc<str>, HashSet<Arc<str>>>,
     runners: HashMap<i64, RunnerRow>,
     /// Runs in flight, by run id.
     running: HashMap<i64, RunRecord>,
@@ -84,7 +85,7 @@ struct State {
 
 #[derive(Debug)]
 struct DeploymentRow {
-    module: String,
+    module: Arc<str>,
     active: bool,
     /// Job ids by verb.
     jobs: HashMap<String, i64>,
@@ -93,7 +94,9 @@ struct DeploymentRow {
 #[derive(Debug)]
 struct JobRow {
     deployment_id: i64,
-    module: String,
+    module: Arc<str>,
+    /// `spec.verb`, shared with the job's runs.
+    verb: Arc<str>,
     spec: JobSpec,
     next_execution: Option<DateTime<Utc>>,
     executing: Option<Executing>,
@@ -110,6 +113,8 @@ struct Executing {
 #[derive(Debug)]
 struct RunnerRow {
     deployment_id: i64,
+    /// [`Runner::name`], shared with its runs.
+    name: Arc<str>,
     last_seen: DateTime<Utc>,
 }
 
@@ -164,7 +169,12 @@ impl MemoryStore {
 
     /// The store's clock.
     pub fn now(&self) -> DateTime<Utc> {
-        let elapsed = Instant::now().saturating_duration_since(self.inner.origin_instant);
+        self.now_at(Instant::now())
+    }
+
+    /// What the store's clock reads at `instant`.
+    fn now_at(&self, instant: Instant) -> DateTime<Utc> {
+        let elapsed = instant.saturating_duration_since(self.inner.origin_instant);
         self.inner.origin + chrono::Duration::from_std(elapsed).unwrap_or(chrono::Duration::MAX)
     }
 
@@ -185,7 +195,7 @@ impl MemoryStore {
         let deployment = state
             .deployments
             .values()
-            .find(|d| d.active && d.module == module)?;
+            .find(|d| d.active && &*d.module == module)?;
         let job = &state.jobs[deployment.jobs.get(verb)?];
         job.executing
             .is_none()
@@ -234,7 +244,7 @@ impl State {
         if job.executing.take().is_some()
             && let Some(verbs) = self.executing_verbs.get_mut(&job.module)
         {
-            verbs.remove(&job.spec.verb);
+            verbs.remove(&*job.verb);
         }
         let due = self.due.entry(job.deployment_id).or_default();
         if let Some(old) = job.next_execution {
@@ -319,7 +329,7 @@ impl State {
         let Some(winner) = self
             .deployments
             .iter()
-            .filter(|(id, d)| d.module == module && live.contains(id))
+            .filter(|(id, d)| &*d.module == module && live.contains(id))
             .map(|(id, _)| *id)
             .max()
         else {
@@ -331,7 +341,7 @@ impl State {
         let previous = self
             .deployments
             .iter()
-            .find(|(_, d)| d.module == module && d.active)
+            .find(|(_, d)| &*d.module == module && d.active)
             .map(|(id, _)| *id);
         let mut carried: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
         if let Some(previous) = previous {
@@ -420,7 +430,7 @@ impl Store for MemoryStore {
         let mut state = self.lock();
         let deployment_id = match state.deployment_keys.get(&spec.key) {
             Some(id) => {
-                if state.deployments[id].module != spec.module {
+                if *state.deployments[id].module != *spec.module {
                     return Err(StoreError::Invalid(format!(
                         "deployment `{}` is registered for module `{}`, not `{}`",
                         spec.key, state.deployments[id].module, spec.module
@@ -430,6 +440,7 @@ impl Store for MemoryStore {
             }
             None => {
                 let id = state.id();
+                let module: Arc<str> = Arc::from(spec.module.as_str());
                 let mut jobs = HashMap::new();
                 for job in &spec.jobs {
                     let job_id = state.id();
@@ -437,7 +448,8 @@ impl Store for MemoryStore {
                         job_id,
                         JobRow {
                             deployment_id: id,
-                            module: spec.module.clone(),
+                            module: Arc::clone(&module),
+                            verb: Arc::from(job.verb.as_str()),
                             spec: job.clone(),
                             next_execution: None,
                             executing: None,
@@ -448,7 +460,7 @@ impl Store for MemoryStore {
                 state.deployments.insert(
                     id,
                     DeploymentRow {
-                        module: spec.module.clone(),
+                        module,
                         active: false,
                         jobs,
                     },
@@ -458,10 +470,12 @@ impl Store for MemoryStore {
             }
         };
         let runner_id = state.id();
+        let name = format!("{}:{}", host_name(), std::process::id());
         state.runners.insert(
             runner_id,
             RunnerRow {
                 deployment_id,
+                name: Arc::from(name.as_str()),
                 last_seen: now,
             },
         );
@@ -471,7 +485,7 @@ impl Store for MemoryStore {
         Ok(Runner {
             id: runner_id,
             deployment_id,
-            name: format!("{}:{}", host_name(), std::process::id()),
+            name,
         })
     }
 
@@ -486,7 +500,7 @@ impl Store for MemoryStore {
         };
         row.last_seen = now;
         let module = state.deployments[&runner.deployment_id].module.clone();
-        let modules: HashSet<String> = state
+        let modules: HashSet<Arc<str>> = state
             .deployments
             .values()
             .map(|d| d.module.clone())
@@ -509,7 +523,8 @@ impl Store for MemoryStore {
         ahead: Duration,
         limit: usize,
     ) -> Result<Claimed, StoreError> {
-        let now = self.now();
+        let now_at = Instant::now();
+        let now = self.now_at(now_at);
         let horizon = now + ahead;
         let mut state = self.lock();
         let state = &mut *state;
@@ -523,6 +538,7 @@ impl Store for MemoryStore {
             return Ok(Claimed {
                 claims: Vec::new(),
                 now,
+                now_at,
                 next_due: None,
             });
         }
@@ -547,19 +563,19 @@ impl Store for MemoryStore {
             let run_id = state.id();
             let job = &state.jobs[&job_id];
             let late = (now - scheduled_at).to_std().is_ok_and(|d| d > tolerance);
-            let verb = job.spec.verb.clone();
+            let verb = Arc::clone(&job.verb);
             let mut run = RunRecord {
                 run_id,
                 job_id,
                 deployment_id: runner.deployment_id,
-                module: module.clone(),
-                verb: verb.clone(),
+                module: Arc::clone(&module),
+                verb: Arc::clone(&verb),
                 scheduled_at,
                 started_at: None,
                 finished_at: None,
                 outcome: None,
                 error: None,
-                runner: runner.name.clone(),
+                runner: Arc::clone(&state.runners[&runner.id].name),
                 skipped: 0,
             };
             let lease_expires_at = now + lease;
@@ -573,7 +589,7 @@ impl Store for MemoryStore {
                 claims.push(Claim {
                     run_id,
                     job_id,
-                    verb,
+                    verb: verb.to_string(),
                     scheduled_at,
                     late,
                     action: ClaimAction::Skipped,
@@ -592,15 +608,15 @@ impl Store for MemoryStore {
             });
             state
                 .executing_verbs
-                .entry(module.clone())
+                .entry(Arc::clone(&module))
                 .or_default()
-                .insert(verb.clone());
+                .insert(Arc::clone(&verb));
             run.started_at = Some(now.max(scheduled_at));
             state.running.insert(run_id, run);
             claims.push(Claim {
                 run_id,
                 job_id,
-                verb,
+                verb: verb.to_string(),
                 scheduled_at,
                 late,
                 action: ClaimAction::Run,
@@ -611,6 +627,7 @@ impl Store for MemoryStore {
         Ok(Claimed {
             claims,
             now,
+            now_at,
             next_due,
         })
     }

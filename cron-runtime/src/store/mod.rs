@@ -73,9 +73,13 @@ pub struct Claim {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {
     pub claims: Vec<Claim>,
-    /// The store's clock when it claimed (contract 1: one clock). The executor measures its own clock's
-    /// offset from it to know when to start handlers and how long to sleep.
+    /// The store's clock when it claimed (contract 1: one clock). The executor maps it onto its own clock
+    /// through `now_at` to know when to start handlers and how long to sleep.
     pub now: DateTime<Utc>,
+    /// The local instant (tokio's clock) at which the store's clock read `now`, or the earliest the store
+    /// can tell that is not before it: a store answering over a network reads its clock, then answers.
+    /// Anchored there, a handler may start late by that answer's trip, never early.
+    pub now_at: tokio::time::Instant,
     /// The earliest `next_execution` among idle jobs this replica could claim, if any.
     pub next_due: Option<DateTime<Utc>>,
 }

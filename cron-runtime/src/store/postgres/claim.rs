@@ -91,9 +91,9 @@ ORDER BY scheduled_at, job_id
 "#;
 
 /// The earliest occurrence (or pending trigger) among the jobs the claim could take next, and the
-/// database's clock.
+/// database's clock as it answers (not `now()`, which stands still at the transaction's start).
 const NEXT_DUE: &str = r#"
-SELECT now() AS now, (
+SELECT clock_timestamp() AS clock, (
     SELECT least(CASE WHEN NOT j.paused THEN j.next_execution END, j.trigger_requested_at)
     FROM cron_jobs j
     JOIN cron_deployments d ON d.id = j.deployment_id
@@ -263,11 +263,16 @@ impl PgStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
+        // The database's clock read `clock` at most a one-way trip before `clock_at`: anchoring the
+        // local clock there can only make a start late by that trip, never early.
+        let clock_at = tokio::time::Instant::now();
+        let clock: DateTime<Utc> = row.try_get("clock").map_err(db(context()))?;
         let next_due: Option<DateTime<Utc>> = row.try_get("next_due").map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         Ok(Claimed {
             claims,
-            now,
+            now: clock,
+            now_at: clock_at,
             next_due,
         })
     }
