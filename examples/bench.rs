@@ -902,14 +902,15 @@ async fn explain_claim_n(
         .bind(due)
         .execute(&mut *tx)
         .await?;
-        let verbs: Vec<String> = spec.jobs.iter().map(|j| j.verb.clone()).collect();
-        let expressions: Vec<String> = spec.jobs.iter().map(|j| j.expression.clone()).collect();
-        let zones: Vec<String> = spec.jobs.iter().map(|j| j.zone.name().to_owned()).collect();
+        // The claim's keys, as the store builds them (`Claimable` in cron-runtime's postgres/mod.rs).
+        let keys: Vec<String> = spec
+            .jobs
+            .iter()
+            .map(|j| format!("{}\u{1f}{}\u{1f}{}", j.verb, j.expression, j.zone.name()))
+            .collect();
         let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {claim}"))
             .bind(runner.deployment_id)
-            .bind(&verbs)
-            .bind(&expressions)
-            .bind(&zones)
+            .bind(&keys)
             .bind(0.5f64)
             .bind(1000i64)
             .bind(&runner.name)
@@ -924,9 +925,7 @@ async fn explain_claim_n(
             let more: Vec<String> =
                 sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {next_due}"))
                     .bind(runner.deployment_id)
-                    .bind(&verbs)
-                    .bind(&expressions)
-                    .bind(&zones)
+                    .bind(&keys)
                     .fetch_all(&mut *tx)
                     .await?;
             lines.push(String::new());

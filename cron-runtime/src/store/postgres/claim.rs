@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use super::schedules::{count_between, next_after_run};
-use super::{Claimable, PgStore, db};
+use super::{PgStore, db};
 use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
 
 /// The claim: one conditional statement. It picks the due idle jobs of the runner's deployment (active,
@@ -34,26 +34,25 @@ WITH due AS (
     SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone,
            CASE WHEN k.regular THEN j.next_execution ELSE j.trigger_requested_at END AS scheduled_at,
            NOT k.regular AS manual,
-           k.regular AND now() - j.next_execution > make_interval(secs => $9) AS late,
+           k.regular AND now() - j.next_execution > make_interval(secs => $7) AS late,
            j.missed
     FROM cron_jobs j
     JOIN cron_deployments d ON d.id = j.deployment_id
     CROSS JOIN LATERAL (
-        SELECT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $5), false)
+        SELECT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $3), false)
             AS regular
     ) k
     WHERE j.deployment_id = $1
       AND d.active
       AND j.state = 'idle'
       AND (k.regular OR j.trigger_requested_at IS NOT NULL)
-      AND (j.verb, j.schedule, j.timezone) IN (
-          SELECT * FROM unnest($2::text[], $3::text[], $4::text[]))
+      AND j.verb || chr(31) || j.schedule || chr(31) || j.timezone = ANY($2::text[])
       AND j.verb NOT IN (
           SELECT o.verb FROM cron_jobs o
           WHERE o.state = 'executing'
             AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1))
     ORDER BY scheduled_at, j.id
-    LIMIT $6
+    LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
     FOR SHARE OF d
 ),
@@ -65,7 +64,7 @@ runs AS (
            CASE WHEN late AND missed = 'skip' THEN NULL ELSE greatest(now(), scheduled_at) END,
            CASE WHEN late AND missed = 'skip' THEN now() END,
            CASE WHEN late AND missed = 'skip' THEN 'skipped' ELSE 'running' END,
-           $7, $8, late, manual
+           $5, $6, late, manual
     FROM due
     ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
     RETURNING r.id, r.job_id, r.outcome, r.scheduled_at, r.late, r.manual
@@ -74,7 +73,7 @@ claimed AS (
     UPDATE cron_jobs j
     SET state = 'executing',
         current_run_id = runs.id,
-        lease_expires_at = greatest(now(), runs.scheduled_at) + make_interval(secs => $10),
+        lease_expires_at = greatest(now(), runs.scheduled_at) + make_interval(secs => $8),
         trigger_requested_at = CASE WHEN runs.outcome = 'skipped' THEN j.trigger_requested_at END
     FROM runs
     WHERE j.id = runs.job_id
@@ -101,8 +100,7 @@ SELECT clock_timestamp() AS clock, (
       AND d.active
       AND j.state = 'idle'
       AND (NOT j.paused AND j.next_execution IS NOT NULL OR j.trigger_requested_at IS NOT NULL)
-      AND (j.verb, j.schedule, j.timezone) IN (
-          SELECT * FROM unnest($2::text[], $3::text[], $4::text[]))
+      AND j.verb || chr(31) || j.schedule || chr(31) || j.timezone = ANY($2::text[])
       AND j.verb NOT IN (
           SELECT o.verb FROM cron_jobs o
           WHERE o.state = 'executing'
@@ -122,11 +120,7 @@ impl PgStore {
         let known = self.known(runner)?;
         self.take_over_before_claim(runner, &known).await?;
         let settings = self.settings();
-        let Claimable {
-            verbs,
-            expressions,
-            zones,
-        } = &known.claimable;
+        let keys = &known.claimable.keys;
         let context = || format!("claiming due jobs for runner {}", runner.name);
 
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
@@ -136,9 +130,7 @@ impl PgStore {
         let rows = sqlx::query(CLAIM)
             .persistent(false)
             .bind(runner.deployment_id)
-            .bind(verbs)
-            .bind(expressions)
-            .bind(zones)
+            .bind(keys)
             .bind(ahead.as_secs_f64())
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .bind(&runner.name)
@@ -257,9 +249,7 @@ impl PgStore {
         let row = sqlx::query(NEXT_DUE)
             .persistent(false)
             .bind(runner.deployment_id)
-            .bind(verbs)
-            .bind(expressions)
-            .bind(zones)
+            .bind(keys)
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
