@@ -241,6 +241,36 @@ async fn a_key_registered_for_another_module_is_refused(pool: PgPool) {
 // Contracts 1 and 2: one clock, one conditional claim
 
 #[sqlx::test(migrations = "./migrations")]
+async fn a_full_claim_says_more_may_be_due_and_the_next_claim_takes_the_rest(pool: PgPool) {
+    let spec = deployment(
+        "billing@1",
+        vec![job("a", MINUTELY), job("b", MINUTELY), job("c", MINUTELY)],
+    );
+    let (store, runner) = replica(&pool, &spec).await;
+    for verb in ["a", "b", "c"] {
+        due_now(&pool, runner.deployment_id, verb).await;
+    }
+    let first = store.claim_due(&runner, Duration::ZERO, 2).await.unwrap();
+    assert_eq!(first.claims.len(), 2, "{first:?}");
+    let next_due = first.next_due.expect("a full claim reports a next due");
+    assert!(next_due <= first.now, "claim again at once: {first:?}");
+    let second = store.claim_due(&runner, Duration::ZERO, 2).await.unwrap();
+    assert_eq!(second.claims.len(), 1, "{second:?}");
+    let verbs: std::collections::BTreeSet<&str> = first
+        .claims
+        .iter()
+        .chain(&second.claims)
+        .map(|c| c.verb.as_str())
+        .collect();
+    assert_eq!(verbs.into_iter().collect::<Vec<_>>(), ["a", "b", "c"]);
+    // Not full: the next due is the next occurrence, after now.
+    assert!(
+        second.next_due.is_none_or(|at| at > second.now),
+        "{second:?}"
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
 async fn claim_takes_due_jobs_with_the_database_clock(pool: PgPool) {
     let spec = deployment("billing@1", vec![job("a", MINUTELY), job("b", HOURLY)]);
     let (store, runner) = replica(&pool, &spec).await;

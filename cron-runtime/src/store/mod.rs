@@ -80,7 +80,8 @@ pub struct Claimed {
     /// can tell that is not before it: a store answering over a network reads its clock, then answers.
     /// Anchored there, a handler may start late by that answer's trip, never early.
     pub now_at: tokio::time::Instant,
-    /// The earliest `next_execution` among idle jobs this replica could claim, if any.
+    /// The earliest `next_execution` among idle jobs this replica could claim, if any. A claim that took
+    /// as many runs as it was allowed may report `now` instead: more may be due, claim again.
     pub next_due: Option<DateTime<Utc>>,
 }
 
