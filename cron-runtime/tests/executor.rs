@@ -1,5 +1,6 @@
 //! The executor and the in-memory store on tokio's paused clock: every instant below is exact.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,6 +10,11 @@ use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
 use cron_runtime::{JobOptions, Runtime, RuntimeBuilder, context};
 use cron_schema::MissedPolicy;
 use tokio::time::{Instant, sleep};
+use tracing::Subscriber;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context as LayerContext, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
 
 /// The store's clock starts here, so a job firing every second first fires at `at(1)`.
 fn at(seconds: i64) -> DateTime<Utc> {
@@ -399,4 +405,91 @@ async fn a_new_deployment_takes_over_without_repeating_or_dropping_an_occurrence
     assert_eq!(deployments[..3], [deployments[0]; 3]);
     assert_eq!(deployments[3..], [deployments[3]; 3]);
     assert_ne!(deployments[0], deployments[3]);
+}
+
+/// The fields of every `cron_run` span, as they were when the span closed.
+#[derive(Clone, Default)]
+struct RunSpans {
+    open: Arc<Mutex<HashMap<u64, BTreeMap<String, String>>>>,
+    closed: Arc<Mutex<Vec<BTreeMap<String, String>>>>,
+}
+
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for RunSpans {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: LayerContext<'_, S>) {
+        if attrs.metadata().name() == "cron_run" {
+            let mut fields = BTreeMap::new();
+            attrs.record(&mut Fields(&mut fields));
+            self.open.lock().unwrap().insert(id.into_u64(), fields);
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _: LayerContext<'_, S>) {
+        if let Some(fields) = self.open.lock().unwrap().get_mut(&id.into_u64()) {
+            values.record(&mut Fields(fields));
+        }
+    }
+
+    fn on_close(&self, id: Id, _: LayerContext<'_, S>) {
+        if let Some(fields) = self.open.lock().unwrap().remove(&id.into_u64()) {
+            self.closed.lock().unwrap().push(fields);
+        }
+    }
+}
+
+/// Contract 10: each run is a span with its module, verb, scheduled time, lateness, outcome and skipped
+/// count, filled in by the time the run is recorded.
+#[tokio::test(start_paused = true)]
+async fn each_run_is_a_span_with_its_module_verb_instant_lateness_outcome_and_skipped_count() {
+    let spans = RunSpans::default();
+    let _subscriber =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let store = store();
+    let runtime = builder(&store)
+        .job("test::slow", "* * * * * *", || async {
+            sleep(Duration::from_millis(2_500)).await;
+        })
+        .job("test::fails", "*/4 * * * * *", || async {
+            Err::<(), _>("no invoices today")
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(6)).await;
+    handle.shutdown().await.unwrap();
+
+    let closed = spans.closed.lock().unwrap().clone();
+    let field = |span: &BTreeMap<String, String>, name: &str| span.get(name).cloned();
+    let slow: Vec<_> = closed
+        .iter()
+        .filter(|s| field(s, "verb").as_deref() == Some("test::slow"))
+        .collect();
+    // Runs at 1 s (ends 3.5 s, skips 2 and 3) and at 4 s (ends 6.5 s, within the grace period).
+    assert_eq!(slow.len(), 2, "{closed:#?}");
+    let first = slow
+        .iter()
+        .find(|s| field(s, "scheduled_at") == Some(at(1).to_string()))
+        .unwrap_or_else(|| panic!("the run at 1 s: {slow:#?}"));
+    assert_eq!(field(first, "module").as_deref(), Some("test"));
+    assert_eq!(field(first, "lateness_ms").as_deref(), Some("0"));
+    assert_eq!(field(first, "outcome").as_deref(), Some("succeeded"));
+    assert_eq!(field(first, "skipped").as_deref(), Some("2"));
+    assert_eq!(field(first, "late").as_deref(), Some("false"));
+    assert!(field(first, "run_id").is_some());
+
+    let failed = closed
+        .iter()
+        .find(|s| field(s, "verb").as_deref() == Some("test::fails"))
+        .unwrap_or_else(|| panic!("a run of test::fails: {closed:#?}"));
+    assert_eq!(field(failed, "scheduled_at"), Some(at(4).to_string()));
+    assert_eq!(field(failed, "outcome").as_deref(), Some("failed"));
+    assert_eq!(field(failed, "skipped").as_deref(), Some("0"));
 }
