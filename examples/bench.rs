@@ -10,7 +10,8 @@
 //! default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`, `--limit-seconds 10`,
 //! `--scale-rows 1000000`, `--count-statements` (every throughput row through the counting proxy),
 //! `--no-extra` (skip the extra throughput rows: counted statements, `synchronous_commit = off`, a pool of
-//! 40 connections, `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--database-url`.
+//! 40 connections, `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N`
+//! (the replicas' `claim_ahead`), `--database-url`.
 //! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) must allow `CREATE DATABASE`;
 //! every run uses a fresh database `cronverb_bench_<pid>_<n>`, dropped at the end.
 //!
@@ -59,6 +60,7 @@ cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
   --count-statements     every throughput row through the counting proxy
   --no-extra             skip the extra throughput rows (counted, batch_limit 100, sync off, pool 40)
   --batch-limit N        the replicas' batch_limit (default: the runtime's)
+  --claim-ahead-ms N     the replicas' claim_ahead in milliseconds (default: the runtime's)
   --database-url URL     default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres";
 
 const REPLICA_ENV: &str = "CRONVERB_BENCH_REPLICA";
@@ -86,6 +88,8 @@ struct Args {
     extra: bool,
     /// The replicas' `batch_limit` (0: the runtime's default).
     batch_limit: usize,
+    /// The replicas' `claim_ahead` in milliseconds (0: the runtime's default).
+    claim_ahead_ms: u64,
     url: String,
 }
 
@@ -101,6 +105,7 @@ fn args() -> Args {
         count_statements: false,
         extra: true,
         batch_limit: 0,
+        claim_ahead_ms: 0,
         url: std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned()),
     };
     let list = |v: String| -> Vec<usize> {
@@ -122,6 +127,9 @@ fn args() -> Args {
             "--count-statements" => args.count_statements = true,
             "--no-extra" => args.extra = false,
             "--batch-limit" => args.batch_limit = value().parse().expect("--batch-limit N"),
+            "--claim-ahead-ms" => {
+                args.claim_ahead_ms = value().parse().expect("--claim-ahead-ms N");
+            }
             "--database-url" => args.url = value(),
             "--help" | "-h" => {
                 println!("{USAGE}");
@@ -130,7 +138,8 @@ fn args() -> Args {
             other => panic!(
                 "unknown option `{other}`; expected one of: `--scenario`, `--seconds`, `--jobs`, \
                  `--replicas`, `--idle-seconds`, `--limit-seconds`, `--scale-rows`, \
-                 `--count-statements`, `--no-extra`, `--batch-limit`, `--database-url`"
+                 `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
+                 `--database-url`"
             ),
         }
     }
@@ -428,6 +437,7 @@ impl Bench {
                 } else {
                     self.args.batch_limit
                 },
+                claim_ahead_ms: self.args.claim_ahead_ms,
             })?);
         }
         wait_for_runners(&pool, replicas, Duration::from_secs(60)).await?;
@@ -573,6 +583,7 @@ impl Bench {
                 settle: 0,
                 pool: 0,
                 batch_limit: 0,
+                claim_ahead_ms: 0,
             })?);
             proxies.push(proxy);
         }
@@ -740,6 +751,7 @@ impl Bench {
             settle: 0,
             pool: 0,
             batch_limit: 0,
+            claim_ahead_ms: 0,
         });
         match spawned {
             Ok(mut child) => {
@@ -1250,6 +1262,7 @@ struct ReplicaConfig {
     /// The replica's pool size; 0 for the runtime's own pool (`database_url`, 10 connections).
     pool: u32,
     batch_limit: usize,
+    claim_ahead_ms: u64,
 }
 
 struct ReplicaProcess {
@@ -1279,6 +1292,7 @@ impl ReplicaProcess {
             .env("BENCH_SETTLE", config.settle.to_string())
             .env("BENCH_POOL", config.pool.to_string())
             .env("BENCH_BATCH_LIMIT", config.batch_limit.to_string())
+            .env("BENCH_CLAIM_AHEAD_MS", config.claim_ahead_ms.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -1404,6 +1418,7 @@ mod replica {
         let settle: u64 = env("BENCH_SETTLE");
         let pool: u32 = env("BENCH_POOL");
         let batch_limit: usize = env("BENCH_BATCH_LIMIT");
+        let claim_ahead_ms: u64 = env("BENCH_CLAIM_AHEAD_MS");
         let recorder = Arc::new(Recorder {
             window_start: AtomicI64::new(i64::MAX),
             seconds,
@@ -1426,6 +1441,9 @@ mod replica {
         };
         if batch_limit > 0 {
             builder = builder.batch_limit(batch_limit);
+        }
+        if claim_ahead_ms > 0 {
+            builder = builder.claim_ahead(Duration::from_millis(claim_ahead_ms));
         }
         let mut builder = builder
             .module(module.as_str())
