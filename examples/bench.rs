@@ -705,21 +705,7 @@ impl Bench {
                     "5 due, {} claimed",
                     claimed.claims.len()
                 );
-                for claim in claimed.claims {
-                    let started = Instant::now();
-                    store
-                        .finish(
-                            &runner,
-                            &Finish {
-                                run_id: claim.run_id,
-                                job_id: claim.job_id,
-                                outcome: Outcome::Succeeded,
-                                error: None,
-                            },
-                        )
-                        .await?;
-                    finishes.push(started.elapsed());
-                }
+                finish_each(&store, &runner, claimed.claims, &mut finishes).await?;
             }
             println!(
                 "| {total} | {} | {insert_s:.1} | {register_ms:.0} | {} / {} | {} / {} | {} | {} |",
@@ -879,6 +865,27 @@ fn statement_of(source: &str, name: &str) -> Option<String> {
     let open = body.find("r#\"")? + 3;
     let close = body[open..].find("\"#")?;
     Some(body[open..open + close].to_owned())
+}
+
+/// Records each claimed run `succeeded` with its own [`Store::finish`], one after the other, timing each.
+async fn finish_each(
+    store: &PgStore,
+    runner: &Runner,
+    claims: Vec<cron_runtime::store::Claim>,
+    times: &mut Vec<Duration>,
+) -> Result<(), cron_runtime::store::StoreError> {
+    for claim in claims {
+        let started = Instant::now();
+        let finish = Finish {
+            run_id: claim.run_id,
+            job_id: claim.job_id,
+            outcome: Outcome::Succeeded,
+            error: None,
+        };
+        store.finish(runner, &finish).await?;
+        times.push(started.elapsed());
+    }
+    Ok(())
 }
 
 /// `EXPLAIN (ANALYZE, BUFFERS)` of the store's claim with 5 jobs due, in a transaction rolled back.
@@ -1783,21 +1790,7 @@ async fn wide_claim(store: &PgStore, pool: &PgPool, module: &str) -> AnyResult<S
             .claim_due(&runner, Duration::from_millis(500), 1000)
             .await?;
         due.push(started.elapsed());
-        for claim in claimed.claims {
-            let started = Instant::now();
-            store
-                .finish(
-                    &runner,
-                    &Finish {
-                        run_id: claim.run_id,
-                        job_id: claim.job_id,
-                        outcome: Outcome::Succeeded,
-                        error: None,
-                    },
-                )
-                .await?;
-            finishes.push(started.elapsed());
-        }
+        finish_each(store, &runner, claimed.claims, &mut finishes).await?;
     }
     let explain = explain_claim_n(pool, &runner, &spec, 1000, false).await;
     Ok(format!(

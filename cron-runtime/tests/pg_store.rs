@@ -101,6 +101,25 @@ struct JobRow {
     lease_expires_at: Option<DateTime<Utc>>,
 }
 
+/// A job row's state, next execution, run and lease: what recording or recovering a run changes.
+type Scheduling<'a> = (
+    &'a str,
+    Option<DateTime<Utc>>,
+    Option<i64>,
+    Option<DateTime<Utc>>,
+);
+
+impl JobRow {
+    fn scheduling(&self) -> Scheduling<'_> {
+        (
+            self.state.as_str(),
+            self.next_execution,
+            self.current_run_id,
+            self.lease_expires_at,
+        )
+    }
+}
+
 async fn job_row(pool: &PgPool, deployment_id: i64, verb: &str) -> JobRow {
     let row = sqlx::query(
         "SELECT state, next_execution, schedule, current_run_id, lease_expires_at FROM cron_jobs \
@@ -244,30 +263,29 @@ async fn a_key_registered_for_another_module_is_refused(pool: PgPool) {
 async fn a_full_claim_says_more_may_be_due_and_the_next_claim_takes_the_rest(pool: PgPool) {
     let spec = deployment(
         "billing@1",
-        vec![job("a", MINUTELY), job("b", MINUTELY), job("c", MINUTELY)],
+        vec![job("a", MINUTELY), job("b", MINUTELY), job("c", HOURLY)],
     );
     let (store, runner) = replica(&pool, &spec).await;
-    for verb in ["a", "b", "c"] {
+    // `a` and `b` are due; `c` is not (its next occurrence is the next hour), so only a claim that
+    // reports "claim again now" can give a next due at or before now after taking `a` and `b`.
+    for verb in ["a", "b"] {
         due_now(&pool, runner.deployment_id, verb).await;
     }
-    let first = store.claim_due(&runner, Duration::ZERO, 2).await.unwrap();
-    assert_eq!(first.claims.len(), 2, "{first:?}");
-    let next_due = first.next_due.expect("a full claim reports a next due");
-    assert!(next_due <= first.now, "claim again at once: {first:?}");
-    let second = store.claim_due(&runner, Duration::ZERO, 2).await.unwrap();
-    assert_eq!(second.claims.len(), 1, "{second:?}");
-    let verbs: std::collections::BTreeSet<&str> = first
-        .claims
-        .iter()
-        .chain(&second.claims)
-        .map(|c| c.verb.as_str())
-        .collect();
-    assert_eq!(verbs.into_iter().collect::<Vec<_>>(), ["a", "b", "c"]);
-    // Not full: the next due is the next occurrence, after now.
-    assert!(
-        second.next_due.is_none_or(|at| at > second.now),
-        "{second:?}"
-    );
+    let c_next = job_row(&pool, runner.deployment_id, "c")
+        .await
+        .next_execution
+        .expect("c is scheduled");
+
+    let full = store.claim_due(&runner, Duration::ZERO, 2).await.unwrap();
+    assert_eq!(full.claims.len(), 2, "{full:?}");
+    let next_due = full.next_due.expect("a full claim reports a next due");
+    assert!(next_due <= full.now, "claim again at once: {full:?}");
+    assert!(next_due < c_next, "not the next occurrence of c: {full:?}");
+
+    // Not full: nothing left is due, and the next due is `c`'s occurrence.
+    let rest = store.claim_due(&runner, Duration::ZERO, 2).await.unwrap();
+    assert!(rest.claims.is_empty(), "{rest:?}");
+    assert_eq!(rest.next_due, Some(c_next));
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -1241,21 +1259,7 @@ async fn a_batch_records_the_same_rows_and_results_as_single_finishes(pool: PgPo
     for i in 0..N {
         let single = job_row(&pool, runner.deployment_id, &format!("single{i}")).await;
         let batched = job_row(&pool, runner.deployment_id, &format!("batch{i}")).await;
-        assert_eq!(
-            (
-                batched.state.as_str(),
-                batched.next_execution,
-                batched.current_run_id,
-                batched.lease_expires_at
-            ),
-            (
-                single.state.as_str(),
-                single.next_execution,
-                single.current_run_id,
-                single.lease_expires_at
-            ),
-            "job {i}"
-        );
+        assert_eq!(batched.scheduling(), single.scheduling(), "job {i}");
         assert_eq!(batched.state, "idle");
         let single = run_row(&pool, singles[i].run_id).await;
         let batched = run_row(&pool, batch[N - 1 - i].run_id).await;
@@ -1344,21 +1348,7 @@ async fn a_batch_fences_exactly_the_runs_this_runner_no_longer_holds(pool: PgPoo
     // Nothing changed for the runs it no longer holds.
     for (before, verb, run_id) in [(b_before, "b", b.run_id), (c_before, "c", c.run_id)] {
         let after = job_row(&pool, r1.deployment_id, verb).await;
-        assert_eq!(
-            (
-                after.state.as_str(),
-                after.next_execution,
-                after.current_run_id,
-                after.lease_expires_at
-            ),
-            (
-                before.state.as_str(),
-                before.next_execution,
-                before.current_run_id,
-                before.lease_expires_at
-            ),
-            "`{verb}`"
-        );
+        assert_eq!(after.scheduling(), before.scheduling(), "`{verb}`");
         let run = run_row(&pool, run_id).await;
         assert_eq!(run.outcome, "abandoned", "`{verb}`");
         assert!(run.error.as_deref().unwrap().contains("lease"));
