@@ -717,7 +717,7 @@ impl Bench {
                 ms_d(quantile(&mut finishes, 0.5)),
                 load()
             );
-            explains.push((total, explain_claim(&pool, &runner, &spec).await));
+            explains.push((total, explain_claim(&pool, &runner).await));
             if stage == 0 {
                 let text = wide_claim(&store, &pool, "wide").await?;
                 wide = Some(text);
@@ -881,6 +881,7 @@ async fn finish_each(
             job_id: claim.job_id,
             outcome: Outcome::Succeeded,
             error: None,
+            ended_at: None,
         };
         store.finish(runner, &finish).await?;
         times.push(started.elapsed());
@@ -889,21 +890,16 @@ async fn finish_each(
 }
 
 /// `EXPLAIN (ANALYZE, BUFFERS)` of the store's claim with 5 jobs due, in a transaction rolled back.
-async fn explain_claim(pool: &PgPool, runner: &Runner, spec: &DeploymentSpec) -> String {
-    explain_claim_n(pool, runner, spec, 5, false).await
+async fn explain_claim(pool: &PgPool, runner: &Runner) -> String {
+    explain_claim_n(pool, runner, 5, false).await
 }
 
-/// With `generic`, the plan PostgreSQL uses for the prepared statement once it has switched to a generic
-/// plan (after five executions, when it estimates the generic plan no worse).
-async fn explain_claim_n(
-    pool: &PgPool,
-    runner: &Runner,
-    spec: &DeploymentSpec,
-    due: i64,
-    generic: bool,
-) -> String {
-    let Some(claim) = statement_of(CLAIM_SOURCE, "CLAIM") else {
-        return "the CLAIM statement was not found in claim.rs\n".to_owned();
+/// With `generic`, the plans PostgreSQL uses once it has switched to generic plans (a prepared statement
+/// does after five executions, when it estimates the generic plan no worse).
+async fn explain_claim_n(pool: &PgPool, runner: &Runner, due: i64, generic: bool) -> String {
+    let statements = ["CLAIM_DUE", "CLAIM_RUNS", "NEXT_DUE"].map(|n| statement_of(CLAIM_SOURCE, n));
+    let [Some(claim_due), Some(claim_runs), Some(next_due)] = statements else {
+        return "CLAIM_DUE, CLAIM_RUNS or NEXT_DUE was not found in claim.rs\n".to_owned();
     };
     let explained = async {
         let mut tx = pool.begin().await?;
@@ -921,36 +917,60 @@ async fn explain_claim_n(
         .bind(due)
         .execute(&mut *tx)
         .await?;
-        // The claim's keys, as the store builds them (`Claimable` in cron-runtime's postgres/mod.rs).
-        let keys: Vec<String> = spec
-            .jobs
-            .iter()
-            .map(|j| format!("{}\u{1f}{}\u{1f}{}", j.verb, j.expression, j.zone.name()))
-            .collect();
-        let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {claim}"))
-            .bind(runner.deployment_id)
-            .bind(&keys)
-            .bind(0.5f64)
-            .bind(1000i64)
-            .bind(&runner.name)
-            .bind(runner.id)
-            .bind(60.0f64)
-            .bind(30.0f64)
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut lines = lines;
-        // The claim's second statement, in the same transaction: the claimed rows are executing now.
-        if let Some(next_due) = statement_of(CLAIM_SOURCE, "NEXT_DUE") {
-            let more: Vec<String> =
-                sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {next_due}"))
-                    .bind(runner.deployment_id)
-                    .bind(&keys)
-                    .fetch_all(&mut *tx)
-                    .await?;
-            lines.push(String::new());
-            lines.push("-- NEXT_DUE, after it in the same transaction:".to_owned());
-            lines.extend(more);
-        }
+        let refused: Vec<i64> = Vec::new();
+        let mut lines: Vec<String> = vec!["-- CLAIM_DUE:".to_owned()];
+        let plan: Vec<String> =
+            sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {claim_due}"))
+                .bind(runner.deployment_id)
+                .bind(0.5f64)
+                .bind(1000i64)
+                .bind(&refused)
+                .bind(60.0f64)
+                .fetch_all(&mut *tx)
+                .await?;
+        lines.extend(plan);
+        // EXPLAIN ANALYZE locked the rows but returned the plan: read them again (this transaction holds
+        // the locks) and record their runs as the store would, every row's text being the checked one.
+        let rows: Vec<(i64, DateTime<Utc>, bool, bool, bool)> = sqlx::query_as(&format!(
+            "SELECT id, scheduled_at, manual, late, late AND skip_late FROM ({claim_due}) due"
+        ))
+        .bind(runner.deployment_id)
+        .bind(0.5f64)
+        .bind(1000i64)
+        .bind(&refused)
+        .bind(60.0f64)
+        .fetch_all(&mut *tx)
+        .await?;
+        let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        let at: Vec<DateTime<Utc>> = rows.iter().map(|r| r.1).collect();
+        let manual: Vec<bool> = rows.iter().map(|r| r.2).collect();
+        let late: Vec<bool> = rows.iter().map(|r| r.3).collect();
+        let skip: Vec<bool> = rows.iter().map(|r| r.4).collect();
+        let plan: Vec<String> =
+            sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {claim_runs}"))
+                .bind(&ids)
+                .bind(&at)
+                .bind(&manual)
+                .bind(&late)
+                .bind(&skip)
+                .bind(&runner.name)
+                .bind(runner.id)
+                .bind(30.0f64)
+                .fetch_all(&mut *tx)
+                .await?;
+        lines.push(String::new());
+        lines.push(format!("-- CLAIM_RUNS, for the {} rows:", ids.len()));
+        lines.extend(plan);
+        // Not run after a full claim; here, the claimed rows are executing.
+        let plan: Vec<String> =
+            sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {next_due}"))
+                .bind(runner.deployment_id)
+                .bind(&refused)
+                .fetch_all(&mut *tx)
+                .await?;
+        lines.push(String::new());
+        lines.push("-- NEXT_DUE, after them in the same transaction:".to_owned());
+        lines.extend(plan);
         tx.rollback().await?;
         Ok::<_, sqlx::Error>(lines)
     };
@@ -1700,11 +1720,14 @@ impl Parser {
 fn kind_of(text: &str) -> String {
     let words: Vec<&str> = text.split_whitespace().collect();
     let mut kind = words.join(" ");
-    if kind.starts_with("WITH due AS") {
-        return "CLAIM (WITH due AS …)".to_owned();
+    if kind.starts_with("WITH regular AS") {
+        return "CLAIM_DUE (WITH regular AS … FOR UPDATE OF j SKIP LOCKED …)".to_owned();
     }
-    if kind.starts_with("SELECT now() AS now, (") {
-        return "NEXT_DUE (SELECT now() AS now, (SELECT j.next_execution …)".to_owned();
+    if kind.starts_with("WITH due AS") {
+        return "CLAIM_RUNS (WITH due AS (SELECT * FROM unnest(…)) … INSERT … UPDATE …)".to_owned();
+    }
+    if kind.starts_with("SELECT clock_timestamp() AS clock, least(") {
+        return "NEXT_DUE (SELECT clock_timestamp() AS clock, least(…))".to_owned();
     }
     if kind.starts_with("SELECT ( SELECT d.id") {
         return "ELECTED (SELECT (SELECT d.id … live replica …)".to_owned();
@@ -1792,7 +1815,7 @@ async fn wide_claim(store: &PgStore, pool: &PgPool, module: &str) -> AnyResult<S
         due.push(started.elapsed());
         finish_each(store, &runner, claimed.claims, &mut finishes).await?;
     }
-    let explain = explain_claim_n(pool, &runner, &spec, 1000, false).await;
+    let explain = explain_claim_n(pool, &runner, 1000, false).await;
     Ok(format!(
         "{}\n\nThe claim of 1,000 due among 10,000 verbs:\n\n```\n{explain}```\n",
         format_args!(

@@ -188,11 +188,11 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0002)\n"
+        "cronverb's tables are up to date (migration 0003)\n"
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
-    assert_eq!(migrated["version"], 2);
+    assert_eq!(migrated["version"], 3);
 
     let output = db.cronverb(&["status"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -297,6 +297,7 @@ fn trigger_records_a_manual_run_through_the_replicas_claim() {
                     job_id: claim.job_id,
                     outcome: Outcome::Failed,
                     error: Some("the relay said no".to_owned()),
+                    ended_at: None,
                 },
             )
             .await

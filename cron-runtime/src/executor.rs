@@ -29,7 +29,9 @@ use crate::context::{Context, JobContext};
 use crate::error::RuntimeError;
 use crate::registration::HandlerFuture;
 use crate::runtime::{Plan, PlannedJob};
-use crate::store::{Claim, ClaimAction, Finish, Finished, Outcome, Runner, Store, StoreError};
+use crate::store::{
+    Claim, ClaimAction, Claimed, Finish, Finished, Outcome, Runner, Store, StoreError,
+};
 
 /// The longest wait between two attempts to register, claim or prune while the store fails.
 const RETRY_MAX: Duration = Duration::from_secs(30);
@@ -79,6 +81,14 @@ struct Anchor {
 }
 
 impl Anchor {
+    /// What the store's clock reads at the local instant `at`.
+    fn store_time(&self, at: Instant) -> DateTime<Utc> {
+        let since = at.saturating_duration_since(self.instant);
+        let before = self.instant.saturating_duration_since(at);
+        self.store_now + chrono::TimeDelta::from_std(since).unwrap_or_default()
+            - chrono::TimeDelta::from_std(before).unwrap_or_default()
+    }
+
     /// The local instant at which the store's clock reads `at`.
     fn instant_for(&self, at: DateTime<Utc>) -> Instant {
         let delta = at - self.store_now;
@@ -110,6 +120,8 @@ struct Run {
     /// Where its job is in [`Shared::jobs`], with the context its handler will get (taken now, so that
     /// no reference count is touched when thousands of runs start), or why there is none.
     job: Result<(usize, Arc<JobContext>), String>,
+    /// The claim's clock offset: when the handler ends, on the store's clock ([`Finish::ended_at`]).
+    anchor: Anchor,
     span: tracing::Span,
 }
 
@@ -410,41 +422,9 @@ async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Rec
             }
         };
         retry = CLAIM_RETRY;
-        let anchor = Anchor {
-            instant: claimed.now_at,
-            store_now: claimed.now,
-        };
         let full = claimed.claims.len() >= settings.batch_limit;
-        // Runs of one instant, in a row, wait together, in chunks of `START_CHUNK`.
-        let mut due: Vec<Run> = Vec::new();
-        for claim in claimed.claims {
-            match claim.action {
-                ClaimAction::Run => {
-                    if due.len() == START_CHUNK
-                        || due
-                            .last()
-                            .is_some_and(|run| run.scheduled_at != claim.scheduled_at)
-                    {
-                        wait_for_instant(shared, std::mem::take(&mut due), anchor);
-                    }
-                    due.push(prepare(shared, claim, anchor));
-                }
-                ClaimAction::Skipped => {
-                    tracing::warn!(
-                        module = %shared.plan.module,
-                        verb = %claim.verb,
-                        scheduled_at = %claim.scheduled_at,
-                        run_id = claim.run_id,
-                        outcome = Outcome::Skipped.as_str(),
-                        lateness_ms = lateness_ms(claimed.now, claim.scheduled_at),
-                        "late run skipped (missed = \"skip\")"
-                    );
-                }
-            }
-        }
-        if !due.is_empty() {
-            wait_for_instant(shared, due, anchor);
-        }
+        let next_due = claimed.next_due;
+        let anchor = take(shared, claimed);
         if full {
             // More may be due: claim again, letting the tasks just spawned run first.
             tokio::task::yield_now().await;
@@ -459,7 +439,7 @@ async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Rec
                 i64::MIN => Some(DateTime::<Utc>::MIN_UTC),
                 micros => DateTime::from_timestamp_micros(micros),
             };
-            let next = match (claimed.next_due, hinted) {
+            let next = match (next_due, hinted) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
@@ -485,6 +465,45 @@ async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Rec
             }
         }
     }
+}
+
+/// Puts the runs of a claim in the lists of their instants; returns the claim's clock anchor.
+fn take<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed) -> Anchor {
+    let anchor = Anchor {
+        instant: claimed.now_at,
+        store_now: claimed.now,
+    };
+    // Runs of one instant, in a row, wait together, in chunks of `START_CHUNK`.
+    let mut due: Vec<Run> = Vec::new();
+    for claim in claimed.claims {
+        match claim.action {
+            ClaimAction::Run => {
+                if due.len() == START_CHUNK
+                    || due
+                        .last()
+                        .is_some_and(|run| run.scheduled_at != claim.scheduled_at)
+                {
+                    wait_for_instant(shared, std::mem::take(&mut due), anchor);
+                }
+                due.push(prepare(shared, claim, anchor));
+            }
+            ClaimAction::Skipped => {
+                tracing::warn!(
+                    module = %shared.plan.module,
+                    verb = %claim.verb,
+                    scheduled_at = %claim.scheduled_at,
+                    run_id = claim.run_id,
+                    outcome = Outcome::Skipped.as_str(),
+                    lateness_ms = lateness_ms(claimed.now, claim.scheduled_at),
+                    "late run skipped (missed = \"skip\")"
+                );
+            }
+        }
+    }
+    if !due.is_empty() {
+        wait_for_instant(shared, due, anchor);
+    }
+    anchor
 }
 
 /// Heartbeats and renews the leases of runs in flight every third of the lease.
@@ -587,6 +606,7 @@ fn prepare<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Run {
         scheduled_at: claim.scheduled_at,
         lease_until: anchor.instant_for(claim.lease_expires_at),
         job,
+        anchor,
         span,
     }
 }
@@ -776,7 +796,7 @@ fn start<S: Store>(
     }
     let (index, job_context) = match std::mem::replace(&mut run.job, Err(String::new())) {
         Ok(job) => job,
-        Err(error) => return Started::Ended(ended(run, Outcome::Failed, Some(error))),
+        Err(error) => return Started::Ended(ended(run, Outcome::Failed, Some(error), now)),
     };
     if now >= shared.lease_until(run.lease_until) {
         lease_lost(&run.span);
@@ -804,11 +824,11 @@ fn start<S: Store>(
     match first {
         Err(panic) => {
             let error = panic_message(panic.as_ref());
-            Started::Ended(ended(run, Outcome::Panicked, Some(error)))
+            Started::Ended(ended(run, Outcome::Panicked, Some(error), now))
         }
         Ok((_, Poll::Ready(result))) => {
             let (outcome, error) = outcome_of(result);
-            Started::Ended(ended(run, outcome, error))
+            Started::Ended(ended(run, outcome, error, now))
         }
         Ok((handler, Poll::Pending)) => {
             go_on(shared, run, index, handler, now);
@@ -824,7 +844,8 @@ fn outcome_of(result: Result<(), String>) -> (Outcome, Option<String>) {
     }
 }
 
-fn ended(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
+/// A run whose handler ended at the local instant `at`, on its way to the store.
+fn ended(run: Run, outcome: Outcome, error: Option<String>, at: Instant) -> Ended {
     run.span
         .record("outcome", tracing::field::display(outcome.as_str()));
     Ended {
@@ -833,6 +854,7 @@ fn ended(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
             job_id: run.job_id,
             outcome,
             error,
+            ended_at: Some(run.anchor.store_time(at)),
         },
         span: run.span,
     }
@@ -915,7 +937,7 @@ async fn finish_run<S: Store>(
             return;
         }
     };
-    shared.push_ended([ended(run, outcome, error)]);
+    shared.push_ended([ended(run, outcome, error, Instant::now())]);
 }
 
 /// Records ended runs, as many as have ended at once with one [`Store::finish_many`], so that recording
@@ -1139,6 +1161,85 @@ mod tests {
         async fn changed(&self) {
             self.0.changed().await
         }
+    }
+
+    /// The in-memory store, except that recording how a run ended takes 1.5 s: a busy store.
+    struct SlowRecords(MemoryStore);
+
+    impl Store for SlowRecords {
+        async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
+            self.0.register(spec).await
+        }
+        async fn heartbeat(&self, runner: &Runner) -> Result<bool, StoreError> {
+            self.0.heartbeat(runner).await
+        }
+        async fn claim_due(
+            &self,
+            runner: &Runner,
+            ahead: Duration,
+            limit: usize,
+        ) -> Result<Claimed, StoreError> {
+            self.0.claim_due(runner, ahead, limit).await
+        }
+        async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+            self.0.renew(runner, run_ids).await
+        }
+        async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            self.0.finish(runner, finish).await
+        }
+        async fn finish_many(
+            &self,
+            runner: &Runner,
+            finishes: &[Finish],
+        ) -> Vec<Result<Finished, StoreError>> {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            self.0.finish_many(runner, finishes).await
+        }
+        async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
+            self.0.deregister(runner, cancelled).await
+        }
+        async fn changed(&self) {
+            self.0.changed().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_recorded_late_ends_when_its_handler_ended() {
+        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let store = MemoryStore::starting_at(origin);
+        let runtime = Runtime::builder()
+            .module("test")
+            .deployment("test@1")
+            .registered_jobs(false)
+            .memory_store(store)
+            .job("test::quick", "* * * * * *", || async {})
+            .build()
+            .await
+            .unwrap();
+        let (store, plan) = runtime.into_memory_parts();
+        let (stop, shutdown) = watch::channel(false);
+        let executor = tokio::spawn(run(SlowRecords(store.clone()), plan, shutdown));
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        stop.send(true).unwrap();
+        executor.await.unwrap().unwrap();
+
+        // Each handler returns at once, but its end reaches the store 1.5 s later, after the next
+        // occurrence: that occurrence was not overlapped, so it runs (late) and the run before it
+        // skipped nothing. The run of 1 s is recorded at 2.5 s and the job's next occurrence is 2 s,
+        // which starts at once, at 2.5 s; recorded at 4 s, its next is 3 s, which starts at 4 s, on
+        // the occurrence of 4 s, which it overlaps. Ending runs when they were recorded would give
+        // 1, 3, 5, 7, each skipping one.
+        let runs: Vec<_> = store
+            .runs()
+            .into_iter()
+            .filter(|r| r.outcome == Some(Outcome::Succeeded))
+            .collect();
+        let seconds: Vec<(i64, u32)> = runs
+            .iter()
+            .map(|r| ((r.scheduled_at - origin).num_seconds(), r.skipped))
+            .collect();
+        assert_eq!(seconds[..3], [(1, 0), (2, 0), (3, 1)], "{runs:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -71,6 +71,7 @@ async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished
                 job_id: claim.job_id,
                 outcome: Outcome::Succeeded,
                 error: None,
+                ended_at: None,
             },
         )
         .await

@@ -188,6 +188,7 @@ fn finish(claimed: &Claimed, index: usize, outcome: Outcome, error: Option<&str>
         job_id: claim.job_id,
         outcome,
         error: error.map(str::to_owned),
+        ended_at: None,
     }
 }
 
@@ -388,6 +389,7 @@ async fn racing_replicas_claim_each_job_exactly_once(pool: PgPool) {
                     job_id: c.job_id,
                     outcome: Outcome::Succeeded,
                     error: None,
+                    ended_at: None,
                 },
             )
             .await
@@ -401,6 +403,7 @@ async fn racing_replicas_claim_each_job_exactly_once(pool: PgPool) {
                     job_id: c.job_id,
                     outcome: Outcome::Succeeded,
                     error: None,
+                    ended_at: None,
                 },
             )
             .await
@@ -501,6 +504,93 @@ async fn finish_schedules_after_now_and_counts_overlapped_occurrences(pool: PgPo
         ("idle", Some(next_hour))
     );
     assert_eq!((row.current_run_id, row.lease_expires_at), (None, None));
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded(pool: PgPool) {
+    // Two hourly jobs that started on time ten hours ago and whose handlers ended half an hour later,
+    // recorded only now (one alone, one in a batch): what came after the end was not overlapped, so
+    // the next occurrence is the one right after it, nothing is skipped, and the run finished then.
+    let spec = deployment("billing@1", vec![job("a", HOURLY), job("b", HOURLY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    let at = due_ten_hours_ago(&pool, runner.deployment_id, "a").await;
+    due_ten_hours_ago(&pool, runner.deployment_id, "b").await;
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 2);
+    // As if claimed on time, ten hours ago, by a replica that could record the runs only now.
+    sqlx::query("UPDATE cron_job_runs SET started_at = scheduled_at, late = false")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let ended_at = at + chrono::TimeDelta::minutes(30);
+    let ended = |index: usize| Finish {
+        ended_at: Some(ended_at),
+        ..finish(&claimed, index, Outcome::Succeeded, None)
+    };
+    let expected = Finished::Recorded {
+        next_execution: Some(at + chrono::TimeDelta::hours(1)),
+        skipped: 0,
+    };
+    assert_eq!(store.finish(&runner, &ended(0)).await.unwrap(), expected);
+    assert_eq!(finish_many(&store, &runner, &[ended(1)]).await, [expected]);
+    for claim in &claimed.claims {
+        let run = run_row(&pool, claim.run_id).await;
+        assert_eq!((run.skipped, run.finished_at), (0, Some(ended_at)));
+    }
+    // That next occurrence is ten hours late now: the next claim takes it, once.
+    let again = claim(&store, &runner).await;
+    assert_eq!(again.claims.len(), 2);
+    assert!(
+        again
+            .claims
+            .iter()
+            .all(|c| c.late && c.scheduled_at == at + chrono::TimeDelta::hours(1))
+    );
+
+    // An end after the store's now (a replica's clock mapped ahead of it) is taken as now.
+    let ahead = Finish {
+        ended_at: Some(db_now(&pool).await + chrono::TimeDelta::hours(5)),
+        ..finish(&again, 0, Outcome::Succeeded, None)
+    };
+    let next_hour = next_hour(&pool).await;
+    assert_eq!(
+        store.finish(&runner, &ahead).await.unwrap(),
+        Finished::Recorded {
+            next_execution: Some(next_hour),
+            skipped: 9
+        }
+    );
+    assert!(run_row(&pool, again.claims[0].run_id).await.finished_at < Some(next_hour));
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn deleting_a_deployment_keeps_its_runs_without_references(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    due_now(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    store
+        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .await
+        .unwrap();
+    // The runners and jobs go with the deployment (ON DELETE CASCADE); the history stays.
+    sqlx::query("DELETE FROM cron_deployments WHERE id = $1")
+        .bind(runner.deployment_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (job_id, deployment_id, verb, outcome): (Option<i64>, Option<i64>, String, String) =
+        sqlx::query_as(
+            "SELECT job_id, deployment_id, verb, outcome FROM cron_job_runs WHERE id = $1",
+        )
+        .bind(claimed.claims[0].run_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        (job_id, deployment_id, verb.as_str(), outcome.as_str()),
+        (None, None, "a", "succeeded")
+    );
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -833,9 +923,10 @@ async fn a_bad_row_is_reported_and_left_alone_while_others_run(pool: PgPool) {
 
 #[sqlx::test(migrations = "./migrations")]
 async fn deregister_releases_rows_without_waiting_for_the_lease(pool: PgPool) {
+    // `started` is daily: its next occurrence is never within the other replica's claim-ahead below.
     let spec = deployment(
         "billing@1",
-        vec![job("started", MINUTELY), job("ahead", MINUTELY)],
+        vec![job("started", "0 0 * * *"), job("ahead", MINUTELY)],
     );
     let (store, runner) = replica(&pool, &spec).await;
     let (other, r2) = replica(&pool, &spec).await;
@@ -915,6 +1006,7 @@ async fn a_lost_database_is_an_error_not_a_panic(pool: PgPool) {
         job_id: 1,
         outcome: Outcome::Succeeded,
         error: None,
+        ended_at: None,
     };
     assert!(store.finish(&runner, &finish).await.is_err());
 }
@@ -1199,6 +1291,7 @@ fn succeeded(claim: &ClaimRef) -> Finish {
         job_id: claim.job_id,
         outcome: Outcome::Succeeded,
         error: None,
+        ended_at: None,
     }
 }
 
@@ -1232,6 +1325,7 @@ async fn a_batch_records_the_same_rows_and_results_as_single_finishes(pool: PgPo
         job_id: claim.job_id,
         outcome: [Outcome::Succeeded, Outcome::Failed, Outcome::TimedOut][i % 3],
         error: (i % 3 != 0).then(|| format!("error {i}")),
+        ended_at: None,
     };
     let singles: Vec<Finish> = (0..N)
         .map(|i| ending(claim_of(&claimed, &format!("single{i}")), i))

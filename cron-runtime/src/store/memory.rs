@@ -263,8 +263,9 @@ impl State {
         self.history.push_back(run);
     }
 
-    /// Ends an executing run: records it and puts its job back to idle with its next occurrence after
-    /// `now` (never at or before the run's own occurrence, so an occurrence runs at most once).
+    /// Ends an executing run at `now` (when its handler ended, or when it was found abandoned or
+    /// cancelled): records it and puts its job back to idle with its next occurrence after `now` (never
+    /// at or before the run's own occurrence, so an occurrence runs at most once).
     fn end_run(
         &mut self,
         run_id: i64,
@@ -296,8 +297,9 @@ impl State {
         if !holds {
             return (Finished::Fenced, false);
         }
+        let ended = finish.ended_at.map_or(now, |at| at.min(now));
         let (next_execution, skipped) = self
-            .end_run(finish.run_id, finish.outcome, finish.error.clone(), now)
+            .end_run(finish.run_id, finish.outcome, finish.error.clone(), ended)
             .expect("an executing job has its run in flight");
         // A verb that finished under an inactive deployment may unblock the active one. Other finishes
         // concern only the replica that made them.

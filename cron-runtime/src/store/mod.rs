@@ -122,6 +122,11 @@ pub struct Finish {
     pub job_id: i64,
     pub outcome: Outcome,
     pub error: Option<String>,
+    /// When the handler ended, on the store's clock as the replica maps it (through the offset measured
+    /// at the claim); `None` for "now". The store ends the run there, not later: the next occurrence is
+    /// the first after it, so a finish that reaches a busy store late never skips an occurrence that
+    /// came after the handler had ended. The store never takes it later than its own now.
+    pub ended_at: Option<DateTime<Utc>>,
 }
 
 /// The result of [`Store::finish`].

@@ -760,6 +760,10 @@ impl PgStore {
 
     /// [`PgStore::prune`], stopping after `max_batches` statements: the runtime's periodic retention
     /// does a bounded amount of work per call and continues at the next.
+    ///
+    /// A run finishes after its scheduled instant, so the runs that finished before the cutoff are among
+    /// those scheduled before it, which the index on `scheduled_at` reads oldest first (`finished_at`
+    /// has no index: a finish that changes no indexed column writes no index entry).
     pub(super) async fn prune_batches(
         &self,
         older_than: Duration,
@@ -773,9 +777,10 @@ impl PgStore {
             let done = sqlx::query(
                 "DELETE FROM cron_job_runs WHERE id IN ( \
                      SELECT id FROM cron_job_runs \
-                     WHERE finished_at < now() - make_interval(secs => $1) \
+                     WHERE scheduled_at < now() - make_interval(secs => $1) \
+                       AND finished_at < now() - make_interval(secs => $1) \
                        AND outcome <> 'running' \
-                     ORDER BY finished_at \
+                     ORDER BY scheduled_at \
                      LIMIT $2)",
             )
             .bind(older_than.as_secs_f64())

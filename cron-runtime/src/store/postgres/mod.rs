@@ -78,35 +78,44 @@ struct Known {
     active: bool,
 }
 
-/// `(verb, expression, zone)` of the checked rows, as the claim binds them: built once when the rows are
-/// checked (registration, heartbeats), not at every claim.
+/// The rows whose text this store checked (registration, heartbeats), by verb: the claim gives a row a
+/// run only when its `(schedule, timezone)` is still the one checked for its verb, so a row edited since
+/// is never started unchecked.
 ///
-/// One text per row, the three joined by U+001F (which none of them can contain), matched with
-/// `= ANY($2)`: PostgreSQL hashes that array once per statement and tests each row in constant time,
-/// whatever it estimates. Matching the three columns against `unnest` of three arrays was planned as a
-/// nested loop whenever the statistics saw nearly every row executing: 50 million comparisons a claim at
-/// 10,000 verbs (docs/benchmarks.md).
+/// The check is made here, on the rows the claim locked, rather than in its SQL: matching every row
+/// against a constant array of 10,000 keys cost the planner 12 ms a claim (docs/benchmarks.md). A row
+/// that fails is *refused*: left idle, and left out of the claims (by id) until the rows are checked
+/// again, which starts a new `Claimable`.
 #[derive(Debug, Clone, Default)]
 struct Claimable {
-    keys: Vec<String>,
+    rows: HashMap<String, (String, String)>,
+    refused: Arc<Mutex<Vec<i64>>>,
 }
 
 impl Claimable {
     fn push(&mut self, verb: String, expression: String, zone: String) {
-        self.keys.push(claim_key(&verb, &expression, &zone));
+        self.rows.insert(verb, (expression, zone));
     }
-}
 
-/// The text the claim compares a row's `verb || chr(31) || schedule || chr(31) || timezone` with.
-fn claim_key(verb: &str, expression: &str, zone: &str) -> String {
-    let mut key = String::with_capacity(verb.len() + expression.len() + zone.len() + 2);
-    for (i, part) in [verb, expression, zone].into_iter().enumerate() {
-        if i > 0 {
-            key.push('\u{1f}');
-        }
-        key.push_str(part);
+    fn contains(&self, verb: &str, expression: &str, zone: &str) -> bool {
+        self.rows
+            .get(verb)
+            .is_some_and(|(e, z)| e == expression && z == zone)
     }
-    key
+
+    /// The ids of the rows refused since the rows were checked.
+    fn refused(&self) -> Vec<i64> {
+        lock(&self.refused).clone()
+    }
+
+    fn refuse(&self, ids: &[i64]) {
+        let mut refused = lock(&self.refused);
+        for id in ids {
+            if !refused.contains(id) {
+                refused.push(*id);
+            }
+        }
+    }
 }
 
 impl PgStore {

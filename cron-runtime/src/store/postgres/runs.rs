@@ -149,7 +149,13 @@ impl PgStore {
         };
         let held = Held::from_row(&row).map_err(db(context()))?;
         let (next_execution, skipped) = self
-            .end_run(&mut tx, &held, finish.outcome, finish.error.as_deref())
+            .end_run(
+                &mut tx,
+                &held,
+                finish.outcome,
+                finish.error.as_deref(),
+                finish.ended_at,
+            )
             .await
             .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
@@ -250,6 +256,7 @@ impl PgStore {
                     &held,
                     Outcome::Abandoned,
                     Some("the replica running it stopped renewing its lease"),
+                    None,
                 )
                 .await
                 .map_err(db(context))?;
@@ -310,6 +317,7 @@ impl PgStore {
                         &held,
                         Outcome::Cancelled,
                         Some("cancelled by shutdown after the grace period"),
+                        None,
                     )
                     .await
                     .map_err(db(context()))?;
@@ -330,13 +338,13 @@ impl PgStore {
         tx.commit().await.map_err(db(context()))
     }
 
-    /// How a held run ends: its job's next occurrence after the store's now and the occurrences it
-    /// skipped. The one computation behind [`PgStore::end_run`] and [`PgStore::finish_batch`].
-    fn ending(&self, held: &Held) -> Ending {
-        let scheduled_at = held
-            .scheduled_at
-            .or(held.next_execution)
-            .unwrap_or(held.now);
+    /// How a held run ends at `ended` (when its handler ended, [`Finish::ended_at`], never after the
+    /// store's now; the store's now when `None`): its job's next occurrence after that and the
+    /// occurrences it skipped. The one computation behind [`PgStore::end_run`] and
+    /// [`PgStore::finish_batch`].
+    fn ending(&self, held: &Held, ended: Option<DateTime<Utc>>) -> Ending {
+        let now = ended.map_or(held.now, |at| at.min(held.now));
+        let scheduled_at = held.scheduled_at.or(held.next_execution).unwrap_or(now);
         let schedule =
             self.shared
                 .schedules
@@ -346,15 +354,15 @@ impl PgStore {
             // is still ahead; one that came while the run was executing is skipped (overlap), and so
             // are the ones after it up to now. A paused job keeps its row as it is (resume reschedules).
             Some(schedule) if held.manual => match held.next_execution {
-                Some(regular) if regular > held.now || held.paused => (Some(regular), 0),
+                Some(regular) if regular > now || held.paused => (Some(regular), 0),
                 Some(regular) => {
-                    let next = next_after_run(schedule, regular, held.now);
+                    let next = next_after_run(schedule, regular, now);
                     (next, count_between(schedule, regular, next, true))
                 }
                 None => (None, 0),
             },
             Some(schedule) => {
-                let next = next_after_run(schedule, scheduled_at, held.now);
+                let next = next_after_run(schedule, scheduled_at, now);
                 (next, count_between(schedule, scheduled_at, next, false))
             }
             // A row whose schedule no longer parses keeps its `next_execution`.
@@ -364,6 +372,7 @@ impl PgStore {
             next,
             skipped,
             parsed: schedule.is_some(),
+            at: now,
         }
     }
 
@@ -376,8 +385,9 @@ impl PgStore {
         held: &Held,
         outcome: Outcome,
         error: Option<&str>,
+        ended: Option<DateTime<Utc>>,
     ) -> Result<(Option<DateTime<Utc>>, u32), sqlx::Error> {
-        let ending = self.ending(held);
+        let ending = self.ending(held, ended);
         sqlx::query(
             "UPDATE cron_jobs \
              SET state = 'idle', next_execution = $2, lease_expires_at = NULL, current_run_id = NULL \
@@ -390,13 +400,14 @@ impl PgStore {
         if let Some(run_id) = held.run_id {
             sqlx::query(
                 "UPDATE cron_job_runs \
-                 SET outcome = $2, error = $3, finished_at = now(), skipped = $4 \
+                 SET outcome = $2, error = $3, finished_at = greatest(started_at, $5), skipped = $4 \
                  WHERE id = $1 AND outcome = 'running'",
             )
             .bind(run_id)
             .bind(outcome.as_str())
             .bind(error)
             .bind(ending.skipped_column())
+            .bind(ending.at)
             .execute(&mut *tx)
             .await?;
         }
@@ -455,13 +466,14 @@ impl PgStore {
                 results.push(Finished::Fenced);
                 continue;
             };
-            let ending = self.ending(&held);
+            let ending = self.ending(&held, finish.ended_at);
             jobs.ids.push(held.job_id);
             jobs.next.push(ending.next);
             runs.ids.push(finish.run_id);
             runs.outcomes.push(finish.outcome.as_str());
             runs.errors.push(finish.error.as_deref());
             runs.skipped.push(ending.skipped_column());
+            runs.ended.push(ending.at);
             if !held.active {
                 if let Some(next) = ending.carried_next() {
                     carried.modules.push(held.module.clone());
@@ -497,15 +509,17 @@ impl PgStore {
         .await?;
         sqlx::query(
             "UPDATE cron_job_runs r \
-             SET outcome = e.outcome, error = e.error, finished_at = now(), skipped = e.skipped \
-             FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[]) \
-                  AS e(id, outcome, error, skipped) \
+             SET outcome = e.outcome, error = e.error, skipped = e.skipped, \
+                 finished_at = greatest(r.started_at, e.ended) \
+             FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[]) \
+                  AS e(id, outcome, error, skipped, ended) \
              WHERE r.id = e.id AND r.outcome = 'running'",
         )
         .bind(&runs.ids)
         .bind(&runs.outcomes)
         .bind(&runs.errors)
         .bind(&runs.skipped)
+        .bind(&runs.ended)
         .execute(&mut *tx)
         .await?;
         if !carried.modules.is_empty() {
@@ -533,6 +547,8 @@ impl PgStore {
 /// How a held run ends, as [`PgStore::ending`] computes it.
 #[derive(Debug, Clone, Copy)]
 struct Ending {
+    /// When it ended: `finished_at`.
+    at: DateTime<Utc>,
     /// The job's `next_execution` from now on (the row's own when its schedule does not parse).
     next: Option<DateTime<Utc>>,
     skipped: u32,
@@ -571,6 +587,7 @@ struct RunUpdates<'a> {
     outcomes: Vec<&'a str>,
     errors: Vec<Option<&'a str>>,
     skipped: Vec<i32>,
+    ended: Vec<DateTime<Utc>>,
 }
 
 /// The verbs of the active deployments a batch continues ([`CONTINUE_CARRIED_MANY`]).
