@@ -129,6 +129,16 @@ struct Run {
 struct Ended {
     finish: Finish,
     span: tracing::Span,
+    /// The claim's clock offset, to put the handler's end on the store's clock.
+    anchor: Anchor,
+}
+
+impl Ended {
+    /// The handler ended at the local instant `at` (or, for one that ended on its first poll, just
+    /// before it: see [`start_chunk`]).
+    fn ended_at(&mut self, at: Instant) {
+        self.finish.ended_at = Some(self.anchor.store_time(at));
+    }
 }
 
 /// What starting a run came to.
@@ -753,14 +763,20 @@ async fn hold_until(at: Instant) {
 /// Starts `runs`, due at `start_at`, one after the other, and hands those that ended at once to
 /// [`record_ended`] together.
 fn start_chunk<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, start_at: Instant) {
-    let mut ended = Vec::with_capacity(runs.len());
+    let mut ended: Vec<Ended> = Vec::with_capacity(runs.len());
     let mut dropped = Vec::new();
     let mut now = Instant::now();
+    // The runs that ended since the clock was last read: they ended before its next reading, which is
+    // their end (late by at most `CLOCK_EVERY` starts, never early: an end taken too early would run an
+    // occurrence the run overlapped).
+    let mut unstamped = 0;
     for (i, run) in runs.into_iter().enumerate() {
         // The clock costs as much as starting a run that ends at once: read it now and then. Runs
         // started in between are at most that much later than it says.
         if i % CLOCK_EVERY == 0 {
             now = Instant::now();
+            ended[unstamped..].iter_mut().for_each(|e| e.ended_at(now));
+            unstamped = ended.len();
         }
         match start(shared, run, start_at, now) {
             Started::Ended(run) => ended.push(run),
@@ -768,6 +784,8 @@ fn start_chunk<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, start_at: Inst
             Started::Dropped(run_id) => dropped.push(run_id),
         }
     }
+    let end = Instant::now();
+    ended[unstamped..].iter_mut().for_each(|e| e.ended_at(end));
     if !dropped.is_empty() {
         shared.remove_all(&dropped);
     }
@@ -796,7 +814,7 @@ fn start<S: Store>(
     }
     let (index, job_context) = match std::mem::replace(&mut run.job, Err(String::new())) {
         Ok(job) => job,
-        Err(error) => return Started::Ended(ended(run, Outcome::Failed, Some(error), now)),
+        Err(error) => return Started::Ended(ended(run, Outcome::Failed, Some(error))),
     };
     if now >= shared.lease_until(run.lease_until) {
         lease_lost(&run.span);
@@ -824,11 +842,11 @@ fn start<S: Store>(
     match first {
         Err(panic) => {
             let error = panic_message(panic.as_ref());
-            Started::Ended(ended(run, Outcome::Panicked, Some(error), now))
+            Started::Ended(ended(run, Outcome::Panicked, Some(error)))
         }
         Ok((_, Poll::Ready(result))) => {
             let (outcome, error) = outcome_of(result);
-            Started::Ended(ended(run, outcome, error, now))
+            Started::Ended(ended(run, outcome, error))
         }
         Ok((handler, Poll::Pending)) => {
             go_on(shared, run, index, handler, now);
@@ -844,8 +862,8 @@ fn outcome_of(result: Result<(), String>) -> (Outcome, Option<String>) {
     }
 }
 
-/// A run whose handler ended at the local instant `at`, on its way to the store.
-fn ended(run: Run, outcome: Outcome, error: Option<String>, at: Instant) -> Ended {
+/// A run whose handler has ended, on its way to the store; [`Ended::ended_at`] says when.
+fn ended(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
     run.span
         .record("outcome", tracing::field::display(outcome.as_str()));
     Ended {
@@ -854,9 +872,10 @@ fn ended(run: Run, outcome: Outcome, error: Option<String>, at: Instant) -> Ende
             job_id: run.job_id,
             outcome,
             error,
-            ended_at: Some(run.anchor.store_time(at)),
+            ended_at: None,
         },
         span: run.span,
+        anchor: run.anchor,
     }
 }
 
@@ -937,7 +956,9 @@ async fn finish_run<S: Store>(
             return;
         }
     };
-    shared.push_ended([ended(run, outcome, error, Instant::now())]);
+    let mut ended = ended(run, outcome, error);
+    ended.ended_at(Instant::now());
+    shared.push_ended([ended]);
 }
 
 /// Records ended runs, as many as have ended at once with one [`Store::finish_many`], so that recording

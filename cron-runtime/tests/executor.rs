@@ -493,3 +493,37 @@ async fn each_run_is_a_span_with_its_module_verb_instant_lateness_outcome_and_sk
     assert_eq!(field(failed, "outcome").as_deref(), Some("failed"));
     assert_eq!(field(failed, "skipped").as_deref(), Some("0"));
 }
+
+/// On the real clock: a handler that blocks its thread ends on its first poll, and the run ends when it
+/// returned, not when it started. (tokio's paused clock does not move while a thread sleeps.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_blocks_its_thread_ends_when_it_returns() {
+    let store = MemoryStore::new();
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .job("test::blocking", "* * * * * *", || async {
+            std::thread::sleep(Duration::from_millis(1_300));
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    let first = loop {
+        if let Some(run) = runs_of(&store, "test::blocking")
+            .into_iter()
+            .find(|r| r.finished_at.is_some())
+        {
+            break run;
+        }
+        sleep(Duration::from_millis(50)).await;
+    };
+    handle.shutdown().await.unwrap();
+
+    let took = first.finished_at.unwrap() - first.started_at.unwrap();
+    assert!(took >= chrono::Duration::milliseconds(1_300), "{first:?}");
+    // It was still running one second after its occurrence: that occurrence is skipped.
+    assert_eq!(first.skipped, 1, "{first:?}");
+}

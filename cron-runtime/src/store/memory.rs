@@ -279,7 +279,7 @@ impl State {
         let next = job.spec.schedule.next_after(after);
         let skipped = count_between(&job.spec, run.scheduled_at, next, false);
         self.set_idle(run.job_id, next);
-        run.finished_at = Some(now);
+        run.finished_at = Some(run.started_at.map_or(now, |started| now.max(started)));
         run.outcome = Some(outcome);
         run.error = error;
         run.skipped = skipped;
@@ -584,7 +584,7 @@ impl Store for MemoryStore {
             if late && job.spec.missed == cron_schema::MissedPolicy::Skip {
                 let next = job.spec.schedule.next_after(now);
                 run.skipped = count_between(&job.spec, scheduled_at, next, true);
-                run.finished_at = Some(now);
+                run.finished_at = Some(run.started_at.map_or(now, |started| now.max(started)));
                 run.outcome = Some(Outcome::Skipped);
                 state.set_idle(job_id, next);
                 state.record(run);
