@@ -1151,48 +1151,34 @@ mod tests {
     use crate::store::{Claimed, DeploymentSpec, MemoryStore};
     use crate::{JobOptions, Runtime};
 
-    /// The in-memory store, except that no lease can be renewed: what a replica sees when it is frozen
-    /// or cut off from the store while the others go on.
-    struct NoRenewals(MemoryStore);
+    /// The in-memory store with one fault: no lease can be renewed (what a replica sees when it is
+    /// frozen or cut off from the store while the others go on), or recording how a run ended takes
+    /// 1.5 s (a busy store).
+    struct Faulty {
+        store: MemoryStore,
+        fault: Fault,
+    }
 
-    impl Store for NoRenewals {
-        async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
-            self.0.register(spec).await
-        }
-        async fn heartbeat(&self, runner: &Runner) -> Result<bool, StoreError> {
-            self.0.heartbeat(runner).await
-        }
-        async fn claim_due(
-            &self,
-            runner: &Runner,
-            ahead: Duration,
-            limit: usize,
-        ) -> Result<Claimed, StoreError> {
-            self.0.claim_due(runner, ahead, limit).await
-        }
-        async fn renew(&self, _: &Runner, _: &[i64]) -> Result<Vec<i64>, StoreError> {
-            Err(StoreError::Invalid("the store is out of reach".to_owned()))
-        }
-        async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
-            self.0.finish(runner, finish).await
-        }
-        async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
-            self.0.deregister(runner, cancelled).await
-        }
-        async fn changed(&self) {
-            self.0.changed().await
+    #[derive(PartialEq)]
+    enum Fault {
+        NoRenewals,
+        SlowRecords,
+    }
+
+    impl Faulty {
+        async fn record(&self) {
+            if self.fault == Fault::SlowRecords {
+                tokio::time::sleep(Duration::from_millis(1_500)).await;
+            }
         }
     }
 
-    /// The in-memory store, except that recording how a run ended takes 1.5 s: a busy store.
-    struct SlowRecords(MemoryStore);
-
-    impl Store for SlowRecords {
+    impl Store for Faulty {
         async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
-            self.0.register(spec).await
+            self.store.register(spec).await
         }
         async fn heartbeat(&self, runner: &Runner) -> Result<bool, StoreError> {
-            self.0.heartbeat(runner).await
+            self.store.heartbeat(runner).await
         }
         async fn claim_due(
             &self,
@@ -1200,28 +1186,31 @@ mod tests {
             ahead: Duration,
             limit: usize,
         ) -> Result<Claimed, StoreError> {
-            self.0.claim_due(runner, ahead, limit).await
+            self.store.claim_due(runner, ahead, limit).await
         }
         async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
-            self.0.renew(runner, run_ids).await
+            if self.fault == Fault::NoRenewals {
+                return Err(StoreError::Invalid("the store is out of reach".to_owned()));
+            }
+            self.store.renew(runner, run_ids).await
         }
         async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
-            tokio::time::sleep(Duration::from_millis(1_500)).await;
-            self.0.finish(runner, finish).await
+            self.record().await;
+            self.store.finish(runner, finish).await
         }
         async fn finish_many(
             &self,
             runner: &Runner,
             finishes: &[Finish],
         ) -> Vec<Result<Finished, StoreError>> {
-            tokio::time::sleep(Duration::from_millis(1_500)).await;
-            self.0.finish_many(runner, finishes).await
+            self.record().await;
+            self.store.finish_many(runner, finishes).await
         }
         async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
-            self.0.deregister(runner, cancelled).await
+            self.store.deregister(runner, cancelled).await
         }
         async fn changed(&self) {
-            self.0.changed().await
+            self.store.changed().await
         }
     }
 
@@ -1240,7 +1229,11 @@ mod tests {
             .unwrap();
         let (store, plan) = runtime.into_memory_parts();
         let (stop, shutdown) = watch::channel(false);
-        let executor = tokio::spawn(run(SlowRecords(store.clone()), plan, shutdown));
+        let faulty = Faulty {
+            store: store.clone(),
+            fault: Fault::SlowRecords,
+        };
+        let executor = tokio::spawn(run(faulty, plan, shutdown));
         tokio::time::sleep(Duration::from_secs(8)).await;
         stop.send(true).unwrap();
         executor.await.unwrap().unwrap();
@@ -1296,7 +1289,11 @@ mod tests {
             .unwrap();
         let (store, plan) = runtime.into_memory_parts();
         let (stop, shutdown) = watch::channel(false);
-        let executor = tokio::spawn(run(NoRenewals(store.clone()), plan, shutdown));
+        let faulty = Faulty {
+            store: store.clone(),
+            fault: Fault::NoRenewals,
+        };
+        let executor = tokio::spawn(run(faulty, plan, shutdown));
 
         // The run starts at second 60 and its lease lasts 3 s from the claim (made up to a second
         // ahead), less a 300 ms margin: the handler takes a step every 100 ms from 60.0 s and stops
