@@ -45,7 +45,8 @@ use chrono::{DateTime, Utc};
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Runner, Store};
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
-use sqlx::{PgPool, Row};
+use sqlx::postgres::PgArguments;
+use sqlx::{Arguments, PgPool, Row};
 
 const USAGE: &str = "\
 cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
@@ -917,30 +918,33 @@ async fn explain_claim_n(pool: &PgPool, runner: &Runner, due: i64, generic: bool
         .bind(due)
         .execute(&mut *tx)
         .await?;
-        let refused: Vec<i64> = Vec::new();
+        // The store's parameters: the runner's deployment, 0.5 s ahead, 1,000 rows, none refused, a
+        // missed-run tolerance of 60 s.
+        let claim_due_args = || -> Result<PgArguments, sqlx::Error> {
+            let mut args = PgArguments::default();
+            args.add(runner.deployment_id)
+                .map_err(sqlx::Error::Encode)?;
+            args.add(0.5f64).map_err(sqlx::Error::Encode)?;
+            args.add(1000i64).map_err(sqlx::Error::Encode)?;
+            args.add(Vec::<i64>::new()).map_err(sqlx::Error::Encode)?;
+            args.add(60.0f64).map_err(sqlx::Error::Encode)?;
+            Ok(args)
+        };
         let mut lines: Vec<String> = vec!["-- CLAIM_DUE:".to_owned()];
-        let plan: Vec<String> =
-            sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {claim_due}"))
-                .bind(runner.deployment_id)
-                .bind(0.5f64)
-                .bind(1000i64)
-                .bind(&refused)
-                .bind(60.0f64)
-                .fetch_all(&mut *tx)
-                .await?;
+        let explain = format!("EXPLAIN (ANALYZE, BUFFERS) {claim_due}");
+        let plan: Vec<String> = sqlx::query_scalar_with(&explain, claim_due_args()?)
+            .fetch_all(&mut *tx)
+            .await?;
         lines.extend(plan);
         // EXPLAIN ANALYZE locked the rows but returned the plan: read them again (this transaction holds
         // the locks) and record their runs as the store would, every row's text being the checked one.
-        let rows: Vec<(i64, DateTime<Utc>, bool, bool, bool)> = sqlx::query_as(&format!(
+        let select = format!(
             "SELECT id, scheduled_at, manual, late, late AND skip_late FROM ({claim_due}) due"
-        ))
-        .bind(runner.deployment_id)
-        .bind(0.5f64)
-        .bind(1000i64)
-        .bind(&refused)
-        .bind(60.0f64)
-        .fetch_all(&mut *tx)
-        .await?;
+        );
+        let rows: Vec<(i64, DateTime<Utc>, bool, bool, bool)> =
+            sqlx::query_as_with(&select, claim_due_args()?)
+                .fetch_all(&mut *tx)
+                .await?;
         let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
         let at: Vec<DateTime<Utc>> = rows.iter().map(|r| r.1).collect();
         let manual: Vec<bool> = rows.iter().map(|r| r.2).collect();
@@ -965,7 +969,7 @@ async fn explain_claim_n(pool: &PgPool, runner: &Runner, due: i64, generic: bool
         let plan: Vec<String> =
             sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {next_due}"))
                 .bind(runner.deployment_id)
-                .bind(&refused)
+                .bind(Vec::<i64>::new())
                 .fetch_all(&mut *tx)
                 .await?;
         lines.push(String::new());

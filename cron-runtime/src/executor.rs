@@ -1214,6 +1214,24 @@ mod tests {
         }
     }
 
+    /// Runs the executor of `runtime` on its memory store with `fault`; stops it when the sender says so.
+    fn run_faulty(
+        runtime: Runtime,
+        fault: Fault,
+    ) -> (
+        MemoryStore,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<Result<(), RuntimeError>>,
+    ) {
+        let (store, plan) = runtime.into_memory_parts();
+        let (stop, shutdown) = watch::channel(false);
+        let faulty = Faulty {
+            store: store.clone(),
+            fault,
+        };
+        (store, stop, tokio::spawn(run(faulty, plan, shutdown)))
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_run_recorded_late_ends_when_its_handler_ended() {
         let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
@@ -1227,13 +1245,7 @@ mod tests {
             .build()
             .await
             .unwrap();
-        let (store, plan) = runtime.into_memory_parts();
-        let (stop, shutdown) = watch::channel(false);
-        let faulty = Faulty {
-            store: store.clone(),
-            fault: Fault::SlowRecords,
-        };
-        let executor = tokio::spawn(run(faulty, plan, shutdown));
+        let (store, stop, executor) = run_faulty(runtime, Fault::SlowRecords);
         tokio::time::sleep(Duration::from_secs(8)).await;
         stop.send(true).unwrap();
         executor.await.unwrap().unwrap();
@@ -1287,13 +1299,7 @@ mod tests {
             .build()
             .await
             .unwrap();
-        let (store, plan) = runtime.into_memory_parts();
-        let (stop, shutdown) = watch::channel(false);
-        let faulty = Faulty {
-            store: store.clone(),
-            fault: Fault::NoRenewals,
-        };
-        let executor = tokio::spawn(run(faulty, plan, shutdown));
+        let (store, stop, executor) = run_faulty(runtime, Fault::NoRenewals);
 
         // The run starts at second 60 and its lease lasts 3 s from the claim (made up to a second
         // ahead), less a 300 ms margin: the handler takes a step every 100 ms from 60.0 s and stops
