@@ -1515,6 +1515,25 @@ mod replica {
         tokio::time::sleep(Duration::from_secs(settle)).await;
         let _ = tokio::time::timeout(Duration::from_secs(15), handle.shutdown()).await;
 
+        if std::env::var_os("BENCH_PER_SECOND").is_some() {
+            // Diagnostics: each second of the window, how many fired and how late at worst.
+            for second in 0..seconds as usize {
+                let mut fired = 0;
+                let mut worst = 0;
+                for job in 0..jobs {
+                    let micros =
+                        recorder.fires[job * seconds as usize + second].load(Ordering::Relaxed);
+                    if micros != NOT_FIRED {
+                        fired += 1;
+                        worst = worst.max(micros);
+                    }
+                }
+                eprintln!(
+                    "second {second:>3}: fired {fired:>6}, latest {:>8.1} ms",
+                    f64::from(worst) / 1000.0
+                );
+            }
+        }
         let mut hist = Histogram::default();
         for slot in &recorder.fires {
             let micros = slot.load(Ordering::Relaxed);

@@ -44,6 +44,22 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// tasks to notice (a handler blocking its thread cannot notice).
 const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
+/// A run's finish claims its job's next occurrence when that is due within this much (or the
+/// claim-ahead, if longer): see [`chain_ahead`].
+const CHAIN_AHEAD: Duration = Duration::from_secs(1);
+
+/// How far ahead a batch of finishes claims the next occurrences of its jobs
+/// ([`Store::finish_and_claim`]): the claim-ahead, and at least a second, so that a job due every second
+/// goes from one run to the next without going back to idle (its run ends at or after its instant, and
+/// the next is a second after that instant).
+fn chain_ahead(claim_ahead: Duration) -> Duration {
+    claim_ahead.max(CHAIN_AHEAD)
+}
+
+/// A run claimed less than this before a renewal (or a third of the lease, if shorter) is not renewed
+/// by it: its claim's lease is nearly as long as the renewal's.
+const FRESH_CLAIM: Duration = Duration::from_secs(2);
+
 /// Waits after a failed claim before trying again.
 const CLAIM_RETRY: Duration = Duration::from_secs(1);
 
@@ -61,6 +77,11 @@ const CLOCK_EVERY: usize = 16;
 
 /// At most this many ended runs are recorded with one [`Store::finish_many`].
 const FINISH_BATCH: usize = 1024;
+
+/// At most this many batches of ended runs are being recorded at once: the next batch is on its way
+/// while the database writes one, and a database with two cores writes two at once. Each batch locks
+/// rows no other batch has, in the order of their ids.
+const RECORDING_BATCHES: usize = 2;
 
 /// How long recording waits at most for the runs due at the same instant to start.
 const HOLD_MAX: Duration = Duration::from_millis(50);
@@ -103,10 +124,13 @@ impl Anchor {
 }
 
 /// A run in flight: claimed, waiting for its instant or executing.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct InFlight {
     /// The task of a handler that did not end on its first poll.
     abort: Option<AbortHandle>,
+    /// When the lease taken with the claim runs out, on the local clock: a run claimed recently needs
+    /// no renewal yet ([`maintain`]).
+    claimed_until: Instant,
 }
 
 /// A claimed run, waiting for its instant.
@@ -202,8 +226,8 @@ impl<S> Shared<S> {
         until.checked_sub(margin).unwrap_or(until)
     }
 
-    fn renewed_at(&self, sent: Instant) {
-        let until = sent + self.plan.settings.lease;
+    /// Every run in flight holds its lease at least until `until` (see [`maintain`]).
+    fn renewed_until(&self, until: Instant) {
         let nanos = i64::try_from(until.saturating_duration_since(self.epoch).as_nanos())
             .unwrap_or(i64::MAX);
         self.renewed.fetch_max(nanos, Ordering::AcqRel);
@@ -533,17 +557,30 @@ async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         // Taken before the runs are listed: a run claimed after this instant has a lease of its own that
         // outlasts the one this renewal gives.
         let sent = Instant::now();
-        let ids: Vec<i64> = shared
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .copied()
-            .collect();
+        let lease = shared.plan.settings.lease;
+        // The runs claimed within the last moments ([`FRESH_CLAIM`]) are not renewed: thousands of
+        // every-second runs, each claimed a moment ago, hold leases as long as a renewal would give, and
+        // renewing them would rewrite their rows for nothing (and wait on the finishes recording them).
+        // The runs left out hold their leases until `kept` at least, the renewed ones until `sent`
+        // plus the lease.
+        let (ids, kept) = {
+            let in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            let due = sent + lease.saturating_sub(period.min(FRESH_CLAIM));
+            let mut kept = sent + lease;
+            let mut ids = Vec::new();
+            for (run_id, run) in in_flight.iter() {
+                if run.claimed_until < due {
+                    ids.push(*run_id);
+                } else {
+                    kept = kept.min(run.claimed_until);
+                }
+            }
+            (ids, kept)
+        };
         if !ids.is_empty() {
             match shared.store.renew(&shared.runner, &ids).await {
                 Ok(held) => {
-                    shared.renewed_at(sent);
+                    shared.renewed_until(kept);
                     let held: std::collections::HashSet<i64> = held.into_iter().collect();
                     for run_id in ids.iter().filter(|id| !held.contains(id)) {
                         let run = shared
@@ -630,7 +667,11 @@ fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: A
         let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         in_flight.reserve(runs.len());
         for run in &runs {
-            in_flight.insert(run.run_id, InFlight::default());
+            let entry = InFlight {
+                abort: None,
+                claimed_until: run.lease_until,
+            };
+            in_flight.insert(run.run_id, entry);
         }
     }
     let mut waiting = shared.waiting.lock().unwrap_or_else(|e| e.into_inner());
@@ -961,10 +1002,12 @@ async fn finish_run<S: Store>(
     shared.push_ended([ended]);
 }
 
-/// Records ended runs, as many as have ended at once with one [`Store::finish_many`], so that recording
-/// thousands of runs due at one instant costs one wake-up and one store call per batch, after their
-/// handlers have started. Runs leave `in_flight` once recorded.
+/// Records ended runs, as many as have ended at once with one [`Store::finish_and_claim`] (up to
+/// [`RECORDING_BATCHES`] at a time), so that recording thousands of runs due at one instant costs one
+/// wake-up and one store call per batch, after their handlers have started. Runs leave `in_flight`
+/// once recorded.
 async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(RECORDING_BATCHES));
     loop {
         shared.recording.notified().await;
         // Let the runs due at the same instant start first, unless that takes long.
@@ -978,16 +1021,41 @@ async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
         while !ended.is_empty() {
             let rest = ended.split_off(ended.len().min(FINISH_BATCH));
             let batch = std::mem::replace(&mut ended, rest);
-            record(&shared, batch).await;
+            let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+                return;
+            };
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move {
+                record(&shared, batch).await;
+                drop(slot);
+            });
         }
     }
 }
 
-/// Records a batch of ended runs with one [`Store::finish_many`].
+/// Records a batch of ended runs with one [`Store::finish_and_claim`], which claims the next
+/// occurrences of their jobs that are due within [`chain_ahead`] (with [`Store::finish_many`] once
+/// shutdown has begun: nothing more is claimed then).
 async fn record<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
     let (finishes, spans): (Vec<Finish>, Vec<tracing::Span>) =
         batch.into_iter().map(|e| (e.finish, e.span)).unzip();
-    let results = shared.store.finish_many(&shared.runner, &finishes).await;
+    let (results, claimed) = if *shared.shutdown.borrow() {
+        (
+            shared.store.finish_many(&shared.runner, &finishes).await,
+            None,
+        )
+    } else {
+        let ahead = chain_ahead(shared.plan.settings.claim_ahead);
+        shared
+            .store
+            .finish_and_claim(&shared.runner, &finishes, ahead)
+            .await
+    };
+    // The jobs whose next occurrence was claimed: the loop need not wake up for them.
+    let chained: std::collections::HashSet<i64> = claimed
+        .iter()
+        .flat_map(|claimed| claimed.claims.iter().map(|claim| claim.job_id))
+        .collect();
     let mut recorded = Vec::with_capacity(finishes.len());
     let mut earliest: Option<DateTime<Utc>> = None;
     let mut results = results.into_iter();
@@ -1007,12 +1075,19 @@ async fn record<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
                 continue;
             }
             Ok(finished) => {
-                if let Some(next) = recorded_as(&finish, finished, &span) {
+                if let Some(next) = recorded_as(&finish, finished, &span)
+                    && !chained.contains(&finish.job_id)
+                {
                     earliest = Some(earliest.map_or(next, |e| e.min(next)));
                 }
                 recorded.push(finish.run_id);
             }
         }
+    }
+    // In flight before the ended runs leave: shutdown waits for `in_flight` to empty, and the runs
+    // just claimed release themselves there if it has begun.
+    if let Some(claimed) = claimed {
+        take(shared, claimed);
     }
     shared.remove_all(&recorded);
     if let Some(next) = earliest {
@@ -1153,14 +1228,18 @@ mod tests {
 
     /// The in-memory store with one fault: no lease can be renewed (what a replica sees when it is
     /// frozen or cut off from the store while the others go on), or recording how a run ended takes
-    /// 1.5 s (a busy store).
+    /// 1.5 s (a busy store), or none. Counts the runs [`Store::claim_due`] claimed, and keeps the ids
+    /// of the runs sent for renewal.
     struct Faulty {
         store: MemoryStore,
         fault: Fault,
+        claimed: Arc<AtomicU32>,
+        renewed: Arc<Mutex<Vec<i64>>>,
     }
 
     #[derive(PartialEq)]
     enum Fault {
+        None,
         NoRenewals,
         SlowRecords,
     }
@@ -1186,12 +1265,16 @@ mod tests {
             ahead: Duration,
             limit: usize,
         ) -> Result<Claimed, StoreError> {
-            self.store.claim_due(runner, ahead, limit).await
+            let claimed = self.store.claim_due(runner, ahead, limit).await?;
+            let runs = u32::try_from(claimed.claims.len()).unwrap_or(u32::MAX);
+            self.claimed.fetch_add(runs, Ordering::SeqCst);
+            Ok(claimed)
         }
         async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
             if self.fault == Fault::NoRenewals {
                 return Err(StoreError::Invalid("the store is out of reach".to_owned()));
             }
+            self.renewed.lock().unwrap().extend_from_slice(run_ids);
             self.store.renew(runner, run_ids).await
         }
         async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
@@ -1206,6 +1289,15 @@ mod tests {
             self.record().await;
             self.store.finish_many(runner, finishes).await
         }
+        async fn finish_and_claim(
+            &self,
+            runner: &Runner,
+            finishes: &[Finish],
+            ahead: Duration,
+        ) -> (Vec<Result<Finished, StoreError>>, Option<Claimed>) {
+            self.record().await;
+            self.store.finish_and_claim(runner, finishes, ahead).await
+        }
         async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
             self.store.deregister(runner, cancelled).await
         }
@@ -1214,22 +1306,148 @@ mod tests {
         }
     }
 
-    /// Runs the executor of `runtime` on its memory store with `fault`; stops it when the sender says so.
-    fn run_faulty(
-        runtime: Runtime,
-        fault: Fault,
-    ) -> (
-        MemoryStore,
-        watch::Sender<bool>,
-        tokio::task::JoinHandle<Result<(), RuntimeError>>,
-    ) {
+    /// The executor of `runtime`, running on its memory store with a fault.
+    struct Running {
+        store: MemoryStore,
+        /// How many runs [`Store::claim_due`] claimed.
+        claimed: Arc<AtomicU32>,
+        /// The runs sent for renewal, once per renewal.
+        renewed: Arc<Mutex<Vec<i64>>>,
+        stop: watch::Sender<bool>,
+        executor: tokio::task::JoinHandle<Result<(), RuntimeError>>,
+    }
+
+    impl Running {
+        async fn stop(self) -> MemoryStore {
+            self.stop.send(true).unwrap();
+            self.executor.await.unwrap().unwrap();
+            self.store
+        }
+    }
+
+    /// Runs the executor of `runtime` on its memory store with `fault`.
+    fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
         let (store, plan) = runtime.into_memory_parts();
         let (stop, shutdown) = watch::channel(false);
+        let claimed = Arc::new(AtomicU32::new(0));
+        let renewed = Arc::new(Mutex::new(Vec::new()));
         let faulty = Faulty {
             store: store.clone(),
             fault,
+            claimed: Arc::clone(&claimed),
+            renewed: Arc::clone(&renewed),
         };
-        (store, stop, tokio::spawn(run(faulty, plan, shutdown)))
+        Running {
+            store,
+            claimed,
+            renewed,
+            stop,
+            executor: tokio::spawn(run(faulty, plan, shutdown)),
+        }
+    }
+
+    fn every_second(store: MemoryStore) -> crate::RuntimeBuilder {
+        Runtime::builder()
+            .module("test")
+            .deployment("test@1")
+            .registered_jobs(false)
+            .memory_store(store)
+            .job("test::tick", "* * * * * *", || async {})
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_due_every_second_is_claimed_by_the_finish_of_its_last_run() {
+        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let runtime = every_second(MemoryStore::starting_at(origin))
+            .build()
+            .await
+            .unwrap();
+        let running = run_faulty(runtime, Fault::None);
+        tokio::time::sleep(Duration::from_millis(10_500)).await;
+        let claimed = running.claimed.load(Ordering::SeqCst);
+        let store = running.stop().await;
+
+        // Each run's finish claimed the next occurrence: only the first came from a claim, and every
+        // occurrence ran once, at its instant, skipping none.
+        let runs = store.runs();
+        let seconds: Vec<(i64, Option<Outcome>, u32)> = runs
+            .iter()
+            .map(|r| {
+                (
+                    (r.scheduled_at - origin).num_seconds(),
+                    r.outcome,
+                    r.skipped,
+                )
+            })
+            .collect();
+        let expected: Vec<_> = (1..=10).map(|s| (s, Some(Outcome::Succeeded), 0)).collect();
+        assert_eq!(seconds, expected, "{runs:?}");
+        assert!(runs.iter().all(|r| r.started_at == Some(r.scheduled_at)));
+        assert_eq!(claimed, 1, "claims by `claim_due`");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_leaves_out_the_runs_claimed_a_moment_ago() {
+        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let runtime = every_second(MemoryStore::starting_at(origin))
+            .lease(Duration::from_secs(3))
+            .job_with(
+                "test::long",
+                "0 * * * * *",
+                JobOptions::new().timeout(Duration::from_secs(60)),
+                || tokio::time::sleep(Duration::from_secs(10)),
+            )
+            .build()
+            .await
+            .unwrap();
+        let running = run_faulty(runtime, Fault::None);
+        tokio::time::sleep(Duration::from_millis(75_500)).await;
+        let renewed = running.renewed.lock().unwrap().clone();
+        let store = running.stop().await;
+
+        // The long run (60 s to 70 s) outlived its claim's 3 s lease through renewals, a renewal a
+        // second; the every-second runs, each claimed a second before it ran and over at once, were
+        // never sent: their claims' leases outlasted them.
+        let runs = store.runs();
+        let long = runs.iter().find(|r| &*r.verb == "test::long").unwrap();
+        assert_eq!(long.outcome, Some(Outcome::Succeeded), "{long:?}");
+        assert!(renewed.iter().all(|id| *id == long.run_id), "{renewed:?}");
+        assert!((7..=10).contains(&renewed.len()), "{renewed:?}");
+        let ticks = runs.iter().filter(|r| &*r.verb == "test::tick");
+        assert!(ticks.clone().all(|r| r.outcome == Some(Outcome::Succeeded)));
+        assert_eq!(ticks.count(), 75);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_gives_back_the_occurrence_a_finish_claimed() {
+        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let runtime = every_second(MemoryStore::starting_at(origin))
+            .build()
+            .await
+            .unwrap();
+        let running = run_faulty(runtime, Fault::None);
+        // The run of 5 s ended at 5 s and claimed the occurrence of 6 s (the claim-ahead alone would
+        // claim it at 5.5 s).
+        tokio::time::sleep(Duration::from_millis(5_200)).await;
+        let claimed: Vec<i64> = running
+            .store
+            .runs()
+            .iter()
+            .map(|r| (r.scheduled_at - origin).num_seconds())
+            .collect();
+        assert_eq!(claimed, [1, 2, 3, 4, 5, 6]);
+        let store = running.stop().await;
+
+        let scheduled: Vec<i64> = store
+            .runs()
+            .iter()
+            .map(|r| (r.scheduled_at - origin).num_seconds())
+            .collect();
+        assert_eq!(scheduled, [1, 2, 3, 4, 5], "released, not recorded");
+        assert_eq!(
+            store.next_execution("test", "test::tick"),
+            Some(origin + chrono::TimeDelta::seconds(6))
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -1245,10 +1463,9 @@ mod tests {
             .build()
             .await
             .unwrap();
-        let (store, stop, executor) = run_faulty(runtime, Fault::SlowRecords);
+        let running = run_faulty(runtime, Fault::SlowRecords);
         tokio::time::sleep(Duration::from_secs(8)).await;
-        stop.send(true).unwrap();
-        executor.await.unwrap().unwrap();
+        let store = running.stop().await;
 
         // Each handler returns at once, but its end reaches the store 1.5 s later, after the next
         // occurrence: that occurrence was not overlapped, so it runs (late) and the run before it
@@ -1299,7 +1516,7 @@ mod tests {
             .build()
             .await
             .unwrap();
-        let (store, stop, executor) = run_faulty(runtime, Fault::NoRenewals);
+        let running = run_faulty(runtime, Fault::NoRenewals);
 
         // The run starts at second 60 and its lease lasts 3 s from the claim (made up to a second
         // ahead), less a 300 ms margin: the handler takes a step every 100 ms from 60.0 s and stops
@@ -1307,7 +1524,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(70)).await;
         let taken = steps.load(Ordering::SeqCst);
         assert!((17..=27).contains(&taken), "{taken} steps");
-        let runs = store.runs();
+        let runs = running.store.runs();
         let first = runs.first().expect("the run was claimed");
         assert_eq!(
             first.scheduled_at,
@@ -1318,8 +1535,6 @@ mod tests {
             Some(Outcome::Abandoned),
             "its lease ran out, so a heartbeat took it back: {runs:?}"
         );
-
-        stop.send(true).unwrap();
-        executor.await.unwrap().unwrap();
+        running.stop().await;
     }
 }

@@ -1568,3 +1568,218 @@ async fn a_batch_ending_a_run_of_an_inactive_deployment_continues_and_wakes_the_
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Finishes that claim the next occurrence (`finish_and_claim`)
+
+const SECONDLY: &str = "* * * * * *";
+
+/// `finish_and_claim` with the executor's horizon, every run succeeded at `ended`.
+async fn finish_and_claim(
+    store: &PgStore,
+    runner: &Runner,
+    claims: &[&ClaimRef],
+    ended: DateTime<Utc>,
+) -> (Vec<Finished>, Option<Claimed>) {
+    let finishes: Vec<Finish> = claims
+        .iter()
+        .map(|claim| Finish {
+            ended_at: Some(ended),
+            ..succeeded(claim)
+        })
+        .collect();
+    let (results, claimed) = store
+        .finish_and_claim(runner, &finishes, Duration::from_secs(1))
+        .await;
+    (results.into_iter().map(Result::unwrap).collect(), claimed)
+}
+
+/// The first whole second after `at`: the next occurrence of a `SECONDLY` job.
+fn next_second(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp(at.timestamp() + 1, 0).unwrap()
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_finish_claims_the_next_occurrence_within_the_horizon(pool: PgPool) {
+    let spec = deployment(
+        "billing@1",
+        vec![job("tick", SECONDLY), job("yearly", "0 0 1 1 *")],
+    );
+    let (store, runner) = replica(&pool, &spec).await;
+    // The tick was due two seconds ago, and its handler ended 100 ms later: the next occurrence is
+    // the second after, a second ago.
+    let at = set_next(
+        &pool,
+        runner.deployment_id,
+        "tick",
+        "date_trunc('second', now()) - interval '2 seconds'",
+    )
+    .await;
+    set_next(
+        &pool,
+        runner.deployment_id,
+        "yearly",
+        "now() - interval '1 second'",
+    )
+    .await;
+    let claimed = claim(&store, &runner).await;
+    let (tick, yearly) = (claim_of(&claimed, "tick"), claim_of(&claimed, "yearly"));
+
+    let ended = at + chrono::TimeDelta::milliseconds(100);
+    let (results, chained) = finish_and_claim(&store, &runner, &[tick, yearly], ended).await;
+    let next = next_second(ended);
+    let new_year = next_of(&pool, "billing@1", "yearly").await;
+    assert_eq!(
+        results,
+        [
+            Finished::Recorded {
+                next_execution: Some(next),
+                skipped: 0
+            },
+            Finished::Recorded {
+                next_execution: new_year,
+                skipped: 0
+            },
+        ]
+    );
+    // The tick's next occurrence is claimed with the finish, as a claim would claim it; the yearly
+    // job's is not within the horizon and waits, idle.
+    let chained = chained.expect("the tick's next occurrence is claimed");
+    assert_eq!(chained.next_due, None);
+    assert!((chained.now - db_now(&pool).await).num_seconds().abs() < 5);
+    let [claim] = &chained.claims[..] else {
+        panic!("one claim: {chained:?}")
+    };
+    assert_eq!(
+        (
+            claim.job_id,
+            claim.verb.as_str(),
+            claim.scheduled_at,
+            claim.late,
+            claim.action
+        ),
+        (tick.job_id, "tick", next, false, ClaimAction::Run)
+    );
+    let row = job_row(&pool, runner.deployment_id, "tick").await;
+    assert_eq!(
+        row.scheduling(),
+        (
+            "executing",
+            Some(next),
+            Some(claim.run_id),
+            Some(claim.lease_expires_at)
+        )
+    );
+    assert!(claim.lease_expires_at >= db_now(&pool).await + chrono::TimeDelta::seconds(29));
+    let run = run_row(&pool, claim.run_id).await;
+    assert_eq!(
+        (
+            run.outcome.as_str(),
+            run.scheduled_at,
+            run.runner_id,
+            run.late
+        ),
+        ("running", next, runner.id, false)
+    );
+    assert_eq!(run_row(&pool, tick.run_id).await.outcome, "succeeded");
+    let row = job_row(&pool, runner.deployment_id, "yearly").await;
+    assert_eq!((row.state.as_str(), row.next_execution), ("idle", new_year));
+
+    // The run ended is over: its finish again is fenced. The chained run goes on from there.
+    let again = store.finish(&runner, &succeeded(tick)).await.unwrap();
+    assert_eq!(again, Finished::Fenced);
+    let ended = next + chrono::TimeDelta::milliseconds(100);
+    let (results, chained) = finish_and_claim(&store, &runner, &[claim], ended).await;
+    let after = next + chrono::TimeDelta::seconds(1);
+    assert_eq!(
+        results,
+        [Finished::Recorded {
+            next_execution: Some(after),
+            skipped: 0
+        }]
+    );
+    let chained = chained.expect("claimed again");
+    assert_eq!(chained.claims[0].scheduled_at, after);
+    assert_eq!(run_row(&pool, claim.run_id).await.outcome, "succeeded");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_finish_claims_nothing_a_claim_would_not_take(pool: PgPool) {
+    // Every job is due every second, and every finish is within the horizon of its next occurrence:
+    // each is kept from its claim by one thing.
+    let verbs = ["paused", "triggered", "edited", "taken", "late", "moved"];
+    let spec = deployment(
+        "billing@1",
+        verbs.iter().map(|v| job(v, SECONDLY)).collect(),
+    );
+    let (store, runner) = replica(&pool, &spec).await;
+    sqlx::query("UPDATE cron_jobs SET next_execution = date_trunc('second', now())")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), verbs.len());
+    let ended = db_now(&pool).await;
+    let next = next_second(ended);
+    let edit = |sql: &str, verb: &str| {
+        let pool = pool.clone();
+        let sql = format!("UPDATE cron_jobs SET {sql} WHERE verb = $1");
+        let verb = verb.to_owned();
+        async move { sqlx::query(&sql).bind(verb).execute(&pool).await.unwrap() }
+    };
+    // Paused, or triggered, while its run executed (`cronverb pause`, `cronverb trigger`).
+    edit("paused = true", "paused").await;
+    edit("trigger_requested_at = now()", "triggered").await;
+    // Its text was edited in the table since this store checked it.
+    edit("schedule = '*/1 * * * * *'", "edited").await;
+    // Its next occurrence already ran (under another deployment, say).
+    sqlx::query(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, outcome, runner, runner_id) \
+         VALUES ('billing', 'taken', $1, 'succeeded', 'elsewhere', 0)",
+    )
+    .bind(next)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut finishes: Vec<&ClaimRef> = verbs[..4].iter().map(|v| claim_of(&claimed, v)).collect();
+    let (results, chained) = finish_and_claim(&store, &runner, &finishes, ended).await;
+    assert!(chained.is_none(), "{chained:?}");
+    assert!(
+        results
+            .iter()
+            .all(|r| matches!(r, Finished::Recorded { .. }))
+    );
+    for verb in &verbs[..4] {
+        let row = job_row(&pool, runner.deployment_id, verb).await;
+        assert_eq!(row.scheduling(), ("idle", Some(next), None, None), "{verb}");
+    }
+
+    // A run due two minutes ago whose handler ended then: its next occurrence is later than the
+    // missed-run tolerance, which the claim decides.
+    let late = claim_of(&claimed, "late");
+    let long_ago = late.scheduled_at - chrono::TimeDelta::minutes(2);
+    sqlx::query("UPDATE cron_job_runs SET scheduled_at = $2 WHERE id = $1")
+        .bind(late.run_id)
+        .bind(long_ago)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (_, chained) = finish_and_claim(&store, &runner, &[late], long_ago).await;
+    assert!(chained.is_none(), "{chained:?}");
+    let row = job_row(&pool, runner.deployment_id, "late").await;
+    assert_eq!(
+        row.scheduling(),
+        ("idle", Some(next_second(long_ago)), None, None)
+    );
+
+    // A newer deployment took the module over while the run executed: its verb continues there.
+    finishes.clear();
+    let moved = claim_of(&claimed, "moved");
+    let newer = deployment("billing@2", vec![job("moved", SECONDLY)]);
+    replica(&pool, &newer).await;
+    assert_eq!(active_key(&pool).await, ["billing@2"]);
+    let (_, chained) = finish_and_claim(&store, &runner, &[moved], ended).await;
+    assert!(chained.is_none(), "{chained:?}");
+    let row = job_row(&pool, runner.deployment_id, "moved").await;
+    assert_eq!(row.state, "idle");
+}

@@ -203,6 +203,60 @@ impl MemoryStore {
             .flatten()
     }
 
+    /// [`Store::finish_many`] under one lock, claiming the next occurrences due within `chain`
+    /// ([`Store::finish_and_claim`]).
+    fn finish_all(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+        chain: Option<Duration>,
+    ) -> (Vec<Result<Finished, StoreError>>, Option<Claimed>) {
+        let now_at = Instant::now();
+        let now = self.now_at(now_at);
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let mut unblocks = false;
+        let mut claims = Vec::new();
+        let active = state
+            .deployments
+            .get(&runner.deployment_id)
+            .filter(|d| d.active)
+            .map(|d| Arc::clone(&d.module));
+        let tolerance = state.settings.missed_tolerance;
+        let results = finishes
+            .iter()
+            .map(|finish| {
+                let (finished, unblocked) = state.finish(runner, finish, now);
+                unblocks |= unblocked;
+                if let (
+                    Some(ahead),
+                    Some(module),
+                    Finished::Recorded {
+                        next_execution: Some(next),
+                        ..
+                    },
+                ) = (chain, &active, finished)
+                    && next <= now + ahead
+                    && !(now - next).to_std().is_ok_and(|late| late > tolerance)
+                {
+                    claims.push(state.claim(runner, module, finish.job_id, next, now));
+                }
+                Ok(finished)
+            })
+            .collect();
+        drop(guard);
+        if unblocks {
+            self.inner.changed.notify_waiters();
+        }
+        let claimed = (!claims.is_empty()).then_some(Claimed {
+            claims,
+            now,
+            now_at,
+            next_due: None,
+        });
+        (results, claimed)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the state half-updated in a way later calls would
         // misread more than losing the store would; keep going.
@@ -311,6 +365,75 @@ impl State {
             },
             unblocks,
         )
+    }
+
+    /// Claims the occurrence `scheduled_at` of the idle job `job_id` for `runner`: records its run and
+    /// marks the job executing, or, late under `missed = "skip"`, records the run skipped and moves the
+    /// job on.
+    fn claim(
+        &mut self,
+        runner: &Runner,
+        module: &Arc<str>,
+        job_id: i64,
+        scheduled_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Claim {
+        let run_id = self.id();
+        let job = &self.jobs[&job_id];
+        let late = (now - scheduled_at)
+            .to_std()
+            .is_ok_and(|d| d > self.settings.missed_tolerance);
+        let verb = Arc::clone(&job.verb);
+        let mut run = RunRecord {
+            run_id,
+            job_id,
+            deployment_id: runner.deployment_id,
+            module: Arc::clone(module),
+            verb: Arc::clone(&verb),
+            scheduled_at,
+            started_at: None,
+            finished_at: None,
+            outcome: None,
+            error: None,
+            runner: Arc::clone(&self.runners[&runner.id].name),
+            skipped: 0,
+        };
+        let lease_expires_at = now + self.settings.lease;
+        let mut claim = Claim {
+            run_id,
+            job_id,
+            verb: verb.to_string(),
+            scheduled_at,
+            late,
+            action: ClaimAction::Run,
+            lease_expires_at,
+        };
+        if late && job.spec.missed == cron_schema::MissedPolicy::Skip {
+            let next = job.spec.schedule.next_after(now);
+            run.skipped = count_between(&job.spec, scheduled_at, next, true);
+            run.finished_at = Some(now);
+            run.outcome = Some(Outcome::Skipped);
+            self.set_idle(job_id, next);
+            self.record(run);
+            claim.action = ClaimAction::Skipped;
+            return claim;
+        }
+        let due = self.due.entry(runner.deployment_id).or_default();
+        due.remove(&(scheduled_at, job_id));
+        let job = self.jobs.get_mut(&job_id).expect("exists");
+        job.executing = Some(Executing {
+            run_id,
+            runner_id: runner.id,
+            scheduled_at,
+            lease_expires_at,
+        });
+        self.executing_verbs
+            .entry(Arc::clone(module))
+            .or_default()
+            .insert(verb);
+        run.started_at = Some(now.max(scheduled_at));
+        self.running.insert(run_id, run);
+        claim
     }
 
     /// Runners seen within a lease are alive.
@@ -545,8 +668,6 @@ impl Store for MemoryStore {
             });
         }
         let module = deployment.module.clone();
-        let tolerance = state.settings.missed_tolerance;
-        let lease = state.settings.lease;
         let mut picked = Vec::new();
         if let Some(due) = state.due.get(&runner.deployment_id) {
             for &(at, job_id) in due.iter() {
@@ -560,71 +681,10 @@ impl Store for MemoryStore {
                 picked.push((at, job_id));
             }
         }
-        let mut claims = Vec::with_capacity(picked.len());
-        for (scheduled_at, job_id) in picked {
-            let run_id = state.id();
-            let job = &state.jobs[&job_id];
-            let late = (now - scheduled_at).to_std().is_ok_and(|d| d > tolerance);
-            let verb = Arc::clone(&job.verb);
-            let mut run = RunRecord {
-                run_id,
-                job_id,
-                deployment_id: runner.deployment_id,
-                module: Arc::clone(&module),
-                verb: Arc::clone(&verb),
-                scheduled_at,
-                started_at: None,
-                finished_at: None,
-                outcome: None,
-                error: None,
-                runner: Arc::clone(&state.runners[&runner.id].name),
-                skipped: 0,
-            };
-            let lease_expires_at = now + lease;
-            if late && job.spec.missed == cron_schema::MissedPolicy::Skip {
-                let next = job.spec.schedule.next_after(now);
-                run.skipped = count_between(&job.spec, scheduled_at, next, true);
-                run.finished_at = Some(run.started_at.map_or(now, |started| now.max(started)));
-                run.outcome = Some(Outcome::Skipped);
-                state.set_idle(job_id, next);
-                state.record(run);
-                claims.push(Claim {
-                    run_id,
-                    job_id,
-                    verb: verb.to_string(),
-                    scheduled_at,
-                    late,
-                    action: ClaimAction::Skipped,
-                    lease_expires_at,
-                });
-                continue;
-            }
-            let due = state.due.get_mut(&runner.deployment_id).expect("exists");
-            due.remove(&(scheduled_at, job_id));
-            let job = state.jobs.get_mut(&job_id).expect("exists");
-            job.executing = Some(Executing {
-                run_id,
-                runner_id: runner.id,
-                scheduled_at,
-                lease_expires_at,
-            });
-            state
-                .executing_verbs
-                .entry(Arc::clone(&module))
-                .or_default()
-                .insert(Arc::clone(&verb));
-            run.started_at = Some(now.max(scheduled_at));
-            state.running.insert(run_id, run);
-            claims.push(Claim {
-                run_id,
-                job_id,
-                verb: verb.to_string(),
-                scheduled_at,
-                late,
-                action: ClaimAction::Run,
-                lease_expires_at,
-            });
-        }
+        let claims = picked
+            .into_iter()
+            .map(|(scheduled_at, job_id)| state.claim(runner, &module, job_id, scheduled_at, now))
+            .collect();
         let next_due = state.first_claimable(runner.deployment_id, &module);
         Ok(Claimed {
             claims,
@@ -672,22 +732,16 @@ impl Store for MemoryStore {
         runner: &Runner,
         finishes: &[Finish],
     ) -> Vec<Result<Finished, StoreError>> {
-        let now = self.now();
-        let mut state = self.lock();
-        let mut unblocks = false;
-        let results = finishes
-            .iter()
-            .map(|finish| {
-                let (finished, unblocked) = state.finish(runner, finish, now);
-                unblocks |= unblocked;
-                Ok(finished)
-            })
-            .collect();
-        drop(state);
-        if unblocks {
-            self.inner.changed.notify_waiters();
-        }
-        results
+        self.finish_all(runner, finishes, None).0
+    }
+
+    async fn finish_and_claim(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+        ahead: Duration,
+    ) -> (Vec<Result<Finished, StoreError>>, Option<Claimed>) {
+        self.finish_all(runner, finishes, Some(ahead))
     }
 
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {

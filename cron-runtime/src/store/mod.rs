@@ -240,6 +240,25 @@ pub trait Store: Send + Sync + 'static {
         futures_util::future::join_all(finishes.iter().map(|finish| self.finish(runner, finish)))
     }
 
+    /// Records how several runs ended, as [`Store::finish_many`] does, and claims with them the next
+    /// occurrence of each of their jobs that is due within `ahead` of the store's now and that a claim
+    /// would take: the deployment is active, the job is not paused, has no pending trigger and is not
+    /// late. The claims come back as from [`Store::claim_due`] (with no `next_due`), and their jobs stay
+    /// executing from one run to the next: a job due every second is never idle, and no claim has to
+    /// find it again. Every contract holds as for a claim; the run of a chained occurrence that already
+    /// ran is not recorded, and its job goes back to idle as after [`Store::finish`].
+    ///
+    /// The default claims nothing: the jobs go back to idle and [`Store::claim_due`] takes them.
+    fn finish_and_claim(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+        ahead: Duration,
+    ) -> impl Future<Output = (Vec<Result<Finished, StoreError>>, Option<Claimed>)> + Send {
+        let _ = ahead;
+        async move { (self.finish_many(runner, finishes).await, None) }
+    }
+
     /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
     /// from the live replicas (contract 9).
     ///

@@ -287,7 +287,16 @@ impl Store for PgStore {
         runner: &Runner,
         finishes: &[Finish],
     ) -> Vec<Result<Finished, StoreError>> {
-        self.finish_runs(runner, finishes).await
+        self.finish_runs(runner, finishes, None).await.0
+    }
+
+    async fn finish_and_claim(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+        ahead: Duration,
+    ) -> (Vec<Result<Finished, StoreError>>, Option<Claimed>) {
+        self.finish_runs(runner, finishes, Some(ahead)).await
     }
 
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {

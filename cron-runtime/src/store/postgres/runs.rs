@@ -2,6 +2,7 @@
 //! (contracts 3, 4, 7 and 9). Every path that ends a run is fenced on the run that holds the job's row.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
@@ -9,7 +10,7 @@ use sqlx::{PgConnection, Row};
 
 use super::schedules::{count_between, next_after_run};
 use super::{NOTIFY_CHANNEL, PgStore, db};
-use crate::store::{Finish, Finished, Outcome, Runner, StoreError};
+use crate::store::{Claim, ClaimAction, Claimed, Finish, Finished, Outcome, Runner, StoreError};
 
 /// The row of a job that a run holds, locked.
 const HELD_BY_RUN: &str = r#"
@@ -38,6 +39,26 @@ WHERE (j.current_run_id, j.id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint
   AND r.runner_id = $3
 ORDER BY j.id
 FOR UPDATE OF j
+"#;
+
+/// Extends the leases of the given runs this runner holds. The rows are locked in the order of their
+/// ids, as a batch of finishes locks them, so that the two never wait on each other in a cycle.
+const RENEW: &str = r#"
+WITH held AS (
+    SELECT j.id, r.id AS run_id
+    FROM cron_job_runs r
+    JOIN cron_jobs j ON j.id = r.job_id AND j.current_run_id = r.id
+    WHERE r.id = ANY($1)
+      AND r.runner_id = $2
+      AND j.state = 'executing'
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE cron_jobs j
+SET lease_expires_at = greatest(j.lease_expires_at, now() + make_interval(secs => $3))
+FROM held
+WHERE j.id = held.id
+RETURNING held.run_id
 "#;
 
 /// Executing rows whose lease expired, oldest first, skipping rows another replica is recovering and the
@@ -90,6 +111,43 @@ WHERE d.id = n.deployment_id
   AND n.timezone = c.timezone
   AND n.state = 'idle'
   AND n.next_execution < c.next_execution
+"#;
+
+/// The runs of the next occurrences a batch of finishes claims ([`PgStore::finish_batch`] with a
+/// horizon), one per job, unless the occurrence already has one or the job can no longer be claimed:
+/// its deployment is no longer active, or it was paused or triggered (the rows are locked, but a
+/// takeover or an operator may have committed since they were read). Reaches the rows by primary key,
+/// as [`super::claim::CLAIM_RUNS`] does.
+const CHAIN_RUNS: &str = r#"
+INSERT INTO cron_job_runs AS r
+    (job_id, deployment_id, module_name, verb, scheduled_at, started_at, outcome, runner,
+     runner_id, late, manual)
+SELECT j.id, j.deployment_id, j.module_name, j.verb, e.scheduled_at,
+       greatest(now(), e.scheduled_at), 'running', $3, $4, false, false
+FROM unnest($1::bigint[], $2::timestamptz[]) AS e(id, scheduled_at)
+CROSS JOIN LATERAL (
+    SELECT c.id, c.deployment_id, c.module_name, c.verb, c.paused, c.trigger_requested_at
+    FROM cron_jobs c WHERE c.id = e.id LIMIT 1
+) j
+WHERE NOT j.paused
+  AND j.trigger_requested_at IS NULL
+  AND EXISTS (SELECT FROM cron_deployments d WHERE d.id = j.deployment_id AND d.active)
+ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
+RETURNING r.id, r.job_id, greatest(now(), r.scheduled_at) + make_interval(secs => $5) AS lease_expires_at,
+          clock_timestamp() AS clock
+"#;
+
+/// The jobs of a batch of finishes: idle with their next occurrence, or executing the run
+/// [`CHAIN_RUNS`] recorded for it.
+const END_JOBS: &str = r#"
+UPDATE cron_jobs j
+SET state = CASE WHEN e.run_id IS NULL THEN 'idle' ELSE 'executing' END,
+    next_execution = e.next_execution,
+    current_run_id = e.run_id,
+    lease_expires_at = e.lease_expires_at
+FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::timestamptz[])
+    AS e(id, next_execution, run_id, lease_expires_at)
+WHERE j.id = e.id
 "#;
 
 /// A locked job row and the run that holds it.
@@ -165,21 +223,25 @@ impl PgStore {
         })
     }
 
-    /// [`PgStore::finish_run`] for each run, in one transaction ([`PgStore::finish_batch`]). A database
-    /// error fails the whole batch: nothing of it is recorded, and every run gets the error.
+    /// [`PgStore::finish_run`] for each run, in one transaction ([`PgStore::finish_batch`]), claiming
+    /// the next occurrences due within `chain` ([`Store::finish_and_claim`]). A database error fails
+    /// the whole batch: nothing of it is recorded or claimed, and every run gets the error.
+    ///
+    /// [`Store::finish_and_claim`]: crate::store::Store::finish_and_claim
     pub(super) async fn finish_runs(
         &self,
         runner: &Runner,
         finishes: &[Finish],
-    ) -> Vec<Result<Finished, StoreError>> {
+        chain: Option<Duration>,
+    ) -> (Vec<Result<Finished, StoreError>>, Option<Claimed>) {
         if finishes.is_empty() {
-            return Vec::new();
+            return (Vec::new(), None);
         }
-        match self.finish_batch(runner, finishes).await {
-            Ok(results) => results.into_iter().map(Ok).collect(),
+        match self.finish_batch(runner, finishes, chain).await {
+            Ok((results, claimed)) => (results.into_iter().map(Ok).collect(), claimed),
             Err(error) => {
                 let batch = finishes.len();
-                finishes
+                let results = finishes
                     .iter()
                     .map(|finish| {
                         Err(StoreError::Database {
@@ -190,7 +252,8 @@ impl PgStore {
                             source: error.to_string().into(),
                         })
                     })
-                    .collect()
+                    .collect();
+                (results, None)
             }
         }
     }
@@ -200,20 +263,13 @@ impl PgStore {
         runner: &Runner,
         run_ids: &[i64],
     ) -> Result<Vec<i64>, StoreError> {
-        sqlx::query_scalar(
-            "UPDATE cron_jobs j \
-             SET lease_expires_at = greatest(j.lease_expires_at, now() + make_interval(secs => $3)) \
-             FROM cron_job_runs r \
-             WHERE r.id = ANY($1) AND r.runner_id = $2 \
-               AND j.current_run_id = r.id AND j.state = 'executing' \
-             RETURNING r.id",
-        )
-        .bind(run_ids)
-        .bind(runner.id)
-        .bind(self.lease())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db(format!("renewing the leases of runner {}", runner.name)))
+        sqlx::query_scalar(RENEW)
+            .bind(run_ids)
+            .bind(runner.id)
+            .bind(self.lease())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db(format!("renewing the leases of runner {}", runner.name)))
     }
 
     /// Takes back every row whose lease expired, in batches, recording their runs `abandoned`. Returns
@@ -433,11 +489,20 @@ impl PgStore {
     /// compute each job's next occurrence ([`PgStore::ending`]), then one update of the jobs, one of
     /// the runs and, only when a run of an inactive deployment ended, one continuation of the active
     /// deployment's verbs and one notification.
+    ///
+    /// With a horizon (`chain`), the update of the jobs also claims each job's next occurrence when it
+    /// is due within the horizon of the database's now, not late, and the row is one this store
+    /// checked and would claim ([`CHAIN_RUNS`]): the job moves from the ended run to the new one.
     async fn finish_batch(
         &self,
         runner: &Runner,
         finishes: &[Finish],
-    ) -> Result<Vec<Finished>, sqlx::Error> {
+        chain: Option<Duration>,
+    ) -> Result<(Vec<Finished>, Option<Claimed>), sqlx::Error> {
+        // A runner this store did not register has no checked rows: nothing is chained for it.
+        let known = chain.and_then(|_| self.known(runner).ok());
+        let tolerance = chrono::TimeDelta::from_std(self.settings().store.missed_tolerance)
+            .unwrap_or(chrono::TimeDelta::MAX);
         let run_ids: Vec<i64> = finishes.iter().map(|f| f.run_id).collect();
         let job_ids: Vec<i64> = finishes.iter().map(|f| f.job_id).collect();
         let mut tx = self.pool.begin().await?;
@@ -467,6 +532,23 @@ impl PgStore {
                 continue;
             };
             let ending = self.ending(&held, finish.ended_at);
+            let chained = match (chain, &known, ending.next) {
+                (Some(ahead), Some(known), Some(next)) => {
+                    ending.parsed
+                        && held.active
+                        && !held.manual
+                        && !held.paused
+                        && next <= held.now + ahead
+                        && held.now - next <= tolerance
+                        && known
+                            .claimable
+                            .contains(&held.verb, &held.expression, &held.zone)
+                }
+                _ => false,
+            };
+            if let (true, Some(next)) = (chained, ending.next) {
+                jobs.chained.insert(held.job_id, (held.verb.clone(), next));
+            }
             jobs.ids.push(held.job_id);
             jobs.next.push(ending.next);
             runs.ids.push(finish.run_id);
@@ -493,20 +575,75 @@ impl PgStore {
         }
         if jobs.ids.is_empty() {
             // Every run was fenced: nothing was written.
-            return Ok(results);
+            return Ok((results, None));
         }
 
-        sqlx::query(
-            "UPDATE cron_jobs j \
-             SET state = 'idle', next_execution = e.next_execution, lease_expires_at = NULL, \
-                 current_run_id = NULL \
-             FROM unnest($1::bigint[], $2::timestamptz[]) AS e(id, next_execution) \
-             WHERE j.id = e.id",
-        )
-        .bind(&jobs.ids)
-        .bind(&jobs.next)
-        .execute(&mut *tx)
-        .await?;
+        // The next occurrences this batch claims, and the runs recorded for them.
+        let mut claimed: Option<Claimed> = None;
+        let mut chained_runs: Vec<Option<i64>> = vec![None; jobs.ids.len()];
+        let mut leases: Vec<Option<DateTime<Utc>>> = vec![None; jobs.ids.len()];
+        if !jobs.chained.is_empty() {
+            let (ids, at): (Vec<i64>, Vec<DateTime<Utc>>) =
+                jobs.chained.iter().map(|(id, (_, at))| (*id, *at)).unzip();
+            let rows = sqlx::query(CHAIN_RUNS)
+                .bind(&ids)
+                .bind(&at)
+                .bind(&runner.name)
+                .bind(runner.id)
+                .bind(self.lease())
+                .fetch_all(&mut *tx)
+                .await?;
+            let now_at = tokio::time::Instant::now();
+            let position: HashMap<i64, usize> = jobs
+                .ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| (*id, i))
+                .collect();
+            let mut claims = Vec::with_capacity(rows.len());
+            let mut clock: Option<DateTime<Utc>> = None;
+            for row in rows {
+                // The database's clock as it returned the last row: at most a trip before `now_at`.
+                let at: DateTime<Utc> = row.try_get("clock")?;
+                clock = Some(clock.map_or(at, |c| c.max(at)));
+                let run_id: i64 = row.try_get("id")?;
+                let job_id: i64 = row.try_get("job_id")?;
+                let lease_expires_at: DateTime<Utc> = row.try_get("lease_expires_at")?;
+                let (Some((verb, scheduled_at)), Some(&i)) =
+                    (jobs.chained.remove(&job_id), position.get(&job_id))
+                else {
+                    continue;
+                };
+                chained_runs[i] = Some(run_id);
+                leases[i] = Some(lease_expires_at);
+                claims.push(Claim {
+                    run_id,
+                    job_id,
+                    verb,
+                    scheduled_at,
+                    late: false,
+                    action: ClaimAction::Run,
+                    lease_expires_at,
+                });
+            }
+            // The runs of one instant together, as a claim returns them.
+            claims.sort_by_key(|claim| (claim.scheduled_at, claim.job_id));
+            if let (Some(now), false) = (clock, claims.is_empty()) {
+                claimed = Some(Claimed {
+                    claims,
+                    now,
+                    now_at,
+                    next_due: None,
+                });
+            }
+        }
+        sqlx::query(END_JOBS)
+            .bind(&jobs.ids)
+            .bind(&jobs.next)
+            .bind(&chained_runs)
+            .bind(&leases)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "UPDATE cron_job_runs r \
              SET outcome = e.outcome, error = e.error, skipped = e.skipped, \
@@ -540,7 +677,7 @@ impl PgStore {
                 .await?;
         }
         tx.commit().await?;
-        Ok(results)
+        Ok((results, claimed))
     }
 }
 
@@ -573,11 +710,14 @@ impl Ending {
     }
 }
 
-/// The `cron_jobs` columns a batch writes, one array per column.
+/// The `cron_jobs` columns a batch writes, one array per column, and the jobs whose next occurrence
+/// it claims.
 #[derive(Debug, Default)]
 struct JobUpdates {
     ids: Vec<i64>,
     next: Vec<Option<DateTime<Utc>>>,
+    /// The verb and next occurrence of each job whose next occurrence is claimed, by job id.
+    chained: HashMap<i64, (String, DateTime<Utc>)>,
 }
 
 /// The `cron_job_runs` columns a batch writes, one array per column.
