@@ -56,8 +56,9 @@ fn chain_ahead(claim_ahead: Duration) -> Duration {
     claim_ahead.max(CHAIN_AHEAD)
 }
 
-/// A run claimed less than this before a renewal (or a third of the lease, if shorter) is not renewed
-/// by it: its claim's lease is nearly as long as the renewal's.
+/// A run whose lease outlasts a renewal's by less than this (or half the period of renewals, if
+/// shorter) is not renewed by it: a run claimed a moment ago holds a lease nearly as long. A run
+/// renewed once is renewed every time after: its lease ends one period after the next renewal.
 const FRESH_CLAIM: Duration = Duration::from_secs(2);
 
 /// Waits after a failed claim before trying again.
@@ -128,9 +129,32 @@ impl Anchor {
 struct InFlight {
     /// The task of a handler that did not end on its first poll.
     abort: Option<AbortHandle>,
-    /// When the lease taken with the claim runs out, on the local clock: a run claimed recently needs
-    /// no renewal yet ([`maintain`]).
-    claimed_until: Instant,
+    /// Its lease, shared with the run.
+    lease: Arc<Lease>,
+}
+
+/// Until when a run holds its lease, on the local clock: the lease its claim took, extended by each
+/// renewal that returned the run. In nanoseconds after [`Shared::epoch`].
+#[derive(Debug)]
+struct Lease(AtomicI64);
+
+impl Lease {
+    fn new(epoch: Instant, until: Instant) -> Arc<Lease> {
+        Arc::new(Lease(AtomicI64::new(nanos_after(epoch, until))))
+    }
+
+    fn until(&self, epoch: Instant) -> Instant {
+        epoch + Duration::from_nanos(self.0.load(Ordering::Acquire).max(0) as u64)
+    }
+
+    fn extend(&self, epoch: Instant, until: Instant) {
+        self.0
+            .fetch_max(nanos_after(epoch, until), Ordering::AcqRel);
+    }
+}
+
+fn nanos_after(epoch: Instant, at: Instant) -> i64 {
+    i64::try_from(at.saturating_duration_since(epoch).as_nanos()).unwrap_or(i64::MAX)
 }
 
 /// A claimed run, waiting for its instant.
@@ -138,9 +162,8 @@ struct Run {
     run_id: i64,
     job_id: i64,
     scheduled_at: DateTime<Utc>,
-    /// When the lease taken with the claim runs out, on the local clock; renewals extend it
-    /// ([`Shared::lease_until`]).
-    lease_until: Instant,
+    /// Its lease; renewals extend it ([`Shared::lease_until`]).
+    lease: Arc<Lease>,
     /// Where its job is in [`Shared::jobs`], with the context its handler will get (taken now, so that
     /// no reference count is touched when thousands of runs start), or why there is none.
     job: Result<(usize, Arc<JobContext>), String>,
@@ -201,11 +224,8 @@ struct Shared<S> {
     /// Runs whose handler has ended, for [`record_ended`], which `recording` wakes.
     ended: Mutex<Vec<Ended>>,
     recording: Notify,
-    /// Where [`Shared::renewed`] counts from.
+    /// Where the runs' [`Lease`]s count from.
     epoch: Instant,
-    /// Until when the last successful renewal holds the leases of the runs it renewed, in nanoseconds
-    /// after `epoch` on the local clock: the instant the renewal was sent plus the lease.
-    renewed: AtomicI64,
     /// The runs waiting for their instant, by instant, in chunks; each instant has its timer
     /// ([`open_at`]).
     waiting: Mutex<HashMap<DateTime<Utc>, Vec<Vec<Run>>>>,
@@ -214,23 +234,13 @@ struct Shared<S> {
 }
 
 impl<S> Shared<S> {
-    /// Until when this replica may still run a run whose claim's lease ran out at `claimed_until`: the
-    /// later of that and the last renewal's, less a margin for the clocks' drift and the round trip. Past
-    /// it another replica may have taken the run back, so its handler must not go on (contract 4).
-    fn lease_until(&self, claimed_until: Instant) -> Instant {
-        let renewed =
-            self.epoch + Duration::from_nanos(self.renewed.load(Ordering::Acquire).max(0) as u64);
-        let lease = self.plan.settings.lease;
-        let margin = (lease / 10).min(Duration::from_secs(1));
-        let until = claimed_until.max(renewed);
+    /// Until when this replica may still run a run with this lease: its end less a margin for the
+    /// clocks' drift and the round trip. Past it another replica may have taken the run back, so its
+    /// handler must not go on (contract 4).
+    fn lease_until(&self, lease: &Lease) -> Instant {
+        let margin = (self.plan.settings.lease / 10).min(Duration::from_secs(1));
+        let until = lease.until(self.epoch);
         until.checked_sub(margin).unwrap_or(until)
-    }
-
-    /// Every run in flight holds its lease at least until `until` (see [`maintain`]).
-    fn renewed_until(&self, until: Instant) {
-        let nanos = i64::try_from(until.saturating_duration_since(self.epoch).as_nanos())
-            .unwrap_or(i64::MAX);
-        self.renewed.fetch_max(nanos, Ordering::AcqRel);
     }
 
     /// Resolves once the grace period is over. Costs nothing until polled.
@@ -372,7 +382,6 @@ pub(crate) async fn run<S: Store>(
         ended: Mutex::new(Vec::new()),
         recording: Notify::new(),
         epoch: Instant::now(),
-        renewed: AtomicI64::new(0),
         waiting: Mutex::new(HashMap::new()),
         starting: AtomicUsize::new(0),
     });
@@ -558,30 +567,29 @@ async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         // outlasts the one this renewal gives.
         let sent = Instant::now();
         let lease = shared.plan.settings.lease;
-        // The runs claimed within the last moments ([`FRESH_CLAIM`]) are not renewed: thousands of
-        // every-second runs, each claimed a moment ago, hold leases as long as a renewal would give, and
-        // renewing them would rewrite their rows for nothing (and wait on the finishes recording them).
-        // The runs left out hold their leases until `kept` at least, the renewed ones until `sent`
-        // plus the lease.
-        let (ids, kept) = {
+        // The runs whose lease outlasts this renewal's by less than [`FRESH_CLAIM`] are not renewed:
+        // thousands of every-second runs, each claimed a moment ago, hold leases nearly as long as a
+        // renewal would give, and renewing them would rewrite their rows for nothing (and wait on the
+        // finishes recording them).
+        let (ids, leases): (Vec<i64>, Vec<Arc<Lease>>) = {
             let in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-            let due = sent + lease.saturating_sub(period.min(FRESH_CLAIM));
-            let mut kept = sent + lease;
-            let mut ids = Vec::new();
-            for (run_id, run) in in_flight.iter() {
-                if run.claimed_until < due {
-                    ids.push(*run_id);
-                } else {
-                    kept = kept.min(run.claimed_until);
-                }
-            }
-            (ids, kept)
+            let due = sent + lease.saturating_sub((period / 2).min(FRESH_CLAIM));
+            in_flight
+                .iter()
+                .filter(|(_, run)| run.lease.until(shared.epoch) < due)
+                .map(|(run_id, run)| (*run_id, Arc::clone(&run.lease)))
+                .unzip()
         };
         if !ids.is_empty() {
             match shared.store.renew(&shared.runner, &ids).await {
                 Ok(held) => {
-                    shared.renewed_until(kept);
                     let held: std::collections::HashSet<i64> = held.into_iter().collect();
+                    // The runs renewed hold their leases until `sent` plus the lease, at least.
+                    for (run_id, run_lease) in ids.iter().zip(&leases) {
+                        if held.contains(run_id) {
+                            run_lease.extend(shared.epoch, sent + lease);
+                        }
+                    }
                     for run_id in ids.iter().filter(|id| !held.contains(id)) {
                         let run = shared
                             .in_flight
@@ -651,7 +659,7 @@ fn prepare<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Run {
         run_id: claim.run_id,
         job_id: claim.job_id,
         scheduled_at: claim.scheduled_at,
-        lease_until: anchor.instant_for(claim.lease_expires_at),
+        lease: Lease::new(shared.epoch, anchor.instant_for(claim.lease_expires_at)),
         job,
         anchor,
         span,
@@ -669,7 +677,7 @@ fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: A
         for run in &runs {
             let entry = InFlight {
                 abort: None,
-                claimed_until: run.lease_until,
+                lease: Arc::clone(&run.lease),
             };
             in_flight.insert(run.run_id, entry);
         }
@@ -732,18 +740,33 @@ async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, start_at: 
             run.span
                 .in_scope(|| tracing::debug!("released before it started: shutting down"));
         }
-        shared
-            .cancelled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(&ids);
-        shared.remove_all(&ids);
+        tokio::spawn(give_back(shared, ids));
         return;
     }
     shared.starting.fetch_add(1, Ordering::AcqRel);
     *handoff.chunks.lock().unwrap_or_else(|e| e.into_inner()) = chunks;
     handoff.ready.store(true, Ordering::Release);
     start_chunks(&shared, &handoff, start_at);
+}
+
+/// Shutdown: gives the runs released before their instant back to the store at once
+/// ([`Store::give_back`]), so that another replica runs their occurrences rather than waiting for this
+/// one's grace period; they leave `in_flight` then. Those the store cannot take now are released by
+/// [`Store::deregister`].
+async fn give_back<S: Store>(shared: Arc<Shared<S>>, ids: Vec<i64>) {
+    if let Err(error) = shared.store.give_back(&shared.runner, &ids).await {
+        tracing::warn!(
+            %error,
+            runs = ids.len(),
+            "giving back the runs claimed ahead failed; they are released when this replica deregisters"
+        );
+        shared
+            .cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(&ids);
+    }
+    shared.remove_all(&ids);
 }
 
 /// The chunks of runs of one instant, handed from [`open_at`] to its helpers at the instant.
@@ -857,7 +880,7 @@ fn start<S: Store>(
         Ok(job) => job,
         Err(error) => return Started::Ended(ended(run, Outcome::Failed, Some(error))),
     };
-    if now >= shared.lease_until(run.lease_until) {
+    if now >= shared.lease_until(&run.lease) {
         lease_lost(&run.span);
         return Started::Dropped(run.run_id);
     }
@@ -970,7 +993,7 @@ async fn finish_run<S: Store>(
     tokio::pin!(guarded);
     let deadline = started + job.timeout;
     let until = context
-        .scope(until_timeout(&shared, deadline, run.lease_until, guarded))
+        .scope(until_timeout(&shared, deadline, &run.lease, guarded))
         .instrument(run.span.clone())
         .await;
     let (outcome, error) = match until {
@@ -1007,7 +1030,8 @@ async fn finish_run<S: Store>(
 /// wake-up and one store call per batch, after their handlers have started. Runs leave `in_flight`
 /// once recorded.
 async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(RECORDING_BATCHES));
+    // The batches being recorded: aborted with this task at shutdown, as a batch recorded inline was.
+    let mut batches = tokio::task::JoinSet::new();
     loop {
         shared.recording.notified().await;
         // Let the runs due at the same instant start first, unless that takes long.
@@ -1021,15 +1045,13 @@ async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
         while !ended.is_empty() {
             let rest = ended.split_off(ended.len().min(FINISH_BATCH));
             let batch = std::mem::replace(&mut ended, rest);
-            let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-                return;
-            };
+            while batches.len() >= RECORDING_BATCHES {
+                batches.join_next().await;
+            }
             let shared = Arc::clone(&shared);
-            tokio::spawn(async move {
-                record(&shared, batch).await;
-                drop(slot);
-            });
+            batches.spawn(async move { record(&shared, batch).await });
         }
+        while batches.try_join_next().is_some() {}
     }
 }
 
@@ -1156,13 +1178,13 @@ enum Until<T> {
 async fn until_timeout<S, F: Future>(
     shared: &Shared<S>,
     deadline: Instant,
-    claimed_until: Instant,
+    lease: &Lease,
     mut handler: Pin<&mut F>,
 ) -> Until<F::Output> {
     loop {
-        let lease_until = shared.lease_until(claimed_until);
+        let lease_until = shared.lease_until(lease);
         let handler_step = std::future::poll_fn(|cx| {
-            if Instant::now() >= shared.lease_until(claimed_until) {
+            if Instant::now() >= shared.lease_until(lease) {
                 return Poll::Ready(None);
             }
             handler.as_mut().poll(cx).map(Some)
@@ -1179,7 +1201,7 @@ async fn until_timeout<S, F: Future>(
                     return Until::TimedOut;
                 }
                 // The lease's end came first: stop unless a renewal moved it meanwhile.
-                if Instant::now() >= shared.lease_until(claimed_until) {
+                if Instant::now() >= shared.lease_until(lease) {
                     return Until::LeaseLost;
                 }
             }
@@ -1298,6 +1320,9 @@ mod tests {
             self.record().await;
             self.store.finish_and_claim(runner, finishes, ahead).await
         }
+        async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
+            self.store.give_back(runner, run_ids).await
+        }
         async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
             self.store.deregister(runner, cancelled).await
         }
@@ -1390,32 +1415,71 @@ mod tests {
     async fn a_renewal_leaves_out_the_runs_claimed_a_moment_ago() {
         let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
         let runtime = every_second(MemoryStore::starting_at(origin))
-            .lease(Duration::from_secs(3))
             .job_with(
                 "test::long",
                 "0 * * * * *",
-                JobOptions::new().timeout(Duration::from_secs(60)),
-                || tokio::time::sleep(Duration::from_secs(10)),
+                JobOptions::new().timeout(Duration::from_secs(600)),
+                || tokio::time::sleep(Duration::from_secs(70)),
             )
             .build()
             .await
             .unwrap();
         let running = run_faulty(runtime, Fault::None);
-        tokio::time::sleep(Duration::from_millis(75_500)).await;
+        tokio::time::sleep(Duration::from_millis(140_500)).await;
         let renewed = running.renewed.lock().unwrap().clone();
         let store = running.stop().await;
 
-        // The long run (60 s to 70 s) outlived its claim's 3 s lease through renewals, a renewal a
-        // second; the every-second runs, each claimed a second before it ran and over at once, were
-        // never sent: their claims' leases outlasted them.
+        // The long run (60 s to 130 s) outlived its claim's 30 s lease through renewals, one every
+        // 10 s from the first that found less than 28 s left; the every-second runs, each claimed a
+        // second before it ran and over at once, were never sent: their claims' leases outlasted them.
         let runs = store.runs();
         let long = runs.iter().find(|r| &*r.verb == "test::long").unwrap();
         assert_eq!(long.outcome, Some(Outcome::Succeeded), "{long:?}");
         assert!(renewed.iter().all(|id| *id == long.run_id), "{renewed:?}");
-        assert!((7..=10).contains(&renewed.len()), "{renewed:?}");
+        assert!((6..=8).contains(&renewed.len()), "{renewed:?}");
         let ticks = runs.iter().filter(|r| &*r.verb == "test::tick");
         assert!(ticks.clone().all(|r| r.outcome == Some(Outcome::Succeeded)));
-        assert_eq!(ticks.count(), 75);
+        assert_eq!(ticks.count(), 140);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_gives_back_runs_claimed_ahead_without_waiting_for_the_grace_period() {
+        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let runtime = every_second(MemoryStore::starting_at(origin))
+            .shutdown_grace(Duration::from_secs(10))
+            .job("test::slow", "5 * * * * *", || {
+                tokio::time::sleep(Duration::from_secs(30))
+            })
+            .build()
+            .await
+            .unwrap();
+        let running = run_faulty(runtime, Fault::None);
+        // At 5.2 s the slow run is in flight, and the tick's run of 6 s was claimed by the end of the
+        // run of 5 s.
+        tokio::time::sleep(Duration::from_millis(5_200)).await;
+        let store = running.store.clone();
+        let stopping = tokio::spawn(running.stop());
+        // While shutdown waits for the slow run, the tick's occurrence of 6 s is back in the store,
+        // for another replica to run now.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            store.next_execution("test", "test::tick"),
+            Some(origin + chrono::TimeDelta::seconds(6))
+        );
+        assert!(
+            store
+                .runs()
+                .iter()
+                .all(|r| r.scheduled_at < origin + chrono::TimeDelta::seconds(6))
+        );
+        stopping.await.unwrap();
+        let slow: Vec<_> = store
+            .runs()
+            .into_iter()
+            .filter(|r| &*r.verb == "test::slow")
+            .collect();
+        assert_eq!(slow.len(), 1);
+        assert_eq!(slow[0].outcome, Some(Outcome::Cancelled));
     }
 
     #[tokio::test(start_paused = true)]

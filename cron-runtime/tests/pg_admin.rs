@@ -650,3 +650,51 @@ async fn prune_deletes_old_finished_runs_in_batches_and_never_a_running_one(pool
     );
     assert_eq!(count(&pool, "SELECT count(*) FROM cron_job_runs").await, 11);
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started(pool: PgPool) {
+    // A job due every second is claimed ahead nearly all the time (the end of each run claims the
+    // next occurrence): a trigger then waits for that run, instead of being refused.
+    let (store, runner) = replica(
+        &pool,
+        &deployment("billing@1", vec![job("billing::tick", "* * * * * *")]),
+    )
+    .await;
+    let at = set_next(
+        &pool,
+        "billing::tick",
+        "now() + interval '800 milliseconds'",
+    )
+    .await;
+    let claimed = store
+        .claim_due(&runner, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 1);
+    let triggered = store.trigger("billing::tick", None).await.unwrap();
+    assert!(!triggered.already_pending);
+
+    // The pending trigger keeps the run's end from claiming the next occurrence: the job goes back
+    // to idle, and the claim takes the trigger.
+    let finish = Finish {
+        run_id: claimed.claims[0].run_id,
+        job_id: claimed.claims[0].job_id,
+        outcome: Outcome::Succeeded,
+        error: None,
+        ended_at: Some(at),
+    };
+    let (_, chained) = store
+        .finish_and_claim(&runner, &[finish], Duration::from_secs(1))
+        .await;
+    assert!(chained.is_none(), "{chained:?}");
+    let (_, pending, _) = job_row(&pool, "billing@1", "billing::tick").await;
+    assert_eq!(pending, Some(triggered.requested_at));
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 1);
+    let (_, pending, _) = job_row(&pool, "billing@1", "billing::tick").await;
+    assert_eq!(pending, None, "taken");
+
+    // A run that has started is executing: another trigger is refused.
+    let error = store.trigger("billing::tick", None).await.unwrap_err();
+    assert!(matches!(error, AdminError::Executing { .. }), "{error}");
+}

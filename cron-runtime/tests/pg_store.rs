@@ -1783,3 +1783,96 @@ async fn a_finish_claims_nothing_a_claim_would_not_take(pool: PgPool) {
     let row = job_row(&pool, runner.deployment_id, "moved").await;
     assert_eq!(row.state, "idle");
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn give_back_returns_runs_that_never_started_to_the_store(pool: PgPool) {
+    let spec = deployment(
+        "billing@1",
+        vec![job("ahead", MINUTELY), job("other", MINUTELY)],
+    );
+    let (store, runner) = replica(&pool, &spec).await;
+    let (other_store, other) = replica(&pool, &spec).await;
+    let at = set_next(
+        &pool,
+        runner.deployment_id,
+        "ahead",
+        "now() + interval '800 milliseconds'",
+    )
+    .await;
+    let claimed = store
+        .claim_due(&runner, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    let ahead = claim_of(&claimed, "ahead");
+    // Another runner cannot give it back; this one can, once.
+    other_store
+        .give_back(&other, &[ahead.run_id])
+        .await
+        .unwrap();
+    assert_eq!(
+        job_row(&pool, runner.deployment_id, "ahead").await.state,
+        "executing"
+    );
+    store.give_back(&runner, &[ahead.run_id]).await.unwrap();
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_job_runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 0, "the run is forgotten");
+    let row = job_row(&pool, runner.deployment_id, "ahead").await;
+    assert_eq!(row.scheduling(), ("idle", Some(at), None, None));
+    store.give_back(&runner, &[ahead.run_id]).await.unwrap();
+    // The occurrence is the other replica's to run.
+    let again = other_store
+        .claim_due(&other, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(claim_of(&again, "ahead").scheduled_at, at);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn deregister_ends_the_runs_it_was_not_told_about(pool: PgPool) {
+    // The executor lost track of two runs (a claim's answer cut short by the shutdown, a finish that
+    // could not be recorded): deregistering names neither, and neither row waits for its lease.
+    let spec = deployment(
+        "billing@1",
+        vec![job("ahead", MINUTELY), job("started", "0 0 * * *")],
+    );
+    let (store, runner) = replica(&pool, &spec).await;
+    due_now(&pool, runner.deployment_id, "started").await;
+    let ahead_at = set_next(
+        &pool,
+        runner.deployment_id,
+        "ahead",
+        "now() + interval '800 milliseconds'",
+    )
+    .await;
+    let claimed = store
+        .claim_due(&runner, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    let (ahead, started) = (claim_of(&claimed, "ahead"), claim_of(&claimed, "started"));
+    store.deregister(&runner, &[]).await.unwrap();
+
+    // Its instant is still ahead: it never started, and goes back.
+    let row = job_row(&pool, runner.deployment_id, "ahead").await;
+    assert_eq!(row.scheduling(), ("idle", Some(ahead_at), None, None));
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_job_runs WHERE id = $1")
+        .bind(ahead.run_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, 0);
+    // Its handler may have run: recorded abandoned, and the job goes on.
+    let run = run_row(&pool, started.run_id).await;
+    assert_eq!(
+        (run.outcome.as_str(), run.error.as_deref()),
+        (
+            "abandoned",
+            Some("the replica shut down without recording how it ended")
+        )
+    );
+    let row = job_row(&pool, runner.deployment_id, "started").await;
+    assert_eq!(row.state, "idle");
+    assert!(row.next_execution > Some(started.scheduled_at));
+}

@@ -436,6 +436,22 @@ impl State {
         claim
     }
 
+    /// Gives back a run `runner` holds that never started: its record is dropped and its job goes back
+    /// to idle at its occurrence.
+    fn give_back(&mut self, runner: &Runner, run_id: i64) {
+        let Some(run) = self.running.get(&run_id) else {
+            return;
+        };
+        let (job_id, scheduled_at) = (run.job_id, run.scheduled_at);
+        let holds = self.jobs[&job_id]
+            .executing
+            .is_some_and(|e| e.run_id == run_id && e.runner_id == runner.id);
+        if holds {
+            self.running.remove(&run_id);
+            self.set_idle(job_id, Some(scheduled_at));
+        }
+    }
+
     /// Runners seen within a lease are alive.
     fn alive(&self, runner: &RunnerRow, now: DateTime<Utc>) -> bool {
         runner.last_seen + self.settings.lease >= now
@@ -744,30 +760,44 @@ impl Store for MemoryStore {
         self.finish_all(runner, finishes, Some(ahead))
     }
 
+    async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        for run_id in run_ids {
+            state.give_back(runner, *run_id);
+        }
+        drop(state);
+        self.inner.changed.notify_waiters();
+        Ok(())
+    }
+
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         let now = self.now();
         let mut state = self.lock();
-        for run_id in cancelled {
-            let Some(run) = state.running.get(run_id) else {
-                continue;
-            };
-            let job_id = run.job_id;
-            let scheduled_at = run.scheduled_at;
-            let holds = state.jobs[&job_id]
-                .executing
-                .is_some_and(|e| e.run_id == *run_id && e.runner_id == runner.id);
-            if !holds {
-                continue;
-            }
+        // Every run the runner still holds: the ones given, and any other (see the trait).
+        let mut held: Vec<(i64, DateTime<Utc>)> = state
+            .jobs
+            .values()
+            .filter_map(|job| job.executing)
+            .filter(|e| e.runner_id == runner.id)
+            .map(|e| (e.run_id, e.scheduled_at))
+            .collect();
+        held.sort_unstable();
+        for (run_id, scheduled_at) in held {
             if scheduled_at > now {
                 // Claimed ahead and never started: release the occurrence so that the next replica runs it.
-                state.running.remove(run_id);
-                state.set_idle(job_id, Some(scheduled_at));
-            } else {
+                state.give_back(runner, run_id);
+            } else if cancelled.contains(&run_id) {
                 state.end_run(
-                    *run_id,
+                    run_id,
                     Outcome::Cancelled,
                     Some("cancelled by shutdown after the grace period".to_owned()),
+                    now,
+                );
+            } else {
+                state.end_run(
+                    run_id,
+                    Outcome::Abandoned,
+                    Some("the replica shut down without recording how it ended".to_owned()),
                     now,
                 );
             }

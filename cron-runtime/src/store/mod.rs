@@ -259,6 +259,17 @@ pub trait Store: Send + Sync + 'static {
         async move { (self.finish_many(runner, finishes).await, None) }
     }
 
+    /// Shutdown: gives back runs claimed ahead whose handlers were never called. Their records are
+    /// dropped and their jobs go back to idle at those occurrences (a manual run's trigger is pending
+    /// again), so that another replica, or the next start, runs them; the replicas are woken. A run
+    /// this replica no longer holds is left alone. The executor calls it as soon as shutdown releases
+    /// the runs waiting for their instant, without waiting for the grace period.
+    fn give_back(
+        &self,
+        runner: &Runner,
+        run_ids: &[i64],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
     /// from the live replicas (contract 9).
     ///
@@ -266,6 +277,10 @@ pub trait Store: Send + Sync + 'static {
     /// started: its record is dropped and its job goes back to idle at that same instant, so that the next
     /// replica runs the occurrence. The others are recorded `cancelled` and their jobs go back to idle
     /// with their next occurrence, as [`Store::finish`] does.
+    ///
+    /// A run this replica still holds that is not given is one whose claim never reached the executor
+    /// (a call cut short by the shutdown) or whose end could not be recorded: it is given back if its
+    /// instant is still ahead, and recorded `abandoned` otherwise, so that no row waits for its lease.
     fn deregister(
         &self,
         runner: &Runner,

@@ -665,7 +665,8 @@ impl PgStore {
     /// Asks for one run of `verb` now, through the replicas' claim: the active deployment's row is
     /// marked, replicas are notified, and the next claim records a run scheduled at the trigger's
     /// instant with `manual = true` (a paused verb runs too). Overlap is respected: a verb executing
-    /// under any deployment of its module is refused. The regular schedule is unchanged; see
+    /// under any deployment of its module is refused, unless its run is a regular one claimed ahead that
+    /// has not started (the trigger is then taken when that run ends). The regular schedule is unchanged; see
     /// docs/operations.md for the details.
     pub async fn trigger(&self, verb: &str, module: Option<&str>) -> Result<Triggered, AdminError> {
         let (module, verb) = self.resolve_verb(verb, module).await?;
@@ -709,10 +710,14 @@ impl PgStore {
         let job_id: i64 = row.try_get("id").map_err(db(context()))?;
         let pending: Option<DateTime<Utc>> =
             row.try_get("trigger_requested_at").map_err(db(context()))?;
+        // A regular run claimed ahead of its instant has not started: it does not refuse the trigger,
+        // which is taken when that run ends (a job due every second is claimed that way nearly always).
         let executing = sqlx::query(
             "SELECT j.current_run_id, r.started_at FROM cron_jobs j \
              LEFT JOIN cron_job_runs r ON r.id = j.current_run_id \
-             WHERE j.module_name = $1 AND j.verb = $2 AND j.state = 'executing' LIMIT 1",
+             WHERE j.module_name = $1 AND j.verb = $2 AND j.state = 'executing' \
+               AND (r.id IS NULL OR r.manual OR r.started_at IS NULL OR r.started_at <= now()) \
+             LIMIT 1",
         )
         .bind(&module)
         .bind(&verb)

@@ -23,9 +23,9 @@ use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
 /// claim takes them, so a claim reads the rows it takes, not every due row of the deployment
 /// (docs/benchmarks.md). A trigger row locked but left out by the final limit stays idle.
 ///
-/// The executing verbs of the module are read once into a hashed `NOT IN` (a correlated `NOT EXISTS` was
-/// planned as a scan of every executing row per candidate, because the partial index looks empty to the
-/// planner). `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
+/// The executing verbs of the module's other deployments (the runner's own has one row per verb, the
+/// candidate) are read once into a hashed `NOT IN` (a correlated `NOT EXISTS` was planned as a scan of
+/// every executing row per candidate, because the partial index looks empty to the planner). `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
 /// claim either commits before the takeover reads the old deployment's rows or sees the deployment
 /// inactive.
 pub(super) const CLAIM_DUE: &str = r#"
@@ -45,7 +45,8 @@ WITH regular AS (
       AND j.verb NOT IN (
           SELECT o.verb FROM cron_jobs o
           WHERE o.state = 'executing'
-            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1))
+            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
+            AND o.deployment_id <> $1)
     ORDER BY j.next_execution, j.id
     LIMIT $3
     FOR UPDATE OF j SKIP LOCKED
@@ -65,7 +66,8 @@ manual AS (
       AND j.verb NOT IN (
           SELECT o.verb FROM cron_jobs o
           WHERE o.state = 'executing'
-            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1))
+            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
+            AND o.deployment_id <> $1)
     ORDER BY j.trigger_requested_at, j.id
     LIMIT $3
     FOR UPDATE OF j SKIP LOCKED
@@ -137,7 +139,8 @@ SELECT clock_timestamp() AS clock, least(
        AND j.verb NOT IN (
            SELECT o.verb FROM cron_jobs o
            WHERE o.state = 'executing'
-             AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1))
+             AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
+             AND o.deployment_id <> $1)
      ORDER BY j.next_execution, j.id
      LIMIT 1),
     (SELECT j.trigger_requested_at
@@ -151,7 +154,8 @@ SELECT clock_timestamp() AS clock, least(
        AND j.verb NOT IN (
            SELECT o.verb FROM cron_jobs o
            WHERE o.state = 'executing'
-             AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1))
+             AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
+             AND o.deployment_id <> $1)
      ORDER BY j.trigger_requested_at, j.id
      LIMIT 1)
 ) AS next_due

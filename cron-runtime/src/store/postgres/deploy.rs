@@ -347,13 +347,15 @@ impl PgStore {
             .map_err(db(context()))?;
 
         // Lock the previous deployment's rows first: a claim in flight on them commits before we read
-        // them, and later claims see the deployment inactive (they share-lock its row).
+        // them, and later claims see the deployment inactive (they share-lock its row). In the order of
+        // their ids, as finishes and renewals lock them, so that none waits on another in a cycle.
         let previous_rows = sqlx::query(
             "SELECT j.verb, j.schedule, j.timezone, j.state, j.next_execution, j.start_time, \
                  coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), \
                           false) AS manual \
              FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
              WHERE d.module = $1 AND d.active \
+             ORDER BY j.id \
              FOR UPDATE OF j",
         )
         .bind(module)
@@ -386,7 +388,7 @@ impl PgStore {
 
         let mine = sqlx::query(
             "SELECT id, verb, schedule, timezone, state FROM cron_jobs \
-             WHERE deployment_id = $1 FOR UPDATE",
+             WHERE deployment_id = $1 ORDER BY id FOR UPDATE",
         )
         .bind(deployment_id)
         .fetch_all(&mut *tx)

@@ -299,6 +299,10 @@ impl Store for PgStore {
         self.finish_runs(runner, finishes, Some(ahead)).await
     }
 
+    async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
+        self.give_back_runs(runner, run_ids).await
+    }
+
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         self.release(runner, cancelled).await
     }

@@ -41,6 +41,47 @@ ORDER BY j.id
 FOR UPDATE OF j
 "#;
 
+/// The rows held by the given runs of a runner, locked in the order of their ids.
+const HELD_BY_RUN_IDS: &str = r#"
+SELECT j.id, r.id AS run_id, r.scheduled_at, r.manual
+FROM cron_job_runs r
+JOIN cron_jobs j ON j.id = r.job_id AND j.current_run_id = r.id
+WHERE r.id = ANY($1)
+  AND r.runner_id = $2
+  AND j.state = 'executing'
+ORDER BY j.id
+FOR UPDATE OF j
+"#;
+
+/// Gives runs that never started back: drops their records and puts their jobs back to idle at their
+/// occurrences (or, for a manual run, with its trigger pending again).
+const GIVE_BACK: &str = r#"
+WITH gone AS (
+    DELETE FROM cron_job_runs WHERE id = ANY($4::bigint[])
+)
+UPDATE cron_jobs j
+SET state = 'idle', lease_expires_at = NULL, current_run_id = NULL,
+    next_execution = CASE WHEN g.manual THEN j.next_execution ELSE g.scheduled_at END,
+    trigger_requested_at = CASE WHEN g.manual
+        THEN coalesce(j.trigger_requested_at, g.scheduled_at) ELSE j.trigger_requested_at END
+FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[]) AS g(id, scheduled_at, manual)
+WHERE j.id = g.id
+"#;
+
+/// Every row a runner's runs still hold, locked in the order of their ids (shutdown).
+const HELD_BY_RUNNER: &str = r#"
+SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
+       j.paused, j.current_run_id, r.scheduled_at, r.manual, d.active, now() AS now
+FROM cron_jobs j
+JOIN cron_job_runs r ON r.id = j.current_run_id
+JOIN cron_deployments d ON d.id = j.deployment_id
+WHERE j.deployment_id = $2
+  AND j.state = 'executing'
+  AND r.runner_id = $1
+ORDER BY j.id
+FOR UPDATE OF j
+"#;
+
 /// Extends the leases of the given runs this runner holds. The rows are locked in the order of their
 /// ids, as a batch of finishes locks them, so that the two never wait on each other in a cycle.
 const RENEW: &str = r#"
@@ -205,7 +246,10 @@ impl PgStore {
         let Some(row) = row else {
             return Ok(Finished::Fenced);
         };
-        let held = Held::from_row(&row).map_err(db(context()))?;
+        let mut held = Held::from_row(&row).map_err(db(context()))?;
+        held.active = still_active(&mut tx, runner.deployment_id)
+            .await
+            .map_err(db(context()))?;
         let (next_execution, skipped) = self
             .end_run(
                 &mut tx,
@@ -329,7 +373,54 @@ impl PgStore {
         Ok(recovered)
     }
 
-    /// Shutdown: ends the given runs and removes the runner (contract 9).
+    /// Shutdown: gives back the runs that never started ([`Store::give_back`]).
+    ///
+    /// [`Store::give_back`]: crate::store::Store::give_back
+    pub(super) async fn give_back_runs(
+        &self,
+        runner: &Runner,
+        run_ids: &[i64],
+    ) -> Result<(), StoreError> {
+        let context = || {
+            format!(
+                "giving back {} runs of runner {}",
+                run_ids.len(),
+                runner.name
+            )
+        };
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(db(context()))?;
+        let rows = sqlx::query(HELD_BY_RUN_IDS)
+            .bind(run_ids)
+            .bind(runner.id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        let mut runs = Vec::with_capacity(rows.len());
+        let mut at: Vec<DateTime<Utc>> = Vec::with_capacity(rows.len());
+        let mut manual = Vec::with_capacity(rows.len());
+        for row in &rows {
+            jobs.push(row.try_get::<i64, _>("id").map_err(db(context()))?);
+            runs.push(row.try_get::<i64, _>("run_id").map_err(db(context()))?);
+            at.push(row.try_get("scheduled_at").map_err(db(context()))?);
+            manual.push(row.try_get::<bool, _>("manual").map_err(db(context()))?);
+        }
+        if !jobs.is_empty() {
+            give_back(&mut tx, &jobs, &at, &manual, &runs)
+                .await
+                .map_err(db(context()))?;
+            notify_deployment(&mut tx, runner.deployment_id)
+                .await
+                .map_err(db(context()))?;
+        }
+        tx.commit().await.map_err(db(context()))
+    }
+
+    /// Shutdown: ends the given runs, and any other run the runner still holds, and removes the
+    /// runner (contract 9). The rows are locked together, in the order of their ids.
     pub(super) async fn release(
         &self,
         runner: &Runner,
@@ -337,37 +428,26 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         let context = || format!("deregistering runner {}", runner.name);
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
-        for run_id in cancelled {
-            let row = sqlx::query(HELD_BY_RUN)
-                .bind(run_id)
-                .bind(runner.id)
-                .bind(None::<i64>)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db(context()))?;
-            let Some(row) = row else { continue };
-            let held = Held::from_row(&row).map_err(db(context()))?;
+        let rows = sqlx::query(HELD_BY_RUNNER)
+            .bind(runner.id)
+            .bind(runner.deployment_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let mut back = GivenBack::default();
+        for row in &rows {
+            let held = Held::from_row(row).map_err(db(context()))?;
+            let Some(run_id) = held.run_id else { continue };
+            let listed = cancelled.contains(&run_id);
             match held.scheduled_at {
-                Some(scheduled_at) if scheduled_at > held.now => {
-                    // Claimed ahead and never started: forget the run and give the occurrence back.
-                    sqlx::query("DELETE FROM cron_job_runs WHERE id = $1")
-                        .bind(run_id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db(context()))?;
-                    sqlx::query(
-                        "UPDATE cron_jobs \
-                         SET state = 'idle', next_execution = $2, lease_expires_at = NULL, \
-                             current_run_id = NULL \
-                         WHERE id = $1",
-                    )
-                    .bind(held.job_id)
-                    .bind(scheduled_at)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db(context()))?;
+                // Claimed ahead and never started: forget the run and give the occurrence back.
+                Some(scheduled_at) if scheduled_at > held.now && !held.manual => {
+                    back.jobs.push(held.job_id);
+                    back.at.push(scheduled_at);
+                    back.manual.push(false);
+                    back.runs.push(run_id);
                 }
-                _ => {
+                _ if listed => {
                     self.end_run(
                         &mut tx,
                         &held,
@@ -378,17 +458,32 @@ impl PgStore {
                     .await
                     .map_err(db(context()))?;
                 }
+                // Not given: a claim whose answer the replica never got, or a run whose end it could
+                // not record. Its handler may have run: recorded, not given back.
+                _ => {
+                    self.end_run(
+                        &mut tx,
+                        &held,
+                        Outcome::Abandoned,
+                        Some("the replica shut down without recording how it ended"),
+                        None,
+                    )
+                    .await
+                    .map_err(db(context()))?;
+                }
             }
+        }
+        if !back.jobs.is_empty() {
+            give_back(&mut tx, &back.jobs, &back.at, &back.manual, &back.runs)
+                .await
+                .map_err(db(context()))?;
         }
         sqlx::query("DELETE FROM cron_runners WHERE id = $1")
             .bind(runner.id)
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
-        sqlx::query("SELECT pg_notify($1, module) FROM cron_deployments WHERE id = $2")
-            .bind(NOTIFY_CHANNEL)
-            .bind(runner.deployment_id)
-            .execute(&mut *tx)
+        notify_deployment(&mut tx, runner.deployment_id)
             .await
             .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))
@@ -512,9 +607,11 @@ impl PgStore {
             .bind(runner.id)
             .fetch_all(&mut *tx)
             .await?;
+        let active = still_active(&mut tx, runner.deployment_id).await?;
         let mut held_by_run = HashMap::with_capacity(rows.len());
         for row in &rows {
-            let held = Held::from_row(row)?;
+            let mut held = Held::from_row(row)?;
+            held.active = active;
             if let Some(run_id) = held.run_id {
                 held_by_run.insert(run_id, held);
             }
@@ -738,6 +835,54 @@ struct CarriedUpdates {
     expressions: Vec<String>,
     zones: Vec<String>,
     next: Vec<DateTime<Utc>>,
+}
+
+/// Runs to give back ([`GIVE_BACK`]), one element of each array per run.
+#[derive(Debug, Default)]
+struct GivenBack {
+    jobs: Vec<i64>,
+    at: Vec<DateTime<Utc>>,
+    manual: Vec<bool>,
+    runs: Vec<i64>,
+}
+
+async fn give_back(
+    tx: &mut PgConnection,
+    jobs: &[i64],
+    at: &[DateTime<Utc>],
+    manual: &[bool],
+    runs: &[i64],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(GIVE_BACK)
+        .bind(jobs)
+        .bind(at)
+        .bind(manual)
+        .bind(runs)
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+/// Whether a deployment is active, read after its rows were locked. The statement that locked them
+/// read the deployment as it was when that statement began: a takeover that held the rows and
+/// committed meanwhile is seen only now (it locks the rows of the deployment it deactivates first).
+async fn still_active(tx: &mut PgConnection, deployment_id: i64) -> Result<bool, sqlx::Error> {
+    let active: Option<bool> =
+        sqlx::query_scalar("SELECT active FROM cron_deployments WHERE id = $1")
+            .bind(deployment_id)
+            .fetch_optional(tx)
+            .await?;
+    Ok(active.unwrap_or(false))
+}
+
+/// Wakes the replicas of a deployment's module when the transaction commits.
+async fn notify_deployment(tx: &mut PgConnection, deployment_id: i64) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, module) FROM cron_deployments WHERE id = $2")
+        .bind(NOTIFY_CHANNEL)
+        .bind(deployment_id)
+        .execute(tx)
+        .await?;
+    Ok(())
 }
 
 /// Wakes the replicas of `module` when the transaction commits.
