@@ -12,6 +12,8 @@
 //! `--no-extra` (skip the extra throughput rows: counted statements, `synchronous_commit = off`, a pool of
 //! 40 connections, `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N`
 //! (the replicas' `claim_ahead`), `--database-url`.
+//! `BENCH_PER_SECOND=1` in the environment makes each replica print every second's fires and worst
+//! lateness to stderr after its window.
 //! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) must allow `CREATE DATABASE`;
 //! every run uses a fresh database `cronverb_bench_<pid>_<n>`, dropped at the end.
 //!

@@ -284,8 +284,8 @@ impl RuntimeBuilder {
     }
 
     /// How far ahead of a run's scheduled instant it is claimed, so that its handler starts on time
-    /// (default 500 ms, at most 1 s). The end of a run also claims its job's next occurrence when that
-    /// is due within a second, or within this, if longer (docs/runtime.md).
+    /// (default 500 ms, at most 1 s). On PostgreSQL the end of a run also claims its job's next
+    /// occurrence when that is due within a second, or within this, if longer (docs/runtime.md).
     pub fn claim_ahead(mut self, ahead: Duration) -> RuntimeBuilder {
         self.settings.claim_ahead = ahead;
         self

@@ -1250,8 +1250,9 @@ mod tests {
 
     /// The in-memory store with one fault: no lease can be renewed (what a replica sees when it is
     /// frozen or cut off from the store while the others go on), or recording how a run ended takes
-    /// 1.5 s (a busy store), or none. Counts the runs [`Store::claim_due`] claimed, and keeps the ids
-    /// of the runs sent for renewal.
+    /// 1.5 s (a busy store); or none, claiming with the finishes as PostgreSQL does (the memory store
+    /// does not). Counts the runs [`Store::claim_due`] claimed, and keeps the ids of the runs sent for
+    /// renewal.
     struct Faulty {
         store: MemoryStore,
         fault: Fault,
@@ -1261,7 +1262,7 @@ mod tests {
 
     #[derive(PartialEq)]
     enum Fault {
-        None,
+        Chaining,
         NoRenewals,
         SlowRecords,
     }
@@ -1318,7 +1319,23 @@ mod tests {
             ahead: Duration,
         ) -> (Vec<Result<Finished, StoreError>>, Option<Claimed>) {
             self.record().await;
-            self.store.finish_and_claim(runner, finishes, ahead).await
+            let results = self.store.finish_many(runner, finishes).await;
+            if self.fault != Fault::Chaining {
+                return (results, None);
+            }
+            // What is due within the horizon, claimed with the finishes (in these tests, the next
+            // occurrences of the jobs that ended), not counted as a claim by `claim_due`.
+            let claimed = self
+                .store
+                .claim_due(runner, ahead, usize::MAX)
+                .await
+                .ok()
+                .filter(|claimed| !claimed.claims.is_empty())
+                .map(|claimed| Claimed {
+                    next_due: None,
+                    ..claimed
+                });
+            (results, claimed)
         }
         async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
             self.store.give_back(runner, run_ids).await
@@ -1387,7 +1404,7 @@ mod tests {
             .build()
             .await
             .unwrap();
-        let running = run_faulty(runtime, Fault::None);
+        let running = run_faulty(runtime, Fault::Chaining);
         tokio::time::sleep(Duration::from_millis(10_500)).await;
         let claimed = running.claimed.load(Ordering::SeqCst);
         let store = running.stop().await;
@@ -1424,7 +1441,7 @@ mod tests {
             .build()
             .await
             .unwrap();
-        let running = run_faulty(runtime, Fault::None);
+        let running = run_faulty(runtime, Fault::Chaining);
         tokio::time::sleep(Duration::from_millis(140_500)).await;
         let renewed = running.renewed.lock().unwrap().clone();
         let store = running.stop().await;
@@ -1453,7 +1470,7 @@ mod tests {
             .build()
             .await
             .unwrap();
-        let running = run_faulty(runtime, Fault::None);
+        let running = run_faulty(runtime, Fault::Chaining);
         // At 5.2 s the slow run is in flight, and the tick's run of 6 s was claimed by the end of the
         // run of 5 s.
         tokio::time::sleep(Duration::from_millis(5_200)).await;
@@ -1489,7 +1506,7 @@ mod tests {
             .build()
             .await
             .unwrap();
-        let running = run_faulty(runtime, Fault::None);
+        let running = run_faulty(runtime, Fault::Chaining);
         // The run of 5 s ended at 5 s and claimed the occurrence of 6 s (the claim-ahead alone would
         // claim it at 5.5 s).
         tokio::time::sleep(Duration::from_millis(5_200)).await;
