@@ -751,21 +751,33 @@ async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, start_at: 
 
 /// Shutdown: gives the runs released before their instant back to the store at once
 /// ([`Store::give_back`]), so that another replica runs their occurrences rather than waiting for this
-/// one's grace period; they leave `in_flight` then. Those the store cannot take now are released by
-/// [`Store::deregister`].
+/// one's grace period; they leave `in_flight` then. Retried as a finish is; those the store still
+/// cannot take are released by [`Store::deregister`].
 async fn give_back<S: Store>(shared: Arc<Shared<S>>, ids: Vec<i64>) {
-    if let Err(error) = shared.store.give_back(&shared.runner, &ids).await {
-        tracing::warn!(
-            %error,
-            runs = ids.len(),
-            "giving back the runs claimed ahead failed; they are released when this replica deregisters"
-        );
-        shared
-            .cancelled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(&ids);
+    let mut delay = Duration::from_millis(500);
+    for attempt in 1..=FINISH_ATTEMPTS {
+        match shared.store.give_back(&shared.runner, &ids).await {
+            Ok(()) => {
+                shared.remove_all(&ids);
+                return;
+            }
+            Err(error) if attempt < FINISH_ATTEMPTS => {
+                tracing::warn!(%error, attempt, runs = ids.len(), "giving back runs claimed ahead failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            Err(error) => tracing::error!(
+                %error,
+                runs = ids.len(),
+                "giving back runs claimed ahead failed; they are released when this replica deregisters"
+            ),
+        }
     }
+    shared
+        .cancelled
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend_from_slice(&ids);
     shared.remove_all(&ids);
 }
 

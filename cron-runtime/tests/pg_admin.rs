@@ -683,10 +683,25 @@ async fn a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started(pool: PgPo
         error: None,
         ended_at: Some(at),
     };
+    // Let the trigger's own notification arrive first: the run's end must send one of its own.
+    while tokio::time::timeout(Duration::from_millis(200), store.changed())
+        .await
+        .is_ok()
+    {}
+    let woken = store.changed();
+    tokio::pin!(woken);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut woken)
+            .await
+            .is_err()
+    );
     let (_, chained) = store
         .finish_and_claim(&runner, &[finish], Duration::from_secs(1))
         .await;
     assert!(chained.is_none(), "{chained:?}");
+    tokio::time::timeout(Duration::from_secs(5), woken)
+        .await
+        .expect("the run's end wakes the replicas to take the trigger");
     let (_, pending, _) = job_row(&pool, "billing@1", "billing::tick").await;
     assert_eq!(pending, Some(triggered.requested_at));
     let claimed = claim(&store, &runner).await;

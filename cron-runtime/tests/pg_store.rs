@@ -1876,3 +1876,35 @@ async fn deregister_ends_the_runs_it_was_not_told_about(pool: PgPool) {
     assert_eq!(row.state, "idle");
     assert!(row.next_execution > Some(started.scheduled_at));
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn an_occurrence_given_back_after_a_takeover_goes_to_the_active_deployment(pool: PgPool) {
+    // The old deployment claimed `ahead` before the new one took over, which carried its row past
+    // that occurrence; the old replica then shuts down before the occurrence's instant.
+    let spec = deployment("billing@1", vec![job("ahead", MINUTELY)]);
+    let (old, r1) = replica(&pool, &spec).await;
+    let at = set_next(
+        &pool,
+        r1.deployment_id,
+        "ahead",
+        "now() + interval '800 milliseconds'",
+    )
+    .await;
+    let claimed = old
+        .claim_due(&r1, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    let ahead = claim_of(&claimed, "ahead");
+    let v2 = deployment("billing@2", vec![job("ahead", MINUTELY)]);
+    let (new, r2) = replica(&pool, &v2).await;
+    assert_eq!(active_key(&pool).await, ["billing@2"]);
+    assert!(next_of(&pool, "billing@2", "ahead").await > Some(at));
+
+    old.give_back(&r1, &[ahead.run_id]).await.unwrap();
+    assert_eq!(next_of(&pool, "billing@2", "ahead").await, Some(at));
+    let taken = new
+        .claim_due(&r2, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(claim_of(&taken, "ahead").scheduled_at, at);
+}

@@ -416,9 +416,35 @@ impl State {
         let holds = self.jobs[&job_id]
             .executing
             .is_some_and(|e| e.run_id == run_id && e.runner_id == runner.id);
-        if holds {
-            self.running.remove(&run_id);
-            self.set_idle(job_id, Some(scheduled_at));
+        if !holds {
+            return;
+        }
+        self.running.remove(&run_id);
+        self.set_idle(job_id, Some(scheduled_at));
+        // Given back by a deployment that is no longer active: the takeover carried the active
+        // deployment's unchanged row past this occurrence, which goes there instead.
+        let job = &self.jobs[&job_id];
+        if self.deployments[&job.deployment_id].active {
+            return;
+        }
+        let module = Arc::clone(&job.module);
+        let spec = job.spec.clone();
+        let carried = self
+            .deployments
+            .values()
+            .find(|d| d.module == module && d.active)
+            .and_then(|d| d.jobs.get(&spec.verb).copied())
+            .filter(|id| {
+                let row = &self.jobs[id];
+                row.executing.is_none()
+                    && row.spec.expression == spec.expression
+                    && row.spec.zone == spec.zone
+            });
+        if let Some(id) = carried {
+            let next = self.jobs[&id]
+                .next_execution
+                .map_or(scheduled_at, |next| next.min(scheduled_at));
+            self.set_idle(id, Some(next));
         }
     }
 

@@ -15,7 +15,8 @@ use crate::store::{Claim, ClaimAction, Claimed, Finish, Finished, Outcome, Runne
 /// The row of a job that a run holds, locked.
 const HELD_BY_RUN: &str = r#"
 SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.paused, j.current_run_id, r.scheduled_at, r.manual, d.active, now() AS now
+       j.paused, j.current_run_id, j.trigger_requested_at IS NOT NULL AS triggered, r.scheduled_at,
+       r.manual, d.active, now() AS now
 FROM cron_jobs j
 JOIN cron_job_runs r ON r.id = j.current_run_id
 JOIN cron_deployments d ON d.id = j.deployment_id
@@ -30,7 +31,8 @@ FOR UPDATE OF j
 /// ids (so that two transactions locking several rows never wait on each other in a cycle).
 const HELD_BY_RUNS: &str = r#"
 SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.paused, j.current_run_id, r.scheduled_at, r.manual, d.active, now() AS now
+       j.paused, j.current_run_id, j.trigger_requested_at IS NOT NULL AS triggered, r.scheduled_at,
+       r.manual, d.active, now() AS now
 FROM cron_jobs j
 JOIN cron_job_runs r ON r.id = j.current_run_id
 JOIN cron_deployments d ON d.id = j.deployment_id
@@ -68,10 +70,43 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[]) AS g(id, scheduled_at, 
 WHERE j.id = g.id
 "#;
 
-/// Every row a runner's runs still hold, locked in the order of their ids (shutdown).
+/// After [`GIVE_BACK`]: an occurrence given back by a deployment that is no longer active goes to the
+/// active deployment's row of the verb, if its schedule is unchanged (the takeover carried that row past
+/// the occurrence then in flight); a manual run's trigger goes there in any case. As a takeover would
+/// have carried them, had the runs not been claimed.
+const GIVE_BACK_TO_ACTIVE: &str = r#"
+UPDATE cron_jobs n
+SET next_execution = CASE WHEN g.manual THEN n.next_execution
+        ELSE least(n.next_execution, g.scheduled_at) END,
+    trigger_requested_at = CASE WHEN g.manual
+        THEN coalesce(n.trigger_requested_at, g.scheduled_at) ELSE n.trigger_requested_at END
+FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[]) AS g(id, scheduled_at, manual),
+     cron_jobs o, cron_deployments od, cron_deployments nd
+WHERE o.id = g.id
+  AND od.id = o.deployment_id
+  AND NOT od.active
+  AND nd.module = o.module_name
+  AND nd.active
+  AND n.deployment_id = nd.id
+  AND n.verb = o.verb
+  AND n.state = 'idle'
+  AND (g.manual OR (n.schedule = o.schedule AND n.timezone = o.timezone))
+"#;
+
+/// The executing rows of a deployment, locked in the order of their ids (shutdown). On `cron_jobs`
+/// alone: a lock that waited on a finish then sees the row as that finish left it.
+const LOCK_EXECUTING: &str = r#"
+SELECT j.id FROM cron_jobs j
+WHERE j.deployment_id = $1 AND j.state = 'executing'
+ORDER BY j.id
+FOR UPDATE
+"#;
+
+/// Every row a runner's runs still hold (shutdown, after [`LOCK_EXECUTING`]).
 const HELD_BY_RUNNER: &str = r#"
 SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.paused, j.current_run_id, r.scheduled_at, r.manual, d.active, now() AS now
+       j.paused, j.current_run_id, j.trigger_requested_at IS NOT NULL AS triggered, r.scheduled_at,
+       r.manual, d.active, now() AS now
 FROM cron_jobs j
 JOIN cron_job_runs r ON r.id = j.current_run_id
 JOIN cron_deployments d ON d.id = j.deployment_id
@@ -79,7 +114,6 @@ WHERE j.deployment_id = $2
   AND j.state = 'executing'
   AND r.runner_id = $1
 ORDER BY j.id
-FOR UPDATE OF j
 "#;
 
 /// Extends the leases of the given runs this runner holds. The rows are locked in the order of their
@@ -106,7 +140,8 @@ RETURNING held.run_id
 /// bad rows already seen in this pass.
 const EXPIRED: &str = r#"
 SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.paused, j.current_run_id, r.scheduled_at, coalesce(r.manual, false) AS manual, d.active,
+       j.paused, j.current_run_id, j.trigger_requested_at IS NOT NULL AS triggered, r.scheduled_at,
+       coalesce(r.manual, false) AS manual, d.active,
        now() AS now
 FROM cron_jobs j
 JOIN cron_deployments d ON d.id = j.deployment_id
@@ -201,6 +236,8 @@ struct Held {
     zone: String,
     next_execution: Option<DateTime<Utc>>,
     paused: bool,
+    /// A trigger is pending (`cronverb trigger`): when the row goes idle, the claim must take it.
+    triggered: bool,
     run_id: Option<i64>,
     scheduled_at: Option<DateTime<Utc>>,
     /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
@@ -219,6 +256,7 @@ impl Held {
             zone: row.try_get("timezone")?,
             next_execution: row.try_get("next_execution")?,
             paused: row.try_get("paused")?,
+            triggered: row.try_get("triggered")?,
             run_id: row.try_get("current_run_id")?,
             scheduled_at: row.try_get("scheduled_at")?,
             manual: row.try_get("manual")?,
@@ -428,15 +466,24 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         let context = || format!("deregistering runner {}", runner.name);
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
+        sqlx::query(LOCK_EXECUTING)
+            .bind(runner.deployment_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context()))?;
         let rows = sqlx::query(HELD_BY_RUNNER)
             .bind(runner.id)
             .bind(runner.deployment_id)
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
+        let active = still_active(&mut tx, runner.deployment_id)
+            .await
+            .map_err(db(context()))?;
         let mut back = GivenBack::default();
         for row in &rows {
-            let held = Held::from_row(row).map_err(db(context()))?;
+            let mut held = Held::from_row(row).map_err(db(context()))?;
+            held.active = active;
             let Some(run_id) = held.run_id else { continue };
             let listed = cancelled.contains(&run_id);
             match held.scheduled_at {
@@ -575,6 +622,9 @@ impl PgStore {
                     .await?;
             }
             notify(tx, &held.module).await?;
+        } else if held.triggered {
+            // The trigger was made while the run was claimed: the claim takes it now.
+            notify(tx, &held.module).await?;
         }
         Ok((ending.reported_next(), ending.skipped))
     }
@@ -635,6 +685,7 @@ impl PgStore {
                         && held.active
                         && !held.manual
                         && !held.paused
+                        && !held.triggered
                         && next <= held.now + ahead
                         && held.now - next <= tolerance
                         && known
@@ -664,6 +715,9 @@ impl PgStore {
                 if !woken.contains(&held.module) {
                     woken.push(held.module.clone());
                 }
+            } else if held.triggered && !woken.contains(&held.module) {
+                // The trigger was made while the run was claimed: the claim takes it now.
+                woken.push(held.module.clone());
             }
             results.push(Finished::Recorded {
                 next_execution: ending.reported_next(),
@@ -858,7 +912,13 @@ async fn give_back(
         .bind(at)
         .bind(manual)
         .bind(runs)
-        .execute(tx)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(GIVE_BACK_TO_ACTIVE)
+        .bind(jobs)
+        .bind(at)
+        .bind(manual)
+        .execute(&mut *tx)
         .await?;
     Ok(())
 }
