@@ -1400,6 +1400,15 @@ mod tests {
         }
     }
 
+    /// The scheduled instants of the store's runs, in seconds after `origin`.
+    fn seconds(store: &MemoryStore, origin: DateTime<Utc>) -> Vec<i64> {
+        store
+            .runs()
+            .iter()
+            .map(|r| (r.scheduled_at - origin).num_seconds())
+            .collect()
+    }
+
     fn every_second(store: MemoryStore) -> crate::RuntimeBuilder {
         Runtime::builder()
             .module("test")
@@ -1522,21 +1531,13 @@ mod tests {
         // The run of 5 s ended at 5 s and claimed the occurrence of 6 s (the claim-ahead alone would
         // claim it at 5.5 s).
         tokio::time::sleep(Duration::from_millis(5_200)).await;
-        let claimed: Vec<i64> = running
-            .store
-            .runs()
-            .iter()
-            .map(|r| (r.scheduled_at - origin).num_seconds())
-            .collect();
-        assert_eq!(claimed, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(seconds(&running.store, origin), [1, 2, 3, 4, 5, 6]);
         let store = running.stop().await;
-
-        let scheduled: Vec<i64> = store
-            .runs()
-            .iter()
-            .map(|r| (r.scheduled_at - origin).num_seconds())
-            .collect();
-        assert_eq!(scheduled, [1, 2, 3, 4, 5], "released, not recorded");
+        assert_eq!(
+            seconds(&store, origin),
+            [1, 2, 3, 4, 5],
+            "released, not recorded"
+        );
         assert_eq!(
             store.next_execution("test", "test::tick"),
             Some(origin + chrono::TimeDelta::seconds(6))

@@ -92,6 +92,27 @@ async fn next_hour(pool: &PgPool) -> DateTime<Utc> {
         .unwrap()
 }
 
+/// Puts `verb` due 800 ms from now and claims it a second ahead: a run claimed ahead, not started.
+async fn claimed_ahead(
+    pool: &PgPool,
+    store: &PgStore,
+    runner: &Runner,
+    verb: &str,
+) -> (DateTime<Utc>, Claimed) {
+    let at = set_next(
+        pool,
+        runner.deployment_id,
+        verb,
+        "now() + interval '800 milliseconds'",
+    )
+    .await;
+    let claimed = store
+        .claim_due(runner, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    (at, claimed)
+}
+
 #[derive(Debug)]
 struct JobRow {
     state: String,
@@ -931,17 +952,7 @@ async fn deregister_releases_rows_without_waiting_for_the_lease(pool: PgPool) {
     let (store, runner) = replica(&pool, &spec).await;
     let (other, r2) = replica(&pool, &spec).await;
     due_now(&pool, runner.deployment_id, "started").await;
-    let ahead_at = set_next(
-        &pool,
-        runner.deployment_id,
-        "ahead",
-        "now() + interval '800 milliseconds'",
-    )
-    .await;
-    let claimed = store
-        .claim_due(&runner, Duration::from_secs(1), 10)
-        .await
-        .unwrap();
+    let (ahead_at, claimed) = claimed_ahead(&pool, &store, &runner, "ahead").await;
     assert_eq!(claimed.claims.len(), 2);
     let started = claimed.claims.iter().find(|c| c.verb == "started").unwrap();
     let ahead = claimed.claims.iter().find(|c| c.verb == "ahead").unwrap();
@@ -1792,17 +1803,7 @@ async fn give_back_returns_runs_that_never_started_to_the_store(pool: PgPool) {
     );
     let (store, runner) = replica(&pool, &spec).await;
     let (other_store, other) = replica(&pool, &spec).await;
-    let at = set_next(
-        &pool,
-        runner.deployment_id,
-        "ahead",
-        "now() + interval '800 milliseconds'",
-    )
-    .await;
-    let claimed = store
-        .claim_due(&runner, Duration::from_secs(1), 10)
-        .await
-        .unwrap();
+    let (at, claimed) = claimed_ahead(&pool, &store, &runner, "ahead").await;
     let ahead = claim_of(&claimed, "ahead");
     // Another runner cannot give it back; this one can, once.
     other_store
@@ -1840,17 +1841,7 @@ async fn deregister_ends_the_runs_it_was_not_told_about(pool: PgPool) {
     );
     let (store, runner) = replica(&pool, &spec).await;
     due_now(&pool, runner.deployment_id, "started").await;
-    let ahead_at = set_next(
-        &pool,
-        runner.deployment_id,
-        "ahead",
-        "now() + interval '800 milliseconds'",
-    )
-    .await;
-    let claimed = store
-        .claim_due(&runner, Duration::from_secs(1), 10)
-        .await
-        .unwrap();
+    let (ahead_at, claimed) = claimed_ahead(&pool, &store, &runner, "ahead").await;
     let (ahead, started) = (claim_of(&claimed, "ahead"), claim_of(&claimed, "started"));
     store.deregister(&runner, &[]).await.unwrap();
 
@@ -1883,17 +1874,7 @@ async fn an_occurrence_given_back_after_a_takeover_goes_to_the_active_deployment
     // that occurrence; the old replica then shuts down before the occurrence's instant.
     let spec = deployment("billing@1", vec![job("ahead", MINUTELY)]);
     let (old, r1) = replica(&pool, &spec).await;
-    let at = set_next(
-        &pool,
-        r1.deployment_id,
-        "ahead",
-        "now() + interval '800 milliseconds'",
-    )
-    .await;
-    let claimed = old
-        .claim_due(&r1, Duration::from_secs(1), 10)
-        .await
-        .unwrap();
+    let (at, claimed) = claimed_ahead(&pool, &old, &r1, "ahead").await;
     let ahead = claim_of(&claimed, "ahead");
     let v2 = deployment("billing@2", vec![job("ahead", MINUTELY)]);
     let (new, r2) = replica(&pool, &v2).await;
