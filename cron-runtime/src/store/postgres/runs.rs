@@ -371,8 +371,21 @@ impl PgStore {
                 .await
                 .map_err(db(context))?;
             let full = rows.len() >= batch as usize;
-            for row in &rows {
-                let held = Held::from_row(row).map_err(db(context))?;
+            // Which of their deployments are active, read after the lock (see `still_active`).
+            let deployments: Vec<i64> = rows
+                .iter()
+                .map(|row| row.try_get("deployment_id"))
+                .collect::<Result<_, _>>()
+                .map_err(db(context))?;
+            let active: Vec<i64> =
+                sqlx::query_scalar("SELECT id FROM cron_deployments WHERE id = ANY($1) AND active")
+                    .bind(&deployments)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(db(context))?;
+            for (row, deployment_id) in rows.iter().zip(&deployments) {
+                let mut held = Held::from_row(row).map_err(db(context))?;
+                held.active = active.contains(deployment_id);
                 if self
                     .shared
                     .schedules
