@@ -1409,23 +1409,25 @@ mod tests {
             .collect()
     }
 
-    fn every_second(store: MemoryStore) -> crate::RuntimeBuilder {
-        Runtime::builder()
+    /// Starts an executor from 2026-01-01T00:00:00Z, the origin returned, on a store that claims with
+    /// the finishes, with a job `test::tick` due every second and whatever `configure` adds.
+    async fn every_second(
+        configure: impl FnOnce(crate::RuntimeBuilder) -> crate::RuntimeBuilder,
+    ) -> (DateTime<Utc>, Running) {
+        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let builder = Runtime::builder()
             .module("test")
             .deployment("test@1")
             .registered_jobs(false)
-            .memory_store(store)
-            .job("test::tick", "* * * * * *", || async {})
+            .memory_store(MemoryStore::starting_at(origin))
+            .job("test::tick", "* * * * * *", || async {});
+        let runtime = configure(builder).build().await.unwrap();
+        (origin, run_faulty(runtime, Fault::Chaining))
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_job_due_every_second_is_claimed_by_the_finish_of_its_last_run() {
-        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let runtime = every_second(MemoryStore::starting_at(origin))
-            .build()
-            .await
-            .unwrap();
-        let running = run_faulty(runtime, Fault::Chaining);
+        let (origin, running) = every_second(|builder| builder).await;
         tokio::time::sleep(Duration::from_millis(10_500)).await;
         let claimed = running.claimed.load(Ordering::SeqCst);
         let store = running.stop().await;
@@ -1451,18 +1453,15 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_renewal_leaves_out_the_runs_claimed_a_moment_ago() {
-        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let runtime = every_second(MemoryStore::starting_at(origin))
-            .job_with(
+        let (_, running) = every_second(|builder| {
+            builder.job_with(
                 "test::long",
                 "0 * * * * *",
                 JobOptions::new().timeout(Duration::from_secs(600)),
                 || tokio::time::sleep(Duration::from_secs(70)),
             )
-            .build()
-            .await
-            .unwrap();
-        let running = run_faulty(runtime, Fault::Chaining);
+        })
+        .await;
         tokio::time::sleep(Duration::from_millis(140_500)).await;
         let renewed = running.renewed.lock().unwrap().clone();
         let store = running.stop().await;
@@ -1482,16 +1481,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn shutdown_gives_back_runs_claimed_ahead_without_waiting_for_the_grace_period() {
-        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let runtime = every_second(MemoryStore::starting_at(origin))
-            .shutdown_grace(Duration::from_secs(10))
-            .job("test::slow", "5 * * * * *", || {
-                tokio::time::sleep(Duration::from_secs(30))
-            })
-            .build()
-            .await
-            .unwrap();
-        let running = run_faulty(runtime, Fault::Chaining);
+        let (origin, running) = every_second(|builder| {
+            builder
+                .shutdown_grace(Duration::from_secs(10))
+                .job("test::slow", "5 * * * * *", || {
+                    tokio::time::sleep(Duration::from_secs(30))
+                })
+        })
+        .await;
         // At 5.2 s the slow run is in flight, and the tick's run of 6 s was claimed by the end of the
         // run of 5 s.
         tokio::time::sleep(Duration::from_millis(5_200)).await;
@@ -1522,12 +1519,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn shutdown_gives_back_the_occurrence_a_finish_claimed() {
-        let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let runtime = every_second(MemoryStore::starting_at(origin))
-            .build()
-            .await
-            .unwrap();
-        let running = run_faulty(runtime, Fault::Chaining);
+        let (origin, running) = every_second(|builder| builder).await;
         // The run of 5 s ended at 5 s and claimed the occurrence of 6 s (the claim-ahead alone would
         // claim it at 5.5 s).
         tokio::time::sleep(Duration::from_millis(5_200)).await;

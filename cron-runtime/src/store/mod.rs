@@ -132,12 +132,13 @@ pub struct Finish {
 /// The result of [`Store::finish`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finished {
-    /// Recorded; the job is idle again with its next occurrence after the store's now, and `skipped`
-    /// occurrences between the run's scheduled instant and that next one were skipped (overlap).
+    /// Recorded; the job is idle again with its next occurrence (or, from [`Store::finish_and_claim`],
+    /// has that occurrence claimed), and `skipped` occurrences between the run's scheduled instant and
+    /// that next one were skipped (overlap).
     ///
-    /// `next_execution` is the first occurrence strictly after the later of the store's now and the
-    /// run's scheduled instant, so an occurrence never runs twice even when a handler started on a clock
-    /// slightly ahead of the store's.
+    /// `next_execution` is the first occurrence strictly after the later of the run's end
+    /// ([`Finish::ended_at`], never after the store's now) and the run's scheduled instant, so an
+    /// occurrence never runs twice even when a handler started on a clock slightly ahead of the store's.
     ///
     /// `skipped` counts the occurrences `o` with `scheduled_at < o < next_execution`: the ones that will
     /// never run because this run was late (`missed = "once"`) or still executing (overlap). For a run
@@ -204,7 +205,7 @@ pub trait Store: Send + Sync + 'static {
     /// instant.
     fn heartbeat(&self, runner: &Runner) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-    /// Claims, in one conditional statement, up to `limit` jobs of this replica's deployment that are idle,
+    /// Claims, in one transaction, up to `limit` jobs of this replica's deployment that are idle,
     /// belong to the active deployment, have no run of the same verb executing under any deployment, and
     /// are due at or before the store's now plus `ahead`. Records a run for each (contracts 2, 3, 5).
     fn claim_due(

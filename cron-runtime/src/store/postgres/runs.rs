@@ -190,10 +190,9 @@ WHERE d.id = n.deployment_id
 "#;
 
 /// The runs of the next occurrences a batch of finishes claims ([`PgStore::finish_batch`] with a
-/// horizon), one per job, unless the occurrence already has one or the job can no longer be claimed:
-/// its deployment is no longer active, or it was paused or triggered (the rows are locked, but a
-/// takeover or an operator may have committed since they were read). Reaches the rows by primary key,
-/// as [`super::claim::CLAIM_RUNS`] does.
+/// horizon), one per job, unless the occurrence already has one. Which jobs may be claimed is decided
+/// on the locked rows before ([`PgStore::finish_batch`]). Reaches the rows by primary key, as
+/// [`super::claim::CLAIM_RUNS`] does.
 const CHAIN_RUNS: &str = r#"
 INSERT INTO cron_job_runs AS r
     (job_id, deployment_id, module_name, verb, scheduled_at, started_at, outcome, runner,
@@ -202,12 +201,8 @@ SELECT j.id, j.deployment_id, j.module_name, j.verb, e.scheduled_at,
        greatest(now(), e.scheduled_at), 'running', $3, $4, false, false
 FROM unnest($1::bigint[], $2::timestamptz[]) AS e(id, scheduled_at)
 CROSS JOIN LATERAL (
-    SELECT c.id, c.deployment_id, c.module_name, c.verb, c.paused, c.trigger_requested_at
-    FROM cron_jobs c WHERE c.id = e.id LIMIT 1
+    SELECT c.id, c.deployment_id, c.module_name, c.verb FROM cron_jobs c WHERE c.id = e.id LIMIT 1
 ) j
-WHERE NOT j.paused
-  AND j.trigger_requested_at IS NULL
-  AND EXISTS (SELECT FROM cron_deployments d WHERE d.id = j.deployment_id AND d.active)
 ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
 RETURNING r.id, r.job_id, greatest(now(), r.scheduled_at) + make_interval(secs => $5) AS lease_expires_at,
           clock_timestamp() AS clock
@@ -649,8 +644,11 @@ impl PgStore {
     /// deployment's verbs and one notification.
     ///
     /// With a horizon (`chain`), the update of the jobs also claims each job's next occurrence when it
-    /// is due within the horizon of the database's now, not late, and the row is one this store
-    /// checked and would claim ([`CHAIN_RUNS`]): the job moves from the ended run to the new one.
+    /// is due within the horizon of the database's now, not late, and the row is one a claim would
+    /// take: its deployment active, not paused, no trigger pending, its text one this store checked
+    /// ([`CHAIN_RUNS`]); the job moves from the ended run to the new one. All of that is read on the
+    /// locked rows (the deployment's `active` after the lock), and nothing can change it before the
+    /// commit: a pause or a trigger waits for the row locks, and a takeover locks the rows first.
     async fn finish_batch(
         &self,
         runner: &Runner,
