@@ -29,6 +29,7 @@ pub(crate) struct Settings {
     pub(crate) claim_ahead: Duration,
     pub(crate) batch_limit: usize,
     pub(crate) history_retention: Duration,
+    pub(crate) print_handler_panics: bool,
 }
 
 impl Default for Settings {
@@ -41,6 +42,7 @@ impl Default for Settings {
             claim_ahead: Duration::from_millis(500),
             batch_limit: 1000,
             history_retention: Duration::from_secs(30 * 24 * 3600),
+            print_handler_panics: false,
         }
     }
 }
@@ -267,6 +269,15 @@ impl RuntimeBuilder {
     /// The timeout of jobs that do not set one (default 5 minutes).
     pub fn default_timeout(mut self, timeout: Duration) -> RuntimeBuilder {
         self.settings.default_timeout = timeout;
+        self
+    }
+
+    /// Whether a panic in a handler also goes to the process's panic hook (by default Rust's, which
+    /// prints the message and, with `RUST_BACKTRACE`, a backtrace to stderr). Default `false`: the panic
+    /// is recorded as the run's outcome (`panicked`, with its message and location) and logged through
+    /// `tracing`, once. Panics outside handlers always reach the hook (docs/runtime.md, "Failures").
+    pub fn print_handler_panics(mut self, print: bool) -> RuntimeBuilder {
+        self.settings.print_handler_panics = print;
         self
     }
 

@@ -3,10 +3,12 @@
 //! something changed or a run finished with an earlier next occurrence.
 //!
 //! The runs claimed for one instant wait in a list, not in tasks of their own: one timer per instant
-//! takes the list at the instant and starts the runs, a chunk per task so that every worker helps. A
-//! handler is called and polled once where it is started; only one that does not end on that first poll
-//! gets a task of its own, under its timeout and its lease. How runs ended is recorded in batches by one
-//! task, after the runs due at the same instant have started.
+//! takes the list at the instant and starts the runs, a chunk per task so that every worker helps. Each
+//! handler runs in a task of its own, under its timeout and its lease, so that a handler that blocks its
+//! thread holds up nothing but itself: heartbeats, renewals, claims and the other runs of the instant go
+//! on, on the other workers. A watchdog records a run whose handler blocks past its timeout
+//! (docs/runtime.md, "Handlers that block"). How runs ended is recorded in batches by one task, after the
+//! runs due at the same instant have started.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -15,7 +17,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -30,7 +32,7 @@ use crate::error::RuntimeError;
 use crate::registration::HandlerFuture;
 use crate::runtime::{Plan, PlannedJob};
 use crate::store::{
-    Claim, ClaimAction, Claimed, Finish, Finished, Outcome, Runner, Store, StoreError,
+    Change, Claim, ClaimAction, Claimed, Finish, Finished, Outcome, Runner, Store, StoreError,
 };
 
 /// The longest wait between two attempts to register, claim or prune while the store fails.
@@ -73,8 +75,18 @@ const TIMER_EARLY: Duration = Duration::from_millis(5);
 /// The runs due at one instant are started in chunks of this many, each chunk by one task.
 const START_CHUNK: usize = 512;
 
-/// Starting runs reads the clock once per this many runs.
-const CLOCK_EVERY: usize = 16;
+/// How often the watchdog looks for handlers that block their thread past their timeout
+/// ([`watch_blocked`]).
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// How often the keeper thread wakes an idle worker of the runtime while runs are in flight
+/// ([`keep_driven`]).
+const KEEP_DRIVEN_EVERY: Duration = Duration::from_millis(100);
+
+/// How long after a lease seen at a heartbeat would end the executor heartbeats again, if that lease
+/// was not renewed meanwhile, so that recovery takes the row back (contract 4): the store compares
+/// leases with its own clock, which the claim's anchor maps only up to a round trip.
+const RECOVERY_MARGIN: Duration = Duration::from_millis(250);
 
 /// At most this many ended runs are recorded with one [`Store::finish_many`].
 const FINISH_BATCH: usize = 1024;
@@ -127,30 +139,61 @@ impl Anchor {
 /// A run in flight: claimed, waiting for its instant or executing.
 #[derive(Debug)]
 struct InFlight {
-    /// The task of a handler that did not end on its first poll.
+    /// The task of its handler, once started.
     abort: Option<AbortHandle>,
-    /// Its lease, shared with the run.
-    lease: Arc<Lease>,
+    /// What its task, the renewals and the watchdog share.
+    state: Arc<RunState>,
+    job_id: i64,
+    /// Where its job is in [`Shared::jobs`], if this build has a handler for it.
+    job: Option<usize>,
+    anchor: Anchor,
+    span: tracing::Span,
 }
 
-/// Until when a run holds its lease, on the local clock: the lease its claim took, extended by each
-/// renewal that returned the run. In nanoseconds after [`Shared::epoch`].
+/// What a run's task, the renewals and the watchdog share about a run in flight. Instants are on the
+/// local clock, in nanoseconds after [`Shared::epoch`].
 #[derive(Debug)]
-struct Lease(AtomicI64);
+struct RunState {
+    /// Until when the run holds its lease: the lease its claim took, extended by each renewal that
+    /// returned the run.
+    lease: AtomicI64,
+    /// When its timeout ends; `i64::MAX` until its handler starts.
+    deadline: AtomicI64,
+    /// When the handler's current poll began, plus one; 0 while the handler is not being polled. A
+    /// poll still going on past the deadline is a handler that blocks its thread ([`watch_blocked`]).
+    polling_since: AtomicI64,
+    /// Set by whichever ends the run first: its task, or the watchdog.
+    ended: AtomicBool,
+}
 
-impl Lease {
-    fn new(epoch: Instant, until: Instant) -> Arc<Lease> {
-        Arc::new(Lease(AtomicI64::new(nanos_after(epoch, until))))
+impl RunState {
+    fn new(epoch: Instant, lease_until: Instant) -> Arc<RunState> {
+        Arc::new(RunState {
+            lease: AtomicI64::new(nanos_after(epoch, lease_until)),
+            deadline: AtomicI64::new(i64::MAX),
+            polling_since: AtomicI64::new(0),
+            ended: AtomicBool::new(false),
+        })
     }
 
+    /// Until when the run holds its lease.
     fn until(&self, epoch: Instant) -> Instant {
-        epoch + Duration::from_nanos(self.0.load(Ordering::Acquire).max(0) as u64)
+        at_nanos(epoch, self.lease.load(Ordering::Acquire))
     }
 
     fn extend(&self, epoch: Instant, until: Instant) {
-        self.0
+        self.lease
             .fetch_max(nanos_after(epoch, until), Ordering::AcqRel);
     }
+
+    /// Marks the run ended; `false` if it already was (by the watchdog, or by its task).
+    fn end(&self) -> bool {
+        !self.ended.swap(true, Ordering::AcqRel)
+    }
+}
+
+fn at_nanos(epoch: Instant, nanos: i64) -> Instant {
+    epoch + Duration::from_nanos(nanos.max(0) as u64)
 }
 
 fn nanos_after(epoch: Instant, at: Instant) -> i64 {
@@ -162,8 +205,8 @@ struct Run {
     run_id: i64,
     job_id: i64,
     scheduled_at: DateTime<Utc>,
-    /// Its lease; renewals extend it ([`Shared::lease_until`]).
-    lease: Arc<Lease>,
+    /// Its lease (renewals extend it: [`Shared::lease_until`]), its deadline and whether it ended.
+    state: Arc<RunState>,
     /// Where its job is in [`Shared::jobs`], with the context its handler will get (taken now, so that
     /// no reference count is touched when thousands of runs start), or why there is none.
     job: Result<(usize, Arc<JobContext>), String>,
@@ -181,21 +224,10 @@ struct Ended {
 }
 
 impl Ended {
-    /// The handler ended at the local instant `at` (or, for one that ended on its first poll, just
-    /// before it: see [`start_chunk`]).
+    /// The handler ended at the local instant `at`.
     fn ended_at(&mut self, at: Instant) {
         self.finish.ended_at = Some(self.anchor.store_time(at));
     }
-}
-
-/// What starting a run came to.
-enum Started {
-    /// The handler ended on its first poll, or there is none: record it.
-    Ended(Ended),
-    /// The handler goes on in a task of its own, which records it.
-    Continuing,
-    /// Nothing to record (the lease ran out before the start): the run just leaves `in_flight`.
-    Dropped(i64),
 }
 
 /// What the executor's loop and its run tasks share.
@@ -229,15 +261,18 @@ struct Shared<S> {
     /// The runs waiting for their instant, by instant, in chunks; each instant has its timer
     /// ([`open_at`]).
     waiting: Mutex<HashMap<DateTime<Utc>, Vec<Vec<Run>>>>,
-    /// Tasks starting runs ([`start_chunks`]): recording holds back while there are some.
+    /// Tasks starting runs ([`start_chunks`]) and handlers not through their first poll yet:
+    /// recording holds back while there are some.
     starting: AtomicUsize,
+    /// The clock anchor of the latest claim, to place what a heartbeat reports on the local clock.
+    anchor: Mutex<Option<Anchor>>,
 }
 
 impl<S> Shared<S> {
     /// Until when this replica may still run a run with this lease: its end less a margin for the
     /// clocks' drift and the round trip. Past it another replica may have taken the run back, so its
     /// handler must not go on (contract 4).
-    fn lease_until(&self, lease: &Lease) -> Instant {
+    fn lease_until(&self, lease: &RunState) -> Instant {
         let margin = (self.plan.settings.lease / 10).min(Duration::from_secs(1));
         let until = lease.until(self.epoch);
         until.checked_sub(margin).unwrap_or(until)
@@ -384,10 +419,25 @@ pub(crate) async fn run<S: Store>(
         epoch: Instant::now(),
         waiting: Mutex::new(HashMap::new()),
         starting: AtomicUsize::new(0),
+        anchor: Mutex::new(None),
     });
+    let keeper = if tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::CurrentThread
+    {
+        tracing::warn!(
+            "cronverb runs on a current-thread tokio runtime: a handler that blocks its thread stops \
+             this replica's heartbeats, claims and other runs too; use the multi-thread runtime \
+             (docs/runtime.md, \"Handlers that block\")"
+        );
+        None
+    } else {
+        Some(keep_driven(Arc::clone(&shared)))
+    };
+    crate::panics::quiet_handler_panics(shared.plan.settings.print_handler_panics);
     let maintenance = tokio::spawn(maintain(Arc::clone(&shared)));
     let pruning = tokio::spawn(prune(Arc::clone(&shared)));
     let recorder = tokio::spawn(record_ended(Arc::clone(&shared)));
+    let watchdog = tokio::spawn(watch_blocked(Arc::clone(&shared)));
 
     claim_loop(&shared, &mut shutdown).await;
 
@@ -422,6 +472,10 @@ pub(crate) async fn run<S: Store>(
     }
     maintenance.abort();
     pruning.abort();
+    watchdog.abort();
+    if let Some(keeper) = keeper {
+        keeper.stop();
+    }
     // Every run recorded has left `in_flight`; what is left was cancelled or could not be recorded.
     recorder.abort();
     let cancelled =
@@ -503,7 +557,11 @@ async fn claim_loop<S: Store>(shared: &Arc<Shared<S>>, shutdown: &mut watch::Rec
                 biased;
                 _ = shutdown.wait_for(|stop| *stop) => return,
                 _ = sleep => break,
-                _ = shared.store.changed() => break,
+                change = shared.store.changed() => match change {
+                    Change::Claim => break,
+                    // Another replica ran a job and it is idle again: wake up for its next occurrence.
+                    Change::DueAt(at) => shared.lower_hint(at),
+                },
                 _ = shared.wake.notified() => continue,
             }
         }
@@ -516,6 +574,7 @@ fn take<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed) -> Anchor {
         instant: claimed.now_at,
         store_now: claimed.now,
     };
+    *shared.anchor.lock().unwrap_or_else(|e| e.into_inner()) = Some(anchor);
     // Runs of one instant, in a row, wait together, in chunks of `START_CHUNK`.
     let mut due: Vec<Run> = Vec::new();
     for claim in claimed.claims {
@@ -549,15 +608,43 @@ fn take<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed) -> Anchor {
     anchor
 }
 
-/// Heartbeats and renews the leases of runs in flight every third of the lease.
+/// Heartbeats and renews the leases of runs in flight every third of the lease, and heartbeats also
+/// when a lease it saw would end unrenewed, so that a dead replica's row is taken back within
+/// [`RECOVERY_MARGIN`] of its lease's end rather than at the next regular heartbeat (contract 4).
 async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
     let period = shared.plan.settings.lease / 3;
     let mut interval = tokio::time::interval_at(Instant::now() + period, period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut recover_at: Option<Instant> = None;
     loop {
-        interval.tick().await;
+        let recovery = async {
+            match recover_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = recovery => {}
+        }
+        recover_at = None;
         let changed = match shared.store.heartbeat(&shared.runner).await {
-            Ok(changed) => changed,
+            Ok(beat) => {
+                // A notification of the next occurrence may never have come (a replica of an older
+                // release ran the job): the rows say when to wake up (docs/runtime.md, "Waking up").
+                if let Some(next) = beat.next_due {
+                    shared.lower_hint(next);
+                }
+                let anchor = *shared.anchor.lock().unwrap_or_else(|e| e.into_inner());
+                // A lease already over when seen was taken back by this heartbeat, or cannot be.
+                recover_at = beat
+                    .lease_ends
+                    .zip(anchor)
+                    .map(|(end, anchor)| anchor.instant_for(end))
+                    .filter(|end| *end > Instant::now())
+                    .map(|end| end + RECOVERY_MARGIN);
+                beat.changed
+            }
             Err(error) => {
                 tracing::error!(%error, "heartbeat failed");
                 false
@@ -571,13 +658,13 @@ async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         // thousands of every-second runs, each claimed a moment ago, hold leases nearly as long as a
         // renewal would give, and renewing them would rewrite their rows for nothing (and wait on the
         // finishes recording them).
-        let (ids, leases): (Vec<i64>, Vec<Arc<Lease>>) = {
+        let (ids, leases): (Vec<i64>, Vec<Arc<RunState>>) = {
             let in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
             let due = sent + lease.saturating_sub((period / 2).min(FRESH_CLAIM));
             in_flight
                 .iter()
-                .filter(|(_, run)| run.lease.until(shared.epoch) < due)
-                .map(|(run_id, run)| (*run_id, Arc::clone(&run.lease)))
+                .filter(|(_, run)| run.state.until(shared.epoch) < due)
+                .map(|(run_id, run)| (*run_id, Arc::clone(&run.state)))
                 .unzip()
         };
         if !ids.is_empty() {
@@ -659,7 +746,7 @@ fn prepare<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Run {
         run_id: claim.run_id,
         job_id: claim.job_id,
         scheduled_at: claim.scheduled_at,
-        lease: Lease::new(shared.epoch, anchor.instant_for(claim.lease_expires_at)),
+        state: RunState::new(shared.epoch, anchor.instant_for(claim.lease_expires_at)),
         job,
         anchor,
         span,
@@ -677,7 +764,11 @@ fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: A
         for run in &runs {
             let entry = InFlight {
                 abort: None,
-                lease: Arc::clone(&run.lease),
+                state: Arc::clone(&run.state),
+                job_id: run.job_id,
+                job: run.job.as_ref().ok().map(|(index, _)| *index),
+                anchor: run.anchor,
+                span: run.span.clone(),
             };
             in_flight.insert(run.run_id, entry);
         }
@@ -836,32 +927,46 @@ async fn hold_until(at: Instant) {
     }
 }
 
-/// Starts `runs`, due at `start_at`, one after the other, and hands those that ended at once to
-/// [`record_ended`] together.
+/// Starts `runs`, due at `start_at`: a task each for their handlers ([`execute`]).
 fn start_chunk<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, start_at: Instant) {
-    let mut ended: Vec<Ended> = Vec::with_capacity(runs.len());
+    let now = Instant::now();
+    let mut ended: Vec<Ended> = Vec::new();
     let mut dropped = Vec::new();
-    let mut now = Instant::now();
-    // The runs that ended since the clock was last read: they ended before its next reading, which is
-    // their end (late by at most `CLOCK_EVERY` starts, never early: an end taken too early would run an
-    // occurrence the run overlapped).
-    let mut unstamped = 0;
-    for (i, run) in runs.into_iter().enumerate() {
-        // The clock costs as much as starting a run that ends at once: read it now and then. Runs
-        // started in between are at most that much later than it says.
-        if i % CLOCK_EVERY == 0 {
-            now = Instant::now();
-            ended[unstamped..].iter_mut().for_each(|e| e.ended_at(now));
-            unstamped = ended.len();
+    let mut tasks = Vec::with_capacity(runs.len());
+    for mut run in runs {
+        let index = match std::mem::replace(&mut run.job, Err(String::new())) {
+            Ok((index, _)) => index,
+            Err(error) => {
+                let mut run = ended_run(run, Outcome::Failed, Some(error));
+                run.ended_at(now);
+                ended.push(run);
+                continue;
+            }
+        };
+        // The handler is never called once the run's lease has run out on the local clock (less a
+        // margin): a replica frozen past its lease (SIGSTOP, a suspended VM) must leave the run to
+        // the others.
+        if now >= shared.lease_until(&run.state) {
+            lease_lost(&run.span);
+            dropped.push(run.run_id);
+            continue;
         }
-        match start(shared, run, start_at, now) {
-            Started::Ended(run) => ended.push(run),
-            Started::Continuing => {}
-            Started::Dropped(run_id) => dropped.push(run_id),
+        shared.starting.fetch_add(1, Ordering::AcqRel);
+        let run_id = run.run_id;
+        let task = tokio::spawn(execute(Arc::clone(shared), run, index, start_at));
+        tasks.push((run_id, task.abort_handle()));
+    }
+    if !tasks.is_empty() {
+        let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        for (run_id, abort) in tasks {
+            match in_flight.get_mut(&run_id) {
+                Some(entry) => entry.abort = Some(abort),
+                // A renewal found its lease lost meanwhile ([`maintain`]): it must not go on. (A run
+                // recorded already has no task left to abort.)
+                None => abort.abort(),
+            }
         }
     }
-    let end = Instant::now();
-    ended[unstamped..].iter_mut().for_each(|e| e.ended_at(end));
     if !dropped.is_empty() {
         shared.remove_all(&dropped);
     }
@@ -872,65 +977,6 @@ fn lateness_ms(now: DateTime<Utc>, scheduled_at: DateTime<Utc>) -> i64 {
     (now - scheduled_at).num_milliseconds().max(0)
 }
 
-/// Starts one run: calls its handler and polls it once, in the run's span and context, catching a
-/// panic in either. A handler that does not end on that poll goes on in a task of its own ([`go_on`]).
-///
-/// The handler is never called once the run's lease has run out on the local clock (less a margin):
-/// a replica frozen past its lease (SIGSTOP, a suspended VM) must leave the run to the others.
-fn start<S: Store>(
-    shared: &Arc<Shared<S>>,
-    mut run: Run,
-    start_at: Instant,
-    now: Instant,
-) -> Started {
-    if !run.span.is_disabled() {
-        let late = now.saturating_duration_since(start_at).as_millis();
-        run.span
-            .record("lateness_ms", i64::try_from(late).unwrap_or(i64::MAX));
-    }
-    let (index, job_context) = match std::mem::replace(&mut run.job, Err(String::new())) {
-        Ok(job) => job,
-        Err(error) => return Started::Ended(ended(run, Outcome::Failed, Some(error))),
-    };
-    if now >= shared.lease_until(&run.lease) {
-        lease_lost(&run.span);
-        return Started::Dropped(run.run_id);
-    }
-    let job = &shared.jobs[index].0;
-    let context = Context {
-        job: job_context,
-        scheduled_at: run.scheduled_at,
-        run_id: run.run_id,
-    };
-    let first = run.span.in_scope(|| {
-        context.sync_scope(|| {
-            std::panic::catch_unwind(AssertUnwindSafe(|| {
-                let mut handler = (job.handler)();
-                // Unconstrained: runs started together share this task's poll, not its coop budget.
-                // The waker does nothing: a handler still pending is polled again by its own task,
-                // which registers that task's waker.
-                let poll = tokio::task::unconstrained(handler.as_mut())
-                    .poll_unpin(&mut std::task::Context::from_waker(Waker::noop()));
-                (handler, poll)
-            }))
-        })
-    });
-    match first {
-        Err(panic) => {
-            let error = panic_message(panic.as_ref());
-            Started::Ended(ended(run, Outcome::Panicked, Some(error)))
-        }
-        Ok((_, Poll::Ready(result))) => {
-            let (outcome, error) = outcome_of(result);
-            Started::Ended(ended(run, outcome, error))
-        }
-        Ok((handler, Poll::Pending)) => {
-            go_on(shared, run, index, handler, now);
-            Started::Continuing
-        }
-    }
-}
-
 fn outcome_of(result: Result<(), String>) -> (Outcome, Option<String>) {
     match result {
         Ok(()) => (Outcome::Succeeded, None),
@@ -939,7 +985,7 @@ fn outcome_of(result: Result<(), String>) -> (Outcome, Option<String>) {
 }
 
 /// A run whose handler has ended, on its way to the store; [`Ended::ended_at`] says when.
-fn ended(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
+fn ended_run(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
     run.span
         .record("outcome", tracing::field::display(outcome.as_str()));
     Ended {
@@ -967,47 +1013,66 @@ fn lease_lost(span: &tracing::Span) {
     });
 }
 
-/// Gives a handler still pending after its first poll a task of its own.
-fn go_on<S: Store>(
-    shared: &Arc<Shared<S>>,
-    run: Run,
-    index: usize,
-    handler: HandlerFuture,
-    started: Instant,
-) {
-    let run_id = run.run_id;
-    // Spawned under the lock, so that the run cannot leave `in_flight` before its task is there.
-    let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-    let task = tokio::spawn(finish_run(Arc::clone(shared), run, index, handler, started));
-    match in_flight.get_mut(&run_id) {
-        Some(entry) => entry.abort = Some(task.abort_handle()),
-        // A renewal found its lease lost meanwhile ([`maintain`]): it must not go on.
-        None => task.abort(),
+/// A run's task: calls its handler in the run's span and context and polls it under its timeout, its
+/// lease and the shutdown's cancellation, catching a panic; then hands how it ended to
+/// [`record_ended`], unless the watchdog already recorded it ([`watch_blocked`]).
+async fn execute<S: Store>(shared: Arc<Shared<S>>, run: Run, index: usize, start_at: Instant) {
+    let started = Instant::now();
+    if !run.span.is_disabled() {
+        let late = started.saturating_duration_since(start_at).as_millis();
+        run.span
+            .record("lateness_ms", i64::try_from(late).unwrap_or(i64::MAX));
     }
-}
-
-/// The rest of a handler that did not end on its first poll: under its timeout, its lease and the
-/// shutdown's cancellation; then hands how it ended to [`record_ended`].
-async fn finish_run<S: Store>(
-    shared: Arc<Shared<S>>,
-    run: Run,
-    index: usize,
-    handler: HandlerFuture,
-    started: Instant,
-) {
-    let (job, job_context) = shared.jobs[index].clone();
+    let (job, job_context) = &shared.jobs[index];
     let context = Context {
-        job: job_context,
+        job: Arc::clone(job_context),
         scheduled_at: run.scheduled_at,
         run_id: run.run_id,
     };
-    let guarded = AssertUnwindSafe(handler).catch_unwind();
-    tokio::pin!(guarded);
     let deadline = started + job.timeout;
+    run.state
+        .deadline
+        .store(nanos_after(shared.epoch, deadline), Ordering::Release);
+    let state = &run.state;
+    let starting = &shared.starting;
     let until = context
-        .scope(until_timeout(&shared, deadline, &run.lease, guarded))
+        .scope(async {
+            // Calling the handler runs no code of an `async fn`, but a closure given to
+            // `RuntimeBuilder::job` may run some, and may panic.
+            let created = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                crate::panics::in_handler(|| (job.handler)())
+            }));
+            match created {
+                Ok(handler) => {
+                    let watched = Watched {
+                        handler,
+                        state,
+                        epoch: shared.epoch,
+                        first_poll: Some(starting),
+                    };
+                    let guarded = AssertUnwindSafe(watched).catch_unwind();
+                    tokio::pin!(guarded);
+                    until_timeout(&shared, deadline, state, guarded).await
+                }
+                Err(panic) => {
+                    starting.fetch_sub(1, Ordering::AcqRel);
+                    Until::Ended(Err(panic))
+                }
+            }
+        })
         .instrument(run.span.clone())
         .await;
+    if !run.state.end() {
+        // The watchdog recorded the run `timed_out` while its handler blocked the thread.
+        run.span.in_scope(|| {
+            tracing::warn!(
+                after = ?started.elapsed(),
+                "a handler that blocked its thread past its timeout returned; the run was \
+                 recorded `timed_out` at its timeout and this result is discarded"
+            );
+        });
+        return;
+    }
     let (outcome, error) = match until {
         Until::Ended(Ok(result)) => outcome_of(result),
         Until::Ended(Err(panic)) => (Outcome::Panicked, Some(panic_message(panic.as_ref()))),
@@ -1032,9 +1097,165 @@ async fn finish_run<S: Store>(
             return;
         }
     };
-    let mut ended = ended(run, outcome, error);
+    let mut ended = ended_run(run, outcome, error);
     ended.ended_at(Instant::now());
     shared.push_ended([ended]);
+}
+
+/// A handler's future, watched: while it is being polled, [`RunState::polling_since`] says since when,
+/// for [`watch_blocked`], and a panic in it is the handler's ([`crate::panics`]). Its first poll (or
+/// its drop, if it is never polled) ends the run's part in [`Shared::starting`].
+struct Watched<'a> {
+    handler: HandlerFuture,
+    state: &'a RunState,
+    epoch: Instant,
+    first_poll: Option<&'a AtomicUsize>,
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        if let Some(starting) = self.first_poll.take() {
+            starting.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Future for Watched<'_> {
+    type Output = Result<(), String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let since = nanos_after(this.epoch, Instant::now()).saturating_add(1);
+        this.state.polling_since.store(since, Ordering::Release);
+        // Reset also when the handler panics.
+        let _polled = Polled(&this.state.polling_since);
+        let poll = crate::panics::in_handler(|| this.handler.as_mut().poll(cx));
+        if let Some(starting) = this.first_poll.take() {
+            starting.fetch_sub(1, Ordering::AcqRel);
+        }
+        poll
+    }
+}
+
+struct Polled<'a>(&'a AtomicI64);
+
+impl Drop for Polled<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// The keeper thread of [`keep_driven`]; stops when told or when the executor is gone.
+struct Keeper(Arc<AtomicBool>);
+
+impl Keeper {
+    fn stop(self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Keeps the runtime's timers and I/O driven while a handler blocks a worker thread. tokio drives them
+/// from a worker that parks; a worker that takes a task it just woke or spawned itself (its LIFO slot)
+/// and blocks in it leaves the other workers asleep on their condition variable with no one driving,
+/// and then heartbeats, renewals, claims and timeouts all wait for the blocked handler. A task spawned
+/// from outside the runtime wakes a sleeping worker, which parks again on the driver: so while runs are
+/// in flight, a thread of the executor's own spawns an empty task every [`KEEP_DRIVEN_EVERY`]. It
+/// never runs a handler and is idle while nothing runs. (docs/runtime.md, "Handlers that block".)
+fn keep_driven<S: Store>(shared: Arc<Shared<S>>) -> Keeper {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    let runtime = tokio::runtime::Handle::current();
+    let weak = Arc::downgrade(&shared);
+    drop(shared);
+    let spawned = std::thread::Builder::new()
+        .name("cronverb-keeper".to_owned())
+        .spawn(move || {
+            while !stopped.load(Ordering::Acquire) {
+                std::thread::sleep(KEEP_DRIVEN_EVERY);
+                let Some(shared) = weak.upgrade() else { return };
+                let running = !shared
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_empty();
+                drop(shared);
+                if running {
+                    drop(runtime.spawn(async {}));
+                }
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot start the keeper thread; a handler that blocks its thread may delay heartbeats");
+    }
+    Keeper(stop)
+}
+
+/// Records `timed_out` the runs whose handler has been inside one poll since before its deadline: a
+/// handler that blocks its thread (or loops without yielding) cannot be cancelled, and its own task
+/// cannot see the deadline pass. Its task is aborted, which takes effect if it ever yields; whatever
+/// it returns is discarded (docs/runtime.md, "Handlers that block").
+async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
+    let mut interval = tokio::time::interval(WATCH_EVERY);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let now = Instant::now();
+        let now_nanos = nanos_after(shared.epoch, now);
+        let mut blocked = Vec::new();
+        {
+            let in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            for (run_id, run) in in_flight.iter() {
+                let since = run.state.polling_since.load(Ordering::Acquire);
+                if since != 0
+                    && run.state.deadline.load(Ordering::Acquire) <= now_nanos
+                    && run.state.end()
+                {
+                    if let Some(abort) = &run.abort {
+                        abort.abort();
+                    }
+                    let since = at_nanos(shared.epoch, since - 1);
+                    blocked.push((
+                        *run_id,
+                        run.job_id,
+                        run.job,
+                        run.anchor,
+                        run.span.clone(),
+                        since,
+                    ));
+                }
+            }
+        }
+        let ended: Vec<Ended> = blocked
+            .into_iter()
+            .map(|(run_id, job_id, job, anchor, span, since)| {
+                let timeout = job.map(|index| shared.jobs[index].0.timeout);
+                let error = format!(
+                    "timed out after {:?}: the handler did not yield for {:?}, so it could not be \
+                     cancelled (it blocks its thread; see docs/runtime.md, \"Handlers that block\")",
+                    timeout.unwrap_or_default(),
+                    now.saturating_duration_since(since),
+                );
+                span.record("outcome", tracing::field::display(Outcome::TimedOut.as_str()));
+                span.in_scope(|| {
+                    tracing::error!(%error, "a handler blocks its thread past its timeout");
+                });
+                let mut ended = Ended {
+                    finish: Finish {
+                        run_id,
+                        job_id,
+                        outcome: Outcome::TimedOut,
+                        error: Some(error),
+                        ended_at: None,
+                    },
+                    span,
+                    anchor,
+                };
+                ended.ended_at(now);
+                ended
+            })
+            .collect();
+        shared.push_ended(ended);
+    }
 }
 
 /// Records ended runs, as many as have ended at once with one [`Store::finish_and_claim`] (up to
@@ -1190,7 +1411,7 @@ enum Until<T> {
 async fn until_timeout<S, F: Future>(
     shared: &Shared<S>,
     deadline: Instant,
-    lease: &Lease,
+    lease: &RunState,
     mut handler: Pin<&mut F>,
 ) -> Until<F::Output> {
     loop {
@@ -1229,13 +1450,18 @@ fn push_cancelled<S>(shared: &Shared<S>, run_id: i64) {
         .push(run_id);
 }
 
+/// The error text of a handler's panic: its message, and where it was raised when the panic hook
+/// saw it ([`crate::panics`]). Read on the thread that caught the panic, which raised it.
 fn panic_message(panic: &(dyn Any + Send)) -> String {
     let message = panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic with a non-string payload".to_owned());
-    format!("panicked: {message}")
+    match crate::panics::take_location() {
+        Some(location) => format!("panicked at {location}: {message}"),
+        None => format!("panicked: {message}"),
+    }
 }
 
 fn log_outcome(finish: &Finish, skipped: u32) {
@@ -1245,7 +1471,7 @@ fn log_outcome(finish: &Finish, skipped: u32) {
         Outcome::Succeeded => tracing::warn!("run succeeded; occurrences were skipped"),
         Outcome::Failed => tracing::error!(error, "run failed"),
         Outcome::Panicked => tracing::error!(error, "run panicked"),
-        Outcome::TimedOut => tracing::warn!(error, "run timed out and was cancelled"),
+        Outcome::TimedOut => tracing::warn!(error, "run timed out"),
         _ => tracing::warn!(error, "run ended"),
     }
 }
@@ -1257,7 +1483,7 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
-    use crate::store::{Claimed, DeploymentSpec, MemoryStore};
+    use crate::store::{Beat, Claimed, DeploymentSpec, MemoryStore};
     use crate::{JobOptions, Runtime};
 
     /// The in-memory store with one fault: no lease can be renewed (what a replica sees when it is
@@ -1291,7 +1517,7 @@ mod tests {
         async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
             self.store.register(spec).await
         }
-        async fn heartbeat(&self, runner: &Runner) -> Result<bool, StoreError> {
+        async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
             self.store.heartbeat(runner).await
         }
         async fn claim_due(
@@ -1355,7 +1581,7 @@ mod tests {
         async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
             self.store.deregister(runner, cancelled).await
         }
-        async fn changed(&self) {
+        async fn changed(&self) -> Change {
             self.store.changed().await
         }
     }

@@ -8,6 +8,7 @@ mod context;
 mod error;
 mod executor;
 mod job;
+mod panics;
 mod registration;
 mod runtime;
 mod schema;

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{
-    ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
-    StoreError,
+    Change, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner,
+    Store, StoreError,
 };
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use sqlx::{PgPool, Row};
@@ -1888,4 +1888,98 @@ async fn an_occurrence_given_back_after_a_takeover_goes_to_the_active_deployment
         .await
         .unwrap();
     assert_eq!(claim_of(&taken, "ahead").scheduled_at, at);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Waking up (docs/runtime.md, "Waking up")
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due(pool: PgPool) {
+    let v1 = deployment("billing@1", vec![job("a", MINUTELY), job("b", MINUTELY)]);
+    let (runs_them, r1) = replica(&pool, &v1).await;
+    let (survivor, r2) = replica(&pool, &v1).await;
+    let at = due_now(&pool, r1.deployment_id, "a").await;
+    due_now(&pool, r1.deployment_id, "b").await;
+    let claimed = claim(&runs_them, &r1).await;
+    assert_eq!(claimed.claims.len(), 2);
+
+    // The other replica has nothing to claim and no idle job to wait for: only the end of the runs can
+    // tell it when to wake up.
+    let nothing = claim(&survivor, &r2).await;
+    assert!(nothing.claims.is_empty(), "{nothing:?}");
+    assert_eq!(nothing.next_due, None);
+    drain(&survivor).await;
+
+    // One run recorded alone, the other with a batch that claims what is due within a second: both
+    // jobs go back to idle, and each end tells the other replica when its job is next due.
+    let next = at + chrono::Duration::minutes(1);
+    runs_them
+        .finish(&r1, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .await
+        .unwrap();
+    let change = tokio::time::timeout(Duration::from_secs(5), survivor.changed())
+        .await
+        .expect("the replica that held nothing was not told");
+    assert_eq!(change, Change::DueAt(next));
+    let (results, chained) = runs_them
+        .finish_and_claim(
+            &r1,
+            &[finish(&claimed, 1, Outcome::Failed, Some("no"))],
+            Duration::from_secs(1),
+        )
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(chained.is_none(), "{chained:?}");
+    let change = tokio::time::timeout(Duration::from_secs(5), survivor.changed())
+        .await
+        .expect("the replica that held nothing was not told");
+    assert_eq!(change, Change::DueAt(next));
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_heartbeat_says_when_a_job_is_next_due_and_when_a_held_lease_ends(pool: PgPool) {
+    let v1 = deployment(
+        "billing@1",
+        vec![job("a", MINUTELY), job("b", HOURLY), job("c", HOURLY)],
+    );
+    let (runs_a, r1) = replica(&pool, &v1).await;
+    let (other, r2) = replica(&pool, &v1).await;
+    due_now(&pool, r1.deployment_id, "a").await;
+    let b_next = set_next(
+        &pool,
+        r1.deployment_id,
+        "b",
+        "date_trunc('hour', now()) + interval '3 hours'",
+    )
+    .await;
+    set_next(
+        &pool,
+        r1.deployment_id,
+        "c",
+        "date_trunc('hour', now()) + interval '5 hours'",
+    )
+    .await;
+    let claimed = claim(&runs_a, &r1).await;
+    assert_eq!(claimed.claims.len(), 1);
+
+    let beat = other.heartbeat(&r2).await.unwrap();
+    assert_eq!(beat.next_due, Some(b_next), "{beat:?}");
+    assert_eq!(beat.lease_ends, Some(claimed.claims[0].lease_expires_at));
+
+    // A paused job is not due; a pending trigger is, paused or not.
+    sqlx::query("UPDATE cron_jobs SET paused = true WHERE verb = 'b'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let beat = other.heartbeat(&r2).await.unwrap();
+    assert_ne!(beat.next_due, Some(b_next), "{beat:?}");
+    let triggered: DateTime<Utc> = sqlx::query_scalar(
+        "UPDATE cron_jobs SET trigger_requested_at = now() WHERE verb = 'b' \
+         RETURNING trigger_requested_at",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let beat = other.heartbeat(&r2).await.unwrap();
+    assert_eq!(beat.next_due, Some(triggered), "{beat:?}");
 }

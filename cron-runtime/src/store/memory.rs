@@ -9,8 +9,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{
-    Claim, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
-    StoreError, StoreSettings,
+    Beat, Change, Claim, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome,
+    Runner, Store, StoreError, StoreSettings,
 };
 
 /// How many finished runs [`MemoryStore::runs`] keeps by default.
@@ -626,7 +626,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn heartbeat(&self, runner: &Runner) -> Result<bool, StoreError> {
+    async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
         let now = self.now();
         let mut state = self.lock();
         let Some(row) = state.runners.get_mut(&runner.id) else {
@@ -651,7 +651,11 @@ impl Store for MemoryStore {
         if changed {
             self.inner.changed.notify_waiters();
         }
-        Ok(changed)
+        // One process: every end of a run notifies this store's waiters, and no lease can end unseen.
+        Ok(Beat {
+            changed,
+            ..Beat::default()
+        })
     }
 
     async fn claim_due(
@@ -799,8 +803,9 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn changed(&self) {
+    async fn changed(&self) -> Change {
         self.inner.changed.notified().await;
+        Change::Claim
     }
 }
 

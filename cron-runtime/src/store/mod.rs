@@ -152,6 +152,32 @@ pub enum Finished {
     Fenced,
 }
 
+/// What a heartbeat found ([`Store::heartbeat`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Beat {
+    /// It took a module over or took rows back: jobs may be due sooner than the executor thinks, and
+    /// it claims at once.
+    pub changed: bool,
+    /// The earliest occurrence (or pending trigger) among the idle jobs this replica could claim, as the
+    /// store sees them now. The executor wakes for it even if no notification of it ever came
+    /// (docs/runtime.md, "Waking up").
+    pub next_due: Option<DateTime<Utc>>,
+    /// The earliest lease among the runs held on this replica's deployment, by any replica. A lease
+    /// that is not renewed by then has expired, and the executor heartbeats then to take the row back
+    /// (contract 4) rather than at its next regular heartbeat.
+    pub lease_ends: Option<DateTime<Utc>>,
+}
+
+/// What [`Store::changed`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Something may be due now (a takeover, a trigger, rows taken back): claim.
+    Claim,
+    /// A job of this replica's module became idle with its next occurrence at this instant (another
+    /// replica recorded how its run ended): nothing to claim before then.
+    DueAt(DateTime<Utc>),
+}
+
 /// A store failure. Context first: what was being done, then why.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -200,10 +226,10 @@ pub trait Store: Send + Sync + 'static {
     /// Marks this replica alive, takes the module over if its deployment should now be active, and takes
     /// back the rows of any replica whose lease expired, recording their runs as `abandoned` (contract 4).
     ///
-    /// Returns whether it took a module over or took rows back: jobs may then be due sooner than the
-    /// executor thinks, and it claims at once; otherwise an idle replica stays asleep until its next due
-    /// instant.
-    fn heartbeat(&self, runner: &Runner) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// Returns whether it took a module over or took rows back (jobs may then be due sooner than the
+    /// executor thinks, and it claims at once), with the next due instant and the earliest lease it
+    /// saw ([`Beat`]); otherwise an idle replica stays asleep until its next due instant.
+    fn heartbeat(&self, runner: &Runner) -> impl Future<Output = Result<Beat, StoreError>> + Send;
 
     /// Claims, in one transaction, up to `limit` jobs of this replica's deployment that are idle,
     /// belong to the active deployment, have no run of the same verb executing under any deployment, and
@@ -289,8 +315,10 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Resolves when something another replica did may have made a job due sooner than the executor
-    /// thinks (a takeover, a trigger). The executor otherwise sleeps until the next due instant.
-    fn changed(&self) -> impl Future<Output = ()> + Send;
+    /// thinks: a takeover or a trigger ([`Change::Claim`]), or a run ended elsewhere that left its job
+    /// idle with its next occurrence ([`Change::DueAt`]). The executor otherwise sleeps until the next
+    /// due instant it knows of.
+    fn changed(&self) -> impl Future<Output = Change> + Send;
 
     /// Deletes the finished runs (never a running one) that finished more than `older_than` ago, in
     /// small batches and a bounded number of them per call (the PostgreSQL store: at most 10,000 runs;

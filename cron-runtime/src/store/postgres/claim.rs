@@ -5,6 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 
+use super::runs::notify_due;
 use super::schedules::{count_between, next_after_run};
 use super::{PgStore, db};
 use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
@@ -270,6 +271,8 @@ impl PgStore {
         // In one transaction, now() is the same instant the claim used; read only when a row needs it.
         let mut now: Option<DateTime<Utc>> = None;
         let mut claims = Vec::with_capacity(due.len());
+        // Jobs this claim moved to a later occurrence without a run: the other replicas hear of it.
+        let mut moved: Vec<(String, DateTime<Utc>)> = Vec::new();
         for row in due {
             let Due {
                 job_id,
@@ -331,6 +334,7 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(db(context()))?;
+                moved.extend(next.map(|next| (known.module.clone(), next)));
                 continue;
             };
 
@@ -365,6 +369,7 @@ impl PgStore {
                         .execute(&mut *tx)
                         .await
                         .map_err(db(context()))?;
+                    moved.extend(next.map(|next| (known.module.clone(), next)));
                 }
                 ClaimAction::Skipped
             } else {
@@ -403,6 +408,7 @@ impl PgStore {
             let next_due: Option<DateTime<Utc>> = row.try_get("next_due").map_err(db(context()))?;
             (clock, clock_at, next_due)
         };
+        notify_due(&mut tx, moved).await.map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         Ok(Claimed {
             claims,

@@ -8,7 +8,39 @@ use sqlx::{PgConnection, Row};
 
 use super::schedules::zone_text;
 use super::{Claimable, Known, PgStore, db, lock};
-use crate::store::{DeploymentSpec, Runner, StoreError};
+use crate::store::{Beat, DeploymentSpec, Runner, StoreError};
+
+/// What [`PgStore::check_rows`] saw of the rows the claim may take, for [`Beat`].
+#[derive(Debug, Default)]
+struct Seen {
+    next_due: Option<DateTime<Utc>>,
+    lease_ends: Option<DateTime<Utc>>,
+}
+
+impl Seen {
+    fn note(
+        &mut self,
+        state: &str,
+        paused: bool,
+        next: Option<DateTime<Utc>>,
+        trigger: Option<DateTime<Utc>>,
+        lease: Option<DateTime<Utc>>,
+    ) {
+        fn earliest(a: &mut Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) {
+            if let Some(b) = b {
+                *a = Some(a.map_or(b, |a| a.min(b)));
+            }
+        }
+        if state == "executing" {
+            earliest(&mut self.lease_ends, lease);
+        } else {
+            earliest(&mut self.next_due, trigger);
+            if !paused {
+                earliest(&mut self.next_due, next);
+            }
+        }
+    }
+}
 
 /// The deployment of a module that should be active: the most recently registered one with a live
 /// replica. And whether the given deployment is active now.
@@ -190,7 +222,7 @@ impl PgStore {
         Ok(runner)
     }
 
-    pub(super) async fn beat(&self, runner: &Runner) -> Result<bool, StoreError> {
+    pub(super) async fn beat(&self, runner: &Runner) -> Result<Beat, StoreError> {
         let known = self.known(runner)?;
         let context = || format!("recording the heartbeat of runner {}", runner.name);
         // Upsert: a replica that was frozen long enough for its row to be forgotten comes back.
@@ -210,33 +242,55 @@ impl PgStore {
             .execute(&self.pool)
             .await
             .map_err(db(context()))?;
-        self.check_rows(runner).await?;
+        let seen = self.check_rows(runner).await?;
         let took_over = self
             .take_over_if_elected(runner.deployment_id, &known.module)
             .await?;
         let recovered = self.recover().await?;
-        Ok(took_over || recovered > 0)
+        // An inactive deployment's rows are not due for this replica, however old their instants.
+        let active = self.known(runner)?.active;
+        Ok(Beat {
+            changed: took_over || recovered > 0,
+            next_due: seen.next_due.filter(|_| active),
+            lease_ends: seen.lease_ends,
+        })
     }
 
     /// Reads the schedule text of the deployment's rows and decides which the claim may take: a row that
     /// matches this build, or that differs but parses (edited by hand: the row wins, with a warning). A row
     /// that does not parse, or whose verb this build has no handler for, is reported once and left alone.
-    async fn check_rows(&self, runner: &Runner) -> Result<(), StoreError> {
+    ///
+    /// Returns what the rows say about when to wake up: the earliest occurrence or trigger among the
+    /// idle rows the claim may take, and the earliest lease among the executing ones
+    /// (docs/runtime.md, "Waking up").
+    async fn check_rows(&self, runner: &Runner) -> Result<Seen, StoreError> {
         let known = self.known(runner)?;
         let context = || format!("reading the jobs of deployment {}", runner.deployment_id);
         let rows = sqlx::query(
-            "SELECT id, verb, schedule, timezone FROM cron_jobs WHERE deployment_id = $1 ORDER BY id",
+            "SELECT id, verb, schedule, timezone, state, paused, next_execution, \
+                    trigger_requested_at, lease_expires_at \
+             FROM cron_jobs WHERE deployment_id = $1 ORDER BY id",
         )
         .bind(runner.deployment_id)
         .fetch_all(&self.pool)
         .await
         .map_err(db(context()))?;
         let mut claimable = Claimable::default();
+        let mut seen = Seen::default();
         for row in rows {
             let id: i64 = row.try_get("id").map_err(db(context()))?;
             let verb: String = row.try_get("verb").map_err(db(context()))?;
             let expression: String = row.try_get("schedule").map_err(db(context()))?;
             let zone: String = row.try_get("timezone").map_err(db(context()))?;
+            let state: String = row.try_get("state").map_err(db(context()))?;
+            let paused: bool = row.try_get("paused").map_err(db(context()))?;
+            let next: Option<DateTime<Utc>> =
+                row.try_get("next_execution").map_err(db(context()))?;
+            let trigger: Option<DateTime<Utc>> =
+                row.try_get("trigger_requested_at").map_err(db(context()))?;
+            let lease: Option<DateTime<Utc>> =
+                row.try_get("lease_expires_at").map_err(db(context()))?;
+            let claimable_before = claimable.len();
             let schedules = &self.shared.schedules;
             match known.jobs.get(&verb) {
                 None => {
@@ -269,11 +323,14 @@ impl PgStore {
                     }
                 }
             }
+            if claimable.len() > claimable_before {
+                seen.note(&state, paused, next, trigger, lease);
+            }
         }
         if let Some(known) = lock(&self.shared.deployments).get_mut(&runner.deployment_id) {
             Arc::make_mut(known).claimable = claimable;
         }
-        Ok(())
+        Ok(seen)
     }
 
     /// Records whether a deployment registered through this store is active, as last seen.

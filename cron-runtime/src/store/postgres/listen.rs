@@ -1,17 +1,20 @@
 //! [`Store::changed`](crate::store::Store::changed) for PostgreSQL: a task that `LISTEN`s on
-//! [`NOTIFY_CHANNEL`] and wakes the executor when another replica notifies about one of this store's
-//! modules (a takeover, a shutdown, a run that unblocks a verb). No polling.
+//! [`NOTIFY_CHANNEL`] and [`DUE_CHANNEL`] and wakes the executor when another replica notifies about
+//! one of this store's modules: something may be due now (a takeover, a shutdown, a run that unblocks a
+//! verb), or a job became idle with its next occurrence (docs/runtime.md, "Waking up"). No polling.
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
-use tokio::sync::{Mutex, OnceCell, oneshot, watch};
+use tokio::sync::{Notify, OnceCell, oneshot};
 use tokio::task::AbortHandle;
 
-use super::{NOTIFY_CHANNEL, PgStore};
+use super::{DUE_CHANNEL, NOTIFY_CHANNEL, PgStore};
+use crate::store::Change;
 
 /// The listening task, started by the first [`PgStore::register`] or `changed()`.
 #[derive(Debug, Default)]
@@ -22,9 +25,45 @@ pub(super) struct Listener {
 
 #[derive(Debug)]
 struct Running {
-    /// Counts the notifications; a change not yet awaited is remembered until the next `changed()`.
-    changes: Mutex<watch::Receiver<u64>>,
+    changes: Arc<Changes>,
     task: AbortHandle,
+}
+
+/// What was notified since the last `changed()` returned: remembered until the next one takes it.
+#[derive(Debug, Default)]
+struct Changes {
+    pending: std::sync::Mutex<Pending>,
+    /// Holds a permit when something was noted and no `changed()` waited.
+    noted: Notify,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Pending {
+    claim: bool,
+    due: Option<DateTime<Utc>>,
+}
+
+impl Changes {
+    fn claim(&self) {
+        lock(&self.pending).claim = true;
+        self.noted.notify_one();
+    }
+
+    fn due_at(&self, at: DateTime<Utc>) {
+        let mut pending = lock(&self.pending);
+        pending.due = Some(pending.due.map_or(at, |due| due.min(at)));
+        drop(pending);
+        self.noted.notify_one();
+    }
+
+    fn take(&self) -> Option<Change> {
+        let pending = std::mem::take(&mut *lock(&self.pending));
+        if pending.claim {
+            Some(Change::Claim)
+        } else {
+            pending.due.map(Change::DueAt)
+        }
+    }
 }
 
 impl Drop for Listener {
@@ -49,37 +88,45 @@ impl PgStore {
         listener
             .running
             .get_or_init(|| async {
-                let (sender, changes) = watch::channel(0);
+                let changes = Arc::new(Changes::default());
                 let (ready, subscribed) = oneshot::channel();
                 let task = tokio::spawn(listen(
                     self.pool.clone(),
                     listener.modules.clone(),
-                    sender,
+                    Arc::clone(&changes),
                     ready,
                 ));
                 let _ = tokio::time::timeout(Duration::from_secs(5), subscribed).await;
                 Running {
-                    changes: Mutex::new(changes),
+                    changes,
                     task: task.abort_handle(),
                 }
             })
             .await
     }
 
-    pub(super) async fn wait_for_change(&self) {
-        let running = self.running().await;
-        let mut changes = running.changes.lock().await;
-        if changes.changed().await.is_err() {
-            // The task is gone (the store is being dropped): nothing will change any more.
-            std::future::pending::<()>().await;
+    pub(super) async fn wait_for_change(&self) -> Change {
+        let changes = &self.running().await.changes;
+        loop {
+            if let Some(change) = changes.take() {
+                return change;
+            }
+            changes.noted.notified().await;
         }
     }
+}
+
+/// A notification on [`DUE_CHANNEL`]: `module`, a tab, microseconds since the Unix epoch.
+fn due_payload(payload: &str) -> Option<(&str, DateTime<Utc>)> {
+    let (module, micros) = payload.split_once('\t')?;
+    let at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
+    Some((module, at))
 }
 
 async fn listen(
     pool: PgPool,
     modules: Arc<RwLock<HashSet<String>>>,
-    changes: watch::Sender<u64>,
+    changes: Arc<Changes>,
     ready: oneshot::Sender<()>,
 ) {
     let mut ready = Some(ready);
@@ -94,7 +141,7 @@ async fn listen(
                 continue;
             }
         };
-        if let Err(error) = listener.listen(NOTIFY_CHANNEL).await {
+        if let Err(error) = listener.listen_all([NOTIFY_CHANNEL, DUE_CHANNEL]).await {
             tracing::warn!(%error, "while listening for other replicas' changes: cannot subscribe; retrying");
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -106,20 +153,27 @@ async fn listen(
                 let _ = ready.send(());
             }
             // Reconnected: whatever was notified meanwhile is lost, so assume something changed.
-            None => changes.send_modify(|n| *n += 1),
+            None => changes.claim(),
         }
         loop {
             match listener.try_recv().await {
+                Ok(Some(notification)) if notification.channel() == DUE_CHANNEL => {
+                    if let Some((module, at)) = due_payload(notification.payload())
+                        && read(&modules).contains(module)
+                    {
+                        changes.due_at(at);
+                    }
+                }
                 Ok(Some(notification)) => {
                     if read(&modules).contains(notification.payload()) {
-                        changes.send_modify(|n| *n += 1);
+                        changes.claim();
                     }
                 }
                 // The connection was lost and has been re-established: notifications may be lost.
-                Ok(None) => changes.send_modify(|n| *n += 1),
+                Ok(None) => changes.claim(),
                 Err(error) => {
                     tracing::warn!(%error, "while listening for other replicas' changes: connection lost; reconnecting");
-                    changes.send_modify(|n| *n += 1);
+                    changes.claim();
                     tokio::time::sleep(backoff).await;
                     break;
                 }
@@ -134,4 +188,8 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -20,7 +20,8 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPoolOptions;
 
 use super::{
-    Claimed, DeploymentSpec, Finish, Finished, JobSpec, Runner, Store, StoreError, StoreSettings,
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Runner, Store, StoreError,
+    StoreSettings,
 };
 use schedules::Schedules;
 
@@ -32,8 +33,16 @@ pub use admin::{
 /// The embedded migrations that create and upgrade cronverb's tables.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
-/// The channel cronverb notifies on; the payload is the module's name.
+/// The channel cronverb notifies on when jobs of a module may be due now (a takeover, a trigger, rows
+/// taken back); the payload is the module's name.
 pub const NOTIFY_CHANNEL: &str = "cronverb";
+
+/// The channel cronverb notifies on when a run ended and left its job idle with a later next
+/// occurrence; the payload is the module's name, a tab, and that instant in microseconds since the
+/// Unix epoch. The other replicas of the module wake up then without asking the database
+/// (docs/runtime.md, "Waking up"). A replica that does not listen to it (an older release) still
+/// wakes on [`NOTIFY_CHANNEL`] and at its heartbeats.
+pub const DUE_CHANNEL: &str = "cronverb_due";
 
 /// Job state, runs and replicas in PostgreSQL.
 ///
@@ -95,6 +104,10 @@ struct Claimable {
 impl Claimable {
     fn push(&mut self, verb: String, expression: String, zone: String) {
         self.rows.insert(verb, (expression, zone));
+    }
+
+    fn len(&self) -> usize {
+        self.rows.len()
     }
 
     fn contains(&self, verb: &str, expression: &str, zone: &str) -> bool {
@@ -261,7 +274,7 @@ impl Store for PgStore {
         self.register_deployment(spec).await
     }
 
-    async fn heartbeat(&self, runner: &Runner) -> Result<bool, StoreError> {
+    async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
         self.beat(runner).await
     }
 
@@ -307,7 +320,7 @@ impl Store for PgStore {
         self.release(runner, cancelled).await
     }
 
-    async fn changed(&self) {
+    async fn changed(&self) -> Change {
         self.wait_for_change().await
     }
 

@@ -9,7 +9,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
 use super::schedules::{count_between, next_after_run};
-use super::{NOTIFY_CHANNEL, PgStore, db};
+use super::{DUE_CHANNEL, NOTIFY_CHANNEL, PgStore, db};
 use crate::store::{Claim, ClaimAction, Claimed, Finish, Finished, Outcome, Runner, StoreError};
 
 /// The row of a job that a run holds, locked.
@@ -617,6 +617,9 @@ impl PgStore {
             .execute(&mut *tx)
             .await?;
         }
+        if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
+            notify_due(tx, [(held.module.clone(), next)]).await?;
+        }
         if !held.active {
             // The verb may be waiting under the active deployment (contract 6): continue it and wake it.
             if let Some(next) = ending.carried_next() {
@@ -683,6 +686,9 @@ impl PgStore {
         let mut runs = RunUpdates::default();
         let mut carried = CarriedUpdates::default();
         let mut woken: Vec<String> = Vec::new();
+        // The jobs that go back to idle unless their next occurrence is chained: (index in `jobs`,
+        // module, next occurrence), for [`DUE_CHANNEL`].
+        let mut idle: Vec<(usize, String, DateTime<Utc>)> = Vec::new();
         for finish in finishes {
             // A run given twice is recorded once: the second finish is fenced, as it would be alone.
             let Some(held) = held_by_run.remove(&finish.run_id) else {
@@ -707,6 +713,9 @@ impl PgStore {
             };
             if let (true, Some(next)) = (chained, ending.next) {
                 jobs.chained.insert(held.job_id, (held.verb.clone(), next));
+            }
+            if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
+                idle.push((jobs.ids.len(), held.module.clone(), next));
             }
             jobs.ids.push(held.job_id);
             jobs.next.push(ending.next);
@@ -838,6 +847,11 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
+        let idle = idle
+            .into_iter()
+            .filter(|(i, _, _)| chained_runs[*i].is_none())
+            .map(|(_, module, next)| (module, next));
+        notify_due(&mut tx, idle).await?;
         tx.commit().await?;
         Ok((results, claimed))
     }
@@ -951,6 +965,36 @@ async fn notify_deployment(tx: &mut PgConnection, deployment_id: i64) -> Result<
     sqlx::query("SELECT pg_notify($1, module) FROM cron_deployments WHERE id = $2")
         .bind(NOTIFY_CHANNEL)
         .bind(deployment_id)
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+/// Tells the replicas of each module when its jobs that just went back to idle are next due, when the
+/// transaction commits ([`DUE_CHANNEL`]): one notification per module, with its earliest instant. A
+/// replica that held nothing when another one ran the job, and so never saw its next occurrence, wakes
+/// up for it even if that replica dies before then (docs/runtime.md, "Waking up").
+pub(super) async fn notify_due(
+    tx: &mut PgConnection,
+    idle: impl IntoIterator<Item = (String, DateTime<Utc>)>,
+) -> Result<(), sqlx::Error> {
+    let mut earliest: HashMap<String, DateTime<Utc>> = HashMap::new();
+    for (module, next) in idle {
+        earliest
+            .entry(module)
+            .and_modify(|at| *at = (*at).min(next))
+            .or_insert(next);
+    }
+    if earliest.is_empty() {
+        return Ok(());
+    }
+    let payloads: Vec<String> = earliest
+        .into_iter()
+        .map(|(module, at)| format!("{module}\t{}", at.timestamp_micros()))
+        .collect();
+    sqlx::query("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload")
+        .bind(DUE_CHANNEL)
+        .bind(&payloads)
         .execute(tx)
         .await?;
     Ok(())
