@@ -4,7 +4,9 @@
 //!   nothing: the survivor must run the next occurrences on time (docs/runtime.md, "Waking up");
 //! - a handler that blocks its thread far past its timeout on one of two replicas: every other job must
 //!   still run every second, the replica must keep its heartbeats and leases, and the blocked run must be
-//!   recorded `timed_out` at its timeout (docs/runtime.md, "Handlers that block").
+//!   recorded `timed_out` at its timeout (docs/runtime.md, "Handlers that block");
+//! - a handler that panics: recorded once, with where it panicked, and not printed again by Rust's
+//!   default panic hook with a backtrace (docs/runtime.md, "Failures").
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
 
@@ -25,6 +27,8 @@ const TICK: &str = "shapes::tick";
 /// Blocks its thread for [`BLOCK`] with a timeout of one second.
 const BLOCKS: &str = "shapes::blocks";
 const BLOCK: Duration = Duration::from_secs(15);
+/// Panics every second.
+const PANICS: &str = "shapes::panics";
 
 #[test]
 fn replica_main() {
@@ -42,6 +46,10 @@ fn replica_main() {
                     std::thread::sleep(BLOCK);
                 },
             ),
+        "panics" => builder.job(PANICS, "* * * * * *", || async {
+            let numbers: Vec<u32> = Vec::new();
+            assert!(!numbers.is_empty(), "no numbers to add up");
+        }),
         other => panic!("no job set {other}"),
     });
 }
@@ -229,6 +237,48 @@ async fn a_handler_that_blocks_its_thread_stalls_nothing_else() -> anyhow::Resul
     assert_eq!(
         abandoned, 0,
         "runs taken back from a replica that stopped heartbeating"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_panic_is_recorded_once_without_the_default_hooks_backtrace() -> anyhow::Result<()>
+{
+    let db = TestDb::create("shape_panics").await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    // With a backtrace, as the default hook would print it.
+    cluster.spawn_with("r1", DEPLOYMENT, "panics", &[("RUST_BACKTRACE", "1")])?;
+    let error: String = wait_for("a panicked run", Duration::from_secs(30), || {
+        let db = &db;
+        async move {
+            let error: Option<String> = sqlx::query_scalar(
+                "SELECT error FROM cron_job_runs WHERE verb = $1 AND outcome = 'panicked' LIMIT 1",
+            )
+            .bind(PANICS)
+            .fetch_optional(&db.pool)
+            .await?;
+            Ok(error)
+        }
+    })
+    .await?;
+    assert!(
+        error.starts_with("panicked at tests/job_shapes.rs:")
+            && error.ends_with(": no numbers to add up"),
+        "{error}"
+    );
+    cluster.stop(&["r1"], Duration::from_secs(10))?;
+    let log = cluster.log("r1");
+    assert!(
+        log.contains("run panicked"),
+        "the panic was not logged: {log}"
+    );
+    assert!(
+        !log.contains("stack backtrace"),
+        "the default hook printed it: {log}"
+    );
+    assert!(
+        !log.contains("' panicked at"),
+        "the default hook printed it: {log}"
     );
     Ok(())
 }

@@ -77,9 +77,21 @@ impl Cluster {
 
     /// Starts replica `name` of `deployment`, running the job set `jobs`.
     pub fn spawn(&mut self, name: &str, deployment: &str, jobs: &str) -> anyhow::Result<u32> {
+        self.spawn_with(name, deployment, jobs, &[])
+    }
+
+    /// [`Cluster::spawn`], with more variables in the replica's environment.
+    pub fn spawn_with(
+        &mut self,
+        name: &str,
+        deployment: &str,
+        jobs: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<u32> {
         let log = self.logs.join(format!("{name}.log"));
         let out = File::create(&log)?;
         let child = Command::new(std::env::current_exe()?)
+            .envs(env.iter().copied())
             .args(["--exact", self.entry, "--nocapture", "--test-threads", "1"])
             .env("CRONVERB_REPLICA", "1")
             .env("CRONVERB_TEST_REPLICA", name)
