@@ -263,7 +263,7 @@ struct Shared<S> {
     waiting: Mutex<HashMap<DateTime<Utc>, Vec<Vec<Run>>>>,
     /// Tasks starting runs ([`start_chunks`]) and handlers not through their first poll yet:
     /// recording holds back while there are some.
-    starting: AtomicUsize,
+    starting: Arc<AtomicUsize>,
     /// The clock anchor of the latest claim, to place what a heartbeat reports on the local clock.
     anchor: Mutex<Option<Anchor>>,
 }
@@ -418,7 +418,7 @@ pub(crate) async fn run<S: Store>(
         recording: Notify::new(),
         epoch: Instant::now(),
         waiting: Mutex::new(HashMap::new()),
-        starting: AtomicUsize::new(0),
+        starting: Arc::new(AtomicUsize::new(0)),
         anchor: Mutex::new(None),
     });
     let keeper = if tokio::runtime::Handle::current().runtime_flavor()
@@ -951,9 +951,15 @@ fn start_chunk<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, start_at: Inst
             dropped.push(run.run_id);
             continue;
         }
-        shared.starting.fetch_add(1, Ordering::AcqRel);
+        let first_poll = FirstPoll::new(&shared.starting);
         let run_id = run.run_id;
-        let task = tokio::spawn(execute(Arc::clone(shared), run, index, start_at));
+        let task = tokio::spawn(execute(
+            Arc::clone(shared),
+            run,
+            index,
+            start_at,
+            first_poll,
+        ));
         tasks.push((run_id, task.abort_handle()));
     }
     if !tasks.is_empty() {
@@ -1016,7 +1022,13 @@ fn lease_lost(span: &tracing::Span) {
 /// A run's task: calls its handler in the run's span and context and polls it under its timeout, its
 /// lease and the shutdown's cancellation, catching a panic; then hands how it ended to
 /// [`record_ended`], unless the watchdog already recorded it ([`watch_blocked`]).
-async fn execute<S: Store>(shared: Arc<Shared<S>>, run: Run, index: usize, start_at: Instant) {
+async fn execute<S: Store>(
+    shared: Arc<Shared<S>>,
+    run: Run,
+    index: usize,
+    start_at: Instant,
+    first_poll: FirstPoll,
+) {
     let started = Instant::now();
     if !run.span.is_disabled() {
         let late = started.saturating_duration_since(start_at).as_millis();
@@ -1034,7 +1046,6 @@ async fn execute<S: Store>(shared: Arc<Shared<S>>, run: Run, index: usize, start
         .deadline
         .store(nanos_after(shared.epoch, deadline), Ordering::Release);
     let state = &run.state;
-    let starting = &shared.starting;
     let until = context
         .scope(async {
             // Calling the handler runs no code of an `async fn`, but a closure given to
@@ -1048,16 +1059,13 @@ async fn execute<S: Store>(shared: Arc<Shared<S>>, run: Run, index: usize, start
                         handler,
                         state,
                         epoch: shared.epoch,
-                        first_poll: Some(starting),
+                        first_poll: Some(first_poll),
                     };
                     let guarded = AssertUnwindSafe(watched).catch_unwind();
                     tokio::pin!(guarded);
                     until_timeout(&shared, deadline, state, guarded).await
                 }
-                Err(panic) => {
-                    starting.fetch_sub(1, Ordering::AcqRel);
-                    Until::Ended(Err(panic))
-                }
+                Err(panic) => Until::Ended(Err(panic)),
             }
         })
         .instrument(run.span.clone())
@@ -1102,22 +1110,31 @@ async fn execute<S: Store>(shared: Arc<Shared<S>>, run: Run, index: usize, start
     shared.push_ended([ended]);
 }
 
+/// A run started whose handler has not been through its first poll: counted in [`Shared::starting`]
+/// until it has, or until the run's task is dropped without it (aborted before it ran).
+struct FirstPoll(Arc<AtomicUsize>);
+
+impl FirstPoll {
+    fn new(starting: &Arc<AtomicUsize>) -> FirstPoll {
+        starting.fetch_add(1, Ordering::AcqRel);
+        FirstPoll(Arc::clone(starting))
+    }
+}
+
+impl Drop for FirstPoll {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// A handler's future, watched: while it is being polled, [`RunState::polling_since`] says since when,
-/// for [`watch_blocked`], and a panic in it is the handler's ([`crate::panics`]). Its first poll (or
-/// its drop, if it is never polled) ends the run's part in [`Shared::starting`].
+/// for [`watch_blocked`], and a panic in it is the handler's ([`crate::panics`]). Its first poll ends
+/// its [`FirstPoll`].
 struct Watched<'a> {
     handler: HandlerFuture,
     state: &'a RunState,
     epoch: Instant,
-    first_poll: Option<&'a AtomicUsize>,
-}
-
-impl Drop for Watched<'_> {
-    fn drop(&mut self) {
-        if let Some(starting) = self.first_poll.take() {
-            starting.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
+    first_poll: Option<FirstPoll>,
 }
 
 impl Future for Watched<'_> {
@@ -1130,9 +1147,7 @@ impl Future for Watched<'_> {
         // Reset also when the handler panics.
         let _polled = Polled(&this.state.polling_since);
         let poll = crate::panics::in_handler(|| this.handler.as_mut().poll(cx));
-        if let Some(starting) = this.first_poll.take() {
-            starting.fetch_sub(1, Ordering::AcqRel);
-        }
+        this.first_poll = None;
         poll
     }
 }
