@@ -174,7 +174,8 @@ impl RuntimeBuilder {
     /// Whether [`build`](Self::build) applies cronverb's embedded migrations to the database (default
     /// `true`). Turn it off where the application's role may not run DDL and apply them with
     /// `cronverb migrate --database-url …` instead; the runtime then needs only read and write
-    /// privileges on its four tables.
+    /// privileges on its four tables. Either way `build` refuses a database that a newer release
+    /// contracted (docs/operations.md, "Migrations across releases").
     pub fn migrate(mut self, migrate: bool) -> RuntimeBuilder {
         self.migrate = migrate;
         self
@@ -358,6 +359,8 @@ impl RuntimeBuilder {
             Some(store) => {
                 if self.migrate {
                     store.migrate().await?;
+                } else {
+                    store.check_compatible().await?;
                 }
                 store.configure(store_settings);
                 Backend::Postgres(store)
