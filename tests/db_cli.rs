@@ -188,11 +188,11 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0003)\n"
+        "cronverb's tables are up to date (migration 0004)\n"
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
-    assert_eq!(migrated["version"], 3);
+    assert_eq!(migrated["version"], 4);
 
     let output = db.cronverb(&["status"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -424,5 +424,49 @@ fn a_database_that_does_not_answer_fails_quickly_without_showing_the_password() 
     assert_eq!(
         stderr(&output),
         "error: no database given: pass `--database-url` or set `DATABASE_URL`\n"
+    );
+}
+
+/// What a newer release leaves behind after applying a migration this build does not know: its DDL and
+/// the row sqlx records for it.
+fn apply_newer_migration(db: &Database, version: i64, sql: &str) {
+    block_on(async {
+        let mut connection = PgConnection::connect(&db.url).await.unwrap();
+        let mut tx = connection.begin().await.unwrap();
+        sqlx::raw_sql(sql).execute(&mut *tx).await.unwrap();
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES ($1, 'a newer release', true, sha384($2::bytea), 1000)",
+        )
+        .bind(version)
+        .bind(sql.as_bytes())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    });
+}
+
+#[test]
+fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_contract() {
+    let db = Database::migrated("newer");
+    apply_newer_migration(&db, 9999, "ALTER TABLE cron_jobs ADD COLUMN owner TEXT");
+    let output = db.cronverb(&["migrate"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = db.cronverb(&["status"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+
+    apply_newer_migration(
+        &db,
+        10000,
+        "ALTER TABLE cron_jobs DROP COLUMN paused_at; \
+         UPDATE cron_compatibility SET required_migration = 10000",
+    );
+    let output = db.cronverb(&["migrate"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("migration 10000") && message.contains("up to 0004"),
+        "{message}"
     );
 }

@@ -1,5 +1,6 @@
 //! Configuring a runtime: its module and deployment, store, state, settings and jobs.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::panic::Location;
@@ -16,7 +17,8 @@ use crate::runtime::{Backend, Plan, Runtime};
 use crate::store::postgres::PgStore;
 use crate::store::{DeploymentSpec, MemoryStore, StoreSettings};
 
-/// The module name when [`RuntimeBuilder::module`] is not called and the executable's name is unknown.
+/// The module of a runtime that has no job and no [`RuntimeBuilder::module`], and of a job added with
+/// [`RuntimeBuilder::job`] whose name has no `::`.
 pub const DEFAULT_MODULE: &str = "default";
 
 /// The runtime's settings. Every one has a documented default; see the [`RuntimeBuilder`] methods.
@@ -144,8 +146,14 @@ impl RuntimeBuilder {
         }
     }
 
-    /// The module this application is (`billing`). Default: the executable's file name without extension,
-    /// or [`DEFAULT_MODULE`] when it is unknown. Replicas of one application must use the same module.
+    /// The module this application is (`billing`). Replicas of one application must use the same module.
+    ///
+    /// Default: the module its jobs belong to, as [`schema()`](crate::schema) and `cronverb schema
+    /// extract` group them: the crate of the `#[cron]` functions (`billing` for functions in the library
+    /// of the package `billing`, whichever binary links it and whatever the executable is called), the
+    /// first segment of the names of jobs added with [`job`](Self::job). Jobs of several modules make
+    /// [`build`](Self::build) fail: name the module then. A runtime without jobs is [`DEFAULT_MODULE`].
+    /// See docs/runtime.md, "The module".
     pub fn module(mut self, module: impl Into<String>) -> RuntimeBuilder {
         self.module = Some(module.into());
         self
@@ -176,7 +184,8 @@ impl RuntimeBuilder {
     /// Whether [`build`](Self::build) applies cronverb's embedded migrations to the database (default
     /// `true`). Turn it off where the application's role may not run DDL and apply them with
     /// `cronverb migrate --database-url …` instead; the runtime then needs only read and write
-    /// privileges on its four tables.
+    /// privileges on its four tables. Either way `build` refuses a database that a newer release
+    /// contracted (docs/operations.md, "Migrations across releases").
     pub fn migrate(mut self, migrate: bool) -> RuntimeBuilder {
         self.migrate = migrate;
         self
@@ -251,6 +260,7 @@ impl RuntimeBuilder {
                 doc: options.doc,
             },
             timeout: options.timeout,
+            module_path: None,
             handler: Arc::new(move || {
                 let handler = Arc::clone(&handler);
                 Box::pin(async move { handler().await.into_outcome() })
@@ -332,13 +342,16 @@ impl RuntimeBuilder {
         let added_at = declared.len();
         declared.extend(self.jobs);
         job::check_unique(&declared)?;
+        let module = match self.module {
+            Some(module) => module,
+            None => default_module(&declared)?,
+        };
         let mut validated = Vec::with_capacity(declared.len());
         for d in declared {
             validated.push(job::validate(d, settings.default_timeout)?);
         }
         job::remember(validated[added_at..].iter().map(|v| v.job.clone()));
 
-        let module = self.module.unwrap_or_else(default_module);
         let schema = schema(&module, &validated);
         let key = self
             .deployment
@@ -369,6 +382,8 @@ impl RuntimeBuilder {
             Some(store) => {
                 if self.migrate {
                     store.migrate().await?;
+                } else {
+                    store.check_compatible().await?;
                 }
                 store.configure(store_settings);
                 Backend::Postgres(store)
@@ -409,13 +424,28 @@ fn check_settings(s: &Settings) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// The executable's file name without extension, else [`DEFAULT_MODULE`].
-fn default_module() -> String {
-    std::env::current_exe()
-        .ok()
-        .and_then(|path| path.file_stem()?.to_str().map(str::to_owned))
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| DEFAULT_MODULE.to_owned())
+/// The module the jobs share (docs/runtime.md, "The module"): not the executable's name, which differs
+/// between the binaries of one package and changes when a binary is renamed at deploy.
+fn default_module(declared: &[Declared]) -> Result<String, BuildError> {
+    // Each module with its first job, in order.
+    let mut modules: BTreeMap<&str, &str> = BTreeMap::new();
+    for d in declared {
+        modules
+            .entry(crate::schema::module_of_job(&d.job.name, d.module_path))
+            .or_insert(&d.job.name);
+    }
+    let mut names = modules.keys();
+    match (names.next(), names.next()) {
+        (None, _) => Ok(DEFAULT_MODULE.to_owned()),
+        (Some(module), None) => Ok((*module).to_owned()),
+        (Some(_), Some(_)) => Err(BuildError::SeveralModules {
+            modules: modules
+                .iter()
+                .map(|(module, job)| format!("`{module}` (`{job}`)"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
 }
 
 /// The schema of the deployment as JSON: its module with each verb and its cron metadata.

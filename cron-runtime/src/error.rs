@@ -26,6 +26,16 @@ pub enum BuildError {
         source: Box<JobError>,
     },
 
+    /// `RuntimeBuilder::module` was not called and the jobs belong to more than one module.
+    #[error(
+        "the jobs belong to several modules ({modules}) and a runtime runs one: name it with \
+         `RuntimeBuilder::module`"
+    )]
+    SeveralModules {
+        /// Each module with one of its jobs: `` `audit` (`audit::sweep`), `billing` (`billing::close`) ``.
+        modules: String,
+    },
+
     /// A runtime setting is out of its range.
     #[error("invalid runtime setting `{setting}`: {reason}")]
     InvalidSetting {

@@ -131,6 +131,8 @@ pub(crate) struct Declared {
     pub(crate) job: Job,
     /// A timeout given as a `Duration` (builder jobs); takes the place of `job.timeout`'s text.
     pub(crate) timeout: Option<Duration>,
+    /// `module_path!()` of a `#[cron]` function; `None` for a job added with the builder.
+    pub(crate) module_path: Option<&'static str>,
     pub(crate) handler: Handler,
 }
 
@@ -139,6 +141,7 @@ impl fmt::Debug for Declared {
         f.debug_struct("Declared")
             .field("job", &self.job)
             .field("timeout", &self.timeout)
+            .field("module_path", &self.module_path)
             .finish_non_exhaustive()
     }
 }
@@ -152,6 +155,7 @@ pub(crate) fn registered() -> Vec<Declared> {
             Declared {
                 job: from_registration(r),
                 timeout: None,
+                module_path: Some(r.module_path),
                 handler: Arc::new(handler),
             }
         })

@@ -28,14 +28,21 @@ pub fn schema() -> Schema {
         let registration = registrations
             .iter()
             .find(|r| r.name == job.name && r.file == job.file && r.line == job.line);
-        let module = match registration {
-            Some(r) => module_of(r.module_path),
-            None if job.name.contains("::") => module_of(&job.name),
-            None => DEFAULT_MODULE,
-        }
-        .to_owned();
+        let module = module_of_job(&job.name, registration.map(|r| r.module_path)).to_owned();
         (module, verb(job))
     }))
+}
+
+/// The module of a job: the crate of a `#[cron]` function (`module_path` is its `module_path!()`), the
+/// first `::`-separated segment of the name of a job added with the builder, else [`DEFAULT_MODULE`].
+/// The schema groups jobs by it, and the runtime's default module is the one its jobs share
+/// (docs/schema.md, docs/runtime.md).
+pub(crate) fn module_of_job<'a>(name: &'a str, module_path: Option<&'a str>) -> &'a str {
+    match module_path {
+        Some(path) => module_of(path),
+        None if name.contains("::") => module_of(name),
+        None => DEFAULT_MODULE,
+    }
 }
 
 pub(crate) fn verb(job: Job) -> Verb {

@@ -147,3 +147,40 @@ async fn a_database_that_does_not_answer_is_an_error_that_hides_the_password() {
     assert!(message.contains("127.0.0.1:1"), "{message}");
     assert!(!message.contains("secret"), "{message}");
 }
+
+#[tokio::test]
+async fn the_default_module_is_the_one_the_jobs_belong_to() {
+    let runtime = Runtime::builder()
+        .registered_jobs(false)
+        .job("reports::daily", "0 6 * * *", || async {})
+        .job("reports::weekly", "0 6 * * 1", || async {})
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(runtime.module(), "reports");
+
+    let runtime = Runtime::builder()
+        .registered_jobs(false)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(runtime.module(), cron_runtime::DEFAULT_MODULE);
+}
+
+#[tokio::test]
+async fn jobs_of_several_modules_need_a_module_named() {
+    let builder = || {
+        Runtime::builder()
+            .registered_jobs(false)
+            .job("reports::daily", "0 6 * * *", || async {})
+            .job("audit::sweep", "0 * * * *", || async {})
+    };
+    let error = builder().build().await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the jobs belong to several modules (`audit` (`audit::sweep`), `reports` \
+         (`reports::daily`)) and a runtime runs one: name it with `RuntimeBuilder::module`"
+    );
+    let runtime = builder().module("ops").build().await.unwrap();
+    assert_eq!(runtime.module(), "ops");
+}

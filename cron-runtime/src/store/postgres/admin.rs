@@ -1040,7 +1040,7 @@ fn job_status(row: &PgRow) -> Result<JobStatus, sqlx::Error> {
 }
 
 /// [`db`], saying what to do when cronverb's tables are missing or older than this code.
-fn admin_db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
+pub(super) fn admin_db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
     let context = context.into();
     move |source| {
         if let sqlx::Error::Database(e) = &source

@@ -8,6 +8,7 @@ mod admin;
 mod claim;
 mod deploy;
 mod listen;
+mod migrate;
 mod runs;
 mod schedules;
 
@@ -16,7 +17,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPoolOptions;
 
 use super::{
@@ -29,9 +29,7 @@ pub use admin::{
     AdminError, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun, ModuleStatus, Pause,
     Run, RunFilter, Since, Status, Triggered,
 };
-
-/// The embedded migrations that create and upgrade cronverb's tables.
-pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+pub use migrate::{MIGRATOR, newest_known};
 
 /// The channel cronverb notifies on when jobs of a module may be due now (a takeover, a trigger, rows
 /// taken back); the payload is the module's name.
@@ -188,16 +186,26 @@ impl PgStore {
         }
     }
 
-    /// Creates or upgrades cronverb's tables (the embedded migrations). Safe to run from every replica at
-    /// once: sqlx serializes migrations with an advisory lock.
+    /// Creates or upgrades cronverb's tables (the embedded migrations), then checks that this build may
+    /// use them. Safe to run from every replica at once: migrations are serialized with an advisory lock.
+    ///
+    /// Migrations applied by a newer release are allowed unless one of them raised
+    /// `cron_compatibility.required_migration` above this build's newest; a migration this build knows
+    /// but that was applied with other contents is refused (docs/operations.md, "Migrations across
+    /// releases").
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR
-            .run(&self.pool)
+        let mut conn = self
+            .pool
+            .acquire()
             .await
-            .map_err(|e| StoreError::Database {
-                context: "migrating cronverb's tables".to_owned(),
-                source: Box::new(e),
-            })
+            .map_err(db("migrating cronverb's tables"))?;
+        migrate::migrate(&mut conn).await
+    }
+
+    /// Refuses a database that a newer release contracted (docs/operations.md, "Migrations across
+    /// releases"); what [`PgStore::migrate`] checks last, for a runtime that does not migrate.
+    pub async fn check_compatible(&self) -> Result<(), StoreError> {
+        migrate::check_compatible(&self.pool).await
     }
 
     /// The pool the store uses.
