@@ -26,8 +26,8 @@ use crate::redact::{redact, scrub};
 use schedules::Schedules;
 
 pub use admin::{
-    AdminError, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun, ModuleStatus, Pause,
-    Run, RunFilter, Since, Status, Triggered,
+    AdminError, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun, ModuleStatus,
+    OVERDUE_AFTER, Pause, Run, RunFilter, Since, Status, Triggered,
 };
 
 /// The embedded migrations that create and upgrade cronverb's tables.
