@@ -48,6 +48,7 @@
 
 #[doc = include_str!("../docs/attribute.md")]
 pub use cron_macros::cron;
+pub use cron_runtime::redact;
 pub use cron_runtime::schema;
 /// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
 pub use cron_runtime::sqlx;

@@ -63,6 +63,14 @@ impl Database {
         });
     }
 
+    /// Runs `sql` in this database.
+    fn admin_in(&self, sql: &str) {
+        block_on(async {
+            let mut connection = PgConnection::connect(&self.url).await.unwrap();
+            sqlx::raw_sql(sql).execute(&mut connection).await.unwrap();
+        });
+    }
+
     fn scalar(&self, sql: &str) -> i64 {
         block_on(async {
             let mut connection = PgConnection::connect(&self.url).await.unwrap();
@@ -469,4 +477,298 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
         message.contains("migration 10000") && message.contains("up to 0004"),
         "{message}"
     );
+}
+
+/// The URL of a database that does not exist on the test server (the server answers at once, so the
+/// command fails fast), with `query` appended.
+fn missing_database(query: &str) -> String {
+    let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set");
+    let url = with_database(&server, "cronverb_no_such_database");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}{query}")
+}
+
+#[test]
+fn no_form_of_connection_string_shows_its_password() {
+    // Every form libpq accepts a password in; sqlx takes only URLs, so the key/value strings are refused
+    // as what was typed wrong.
+    let forms = [
+        (missing_database("password=S3cretPW"), 1),
+        (missing_database("sslmode=disable&password=S3cretPW"), 1),
+        (missing_database("pass%77ord=S3cretPW"), 1),
+        (missing_database("sslpassword=S3cretPW"), 1),
+        (missing_database("password=S3cretPW&sslmode=bogus"), 2),
+        (
+            "postgres://postgres:S3cretPW@127.0.0.1:5432/cronverb_no_such_database".to_owned(),
+            1,
+        ),
+        (
+            "host=127.0.0.1 port=5432 user=postgres password=S3cretPW dbname=x".to_owned(),
+            2,
+        ),
+        ("host=127.0.0.1 password = 'S3cret\\' PW'".to_owned(), 2),
+        ("sslpassword=S3cretPW host=127.0.0.1".to_owned(), 2),
+    ];
+    for (url, code) in &forms {
+        for command in ["status", "migrate", "runs", "prune", "trigger"] {
+            let mut args = vec![command, "--database-url", url.as_str()];
+            if command == "trigger" {
+                args.insert(1, "billing::heartbeat");
+            }
+            let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+                .args(&args)
+                .output()
+                .unwrap();
+            let (out, err) = (stdout(&output), stderr(&output));
+            assert!(
+                !out.contains("S3cret") && !err.contains("S3cret"),
+                "`cronverb {command}` with `{url}` printed the password:\n{out}{err}"
+            );
+            assert_eq!(output.status.code(), Some(*code), "{command} {url}: {err}");
+            assert!(err.starts_with("error: "), "{err}");
+            assert!(err.contains("***"), "{err}");
+        }
+    }
+    // The same through `DATABASE_URL`.
+    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .arg("status")
+        .env("DATABASE_URL", missing_database("password=S3cretPW"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(!stderr(&output).contains("S3cret"), "{}", stderr(&output));
+}
+
+const ESC: &str = "\u{1b}";
+
+#[test]
+fn control_characters_in_names_notes_and_errors_are_shown_escaped() {
+    let db = Database::migrated("control");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (store, _runner) = runtime.block_on(replica(&db.url));
+    let output = db.cronverb(&["pause", "heartbeat", "--note", "\u{1b}[2Jall clear\r"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let paused = stdout(&output).to_owned();
+    // A verb and an error text as a careless or hostile writer could leave them in the rows.
+    db.admin_in(
+        "UPDATE cron_jobs SET verb = E'billing::heart\\x1b]0;owned\\x07beat\\r'; \
+         INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, outcome, \
+         error, runner, runner_id) SELECT module_name, verb, now() - interval '1 minute', \
+         now() - interval '1 minute', now(), 'failed', E'boom\\x1b[31m red\\x08', 'h:1', 1 \
+         FROM cron_jobs",
+    );
+    let status = db.cronverb(&["status"]);
+    let runs = db.cronverb(&["runs"]);
+    // An unknown verb's suggestions come from the rows too.
+    let unknown = db.cronverb(&["trigger", "billing::heartbeet"]);
+    for (what, text) in [
+        ("pause", paused.as_str()),
+        ("status", stdout(&status)),
+        ("runs", stdout(&runs)),
+        ("trigger's error", stderr(&unknown)),
+    ] {
+        assert!(
+            !text.contains(|c: char| c.is_control() && c != '\n'),
+            "{what} prints control characters raw: {text:?}"
+        );
+        assert!(text.contains("\\u{1b}"), "{what}: {text}");
+    }
+    assert!(
+        stdout(&status).contains("billing::heart\\u{1b}]0;owned\\u{7}beat\\r"),
+        "{}",
+        stdout(&status)
+    );
+    assert!(
+        stdout(&status).contains("is paused: \\u{1b}[2Jall clear\\r"),
+        "{}",
+        stdout(&status)
+    );
+    assert!(
+        stdout(&runs).contains("boom\\u{1b}[31m red\\u{8}"),
+        "{}",
+        stdout(&runs)
+    );
+    // JSON keeps the text as it is (serde escapes it).
+    let json = db.json(&["status"]);
+    assert_eq!(
+        json["modules"][0]["jobs"][0]["pause_note"],
+        format!("{ESC}[2Jall clear\r")
+    );
+    drop(store);
+}
+
+#[test]
+fn status_flags_a_row_that_cannot_be_scheduled() {
+    let db = Database::migrated("broken");
+    let file = db.schema_file(SCHEMA);
+    let output = db.cronverb(&["deploy", "--deployment", "billing@1", file.path()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    db.admin_in("UPDATE cron_jobs SET schedule = '61 * * * *' WHERE verb = 'billing::heartbeat'");
+    db.admin_in(
+        "UPDATE cron_jobs SET timezone = 'Mars/Olympus' WHERE verb = 'billing::send_invoices'",
+    );
+
+    let json = db.json(&["status"]);
+    let jobs = &json["modules"][0]["jobs"];
+    assert_eq!(jobs[0]["verb"], "billing::heartbeat");
+    let reason = jobs[0]["broken"].as_str().unwrap_or_default();
+    assert!(reason.contains("`61 * * * *`"), "{json}");
+    let reason = jobs[1]["broken"].as_str().unwrap_or_default();
+    assert!(reason.contains("Mars/Olympus"), "{json}");
+
+    let output = db.cronverb(&["status"]);
+    let text = stdout(&output);
+    assert!(text.contains("idle, broken"), "{text}");
+    assert!(
+        text.contains("`billing::heartbeat` cannot be scheduled: expression `61 * * * *`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`billing::send_invoices` cannot be scheduled:")
+            && text.contains("Mars/Olympus"),
+        "{text}"
+    );
+}
+
+#[test]
+fn status_flags_an_overdue_job_of_the_active_deployment() {
+    let db = Database::migrated("overdue");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A replica registers and then dies between runs: the row stays idle with a past instant.
+    let (store, _runner) = runtime.block_on(replica(&db.url));
+    drop(store);
+    drop(runtime);
+    db.admin_in(
+        "UPDATE cron_jobs SET next_execution = now() - interval '10 minutes 5 seconds'; \
+         UPDATE cron_runners SET last_seen = now() - interval '1 hour'",
+    );
+
+    let json = db.json(&["status"]);
+    let job = &json["modules"][0]["jobs"][0];
+    let overdue = job["overdue_secs"].as_u64().unwrap_or_default();
+    assert!((605..620).contains(&overdue), "{json}");
+    let output = db.cronverb(&["status"]);
+    let text = stdout(&output);
+    assert!(text.contains("idle, overdue 10m"), "{text}");
+    assert!(
+        text.contains("`billing::heartbeat` is overdue by 10m") && text.contains("no live replica"),
+        "{text}"
+    );
+
+    // Paused, it is not overdue: it waits for `resume`.
+    let output = db.cronverb(&["pause", "billing::heartbeat"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let json = db.json(&["status"]);
+    assert_eq!(json["modules"][0]["jobs"][0]["overdue_secs"], Value::Null);
+    // A job due now is not overdue either.
+    db.admin_in(
+        "UPDATE cron_jobs SET paused = false, next_execution = now() + interval '1 minute'",
+    );
+    let json = db.json(&["status"]);
+    assert_eq!(json["modules"][0]["jobs"][0]["overdue_secs"], Value::Null);
+    assert!(!stdout(&db.cronverb(&["status"])).contains("overdue"));
+}
+
+const TWO_MODULES: &str = r#"{
+  "version": 1,
+  "modules": [
+    { "name": "big", "verbs": [
+        { "name": "big::v0", "cron": { "expression": "0 * * * *" } },
+        { "name": "big::v1", "cron": { "expression": "0 * * * *" } } ] },
+    { "name": "big2", "verbs": [
+        { "name": "big::v0", "cron": { "expression": "0 * * * *" } } ] },
+    { "name": "big3", "verbs": [
+        { "name": "big::v0", "cron": { "expression": "0 * * * *" } } ] }
+  ]
+}"#;
+
+#[test]
+fn a_verb_in_several_modules_asks_for_the_module_and_suggestions_do_not_repeat() {
+    let db = Database::migrated("ambiguous");
+    let file = db.schema_file(TWO_MODULES);
+    for module in ["big", "big2", "big3"] {
+        let key = format!("{module}@1");
+        let output = db.cronverb(&[
+            "deploy",
+            "--deployment",
+            &key,
+            "--module",
+            module,
+            file.path(),
+        ]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    }
+
+    // Named in full, in three modules: only `--module` can tell them apart.
+    let output = db.cronverb(&["pause", "big::v0"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        "error: verb `big::v0` is in several modules: `big`, `big2`, `big3`; choose one with `--module`\n"
+    );
+    // By its short name: the same.
+    let output = db.cronverb(&["pause", "v0"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        "error: verb `v0` is ambiguous; it may be `big::v0` of module `big`, `big::v0` of module `big2` \
+         or `big::v0` of module `big3`; choose one with `--module`\n"
+    );
+    let output = db.cronverb(&["pause", "big::v0", "--module", "big2"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).starts_with("paused `big::v0`"));
+
+    // Each close name once.
+    let output = db.cronverb(&["trigger", "big::v9"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        "error: unknown verb `big::v9`; did you mean `big::v0` or `big::v1`?\n"
+    );
+    let output = db.cronverb(&["runs", "--verb", "cleanup"]);
+    assert_eq!(
+        stderr(&output),
+        "error: unknown verb `cleanup`; expected one of: `big::v0`, `big::v1`\n"
+    );
+}
+
+#[test]
+fn every_bad_argument_is_a_usage_error() {
+    let db = Database::migrated("bad_arguments");
+    for args in [
+        &["runs", "--since", "9999999d"][..],
+        &["runs", "--since", "1000000h"],
+        &["runs", "--since", "99999999999999999999d"],
+        &["runs", "--since", "0s"],
+        &["runs", "--limit", "0"],
+        &["prune", "--older-than", "9999999d"],
+        &["prune", "--older-than", "0s"],
+        &["status", "--database-url", ""],
+        &["status", "--database-url", "not a url"],
+    ] {
+        let output = db.cronverb(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}{}",
+            stdout(&output),
+            stderr(&output)
+        );
+        assert!(
+            !stderr(&output).contains("out of range"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    // The longest age accepted still works.
+    let output = db.cronverb(&["runs", "--since", "36500d"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = db.cronverb(&["prune", "--older-than", "36500d"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
 }

@@ -21,6 +21,7 @@ pub mod __private {
     pub use inventory;
 }
 
+pub mod redact;
 pub mod store;
 
 pub use builder::{DEFAULT_MODULE, JobOptions, RuntimeBuilder};

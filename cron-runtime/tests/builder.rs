@@ -184,3 +184,53 @@ async fn jobs_of_several_modules_need_a_module_named() {
     let runtime = builder().module("ops").build().await.unwrap();
     assert_eq!(runtime.module(), "ops");
 }
+
+/// A `tracing` writer that keeps what is logged, to check it.
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_database_url_that_fails_never_shows_its_password_in_the_error_or_the_logs() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    for url in [
+        // Each fails before any connection is tried.
+        "postgres://postgres@127.0.0.1:5432/db?password=S3cretPW&sslmode=bogus",
+        "postgres://postgres@127.0.0.1:5432/db?sslpassword=S3cretPW&sslmode=bogus",
+        "postgres://app:S3cretPW@127.0.0.1:5432/db?sslmode=bogus",
+        "host=127.0.0.1 user=postgres password=S3cretPW dbname=db",
+        "host=127.0.0.1 password='S3cret PW' dbname=db",
+    ] {
+        let error = Runtime::builder()
+            .registered_jobs(false)
+            .module("test")
+            .database_url(url)
+            .job("test::tick", "* * * * *", || async {})
+            .build()
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("`{url}` is refused"));
+        let message = error.to_string();
+        assert!(!message.contains("S3cret"), "{message}");
+        assert!(message.contains("***"), "{message}");
+        assert!(!format!("{error:?}").contains("S3cret"), "{error:?}");
+    }
+    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(!logs.contains("S3cret"), "{logs}");
+}

@@ -13,10 +13,16 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cron_runtime::store::StoreError;
-use cron_runtime::store::postgres::{AdminError, PgStore};
+use cron_runtime::store::postgres::{AdminError, PgStore, connect_options};
+
+use crate::escape::escape;
 
 /// How long a command waits for the database to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest age or retention a command takes (`36500d`, about a century): the database's instants
+/// end 4713 BC, and no history is older than this.
+pub const MAX_AGE: Duration = Duration::from_secs(36500 * 86400);
 
 /// The database and the output form, common to every database command.
 #[derive(Debug, clap::Args)]
@@ -81,6 +87,8 @@ where
                     )
                 })?,
         };
+        // A URL that is not one is what was typed wrong; its message shows it redacted.
+        connect_options(&url).map_err(|e| Failure::Invalid(e.to_string()))?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -93,7 +101,7 @@ where
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {failure}");
+            eprintln!("error: {}", escape(&failure.to_string()));
             match failure {
                 Failure::Invalid(_) => ExitCode::from(2),
                 Failure::Other(_) => ExitCode::FAILURE,
@@ -119,16 +127,21 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
 }
 
 /// Rows under a header, each column as wide as its widest cell, two spaces apart, indented by `indent`.
+/// Each cell is shown [`escape`]d.
 pub fn table(indent: &str, header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| escape(cell).into_owned()).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
     let mut text = String::new();
     let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
-    for row in std::iter::once(&header).chain(rows) {
+    for row in std::iter::once(&header).chain(&rows) {
         let mut line = indent.to_owned();
         for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
             if i > 0 {
@@ -152,7 +165,7 @@ pub fn instant(at: Option<DateTime<Utc>>) -> String {
 }
 
 /// An age or retention as operators write it: `30d`, `12h`, `1d12h`, `90m`, `45s` (days, then
-/// `h`/`m`/`s` as timeouts are written).
+/// `h`/`m`/`s` as timeouts are written), from one second to [`MAX_AGE`].
 pub fn parse_age(text: &str) -> Result<Duration, String> {
     let invalid = || {
         format!(
@@ -185,7 +198,27 @@ pub fn parse_age(text: &str) -> Result<Duration, String> {
             "duration `{text}` is zero; it must be at least one second"
         ));
     }
+    if total > MAX_AGE {
+        return Err(format!(
+            "duration `{text}` is too long; it must be at most `{}`",
+            age(MAX_AGE)
+        ));
+    }
     Ok(total)
+}
+
+/// An age for people, as [`parse_age`] reads it: `36500d`, `1d12h`, `10m5s`.
+pub fn age(age: Duration) -> String {
+    let secs = age.as_secs();
+    let (days, rest) = (secs / 86400, secs % 86400);
+    let mut text = String::new();
+    if days > 0 {
+        text.push_str(&format!("{days}d"));
+    }
+    if rest > 0 || days == 0 {
+        text.push_str(&cron_schema::format_duration(Duration::from_secs(rest)));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -203,11 +236,29 @@ mod tests {
         assert!(parse_age("d").is_err());
         assert!(parse_age("-1d").is_err());
         assert!(parse_age("1w").is_err());
+        assert_eq!(parse_age("36500d"), Ok(super::MAX_AGE));
+        assert_eq!(
+            parse_age("36500d1s"),
+            Err("duration `36500d1s` is too long; it must be at most `36500d`".to_owned())
+        );
+        assert_eq!(super::age(Duration::from_secs(605)), "10m5s");
     }
 
     #[test]
     fn tables_align() {
         let rows = vec![vec!["a".to_owned(), "bb".to_owned()]];
         assert_eq!(table("  ", &["XYZ", "W"], &rows), "  XYZ  W\n  a    bb\n");
+    }
+
+    #[test]
+    fn table_cells_are_escaped_and_aligned_as_shown() {
+        let rows = vec![
+            vec!["a\u{1b}[2J".to_owned(), "x".to_owned()],
+            vec!["b".to_owned(), "y".to_owned()],
+        ];
+        assert_eq!(
+            table("", &["V", "W"], &rows),
+            "V           W\na\\u{1b}[2J  x\nb           y\n"
+        );
     }
 }

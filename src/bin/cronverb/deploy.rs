@@ -28,7 +28,7 @@ pub fn run(args: Args) -> ExitCode {
     let schema = match read(&args.schema) {
         Ok(schema) => schema,
         Err(failure) => {
-            eprintln!("error: {failure}");
+            eprintln!("error: {}", crate::escape::escape(&failure.to_string()));
             return ExitCode::from(2);
         }
     };

@@ -64,8 +64,7 @@ fn underline(expression: &str, span: Range<usize>) -> (String, String) {
 fn shown(ch: char) -> String {
     match ch {
         '\t' => "    ".to_owned(),
-        ch if ch.is_control() => ch.escape_default().collect(),
-        ch => ch.to_string(),
+        ch => crate::escape::escape(ch.encode_utf8(&mut [0; 4])).into_owned(),
     }
 }
 

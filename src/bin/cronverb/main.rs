@@ -8,6 +8,7 @@ mod check;
 mod db;
 mod deploy;
 mod diagnostic;
+mod escape;
 mod migrate;
 mod next;
 mod pause;
@@ -71,11 +72,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => match error.downcast_ref::<InvalidInput>() {
             Some(invalid) => {
-                eprintln!("{invalid}");
+                eprintln!("{}", escape::escape_lines(&invalid.to_string()));
                 ExitCode::from(2)
             }
             None => {
-                eprintln!("error: {error:#}");
+                eprintln!("error: {}", escape::escape_lines(&format!("{error:#}")));
                 ExitCode::FAILURE
             }
         },

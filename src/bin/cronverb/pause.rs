@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use cron_runtime::store::postgres::Pause;
 
 use crate::db::{self, Connection};
+use crate::escape::escape;
 
 /// Pause a verb: its regular occurrences are not run until it is resumed, across deploys
 #[derive(Debug, clap::Args)]
@@ -57,7 +58,7 @@ fn show(pause: &Pause, json: bool) -> Result<(), db::Failure> {
     if json {
         return db::print_json(pause);
     }
-    let verb = &pause.verb;
+    let verb = escape(&pause.verb);
     let mut text = match (pause.paused, pause.changed) {
         (true, true) => format!("paused `{verb}`"),
         (true, false) => format!("`{verb}` was already paused"),
@@ -65,7 +66,7 @@ fn show(pause: &Pause, json: bool) -> Result<(), db::Failure> {
         (false, false) => format!("`{verb}` was not paused"),
     };
     if let Some(note) = &pause.note {
-        text.push_str(&format!(": {note}"));
+        text.push_str(&format!(": {}", escape(note)));
     }
     text.push('\n');
     if !pause.paused && pause.next_execution.is_some() {

@@ -31,21 +31,8 @@ pub fn run(args: Args) -> ExitCode {
             db::print(&format!(
                 "deleted {deleted} run{} finished more than {} ago\n",
                 if deleted == 1 { "" } else { "s" },
-                age(args.older_than)
+                db::age(args.older_than)
             ))
         }
     })
-}
-
-fn age(age: Duration) -> String {
-    let secs = age.as_secs();
-    let (days, rest) = (secs / 86400, secs % 86400);
-    let mut text = String::new();
-    if days > 0 {
-        text.push_str(&format!("{days}d"));
-    }
-    if rest > 0 || days == 0 {
-        text.push_str(&cron_schema::format_duration(Duration::from_secs(rest)));
-    }
-    text
 }

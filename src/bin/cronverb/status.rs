@@ -1,10 +1,12 @@
 //! `cronverb status`: modules, their deployments and replicas, and their jobs.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use cron_runtime::store::postgres::{JobStatus, Status};
+use cron_runtime::store::postgres::{JobStatus, ModuleStatus, Status};
 
 use crate::db::{self, Connection};
+use crate::escape::escape;
 
 /// List modules, deployments (active, live replicas) and jobs (schedule, state, next run, last outcome)
 #[derive(Debug, clap::Args)]
@@ -37,9 +39,10 @@ fn render(status: &Status) -> String {
         if i > 0 {
             text.push('\n');
         }
+        let name = escape(&module.name);
         match &module.active_deployment {
-            Some(key) => text.push_str(&format!("module {} (active: {key})\n", module.name)),
-            None => text.push_str(&format!("module {} (no active deployment)\n", module.name)),
+            Some(key) => text.push_str(&format!("module {name} (active: {})\n", escape(key))),
+            None => text.push_str(&format!("module {name} (no active deployment)\n")),
         }
         let rows: Vec<Vec<String>> = module
             .deployments
@@ -84,16 +87,54 @@ fn render(status: &Status) -> String {
             &rows,
         ));
         for job in &module.jobs {
+            let verb = escape(&job.verb);
+            if let Some(reason) = &job.broken {
+                text.push_str(&format!(
+                    "  `{verb}` cannot be scheduled: {}; no replica runs it until its row is fixed\n",
+                    escape(reason)
+                ));
+            }
+            if let Some(overdue) = job.overdue_secs {
+                text.push_str(&format!(
+                    "  `{verb}` is overdue by {}: due at {} and claimed by no replica ({})\n",
+                    db::age(Duration::from_secs(overdue)),
+                    db::instant(job.next_execution),
+                    replicas(module, &job.deployment)
+                ));
+            }
             if let Some(note) = &job.pause_note {
-                text.push_str(&format!("  `{}` is paused: {note}\n", job.verb));
+                text.push_str(&format!("  `{verb}` is paused: {}\n", escape(note)));
             }
         }
     }
     text
 }
 
+/// The live replicas of the deployment `key`, for the note on an overdue job.
+fn replicas(module: &ModuleStatus, key: &str) -> String {
+    let live = module
+        .deployments
+        .iter()
+        .find(|d| d.key == key)
+        .map_or(0, |d| d.live_replicas);
+    match live {
+        0 => format!("deployment `{}` has no live replica", escape(key)),
+        1 => format!("deployment `{}` has 1 live replica", escape(key)),
+        n => format!("deployment `{}` has {n} live replicas", escape(key)),
+    }
+}
+
 fn job_row(job: &JobStatus) -> Vec<String> {
     let mut state = job.state.clone();
+    if job.broken.is_some() {
+        state.push_str(", broken");
+    }
+    if let Some(overdue) = job.overdue_secs {
+        state.push_str(&format!(
+            ", overdue {}",
+            db::age(Duration::from_secs(overdue))
+        ));
+    }
     if job.paused {
         state.push_str(", paused");
     }

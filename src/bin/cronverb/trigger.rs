@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use crate::db::{self, Connection};
+use crate::escape::escape;
 
 /// Run a verb once now, through the normal claim (recorded as manual; refused while it is executing)
 #[derive(Debug, clap::Args)]
@@ -27,14 +28,14 @@ pub fn run(args: Args) -> ExitCode {
         let mut text = if triggered.already_pending {
             format!(
                 "a trigger of `{}` is already pending since {}\n",
-                triggered.verb,
+                escape(&triggered.verb),
                 db::instant(Some(triggered.requested_at))
             )
         } else {
             format!(
                 "triggered `{}` of deployment `{}` at {}\n",
-                triggered.verb,
-                triggered.deployment,
+                escape(&triggered.verb),
+                escape(&triggered.deployment),
                 db::instant(Some(triggered.requested_at))
             )
         };

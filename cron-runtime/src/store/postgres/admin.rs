@@ -35,6 +35,11 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// How many deployments of a module `status` lists besides the active one and those with live replicas.
 const RECENT_DEPLOYMENTS: i64 = 5;
 
+/// How far past its `next_execution` an idle, unpaused row of the active deployment must be for `status`
+/// to call it overdue: a live replica claims a due occurrence within about a second, so a row idle this
+/// long after its instant was claimed by no one (docs/operations.md, "What `status` flags").
+pub const OVERDUE_AFTER: Duration = Duration::from_secs(5);
+
 /// Why an operator command did nothing. [`AdminError::is_invalid_input`] tells what was given wrong (an
 /// unknown verb, a schema that does not validate) from a state that refuses it or a database failure.
 #[derive(Debug, thiserror::Error)]
@@ -49,11 +54,16 @@ pub enum AdminError {
         /// Every known verb (of `module` when given).
         known: Vec<String>,
     },
-    #[error("verb `{verb}` is ambiguous; it may be {}; name it in full or pass `--module`", list(.candidates, " or "))]
+    /// A verb named by its name inside its module, which several verbs have.
+    #[error("{}", ambiguous(.verb, .candidates))]
     AmbiguousVerb {
         verb: String,
-        candidates: Vec<String>,
+        /// The verbs it may be, as `(module, full name)`.
+        candidates: Vec<(String, String)>,
     },
+    /// A verb named in full that several modules have: only the module tells them apart.
+    #[error("verb `{verb}` is in several modules: {}; choose one with `--module`", list(.modules, ", "))]
+    VerbInSeveralModules { verb: String, modules: Vec<String> },
     #[error("unknown module `{module}`; {}", expected(.known))]
     UnknownModule { module: String, known: Vec<String> },
     #[error("the schema has modules {}; choose one with `--module`", list(.modules, ", "))]
@@ -98,6 +108,7 @@ impl AdminError {
             self,
             AdminError::UnknownVerb { .. }
                 | AdminError::AmbiguousVerb { .. }
+                | AdminError::VerbInSeveralModules { .. }
                 | AdminError::UnknownModule { .. }
                 | AdminError::ModuleRequired { .. }
                 | AdminError::InvalidSchema(_)
@@ -191,6 +202,12 @@ pub struct JobStatus {
     pub trigger_requested_at: Option<DateTime<Utc>>,
     /// The latest run of the verb under any deployment of the module.
     pub last_run: Option<LastRun>,
+    /// Why the row's schedule or zone does not parse (the row was edited by hand): no replica runs it
+    /// until it is fixed. `None` for a row that parses.
+    pub broken: Option<String>,
+    /// How many seconds past its `next_execution` the row is, when it is overdue: idle, not paused, of
+    /// the active deployment, and more than [`OVERDUE_AFTER`] past its instant. `None` otherwise.
+    pub overdue_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -448,7 +465,8 @@ impl PgStore {
         let ids: Vec<i64> = shown.values().copied().collect();
         let jobs = sqlx::query(
             r#"
-            SELECT j.module_name, j.verb, d.key, j.schedule, j.timezone, j.missed, j.state, j.paused,
+            SELECT j.module_name, j.verb, d.key, d.active, j.schedule, j.timezone, j.missed, j.state,
+                   j.paused,
                    j.pause_note, j.paused_at, j.next_execution, j.trigger_requested_at,
                    l.id AS run_id, l.scheduled_at, l.finished_at, l.outcome, l.error, l.manual
             FROM cron_jobs j
@@ -470,7 +488,26 @@ impl PgStore {
         .map_err(admin_db(context()))?;
         for row in jobs {
             let module: String = row.try_get("module_name").map_err(db(context()))?;
-            let job = job_status(&row).map_err(db(context()))?;
+            let active: bool = row.try_get("active").map_err(db(context()))?;
+            let mut job = job_status(&row).map_err(db(context()))?;
+            job.broken = self
+                .shared
+                .schedules
+                .parse(&job.expression, &job.timezone)
+                .err();
+            job.overdue_secs = match job.next_execution {
+                Some(next)
+                    if active
+                        && job.broken.is_none()
+                        && job.state == "idle"
+                        && !job.paused
+                        && now - next
+                            > chrono::TimeDelta::from_std(OVERDUE_AFTER).unwrap_or_default() =>
+                {
+                    u64::try_from((now - next).num_seconds()).ok()
+                }
+                _ => None,
+            };
             if let Some(status) = modules.get_mut(&module) {
                 status.jobs.push(job);
             }
@@ -835,7 +872,10 @@ impl PgStore {
         match found.as_slice() {
             [(module, verb)] => Ok((module.clone(), verb.clone())),
             [] => {
-                let names: Vec<String> = known.iter().map(|(_, v)| v.clone()).collect();
+                // One name per verb, however many modules have it.
+                let mut names: Vec<String> = known.iter().map(|(_, v)| v.clone()).collect();
+                names.sort();
+                names.dedup();
                 Err(AdminError::UnknownVerb {
                     verb: verb.to_owned(),
                     module: module.map(str::to_owned),
@@ -843,12 +883,13 @@ impl PgStore {
                     known: names,
                 })
             }
+            many if many.iter().all(|(_, v)| v == verb) => Err(AdminError::VerbInSeveralModules {
+                verb: verb.to_owned(),
+                modules: many.iter().map(|(module, _)| module.clone()).collect(),
+            }),
             many => Err(AdminError::AmbiguousVerb {
                 verb: verb.to_owned(),
-                candidates: many
-                    .iter()
-                    .map(|(module, verb)| format!("`{verb}` of module `{module}`"))
-                    .collect(),
+                candidates: many.iter().map(|&candidate| candidate.clone()).collect(),
             }),
         }
     }
@@ -1036,6 +1077,8 @@ fn job_status(row: &PgRow) -> Result<JobStatus, sqlx::Error> {
         next_execution_local,
         trigger_requested_at: row.try_get("trigger_requested_at")?,
         last_run,
+        broken: None,
+        overdue_secs: None,
     })
 }
 
@@ -1069,6 +1112,7 @@ fn close_to(wanted: &str, names: &[String]) -> Vec<String> {
         })
         .collect();
     scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
     scored.into_iter().take(3).map(|(_, n)| n.clone()).collect()
 }
 
@@ -1092,7 +1136,7 @@ fn unknown_verb(verb: &str, module: Option<&str>, close: &[String], known: &[Str
         None => format!("unknown verb `{verb}`"),
     };
     if !close.is_empty() {
-        message.push_str(&format!("; did you mean {}?", list(close, " or ")));
+        message.push_str(&format!("; did you mean {}?", either(close)));
     } else if known.is_empty() {
         message.push_str("; no verb is registered");
     } else if known.len() <= 10 {
@@ -1104,6 +1148,43 @@ fn unknown_verb(verb: &str, module: Option<&str>, close: &[String], known: &[Str
         ));
     }
     message
+}
+
+/// Why a verb's name inside its module is not enough, and what is: its full name when the candidates'
+/// full names differ, `--module` when their modules do.
+fn ambiguous(verb: &str, candidates: &[(String, String)]) -> String {
+    let unique = |key: fn(&(String, String)) -> &String| {
+        let mut keys: Vec<&String> = candidates.iter().map(key).collect();
+        keys.sort();
+        keys.windows(2).all(|w| w[0] != w[1])
+    };
+    let advice = match (unique(|c| &c.1), unique(|c| &c.0)) {
+        (true, true) => "name it in full or choose one with `--module`",
+        (true, false) => "name it in full",
+        (false, true) => "choose one with `--module`",
+        (false, false) => "name it in full and choose its module with `--module`",
+    };
+    let shown: Vec<String> = candidates
+        .iter()
+        .map(|(module, verb)| format!("`{verb}` of module `{module}`"))
+        .collect();
+    format!(
+        "verb `{verb}` is ambiguous; it may be {}; {advice}",
+        either(&shown)
+    )
+}
+
+/// `a`, `a or b`, `a, b or c`, each in backticks.
+fn either(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [only] => list(std::slice::from_ref(only), ""),
+        [rest @ .., last] => format!(
+            "{} or {}",
+            list(rest, ", "),
+            list(std::slice::from_ref(last), "")
+        ),
+    }
 }
 
 fn expected(known: &[String]) -> String {
@@ -1165,7 +1246,7 @@ mod rfc3339 {
 
 #[cfg(test)]
 mod tests {
-    use super::{close_to, edit_distance};
+    use super::{ambiguous, close_to, edit_distance};
 
     #[test]
     fn close_names_are_suggested() {
@@ -1180,5 +1261,38 @@ mod tests {
             ["billing::send_invoices"]
         );
         assert!(close_to("cleanup", &names).is_empty());
+    }
+
+    #[test]
+    fn a_name_in_several_modules_is_suggested_once() {
+        let names = ["big::v0", "big::v0", "big::v1", "big::v0"].map(str::to_owned);
+        assert_eq!(close_to("big::v9", &names), ["big::v0", "big::v1"]);
+    }
+
+    #[test]
+    fn an_ambiguous_name_says_what_tells_the_verbs_apart() {
+        let candidates = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(m, v)| ((*m).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            ambiguous("x", &candidates(&[("a", "a::x"), ("a", "b::x")])),
+            "verb `x` is ambiguous; it may be `a::x` of module `a` or `b::x` of module `a`; name it in full"
+        );
+        assert_eq!(
+            ambiguous(
+                "x",
+                &candidates(&[("a", "a::x"), ("b", "b::x"), ("c", "c::x")])
+            ),
+            "verb `x` is ambiguous; it may be `a::x` of module `a`, `b::x` of module `b` or `c::x` of \
+             module `c`; name it in full or choose one with `--module`"
+        );
+        assert_eq!(
+            ambiguous("x", &candidates(&[("a", "a::x"), ("b", "a::x")])),
+            "verb `x` is ambiguous; it may be `a::x` of module `a` or `a::x` of module `b`; choose one \
+             with `--module`"
+        );
     }
 }

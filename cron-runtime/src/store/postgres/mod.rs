@@ -17,17 +17,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::{
     Beat, Change, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Runner, Store, StoreError,
     StoreSettings,
 };
+use crate::redact::{redact, scrub};
 use schedules::Schedules;
 
 pub use admin::{
-    AdminError, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun, ModuleStatus, Pause,
-    Run, RunFilter, Since, Status, Triggered,
+    AdminError, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun, ModuleStatus,
+    OVERDUE_AFTER, Pause, Run, RunFilter, Since, Status, Triggered,
 };
 pub use migrate::{MIGRATOR, newest_known};
 
@@ -142,27 +143,25 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(10)
             .acquire_timeout(timeout)
-            .connect(url)
+            .connect_with(connect_options(url)?)
             .await
-            .map_err(db(format!("connecting to {}", redact(url))))?;
+            .map_err(connect_error(url))?;
         Ok(PgStore::from_pool(pool))
     }
 
     /// A store whose pool connects on first use: for a builder that is not async. The URL is checked now;
     /// the server is not contacted. Must be called within a tokio runtime.
     pub fn connect_lazy(url: &str) -> Result<PgStore, StoreError> {
-        let context = || format!("connecting to {}", redact(url));
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(StoreError::Invalid(format!(
-                "while {}: no tokio runtime is running",
-                context()
+                "while connecting to {}: no tokio runtime is running",
+                redact(url)
             )));
         }
         let pool = PgPoolOptions::new()
             .max_connections(10)
             .acquire_timeout(Duration::from_secs(10))
-            .connect_lazy(url)
-            .map_err(db(context()))?;
+            .connect_lazy_with(connect_options(url)?);
         Ok(PgStore::from_pool(pool))
     }
 
@@ -351,27 +350,75 @@ fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
     }
 }
 
-/// The URL with its password replaced by `***`, for messages.
-pub fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
+/// The options of the database URL `url`, or why it is not one (`StoreError::Invalid`, whose message
+/// shows the URL redacted). Every message about it shows it through [`redact`]: sqlx's own errors are
+/// scrubbed of its secrets, and a secret query parameter sqlx does not read (`sslpassword`) is taken out
+/// before sqlx sees it, as sqlx would log its value while ignoring it.
+pub fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
+    let invalid = |reason: String| {
+        let expected = if url.contains("://") {
+            ""
+        } else {
+            "; expected a URL such as `postgres://user:password@host:5432/database`"
+        };
+        StoreError::Invalid(format!(
+            "invalid database URL `{}`: {reason}{expected}",
+            redact(url)
+        ))
     };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_owned();
+    if url.trim().is_empty() {
+        return Err(invalid("it is empty".to_owned()));
+    }
+    without_unread_secrets(url)
+        .parse::<PgConnectOptions>()
+        .map_err(|e| invalid(scrub(&e.to_string(), url)))
+}
+
+/// A failure to connect to `url`, its message scrubbed of the URL's secrets. The sqlx error stays the
+/// source unless its message showed one of them.
+fn connect_error(url: &str) -> impl FnOnce(sqlx::Error) -> StoreError {
+    let context = format!("connecting to {}", redact(url));
+    let url = url.to_owned();
+    move |source| {
+        let message = source.to_string();
+        let scrubbed = scrub(&message, &url);
+        StoreError::Database {
+            context,
+            source: if scrubbed == message {
+                Box::new(source)
+            } else {
+                scrubbed.into()
+            },
+        }
+    }
+}
+
+/// `url` without the secret query parameters that sqlx does not read (it reads `password` only); each
+/// is logged by name.
+fn without_unread_secrets(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.into();
     };
-    let user_info = &authority[..at];
-    let Some(colon) = user_info.find(':') else {
-        return url.to_owned();
-    };
-    format!(
-        "{}{}:***{}",
-        &url[..scheme_end + 3],
-        &user_info[..colon],
-        &rest[at..]
-    )
+    if !url.contains("://") {
+        return url.into();
+    }
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        let key = crate::redact::percent_decode(pair.split_once('=').map_or(pair, |(k, _)| k));
+        if key != "password" && crate::redact::is_secret(&key) {
+            tracing::warn!(
+                parameter = %key,
+                "ignoring connection parameter `{key}` of the database URL: sqlx does not read it"
+            );
+        } else {
+            kept.push(pair);
+        }
+    }
+    if kept.is_empty() {
+        base.to_owned().into()
+    } else {
+        format!("{base}?{}", kept.join("&")).into()
+    }
 }
 
 /// This machine's name as the environment gives it, for the runner's name.
@@ -387,22 +434,4 @@ fn host_name() -> String {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Settings and caches stay consistent under a panic elsewhere: every update is one assignment.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn redact_hides_the_password_only() {
-        assert_eq!(
-            redact("postgres://app:s3cr%40t@db:5432/prod?sslmode=require"),
-            "postgres://app:***@db:5432/prod?sslmode=require"
-        );
-        assert_eq!(
-            redact("postgres://postgres@127.0.0.1/postgres"),
-            "postgres://postgres@127.0.0.1/postgres"
-        );
-        assert_eq!(redact("not a url"), "not a url");
-    }
 }

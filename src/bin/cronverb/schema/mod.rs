@@ -58,7 +58,7 @@ pub fn run(args: Args) -> ExitCode {
         Command::Diff(args) => diff::run(args),
     };
     result.unwrap_or_else(|failure| {
-        eprintln!("{failure}");
+        eprintln!("{}", crate::escape::escape_lines(&failure.to_string()));
         match failure {
             Failure::Invalid(_) => ExitCode::from(2),
             Failure::Other(_) => ExitCode::FAILURE,
