@@ -1063,7 +1063,17 @@ async fn execute<S: Store>(
                     };
                     let guarded = AssertUnwindSafe(watched).catch_unwind();
                     tokio::pin!(guarded);
-                    until_timeout(&shared, deadline, state, guarded).await
+                    // Most handlers end on their first poll: only one still pending pays for a timer,
+                    // a place among shutdown's waiters and a larger task (boxed).
+                    let first =
+                        std::future::poll_fn(|cx| Poll::Ready(guarded.as_mut().poll(cx))).await;
+                    match first {
+                        Poll::Ready(ended) => Until::Ended(ended),
+                        Poll::Pending => {
+                            Box::pin(until_timeout(&shared, deadline, state, guarded.as_mut()))
+                                .await
+                        }
+                    }
                 }
                 Err(panic) => Until::Ended(Err(panic)),
             }
