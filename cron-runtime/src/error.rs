@@ -26,6 +26,10 @@ pub enum BuildError {
         source: Box<JobError>,
     },
 
+    /// More jobs than a deployment may have ([`MAX_JOBS_PER_DEPLOYMENT`](crate::store::MAX_JOBS_PER_DEPLOYMENT)).
+    #[error("{0}")]
+    TooManyJobs(String),
+
     /// A runtime setting is out of its range.
     #[error("invalid runtime setting `{setting}`: {reason}")]
     InvalidSetting {

@@ -164,7 +164,13 @@ impl fmt::Display for Change {
             Some(value) => format!("`{value}`"),
             None => "the default".to_owned(),
         };
-        write!(f, "{} {} -> {}", self.field, show(&self.old), show(&self.new))
+        write!(
+            f,
+            "{} {} -> {}",
+            self.field,
+            show(&self.old),
+            show(&self.new)
+        )
     }
 }
 

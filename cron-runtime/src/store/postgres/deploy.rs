@@ -8,10 +8,10 @@ use sqlx::{PgConnection, Row};
 
 use super::schedules::zone_text;
 use super::{Claimable, Known, PgStore, db, lock};
-use crate::store::{DeploymentSpec, Runner, StoreError};
+use crate::store::{DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
 
 /// The deployment of a module that should be active: the most recently registered one with a live
-/// replica. And whether the given deployment is active now.
+/// replica. Whether the given deployment is active now, and the key of the module's active deployment.
 const ELECTED: &str = r#"
 SELECT (
     SELECT d.id
@@ -65,13 +65,44 @@ struct Previous {
     start_time: DateTime<Utc>,
 }
 
+/// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
+#[derive(Debug)]
+pub(super) enum KeyConflict {
+    /// The key is registered for another module.
+    Module { registered: String },
+    /// The key is registered with another schema; the text says what differs.
+    Schema(String),
+}
+
+impl KeyConflict {
+    pub(super) fn into_store_error(self, spec: &DeploymentSpec) -> StoreError {
+        StoreError::Invalid(match self {
+            KeyConflict::Module { registered } => format!(
+                "deployment `{}` is registered for module `{registered}`, not `{}`",
+                spec.key, spec.module
+            ),
+            KeyConflict::Schema(refusal) => refusal,
+        })
+    }
+}
+
+/// A deployment row with the same key, as [`insert_deployment`] compares it: its schema only when it is
+/// not the same JSON (jsonb equality, so a replica of the same build never reads it back).
+#[derive(Debug, sqlx::FromRow)]
+struct Registered {
+    id: i64,
+    module: String,
+    other_schema: Option<String>,
+}
+
 /// Inserts the deployment of `spec` unless its key exists; returns its id and whether it was inserted.
-/// A key registered for another module is refused. Shared by a replica's registration and
-/// `cronverb deploy`, so that both leave the same rows.
+/// A key registered for another module, or with another schema (what [`other_schema`] compares), is a
+/// [`KeyConflict`]. Shared by a replica's registration and `cronverb deploy`, so that both leave the
+/// same rows and refuse the same keys.
 pub(super) async fn insert_deployment(
     tx: &mut PgConnection,
     spec: &DeploymentSpec,
-) -> Result<(i64, bool), StoreError> {
+) -> Result<Result<(i64, bool), KeyConflict>, StoreError> {
     let context = || format!("registering deployment `{}`", spec.key);
     let inserted: Option<i64> = sqlx::query_scalar(
         "INSERT INTO cron_deployments (key, module, schema) VALUES ($1, $2, $3::jsonb) \
@@ -84,25 +115,33 @@ pub(super) async fn insert_deployment(
     .await
     .map_err(db(context()))?;
     if let Some(id) = inserted {
-        return Ok((id, true));
+        return Ok(Ok((id, true)));
     }
-    let row = sqlx::query("SELECT id, module FROM cron_deployments WHERE key = $1")
-        .bind(&spec.key)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db(context()))?;
-    let module: String = row.try_get("module").map_err(db(context()))?;
-    if module != spec.module {
-        return Err(StoreError::Invalid(format!(
-            "deployment `{}` is registered for module `{module}`, not `{}`",
-            spec.key, spec.module
-        )));
+    let registered: Registered = sqlx::query_as(
+        "SELECT id, module, CASE WHEN schema = $2::jsonb THEN NULL ELSE schema::text END \
+             AS other_schema \
+         FROM cron_deployments WHERE key = $1",
+    )
+    .bind(&spec.key)
+    .bind(&spec.schema)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(db(context()))?;
+    if registered.module != spec.module {
+        return Ok(Err(KeyConflict::Module {
+            registered: registered.module,
+        }));
     }
-    Ok((row.try_get("id").map_err(db(context()))?, false))
+    if let Some(schema) = &registered.other_schema
+        && let Some(refusal) = other_schema(&spec.key, schema, &spec.schema)
+    {
+        return Ok(Err(KeyConflict::Schema(refusal)));
+    }
+    Ok(Ok((registered.id, false)))
 }
 
-/// Inserts the job rows of `spec` that its deployment does not have yet, each at its first occurrence
-/// after `now`. Existing rows are left as they are: registering a key again changes none of its rows.
+/// Inserts the job rows of `spec`'s deployment, just inserted by [`insert_deployment`], each at its
+/// first occurrence after `now`. A row that exists is left as it is.
 pub(super) async fn insert_jobs(
     tx: &mut PgConnection,
     deployment_id: i64,
@@ -143,16 +182,24 @@ impl PgStore {
         spec: &DeploymentSpec,
     ) -> Result<Runner, StoreError> {
         let context = || format!("registering deployment `{}`", spec.key);
+        check_job_count(&format!("deployment `{}`", spec.key), spec.jobs.len())
+            .map_err(StoreError::Invalid)?;
         self.shared.schedules.learn(&spec.jobs);
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
         let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let (deployment_id, _) = insert_deployment(&mut tx, spec).await?;
-        insert_jobs(&mut tx, deployment_id, spec, now)
-            .await
-            .map_err(db(context()))?;
+        let (deployment_id, created) = insert_deployment(&mut tx, spec)
+            .await?
+            .map_err(|conflict| conflict.into_store_error(spec))?;
+        if created {
+            // A key registered before has its rows: they were inserted with it, and registering it
+            // again changes none of them.
+            insert_jobs(&mut tx, deployment_id, spec, now)
+                .await
+                .map_err(db(context()))?;
+        }
         let runner_id: i64 = sqlx::query_scalar(
             "INSERT INTO cron_runners (deployment_id, host, pid) VALUES ($1, $2, $3) RETURNING id",
         )

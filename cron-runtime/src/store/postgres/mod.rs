@@ -25,8 +25,8 @@ use super::{
 use schedules::Schedules;
 
 pub use admin::{
-    AdminError, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun, ModuleStatus, Pause,
-    Run, RunFilter, Since, Status, Triggered,
+    AdminError, ChangedJob, Changes, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun,
+    ModuleStatus, Pause, RemovedJob, Run, RunFilter, Since, Status, Triggered,
 };
 
 /// The embedded migrations that create and upgrade cronverb's tables.
