@@ -2013,3 +2013,77 @@ async fn a_deployment_above_the_job_limit_is_refused_before_anything_is_written(
         .unwrap();
     assert_eq!(deployments, 0);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Takeover logs
+
+/// The log lines written while it is alive, on this thread (`#[sqlx::test]` runs a current-thread
+/// runtime, so the store's tasks log here too).
+struct Logs {
+    buffer: Arc<Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl Logs {
+    fn capture() -> Logs {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = Arc::clone(&buffer);
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .finish();
+        Logs {
+            buffer,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8(self.buffer.lock().unwrap().clone()).unwrap()
+    }
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_takeover_is_logged_by_key_on_both_sides(pool: PgPool) {
+    let logs = Logs::capture();
+    let (old, old_runner) = replica(&pool, &deployment("billing@1", vec![job("a", HOURLY)])).await;
+    let (_new, _) = replica(&pool, &deployment("billing@2", vec![job("a", HOURLY)])).await;
+    // The superseded replica learns it at its heartbeats, and says so once.
+    old.heartbeat(&old_runner).await.unwrap();
+    old.heartbeat(&old_runner).await.unwrap();
+
+    let text = logs.text();
+    let lines = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(
+        lines("deployment `billing@1` took module `billing` over; none of it was active"),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        lines("deployment `billing@2` took module `billing` over from `billing@1`"),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        lines(
+            "deployment `billing@1` of module `billing` was superseded by `billing@2`; this \
+             replica claims nothing more, and its runs in flight finish"
+        ),
+        1,
+        "{text}"
+    );
+}

@@ -23,7 +23,8 @@ SELECT (
     ORDER BY d.created_at DESC, d.id DESC
     LIMIT 1
 ) AS elected,
-(SELECT active FROM cron_deployments WHERE id = $3) AS active
+(SELECT active FROM cron_deployments WHERE id = $3) AS active,
+(SELECT key FROM cron_deployments WHERE module = $1 AND active) AS active_key
 "#;
 
 const INSERT_JOBS: &str = r#"
@@ -214,6 +215,7 @@ impl PgStore {
         lock(&self.shared.deployments).insert(
             deployment_id,
             Known {
+                key: spec.key.clone(),
                 module: spec.module.clone(),
                 jobs: spec
                     .jobs
@@ -323,10 +325,36 @@ impl PgStore {
         Ok(())
     }
 
-    /// Records whether a deployment registered through this store is active, as last seen.
-    fn note_active(&self, deployment_id: i64, active: bool) {
-        if let Some(known) = lock(&self.shared.deployments).get_mut(&deployment_id) {
-            Arc::make_mut(known).active = active;
+    /// Records whether a deployment registered through this store is active, as last seen. When it was
+    /// active and is not any more, another deployment took its module over: says so once, naming both
+    /// by key (`active_key`: the module's active deployment now).
+    fn note_active(&self, deployment_id: i64, active: bool, active_key: Option<&str>) {
+        let mut deployments = lock(&self.shared.deployments);
+        let Some(known) = deployments.get_mut(&deployment_id) else {
+            return;
+        };
+        if known.active == active {
+            return;
+        }
+        let known = Arc::make_mut(known);
+        known.active = active;
+        if !active {
+            let (key, module) = (&known.key, &known.module);
+            match active_key {
+                Some(by) => tracing::info!(
+                    module,
+                    deployment = key,
+                    superseded_by = by,
+                    "deployment `{key}` of module `{module}` was superseded by `{by}`; this \
+                     replica claims nothing more, and its runs in flight finish"
+                ),
+                None => tracing::info!(
+                    module,
+                    deployment = key,
+                    "deployment `{key}` of module `{module}` is no longer active; this replica \
+                     claims nothing more, and its runs in flight finish"
+                ),
+            }
         }
     }
 
@@ -366,7 +394,8 @@ impl PgStore {
             .await
             .map_err(db(context()))?;
         let active: Option<bool> = row.try_get("active").map_err(db(context()))?;
-        self.note_active(deployment_id, active == Some(true));
+        let active_key: Option<String> = row.try_get("active_key").map_err(db(context()))?;
+        self.note_active(deployment_id, active == Some(true), active_key.as_deref());
         if !elected(row).map_err(db(context()))? {
             return Ok(false);
         }
@@ -425,13 +454,15 @@ impl PgStore {
                 },
             );
         }
-        let previous_id: Option<i64> = sqlx::query_scalar(
-            "UPDATE cron_deployments SET active = false WHERE module = $1 AND active RETURNING id",
+        let deactivated: Option<(i64, String)> = sqlx::query_as(
+            "UPDATE cron_deployments SET active = false WHERE module = $1 AND active \
+             RETURNING id, key",
         )
         .bind(module)
         .fetch_optional(&mut *tx)
         .await
         .map_err(db(context()))?;
+        let (previous_id, previous_key) = deactivated.unzip();
 
         let mine = sqlx::query(
             "SELECT id, verb, schedule, timezone, state FROM cron_jobs \
@@ -495,24 +526,32 @@ impl PgStore {
                 .await
                 .map_err(db(context()))?;
         }
-        sqlx::query(
-            "UPDATE cron_deployments SET active = true, activated_at = now() WHERE id = $1",
+        let key: String = sqlx::query_scalar(
+            "UPDATE cron_deployments SET active = true, activated_at = now() WHERE id = $1 \
+             RETURNING key",
         )
         .bind(deployment_id)
-        .execute(&mut *tx)
+        .fetch_one(&mut *tx)
         .await
         .map_err(db(context()))?;
         super::runs::notify(&mut tx, module)
             .await
             .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
-        self.note_active(deployment_id, true);
-        tracing::info!(
-            module,
-            deployment_id,
-            previous_deployment_id = previous_id,
-            "deployment {deployment_id} took module `{module}` over"
-        );
+        self.note_active(deployment_id, true, Some(&key));
+        match previous_key {
+            Some(previous) => tracing::info!(
+                module,
+                deployment = key,
+                previous_deployment = previous,
+                "deployment `{key}` took module `{module}` over from `{previous}`"
+            ),
+            None => tracing::info!(
+                module,
+                deployment = key,
+                "deployment `{key}` took module `{module}` over; none of it was active"
+            ),
+        }
         Ok(true)
     }
 }

@@ -67,6 +67,8 @@ struct Settings {
 /// A deployment registered through this store: its build's jobs, and which rows the claim may take.
 #[derive(Debug, Clone)]
 struct Known {
+    /// The deployment's key, as logs name it.
+    key: String,
     module: String,
     jobs: HashMap<String, JobSpec>,
     /// The rows whose text this store has checked: the claim takes a row only when its text is still one
