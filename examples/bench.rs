@@ -2,13 +2,13 @@
 //! the same database, and the claim at scale. Results and how to read them are in docs/benchmarks.md.
 //!
 //! ```console
-//! $ cargo run --release --example bench                         # every scenario, about eight minutes
+//! $ cargo run --release --example bench                         # every scenario, about nine minutes
 //! $ cargo run --release --example bench -- --scenario throughput --jobs 10000 --replicas 1 --seconds 30
 //! ```
 //!
-//! Options: `--scenario all|throughput|idle|limit|scale` (repeatable), `--seconds N` (throughput window,
+//! Options: `--scenario all|throughput|idle|limit|scale|register` (repeatable), `--seconds N` (throughput window,
 //! default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`, `--limit-seconds 10`,
-//! `--scale-rows 1000000`, `--count-statements` (every throughput row through the counting proxy),
+//! `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`, `--count-statements` (every throughput row through the counting proxy),
 //! `--no-extra` (skip the extra throughput rows: counted statements, `synchronous_commit = off`, a pool of
 //! 40 connections, `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N`
 //! (the replicas' `claim_ahead`), `--database-url`.
@@ -53,13 +53,14 @@ use sqlx::{Arguments, PgPool, Row};
 const USAGE: &str = "\
 cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
 
-  --scenario all|limit|throughput|idle|scale   repeatable; default all (about eight minutes)
+  --scenario all|limit|throughput|idle|scale|register   repeatable; default all (about nine minutes)
   --seconds N            throughput window (default 30)
   --jobs 1000,10000      jobs due every second, per throughput row
   --replicas 1,2         replica processes, per throughput row
   --idle-seconds N       idle window (default 60)
   --limit-seconds N      pgbench duration per batch size (default 10)
   --scale-rows N         job rows of the scale scenario (default 1000000)
+  --register-verbs 10000,100000   verbs of one deployment, per row of the register scenario
   --count-statements     every throughput row through the counting proxy
   --no-extra             skip the extra throughput rows (counted, batch_limit 100, sync off, pool 40)
   --batch-limit N        the replicas' batch_limit (default: the runtime's)
@@ -87,6 +88,7 @@ struct Args {
     idle_seconds: u32,
     limit_seconds: u32,
     scale_rows: u64,
+    register_verbs: Vec<usize>,
     count_statements: bool,
     extra: bool,
     /// The replicas' `batch_limit` (0: the runtime's default).
@@ -105,6 +107,7 @@ fn args() -> Args {
         idle_seconds: 60,
         limit_seconds: 10,
         scale_rows: 1_000_000,
+        register_verbs: vec![10_000, 25_000, 50_000, 100_000],
         count_statements: false,
         extra: true,
         batch_limit: 0,
@@ -127,6 +130,7 @@ fn args() -> Args {
             "--idle-seconds" => args.idle_seconds = value().parse().expect("--idle-seconds N"),
             "--limit-seconds" => args.limit_seconds = value().parse().expect("--limit-seconds N"),
             "--scale-rows" => args.scale_rows = value().parse().expect("--scale-rows N"),
+            "--register-verbs" => args.register_verbs = list(value()),
             "--count-statements" => args.count_statements = true,
             "--no-extra" => args.extra = false,
             "--batch-limit" => args.batch_limit = value().parse().expect("--batch-limit N"),
@@ -140,14 +144,14 @@ fn args() -> Args {
             }
             other => panic!(
                 "unknown option `{other}`; expected one of: `--scenario`, `--seconds`, `--jobs`, \
-                 `--replicas`, `--idle-seconds`, `--limit-seconds`, `--scale-rows`, \
+                 `--replicas`, `--idle-seconds`, `--limit-seconds`, `--scale-rows`, `--register-verbs`, \
                  `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
                  `--database-url`"
             ),
         }
     }
     if args.scenarios.is_empty() || args.scenarios.iter().any(|s| s == "all") {
-        args.scenarios = ["limit", "throughput", "idle", "scale"]
+        args.scenarios = ["limit", "throughput", "idle", "scale", "register"]
             .map(str::to_owned)
             .to_vec();
     }
@@ -195,8 +199,10 @@ async fn parent(args: Args) -> AnyResult<()> {
             "throughput" => bench.throughput().await,
             "idle" => bench.idle().await,
             "scale" => bench.scale().await,
+            "register" => bench.register().await,
             other => Err(anyhow::anyhow!(
-                "unknown scenario `{other}`; expected one of: `all`, `throughput`, `idle`, `limit`, `scale`"
+                "unknown scenario `{other}`; expected one of: `all`, `throughput`, `idle`, `limit`, \
+                 `scale`, `register`"
             )),
         };
         if let Err(error) = result {
@@ -643,6 +649,106 @@ impl Bench {
     }
 
     // --- scale ---------------------------------------------------------------------------------------
+
+    // --- register --------------------------------------------------------------------------------
+
+    async fn register(&self) -> AnyResult<()> {
+        println!(
+            "## Register: one deployment of N verbs (`0 0 0 * * *`), a fresh database per row\n"
+        );
+        println!(
+            "`deploy`: `PgStore::deploy` of the schema (what `cronverb deploy` runs; `again`: the same \
+             key a second time). `build`: `RuntimeBuilder::build` of N jobs (validation, schema, \
+             fingerprint). `replica`: from `Runtime::start` until its deployment is active (registration \
+             and takeover), first of the deployed key, then of a new key with the same verbs (a takeover \
+             carrying N unchanged verbs).\n"
+        );
+        println!(
+            "| verbs | deploy s | deploy again s | build s | replica (deployed key) s | replica (new key, takeover) s | load |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---|");
+        for &verbs in &self.args.register_verbs {
+            let db = self.create_db().await?;
+            let result = self.register_in(&db, verbs).await;
+            self.drop_db(db).await;
+            if let Err(error) = result {
+                println!("| {verbs} | failed: {error:#} | | | | | |");
+            }
+        }
+        println!();
+        Ok(())
+    }
+
+    async fn register_in(&self, db: &Db, verbs: usize) -> AnyResult<()> {
+        const EXPRESSION: &str = "0 0 0 * * *";
+        let pool = PgPool::connect(&db.url).await?;
+        let store = PgStore::from_pool(pool.clone());
+        store.migrate().await?;
+        let names: Vec<String> = (0..verbs).map(|i| format!("bench::job_{i}")).collect();
+        let schema = cron_schema::Schema::new(names.iter().map(|name| {
+            (
+                "bench",
+                cron_schema::Verb::new(name.clone(), cron_schema::Cron::new(EXPRESSION)),
+            )
+        }));
+
+        let started = Instant::now();
+        store.deploy("bench@1", &schema, None).await?;
+        let deploy = started.elapsed();
+        let started = Instant::now();
+        store.deploy("bench@1", &schema, None).await?;
+        let again = started.elapsed();
+
+        let mut build = Duration::ZERO;
+        let mut replicas = Vec::new();
+        for key in ["bench@1", "bench@2"] {
+            let mut builder = cron_runtime::Runtime::builder()
+                .module("bench")
+                .deployment(key)
+                .registered_jobs(false)
+                .migrate(false)
+                .database_url(db.url.clone());
+            for name in &names {
+                builder = builder.job(name.clone(), EXPRESSION, || async {});
+            }
+            let started = Instant::now();
+            let runtime = builder.build().await?;
+            build = started.elapsed();
+            let started = Instant::now();
+            let handle = runtime.start();
+            loop {
+                let active: Option<bool> =
+                    sqlx::query_scalar("SELECT active FROM cron_deployments WHERE key = $1")
+                        .bind(key)
+                        .fetch_optional(&pool)
+                        .await?;
+                if active == Some(true) {
+                    break;
+                }
+                if handle.is_finished() {
+                    handle.shutdown().await?;
+                    anyhow::bail!(
+                        "the replica of `{key}` stopped before its deployment was active"
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            replicas.push(started.elapsed());
+            handle.shutdown().await?;
+        }
+        pool.close().await;
+        let s = |d: Duration| format!("{:.2}", d.as_secs_f64());
+        println!(
+            "| {verbs} | {} | {} | {} | {} | {} | {} |",
+            s(deploy),
+            s(again),
+            s(build),
+            s(replicas[0]),
+            s(replicas[1]),
+            load()
+        );
+        Ok(())
+    }
 
     async fn scale(&self) -> AnyResult<()> {
         let db = self.create_db().await?;

@@ -166,14 +166,16 @@ fn heartbeat_job() -> JobSpec {
     }
 }
 
-/// A replica of `billing@1` with the heartbeat job, registered in this process.
+/// A replica of `billing@1` (the build of `SCHEMA`) running the heartbeat job, registered in this
+/// process.
 async fn replica(url: &str) -> (PgStore, Runner) {
     let store = PgStore::connect(url).await.unwrap();
     let runner = store
         .register(&DeploymentSpec {
             key: "billing@1".to_owned(),
             module: "billing".to_owned(),
-            schema: "{}".to_owned(),
+            // The build that `SCHEMA` was extracted from.
+            schema: SCHEMA.to_owned(),
             jobs: vec![heartbeat_job()],
         })
         .await
@@ -771,4 +773,102 @@ fn every_bad_argument_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let output = db.cronverb(&["prune", "--older-than", "36500d"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}
+
+#[test]
+fn deploy_says_what_changes_relative_to_the_active_deployment() {
+    let db = Database::migrated("deploy_changes");
+    let v1 = db.schema_file(SCHEMA);
+    let output = db.cronverb(&["deploy", "--deployment", "billing@1", v1.path()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("module `billing` has no active deployment: 2 added\n"),
+        "{}",
+        stdout(&output)
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (_store, _runner) = runtime.block_on(replica(&db.url));
+
+    // The next version keeps `send_invoices`, drops `heartbeat` and adds `reminders`.
+    let v2 = db.schema_file(
+        r#"{
+  "version": 1,
+  "modules": [
+    {
+      "name": "billing",
+      "verbs": [
+        { "name": "billing::send_invoices",
+          "cron": { "expression": "0 2 * * *", "timezone": "Europe/Berlin", "timeout": "10m" } },
+        { "name": "billing::reminders", "cron": { "expression": "0 9 * * 1" } }
+      ]
+    }
+  ]
+}"#,
+    );
+    let output = db.cronverb(&["deploy", "--deployment", "billing@2", v2.path()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "registered deployment `billing@2` of module `billing` (inactive until its first replica runs)",
+            "against the active deployment `billing@1`: 1 added, 1 removed, 0 changed, 1 unchanged",
+        ],
+        "{text}"
+    );
+    let row = |verb: &str| {
+        lines
+            .iter()
+            .find(|line| line.trim_start().starts_with(verb))
+            .unwrap_or_else(|| panic!("no row of `{verb}` in:\n{text}"))
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(row("billing::reminders"), "added");
+    assert_eq!(row("billing::send_invoices"), "unchanged");
+    assert_eq!(row("billing::heartbeat"), "removed");
+
+    let deployed = db.json(&["deploy", "--deployment", "billing@2", v2.path()]);
+    let changes = &deployed["changes"];
+    assert_eq!(changes["compared_with"], "billing@1");
+    assert_eq!(changes["added"], serde_json::json!(["billing::reminders"]));
+    assert_eq!(changes["removed"][0]["verb"], "billing::heartbeat");
+    assert_eq!(changes["removed"][0]["expression"], "*/5 * * * *");
+    assert_eq!(changes["changed"], serde_json::json!([]));
+    assert_eq!(changes["unchanged"], 1);
+    assert_eq!(deployed["jobs"][0]["verb"], "billing::reminders");
+    assert_eq!(deployed["jobs"][0]["change"], "added");
+    assert_eq!(deployed["jobs"][1]["change"], "unchanged");
+}
+
+#[test]
+fn deploy_refuses_a_schema_above_the_limit_before_connecting() {
+    let verbs: Vec<String> = (0..=100_000)
+        .map(|i| format!(r#"{{"name":"big::v{i}","cron":{{"expression":"0 0 * * *"}}}}"#))
+        .collect();
+    let path = std::env::temp_dir().join(format!("cronverb-big-{}.json", std::process::id()));
+    std::fs::write(
+        &path,
+        format!(
+            r#"{{"version":1,"modules":[{{"name":"big","verbs":[{}]}}]}}"#,
+            verbs.join(",")
+        ),
+    )
+    .unwrap();
+    let file = SchemaFile(path);
+    // Nothing listens there: the refusal comes before any connection.
+    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(["deploy", "--deployment", "big@1", file.path()])
+        .args(["--database-url", "postgres://postgres@127.0.0.1:1/none"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stderr(&output),
+        "error: invalid schema: module `big` has 100001 jobs, more than the 100000 a deployment \
+         may have (docs/operations.md): split them into several modules\n"
+    );
+    assert_eq!(output.status.code(), Some(2));
 }

@@ -329,7 +329,9 @@ impl RuntimeBuilder {
     /// Validates every job and setting and connects to the store.
     ///
     /// Fails when two jobs share a name (naming both declarations), when a job's expression, zone or
-    /// timeout does not validate (naming the job and its declaration), or when a setting is out of range.
+    /// timeout does not validate (naming the job and its declaration), when there are more jobs than a
+    /// deployment may have ([`MAX_JOBS_PER_DEPLOYMENT`](crate::store::MAX_JOBS_PER_DEPLOYMENT)), or when
+    /// a setting is out of range.
     pub async fn build(self) -> Result<Runtime, BuildError> {
         let settings = self.settings;
         check_settings(&settings)?;
@@ -341,6 +343,9 @@ impl RuntimeBuilder {
         };
         let added_at = declared.len();
         declared.extend(self.jobs);
+        // Before validating them: a deployment too large is refused up front (docs/operations.md).
+        crate::store::check_job_count("this runtime", declared.len())
+            .map_err(BuildError::TooManyJobs)?;
         job::check_unique(&declared)?;
         let module = match self.module {
             Some(module) => module,

@@ -35,6 +35,9 @@ pub enum BuildError {
         /// Each module with one of its jobs: `` `audit` (`audit::sweep`), `billing` (`billing::close`) ``.
         modules: String,
     },
+    /// More jobs than a deployment may have ([`MAX_JOBS_PER_DEPLOYMENT`](crate::store::MAX_JOBS_PER_DEPLOYMENT)).
+    #[error("{0}")]
+    TooManyJobs(String),
 
     /// A runtime setting is out of its range.
     #[error("invalid runtime setting `{setting}`: {reason}")]

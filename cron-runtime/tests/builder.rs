@@ -234,3 +234,61 @@ async fn a_database_url_that_fails_never_shows_its_password_in_the_error_or_the_
     let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     assert!(!logs.contains("S3cret"), "{logs}");
 }
+
+#[tokio::test]
+async fn more_jobs_than_a_deployment_may_have_are_refused_before_they_are_validated() {
+    let mut builder = Runtime::builder().registered_jobs(false).module("big");
+    for i in 0..=100_000 {
+        // Invalid on purpose: the count is refused before any job is looked at.
+        builder = builder.job(format!("big::v{i}"), "61 * * * *", || async {});
+    }
+    let error = builder.build().await.unwrap_err();
+    assert!(matches!(error, BuildError::TooManyJobs(_)), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "this runtime has 100001 jobs, more than the 100000 a deployment may have \
+         (docs/operations.md): split them into several modules"
+    );
+}
+
+#[tokio::test]
+async fn a_runtime_whose_key_is_registered_with_other_jobs_stops_with_an_error() {
+    let store = cron_runtime::store::MemoryStore::new();
+    let first = Runtime::builder()
+        .registered_jobs(false)
+        .module("rtapp")
+        .deployment("rtapp@1")
+        .memory_store(store.clone())
+        .job("rtapp::a", "0 * * * *", || async {})
+        .build()
+        .await
+        .unwrap()
+        .start();
+    let other = Runtime::builder()
+        .registered_jobs(false)
+        .module("rtapp")
+        .deployment("rtapp@1")
+        .memory_store(store.clone())
+        .job("rtapp::b", "0 * * * *", || async {})
+        .build()
+        .await
+        .unwrap()
+        .start();
+    // It stops by itself instead of retrying.
+    let stopped = tokio::time::timeout(Duration::from_secs(10), async {
+        while !other.is_finished() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(stopped.is_ok(), "the second runtime is still running");
+    let error = other.shutdown().await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "while registering deployment `rtapp@1`: deployment `rtapp@1` is registered with other \
+         jobs: this schema adds 1 verb (`rtapp::b`), removes 1 (`rtapp::a`); a deployment key is \
+         one set of jobs: give this version its own key, such as its version number or commit \
+         (docs/operations.md)"
+    );
+    first.shutdown().await.unwrap();
+}

@@ -10,7 +10,7 @@ use cron_runtime::store::postgres::{AdminError, PgStore, RunFilter, Since};
 use cron_runtime::store::{
     Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
 };
-use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
+use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule, format_duration};
 use sqlx::{PgPool, Row};
 
 const HOURLY: &str = "0 * * * *";
@@ -31,9 +31,23 @@ fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
     DeploymentSpec {
         key: key.to_owned(),
         module: "billing".to_owned(),
-        schema: serde_json::json!({ "key": key }).to_string(),
+        schema: schema_of("billing", &jobs),
         jobs,
     }
+}
+
+/// The schema a build of `jobs` registers, as `RuntimeBuilder::build` writes it.
+fn schema_of(module: &str, jobs: &[JobSpec]) -> String {
+    let schema = Schema::new(jobs.iter().map(|job| {
+        let mut cron = Cron::new(job.expression.as_str())
+            .timeout(format_duration(job.timeout))
+            .missed(job.missed);
+        if job.zone != Tz::UTC {
+            cron = cron.timezone(job.zone.name());
+        }
+        (module, Verb::new(job.verb.as_str(), cron))
+    }));
+    serde_json::to_string(&schema).unwrap()
 }
 
 fn schema(verbs: &[(&str, Cron)]) -> Schema {
@@ -174,11 +188,12 @@ async fn deploy_registers_ahead_without_taking_over(pool: PgPool) {
     let mut report = job("billing::report", "0 2 * * *");
     report.zone = Tz::Europe__Berlin;
     report.schedule = ZonedSchedule::new(Schedule::parse("0 2 * * *").unwrap(), report.zone);
-    let (_new, _runner) = replica(
-        &pool,
-        &deployment("billing@2", vec![job("billing::send", HOURLY), report]),
-    )
-    .await;
+    // The same build: it registers the schema that was deployed.
+    let built = DeploymentSpec {
+        schema: serde_json::to_string(&schema).unwrap(),
+        ..deployment("billing@2", vec![job("billing::send", HOURLY), report])
+    };
+    let (_new, _runner) = replica(&pool, &built).await;
     let ids_after: Vec<i64> = sqlx::query_scalar(
         "SELECT j.id FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
          WHERE d.key = 'billing@2' ORDER BY j.id",
@@ -253,6 +268,118 @@ async fn deploy_refuses_an_invalid_schema_and_changes_nothing(pool: PgPool) {
     assert_eq!(
         count(&pool, "SELECT count(*) FROM cron_deployments").await,
         1
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn deploy_refuses_a_key_registered_with_other_jobs_and_changes_nothing(pool: PgPool) {
+    let store = PgStore::from_pool(pool.clone());
+    let v1 = schema(&[
+        ("billing::send", Cron::new(HOURLY)),
+        ("billing::report", Cron::new("0 2 * * *")),
+    ]);
+    store.deploy("billing@1", &v1, None).await.unwrap();
+
+    let other = schema(&[
+        (
+            "billing::send",
+            Cron::new(HOURLY).missed(MissedPolicy::Skip),
+        ),
+        ("billing::audit", Cron::new(MINUTELY)),
+    ]);
+    let error = store.deploy("billing@1", &other, None).await.unwrap_err();
+    assert!(error.is_invalid_input(), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "deployment `billing@1` is registered with other jobs: this schema adds 1 verb \
+         (`billing::audit`), removes 1 (`billing::report`), changes 1 (`billing::send`: missed \
+         `once` -> `skip`); a deployment key is one set of jobs: give this version its own key, \
+         such as its version number or commit (docs/operations.md)"
+    );
+    let verbs: Vec<(String, String)> =
+        sqlx::query_as("SELECT verb, missed FROM cron_jobs ORDER BY verb")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        verbs,
+        [
+            ("billing::report".to_owned(), "once".to_owned()),
+            ("billing::send".to_owned(), "once".to_owned())
+        ]
+    );
+
+    // The same jobs again, with docs now: the same schema.
+    let documented = Schema::new([
+        (
+            "billing",
+            Verb::new("billing::send", Cron::new(HOURLY)).doc("Sends them."),
+        ),
+        (
+            "billing",
+            Verb::new("billing::report", Cron::new("0 2 * * *")),
+        ),
+    ]);
+    let again = store.deploy("billing@1", &documented, None).await.unwrap();
+    assert!(!again.created);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn deploy_says_what_changes_relative_to_the_active_deployment(pool: PgPool) {
+    let store = PgStore::from_pool(pool.clone());
+    let v1 = schema(&[
+        ("billing::send", Cron::new(HOURLY)),
+        ("billing::report", Cron::new("0 2 * * *")),
+        ("billing::old", Cron::new(MINUTELY)),
+    ]);
+    let first = store.deploy("billing@1", &v1, None).await.unwrap();
+    let changes = first.changes.unwrap();
+    assert_eq!(changes.compared_with, None);
+    assert_eq!(
+        changes.added,
+        ["billing::old", "billing::report", "billing::send"]
+    );
+    // A replica of it makes it active.
+    let built = DeploymentSpec {
+        schema: serde_json::to_string(&v1).unwrap(),
+        ..deployment("billing@1", vec![])
+    };
+    replica(&pool, &built).await;
+
+    let v2 = schema(&[
+        ("billing::send", Cron::new(HOURLY)),
+        ("billing::report", Cron::new("0 3 * * *")),
+        ("billing::new", Cron::new(HOURLY)),
+    ]);
+    let deployed = store.deploy("billing@2", &v2, None).await.unwrap();
+    let changes = deployed.changes.unwrap();
+    assert_eq!(changes.compared_with.as_deref(), Some("billing@1"));
+    assert_eq!(changes.added, ["billing::new"]);
+    let removed: Vec<(&str, &str)> = changes
+        .removed
+        .iter()
+        .map(|r| (r.verb.as_str(), r.expression.as_str()))
+        .collect();
+    assert_eq!(removed, [("billing::old", MINUTELY)]);
+    assert_eq!(changes.changed.len(), 1);
+    assert_eq!(changes.changed[0].verb, "billing::report");
+    assert_eq!(
+        changes.changed[0].changes[0].to_string(),
+        "expression `0 2 * * *` -> `0 3 * * *`"
+    );
+    assert_eq!(changes.unchanged, 1);
+    let rows: Vec<(&str, Option<&str>, bool)> = deployed
+        .jobs
+        .iter()
+        .map(|j| (j.verb.as_str(), j.change, j.added))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("billing::new", Some("added"), true),
+            ("billing::report", Some("changed"), true),
+            ("billing::send", Some("unchanged"), true)
+        ]
     );
 }
 

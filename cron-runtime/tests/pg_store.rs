@@ -12,7 +12,7 @@ use cron_runtime::store::{
     Change, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner,
     Store, StoreError,
 };
-use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
+use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule, format_duration};
 use sqlx::{PgPool, Row};
 
 const HOURLY: &str = "0 * * * *";
@@ -38,9 +38,23 @@ fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
     DeploymentSpec {
         key: key.to_owned(),
         module: "billing".to_owned(),
-        schema: serde_json::json!({ "key": key }).to_string(),
+        schema: schema_of("billing", &jobs),
         jobs,
     }
+}
+
+/// The schema a build of `jobs` registers, as `RuntimeBuilder::build` writes it.
+fn schema_of(module: &str, jobs: &[JobSpec]) -> String {
+    let schema = Schema::new(jobs.iter().map(|job| {
+        let mut cron = Cron::new(job.expression.as_str())
+            .timeout(format_duration(job.timeout))
+            .missed(job.missed);
+        if job.zone != Tz::UTC {
+            cron = cron.timezone(job.zone.name());
+        }
+        (module, Verb::new(job.verb.as_str(), cron))
+    }));
+    serde_json::to_string(&schema).unwrap()
 }
 
 async fn replica(pool: &PgPool, spec: &DeploymentSpec) -> (PgStore, Runner) {
@@ -1982,4 +1996,187 @@ async fn a_heartbeat_says_when_a_job_is_next_due_and_when_a_held_lease_ends(pool
     .unwrap();
     let beat = other.heartbeat(&r2).await.unwrap();
     assert_eq!(beat.next_due, Some(triggered), "{beat:?}");
+}
+
+// A deployment key is one set of jobs (docs/operations.md, "Deployment keys")
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_key_registered_again_with_other_jobs_is_refused_and_keeps_its_rows(pool: PgPool) {
+    let first: Vec<JobSpec> = (1..=4)
+        .map(|i| job(&format!("rtapp::first{i}"), HOURLY))
+        .collect();
+    let v1 = deployment("rtapp@1", first.clone());
+    let (_store, runner) = replica(&pool, &v1).await;
+
+    // Another build under the same key: six other verbs.
+    let other = deployment(
+        "rtapp@1",
+        (1..=6)
+            .map(|i| job(&format!("rtapp::other{i}"), MINUTELY))
+            .collect(),
+    );
+    let error = PgStore::from_pool(pool.clone())
+        .register(&other)
+        .await
+        .unwrap_err();
+    let StoreError::Invalid(message) = &error else {
+        panic!("not a refusal that retrying cannot change: {error}");
+    };
+    assert_eq!(
+        message,
+        "deployment `rtapp@1` is registered with other jobs: this schema adds 6 verbs \
+         (`rtapp::other1`, `rtapp::other2`, `rtapp::other3`, `rtapp::other4`, `rtapp::other5` and 1 \
+         more), removes 4 (`rtapp::first1`, `rtapp::first2`, `rtapp::first3`, `rtapp::first4`); a \
+         deployment key is one set of jobs: give this version its own key, such as its version \
+         number or commit (docs/operations.md)"
+    );
+    // One changed schedule is refused too, and says how.
+    let mut changed = first.clone();
+    changed[0] = job("rtapp::first1", MINUTELY);
+    let error = PgStore::from_pool(pool.clone())
+        .register(&deployment("rtapp@1", changed))
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("changes 1 verb (`rtapp::first1`: expression `0 * * * *` -> `* * * * *`)"),
+        "{error}"
+    );
+    let verbs: Vec<String> =
+        sqlx::query_scalar("SELECT verb FROM cron_jobs WHERE deployment_id = $1 ORDER BY verb")
+            .bind(runner.deployment_id)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        verbs,
+        [
+            "rtapp::first1",
+            "rtapp::first2",
+            "rtapp::first3",
+            "rtapp::first4"
+        ]
+    );
+    let runners: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_runners")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runners, 1, "a refused replica leaves no runner row");
+
+    // Another replica of the same build is welcome, whatever its docs or sources say.
+    let mut same = deployment("rtapp@1", first);
+    same.schema = same.schema.replace(
+        r#""name":"rtapp::first1""#,
+        r#""name":"rtapp::first1","doc":"moved","source":{"file":"src/moved.rs","line":9}"#,
+    );
+    assert_ne!(same.schema, v1.schema);
+    let (_, again) = replica(&pool, &same).await;
+    assert_eq!(again.deployment_id, runner.deployment_id);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_deployment_above_the_job_limit_is_refused_before_anything_is_written(pool: PgPool) {
+    let one = job("big::v", HOURLY);
+    let jobs: Vec<JobSpec> = (0..=100_000)
+        .map(|i| JobSpec {
+            verb: format!("big::v{i}"),
+            ..one.clone()
+        })
+        .collect();
+    let spec = DeploymentSpec {
+        key: "big@1".to_owned(),
+        module: "big".to_owned(),
+        schema: "{}".to_owned(),
+        jobs,
+    };
+    let error = PgStore::from_pool(pool.clone())
+        .register(&spec)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::Invalid(_)), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "deployment `big@1` has 100001 jobs, more than the 100000 a deployment may have \
+         (docs/operations.md): split them into several modules"
+    );
+    let deployments: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_deployments")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(deployments, 0);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Takeover logs
+
+/// The log lines written while it is alive, on this thread (`#[sqlx::test]` runs a current-thread
+/// runtime, so the store's tasks log here too).
+struct Logs {
+    buffer: Arc<Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl Logs {
+    fn capture() -> Logs {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = Arc::clone(&buffer);
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .finish();
+        Logs {
+            buffer,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8(self.buffer.lock().unwrap().clone()).unwrap()
+    }
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_takeover_is_logged_by_key_on_both_sides(pool: PgPool) {
+    let logs = Logs::capture();
+    let (old, old_runner) = replica(&pool, &deployment("billing@1", vec![job("a", HOURLY)])).await;
+    let (_new, _) = replica(&pool, &deployment("billing@2", vec![job("a", HOURLY)])).await;
+    // The superseded replica learns it at its heartbeats, and says so once.
+    old.heartbeat(&old_runner).await.unwrap();
+    old.heartbeat(&old_runner).await.unwrap();
+
+    let text = logs.text();
+    let lines = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(
+        lines("deployment `billing@1` took module `billing` over; none of it was active"),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        lines("deployment `billing@2` took module `billing` over from `billing@1`"),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        lines(
+            "deployment `billing@1` of module `billing` was superseded by `billing@2`; this \
+             replica claims nothing more, and its runs in flight finish"
+        ),
+        1,
+        "{text}"
+    );
 }

@@ -86,6 +86,8 @@ struct State {
 #[derive(Debug)]
 struct DeploymentRow {
     module: Arc<str>,
+    /// The schema it was registered with: a key registered again must bring the same (docs/operations.md).
+    schema: String,
     active: bool,
     /// Job ids by verb.
     jobs: HashMap<String, i64>,
@@ -563,15 +565,23 @@ impl State {
 
 impl Store for MemoryStore {
     async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
+        super::check_job_count(&format!("deployment `{}`", spec.key), spec.jobs.len())
+            .map_err(StoreError::Invalid)?;
         let now = self.now();
         let mut state = self.lock();
         let deployment_id = match state.deployment_keys.get(&spec.key) {
             Some(id) => {
-                if *state.deployments[id].module != *spec.module {
+                let registered = &state.deployments[id];
+                if *registered.module != *spec.module {
                     return Err(StoreError::Invalid(format!(
                         "deployment `{}` is registered for module `{}`, not `{}`",
-                        spec.key, state.deployments[id].module, spec.module
+                        spec.key, registered.module, spec.module
                     )));
+                }
+                if let Some(refusal) =
+                    super::other_schema(&spec.key, &registered.schema, &spec.schema)
+                {
+                    return Err(StoreError::Invalid(refusal));
                 }
                 *id
             }
@@ -598,6 +608,7 @@ impl Store for MemoryStore {
                     id,
                     DeploymentRow {
                         module,
+                        schema: spec.schema.clone(),
                         active: false,
                         jobs,
                     },

@@ -218,6 +218,10 @@ pub trait Store: Send + Sync + 'static {
     /// Registers this replica (a row in `cron_runners`) and its deployment with its jobs (idempotent for a
     /// key already registered), and takes the module over if this deployment should be active
     /// (contract 6).
+    ///
+    /// Refused with [`StoreError::Invalid`] when the key is registered for another module or with
+    /// another schema (a key is one set of jobs: docs/operations.md), or when the deployment has more
+    /// than [`MAX_JOBS_PER_DEPLOYMENT`] jobs.
     fn register(
         &self,
         spec: &DeploymentSpec,
@@ -334,7 +338,11 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
+mod key;
 mod memory;
 pub mod postgres;
+
+pub(crate) use key::other_schema;
+pub use key::{MAX_JOBS_PER_DEPLOYMENT, check_job_count};
 
 pub use memory::{DEFAULT_HISTORY_LIMIT, MemoryStore, RunRecord, SKIPPED_COUNT_LIMIT};

@@ -144,17 +144,7 @@ impl fmt::Display for Diff {
             writeln!(f, "- {module} {}: {}", verb.name, summary(&verb.cron))?;
         }
         for changed in &self.changed {
-            let changes: Vec<String> = changed
-                .changes
-                .iter()
-                .map(|c| {
-                    let show = |value: &Option<String>| match value {
-                        Some(value) => format!("`{value}`"),
-                        None => "the default".to_owned(),
-                    };
-                    format!("{} {} -> {}", c.field, show(&c.old), show(&c.new))
-                })
-                .collect();
+            let changes: Vec<String> = changed.changes.iter().map(Change::to_string).collect();
             writeln!(
                 f,
                 "~ {} {}: {}",
@@ -164,6 +154,23 @@ impl fmt::Display for Diff {
             )?;
         }
         Ok(())
+    }
+}
+
+/// `expression `0 2 * * *` -> `0 3 * * *``; a value of `None` is `the default`.
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |value: &Option<String>| match value {
+            Some(value) => format!("`{value}`"),
+            None => "the default".to_owned(),
+        };
+        write!(
+            f,
+            "{} {} -> {}",
+            self.field,
+            show(&self.old),
+            show(&self.new)
+        )
     }
 }
 

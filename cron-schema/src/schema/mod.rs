@@ -144,12 +144,21 @@ impl Schema {
 
     /// Reads the JSON form, refusing a version other than [`SCHEMA_VERSION`].
     pub fn from_json(json: &str) -> Result<Schema, SchemaError> {
-        let value: serde_json::Value = serde_json::from_str(json)?;
-        match value.get("version").and_then(serde_json::Value::as_u64) {
-            Some(version) if version != u64::from(SCHEMA_VERSION) => {
-                return Err(SchemaError::Version { found: version });
-            }
-            _ => {}
+        /// The version alone: the rest of the text is skipped, not built into a tree (a schema of
+        /// 100,000 verbs is megabytes of JSON).
+        #[derive(Deserialize)]
+        struct Versioned {
+            #[serde(default)]
+            version: Option<serde_json::Value>,
+        }
+        // A text that is not an object is refused below, with the error of the whole schema.
+        if let Ok(Versioned {
+            version: Some(version),
+        }) = serde_json::from_str(json)
+            && let Some(version) = version.as_u64()
+            && version != u64::from(SCHEMA_VERSION)
+        {
+            return Err(SchemaError::Version { found: version });
         }
         // Read again from the text, so that an error says where it is.
         Ok(serde_json::from_str::<Schema>(json)?.sorted())

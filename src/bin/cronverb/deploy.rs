@@ -1,8 +1,11 @@
 //! `cronverb deploy`: registers a deployment and its jobs ahead of a rollout, from a schema file.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use cron_runtime::store::check_job_count;
+use cron_runtime::store::postgres::Deployed;
 use cron_schema::Schema;
 
 use crate::db::{self, Connection, Failure};
@@ -25,7 +28,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> ExitCode {
     // Read and check the file before connecting: a bad file is reported whatever the database does.
-    let schema = match read(&args.schema) {
+    let schema = match read(&args.schema).and_then(|schema| check_size(schema, &args)) {
         Ok(schema) => schema,
         Err(failure) => {
             eprintln!("error: {}", crate::escape::escape(&failure.to_string()));
@@ -40,46 +43,112 @@ pub fn run(args: Args) -> ExitCode {
         if json {
             return db::print_json(&deployed);
         }
-        let mut text = format!(
-            "{} deployment `{}` of module `{}`",
-            if deployed.created {
-                "registered"
-            } else {
-                "already registered:"
-            },
-            deployed.key,
-            deployed.module
-        );
-        text.push_str(if deployed.active {
-            " (active)\n"
-        } else {
-            " (inactive until its first replica runs)\n"
-        });
-        let rows: Vec<Vec<String>> = deployed
-            .jobs
-            .iter()
-            .map(|job| {
-                vec![
-                    job.verb.clone(),
-                    job.expression.clone(),
-                    job.timezone.clone(),
-                    db::instant(job.next_execution),
-                    match (job.added, job.matches) {
-                        (true, _) => "added",
-                        (false, true) => "unchanged",
-                        (false, false) => "kept (the registered row differs from the file)",
-                    }
-                    .to_owned(),
-                ]
-            })
-            .collect();
-        text.push_str(&db::table(
-            "  ",
-            &["VERB", "SCHEDULE", "ZONE", "NEXT (UTC)", "ROW"],
-            &rows,
-        ));
-        db::print(&text)
+        db::print(&text(&deployed))
     })
+}
+
+/// Refuses, before connecting, a module with more verbs than a deployment may have.
+fn check_size(schema: Schema, args: &Args) -> Result<Schema, Failure> {
+    for module in &schema.modules {
+        if args
+            .module
+            .as_deref()
+            .is_none_or(|name| name == module.name)
+        {
+            check_job_count(&format!("module `{}`", module.name), module.verbs.len())
+                .map_err(|e| Failure::Invalid(format!("invalid schema: {e}")))?;
+        }
+    }
+    Ok(schema)
+}
+
+/// The deployment, what it changes relative to the module's active deployment, and its rows.
+fn text(deployed: &Deployed) -> String {
+    let mut text = format!(
+        "{} deployment `{}` of module `{}`",
+        if deployed.created {
+            "registered"
+        } else {
+            "already registered:"
+        },
+        deployed.key,
+        deployed.module
+    );
+    text.push_str(if deployed.active {
+        " (active)\n"
+    } else {
+        " (inactive until its first replica runs)\n"
+    });
+    match &deployed.changes {
+        Some(changes) => {
+            match &changes.compared_with {
+                Some(key) => text.push_str(&format!(
+                    "against the active deployment `{key}`: {} added, {} removed, {} changed, {} \
+                     unchanged\n",
+                    changes.added.len(),
+                    changes.removed.len(),
+                    changes.changed.len(),
+                    changes.unchanged
+                )),
+                None => text.push_str(&format!(
+                    "module `{}` has no active deployment: {} added\n",
+                    deployed.module,
+                    changes.added.len()
+                )),
+            };
+        }
+        None => text.push_str(
+            "the active deployment's registered schema cannot be read: no comparison with it\n",
+        ),
+    }
+    let changed: HashMap<&str, String> = deployed
+        .changes
+        .iter()
+        .flat_map(|changes| &changes.changed)
+        .map(|c| {
+            let fields: Vec<String> = c.changes.iter().map(|c| c.to_string()).collect();
+            (c.verb.as_str(), format!("changed: {}", fields.join(", ")))
+        })
+        .collect();
+    let mut rows: Vec<Vec<String>> = deployed
+        .jobs
+        .iter()
+        .map(|job| {
+            let mut change = match job.change {
+                Some("changed") => changed
+                    .get(job.verb.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| "changed".to_owned()),
+                Some(change) => change.to_owned(),
+                None => "-".to_owned(),
+            };
+            if !job.matches {
+                change.push_str(" (the registered row differs from the file)");
+            }
+            vec![
+                job.verb.clone(),
+                job.expression.clone(),
+                job.timezone.clone(),
+                db::instant(job.next_execution),
+                change,
+            ]
+        })
+        .collect();
+    for removed in deployed.changes.iter().flat_map(|c| &c.removed) {
+        rows.push(vec![
+            removed.verb.clone(),
+            removed.expression.clone(),
+            removed.timezone.clone(),
+            db::instant(None),
+            "removed".to_owned(),
+        ]);
+    }
+    text.push_str(&db::table(
+        "  ",
+        &["VERB", "SCHEDULE", "ZONE", "NEXT (UTC)", "CHANGE"],
+        &rows,
+    ));
+    text
 }
 
 fn read(path: &PathBuf) -> Result<Schema, Failure> {

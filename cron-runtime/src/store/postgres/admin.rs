@@ -6,7 +6,7 @@
 //! replica's registration does, a trigger is taken by the replicas' own claim, and a pause is the
 //! `paused` column the claim already honours.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -16,11 +16,11 @@ use serde::Serialize;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
-use super::deploy::{insert_deployment, insert_jobs};
+use super::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use super::runs::notify;
 use super::schedules::zone_text;
 use super::{PgStore, db};
-use crate::store::{DeploymentSpec, JobSpec, StoreError};
+use crate::store::{DeploymentSpec, JobSpec, StoreError, check_job_count};
 
 /// How many runs one pruning statement deletes.
 pub(super) const PRUNE_BATCH: u32 = 1000;
@@ -78,6 +78,10 @@ pub enum AdminError {
         registered: String,
         module: String,
     },
+    /// The key is registered with other jobs (docs/operations.md, "Deployment keys"); the text says
+    /// what differs.
+    #[error("{0}")]
+    KeyRegisteredWithOtherJobs(String),
     #[error("module `{module}` has no active deployment: no replica of it has run yet")]
     NoActiveDeployment { module: String },
     #[error(
@@ -114,6 +118,7 @@ impl AdminError {
                 | AdminError::InvalidSchema(_)
                 | AdminError::InvalidKey { .. }
                 | AdminError::KeyTaken { .. }
+                | AdminError::KeyRegisteredWithOtherJobs(_)
         )
     }
 }
@@ -123,11 +128,47 @@ impl AdminError {
 pub struct Deployed {
     pub key: String,
     pub module: String,
-    /// The key was not registered before; otherwise its rows were kept and only missing verbs added.
+    /// The key was not registered before; otherwise it was registered with the same jobs and its rows
+    /// were kept.
     pub created: bool,
     /// Whether the deployment is the module's active one (only a replica that runs makes it so).
     pub active: bool,
     pub jobs: Vec<DeployedJob>,
+    /// What the deployment changes relative to the module's active deployment; `None` when the active
+    /// deployment's registered schema cannot be read.
+    pub changes: Option<Changes>,
+}
+
+/// What a deployment changes relative to its module's active deployment, as `cronverb schema diff`
+/// compares two schemas: what the takeover will start, stop or carry over (docs/deploying.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// The key of the active deployment compared with; `None` when the module has none, and then every
+    /// verb is added.
+    pub compared_with: Option<String>,
+    /// Verbs the active deployment does not have.
+    pub added: Vec<String>,
+    /// Verbs of the active deployment this one does not have: they stop at the takeover.
+    pub removed: Vec<RemovedJob>,
+    /// Verbs whose expression, zone, timeout or missed-run policy differ.
+    pub changed: Vec<ChangedJob>,
+    /// How many verbs are the same in both.
+    pub unchanged: usize,
+}
+
+/// A verb of the active deployment that a deployment does not have, with its schedule there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RemovedJob {
+    pub verb: String,
+    pub expression: String,
+    pub timezone: String,
+}
+
+/// A verb whose cron metadata differs from the active deployment's: each field, before and after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangedJob {
+    pub verb: String,
+    pub changes: Vec<cron_schema::Change>,
 }
 
 /// One verb of a deployment registered by [`PgStore::deploy`], as its row now says.
@@ -141,9 +182,12 @@ pub struct DeployedJob {
     pub next_execution: Option<DateTime<Utc>>,
     /// The row was inserted by this call.
     pub added: bool,
-    /// The row says what the schema file says (false: the key was registered with another schedule;
-    /// the row is kept).
+    /// The row says what the schema file says (false: the row was edited since it was registered; the
+    /// row is kept).
     pub matches: bool,
+    /// Relative to the module's active deployment: `added`, `changed` or `unchanged` (`None` when it
+    /// cannot be compared).
+    pub change: Option<&'static str>,
 }
 
 /// The result of [`PgStore::status`].
@@ -314,7 +358,9 @@ impl PgStore {
     /// Registers deployment `key` of a module of `schema` ahead of a rollout: the deployment (inactive)
     /// and its job rows, each verb validated as the runtime validates it. Nothing runs and nothing is
     /// taken over: the deployment becomes active when its first replica runs, and that replica's
-    /// registration uses these rows. Registering a key again keeps its rows and adds missing verbs.
+    /// registration uses these rows. Registering a key again with the same jobs keeps its rows; with
+    /// other jobs it is refused ([`AdminError::KeyRegisteredWithOtherJobs`]): a key is one set of jobs.
+    /// The result says what the deployment changes relative to the module's active deployment.
     ///
     /// `module` chooses the module when the schema has several.
     pub async fn deploy(
@@ -323,7 +369,7 @@ impl PgStore {
         schema: &Schema,
         module: Option<&str>,
     ) -> Result<Deployed, AdminError> {
-        let spec = deployment_spec(key, schema, module)?;
+        let (spec, chosen) = deployment_spec(key, schema, module)?;
         let context = || format!("registering deployment `{key}`");
         let registered: Option<String> =
             sqlx::query_scalar("SELECT module FROM cron_deployments WHERE key = $1")
@@ -346,18 +392,25 @@ impl PgStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let (deployment_id, created) = insert_deployment(&mut tx, &spec).await?;
-        let existing: HashSet<String> =
-            sqlx::query_scalar("SELECT verb FROM cron_jobs WHERE deployment_id = $1")
-                .bind(deployment_id)
-                .fetch_all(&mut *tx)
+        let (deployment_id, created) = match insert_deployment(&mut tx, &spec).await? {
+            Ok(registered) => registered,
+            // Registered meanwhile for another module.
+            Err(KeyConflict::Module { registered }) => {
+                return Err(AdminError::KeyTaken {
+                    key: spec.key,
+                    registered,
+                    module: spec.module,
+                });
+            }
+            Err(KeyConflict::Schema(refusal)) => {
+                return Err(AdminError::KeyRegisteredWithOtherJobs(refusal));
+            }
+        };
+        if created {
+            insert_jobs(&mut tx, deployment_id, &spec, now)
                 .await
-                .map_err(db(context()))?
-                .into_iter()
-                .collect();
-        insert_jobs(&mut tx, deployment_id, &spec, now)
-            .await
-            .map_err(db(context()))?;
+                .map_err(db(context()))?;
+        }
         let rows = sqlx::query(
             "SELECT verb, schedule, timezone, next_execution FROM cron_jobs \
              WHERE deployment_id = $1 ORDER BY verb",
@@ -371,19 +424,41 @@ impl PgStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
+        let current: Option<(String, String)> = sqlx::query_as(
+            "SELECT key, schema::text FROM cron_deployments WHERE module = $1 AND active",
+        )
+        .bind(&spec.module)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
 
+        let changes = changes(current, &chosen);
+        let change_of: HashMap<&str, &'static str> = match &changes {
+            Some(changes) => changes
+                .added
+                .iter()
+                .map(|verb| (verb.as_str(), "added"))
+                .chain(changes.changed.iter().map(|c| (c.verb.as_str(), "changed")))
+                .collect(),
+            None => HashMap::new(),
+        };
+        let by_verb: HashMap<&str, &JobSpec> =
+            spec.jobs.iter().map(|j| (j.verb.as_str(), j)).collect();
         let mut jobs = Vec::with_capacity(rows.len());
         for row in rows {
             let verb: String = row.try_get("verb").map_err(db(context()))?;
-            let Some(job) = spec.jobs.iter().find(|j| j.verb == verb) else {
+            let Some(job) = by_verb.get(verb.as_str()) else {
                 continue;
             };
             let expression: String = row.try_get("schedule").map_err(db(context()))?;
             let timezone: String = row.try_get("timezone").map_err(db(context()))?;
             jobs.push(DeployedJob {
-                added: !existing.contains(&verb),
+                added: created,
                 matches: expression == job.expression && timezone == zone_text(job),
+                change: changes
+                    .as_ref()
+                    .map(|_| change_of.get(verb.as_str()).copied().unwrap_or("unchanged")),
                 verb,
                 expression,
                 timezone,
@@ -396,6 +471,7 @@ impl PgStore {
             created,
             active,
             jobs,
+            changes,
         })
     }
 
@@ -954,12 +1030,13 @@ impl PgStore {
 }
 
 /// The deployment of one module of `schema`, every verb validated as the runtime validates it (the
-/// same cron-schema functions); every error is reported at once.
+/// same cron-schema functions); every error is reported at once. With the schema of that module alone,
+/// as it is registered.
 fn deployment_spec(
     key: &str,
     schema: &Schema,
     module: Option<&str>,
-) -> Result<DeploymentSpec, AdminError> {
+) -> Result<(DeploymentSpec, Schema), AdminError> {
     if key.trim().is_empty() || key.trim() != key {
         return Err(AdminError::InvalidKey {
             key: key.to_owned(),
@@ -984,15 +1061,19 @@ fn deployment_spec(
             _ => return Err(AdminError::ModuleRequired { modules: names() }),
         },
     };
+    // Before anything else: a schema too large is refused without validating it.
+    check_job_count(&format!("module `{}`", chosen.name), chosen.verbs.len())
+        .map_err(AdminError::InvalidSchema)?;
     let mut errors = Vec::new();
     let mut jobs: Vec<JobSpec> = Vec::with_capacity(chosen.verbs.len());
+    let mut names: HashSet<&str> = HashSet::with_capacity(chosen.verbs.len());
     for verb in &chosen.verbs {
         let name = &verb.name;
         if name.trim().is_empty() {
             errors.push("a verb has an empty name".to_owned());
             continue;
         }
-        if jobs.iter().any(|j| &j.verb == name) {
+        if !names.insert(name) {
             errors.push(format!("verb `{name}` is listed twice"));
             continue;
         }
@@ -1033,12 +1114,49 @@ fn deployment_spec(
         version: schema.version,
         modules: vec![chosen.clone()],
     };
-    Ok(DeploymentSpec {
+    let spec = DeploymentSpec {
         key: key.to_owned(),
         module: chosen.name.clone(),
         schema: serde_json::to_string(&one)
             .map_err(|e| AdminError::InvalidSchema(e.to_string()))?,
         jobs,
+    };
+    Ok((spec, one))
+}
+
+/// What `new` changes relative to the module's active deployment `current` (its key and registered
+/// schema), as [`Schema::diff`] compares them; `None` when the registered schema cannot be read.
+fn changes(current: Option<(String, String)>, new: &Schema) -> Option<Changes> {
+    let Some((key, registered)) = current else {
+        return Some(Changes {
+            added: new.verbs().map(|(_, verb)| verb.name.clone()).collect(),
+            ..Changes::default()
+        });
+    };
+    let registered = Schema::from_json(&registered).ok()?;
+    let diff = registered.diff(new);
+    let total = new.verbs().count();
+    Some(Changes {
+        compared_with: Some(key),
+        unchanged: total - diff.added.len() - diff.changed.len(),
+        added: diff.added.into_iter().map(|v| v.verb.name).collect(),
+        removed: diff
+            .removed
+            .into_iter()
+            .map(|v| RemovedJob {
+                verb: v.verb.name,
+                expression: v.verb.cron.expression,
+                timezone: v.verb.cron.timezone.unwrap_or_else(|| "UTC".to_owned()),
+            })
+            .collect(),
+        changed: diff
+            .changed
+            .into_iter()
+            .map(|c| ChangedJob {
+                verb: c.name,
+                changes: c.changes,
+            })
+            .collect(),
     })
 }
 

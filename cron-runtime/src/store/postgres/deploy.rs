@@ -8,7 +8,7 @@ use sqlx::{PgConnection, Row};
 
 use super::schedules::zone_text;
 use super::{Claimable, Known, PgStore, db, lock};
-use crate::store::{Beat, DeploymentSpec, Runner, StoreError};
+use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
 
 /// What [`PgStore::check_rows`] saw of the rows the claim may take, for [`Beat`].
 #[derive(Debug, Default)]
@@ -43,7 +43,7 @@ impl Seen {
 }
 
 /// The deployment of a module that should be active: the most recently registered one with a live
-/// replica. And whether the given deployment is active now.
+/// replica. Whether the given deployment is active now, and the key of the module's active deployment.
 const ELECTED: &str = r#"
 SELECT (
     SELECT d.id
@@ -55,7 +55,8 @@ SELECT (
     ORDER BY d.created_at DESC, d.id DESC
     LIMIT 1
 ) AS elected,
-(SELECT active FROM cron_deployments WHERE id = $3) AS active
+(SELECT active FROM cron_deployments WHERE id = $3) AS active,
+(SELECT key FROM cron_deployments WHERE module = $1 AND active) AS active_key
 "#;
 
 const INSERT_JOBS: &str = r#"
@@ -70,6 +71,9 @@ ON CONFLICT (deployment_id, verb) DO NOTHING
 
 /// At a takeover, carries each verb's pause (with its note) and pending trigger from the previous
 /// deployment's row ($2) to the new one's ($1), and clears the triggers left on the previous rows.
+/// Only the rows with something to carry are written: a takeover of 100,000 verbs with no pause
+/// rewrites none (docs/benchmarks.md, "Register"). A row that is not paused has no note and no
+/// `paused_at` (`resume` clears them), so leaving the others alone changes nothing.
 const CARRY_OPERATOR_STATE: &str = r#"
 WITH carried AS (
     UPDATE cron_jobs n
@@ -79,6 +83,7 @@ WITH carried AS (
         trigger_requested_at = coalesce(n.trigger_requested_at, o.trigger_requested_at)
     FROM cron_jobs o
     WHERE n.deployment_id = $1 AND o.deployment_id = $2 AND o.verb = n.verb
+      AND (o.paused OR o.trigger_requested_at IS NOT NULL)
     RETURNING n.id
 )
 UPDATE cron_jobs SET trigger_requested_at = NULL
@@ -97,13 +102,44 @@ struct Previous {
     start_time: DateTime<Utc>,
 }
 
+/// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
+#[derive(Debug)]
+pub(super) enum KeyConflict {
+    /// The key is registered for another module.
+    Module { registered: String },
+    /// The key is registered with another schema; the text says what differs.
+    Schema(String),
+}
+
+impl KeyConflict {
+    pub(super) fn into_store_error(self, spec: &DeploymentSpec) -> StoreError {
+        StoreError::Invalid(match self {
+            KeyConflict::Module { registered } => format!(
+                "deployment `{}` is registered for module `{registered}`, not `{}`",
+                spec.key, spec.module
+            ),
+            KeyConflict::Schema(refusal) => refusal,
+        })
+    }
+}
+
+/// A deployment row with the same key, as [`insert_deployment`] compares it: its schema only when it is
+/// not the same JSON (jsonb equality, so a replica of the same build never reads it back).
+#[derive(Debug, sqlx::FromRow)]
+struct Registered {
+    id: i64,
+    module: String,
+    other_schema: Option<String>,
+}
+
 /// Inserts the deployment of `spec` unless its key exists; returns its id and whether it was inserted.
-/// A key registered for another module is refused. Shared by a replica's registration and
-/// `cronverb deploy`, so that both leave the same rows.
+/// A key registered for another module, or with another schema (what [`other_schema`] compares), is a
+/// [`KeyConflict`]. Shared by a replica's registration and `cronverb deploy`, so that both leave the
+/// same rows and refuse the same keys.
 pub(super) async fn insert_deployment(
     tx: &mut PgConnection,
     spec: &DeploymentSpec,
-) -> Result<(i64, bool), StoreError> {
+) -> Result<Result<(i64, bool), KeyConflict>, StoreError> {
     let context = || format!("registering deployment `{}`", spec.key);
     let inserted: Option<i64> = sqlx::query_scalar(
         "INSERT INTO cron_deployments (key, module, schema) VALUES ($1, $2, $3::jsonb) \
@@ -116,25 +152,33 @@ pub(super) async fn insert_deployment(
     .await
     .map_err(db(context()))?;
     if let Some(id) = inserted {
-        return Ok((id, true));
+        return Ok(Ok((id, true)));
     }
-    let row = sqlx::query("SELECT id, module FROM cron_deployments WHERE key = $1")
-        .bind(&spec.key)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db(context()))?;
-    let module: String = row.try_get("module").map_err(db(context()))?;
-    if module != spec.module {
-        return Err(StoreError::Invalid(format!(
-            "deployment `{}` is registered for module `{module}`, not `{}`",
-            spec.key, spec.module
-        )));
+    let registered: Registered = sqlx::query_as(
+        "SELECT id, module, CASE WHEN schema = $2::jsonb THEN NULL ELSE schema::text END \
+             AS other_schema \
+         FROM cron_deployments WHERE key = $1",
+    )
+    .bind(&spec.key)
+    .bind(&spec.schema)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(db(context()))?;
+    if registered.module != spec.module {
+        return Ok(Err(KeyConflict::Module {
+            registered: registered.module,
+        }));
     }
-    Ok((row.try_get("id").map_err(db(context()))?, false))
+    if let Some(schema) = &registered.other_schema
+        && let Some(refusal) = other_schema(&spec.key, schema, &spec.schema)
+    {
+        return Ok(Err(KeyConflict::Schema(refusal)));
+    }
+    Ok(Ok((registered.id, false)))
 }
 
-/// Inserts the job rows of `spec` that its deployment does not have yet, each at its first occurrence
-/// after `now`. Existing rows are left as they are: registering a key again changes none of its rows.
+/// Inserts the job rows of `spec`'s deployment, just inserted by [`insert_deployment`], each at its
+/// first occurrence after `now`. A row that exists is left as it is.
 pub(super) async fn insert_jobs(
     tx: &mut PgConnection,
     deployment_id: i64,
@@ -175,16 +219,24 @@ impl PgStore {
         spec: &DeploymentSpec,
     ) -> Result<Runner, StoreError> {
         let context = || format!("registering deployment `{}`", spec.key);
+        check_job_count(&format!("deployment `{}`", spec.key), spec.jobs.len())
+            .map_err(StoreError::Invalid)?;
         self.shared.schedules.learn(&spec.jobs);
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
         let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let (deployment_id, _) = insert_deployment(&mut tx, spec).await?;
-        insert_jobs(&mut tx, deployment_id, spec, now)
-            .await
-            .map_err(db(context()))?;
+        let (deployment_id, created) = insert_deployment(&mut tx, spec)
+            .await?
+            .map_err(|conflict| conflict.into_store_error(spec))?;
+        if created {
+            // A key registered before has its rows: they were inserted with it, and registering it
+            // again changes none of them.
+            insert_jobs(&mut tx, deployment_id, spec, now)
+                .await
+                .map_err(db(context()))?;
+        }
         let runner_id: i64 = sqlx::query_scalar(
             "INSERT INTO cron_runners (deployment_id, host, pid) VALUES ($1, $2, $3) RETURNING id",
         )
@@ -199,6 +251,7 @@ impl PgStore {
         lock(&self.shared.deployments).insert(
             deployment_id,
             Known {
+                key: spec.key.clone(),
                 module: spec.module.clone(),
                 jobs: spec
                     .jobs
@@ -333,10 +386,36 @@ impl PgStore {
         Ok(seen)
     }
 
-    /// Records whether a deployment registered through this store is active, as last seen.
-    fn note_active(&self, deployment_id: i64, active: bool) {
-        if let Some(known) = lock(&self.shared.deployments).get_mut(&deployment_id) {
-            Arc::make_mut(known).active = active;
+    /// Records whether a deployment registered through this store is active, as last seen. When it was
+    /// active and is not any more, another deployment took its module over: says so once, naming both
+    /// by key (`active_key`: the module's active deployment now).
+    fn note_active(&self, deployment_id: i64, active: bool, active_key: Option<&str>) {
+        let mut deployments = lock(&self.shared.deployments);
+        let Some(known) = deployments.get_mut(&deployment_id) else {
+            return;
+        };
+        if known.active == active {
+            return;
+        }
+        let known = Arc::make_mut(known);
+        known.active = active;
+        if !active {
+            let (key, module) = (&known.key, &known.module);
+            match active_key {
+                Some(by) => tracing::info!(
+                    module,
+                    deployment = key,
+                    superseded_by = by,
+                    "deployment `{key}` of module `{module}` was superseded by `{by}`; this \
+                     replica claims nothing more, and its runs in flight finish"
+                ),
+                None => tracing::info!(
+                    module,
+                    deployment = key,
+                    "deployment `{key}` of module `{module}` is no longer active; this replica \
+                     claims nothing more, and its runs in flight finish"
+                ),
+            }
         }
     }
 
@@ -376,7 +455,8 @@ impl PgStore {
             .await
             .map_err(db(context()))?;
         let active: Option<bool> = row.try_get("active").map_err(db(context()))?;
-        self.note_active(deployment_id, active == Some(true));
+        let active_key: Option<String> = row.try_get("active_key").map_err(db(context()))?;
+        self.note_active(deployment_id, active == Some(true), active_key.as_deref());
         if !elected(row).map_err(db(context()))? {
             return Ok(false);
         }
@@ -435,13 +515,15 @@ impl PgStore {
                 },
             );
         }
-        let previous_id: Option<i64> = sqlx::query_scalar(
-            "UPDATE cron_deployments SET active = false WHERE module = $1 AND active RETURNING id",
+        let deactivated: Option<(i64, String)> = sqlx::query_as(
+            "UPDATE cron_deployments SET active = false WHERE module = $1 AND active \
+             RETURNING id, key",
         )
         .bind(module)
         .fetch_optional(&mut *tx)
         .await
         .map_err(db(context()))?;
+        let (previous_id, previous_key) = deactivated.unzip();
 
         let mine = sqlx::query(
             "SELECT id, verb, schedule, timezone, state FROM cron_jobs \
@@ -505,24 +587,32 @@ impl PgStore {
                 .await
                 .map_err(db(context()))?;
         }
-        sqlx::query(
-            "UPDATE cron_deployments SET active = true, activated_at = now() WHERE id = $1",
+        let key: String = sqlx::query_scalar(
+            "UPDATE cron_deployments SET active = true, activated_at = now() WHERE id = $1 \
+             RETURNING key",
         )
         .bind(deployment_id)
-        .execute(&mut *tx)
+        .fetch_one(&mut *tx)
         .await
         .map_err(db(context()))?;
         super::runs::notify(&mut tx, module)
             .await
             .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
-        self.note_active(deployment_id, true);
-        tracing::info!(
-            module,
-            deployment_id,
-            previous_deployment_id = previous_id,
-            "deployment {deployment_id} took module `{module}` over"
-        );
+        self.note_active(deployment_id, true, Some(&key));
+        match previous_key {
+            Some(previous) => tracing::info!(
+                module,
+                deployment = key,
+                previous_deployment = previous,
+                "deployment `{key}` took module `{module}` over from `{previous}`"
+            ),
+            None => tracing::info!(
+                module,
+                deployment = key,
+                "deployment `{key}` took module `{module}` over; none of it was active"
+            ),
+        }
         Ok(true)
     }
 }

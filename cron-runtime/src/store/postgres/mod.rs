@@ -27,8 +27,8 @@ use crate::redact::{redact, scrub};
 use schedules::Schedules;
 
 pub use admin::{
-    AdminError, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun, ModuleStatus,
-    OVERDUE_AFTER, Pause, Run, RunFilter, Since, Status, Triggered,
+    AdminError, ChangedJob, Changes, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun,
+    ModuleStatus, OVERDUE_AFTER, Pause, RemovedJob, Run, RunFilter, Since, Status, Triggered,
 };
 pub use migrate::{MIGRATOR, newest_known};
 
@@ -75,6 +75,8 @@ struct Settings {
 /// A deployment registered through this store: its build's jobs, and which rows the claim may take.
 #[derive(Debug, Clone)]
 struct Known {
+    /// The deployment's key, as logs name it.
+    key: String,
     module: String,
     jobs: HashMap<String, JobSpec>,
     /// The rows whose text this store has checked: the claim takes a row only when its text is still one
