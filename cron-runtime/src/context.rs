@@ -63,6 +63,11 @@ impl Context {
     pub(crate) fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
         CONTEXT.scope(self, future)
     }
+
+    /// Runs `f` with this context set: for polling a handler outside a task of its own.
+    pub(crate) fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        CONTEXT.sync_scope(self, f)
+    }
 }
 
 impl fmt::Debug for Context {

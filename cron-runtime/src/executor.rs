@@ -15,9 +15,9 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -74,6 +74,9 @@ const TIMER_EARLY: Duration = Duration::from_millis(5);
 
 /// The runs due at one instant are started in chunks of this many, each chunk by one task.
 const START_CHUNK: usize = 512;
+
+/// Ended runs wait for recording in this many queues ([`Shared::ended`]).
+const ENDED_SHARDS: usize = 8;
 
 /// How often the watchdog looks for handlers that block their thread past their timeout
 /// ([`watch_blocked`]).
@@ -159,9 +162,10 @@ struct RunState {
     lease: AtomicI64,
     /// When its timeout ends; `i64::MAX` until its handler starts.
     deadline: AtomicI64,
-    /// When the handler's current poll began, plus one; 0 while the handler is not being polled. A
-    /// poll still going on past the deadline is a handler that blocks its thread ([`watch_blocked`]).
-    polling_since: AtomicI64,
+    /// Counts the starts and ends of the handler's polls: odd while it is being polled. A poll the
+    /// watchdog finds going on at two of its rounds past the deadline is a handler that blocks its
+    /// thread ([`watch_blocked`]).
+    polls: AtomicU64,
     /// Set by whichever ends the run first: its task, or the watchdog.
     ended: AtomicBool,
 }
@@ -171,7 +175,7 @@ impl RunState {
         Arc::new(RunState {
             lease: AtomicI64::new(nanos_after(epoch, lease_until)),
             deadline: AtomicI64::new(i64::MAX),
-            polling_since: AtomicI64::new(0),
+            polls: AtomicU64::new(0),
             ended: AtomicBool::new(false),
         })
     }
@@ -253,17 +257,17 @@ struct Shared<S> {
     /// Each job's handler and the context its runs share, and where in it each verb is.
     jobs: Vec<(Arc<PlannedJob>, Arc<JobContext>)>,
     job_index: HashMap<Arc<str>, usize>,
-    /// Runs whose handler has ended, for [`record_ended`], which `recording` wakes.
-    ended: Mutex<Vec<Ended>>,
+    /// Runs whose handler has ended, for [`record_ended`], which `recording` wakes. In shards, one per
+    /// starter of an instant ([`start_runs`]), so that starters never take turns at one lock.
+    ended: Vec<Mutex<Vec<Ended>>>,
     recording: Notify,
-    /// Where the runs' [`Lease`]s count from.
+    /// Where the runs' [`RunState`]s count from.
     epoch: Instant,
     /// The runs waiting for their instant, by instant, in chunks; each instant has its timer
     /// ([`open_at`]).
-    waiting: Mutex<HashMap<DateTime<Utc>, Vec<Vec<Run>>>>,
-    /// Tasks starting runs ([`start_chunks`]) and handlers not through their first poll yet:
-    /// recording holds back while there are some.
-    starting: Arc<AtomicUsize>,
+    waiting: Mutex<HashMap<DateTime<Utc>, Vec<Chunk>>>,
+    /// Tasks starting runs ([`start_runs`]): recording holds back while there are some.
+    starting: AtomicUsize,
     /// The clock anchor of the latest claim, to place what a heartbeat reports on the local clock.
     anchor: Mutex<Option<Anchor>>,
 }
@@ -291,13 +295,20 @@ impl<S> Shared<S> {
         }
     }
 
-    fn push_ended(&self, ended: impl IntoIterator<Item = Ended>) {
-        let mut queue = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+    /// Hands ended runs to [`record_ended`], in shard `shard` (any number: it is taken modulo the
+    /// shards). Returns whether it woke the recorder.
+    fn push_ended(&self, shard: usize, ended: impl IntoIterator<Item = Ended>) -> bool {
+        let mut queue = self.ended[shard % self.ended.len()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let was_empty = queue.is_empty();
         queue.extend(ended);
-        if was_empty && !queue.is_empty() {
+        let wake = was_empty && !queue.is_empty();
+        drop(queue);
+        if wake {
             self.recording.notify_one();
         }
+        wake
     }
 
     fn lower_hint(&self, at: DateTime<Utc>) {
@@ -414,11 +425,11 @@ pub(crate) async fn run<S: Store>(
         cancel: Notify::new(),
         jobs,
         job_index,
-        ended: Mutex::new(Vec::new()),
+        ended: (0..ENDED_SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
         recording: Notify::new(),
         epoch: Instant::now(),
         waiting: Mutex::new(HashMap::new()),
-        starting: Arc::new(AtomicUsize::new(0)),
+        starting: AtomicUsize::new(0),
         anchor: Mutex::new(None),
     });
     let keeper = if tokio::runtime::Handle::current().runtime_flavor()
@@ -773,11 +784,15 @@ fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: A
             in_flight.insert(run.run_id, entry);
         }
     }
+    let chunk = Chunk {
+        runs: runs.into_iter().map(|run| Mutex::new(Some(run))).collect(),
+        next: AtomicUsize::new(0),
+    };
     let mut waiting = shared.waiting.lock().unwrap_or_else(|e| e.into_inner());
     match waiting.entry(at) {
-        Entry::Occupied(mut list) => list.get_mut().push(runs),
+        Entry::Occupied(mut list) => list.get_mut().push(chunk),
         Entry::Vacant(list) => {
-            list.insert(vec![runs]);
+            list.insert(vec![chunk]);
             tokio::spawn(open_at(Arc::clone(shared), at, anchor.instant_for(at)));
         }
     }
@@ -786,10 +801,11 @@ fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: A
 /// At `start_at` (the instant `at` on the local clock), starts the runs waiting for `at`; releases them
 /// unstarted if shutdown comes first.
 ///
-/// Its timer fires [`TIMER_EARLY`] before the instant. With more than one chunk due, it then spawns one
-/// helper per other worker: an idle worker takes a millisecond or more to wake up on a virtual machine,
-/// so it is woken now, and every starter holds its worker for the last moments before the instant
-/// ([`hold_until`]). Then they take chunks until none is left.
+/// Its timer fires [`TIMER_EARLY`] before the instant, and it holds its worker until the instant
+/// ([`hold_until`]). With two runs or more due, it spawns a starter per other worker (at least one),
+/// which take the runs one at a time with it: a handler that blocks its thread in its first poll then
+/// holds up its own run only, and the other starters start the rest (docs/runtime.md, "Handlers that
+/// block").
 async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, start_at: Instant) {
     let mut shutdown = shared.shutdown.clone();
     let early = start_at.checked_sub(TIMER_EARLY).unwrap_or(start_at);
@@ -799,21 +815,30 @@ async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, start_at: 
         () = tokio::time::sleep_until(early) => false,
     };
     let handoff = Arc::new(Handoff {
-        chunks: Mutex::new(Vec::new()),
-        ready: AtomicBool::new(false),
+        chunks: std::sync::OnceLock::new(),
+        starters: AtomicUsize::new(1),
     });
     if !released {
-        let chunks = shared
+        let runs: usize = shared
             .waiting
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&at)
-            .map_or(0, Vec::len);
-        let workers = tokio::runtime::Handle::current().metrics().num_workers();
-        let helpers = workers.min(chunks).saturating_sub(1);
-        for _ in 0..helpers {
-            shared.starting.fetch_add(1, Ordering::AcqRel);
-            tokio::spawn(help(Arc::clone(&shared), Arc::clone(&handoff), start_at));
+            .map_or(0, |chunks| {
+                chunks.iter().map(|chunk| chunk.runs.len()).sum()
+            });
+        if runs >= 2 {
+            let workers = tokio::runtime::Handle::current().metrics().num_workers();
+            let helpers = workers.saturating_sub(1).max(1);
+            handoff.starters.store(1 + helpers, Ordering::Release);
+            for helper in 1..=helpers {
+                shared.starting.fetch_add(1, Ordering::AcqRel);
+                let handoff = Arc::clone(&handoff);
+                tokio::spawn(help(Arc::clone(&shared), handoff, helper, start_at));
+            }
+            // A task spawned by a task goes to its worker's LIFO slot, which no other worker can take
+            // from: this empty one takes the slot, so that the starters wait where the others can.
+            drop(tokio::spawn(async {}));
         }
         hold_until(start_at).await;
     }
@@ -825,9 +850,14 @@ async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, start_at: 
         .remove(&at)
         .unwrap_or_default();
     if released || *shutdown.borrow() {
-        handoff.ready.store(true, Ordering::Release);
-        let ids: Vec<i64> = chunks.iter().flatten().map(|run| run.run_id).collect();
-        for run in chunks.iter().flatten() {
+        let _ = handoff.chunks.set(Vec::new());
+        let runs: Vec<Run> = chunks
+            .into_iter()
+            .flat_map(|chunk| chunk.runs)
+            .filter_map(|slot| slot.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let ids: Vec<i64> = runs.iter().map(|run| run.run_id).collect();
+        for run in &runs {
             run.span
                 .in_scope(|| tracing::debug!("released before it started: shutting down"));
         }
@@ -835,9 +865,8 @@ async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, start_at: 
         return;
     }
     shared.starting.fetch_add(1, Ordering::AcqRel);
-    *handoff.chunks.lock().unwrap_or_else(|e| e.into_inner()) = chunks;
-    handoff.ready.store(true, Ordering::Release);
-    start_chunks(&shared, &handoff, start_at);
+    let _ = handoff.chunks.set(chunks);
+    start_runs(&shared, &handoff, 0, start_at);
 }
 
 /// Shutdown: gives the runs released before their instant back to the store at once
@@ -872,38 +901,86 @@ async fn give_back<S: Store>(shared: Arc<Shared<S>>, ids: Vec<i64>) {
     shared.remove_all(&ids);
 }
 
-/// The chunks of runs of one instant, handed from [`open_at`] to its helpers at the instant.
-struct Handoff {
-    chunks: Mutex<Vec<Vec<Run>>>,
-    ready: AtomicBool,
+/// Runs of one instant, claimed together: each is taken once, by the starter that moves `next` past
+/// it, so that starters never wait for each other.
+struct Chunk {
+    runs: Vec<Mutex<Option<Run>>>,
+    next: AtomicUsize,
 }
 
-/// Helps [`open_at`] start the runs due at `start_at`.
-async fn help<S: Store>(shared: Arc<Shared<S>>, handoff: Arc<Handoff>, start_at: Instant) {
-    hold_until(start_at).await;
-    // The opener hands the chunks over as soon as it reaches the instant too; on this same worker, it
-    // runs when this task yields.
-    let waiting = std::time::Instant::now();
-    while !handoff.ready.load(Ordering::Acquire) {
-        if waiting.elapsed() < TIMER_EARLY {
-            tokio::task::yield_now().await;
-        } else {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+/// The runs of one instant, handed from [`open_at`] to its starters at the instant.
+struct Handoff {
+    chunks: std::sync::OnceLock<Vec<Chunk>>,
+    /// How many starters there are: the opener and its helpers.
+    starters: AtomicUsize,
+}
+
+/// Helps [`open_at`] start the runs due at `start_at`, as starter number `starter`.
+async fn help<S: Store>(
+    shared: Arc<Shared<S>>,
+    handoff: Arc<Handoff>,
+    starter: usize,
+    start_at: Instant,
+) {
+    // Not held at the instant as the opener is: with both cores of a small machine held, one of them
+    // was the more often taken by another thread in the middle of the starts (docs/benchmarks.md). A
+    // helper joins when its timer fires, a millisecond or two after the instant.
+    tokio::time::sleep_until(start_at).await;
+    while handoff.chunks.get().is_none() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    start_runs(&shared, &handoff, starter, start_at);
+}
+
+/// Starts the runs due at `start_at`, one at a time, until none is left.
+///
+/// The clock is read once per run, before it starts: that reading is also the end of the run before,
+/// if that one ended on its first poll (it ended before the reading: never early, so that no occurrence
+/// it overlapped runs).
+///
+/// Starter number `starter` takes the chunks `starter`, `starter + starters`, … first, so that starters
+/// do not take turns in one chunk, then every chunk for what is left: the rest of a chunk whose starter
+/// is held up by a handler that blocks its thread.
+fn start_runs<S: Store>(
+    shared: &Arc<Shared<S>>,
+    handoff: &Handoff,
+    starter: usize,
+    start_at: Instant,
+) {
+    let chunks = handoff.chunks.get().map_or(&[][..], Vec::as_slice);
+    let starters = handoff.starters.load(Ordering::Acquire).max(1);
+    let order = (starter..chunks.len())
+        .step_by(starters)
+        .chain(0..chunks.len());
+    let mut unstamped: Option<Ended> = None;
+    // A task this starter spawned or woke last (a handler's own, the recorder) is in this worker's
+    // LIFO slot, where no other worker can take it: were the next handler to block this worker, it
+    // would wait for it. Spawning an empty task moves it to the queue the others take from, and wakes
+    // one of them.
+    let mut in_lifo_slot = false;
+    for chunk in order.map(|index| &chunks[index]) {
+        while let Some(slot) = chunk.runs.get(chunk.next.fetch_add(1, Ordering::AcqRel)) {
+            let now = Instant::now();
+            if let Some(mut ended) = unstamped.take() {
+                ended.ended_at(now);
+                in_lifo_slot |= shared.push_ended(starter, [ended]);
+            }
+            let Some(run) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+                continue;
+            };
+            if std::mem::take(&mut in_lifo_slot) {
+                drop(tokio::spawn(async {}));
+            }
+            match start(shared, run, start_at, now) {
+                Started::Ended(ended) => unstamped = Some(ended),
+                Started::Spawned => in_lifo_slot = true,
+                Started::Nothing => {}
+            }
         }
     }
-    start_chunks(&shared, &handoff, start_at);
-}
-
-/// Starts chunks of runs due at `start_at` until none is left.
-fn start_chunks<S: Store>(shared: &Arc<Shared<S>>, handoff: &Handoff, start_at: Instant) {
-    loop {
-        let chunk = handoff
-            .chunks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
-        let Some(chunk) = chunk else { break };
-        start_chunk(shared, chunk, start_at);
+    if let Some(mut ended) = unstamped {
+        ended.ended_at(Instant::now());
+        shared.push_ended(starter, [ended]);
     }
     shared.starting.fetch_sub(1, Ordering::AcqRel);
 }
@@ -927,56 +1004,122 @@ async fn hold_until(at: Instant) {
     }
 }
 
-/// Starts `runs`, due at `start_at`: a task each for their handlers ([`execute`]).
-fn start_chunk<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, start_at: Instant) {
-    let now = Instant::now();
-    let mut ended: Vec<Ended> = Vec::new();
-    let mut dropped = Vec::new();
-    let mut tasks = Vec::with_capacity(runs.len());
-    for mut run in runs {
-        let index = match std::mem::replace(&mut run.job, Err(String::new())) {
-            Ok((index, _)) => index,
-            Err(error) => {
-                let mut run = ended_run(run, Outcome::Failed, Some(error));
-                run.ended_at(now);
-                ended.push(run);
-                continue;
+/// Starts one run: calls its handler and polls it once, in the run's span and context, catching a
+/// panic in either, and hands how it ended to [`record_ended`]. A handler that does not end on that
+/// first poll goes on in a task of its own ([`go_on`]): most end at once, and a task each would cost
+/// more than the rest of starting them (docs/benchmarks.md).
+///
+/// The handler is never called once the run's lease has run out on the local clock (less a margin):
+/// a replica frozen past its lease (SIGSTOP, a suspended VM) must leave the run to the others.
+fn start<S: Store>(
+    shared: &Arc<Shared<S>>,
+    mut run: Run,
+    start_at: Instant,
+    now: Instant,
+) -> Started {
+    if !run.span.is_disabled() {
+        let late = now.saturating_duration_since(start_at).as_millis();
+        run.span
+            .record("lateness_ms", i64::try_from(late).unwrap_or(i64::MAX));
+    }
+    let (index, job_context) = match std::mem::replace(&mut run.job, Err(String::new())) {
+        Ok(job) => job,
+        Err(error) => return Started::Ended(ended_run(run, Outcome::Failed, Some(error))),
+    };
+    if now >= shared.lease_until(&run.state) {
+        lease_lost(&run.span);
+        shared.remove(run.run_id);
+        return Started::Nothing;
+    }
+    let job = &shared.jobs[index].0;
+    let deadline = now + job.timeout;
+    run.state
+        .deadline
+        .store(nanos_after(shared.epoch, deadline), Ordering::Release);
+    let context = Context {
+        job: job_context,
+        scheduled_at: run.scheduled_at,
+        run_id: run.run_id,
+    };
+    let first = run.span.in_scope(|| {
+        context.sync_scope(|| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let mut handler = crate::panics::in_handler(|| (job.handler)());
+                // Unconstrained: runs started together share this task's poll, not its coop budget.
+                // The waker does nothing: a handler still pending is polled again by its own task,
+                // which registers that task's waker.
+                let poll = watched(&run.state, || {
+                    tokio::task::unconstrained(handler.as_mut())
+                        .poll_unpin(&mut std::task::Context::from_waker(Waker::noop()))
+                });
+                (handler, poll)
+            }))
+        })
+    });
+    let (outcome, error) = match first {
+        Ok((handler, Poll::Pending)) => {
+            if run.state.ended.load(Ordering::Acquire) {
+                // The watchdog recorded it `timed_out` while its first poll blocked: dropped here.
+                discarded(&run.span, now);
+                return Started::Nothing;
             }
-        };
-        // The handler is never called once the run's lease has run out on the local clock (less a
-        // margin): a replica frozen past its lease (SIGSTOP, a suspended VM) must leave the run to
-        // the others.
-        if now >= shared.lease_until(&run.state) {
-            lease_lost(&run.span);
-            dropped.push(run.run_id);
-            continue;
+            go_on(shared, run, index, handler, deadline);
+            return Started::Spawned;
         }
-        let first_poll = FirstPoll::new(&shared.starting);
-        let run_id = run.run_id;
-        let task = tokio::spawn(execute(
-            Arc::clone(shared),
-            run,
-            index,
-            start_at,
-            first_poll,
-        ));
-        tasks.push((run_id, task.abort_handle()));
+        Ok((_, Poll::Ready(result))) => outcome_of(result),
+        Err(panic) => (Outcome::Panicked, Some(panic_message(panic.as_ref()))),
+    };
+    if !run.state.end() {
+        discarded(&run.span, now);
+        return Started::Nothing;
     }
-    if !tasks.is_empty() {
-        let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        for (run_id, abort) in tasks {
-            match in_flight.get_mut(&run_id) {
-                Some(entry) => entry.abort = Some(abort),
-                // A renewal found its lease lost meanwhile ([`maintain`]): it must not go on. (A run
-                // recorded already has no task left to abort.)
-                None => abort.abort(),
-            }
-        }
+    Started::Ended(ended_run(run, outcome, error))
+}
+
+/// What starting a run came to.
+enum Started {
+    /// The handler ended on its first poll, or there is none: record it once the clock says when.
+    Ended(Ended),
+    /// The handler goes on in a task of its own ([`go_on`]).
+    Spawned,
+    /// Nothing to record here: its lease ran out before the start, or the watchdog recorded it.
+    Nothing,
+}
+
+/// Logs that a handler the watchdog recorded `timed_out` has returned ([`watch_blocked`]).
+fn discarded(span: &tracing::Span, started: Instant) {
+    span.in_scope(|| {
+        tracing::warn!(
+            after = ?started.elapsed(),
+            "a handler that blocked its thread past its timeout returned; the run was recorded \
+             `timed_out` at its timeout and this result is discarded"
+        );
+    });
+}
+
+/// Gives a handler still pending after its first poll a task of its own.
+fn go_on<S: Store>(
+    shared: &Arc<Shared<S>>,
+    run: Run,
+    index: usize,
+    handler: HandlerFuture,
+    deadline: Instant,
+) {
+    let run_id = run.run_id;
+    // Spawned under the lock, so that the run cannot leave `in_flight` before its task is there.
+    let mut in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+    let task = tokio::spawn(finish_run(
+        Arc::clone(shared),
+        run,
+        index,
+        handler,
+        deadline,
+    ));
+    match in_flight.get_mut(&run_id) {
+        Some(entry) => entry.abort = Some(task.abort_handle()),
+        // A renewal found its lease lost meanwhile ([`maintain`]): it must not go on.
+        None => task.abort(),
     }
-    if !dropped.is_empty() {
-        shared.remove_all(&dropped);
-    }
-    shared.push_ended(ended);
 }
 
 fn lateness_ms(now: DateTime<Utc>, scheduled_at: DateTime<Utc>) -> i64 {
@@ -1019,76 +1162,35 @@ fn lease_lost(span: &tracing::Span) {
     });
 }
 
-/// A run's task: calls its handler in the run's span and context and polls it under its timeout, its
-/// lease and the shutdown's cancellation, catching a panic; then hands how it ended to
-/// [`record_ended`], unless the watchdog already recorded it ([`watch_blocked`]).
-async fn execute<S: Store>(
+/// The rest of a handler that did not end on its first poll: under its timeout, its lease and the
+/// shutdown's cancellation; then hands how it ended to [`record_ended`], unless the watchdog already
+/// recorded it ([`watch_blocked`]).
+async fn finish_run<S: Store>(
     shared: Arc<Shared<S>>,
     run: Run,
     index: usize,
-    start_at: Instant,
-    first_poll: FirstPoll,
+    handler: HandlerFuture,
+    deadline: Instant,
 ) {
     let started = Instant::now();
-    if !run.span.is_disabled() {
-        let late = started.saturating_duration_since(start_at).as_millis();
-        run.span
-            .record("lateness_ms", i64::try_from(late).unwrap_or(i64::MAX));
-    }
     let (job, job_context) = &shared.jobs[index];
     let context = Context {
         job: Arc::clone(job_context),
         scheduled_at: run.scheduled_at,
         run_id: run.run_id,
     };
-    let deadline = started + job.timeout;
-    run.state
-        .deadline
-        .store(nanos_after(shared.epoch, deadline), Ordering::Release);
-    let state = &run.state;
+    let guarded = AssertUnwindSafe(Watched {
+        handler,
+        state: &run.state,
+    })
+    .catch_unwind();
+    tokio::pin!(guarded);
     let until = context
-        .scope(async {
-            // Calling the handler runs no code of an `async fn`, but a closure given to
-            // `RuntimeBuilder::job` may run some, and may panic.
-            let created = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                crate::panics::in_handler(|| (job.handler)())
-            }));
-            match created {
-                Ok(handler) => {
-                    let watched = Watched {
-                        handler,
-                        state,
-                        epoch: shared.epoch,
-                        first_poll: Some(first_poll),
-                    };
-                    let guarded = AssertUnwindSafe(watched).catch_unwind();
-                    tokio::pin!(guarded);
-                    // Most handlers end on their first poll: only one still pending pays for a timer,
-                    // a place among shutdown's waiters and a larger task (boxed).
-                    let first =
-                        std::future::poll_fn(|cx| Poll::Ready(guarded.as_mut().poll(cx))).await;
-                    match first {
-                        Poll::Ready(ended) => Until::Ended(ended),
-                        Poll::Pending => {
-                            Box::pin(until_timeout(&shared, deadline, state, guarded.as_mut()))
-                                .await
-                        }
-                    }
-                }
-                Err(panic) => Until::Ended(Err(panic)),
-            }
-        })
+        .scope(until_timeout(&shared, deadline, &run.state, guarded))
         .instrument(run.span.clone())
         .await;
     if !run.state.end() {
-        // The watchdog recorded the run `timed_out` while its handler blocked the thread.
-        run.span.in_scope(|| {
-            tracing::warn!(
-                after = ?started.elapsed(),
-                "a handler that blocked its thread past its timeout returned; the run was \
-                 recorded `timed_out` at its timeout and this result is discarded"
-            );
-        });
+        discarded(&run.span, started);
         return;
     }
     let (outcome, error) = match until {
@@ -1117,34 +1219,23 @@ async fn execute<S: Store>(
     };
     let mut ended = ended_run(run, outcome, error);
     ended.ended_at(Instant::now());
-    shared.push_ended([ended]);
+    let shard = ended.finish.run_id as usize;
+    shared.push_ended(shard, [ended]);
 }
 
-/// A run started whose handler has not been through its first poll: counted in [`Shared::starting`]
-/// until it has, or until the run's task is dropped without it (aborted before it ran).
-struct FirstPoll(Arc<AtomicUsize>);
-
-impl FirstPoll {
-    fn new(starting: &Arc<AtomicUsize>) -> FirstPoll {
-        starting.fetch_add(1, Ordering::AcqRel);
-        FirstPoll(Arc::clone(starting))
-    }
+/// Runs `poll`, one poll of a handler: while it goes on, [`RunState::polls`] is odd, for
+/// [`watch_blocked`], and a panic in it is the handler's ([`crate::panics`]).
+fn watched<T>(state: &RunState, poll: impl FnOnce() -> T) -> T {
+    state.polls.fetch_add(1, Ordering::AcqRel);
+    // Even again also when the handler panics.
+    let _polled = Polled(&state.polls);
+    crate::panics::in_handler(poll)
 }
 
-impl Drop for FirstPoll {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// A handler's future, watched: while it is being polled, [`RunState::polling_since`] says since when,
-/// for [`watch_blocked`], and a panic in it is the handler's ([`crate::panics`]). Its first poll ends
-/// its [`FirstPoll`].
+/// A handler's future whose polls are [`watched`].
 struct Watched<'a> {
     handler: HandlerFuture,
     state: &'a RunState,
-    epoch: Instant,
-    first_poll: Option<FirstPoll>,
 }
 
 impl Future for Watched<'_> {
@@ -1152,21 +1243,15 @@ impl Future for Watched<'_> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let since = nanos_after(this.epoch, Instant::now()).saturating_add(1);
-        this.state.polling_since.store(since, Ordering::Release);
-        // Reset also when the handler panics.
-        let _polled = Polled(&this.state.polling_since);
-        let poll = crate::panics::in_handler(|| this.handler.as_mut().poll(cx));
-        this.first_poll = None;
-        poll
+        watched(this.state, || this.handler.as_mut().poll(cx))
     }
 }
 
-struct Polled<'a>(&'a AtomicI64);
+struct Polled<'a>(&'a AtomicU64);
 
 impl Drop for Polled<'_> {
     fn drop(&mut self) {
-        self.0.store(0, Ordering::Release);
+        self.0.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -1222,23 +1307,34 @@ fn keep_driven<S: Store>(shared: Arc<Shared<S>>) -> Keeper {
 async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
     let mut interval = tokio::time::interval(WATCH_EVERY);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The polls going on at the last round, past their deadline: run id, the count of polls, and since
+    // when they have been seen.
+    let mut polling: HashMap<i64, (u64, Instant)> = HashMap::new();
     loop {
         interval.tick().await;
         let now = Instant::now();
         let now_nanos = nanos_after(shared.epoch, now);
         let mut blocked = Vec::new();
+        let mut seen = HashMap::new();
         {
             let in_flight = shared.in_flight.lock().unwrap_or_else(|e| e.into_inner());
             for (run_id, run) in in_flight.iter() {
-                let since = run.state.polling_since.load(Ordering::Acquire);
-                if since != 0
-                    && run.state.deadline.load(Ordering::Acquire) <= now_nanos
-                    && run.state.end()
-                {
+                let polls = run.state.polls.load(Ordering::Acquire);
+                if polls % 2 == 0 || run.state.deadline.load(Ordering::Acquire) > now_nanos {
+                    continue;
+                }
+                // In a poll past its deadline: blocked if it is the same poll as at the last round.
+                let since = match polling.get(run_id) {
+                    Some(&(last, since)) if last == polls => since,
+                    _ => {
+                        seen.insert(*run_id, (polls, now));
+                        continue;
+                    }
+                };
+                if run.state.end() {
                     if let Some(abort) = &run.abort {
                         abort.abort();
                     }
-                    let since = at_nanos(shared.epoch, since - 1);
                     blocked.push((
                         *run_id,
                         run.job_id,
@@ -1250,17 +1346,22 @@ async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
                 }
             }
         }
+        polling = seen;
         let ended: Vec<Ended> = blocked
             .into_iter()
             .map(|(run_id, job_id, job, anchor, span, since)| {
                 let timeout = job.map(|index| shared.jobs[index].0.timeout);
                 let error = format!(
-                    "timed out after {:?}: the handler did not yield for {:?}, so it could not be \
-                     cancelled (it blocks its thread; see docs/runtime.md, \"Handlers that block\")",
+                    "timed out after {:?}: the handler did not yield, in one poll for {:?} at \
+                     least, so it could not be cancelled (it blocks its thread; see \
+                     docs/runtime.md, \"Handlers that block\")",
                     timeout.unwrap_or_default(),
                     now.saturating_duration_since(since),
                 );
-                span.record("outcome", tracing::field::display(Outcome::TimedOut.as_str()));
+                span.record(
+                    "outcome",
+                    tracing::field::display(Outcome::TimedOut.as_str()),
+                );
                 span.in_scope(|| {
                     tracing::error!(%error, "a handler blocks its thread past its timeout");
                 });
@@ -1279,7 +1380,7 @@ async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
                 ended
             })
             .collect();
-        shared.push_ended(ended);
+        shared.push_ended(0, ended);
     }
 }
 
@@ -1298,8 +1399,10 @@ async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
             // A sleep, not a yield: a task yielding in a loop keeps its worker from stealing others' work.
             tokio::time::sleep(HOLD_STEP).await;
         }
-        let mut ended =
-            std::mem::take(&mut *shared.ended.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut ended = Vec::new();
+        for shard in &shared.ended {
+            ended.append(&mut shard.lock().unwrap_or_else(|e| e.into_inner()));
+        }
         while !ended.is_empty() {
             let rest = ended.split_off(ended.len().min(FINISH_BATCH));
             let batch = std::mem::replace(&mut ended, rest);
