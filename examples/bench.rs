@@ -1885,7 +1885,9 @@ fn kind_of(text: &str) -> String {
 fn is_heartbeat(kind: &str) -> bool {
     kind.starts_with("INSERT INTO cron_runners")
         || kind.starts_with("DELETE FROM cron_runners WHERE last_seen")
-        || kind.starts_with("SELECT id, verb, schedule, timezone FROM cron_jobs")
+        || kind.starts_with("SELECT id, verb, schedule, timezone")
+        // Recovery reads its rows' deployments' `active` after locking them.
+        || kind.starts_with("SELECT id FROM cron_deployments WHERE id = ANY")
         || kind.starts_with("ELECTED")
         || kind.starts_with("EXPIRED")
         || kind.starts_with("UPDATE cron_jobs j SET lease_expires_at")
