@@ -244,6 +244,7 @@ async fn migrate_is_idempotent(pool: PgPool) {
     assert_eq!(
         tables,
         [
+            "cron_compatibility",
             "cron_deployments",
             "cron_job_runs",
             "cron_jobs",
