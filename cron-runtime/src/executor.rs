@@ -146,17 +146,15 @@ struct InFlight {
     abort: Option<AbortHandle>,
     /// What its task, the renewals and the watchdog share.
     state: Arc<RunState>,
-    job_id: i64,
-    /// Where its job is in [`Shared::jobs`], if this build has a handler for it.
-    job: Option<usize>,
-    anchor: Anchor,
-    span: tracing::Span,
 }
 
 /// What a run's task, the renewals and the watchdog share about a run in flight. Instants are on the
 /// local clock, in nanoseconds after [`Shared::epoch`].
 #[derive(Debug)]
 struct RunState {
+    job_id: i64,
+    /// Where its job is in [`Shared::jobs`]; `usize::MAX` if this build has no handler for it.
+    job: usize,
     /// Until when the run holds its lease: the lease its claim took, extended by each renewal that
     /// returned the run.
     lease: AtomicI64,
@@ -171,8 +169,10 @@ struct RunState {
 }
 
 impl RunState {
-    fn new(epoch: Instant, lease_until: Instant) -> Arc<RunState> {
+    fn new(epoch: Instant, lease_until: Instant, job_id: i64, job: Option<usize>) -> Arc<RunState> {
         Arc::new(RunState {
+            job_id,
+            job: job.unwrap_or(usize::MAX),
             lease: AtomicI64::new(nanos_after(epoch, lease_until)),
             deadline: AtomicI64::new(i64::MAX),
             polls: AtomicU64::new(0),
@@ -757,7 +757,12 @@ fn prepare<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Run {
         run_id: claim.run_id,
         job_id: claim.job_id,
         scheduled_at: claim.scheduled_at,
-        state: RunState::new(shared.epoch, anchor.instant_for(claim.lease_expires_at)),
+        state: RunState::new(
+            shared.epoch,
+            anchor.instant_for(claim.lease_expires_at),
+            claim.job_id,
+            job.as_ref().ok().map(|(index, _)| *index),
+        ),
         job,
         anchor,
         span,
@@ -776,10 +781,6 @@ fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: A
             let entry = InFlight {
                 abort: None,
                 state: Arc::clone(&run.state),
-                job_id: run.job_id,
-                job: run.job.as_ref().ok().map(|(index, _)| *index),
-                anchor: run.anchor,
-                span: run.span.clone(),
             };
             in_flight.insert(run.run_id, entry);
         }
@@ -1335,32 +1336,35 @@ async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
                     if let Some(abort) = &run.abort {
                         abort.abort();
                     }
-                    blocked.push((
-                        *run_id,
-                        run.job_id,
-                        run.job,
-                        run.anchor,
-                        run.span.clone(),
-                        since,
-                    ));
+                    blocked.push((*run_id, run.state.job_id, run.state.job, since));
                 }
             }
         }
         polling = seen;
+        // The latest claim's anchor: claims' anchors differ by the clocks' drift only.
+        let anchor = (*shared.anchor.lock().unwrap_or_else(|e| e.into_inner())).unwrap_or(Anchor {
+            instant: now,
+            store_now: Utc::now(),
+        });
         let ended: Vec<Ended> = blocked
             .into_iter()
-            .map(|(run_id, job_id, job, anchor, span, since)| {
-                let timeout = job.map(|index| shared.jobs[index].0.timeout);
+            .map(|(run_id, job_id, job, since)| {
+                let job = shared.jobs.get(job).map(|(job, _)| job);
+                let timeout = job.map(|job| job.timeout).unwrap_or_default();
+                let verb = job.map_or("", |job| &job.verb);
                 let error = format!(
-                    "timed out after {:?}: the handler did not yield, in one poll for {:?} at \
-                     least, so it could not be cancelled (it blocks its thread; see \
+                    "timed out after {timeout:?}: the handler did not yield, in one poll for {:?} \
+                     at least, so it could not be cancelled (it blocks its thread; see \
                      docs/runtime.md, \"Handlers that block\")",
-                    timeout.unwrap_or_default(),
                     now.saturating_duration_since(since),
                 );
-                span.record(
-                    "outcome",
-                    tracing::field::display(Outcome::TimedOut.as_str()),
+                let span = tracing::error_span!(
+                    "cron_run",
+                    module = %shared.plan.module,
+                    verb,
+                    run_id,
+                    outcome = Outcome::TimedOut.as_str(),
+                    skipped = tracing::field::Empty,
                 );
                 span.in_scope(|| {
                     tracing::error!(%error, "a handler blocks its thread past its timeout");
@@ -1399,9 +1403,14 @@ async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
             // A sleep, not a yield: a task yielding in a loop keeps its worker from stealing others' work.
             tokio::time::sleep(HOLD_STEP).await;
         }
-        let mut ended = Vec::new();
+        let mut ended: Vec<Ended> = Vec::new();
         for shard in &shared.ended {
-            ended.append(&mut shard.lock().unwrap_or_else(|e| e.into_inner()));
+            let taken = std::mem::take(&mut *shard.lock().unwrap_or_else(|e| e.into_inner()));
+            if ended.is_empty() {
+                ended = taken;
+            } else {
+                ended.extend(taken);
+            }
         }
         while !ended.is_empty() {
             let rest = ended.split_off(ended.len().min(FINISH_BATCH));
