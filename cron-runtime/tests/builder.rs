@@ -3,6 +3,9 @@
 use std::time::Duration;
 
 use cron_runtime::{BuildError, JobOptions, Runtime, jobs};
+use support::Logs;
+
+mod support;
 
 #[tokio::test]
 async fn two_jobs_with_one_name_fail_naming_both_locations() {
@@ -185,30 +188,9 @@ async fn jobs_of_several_modules_need_a_module_named() {
     assert_eq!(runtime.module(), "ops");
 }
 
-/// A `tracing` writer that keeps what is logged, to check it.
-#[derive(Clone, Default)]
-struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_database_url_that_fails_never_shows_its_password_in_the_error_or_the_logs() {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = Logs::capture(tracing::Level::TRACE);
     for url in [
         // Each fails before any connection is tried.
         "postgres://postgres@127.0.0.1:5432/db?password=S3cretPW&sslmode=bogus",
@@ -231,7 +213,7 @@ async fn a_database_url_that_fails_never_shows_its_password_in_the_error_or_the_
         assert!(message.contains("***"), "{message}");
         assert!(!format!("{error:?}").contains("S3cret"), "{error:?}");
     }
-    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     assert!(!logs.contains("S3cret"), "{logs}");
 }
 

@@ -10,8 +10,11 @@ use cron_runtime::store::postgres::{AdminError, PgStore, RunFilter, Since};
 use cron_runtime::store::{
     Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
 };
-use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule, format_duration};
+use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
 use sqlx::{PgPool, Row};
+use support::schema_of;
+
+mod support;
 
 const HOURLY: &str = "0 * * * *";
 const MINUTELY: &str = "* * * * *";
@@ -34,20 +37,6 @@ fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
         schema: schema_of("billing", &jobs),
         jobs,
     }
-}
-
-/// The schema a build of `jobs` registers, as `RuntimeBuilder::build` writes it.
-fn schema_of(module: &str, jobs: &[JobSpec]) -> String {
-    let schema = Schema::new(jobs.iter().map(|job| {
-        let mut cron = Cron::new(job.expression.as_str())
-            .timeout(format_duration(job.timeout))
-            .missed(job.missed);
-        if job.zone != Tz::UTC {
-            cron = cron.timezone(job.zone.name());
-        }
-        (module, Verb::new(job.verb.as_str(), cron))
-    }));
-    serde_json::to_string(&schema).unwrap()
 }
 
 fn schema(verbs: &[(&str, Cron)]) -> Schema {

@@ -4,13 +4,14 @@
 //! server notice when it finds the tables already migrated. One fresh database per test, migrated by the
 //! code under test (`migrations = false`).
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cron_runtime::Runtime;
 use cron_runtime::store::postgres::{MIGRATOR, PgStore};
 use sqlx::PgPool;
+use support::Logs;
+
+mod support;
 
 /// The newest migration this build embeds, as messages write it.
 fn newest_known() -> String {
@@ -127,40 +128,12 @@ async fn a_known_migration_applied_with_other_contents_is_refused(pool: PgPool) 
     );
 }
 
-/// Everything the tests' subscriber prints.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 #[sqlx::test(migrations = false)]
 async fn a_replica_starting_on_migrated_tables_logs_no_server_notice(pool: PgPool) {
     PgStore::from_pool(pool.clone()).migrate().await.unwrap();
 
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
     // `sqlx::test` polls everything on this thread: the subscriber sees the pool's connections.
-    let _default = tracing::subscriber::set_default(subscriber);
+    let captured = Logs::capture(tracing::Level::TRACE);
 
     // The subscriber does see the server's notices.
     sqlx::raw_sql("DO $$ BEGIN RAISE NOTICE 'probe notice'; END $$")

@@ -2,7 +2,6 @@
 //! `DATABASE_URL`; scripts/test sets it). Time is driven by moving `next_execution`, leases and heartbeats
 //! into the past with SQL, never by sleeping.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -12,8 +11,11 @@ use cron_runtime::store::{
     Change, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner,
     Store, StoreError,
 };
-use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule, format_duration};
+use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use sqlx::{PgPool, Row};
+use support::{Logs, schema_of};
+
+mod support;
 
 const HOURLY: &str = "0 * * * *";
 const MINUTELY: &str = "* * * * *";
@@ -41,20 +43,6 @@ fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
         schema: schema_of("billing", &jobs),
         jobs,
     }
-}
-
-/// The schema a build of `jobs` registers, as `RuntimeBuilder::build` writes it.
-fn schema_of(module: &str, jobs: &[JobSpec]) -> String {
-    let schema = Schema::new(jobs.iter().map(|job| {
-        let mut cron = Cron::new(job.expression.as_str())
-            .timeout(format_duration(job.timeout))
-            .missed(job.missed);
-        if job.zone != Tz::UTC {
-            cron = cron.timezone(job.zone.name());
-        }
-        (module, Verb::new(job.verb.as_str(), cron))
-    }));
-    serde_json::to_string(&schema).unwrap()
 }
 
 async fn replica(pool: &PgPool, spec: &DeploymentSpec) -> (PgStore, Runner) {
@@ -834,34 +822,9 @@ async fn a_finish_with_the_wrong_run_or_runner_is_fenced(pool: PgPool) {
 // ---------------------------------------------------------------------------------------------------
 // Contract 8: bad rows
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 #[sqlx::test(migrations = "./migrations")]
 async fn a_bad_row_is_reported_and_left_alone_while_others_run(pool: PgPool) {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = Logs::capture(tracing::Level::TRACE);
 
     let spec = deployment(
         "billing@1",
@@ -2111,49 +2074,9 @@ async fn a_deployment_above_the_job_limit_is_refused_before_anything_is_written(
 // ---------------------------------------------------------------------------------------------------
 // Takeover logs
 
-/// The log lines written while it is alive, on this thread (`#[sqlx::test]` runs a current-thread
-/// runtime, so the store's tasks log here too).
-struct Logs {
-    buffer: Arc<Mutex<Vec<u8>>>,
-    _guard: tracing::subscriber::DefaultGuard,
-}
-
-impl Logs {
-    fn capture() -> Logs {
-        let buffer = Arc::new(Mutex::new(Vec::new()));
-        let writer = Arc::clone(&buffer);
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || LogWriter(Arc::clone(&writer)))
-            .finish();
-        Logs {
-            buffer,
-            _guard: tracing::subscriber::set_default(subscriber),
-        }
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8(self.buffer.lock().unwrap().clone()).unwrap()
-    }
-}
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[sqlx::test(migrations = "./migrations")]
 async fn a_takeover_is_logged_by_key_on_both_sides(pool: PgPool) {
-    let logs = Logs::capture();
+    let logs = Logs::capture(tracing::Level::INFO);
     let (old, old_runner) = replica(&pool, &deployment("billing@1", vec![job("a", HOURLY)])).await;
     let (_new, _) = replica(&pool, &deployment("billing@2", vec![job("a", HOURLY)])).await;
     // The superseded replica learns it at its heartbeats, and says so once.
