@@ -140,11 +140,15 @@ fn with_database(url: &str, name: &str) -> String {
 }
 
 fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+    current_thread().block_on(future)
+}
+
+/// A runtime for the test's own store: a store's pool lives on the runtime that made it.
+fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
-        .block_on(future)
 }
 
 fn stdout(output: &Output) -> &str {
@@ -271,10 +275,7 @@ fn deploy_registers_ahead_and_status_pause_resume_show_it() {
 fn trigger_records_a_manual_run_through_the_replicas_claim() {
     let db = Database::migrated("trigger");
     // The store's pool lives on this runtime: one runtime for the whole test.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread();
     let (store, runner) = runtime.block_on(replica(&db.url));
 
     let triggered = db.json(&["trigger", "billing::heartbeat"]);
@@ -546,10 +547,7 @@ const ESC: &str = "\u{1b}";
 #[test]
 fn control_characters_in_names_notes_and_errors_are_shown_escaped() {
     let db = Database::migrated("control");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread();
     let (store, _runner) = runtime.block_on(replica(&db.url));
     let output = db.cronverb(&["pause", "heartbeat", "--note", "\u{1b}[2Jall clear\r"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -638,10 +636,7 @@ fn status_flags_a_row_that_cannot_be_scheduled() {
 #[test]
 fn status_flags_an_overdue_job_of_the_active_deployment() {
     let db = Database::migrated("overdue");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread();
     // A replica registers and then dies between runs: the row stays idle with a past instant.
     let (store, _runner) = runtime.block_on(replica(&db.url));
     drop(store);
