@@ -1313,7 +1313,7 @@ async fn a_batch_records_the_same_rows_and_results_as_single_finishes(pool: PgPo
         run_id: claim.run_id,
         job_id: claim.job_id,
         outcome: [Outcome::Succeeded, Outcome::Failed, Outcome::TimedOut][i % 3],
-        error: (i % 3 != 0).then(|| format!("error {i}")),
+        error: (!i.is_multiple_of(3)).then(|| format!("error {i}")),
         ended_at: None,
     };
     let singles: Vec<Finish> = (0..N)

@@ -418,7 +418,7 @@ fn render(out: &mut String, values: &[u32], lo: u32, hi: u32, style: Style) {
             let rest: Vec<u32> = values
                 .iter()
                 .copied()
-                .filter(|v| (v - lo) % step != 0)
+                .filter(|v| !(v - lo).is_multiple_of(step))
                 .collect();
             if !rest.is_empty() {
                 out.push(',');

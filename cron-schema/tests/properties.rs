@@ -285,10 +285,10 @@ impl Model {
         let last = NaiveDate::from_ymd_opt(2099, 12, 31).unwrap();
         let mut date = after.date();
         while date <= last {
-            if self.day_matches(date) {
-                if let Some(time) = self.times_of(date).find(|&t| t > after) {
-                    return Some(time);
-                }
+            if self.day_matches(date)
+                && let Some(time) = self.times_of(date).find(|&t| t > after)
+            {
+                return Some(time);
             }
             date = date.succ_opt().unwrap();
         }

@@ -80,13 +80,13 @@ pub(super) fn parse(text: &str) -> Result<Schema, SchemaError> {
         if trimmed.is_empty() {
             continue;
         }
-        if let Some((verb_line, name, _)) = &pending {
-            if !trimmed.starts_with("+cron") {
-                return Err(SchemaError::Text {
-                    line: *verb_line,
-                    message: format!("verb `{name}` has no `+cron` line"),
-                });
-            }
+        if let Some((verb_line, name, _)) = &pending
+            && !trimmed.starts_with("+cron")
+        {
+            return Err(SchemaError::Text {
+                line: *verb_line,
+                message: format!("verb `{name}` has no `+cron` line"),
+            });
         }
 
         let Some(current) = &mut module else {
