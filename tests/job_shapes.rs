@@ -5,6 +5,9 @@
 //! - a handler that blocks its thread far past its timeout on one of two replicas: every other job must
 //!   still run every second, the replica must keep its heartbeats and leases, and the blocked run must be
 //!   recorded `timed_out` at its timeout (docs/runtime.md, "Handlers that block");
+//! - a low-frequency job whose replica is killed in the middle of a run, with the default 30 s lease:
+//!   the survivor takes the run back within about a second of the lease's end, not at its next regular
+//!   heartbeat up to 10 s later (docs/runtime.md, "Waking up");
 //! - a handler that panics: recorded once, with where it panicked, and not printed again by Rust's
 //!   default panic hook with a backtrace (docs/runtime.md, "Failures").
 //!
@@ -27,6 +30,8 @@ const TICK: &str = "shapes::tick";
 /// Blocks its thread for [`BLOCK`] with a timeout of one second.
 const BLOCKS: &str = "shapes::blocks";
 const BLOCK: Duration = Duration::from_secs(15);
+/// Every 20 s, 40 s of work: killed in the middle of a run.
+const SLOW: &str = "shapes::slow";
 /// Panics every second.
 const PANICS: &str = "shapes::panics";
 
@@ -46,6 +51,12 @@ fn replica_main() {
                     std::thread::sleep(BLOCK);
                 },
             ),
+        "slow" => builder.lease(Duration::from_secs(30)).job_with(
+            SLOW,
+            "*/20 * * * * *",
+            JobOptions::new().timeout(Duration::from_secs(120)),
+            || support::execute(400, Duration::from_millis(100)),
+        ),
         "panics" => builder.job(PANICS, "* * * * * *", || async {
             let numbers: Vec<u32> = Vec::new();
             assert!(!numbers.is_empty(), "no numbers to add up");
@@ -279,6 +290,64 @@ async fn a_handler_panic_is_recorded_once_without_the_default_hooks_backtrace() 
     assert!(
         !log.contains("' panicked at"),
         "the default hook printed it: {log}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_run_is_recovered_within_a_second_of_its_lease_end()
+-> anyhow::Result<()> {
+    let db = TestDb::create("shape_lease_end").await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    println!("replica logs: {}", cluster.logs_dir().display());
+    cluster.spawn("r1", DEPLOYMENT, "slow")?;
+    cluster.spawn("r2", DEPLOYMENT, "slow")?;
+    wait_registered(&db, 2).await?;
+
+    // A run in its middle: kill its replica. Its row keeps the lease of its claim (30 s), which nothing
+    // renews any more.
+    let (run_id, replica): (i64, String) =
+        wait_for("a run in progress", Duration::from_secs(40), || {
+            let db = &db;
+            async move {
+                Ok(sqlx::query_as(
+                    "SELECT run_id, replica FROM test_executions \
+                 WHERE verb = $1 AND finished_at IS NULL \
+                   AND started_at < clock_timestamp() - interval '300 ms' LIMIT 1",
+                )
+                .bind(SLOW)
+                .fetch_optional(&db.pool)
+                .await?)
+            }
+        })
+        .await?;
+    cluster.kill9(&replica)?;
+    println!(
+        "{}: kill -9 {replica} in the middle of run {run_id}",
+        t(db.now().await?)
+    );
+
+    let (finished_at, lease_end, outcome): (DateTime<Utc>, DateTime<Utc>, String) =
+        wait_for("the run to be taken back", Duration::from_secs(50), || {
+            let db = &db;
+            async move {
+                Ok(sqlx::query_as(
+                    "SELECT r.finished_at, r.scheduled_at + interval '30 s', r.outcome \
+                     FROM cron_job_runs r WHERE r.id = $1 AND r.outcome <> 'running'",
+                )
+                .bind(run_id)
+                .fetch_optional(&db.pool)
+                .await?)
+            }
+        })
+        .await?;
+    assert_eq!(outcome, "abandoned");
+    // The lease ran from the claim (at most half a second before the run's instant) for 30 s.
+    let after = (finished_at - lease_end).num_milliseconds();
+    assert!(
+        (-600..1500).contains(&after),
+        "taken back {after} ms after its lease's end, {}",
+        t(finished_at)
     );
     Ok(())
 }
