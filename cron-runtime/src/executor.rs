@@ -837,9 +837,7 @@ async fn open_at<S: Store>(shared: Arc<Shared<S>>, at: DateTime<Utc>, start_at: 
                 let handoff = Arc::clone(&handoff);
                 tokio::spawn(help(Arc::clone(&shared), handoff, helper, start_at));
             }
-            // A task spawned by a task goes to its worker's LIFO slot, which no other worker can take
-            // from: this empty one takes the slot, so that the starters wait where the others can.
-            drop(tokio::spawn(async {}));
+            leave_lifo_slot();
         }
         hold_until(start_at).await;
     }
@@ -954,10 +952,8 @@ fn start_runs<S: Store>(
         .step_by(starters)
         .chain(0..chunks.len());
     let mut unstamped: Option<Ended> = None;
-    // A task this starter spawned or woke last (a handler's own, the recorder) is in this worker's
-    // LIFO slot, where no other worker can take it: were the next handler to block this worker, it
-    // would wait for it. Spawning an empty task moves it to the queue the others take from, and wakes
-    // one of them.
+    // Whether a task this starter spawned or woke last (a handler's own, the recorder) may be in this
+    // worker's LIFO slot: it leaves it before the next handler, which may block this worker.
     let mut in_lifo_slot = false;
     for chunk in order.map(|index| &chunks[index]) {
         while let Some(slot) = chunk.runs.get(chunk.next.fetch_add(1, Ordering::AcqRel)) {
@@ -970,7 +966,7 @@ fn start_runs<S: Store>(
                 continue;
             };
             if std::mem::take(&mut in_lifo_slot) {
-                drop(tokio::spawn(async {}));
+                leave_lifo_slot();
             }
             match start(shared, run, start_at, now) {
                 Started::Ended(ended) => unstamped = Some(ended),
@@ -984,6 +980,14 @@ fn start_runs<S: Store>(
         shared.push_ended(starter, [ended]);
     }
     shared.starting.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Moves the task this worker spawned or woke last out of its LIFO slot, from which no other worker can
+/// take it, to the queue the others take from, and wakes one of them: spawning an empty task takes the
+/// slot's place. Called before something that may block this worker (a handler's first poll), so that
+/// the task does not wait for it (docs/runtime.md, "Handlers that block").
+fn leave_lifo_slot() {
+    drop(tokio::spawn(async {}));
 }
 
 /// Waits for `at`, at most [`TIMER_EARLY`] away, neither before it nor a timer tick after it, by
