@@ -97,10 +97,16 @@ fn read(connection: &str) -> Read {
 }
 
 /// Where a URL's `scheme://` ends, when `text` is a URL: a scheme is a letter, then letters, digits,
-/// `+`, `-` or `.` (so that `password=a://b` is a key/value string).
+/// `+`, `-` or `.` (so that `password=a://b` is a key/value string). Leading white space and control
+/// characters are skipped, as the URL parser sqlx uses skips them (a URL read from a file or an
+/// environment variable with a stray space or newline still connects).
 fn url_scheme_end(text: &str) -> Option<usize> {
-    let end = text.find("://")?;
-    let scheme = &text[..end];
+    let skipped = text.len()
+        - text
+            .trim_start_matches(|c: char| c.is_whitespace() || c.is_control())
+            .len();
+    let end = skipped + text[skipped..].find("://")?;
+    let scheme = &text[skipped..end];
     let mut chars = scheme.chars();
     let first = chars.next()?;
     (first.is_ascii_alphabetic()
@@ -111,20 +117,24 @@ fn url_scheme_end(text: &str) -> Option<usize> {
 /// A URL: the password of its user information, and the values of its secret query parameters.
 ///
 /// The user information ends at the last `@` before the path, so that a password with an unencoded `?`,
-/// `#` or `@` is hidden whole.
+/// `#` or `@` is hidden whole; and, read the other way, at the last `@` before the query, so that a
+/// password with an unencoded `/` is too. What either reading hides is hidden.
 fn read_url(url: &str, authority_start: usize) -> Read {
     let rest = &url[authority_start..];
     let path_start = rest.find('/').unwrap_or(rest.len());
+    let query_start = rest.find('?').unwrap_or(rest.len());
     let mut hidden: Vec<Range<usize>> = Vec::new();
-    let host_start = match rest[..path_start].rfind('@') {
-        Some(at) => {
+    let mut host_start = 0;
+    for end in [path_start, query_start] {
+        if let Some(at) = rest[..end].rfind('@') {
             if let Some(colon) = rest[..at].find(':') {
                 hidden.push(authority_start + colon + 1..authority_start + at);
             }
-            at + 1
+            if end == path_start {
+                host_start = at + 1;
+            }
         }
-        None => 0,
-    };
+    }
     // The query begins at the first `?` after the user information, or at the first `?` at all when
     // that `@` was in fact inside a query value: both are read, and what either hides is hidden.
     let queries = [
@@ -320,6 +330,22 @@ mod tests {
         assert_eq!(
             redact("postgres://postgres@127.0.0.1/postgres"),
             "postgres://postgres@127.0.0.1/postgres"
+        );
+    }
+
+    #[test]
+    fn a_url_hides_a_password_with_a_slash_or_behind_leading_white_space() {
+        assert_eq!(
+            redact("postgres://app:pa/ss@db/prod"),
+            "postgres://app:***@db/prod"
+        );
+        assert_eq!(
+            redact(" postgres://app:S3cret@db/prod"),
+            " postgres://app:***@db/prod"
+        );
+        assert_eq!(
+            redact("\npostgres://app:S3cret@db/prod"),
+            "\npostgres://app:***@db/prod"
         );
     }
 
