@@ -58,16 +58,28 @@ async fn a_replica_starts_and_runs_on_a_database_a_newer_release_expanded(pool: 
             .await
             .unwrap_or_else(|e| panic!("builds with migrate({migrate}): {e}"));
         let handle = runtime.start();
-        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        // Each start runs its job, under its own deployment: the one that did not migrate too.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let succeeded: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM cron_job_runs r JOIN cron_deployments d ON d.id = r.deployment_id \
+                 WHERE d.key = $1 AND r.outcome = 'succeeded'",
+            )
+            .bind(format!("rollback@{migrate}"))
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if succeeded > 0 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no run succeeded in 10 s with migrate({migrate})"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         handle.shutdown().await.unwrap();
     }
-    let succeeded: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM cron_job_runs WHERE verb = 'rollback::tick' AND outcome = 'succeeded'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert!(succeeded >= 2, "{succeeded} runs succeeded in two starts");
     // The newer release's migration is still recorded: the older build did not touch it.
     let newer: i64 =
         sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE version = 9999")

@@ -200,6 +200,10 @@ impl PgStore {
             .acquire()
             .await
             .map_err(db("migrating cronverb's tables"))?;
+        // The migration lock belongs to this session: the connection is closed rather than given back
+        // to the pool, so that a future dropped between the lock and the unlock (a timed-out build),
+        // or an unlock that failed, cannot leave the other replicas' migrations waiting on it.
+        conn.close_on_drop();
         migrate::migrate(&mut conn).await
     }
 
