@@ -10,16 +10,13 @@ use std::time::Duration;
 use cron_schema::{MissedPolicy, Schema};
 
 use crate::context::State;
+use crate::defaults::{DEFAULT_MODULE, DEFAULT_TIMEOUT};
 use crate::error::BuildError;
 use crate::job::{self, Declared, Job, Validated};
 use crate::registration::IntoOutcome;
 use crate::runtime::{Backend, Plan, Runtime};
 use crate::store::postgres::PgStore;
 use crate::store::{DeploymentSpec, MemoryStore, StoreSettings};
-
-/// The module of a runtime that has no job and no [`RuntimeBuilder::module`], and of a job added with
-/// [`RuntimeBuilder::job`] whose name has no `::`.
-pub const DEFAULT_MODULE: &str = "default";
 
 /// The runtime's settings. Every one has a documented default; see the [`RuntimeBuilder`] methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +35,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             missed_tolerance: Duration::from_secs(60),
-            default_timeout: Duration::from_secs(5 * 60),
+            default_timeout: DEFAULT_TIMEOUT,
             shutdown_grace: Duration::from_secs(30),
             lease: Duration::from_secs(30),
             claim_ahead: Duration::from_millis(500),
@@ -330,7 +327,7 @@ impl RuntimeBuilder {
     ///
     /// Fails when two jobs share a name (naming both declarations), when a job's expression, zone or
     /// timeout does not validate (naming the job and its declaration), when there are more jobs than a
-    /// deployment may have ([`MAX_JOBS_PER_DEPLOYMENT`](crate::store::MAX_JOBS_PER_DEPLOYMENT)), or when
+    /// deployment may have ([`MAX_JOBS_PER_DEPLOYMENT`](crate::defaults::MAX_JOBS_PER_DEPLOYMENT)), or when
     /// a setting is out of range.
     pub async fn build(self) -> Result<Runtime, BuildError> {
         let settings = self.settings;

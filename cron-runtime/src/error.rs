@@ -35,7 +35,7 @@ pub enum BuildError {
         /// Each module with one of its jobs: `` `audit` (`audit::sweep`), `billing` (`billing::close`) ``.
         modules: String,
     },
-    /// More jobs than a deployment may have ([`MAX_JOBS_PER_DEPLOYMENT`](crate::store::MAX_JOBS_PER_DEPLOYMENT)).
+    /// More jobs than a deployment may have ([`MAX_JOBS_PER_DEPLOYMENT`](crate::defaults::MAX_JOBS_PER_DEPLOYMENT)).
     #[error("{0}")]
     TooManyJobs(String),
 

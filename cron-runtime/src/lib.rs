@@ -5,6 +5,7 @@
 
 mod builder;
 mod context;
+pub mod defaults;
 mod error;
 mod executor;
 mod job;
@@ -24,7 +25,8 @@ pub mod __private {
 pub mod redact;
 pub mod store;
 
-pub use builder::{DEFAULT_MODULE, JobOptions, RuntimeBuilder};
+pub use builder::{JobOptions, RuntimeBuilder};
+pub use defaults::DEFAULT_MODULE;
 pub use context::{Context, context, try_context};
 pub use error::{BuildError, JobError, RuntimeError};
 pub use job::{Job, jobs};

@@ -2,7 +2,7 @@
 
 use cron_schema::{Cron, Schema, Verb, module_of};
 
-use crate::builder::DEFAULT_MODULE;
+use crate::defaults::DEFAULT_MODULE;
 use crate::job::{Job, jobs};
 use crate::registration::Registration;
 

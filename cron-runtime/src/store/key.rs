@@ -3,10 +3,7 @@
 
 use cron_schema::{Diff, Schema};
 
-/// The most jobs (verbs) one deployment may have. A larger schema is refused before anything is
-/// validated or written: by `RuntimeBuilder::build`, by [`Store::register`](super::Store::register) and
-/// by `cronverb deploy`. Registration is linear up to it (docs/benchmarks.md, "Register").
-pub const MAX_JOBS_PER_DEPLOYMENT: usize = 100_000;
+use crate::defaults::MAX_JOBS_PER_DEPLOYMENT;
 
 /// How many verbs of each kind a refusal names before it says how many more there are.
 const NAMED: usize = 5;

@@ -8,16 +8,12 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::defaults::{DEFAULT_HISTORY_LIMIT, SKIPPED_COUNT_LIMIT};
+
 use super::{
     Beat, Change, Claim, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome,
     Runner, Store, StoreError, StoreSettings,
 };
-
-/// How many finished runs [`MemoryStore::runs`] keeps by default.
-pub const DEFAULT_HISTORY_LIMIT: usize = 10_000;
-
-/// Counting skipped occurrences stops here; a larger count is reported as this value.
-pub const SKIPPED_COUNT_LIMIT: u32 = 100_000;
 
 /// Job state, runs and replicas in this process's memory.
 ///

@@ -221,7 +221,7 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Refused with [`StoreError::Invalid`] when the key is registered for another module or with
     /// another schema (a key is one set of jobs: docs/operations.md), or when the deployment has more
-    /// than [`MAX_JOBS_PER_DEPLOYMENT`] jobs.
+    /// than [`MAX_JOBS_PER_DEPLOYMENT`](crate::defaults::MAX_JOBS_PER_DEPLOYMENT) jobs.
     fn register(
         &self,
         spec: &DeploymentSpec,
@@ -343,6 +343,6 @@ mod memory;
 pub mod postgres;
 
 pub(crate) use key::other_schema;
-pub use key::{MAX_JOBS_PER_DEPLOYMENT, check_job_count};
+pub use key::check_job_count;
 
-pub use memory::{DEFAULT_HISTORY_LIMIT, MemoryStore, RunRecord, SKIPPED_COUNT_LIMIT};
+pub use memory::{MemoryStore, RunRecord};

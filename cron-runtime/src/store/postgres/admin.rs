@@ -20,6 +20,7 @@ use super::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use super::runs::notify;
 use super::schedules::zone_text;
 use super::{PgStore, db};
+use crate::defaults::DEFAULT_TIMEOUT;
 use crate::store::{DeploymentSpec, JobSpec, StoreError, check_job_count};
 
 /// How many runs one pruning statement deletes.
@@ -27,10 +28,6 @@ pub(super) const PRUNE_BATCH: u32 = 1000;
 
 /// How many pruning statements one call of the runtime's retention runs at most.
 pub(super) const PRUNE_BATCHES_PER_CALL: u32 = 10;
-
-/// The timeout `deploy` records for a verb that declares none: the runtime's default. The row's timeout
-/// is informational; a replica runs a job under its own build's timeout.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// How many deployments of a module `status` lists besides the active one and those with live replicas.
 const RECENT_DEPLOYMENTS: i64 = 5;

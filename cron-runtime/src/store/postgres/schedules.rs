@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use cron_schema::{Schedule, ZonedSchedule, parse_timezone};
 
-use crate::store::{JobSpec, SKIPPED_COUNT_LIMIT};
+use crate::defaults::SKIPPED_COUNT_LIMIT;
+use crate::store::JobSpec;
 
 /// Parsed schedules by `(expression, zone)` text, and the bad rows already reported.
 #[derive(Debug, Default)]

@@ -1,0 +1,24 @@
+//! The defaults and limits that several parts of the runtime share: the builder, the stores and the
+//! operator commands read them from here, so that each is written once.
+
+use std::time::Duration;
+
+/// The module of a runtime that has no job and no [`RuntimeBuilder::module`](crate::RuntimeBuilder::module),
+/// and of a job added with [`RuntimeBuilder::job`](crate::RuntimeBuilder::job) whose name has no `::`.
+pub const DEFAULT_MODULE: &str = "default";
+
+/// How long a run may take when neither its job nor the runtime says otherwise
+/// ([`RuntimeBuilder::default_timeout`](crate::RuntimeBuilder::default_timeout)). `cronverb deploy`
+/// records it for a verb that declares no timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// The most jobs (verbs) one deployment may have. A larger schema is refused before anything is
+/// validated or written: by `RuntimeBuilder::build`, by the store's registration and by
+/// `cronverb deploy`. Registration is linear up to it (docs/benchmarks.md, "Register").
+pub const MAX_JOBS_PER_DEPLOYMENT: usize = 100_000;
+
+/// How many finished runs the in-memory store keeps by default.
+pub const DEFAULT_HISTORY_LIMIT: usize = 10_000;
+
+/// Counting skipped occurrences stops here; a larger count is reported as this value.
+pub const SKIPPED_COUNT_LIMIT: u32 = 100_000;
