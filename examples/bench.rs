@@ -992,7 +992,10 @@ async fn finish_each(
             error: None,
             ended_at: None,
         };
-        store.finish(runner, &finish).await?;
+        store
+            .finish(runner, std::slice::from_ref(&finish), None)
+            .await
+            .single()?;
         times.push(started.elapsed());
     }
     Ok(())

@@ -303,15 +303,17 @@ fn trigger_records_a_manual_run_through_the_replicas_claim() {
         store
             .finish(
                 &runner,
-                &Finish {
+                &[Finish {
                     run_id: claim.run_id,
                     job_id: claim.job_id,
                     outcome: Outcome::Failed,
                     error: Some("the relay said no".to_owned()),
                     ended_at: None,
-                },
+                }],
+                None,
             )
             .await
+            .single()
             .unwrap();
     });
 

@@ -387,13 +387,11 @@ impl RuntimeBuilder {
                 } else {
                     store.check_compatible().await?;
                 }
-                store.configure(store_settings);
-                Backend::Postgres(store)
+                Backend::Postgres(store.with_settings(store_settings))
             }
             None => {
                 let store = self.memory_store.unwrap_or_default();
-                store.configure(store_settings);
-                Backend::Memory(store)
+                Backend::Memory(store.with_settings(store_settings))
             }
         };
 

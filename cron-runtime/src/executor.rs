@@ -32,7 +32,8 @@ use crate::error::RuntimeError;
 use crate::registration::HandlerFuture;
 use crate::runtime::{Plan, PlannedJob};
 use crate::store::{
-    Change, Claim, ClaimAction, Claimed, Finish, Finished, Outcome, Runner, Store, StoreError,
+    Change, Claim, ClaimAction, Claimed, Finish, Finished, Finishing, Outcome, Runner, Store,
+    StoreError,
 };
 
 /// The longest wait between two attempts to register, claim or prune while the store fails.
@@ -51,7 +52,7 @@ const CANCEL_WAIT: Duration = Duration::from_secs(1);
 const CHAIN_AHEAD: Duration = Duration::from_secs(1);
 
 /// How far ahead a batch of finishes claims the next occurrences of its jobs
-/// ([`Store::finish_and_claim`]): the claim-ahead, and at least a second, so that a job due every second
+/// ([`Store::finish`]): the claim-ahead, and at least a second, so that a job due every second
 /// goes from one run to the next without going back to idle (its run ends at or after its instant, and
 /// the next is a second after that instant).
 fn chain_ahead(claim_ahead: Duration) -> Duration {
@@ -91,7 +92,7 @@ const KEEP_DRIVEN_EVERY: Duration = Duration::from_millis(100);
 /// leases with its own clock, which the claim's anchor maps only up to a round trip.
 const RECOVERY_MARGIN: Duration = Duration::from_millis(250);
 
-/// At most this many ended runs are recorded with one [`Store::finish_many`].
+/// At most this many ended runs are recorded with one [`Store::finish`].
 const FINISH_BATCH: usize = 1024;
 
 /// At most this many batches of ended runs are being recorded at once: the next batch is on its way
@@ -1392,7 +1393,7 @@ async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
     }
 }
 
-/// Records ended runs, as many as have ended at once with one [`Store::finish_and_claim`] (up to
+/// Records ended runs, as many as have ended at once with one [`Store::finish`] (up to
 /// [`RECORDING_BATCHES`] at a time), so that recording thousands of runs due at one instant costs one
 /// wake-up and one store call per batch, after their handlers have started. Runs leave `in_flight`
 /// once recorded.
@@ -1429,24 +1430,15 @@ async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
     }
 }
 
-/// Records a batch of ended runs with one [`Store::finish_and_claim`], which claims the next
-/// occurrences of their jobs that are due within [`chain_ahead`] (with [`Store::finish_many`] once
-/// shutdown has begun: nothing more is claimed then).
+/// Records a batch of ended runs with one [`Store::finish`], which claims the next occurrences of their
+/// jobs that are due within [`chain_ahead`] (none once shutdown has begun).
 async fn record<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
     let (finishes, spans): (Vec<Finish>, Vec<tracing::Span>) =
         batch.into_iter().map(|e| (e.finish, e.span)).unzip();
-    let (results, claimed) = if *shared.shutdown.borrow() {
-        (
-            shared.store.finish_many(&shared.runner, &finishes).await,
-            None,
-        )
-    } else {
-        let ahead = chain_ahead(shared.plan.settings.claim_ahead);
-        shared
-            .store
-            .finish_and_claim(&shared.runner, &finishes, ahead)
-            .await
-    };
+    // Once shutdown has begun nothing more is claimed.
+    let chain = (!*shared.shutdown.borrow()).then(|| chain_ahead(shared.plan.settings.claim_ahead));
+    let Finishing { results, claimed } =
+        shared.store.finish(&shared.runner, &finishes, chain).await;
     // The jobs whose next occurrence was claimed: the loop need not wake up for them.
     let chained: std::collections::HashSet<i64> = claimed
         .iter()
@@ -1519,7 +1511,12 @@ async fn retry_finish<S: Store>(shared: Arc<Shared<S>>, finish: Finish, span: tr
     for attempt in 2..=FINISH_ATTEMPTS {
         tokio::time::sleep(delay).await;
         delay *= 2;
-        match shared.store.finish(&shared.runner, &finish).await {
+        let result = shared
+            .store
+            .finish(&shared.runner, std::slice::from_ref(&finish), None)
+            .await
+            .single();
+        match result {
             Ok(finished) => {
                 if let Some(next) = recorded_as(&finish, finished, &span) {
                     shared.lower_hint(next);
@@ -1654,6 +1651,8 @@ mod tests {
         }
     }
 
+    impl crate::store::sealed::Sealed for Faulty {}
+
     impl Store for Faulty {
         async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
             self.store.register(spec).await
@@ -1679,29 +1678,20 @@ mod tests {
             self.renewed.lock().unwrap().extend_from_slice(run_ids);
             self.store.renew(runner, run_ids).await
         }
-        async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
-            self.record().await;
-            self.store.finish(runner, finish).await
-        }
-        async fn finish_many(
+        async fn finish(
             &self,
             runner: &Runner,
             finishes: &[Finish],
-        ) -> Vec<Result<Finished, StoreError>> {
+            chain: Option<Duration>,
+        ) -> Finishing {
             self.record().await;
-            self.store.finish_many(runner, finishes).await
-        }
-        async fn finish_and_claim(
-            &self,
-            runner: &Runner,
-            finishes: &[Finish],
-            ahead: Duration,
-        ) -> (Vec<Result<Finished, StoreError>>, Option<Claimed>) {
-            self.record().await;
-            let results = self.store.finish_many(runner, finishes).await;
-            if self.fault != Fault::Chaining {
-                return (results, None);
-            }
+            let results = self.store.finish(runner, finishes, None).await.results;
+            let Some(ahead) = chain.filter(|_| self.fault == Fault::Chaining) else {
+                return Finishing {
+                    results,
+                    claimed: None,
+                };
+            };
             // What is due within the horizon, claimed with the finishes (in these tests, the next
             // occurrences of the jobs that ended), not counted as a claim by `claim_due`.
             let claimed = self
@@ -1714,7 +1704,7 @@ mod tests {
                     next_due: None,
                     ..claimed
                 });
-            (results, claimed)
+            Finishing { results, claimed }
         }
         async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
             self.store.give_back(runner, run_ids).await

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cron_runtime::store::postgres::{AdminError, PgStore, RunFilter, Since};
 use cron_runtime::store::{
-    Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
+    Claimed, DeploymentSpec, Finish, Finished, Finishing, JobSpec, Outcome, Runner, Store,
 };
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
 use sqlx::{PgPool, Row};
@@ -69,15 +69,17 @@ async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished
     store
         .finish(
             runner,
-            &Finish {
+            &[Finish {
                 run_id: claim.run_id,
                 job_id: claim.job_id,
                 outcome: Outcome::Succeeded,
                 error: None,
                 ended_at: None,
-            },
+            }],
+            None,
         )
         .await
+        .single()
         .unwrap()
 }
 
@@ -811,8 +813,10 @@ async fn a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started(pool: PgPo
             .await
             .is_err()
     );
-    let (_, chained) = store
-        .finish_and_claim(&runner, &[finish], Duration::from_secs(1))
+    let Finishing {
+        claimed: chained, ..
+    } = store
+        .finish(&runner, &[finish], Some(Duration::from_secs(1)))
         .await;
     assert!(chained.is_none(), "{chained:?}");
     tokio::time::timeout(Duration::from_secs(5), woken)

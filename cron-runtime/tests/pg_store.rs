@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{
-    Change, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner,
-    Store, StoreError,
+    Change, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, Finishing, JobSpec, Outcome,
+    Runner, Store, StoreError,
 };
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use sqlx::{PgPool, Row};
@@ -408,29 +408,33 @@ async fn racing_replicas_claim_each_job_exactly_once(pool: PgPool) {
         for c in &a.claims {
             one.finish(
                 &r1,
-                &Finish {
+                &[Finish {
                     run_id: c.run_id,
                     job_id: c.job_id,
                     outcome: Outcome::Succeeded,
                     error: None,
                     ended_at: None,
-                },
+                }],
+                None,
             )
             .await
+            .single()
             .unwrap();
         }
         for c in &b.claims {
             two.finish(
                 &r2,
-                &Finish {
+                &[Finish {
                     run_id: c.run_id,
                     job_id: c.job_id,
                     outcome: Outcome::Succeeded,
                     error: None,
                     ended_at: None,
-                },
+                }],
+                None,
             )
             .await
+            .single()
             .unwrap();
         }
     }
@@ -462,8 +466,13 @@ async fn the_unique_key_refuses_a_second_run_of_an_occurrence(pool: PgPool) {
         Some("23505")
     );
     store
-        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .finish(
+            &runner,
+            std::slice::from_ref(&finish(&claimed, 0, Outcome::Succeeded, None)),
+            None,
+        )
         .await
+        .single()
         .unwrap();
 
     // A row put back on an occurrence that already ran (by hand here) is not run again: the claim
@@ -505,8 +514,13 @@ async fn finish_schedules_after_now_and_counts_overlapped_occurrences(pool: PgPo
     );
 
     let finished = store
-        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .finish(
+            &runner,
+            std::slice::from_ref(&finish(&claimed, 0, Outcome::Succeeded, None)),
+            None,
+        )
         .await
+        .single()
         .unwrap();
     let next_hour = next_hour(&pool).await;
     assert_eq!(
@@ -555,7 +569,14 @@ async fn a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded(po
         next_execution: Some(at + chrono::TimeDelta::hours(1)),
         skipped: 0,
     };
-    assert_eq!(store.finish(&runner, &ended(0)).await.unwrap(), expected);
+    assert_eq!(
+        store
+            .finish(&runner, std::slice::from_ref(&ended(0)), None)
+            .await
+            .single()
+            .unwrap(),
+        expected
+    );
     assert_eq!(finish_many(&store, &runner, &[ended(1)]).await, [expected]);
     for claim in &claimed.claims {
         let run = run_row(&pool, claim.run_id).await;
@@ -578,7 +599,11 @@ async fn a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded(po
     };
     let next_hour = next_hour(&pool).await;
     assert_eq!(
-        store.finish(&runner, &ahead).await.unwrap(),
+        store
+            .finish(&runner, std::slice::from_ref(&ahead), None)
+            .await
+            .single()
+            .unwrap(),
         Finished::Recorded {
             next_execution: Some(next_hour),
             skipped: 9
@@ -594,8 +619,13 @@ async fn deleting_a_deployment_keeps_its_runs_without_references(pool: PgPool) {
     due_now(&pool, runner.deployment_id, "a").await;
     let claimed = claim(&store, &runner).await;
     store
-        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .finish(
+            &runner,
+            std::slice::from_ref(&finish(&claimed, 0, Outcome::Succeeded, None)),
+            None,
+        )
         .await
+        .single()
         .unwrap();
     // The runners and jobs go with the deployment (ON DELETE CASCADE); the history stays.
     sqlx::query("DELETE FROM cron_deployments WHERE id = $1")
@@ -644,8 +674,13 @@ async fn a_late_job_under_missed_skip_is_recorded_skipped_and_rescheduled(pool: 
     );
     // The run is already recorded: a finish of it is refused.
     let late = store
-        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .finish(
+            &runner,
+            std::slice::from_ref(&finish(&claimed, 0, Outcome::Succeeded, None)),
+            None,
+        )
         .await
+        .single()
         .unwrap();
     assert_eq!(late, Finished::Fenced);
 }
@@ -702,9 +737,16 @@ async fn a_failure_is_recorded_with_its_message_and_the_job_goes_on(pool: PgPool
     let finished = store
         .finish(
             &runner,
-            &finish(&claimed, 0, Outcome::Failed, Some("invoice service: 503")),
+            std::slice::from_ref(&finish(
+                &claimed,
+                0,
+                Outcome::Failed,
+                Some("invoice service: 503"),
+            )),
+            None,
         )
         .await
+        .single()
         .unwrap();
     let Finished::Recorded { next_execution, .. } = finished else {
         panic!("{finished:?}")
@@ -776,8 +818,13 @@ async fn an_expired_lease_is_recovered_and_the_late_finish_is_fenced(pool: PgPoo
     // The frozen replica comes back: it can neither renew nor finish, and changes nothing.
     assert!(frozen.renew(&r1, &[run_id]).await.unwrap().is_empty());
     let late = frozen
-        .finish(&r1, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .finish(
+            &r1,
+            std::slice::from_ref(&finish(&claimed, 0, Outcome::Succeeded, None)),
+            None,
+        )
         .await
+        .single()
         .unwrap();
     assert_eq!(late, Finished::Fenced);
     let run = run_row(&pool, run_id).await;
@@ -805,12 +852,20 @@ async fn a_finish_with_the_wrong_run_or_runner_is_fenced(pool: PgPool) {
     let claimed = claim(&store, &runner).await;
     let mut wrong = finish(&claimed, 0, Outcome::Succeeded, None);
     assert_eq!(
-        store.finish(&other, &wrong).await.unwrap(),
+        store
+            .finish(&other, std::slice::from_ref(&wrong), None)
+            .await
+            .single()
+            .unwrap(),
         Finished::Fenced
     );
     wrong.run_id += 1000;
     assert_eq!(
-        store.finish(&runner, &wrong).await.unwrap(),
+        store
+            .finish(&runner, std::slice::from_ref(&wrong), None)
+            .await
+            .single()
+            .unwrap(),
         Finished::Fenced
     );
     assert_eq!(
@@ -869,8 +924,13 @@ async fn a_bad_row_is_reported_and_left_alone_while_others_run(pool: PgPool) {
 
     // A bad row whose lease expired is left alone by recovery too; the good one is recovered.
     store
-        .finish(&runner, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .finish(
+            &runner,
+            std::slice::from_ref(&finish(&claimed, 0, Outcome::Succeeded, None)),
+            None,
+        )
         .await
+        .single()
         .unwrap();
     set_next(
         &pool,
@@ -997,7 +1057,13 @@ async fn a_lost_database_is_an_error_not_a_panic(pool: PgPool) {
         error: None,
         ended_at: None,
     };
-    assert!(store.finish(&runner, &finish).await.is_err());
+    assert!(
+        store
+            .finish(&runner, std::slice::from_ref(&finish), None)
+            .await
+            .single()
+            .is_err()
+    );
 }
 
 #[tokio::test]
@@ -1088,8 +1154,13 @@ async fn takeover_waits_for_the_old_deployments_run_and_carries_unchanged_verbs(
             .is_err()
     );
     let finished = old
-        .finish(&r1, &finish(&in_flight, 0, Outcome::Succeeded, None))
+        .finish(
+            &r1,
+            std::slice::from_ref(&finish(&in_flight, 0, Outcome::Succeeded, None)),
+            None,
+        )
         .await
+        .single()
         .unwrap();
     let Finished::Recorded { next_execution, .. } = finished else {
         panic!("{finished:?}")
@@ -1246,19 +1317,21 @@ async fn concurrent_first_replicas_take_over_once(pool: PgPool) {
 }
 
 #[tokio::test]
-async fn a_lazy_store_checks_the_url_without_connecting() {
-    assert!(PgStore::connect_lazy("postgres://app:hunter2@127.0.0.1:1/nowhere").is_ok());
-    let error = PgStore::connect_lazy("postgres://app:hunter2@db:notaport/x").unwrap_err();
+async fn a_url_that_does_not_parse_is_refused_without_its_password() {
+    let error = PgStore::connect("postgres://app:hunter2@db:notaport/x")
+        .await
+        .unwrap_err();
     assert!(!error.to_string().contains("hunter2"), "{error}");
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Batched finishes (`finish_many`): one transaction, the same result as a `finish` of each run
+// Batched finishes: one transaction, the same result as a `finish` of each run
 
 async fn finish_many(store: &PgStore, runner: &Runner, finishes: &[Finish]) -> Vec<Finished> {
     store
-        .finish_many(runner, finishes)
+        .finish(runner, finishes, None)
         .await
+        .results
         .into_iter()
         .map(Result::unwrap)
         .collect()
@@ -1327,7 +1400,13 @@ async fn a_batch_records_the_same_rows_and_results_as_single_finishes(pool: PgPo
 
     let mut single_results = Vec::new();
     for finish in &singles {
-        single_results.push(store.finish(&runner, finish).await.unwrap());
+        single_results.push(
+            store
+                .finish(&runner, std::slice::from_ref(finish), None)
+                .await
+                .single()
+                .unwrap(),
+        );
     }
     let mut batch_results = finish_many(&store, &runner, &batch).await;
     batch_results.reverse();
@@ -1559,11 +1638,11 @@ async fn a_batch_ending_a_run_of_an_inactive_deployment_continues_and_wakes_the_
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Finishes that claim the next occurrence (`finish_and_claim`)
+// Finishes that claim the next occurrence (`Store::finish` with a chain)
 
 const SECONDLY: &str = "* * * * * *";
 
-/// `finish_and_claim` with the executor's horizon, every run succeeded at `ended`.
+/// A chained finish with the executor's horizon, every run succeeded at `ended`.
 async fn finish_and_claim(
     store: &PgStore,
     runner: &Runner,
@@ -1577,8 +1656,8 @@ async fn finish_and_claim(
             ..succeeded(claim)
         })
         .collect();
-    let (results, claimed) = store
-        .finish_and_claim(runner, &finishes, Duration::from_secs(1))
+    let Finishing { results, claimed } = store
+        .finish(runner, &finishes, Some(Duration::from_secs(1)))
         .await;
     (results.into_iter().map(Result::unwrap).collect(), claimed)
 }
@@ -1675,7 +1754,11 @@ async fn a_finish_claims_the_next_occurrence_within_the_horizon(pool: PgPool) {
     assert_eq!((row.state.as_str(), row.next_execution), ("idle", new_year));
 
     // The run ended is over: its finish again is fenced. The chained run goes on from there.
-    let again = store.finish(&runner, &succeeded(tick)).await.unwrap();
+    let again = store
+        .finish(&runner, std::slice::from_ref(&succeeded(tick)), None)
+        .await
+        .single()
+        .unwrap();
     assert_eq!(again, Finished::Fenced);
     let ended = next + chrono::TimeDelta::milliseconds(100);
     let (results, chained) = finish_and_claim(&store, &runner, &[claim], ended).await;
@@ -1892,18 +1975,23 @@ async fn a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_du
     // jobs go back to idle, and each end tells the other replica when its job is next due.
     let next = at + chrono::Duration::minutes(1);
     runs_them
-        .finish(&r1, &finish(&claimed, 0, Outcome::Succeeded, None))
+        .finish(
+            &r1,
+            std::slice::from_ref(&finish(&claimed, 0, Outcome::Succeeded, None)),
+            None,
+        )
         .await
+        .single()
         .unwrap();
     let change = tokio::time::timeout(Duration::from_secs(5), survivor.changed())
         .await
         .expect("the replica that held nothing was not told");
     assert_eq!(change, Change::DueAt(next));
-    let (results, chained) = runs_them
-        .finish_and_claim(
+    let Finishing { results, claimed: chained } = runs_them
+        .finish(
             &r1,
             &[finish(&claimed, 1, Outcome::Failed, Some("no"))],
-            Duration::from_secs(1),
+            Some(Duration::from_secs(1)),
         )
         .await;
     assert!(results[0].is_ok(), "{results:?}");

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use crate::defaults::{DEFAULT_HISTORY_LIMIT, SKIPPED_COUNT_LIMIT};
 
 use super::{
-    Beat, Change, Claim, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome,
-    Runner, Store, StoreError, StoreSettings,
+    Beat, Change, Claim, ClaimAction, Claimed, DeploymentSpec, Finish, Finished, Finishing,
+    JobSpec, Outcome, Runner, Store, StoreError, StoreSettings,
 };
 
 /// Job state, runs and replicas in this process's memory.
@@ -26,6 +26,8 @@ use super::{
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
     inner: Arc<Inner>,
+    /// This handle's lease and missed-run tolerance ([`MemoryStore::with_settings`]).
+    settings: StoreSettings,
 }
 
 #[derive(Debug)]
@@ -63,7 +65,6 @@ pub struct RunRecord {
 
 #[derive(Debug)]
 struct State {
-    settings: StoreSettings,
     history_limit: usize,
     next_id: i64,
     deployments: HashMap<i64, DeploymentRow>,
@@ -114,6 +115,8 @@ struct RunnerRow {
     /// [`Runner::name`], shared with its runs.
     name: Arc<str>,
     last_seen: DateTime<Utc>,
+    /// The lease of the handle it registered through: it is alive while seen within it.
+    lease: Duration,
 }
 
 impl Default for MemoryStore {
@@ -136,7 +139,6 @@ impl MemoryStore {
                 origin,
                 origin_instant: Instant::now(),
                 state: Mutex::new(State {
-                    settings: StoreSettings::default(),
                     history_limit: DEFAULT_HISTORY_LIMIT,
                     next_id: 1,
                     deployments: HashMap::new(),
@@ -150,6 +152,7 @@ impl MemoryStore {
                 }),
                 changed: Notify::new(),
             }),
+            settings: StoreSettings::default(),
         }
     }
 
@@ -159,10 +162,11 @@ impl MemoryStore {
         self
     }
 
-    /// Sets the lease duration and missed-run tolerance. The runtime calls this with its own settings when
-    /// it is built, so a store given to the builder follows the builder's settings.
-    pub fn configure(&self, settings: StoreSettings) {
-        self.lock().settings = settings;
+    /// A handle on the same store that claims with this lease duration and missed-run tolerance. The
+    /// runtime makes one with its own settings when it is built, so a store given to the builder follows
+    /// the builder's settings.
+    pub fn with_settings(self, settings: StoreSettings) -> MemoryStore {
+        MemoryStore { settings, ..self }
     }
 
     /// The store's clock.
@@ -201,7 +205,7 @@ impl MemoryStore {
             .flatten()
     }
 
-    /// [`Store::finish_many`] under one lock.
+    /// Records the finishes under one lock.
     fn finish_all(
         &self,
         runner: &Runner,
@@ -345,12 +349,13 @@ impl State {
         job_id: i64,
         scheduled_at: DateTime<Utc>,
         now: DateTime<Utc>,
+        settings: &StoreSettings,
     ) -> Claim {
         let run_id = self.id();
         let job = &self.jobs[&job_id];
         let late = (now - scheduled_at)
             .to_std()
-            .is_ok_and(|d| d > self.settings.missed_tolerance);
+            .is_ok_and(|d| d > settings.missed_tolerance);
         let verb = Arc::clone(&job.verb);
         let mut run = RunRecord {
             run_id,
@@ -366,7 +371,7 @@ impl State {
             runner: Arc::clone(&self.runners[&runner.id].name),
             skipped: 0,
         };
-        let lease_expires_at = now + self.settings.lease;
+        let lease_expires_at = now + settings.lease;
         let mut claim = Claim {
             run_id,
             job_id,
@@ -446,9 +451,9 @@ impl State {
         }
     }
 
-    /// Runners seen within a lease are alive.
-    fn alive(&self, runner: &RunnerRow, now: DateTime<Utc>) -> bool {
-        runner.last_seen + self.settings.lease >= now
+    /// Runners seen within their lease are alive.
+    fn alive(runner: &RunnerRow, now: DateTime<Utc>) -> bool {
+        runner.last_seen + runner.lease >= now
     }
 
     /// Contract 6: the active deployment of `module` is the most recently registered one with a live
@@ -458,7 +463,7 @@ impl State {
         let live: HashSet<i64> = self
             .runners
             .values()
-            .filter(|r| self.alive(r, now))
+            .filter(|r| State::alive(r, now))
             .map(|r| r.deployment_id)
             .collect();
         let Some(winner) = self
@@ -621,6 +626,7 @@ impl Store for MemoryStore {
                 deployment_id,
                 name: Arc::from(name.as_str()),
                 last_seen: now,
+                lease: self.settings.lease,
             },
         );
         state.elect(&spec.module, now);
@@ -706,7 +712,9 @@ impl Store for MemoryStore {
         }
         let claims = picked
             .into_iter()
-            .map(|(scheduled_at, job_id)| state.claim(runner, &module, job_id, scheduled_at, now))
+            .map(|(scheduled_at, job_id)| {
+                state.claim(runner, &module, job_id, scheduled_at, now, &self.settings)
+            })
             .collect();
         let next_due = state.first_claimable(runner.deployment_id, &module);
         Ok(Claimed {
@@ -720,7 +728,7 @@ impl Store for MemoryStore {
     async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
         let now = self.now();
         let mut state = self.lock();
-        let lease = state.settings.lease;
+        let lease = self.settings.lease;
         let mut held = Vec::with_capacity(run_ids.len());
         for run_id in run_ids {
             let Some(job_id) = state.running.get(run_id).map(|r| r.job_id) else {
@@ -738,29 +746,19 @@ impl Store for MemoryStore {
         Ok(held)
     }
 
-    async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
-        let now = self.now();
-        let mut state = self.lock();
-        let (finished, unblocks) = state.finish(runner, finish, now);
-        drop(state);
-        if unblocks {
-            self.inner.changed.notify_waiters();
-        }
-        Ok(finished)
-    }
-
-    /// One lock for all of them.
-    async fn finish_many(
+    /// All of them under one lock. It chains no claim: a claim here is a walk of an ordered set under
+    /// the lock, as cheap as chaining would be (docs/benchmarks.md, "In memory").
+    async fn finish(
         &self,
         runner: &Runner,
         finishes: &[Finish],
-    ) -> Vec<Result<Finished, StoreError>> {
-        self.finish_all(runner, finishes)
+        _chain: Option<Duration>,
+    ) -> Finishing {
+        Finishing {
+            results: self.finish_all(runner, finishes),
+            claimed: None,
+        }
     }
-
-    // `finish_and_claim` is the trait's: a claim here is a walk of an ordered set under the lock, and
-    // claiming with the finishes measured worse (benches/runtime.rs: 47.5-48.7 MB and p99 3.2-3.5 ms,
-    // against 44.2 MB and 2.0 ms without).
 
     async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
         let mut state = self.lock();

@@ -129,11 +129,30 @@ pub struct Finish {
     pub ended_at: Option<DateTime<Utc>>,
 }
 
-/// The result of [`Store::finish`].
+/// The result of [`Store::finish`]: how each run was recorded, and the next occurrences it claimed.
+#[derive(Debug)]
+pub struct Finishing {
+    /// One result per finish given, in order.
+    pub results: Vec<Result<Finished, StoreError>>,
+    /// The occurrences claimed with the finishes, when the call asked for them and the store could.
+    pub claimed: Option<Claimed>,
+}
+
+impl Finishing {
+    /// The result of a finish of one run.
+    pub fn single(self) -> Result<Finished, StoreError> {
+        self.results
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Err(StoreError::Invalid("the store recorded no run".to_owned())))
+    }
+}
+
+/// How one run was recorded by [`Store::finish`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finished {
-    /// Recorded; the job is idle again with its next occurrence (or, from [`Store::finish_and_claim`],
-    /// has that occurrence claimed), and `skipped` occurrences between the run's scheduled instant and
+    /// Recorded; the job is idle again with its next occurrence (or has that occurrence claimed, when
+    /// the finish chained), and `skipped` occurrences between the run's scheduled instant and
     /// that next one were skipped (overlap).
     ///
     /// `next_execution` is the first occurrence strictly after the later of the run's end
@@ -192,8 +211,8 @@ pub enum StoreError {
     Invalid(String),
 }
 
-/// What every store needs to know from the runtime's settings. The runtime hands it to the store it
-/// builds (`MemoryStore::configure`, the PostgreSQL store's constructor).
+/// What every store needs to know from the runtime's settings. The runtime gives them to the store when
+/// it builds (`MemoryStore::with_settings`, `PgStore::with_settings`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreSettings {
     /// How long a claimed row stays owned without a renewal (default 30 s). A runner is alive while it
@@ -212,9 +231,13 @@ impl Default for StoreSettings {
     }
 }
 
-/// Job state, runs and replicas. Every method is one logical step of DESIGN §4 and keeps its contract on
-/// its own; the executor composes them.
-pub trait Store: Send + Sync + 'static {
+/// Job state, runs and replicas. Every method is one logical step of the store's protocol
+/// (docs/runtime.md, "Guarantees") and keeps its rules on its own; the executor composes them.
+///
+/// The trait is sealed: the stores are this crate's (the in-memory store and PostgreSQL), each pinned by
+/// the same conformance tests. It is public so that tests and tools can drive a store the way the
+/// executor does; docs/runtime.md ("The store seam") says why it is not open to other crates.
+pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// Registers this replica (a row in `cron_runners`) and its deployment with its jobs (idempotent for a
     /// key already registered), and takes the module over if this deployment should be active
     /// (contract 6).
@@ -252,43 +275,25 @@ pub trait Store: Send + Sync + 'static {
         run_ids: &[i64],
     ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
 
-    /// Records how a run ended and puts its job back to idle with its next occurrence after the store's
-    /// now, fenced on the run: refused if this replica no longer holds it (contracts 3, 4, 7).
+    /// Records how runs ended, in one transaction (or under one lock), and puts each job back to idle
+    /// with its next occurrence after the run's end, fenced on the run: a run this replica no longer
+    /// holds is refused ([`Finished::Fenced`]) and nothing of it is written. One result per finish, in
+    /// order.
+    ///
+    /// With `chain` set, the same call also claims, for each of these jobs, its next occurrence when that
+    /// is due within `chain` of the store's now and a claim would take it: the deployment is active, the
+    /// job is not paused, has no pending trigger and is not late. The claims come back as from
+    /// [`Store::claim_due`] (with no `next_due`), and their jobs stay executing from one run to the next:
+    /// a job due every second is never idle, and no claim has to find it again. Every rule of a claim
+    /// holds; the run of a chained occurrence that already ran is not recorded, and its job goes back to
+    /// idle. A store may claim nothing (`claimed: None`): the jobs then go back to idle and
+    /// [`Store::claim_due`] takes them.
     fn finish(
         &self,
         runner: &Runner,
-        finish: &Finish,
-    ) -> impl Future<Output = Result<Finished, StoreError>> + Send;
-
-    /// Records how several runs ended: the result of [`Store::finish`] for each, in order. The executor
-    /// records the runs that end together with one call; a store that can do it in one round trip or one
-    /// lock should. The default calls `finish` for each, concurrently.
-    fn finish_many(
-        &self,
-        runner: &Runner,
         finishes: &[Finish],
-    ) -> impl Future<Output = Vec<Result<Finished, StoreError>>> + Send {
-        futures_util::future::join_all(finishes.iter().map(|finish| self.finish(runner, finish)))
-    }
-
-    /// Records how several runs ended, as [`Store::finish_many`] does, and claims with them the next
-    /// occurrence of each of their jobs that is due within `ahead` of the store's now and that a claim
-    /// would take: the deployment is active, the job is not paused, has no pending trigger and is not
-    /// late. The claims come back as from [`Store::claim_due`] (with no `next_due`), and their jobs stay
-    /// executing from one run to the next: a job due every second is never idle, and no claim has to
-    /// find it again. Every contract holds as for a claim; the run of a chained occurrence that already
-    /// ran is not recorded, and its job goes back to idle as after [`Store::finish`].
-    ///
-    /// The default claims nothing: the jobs go back to idle and [`Store::claim_due`] takes them.
-    fn finish_and_claim(
-        &self,
-        runner: &Runner,
-        finishes: &[Finish],
-        ahead: Duration,
-    ) -> impl Future<Output = (Vec<Result<Finished, StoreError>>, Option<Claimed>)> + Send {
-        let _ = ahead;
-        async move { (self.finish_many(runner, finishes).await, None) }
-    }
+        chain: Option<Duration>,
+    ) -> impl Future<Output = Finishing> + Send;
 
     /// Shutdown: gives back runs claimed ahead whose handlers were never called. Their records are
     /// dropped and their jobs go back to idle at those occurrences (a manual run's trigger is pending
@@ -338,11 +343,18 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
+/// Only this crate's stores implement [`Store`].
+pub(crate) mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::MemoryStore {}
+    impl Sealed for super::postgres::PgStore {}
+}
+
 mod key;
 mod memory;
 pub mod postgres;
 
-pub(crate) use key::other_schema;
 pub use key::check_job_count;
+pub(crate) use key::other_schema;
 
 pub use memory::{MemoryStore, RunRecord};

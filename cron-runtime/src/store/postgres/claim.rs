@@ -190,7 +190,7 @@ impl PgStore {
     ) -> Result<Claimed, StoreError> {
         let known = self.known(runner)?;
         self.take_over_before_claim(runner, &known).await?;
-        let settings = self.settings();
+        let settings = &self.settings;
         let claimable = &known.claimable;
         let refused = claimable.refused();
         let context = || format!("claiming due jobs for runner {}", runner.name);
@@ -204,7 +204,7 @@ impl PgStore {
             .bind(ahead.as_secs_f64())
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .bind(&refused)
-            .bind(settings.store.missed_tolerance.as_secs_f64())
+            .bind(settings.missed_tolerance.as_secs_f64())
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
@@ -252,7 +252,7 @@ impl PgStore {
                 .bind(&skip)
                 .bind(&runner.name)
                 .bind(runner.id)
-                .bind(settings.store.lease.as_secs_f64())
+                .bind(settings.lease.as_secs_f64())
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context()))?

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 
 use super::schedules::zone_text;
-use super::{Claimable, Known, PgStore, db, lock};
+use super::{Claimable, FORGET_RUNNERS_AFTER, Known, PgStore, db, lock};
 use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
 
 /// What [`PgStore::check_rows`] saw of the rows the claim may take, for [`Beat`].
@@ -291,7 +291,7 @@ impl PgStore {
         .await
         .map_err(db(context()))?;
         sqlx::query("DELETE FROM cron_runners WHERE last_seen < now() - make_interval(secs => $1)")
-            .bind(self.settings().forget_runners_after.as_secs_f64())
+            .bind(FORGET_RUNNERS_AFTER.as_secs_f64())
             .execute(&self.pool)
             .await
             .map_err(db(context()))?;

@@ -20,7 +20,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Runner, Store, StoreError,
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, JobSpec, Runner, Store, StoreError,
     StoreSettings,
 };
 use crate::redact::{redact, scrub};
@@ -50,11 +50,12 @@ pub const DUE_CHANNEL: &str = "cronverb_due";
 pub struct PgStore {
     pool: PgPool,
     shared: Arc<Shared>,
+    /// This handle's lease and missed-run tolerance ([`PgStore::with_settings`]).
+    settings: StoreSettings,
 }
 
 #[derive(Debug)]
 struct Shared {
-    settings: Mutex<Settings>,
     host: String,
     pid: i32,
     /// The deployments registered through this store, by id.
@@ -64,13 +65,11 @@ struct Shared {
     listener: listen::Listener,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Settings {
-    store: StoreSettings,
-    liveness: Option<Duration>,
-    recovery_batch: u32,
-    forget_runners_after: Duration,
-}
+/// How many expired rows one recovery transaction takes back.
+const RECOVERY_BATCH: u32 = 100;
+
+/// Rows of replicas not seen for this long are deleted by any heartbeat.
+const FORGET_RUNNERS_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// A deployment registered through this store: its build's jobs, and which rows the claim may take.
 #[derive(Debug, Clone)]
@@ -151,39 +150,18 @@ impl PgStore {
         Ok(PgStore::from_pool(pool))
     }
 
-    /// A store whose pool connects on first use: for a builder that is not async. The URL is checked now;
-    /// the server is not contacted. Must be called within a tokio runtime.
-    pub fn connect_lazy(url: &str) -> Result<PgStore, StoreError> {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(StoreError::Invalid(format!(
-                "while connecting to {}: no tokio runtime is running",
-                redact(url)
-            )));
-        }
-        let pool = PgPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_lazy_with(connect_options(url)?);
-        Ok(PgStore::from_pool(pool))
-    }
-
     /// A store on an existing pool.
     pub fn from_pool(pool: PgPool) -> PgStore {
         PgStore {
             pool,
             shared: Arc::new(Shared {
-                settings: Mutex::new(Settings {
-                    store: StoreSettings::default(),
-                    liveness: None,
-                    recovery_batch: 100,
-                    forget_runners_after: Duration::from_secs(24 * 3600),
-                }),
                 host: host_name(),
                 pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
                 deployments: Mutex::new(HashMap::new()),
                 schedules: Schedules::default(),
                 listener: listen::Listener::default(),
             }),
+            settings: StoreSettings::default(),
         }
     }
 
@@ -218,55 +196,22 @@ impl PgStore {
         &self.pool
     }
 
-    /// Sets the lease duration and missed-run tolerance. The runtime calls this with its own settings when
-    /// it is built, so a store given to the builder follows the builder's settings.
-    pub fn configure(&self, settings: StoreSettings) {
-        self.settings_mut().store = settings;
-    }
-
-    /// [`PgStore::configure`], as a builder.
+    /// A handle on the same pool and registrations that claims with this lease duration and missed-run
+    /// tolerance. The runtime makes one with its own settings when it is built, so a store given to the
+    /// builder follows the builder's settings.
     pub fn with_settings(self, settings: StoreSettings) -> PgStore {
-        self.configure(settings);
-        self
+        PgStore { settings, ..self }
     }
 
-    /// A replica is alive while its last heartbeat is at most this old (default: the lease). Only alive
-    /// replicas make their deployment the active one (contract 6).
-    pub fn with_liveness(self, liveness: Duration) -> PgStore {
-        self.settings_mut().liveness = Some(liveness);
-        self
-    }
-
-    /// How many expired rows one recovery transaction takes back (default 100).
-    pub fn with_recovery_batch(self, batch: u32) -> PgStore {
-        self.settings_mut().recovery_batch = batch.max(1);
-        self
-    }
-
-    /// Rows of replicas not seen for this long are deleted by any heartbeat (default one day).
-    pub fn with_forget_runners_after(self, after: Duration) -> PgStore {
-        self.settings_mut().forget_runners_after = after;
-        self
-    }
-
-    fn settings(&self) -> Settings {
-        *lock(&self.shared.settings)
-    }
-
-    fn settings_mut(&self) -> MutexGuard<'_, Settings> {
-        lock(&self.shared.settings)
-    }
-
+    /// The lease, in seconds, as the SQL binds it.
     fn lease(&self) -> f64 {
-        self.settings().store.lease.as_secs_f64()
+        self.settings.lease.as_secs_f64()
     }
 
+    /// A replica is alive while its last heartbeat is at most a lease old; only live replicas make their
+    /// deployment the active one. In seconds, as the SQL binds it.
     fn liveness(&self) -> f64 {
-        let settings = self.settings();
-        settings
-            .liveness
-            .unwrap_or(settings.store.lease)
-            .as_secs_f64()
+        self.lease()
     }
 
     fn known(&self, runner: &Runner) -> Result<Arc<Known>, StoreError> {
@@ -304,25 +249,14 @@ impl Store for PgStore {
         self.renew_leases(runner, run_ids).await
     }
 
-    async fn finish(&self, runner: &Runner, finish: &Finish) -> Result<Finished, StoreError> {
-        self.finish_run(runner, finish).await
-    }
-
-    async fn finish_many(
+    async fn finish(
         &self,
         runner: &Runner,
         finishes: &[Finish],
-    ) -> Vec<Result<Finished, StoreError>> {
-        self.finish_runs(runner, finishes, None).await.0
-    }
-
-    async fn finish_and_claim(
-        &self,
-        runner: &Runner,
-        finishes: &[Finish],
-        ahead: Duration,
-    ) -> (Vec<Result<Finished, StoreError>>, Option<Claimed>) {
-        self.finish_runs(runner, finishes, Some(ahead)).await
+        chain: Option<Duration>,
+    ) -> Finishing {
+        let (results, claimed) = self.finish_runs(runner, finishes, chain).await;
+        Finishing { results, claimed }
     }
 
     async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {

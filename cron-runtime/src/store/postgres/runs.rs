@@ -9,23 +9,8 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
 use super::schedules::{count_between, next_after_run};
-use super::{DUE_CHANNEL, NOTIFY_CHANNEL, PgStore, db};
+use super::{DUE_CHANNEL, NOTIFY_CHANNEL, PgStore, RECOVERY_BATCH, db};
 use crate::store::{Claim, ClaimAction, Claimed, Finish, Finished, Outcome, Runner, StoreError};
-
-/// The row of a job that a run holds, locked.
-const HELD_BY_RUN: &str = r#"
-SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.paused, j.current_run_id, j.trigger_requested_at IS NOT NULL AS triggered, r.scheduled_at,
-       r.manual, d.active, now() AS now
-FROM cron_jobs j
-JOIN cron_job_runs r ON r.id = j.current_run_id
-JOIN cron_deployments d ON d.id = j.deployment_id
-WHERE j.current_run_id = $1
-  AND j.state = 'executing'
-  AND r.runner_id = $2
-  AND ($3::bigint IS NULL OR j.id = $3)
-FOR UPDATE OF j
-"#;
 
 /// The rows of a batch's jobs that their runs still hold for this runner, locked in the order of their
 /// ids (so that two transactions locking several rows never wait on each other in a cycle).
@@ -262,49 +247,9 @@ impl Held {
 }
 
 impl PgStore {
-    pub(super) async fn finish_run(
-        &self,
-        runner: &Runner,
-        finish: &Finish,
-    ) -> Result<Finished, StoreError> {
-        let context = || format!("finishing run {} of job {}", finish.run_id, finish.job_id);
-        let mut tx = self.pool.begin().await.map_err(db(context()))?;
-        let row = sqlx::query(HELD_BY_RUN)
-            .bind(finish.run_id)
-            .bind(runner.id)
-            .bind(finish.job_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db(context()))?;
-        let Some(row) = row else {
-            return Ok(Finished::Fenced);
-        };
-        let mut held = Held::from_row(&row).map_err(db(context()))?;
-        held.active = still_active(&mut tx, runner.deployment_id)
-            .await
-            .map_err(db(context()))?;
-        let (next_execution, skipped) = self
-            .end_run(
-                &mut tx,
-                &held,
-                finish.outcome,
-                finish.error.as_deref(),
-                finish.ended_at,
-            )
-            .await
-            .map_err(db(context()))?;
-        tx.commit().await.map_err(db(context()))?;
-        Ok(Finished::Recorded {
-            next_execution,
-            skipped,
-        })
-    }
-
-    /// [`PgStore::finish_run`] for each run, in one transaction ([`PgStore::finish_batch`]), claiming
-    /// the next occurrences due within `chain` ([`Store::finish_and_claim`]). A database error fails
-    /// the whole batch: nothing of it is recorded or claimed, and every run gets the error.
-    ///
-    /// [`Store::finish_and_claim`]: crate::store::Store::finish_and_claim
+    /// [`Store::finish`](crate::store::Store::finish): the runs in one transaction
+    /// ([`PgStore::finish_batch`]), claiming the next occurrences due within `chain`. A database error
+    /// fails the whole batch: nothing of it is recorded or claimed, and every run gets the error.
     pub(super) async fn finish_runs(
         &self,
         runner: &Runner,
@@ -352,7 +297,7 @@ impl PgStore {
     /// Takes back every row whose lease expired, in batches, recording their runs `abandoned`. Returns
     /// how many rows were taken back.
     pub(super) async fn recover(&self) -> Result<usize, StoreError> {
-        let batch = self.settings().recovery_batch;
+        let batch = RECOVERY_BATCH;
         let context = "taking back rows whose lease expired";
         let mut bad: Vec<i64> = Vec::new();
         let mut recovered = 0;
@@ -660,7 +605,7 @@ impl PgStore {
     ) -> Result<(Vec<Finished>, Option<Claimed>), sqlx::Error> {
         // A runner this store did not register has no checked rows: nothing is chained for it.
         let known = chain.and_then(|_| self.known(runner).ok());
-        let tolerance = chrono::TimeDelta::from_std(self.settings().store.missed_tolerance)
+        let tolerance = chrono::TimeDelta::from_std(self.settings.missed_tolerance)
             .unwrap_or(chrono::TimeDelta::MAX);
         let run_ids: Vec<i64> = finishes.iter().map(|f| f.run_id).collect();
         let job_ids: Vec<i64> = finishes.iter().map(|f| f.job_id).collect();
