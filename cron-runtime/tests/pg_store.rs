@@ -1987,7 +1987,10 @@ async fn a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_du
         .await
         .expect("the replica that held nothing was not told");
     assert_eq!(change, Change::DueAt(next));
-    let Finishing { results, claimed: chained } = runs_them
+    let Finishing {
+        results,
+        claimed: chained,
+    } = runs_them
         .finish(
             &r1,
             &[finish(&claimed, 1, Outcome::Failed, Some("no"))],
