@@ -693,10 +693,10 @@ impl Bench {
         }));
 
         let started = Instant::now();
-        store.deploy("bench@1", &schema, None).await?;
+        store.admin().deploy("bench@1", &schema, None).await?;
         let deploy = started.elapsed();
         let started = Instant::now();
-        store.deploy("bench@1", &schema, None).await?;
+        store.admin().deploy("bench@1", &schema, None).await?;
         let again = started.elapsed();
 
         let mut build = Duration::ZERO;

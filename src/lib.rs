@@ -53,6 +53,9 @@ pub use cron_runtime::schema;
 /// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
 pub use cron_runtime::sqlx;
 pub use cron_runtime::store::postgres::PgStore;
+/// The operator API ([`PgStore::admin`]): `deploy`, `status`, `runs`, `pause`, `resume`, `trigger` and
+/// `prune`, with the error and report types they return.
+pub use cron_runtime::store::postgres::admin;
 pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
 pub use cron_runtime::{
     BuildError, Context, Job, JobError, JobOptions, Runtime, RuntimeBuilder, RuntimeError,

@@ -184,44 +184,98 @@ pub(crate) fn check_unique(declared: &[Declared]) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// Validates a declaration with the same code the attribute uses at compile time.
-pub(crate) fn validate(d: Declared, default_timeout: Duration) -> Result<Validated, BuildError> {
-    let invalid = |source: JobError| BuildError::InvalidJob {
-        name: d.job.name.clone(),
-        location: d.job.location(),
-        source: Box::new(source),
-    };
-    if d.job.name.trim().is_empty() {
-        return Err(invalid(JobError::EmptyName));
+/// A job's fields as declared (by `#[cron]`, [`RuntimeBuilder::job`](crate::RuntimeBuilder::job) or a
+/// verb of a schema given to `cronverb deploy`), before validation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fields<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) expression: &'a str,
+    /// The IANA zone; `None` is UTC.
+    pub(crate) timezone: Option<&'a str>,
+    /// `None` is the caller's default timeout.
+    pub(crate) timeout: Option<Timeout<'a>>,
+    pub(crate) missed: MissedPolicy,
+}
+
+/// A job's timeout as declared.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Timeout<'a> {
+    /// As written (`10m`).
+    Text(&'a str),
+    /// Given as a `Duration` (a builder job); zero is refused.
+    Given(Duration),
+}
+
+/// The job `fields` declare, validated with the same cron-schema functions the attribute uses at compile
+/// time: the one validation of the builder and of `cronverb deploy`. A job without a timeout gets
+/// `default_timeout`. When it does not validate, every error of the job: an empty name alone, else those
+/// of the expression, the zone and the timeout, in that order.
+pub(crate) fn job_spec(
+    fields: Fields<'_>,
+    default_timeout: Duration,
+) -> Result<JobSpec, Vec<JobError>> {
+    if fields.name.trim().is_empty() {
+        return Err(vec![JobError::EmptyName]);
     }
-    let schedule = Schedule::parse(&d.job.expression).map_err(|source| {
-        invalid(JobError::Expression {
-            expression: d.job.expression.clone(),
+    let mut errors = Vec::new();
+    let schedule = Schedule::parse(fields.expression).map_err(|source| {
+        errors.push(JobError::Expression {
+            expression: fields.expression.to_owned(),
             source,
-        })
-    })?;
-    let zone = match &d.job.timezone {
-        Some(name) => parse_timezone(name).map_err(|e| invalid(e.into()))?,
-        None => Tz::UTC,
+        });
+    });
+    let zone = match fields.timezone {
+        Some(name) => parse_timezone(name).map_err(|e| errors.push(e.into())),
+        None => Ok(Tz::UTC),
     };
-    let timeout = match (d.timeout, &d.job.timeout) {
-        (Some(timeout), _) if timeout.is_zero() => {
-            return Err(invalid(JobError::Timeout(
-                cron_schema::DurationError::Zero("0s".to_owned()),
+    let timeout = match fields.timeout {
+        Some(Timeout::Given(timeout)) if timeout.is_zero() => {
+            errors.push(JobError::Timeout(cron_schema::DurationError::Zero(
+                "0s".to_owned(),
             )));
+            Err(())
         }
-        (Some(timeout), _) => timeout,
-        (None, Some(text)) => parse_duration(text).map_err(|e| invalid(e.into()))?,
-        (None, None) => default_timeout,
+        Some(Timeout::Given(timeout)) => Ok(timeout),
+        Some(Timeout::Text(text)) => parse_duration(text).map_err(|e| errors.push(e.into())),
+        None => Ok(default_timeout),
     };
-    let spec = JobSpec {
-        verb: d.job.name.clone(),
-        expression: d.job.expression.clone(),
-        zone,
-        schedule: ZonedSchedule::new(schedule, zone),
+    match (schedule, zone, timeout) {
+        (Ok(schedule), Ok(zone), Ok(timeout)) => Ok(JobSpec {
+            verb: fields.name.to_owned(),
+            expression: fields.expression.to_owned(),
+            zone,
+            schedule: ZonedSchedule::new(schedule, zone),
+            timeout,
+            missed: fields.missed,
+        }),
+        _ => Err(errors),
+    }
+}
+
+/// Validates a declaration ([`job_spec`]), naming the job and its declaration in the first error.
+pub(crate) fn validate(d: Declared, default_timeout: Duration) -> Result<Validated, BuildError> {
+    let timeout = match (d.timeout, &d.job.timeout) {
+        (Some(timeout), _) => Some(Timeout::Given(timeout)),
+        (None, Some(text)) => Some(Timeout::Text(text)),
+        (None, None) => None,
+    };
+    let fields = Fields {
+        name: &d.job.name,
+        expression: &d.job.expression,
+        timezone: d.job.timezone.as_deref(),
         timeout,
         missed: d.job.missed,
     };
+    let spec = job_spec(fields, default_timeout).map_err(|errors| BuildError::InvalidJob {
+        name: d.job.name.clone(),
+        location: d.job.location(),
+        source: Box::new(
+            errors
+                .into_iter()
+                .next()
+                .expect("a job that does not validate has an error"),
+        ),
+    })?;
     let mut job = d.job;
     if let Some(timeout) = d.timeout {
         job.timeout = Some(format_duration(timeout));

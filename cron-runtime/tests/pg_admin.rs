@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use cron_runtime::store::postgres::{AdminError, PgStore, RunFilter, Since};
+use cron_runtime::store::postgres::PgStore;
+use cron_runtime::store::postgres::admin::{AdminError, RunFilter, Since};
 use cron_runtime::store::{
     Claimed, DeploymentSpec, Finish, Finished, Finishing, JobSpec, Outcome, Runner, Store,
 };
@@ -136,7 +137,11 @@ async fn deploy_registers_ahead_without_taking_over(pool: PgPool) {
         ),
     ]);
 
-    let deployed = store.deploy("billing@2", &schema, None).await.unwrap();
+    let deployed = store
+        .admin()
+        .deploy("billing@2", &schema, None)
+        .await
+        .unwrap();
     assert_eq!(deployed.module, "billing");
     assert!(deployed.created);
     assert!(!deployed.active, "registering ahead must not take over");
@@ -157,14 +162,18 @@ async fn deploy_registers_ahead_without_taking_over(pool: PgPool) {
         count(&pool, "SELECT count(*) FROM cron_runners WHERE deployment_id = (SELECT id FROM cron_deployments WHERE key = 'billing@2')").await,
         0
     );
-    let status = store.status(None).await.unwrap();
+    let status = store.admin().status(None).await.unwrap();
     assert_eq!(
         status.modules[0].active_deployment.as_deref(),
         Some("billing@1")
     );
 
     // Again: idempotent, nothing added.
-    let again = store.deploy("billing@2", &schema, None).await.unwrap();
+    let again = store
+        .admin()
+        .deploy("billing@2", &schema, None)
+        .await
+        .unwrap();
     assert!(!again.created);
     assert!(again.jobs.iter().all(|j| !j.added && j.matches));
 
@@ -193,7 +202,7 @@ async fn deploy_registers_ahead_without_taking_over(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(ids_before, ids_after);
-    let status = store.status(None).await.unwrap();
+    let status = store.admin().status(None).await.unwrap();
     let billing = &status.modules[0];
     assert_eq!(billing.active_deployment.as_deref(), Some("billing@2"));
     assert_eq!(billing.deployments[0].key, "billing@2");
@@ -209,7 +218,11 @@ async fn deploy_refuses_an_invalid_schema_and_changes_nothing(pool: PgPool) {
         ("billing::c", Cron::new(HOURLY).timeout("ten minutes")),
         ("billing::d", Cron::new(HOURLY)),
     ]);
-    let error = store.deploy("billing@1", &bad, None).await.unwrap_err();
+    let error = store
+        .admin()
+        .deploy("billing@1", &bad, None)
+        .await
+        .unwrap_err();
     assert!(error.is_invalid_input());
     let message = error.to_string();
     for part in [
@@ -230,14 +243,19 @@ async fn deploy_refuses_an_invalid_schema_and_changes_nothing(pool: PgPool) {
         ("billing", Verb::new("billing::a", Cron::new(HOURLY))),
         ("shipping", Verb::new("shipping::b", Cron::new(HOURLY))),
     ]);
-    let error = store.deploy("x@1", &two, None).await.unwrap_err();
+    let error = store.admin().deploy("x@1", &two, None).await.unwrap_err();
     assert!(
         matches!(error, AdminError::ModuleRequired { .. }),
         "{error}"
     );
-    let error = store.deploy("x@1", &two, Some("nope")).await.unwrap_err();
+    let error = store
+        .admin()
+        .deploy("x@1", &two, Some("nope"))
+        .await
+        .unwrap_err();
     assert!(matches!(error, AdminError::UnknownModule { .. }), "{error}");
     let deployed = store
+        .admin()
         .deploy("shipping@1", &two, Some("shipping"))
         .await
         .unwrap();
@@ -245,6 +263,7 @@ async fn deploy_refuses_an_invalid_schema_and_changes_nothing(pool: PgPool) {
 
     // A key is one module's.
     let error = store
+        .admin()
         .deploy(
             "shipping@1",
             &schema(&[("billing::a", Cron::new(HOURLY))]),
@@ -269,7 +288,7 @@ async fn deploy_refuses_a_key_registered_with_other_jobs_and_changes_nothing(poo
         ("billing::send", Cron::new(HOURLY)),
         ("billing::report", Cron::new("0 2 * * *")),
     ]);
-    store.deploy("billing@1", &v1, None).await.unwrap();
+    store.admin().deploy("billing@1", &v1, None).await.unwrap();
 
     let other = schema(&[
         (
@@ -278,7 +297,11 @@ async fn deploy_refuses_a_key_registered_with_other_jobs_and_changes_nothing(poo
         ),
         ("billing::audit", Cron::new(MINUTELY)),
     ]);
-    let error = store.deploy("billing@1", &other, None).await.unwrap_err();
+    let error = store
+        .admin()
+        .deploy("billing@1", &other, None)
+        .await
+        .unwrap_err();
     assert!(error.is_invalid_input(), "{error}");
     assert_eq!(
         error.to_string(),
@@ -311,7 +334,11 @@ async fn deploy_refuses_a_key_registered_with_other_jobs_and_changes_nothing(poo
             Verb::new("billing::report", Cron::new("0 2 * * *")),
         ),
     ]);
-    let again = store.deploy("billing@1", &documented, None).await.unwrap();
+    let again = store
+        .admin()
+        .deploy("billing@1", &documented, None)
+        .await
+        .unwrap();
     assert!(!again.created);
 }
 
@@ -323,7 +350,7 @@ async fn deploy_says_what_changes_relative_to_the_active_deployment(pool: PgPool
         ("billing::report", Cron::new("0 2 * * *")),
         ("billing::old", Cron::new(MINUTELY)),
     ]);
-    let first = store.deploy("billing@1", &v1, None).await.unwrap();
+    let first = store.admin().deploy("billing@1", &v1, None).await.unwrap();
     let changes = first.changes.unwrap();
     assert_eq!(changes.compared_with, None);
     assert_eq!(
@@ -342,7 +369,7 @@ async fn deploy_says_what_changes_relative_to_the_active_deployment(pool: PgPool
         ("billing::report", Cron::new("0 3 * * *")),
         ("billing::new", Cron::new(HOURLY)),
     ]);
-    let deployed = store.deploy("billing@2", &v2, None).await.unwrap();
+    let deployed = store.admin().deploy("billing@2", &v2, None).await.unwrap();
     let changes = deployed.changes.unwrap();
     assert_eq!(changes.compared_with.as_deref(), Some("billing@1"));
     assert_eq!(changes.added, ["billing::new"]);
@@ -388,12 +415,12 @@ async fn trigger_runs_once_now_through_the_claim_and_keeps_the_schedule(pool: Pg
     assert!(claim(&store, &runner).await.claims.is_empty());
 
     // Its name inside its module is enough.
-    let triggered = store.trigger("send", None).await.unwrap();
+    let triggered = store.admin().trigger("send", None).await.unwrap();
     assert_eq!(triggered.verb, "billing::send");
     assert_eq!(triggered.deployment, "billing@1");
     assert!(!triggered.already_pending);
     assert_eq!(triggered.live_replicas, 1);
-    let again = store.trigger("billing::send", None).await.unwrap();
+    let again = store.admin().trigger("billing::send", None).await.unwrap();
     assert!(again.already_pending);
     assert_eq!(again.requested_at, triggered.requested_at);
 
@@ -413,7 +440,11 @@ async fn trigger_runs_once_now_through_the_claim_and_keeps_the_schedule(pool: Pg
     assert_eq!(pending, None, "the claim took the trigger");
 
     // While it runs, another trigger is refused: a job never overlaps itself.
-    let error = store.trigger("billing::send", None).await.unwrap_err();
+    let error = store
+        .admin()
+        .trigger("billing::send", None)
+        .await
+        .unwrap_err();
     assert!(matches!(error, AdminError::Executing { .. }), "{error}");
     assert!(!error.is_invalid_input());
 
@@ -426,6 +457,7 @@ async fn trigger_runs_once_now_through_the_claim_and_keeps_the_schedule(pool: Pg
     );
     assert!(claim(&store, &runner).await.claims.is_empty());
     let runs = store
+        .admin()
         .runs(&RunFilter {
             verb: Some("billing::send".to_owned()),
             ..RunFilter::default()
@@ -445,7 +477,7 @@ async fn a_regular_occurrence_due_with_a_trigger_runs_and_satisfies_it(pool: PgP
     )
     .await;
     let due = set_next(&pool, "billing::send", "date_trunc('minute', now())").await;
-    store.trigger("billing::send", None).await.unwrap();
+    store.admin().trigger("billing::send", None).await.unwrap();
     let claimed = claim(&store, &runner).await;
     assert_eq!(claimed.claims.len(), 1);
     assert_eq!(claimed.claims[0].scheduled_at, due);
@@ -462,7 +494,7 @@ async fn a_manual_run_overlapping_the_regular_occurrence_skips_it(pool: PgPool) 
         &deployment("billing@1", vec![job("billing::send", HOURLY)]),
     )
     .await;
-    store.trigger("billing::send", None).await.unwrap();
+    store.admin().trigger("billing::send", None).await.unwrap();
     let claimed = claim(&store, &runner).await;
     // The regular occurrence comes (two hours ago) while the manual run executes.
     let regular = set_next(
@@ -489,13 +521,18 @@ async fn a_manual_run_overlapping_the_regular_occurrence_skips_it(pool: PgPool) 
 #[sqlx::test(migrations = "./migrations")]
 async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
     let store = PgStore::from_pool(pool.clone());
-    let error = store.trigger("billing::send", None).await.unwrap_err();
+    let error = store
+        .admin()
+        .trigger("billing::send", None)
+        .await
+        .unwrap_err();
     assert_eq!(
         error.to_string(),
         "unknown verb `billing::send`; no verb is registered"
     );
 
     store
+        .admin()
         .deploy(
             "billing@1",
             &schema(&[("billing::send_invoices", Cron::new(HOURLY))]),
@@ -504,6 +541,7 @@ async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
         .await
         .unwrap();
     let error = store
+        .admin()
         .trigger("billing::send_invoice", None)
         .await
         .unwrap_err();
@@ -513,6 +551,7 @@ async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
         "unknown verb `billing::send_invoice`; did you mean `billing::send_invoices`?"
     );
     let error = store
+        .admin()
         .trigger("billing::send_invoices", None)
         .await
         .unwrap_err();
@@ -521,6 +560,7 @@ async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
         "module `billing` has no active deployment: no replica of it has run yet"
     );
     let error = store
+        .admin()
         .trigger("billing::send_invoices", Some("shipping"))
         .await
         .unwrap_err();
@@ -549,6 +589,7 @@ async fn a_paused_verb_is_not_claimed_until_resumed_and_stays_paused_across_a_de
     )
     .await;
     let pause = store
+        .admin()
         .pause(
             "billing::send",
             None,
@@ -562,7 +603,11 @@ async fn a_paused_verb_is_not_claimed_until_resumed_and_stays_paused_across_a_de
         Some("INC-42: the mail relay is down")
     );
     assert!(pause.paused_at.is_some());
-    let again = store.pause("billing::send", None, None).await.unwrap();
+    let again = store
+        .admin()
+        .pause("billing::send", None, None)
+        .await
+        .unwrap();
     assert!(!again.changed);
     assert_eq!(
         again.note.as_deref(),
@@ -574,7 +619,7 @@ async fn a_paused_verb_is_not_claimed_until_resumed_and_stays_paused_across_a_de
     assert_eq!(claim(&store, &runner).await.next_due, None);
 
     // A trigger runs a paused verb once.
-    store.trigger("billing::send", None).await.unwrap();
+    store.admin().trigger("billing::send", None).await.unwrap();
     let claimed = claim(&store, &runner).await;
     assert_eq!(claimed.claims.len(), 1);
     finish(&store, &runner, &claimed).await;
@@ -588,7 +633,7 @@ async fn a_paused_verb_is_not_claimed_until_resumed_and_stays_paused_across_a_de
     .await;
     let (_, _, paused) = job_row(&pool, "billing@2", "billing::send").await;
     assert!(paused);
-    let status = store.status(Some("billing")).await.unwrap();
+    let status = store.admin().status(Some("billing")).await.unwrap();
     let send = &status.modules[0].jobs[0];
     assert_eq!(send.deployment, "billing@2");
     assert!(send.paused);
@@ -599,12 +644,12 @@ async fn a_paused_verb_is_not_claimed_until_resumed_and_stays_paused_across_a_de
     assert!(claim(&new_store, &new_runner).await.claims.is_empty());
 
     // Resumed: from the next occurrence after now; what came while paused is not run.
-    let resumed = store.resume("send", None).await.unwrap();
+    let resumed = store.admin().resume("send", None).await.unwrap();
     assert!(!resumed.paused && resumed.changed);
     assert_eq!(resumed.deployments, 2);
     assert!(resumed.next_execution.unwrap() > db_now(&pool).await);
     assert!(claim(&new_store, &new_runner).await.claims.is_empty());
-    assert!(!store.resume("send", None).await.unwrap().changed);
+    assert!(!store.admin().resume("send", None).await.unwrap().changed);
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -615,6 +660,7 @@ async fn a_pending_trigger_moves_to_the_deployment_that_takes_over(pool: PgPool)
     )
     .await;
     let triggered = PgStore::from_pool(pool.clone())
+        .admin()
         .trigger("billing::send", None)
         .await
         .unwrap();
@@ -639,11 +685,15 @@ async fn status_shows_the_next_execution_in_the_jobs_zone_and_the_last_run(pool:
     report.zone = Tz::America__New_York;
     report.schedule = ZonedSchedule::new(Schedule::parse("0 2 * * *").unwrap(), report.zone);
     let (store, runner) = replica(&pool, &deployment("billing@1", vec![report])).await;
-    store.trigger("billing::report", None).await.unwrap();
+    store
+        .admin()
+        .trigger("billing::report", None)
+        .await
+        .unwrap();
     let claimed = claim(&store, &runner).await;
     finish(&store, &runner, &claimed).await;
 
-    let status = store.status(None).await.unwrap();
+    let status = store.admin().status(None).await.unwrap();
     let job = &status.modules[0].jobs[0];
     assert_eq!(job.timezone, "America/New_York");
     assert_eq!(job.state, "idle");
@@ -688,13 +738,14 @@ async fn runs_filters_by_verb_since_and_limit(pool: PgPool) {
     .await
     .unwrap();
     let store = PgStore::from_pool(pool.clone());
-    let all = store.runs(&RunFilter::default()).await.unwrap();
+    let all = store.admin().runs(&RunFilter::default()).await.unwrap();
     assert_eq!(all.len(), 20);
     assert!(
         all.windows(2)
             .all(|w| w[0].scheduled_at >= w[1].scheduled_at)
     );
     let a = store
+        .admin()
         .runs(&RunFilter {
             verb: Some("a".to_owned()),
             since: Some(Since::Ago(Duration::from_secs(3 * 3600 + 60))),
@@ -705,6 +756,7 @@ async fn runs_filters_by_verb_since_and_limit(pool: PgPool) {
     assert_eq!(a.len(), 3);
     assert!(a.iter().all(|r| r.verb == "billing::a"));
     let limited = store
+        .admin()
         .runs(&RunFilter {
             limit: 4,
             since: Some(Since::Instant(
@@ -716,6 +768,7 @@ async fn runs_filters_by_verb_since_and_limit(pool: PgPool) {
         .unwrap();
     assert_eq!(limited.len(), 4);
     let error = store
+        .admin()
         .runs(&RunFilter {
             verb: Some("billing::c".to_owned()),
             ..RunFilter::default()
@@ -744,6 +797,7 @@ async fn prune_deletes_old_finished_runs_in_batches_and_never_a_running_one(pool
     // Days 31..=39 are older than 30 days and finished; day 40 is still running.
     assert_eq!(
         store
+            .admin()
             .prune(Duration::from_secs(30 * 24 * 3600), 2)
             .await
             .unwrap(),
@@ -789,7 +843,7 @@ async fn a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started(pool: PgPo
         .await
         .unwrap();
     assert_eq!(claimed.claims.len(), 1);
-    let triggered = store.trigger("billing::tick", None).await.unwrap();
+    let triggered = store.admin().trigger("billing::tick", None).await.unwrap();
     assert!(!triggered.already_pending);
 
     // The pending trigger keeps the run's end from claiming the next occurrence: the job goes back
@@ -830,6 +884,10 @@ async fn a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started(pool: PgPo
     assert_eq!(pending, None, "taken");
 
     // A run that has started is executing: another trigger is refused.
-    let error = store.trigger("billing::tick", None).await.unwrap_err();
+    let error = store
+        .admin()
+        .trigger("billing::tick", None)
+        .await
+        .unwrap_err();
     assert!(matches!(error, AdminError::Executing { .. }), "{error}");
 }

@@ -1542,7 +1542,7 @@ async fn a_batch_with_a_manual_run_keeps_the_regular_schedule(pool: PgPool) {
         .await
         .next_execution;
     assert!(regular.is_some());
-    store.trigger("m", None).await.unwrap();
+    store.admin().trigger("m", None).await.unwrap();
     due_ten_hours_ago(&pool, runner.deployment_id, "r").await;
     let claimed = claim(&store, &runner).await;
     assert_eq!(claimed.claims.len(), 2);

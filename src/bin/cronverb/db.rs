@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cron_runtime::store::StoreError;
-use cron_runtime::store::postgres::{AdminError, PgStore, connect_options};
+use cron_runtime::store::postgres::admin::AdminError;
+use cron_runtime::store::postgres::{PgStore, connect_options};
 
 use crate::escape::escape;
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cron_runtime::store::check_job_count;
-use cron_runtime::store::postgres::Deployed;
+use cron_runtime::store::postgres::admin::Deployed;
 use cron_schema::Schema;
 
 use crate::db::{self, Connection, Failure};
@@ -38,6 +38,7 @@ pub fn run(args: Args) -> ExitCode {
     let json = args.connection.json;
     db::run(&args.connection, |store| async move {
         let deployed = store
+            .admin()
             .deploy(&args.deployment, &schema, args.module.as_deref())
             .await?;
         if json {

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use cron_runtime::store::postgres::Pause;
+use cron_runtime::store::postgres::admin::Pause;
 
 use crate::db::{self, Connection};
 use crate::escape::escape;
@@ -40,6 +40,7 @@ pub fn pause(args: PauseArgs) -> ExitCode {
     let json = args.connection.json;
     db::run(&args.connection, |store| async move {
         let pause = store
+            .admin()
             .pause(&args.verb, args.module.as_deref(), args.note.as_deref())
             .await?;
         show(&pause, json)
@@ -49,7 +50,10 @@ pub fn pause(args: PauseArgs) -> ExitCode {
 pub fn resume(args: ResumeArgs) -> ExitCode {
     let json = args.connection.json;
     db::run(&args.connection, |store| async move {
-        let pause = store.resume(&args.verb, args.module.as_deref()).await?;
+        let pause = store
+            .admin()
+            .resume(&args.verb, args.module.as_deref())
+            .await?;
         show(&pause, json)
     })
 }

@@ -3,10 +3,9 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::db::{self, Connection};
+use cron_runtime::store::postgres::admin::PRUNE_BATCH;
 
-/// How many runs one statement deletes.
-const BATCH: u32 = 1000;
+use crate::db::{self, Connection};
 
 /// Delete the runs that finished longer ago than the retention (never a running one)
 #[derive(Debug, clap::Args)]
@@ -21,7 +20,7 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     let json = args.connection.json;
     db::run(&args.connection, |store| async move {
-        let deleted = store.prune(args.older_than, BATCH).await?;
+        let deleted = store.admin().prune(args.older_than, PRUNE_BATCH).await?;
         if json {
             db::print_json(&serde_json::json!({
                 "deleted": deleted,

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
-use cron_runtime::store::postgres::{Run, RunFilter, Since};
+use cron_runtime::store::postgres::admin::{Run, RunFilter, Since};
 
 use crate::db::{self, Connection};
 
@@ -35,7 +35,7 @@ pub fn run(args: Args) -> ExitCode {
         limit: args.limit,
     };
     db::run(&args.connection, |store| async move {
-        let runs = store.runs(&filter).await?;
+        let runs = store.admin().runs(&filter).await?;
         if json {
             db::print_json(&runs)
         } else if runs.is_empty() {

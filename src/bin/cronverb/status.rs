@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use cron_runtime::store::postgres::{JobStatus, ModuleStatus, Status};
+use cron_runtime::store::postgres::admin::{JobStatus, ModuleStatus, Status};
 
 use crate::db::{self, Connection};
 use crate::escape::escape;
@@ -21,7 +21,7 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     let json = args.connection.json;
     db::run(&args.connection, |store| async move {
-        let status = store.status(args.module.as_deref()).await?;
+        let status = store.admin().status(args.module.as_deref()).await?;
         if json {
             db::print_json(&status)
         } else {

@@ -21,7 +21,10 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     let json = args.connection.json;
     db::run(&args.connection, |store| async move {
-        let triggered = store.trigger(&args.verb, args.module.as_deref()).await?;
+        let triggered = store
+            .admin()
+            .trigger(&args.verb, args.module.as_deref())
+            .await?;
         if json {
             return db::print_json(&triggered);
         }

@@ -4,7 +4,7 @@
 //! database, and every instant is the database's `now()`. The tables are created by the embedded
 //! migrations ([`PgStore::migrate`]); docs/operations.md describes them for operators.
 
-mod admin;
+pub mod admin;
 mod claim;
 mod deploy;
 mod listen;
@@ -26,10 +26,6 @@ use super::{
 use crate::redact::{redact, scrub};
 use schedules::Schedules;
 
-pub use admin::{
-    AdminError, ChangedJob, Changes, Deployed, DeployedJob, DeploymentStatus, JobStatus, LastRun,
-    ModuleStatus, OVERDUE_AFTER, Pause, RemovedJob, Run, RunFilter, Since, Status, Triggered,
-};
 pub use migrate::{MIGRATOR, newest_known};
 
 /// The channel cronverb notifies on when jobs of a module may be due now (a takeover, a trigger, rows
@@ -196,6 +192,12 @@ impl PgStore {
         &self.pool
     }
 
+    /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
+    /// store's database, with its liveness window.
+    pub fn admin(&self) -> admin::Admin {
+        admin::Admin::new(self.pool.clone(), self.liveness())
+    }
+
     /// A handle on the same pool and registrations that claims with this lease duration and missed-run
     /// tolerance. The runtime makes one with its own settings when it is built, so a store given to the
     /// builder follows the builder's settings.
@@ -272,7 +274,8 @@ impl Store for PgStore {
     }
 
     async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
-        self.prune_batches(
+        admin::prune_batches(
+            &self.pool,
             older_than,
             admin::PRUNE_BATCH,
             admin::PRUNE_BATCHES_PER_CALL,

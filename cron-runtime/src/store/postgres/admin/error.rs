@@ -1,0 +1,163 @@
+//! Why an operator command did nothing, and the database errors it reports.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use super::suggest::{ambiguous, expected, list, unknown_verb};
+use crate::store::StoreError;
+use crate::store::postgres::db;
+
+/// Why an operator command did nothing. [`AdminError::is_invalid_input`] tells what was given wrong (an
+/// unknown verb, a schema that does not validate) from a state that refuses it or a database failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// No verb has the name given (in `module` when one was given).
+    #[error("{}", unknown_verb(.verb, .module.as_deref(), .close, .known))]
+    UnknownVerb {
+        /// The name given.
+        verb: String,
+        /// The module given.
+        module: Option<String>,
+        /// Known verbs whose name is close to `verb`.
+        close: Vec<String>,
+        /// Every known verb (of `module` when given).
+        known: Vec<String>,
+    },
+    /// A verb named by its name inside its module, which several verbs have.
+    #[error("{}", ambiguous(.verb, .candidates))]
+    AmbiguousVerb {
+        /// The name given.
+        verb: String,
+        /// The verbs it may be, as `(module, full name)`.
+        candidates: Vec<(String, String)>,
+    },
+    /// A verb named in full that several modules have: only the module tells them apart.
+    #[error("verb `{verb}` is in several modules: {}; choose one with `--module`", list(.modules, ", "))]
+    VerbInSeveralModules {
+        /// The name given.
+        verb: String,
+        /// The modules that have it.
+        modules: Vec<String>,
+    },
+    /// No deployment has the module given.
+    #[error("unknown module `{module}`; {}", expected(.known))]
+    UnknownModule {
+        /// The name given.
+        module: String,
+        /// Every module that has a deployment.
+        known: Vec<String>,
+    },
+    /// The schema has several modules and none was chosen.
+    #[error("the schema has modules {}; choose one with `--module`", list(.modules, ", "))]
+    ModuleRequired {
+        /// The modules of the schema.
+        modules: Vec<String>,
+    },
+    /// The schema does not validate; the text gives every error.
+    #[error("invalid schema: {0}")]
+    InvalidSchema(String),
+    /// The deployment key cannot be one.
+    #[error("invalid deployment key `{key}`: {reason}")]
+    InvalidKey {
+        /// The key given.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The key is registered for another module.
+    #[error("deployment `{key}` is registered for module `{registered}`, not `{module}`")]
+    KeyTaken {
+        /// The key given.
+        key: String,
+        /// The module it is registered for.
+        registered: String,
+        /// The module it was given for.
+        module: String,
+    },
+    /// The key is registered with other jobs (docs/operations.md, "Deployment keys"); the text says
+    /// what differs.
+    #[error("{0}")]
+    KeyRegisteredWithOtherJobs(String),
+    /// No replica of the module has run, so no deployment of it is active.
+    #[error("module `{module}` has no active deployment: no replica of it has run yet")]
+    NoActiveDeployment {
+        /// The verb's module.
+        module: String,
+    },
+    /// The verb is not one of the jobs of its module's active deployment.
+    #[error(
+        "verb `{verb}` is not in deployment `{deployment}`, the active deployment of module `{module}`"
+    )]
+    NotInActiveDeployment {
+        /// The verb's module.
+        module: String,
+        /// The verb's full name.
+        verb: String,
+        /// The key of the module's active deployment.
+        deployment: String,
+    },
+    /// A run of the verb has started and not ended: a job never overlaps itself.
+    #[error(
+        "`{verb}` is executing (run {run_id}{}); a job never overlaps itself: trigger it again when the run has ended",
+        since(.started_at)
+    )]
+    Executing {
+        /// The verb's full name.
+        verb: String,
+        /// The run in flight.
+        run_id: i64,
+        /// When it started; `None` before its handler started.
+        started_at: Option<DateTime<Utc>>,
+    },
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AdminError {
+    /// What was given is wrong (the command line, the schema file); a state or a failure otherwise.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            AdminError::UnknownVerb { .. }
+                | AdminError::AmbiguousVerb { .. }
+                | AdminError::VerbInSeveralModules { .. }
+                | AdminError::UnknownModule { .. }
+                | AdminError::ModuleRequired { .. }
+                | AdminError::InvalidSchema(_)
+                | AdminError::InvalidKey { .. }
+                | AdminError::KeyTaken { .. }
+                | AdminError::KeyRegisteredWithOtherJobs(_)
+        )
+    }
+}
+
+/// [`db`], saying what to do when cronverb's tables are missing or older than this code: the first
+/// statement of a command is where an unmigrated database shows.
+pub(in crate::store::postgres) fn admin_db(
+    context: impl Into<String>,
+) -> impl FnOnce(sqlx::Error) -> StoreError {
+    let context = context.into();
+    move |source| {
+        if let sqlx::Error::Database(e) = &source
+            && matches!(e.code().as_deref(), Some("42P01" | "42703"))
+        {
+            return StoreError::Invalid(format!(
+                "while {context}: {e}; cronverb's tables are missing or out of date in this \
+                 database: run `cronverb migrate`"
+            ));
+        }
+        db(context)(source)
+    }
+}
+
+/// ` started at …` for [`AdminError::Executing`], or nothing before the run started.
+fn since(started_at: &Option<DateTime<Utc>>) -> String {
+    match started_at {
+        Some(at) => format!(
+            " started at {}",
+            at.to_rfc3339_opts(SecondsFormat::Secs, true)
+        ),
+        None => String::new(),
+    }
+}

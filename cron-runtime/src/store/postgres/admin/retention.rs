@@ -1,0 +1,66 @@
+//! Retention: deleting the runs that finished long ago, for `cronverb prune` and for the runtime's own
+//! periodic retention (one rule, docs/operations.md, "Retention").
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use super::{Admin, AdminError, admin_db};
+use crate::store::StoreError;
+
+/// How many runs one pruning statement deletes: `cronverb prune`'s batch and the runtime's.
+pub const PRUNE_BATCH: u32 = 1000;
+
+/// How many pruning statements one call of the runtime's retention runs at most.
+pub(in crate::store::postgres) const PRUNE_BATCHES_PER_CALL: u32 = 10;
+
+/// Deletes up to `$2` runs that were scheduled and finished more than `$1` seconds ago, never a running
+/// one, the oldest first.
+///
+/// A run finishes after its scheduled instant, so the runs that finished before the cutoff are among
+/// those scheduled before it, which the index on `scheduled_at` reads oldest first (`finished_at` has no
+/// index: a finish that changes no indexed column writes no index entry).
+pub(super) const PRUNE: &str = "\
+    DELETE FROM cron_job_runs WHERE id IN ( \
+        SELECT id FROM cron_job_runs \
+        WHERE scheduled_at < now() - make_interval(secs => $1) \
+          AND finished_at < now() - make_interval(secs => $1) \
+          AND outcome <> 'running' \
+        ORDER BY scheduled_at \
+        LIMIT $2)";
+
+impl Admin {
+    /// Deletes the runs that finished more than `older_than` ago (never a running one), `batch` per
+    /// statement so that no statement holds many locks for long ([`PRUNE_BATCH`] is the runtime's).
+    /// Returns how many it deleted.
+    pub async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
+        Ok(prune_batches(&self.pool, older_than, batch, u32::MAX).await?)
+    }
+}
+
+/// [`Admin::prune`], stopping after `max_batches` statements: the runtime's periodic retention does a
+/// bounded amount of work per call ([`PRUNE_BATCHES_PER_CALL`]) and continues at the next.
+pub(in crate::store::postgres) async fn prune_batches(
+    pool: &PgPool,
+    older_than: Duration,
+    batch: u32,
+    max_batches: u32,
+) -> Result<u64, StoreError> {
+    let batch = batch.max(1);
+    let context = || "pruning the run history".to_owned();
+    let mut deleted = 0;
+    for _ in 0..max_batches.max(1) {
+        let done = sqlx::query(PRUNE)
+            .bind(older_than.as_secs_f64())
+            .bind(i64::from(batch))
+            .execute(pool)
+            .await
+            .map_err(admin_db(context()))?
+            .rows_affected();
+        deleted += done;
+        if done < u64::from(batch) {
+            break;
+        }
+    }
+    Ok(deleted)
+}
