@@ -1,6 +1,8 @@
 //! Where job state, runs and replicas live. The executor is written against [`Store`]; the in-memory store
-//! is the embedded default and PostgreSQL the coordinator between replicas. Both keep every contract of
-//! DESIGN §4; only durability differs.
+//! is the embedded default and PostgreSQL the coordinator between replicas. Both keep every guarantee of
+//! docs/operations.md ("What each guarantee means"); only durability differs. The rules they compute
+//! alike are written once ([`rules`]), and the store conformance suite (`cron-runtime/tests/conformance`)
+//! runs the same cases against each store (docs/runtime.md, "The store seam").
 
 use std::future::Future;
 use std::time::Duration;
@@ -73,7 +75,7 @@ pub struct Claim {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {
     pub claims: Vec<Claim>,
-    /// The store's clock when it claimed (contract 1: one clock). The executor maps it onto its own clock
+    /// The store's clock when it claimed (docs/operations.md, "What each guarantee means": one clock). The executor maps it onto its own clock
     /// through `now_at` to know when to start handlers and how long to sleep.
     pub now: DateTime<Utc>,
     /// The local instant (tokio's clock) at which the store's clock read `now`, or the earliest the store
@@ -183,7 +185,7 @@ pub struct Beat {
     pub next_due: Option<DateTime<Utc>>,
     /// The earliest lease among the runs held on this replica's deployment, by any replica. A lease
     /// that is not renewed by then has expired, and the executor heartbeats then to take the row back
-    /// (contract 4) rather than at its next regular heartbeat.
+    /// (leases and fencing) rather than at its next regular heartbeat.
     pub lease_ends: Option<DateTime<Utc>>,
 }
 
@@ -218,7 +220,7 @@ pub struct StoreSettings {
     /// How long a claimed row stays owned without a renewal (default 30 s). A runner is alive while it
     /// heartbeats within this duration.
     pub lease: Duration,
-    /// A run claimed more than this after its scheduled instant is late (contract 5; default 60 s).
+    /// A run claimed more than this after its scheduled instant is late (docs/runtime.md, "Missed runs"; default 60 s).
     pub missed_tolerance: Duration,
 }
 
@@ -240,7 +242,7 @@ impl Default for StoreSettings {
 pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// Registers this replica (a row in `cron_runners`) and its deployment with its jobs (idempotent for a
     /// key already registered), and takes the module over if this deployment should be active
-    /// (contract 6).
+    /// (docs/operations.md, "What each guarantee means": deploys).
     ///
     /// Refused with [`StoreError::Invalid`] when the key is registered for another module or with
     /// another schema (a key is one set of jobs: docs/operations.md), or when the deployment has more
@@ -251,7 +253,7 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Runner, StoreError>> + Send;
 
     /// Marks this replica alive, takes the module over if its deployment should now be active, and takes
-    /// back the rows of any replica whose lease expired, recording their runs as `abandoned` (contract 4).
+    /// back the rows of any replica whose lease expired, recording their runs as `abandoned` (leases and fencing).
     ///
     /// Returns whether it took a module over or took rows back (jobs may then be due sooner than the
     /// executor thinks, and it claims at once), with the next due instant and the earliest lease it
@@ -260,7 +262,8 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
 
     /// Claims, in one transaction, up to `limit` jobs of this replica's deployment that are idle,
     /// belong to the active deployment, have no run of the same verb executing under any deployment, and
-    /// are due at or before the store's now plus `ahead`. Records a run for each (contracts 2, 3, 5).
+    /// are due at or before the store's now plus `ahead`. Records a run for each
+    /// (docs/operations.md, "What each guarantee means": at most once, no overlap, missed runs).
     fn claim_due(
         &self,
         runner: &Runner,
@@ -307,7 +310,7 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
-    /// from the live replicas (contract 9).
+    /// from the live replicas (docs/operations.md, "What each guarantee means": shutdown).
     ///
     /// A given run whose scheduled instant is still after the store's now was claimed ahead and never
     /// started: its record is dropped and its job goes back to idle at that same instant, so that the next
@@ -353,6 +356,7 @@ pub(crate) mod sealed {
 mod key;
 mod memory;
 pub mod postgres;
+pub(crate) mod rules;
 
 pub use key::check_job_count;
 pub(crate) use key::other_schema;

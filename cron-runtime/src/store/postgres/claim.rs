@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use super::runs::notify_due;
-use super::schedules::{count_between, next_after_run};
 use super::{PgStore, db};
+use crate::store::rules::{after_skipping, next_after_run};
 use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
 
 /// The claim's first statement: the due rows the runner may take, locked. It picks the idle jobs of the
@@ -349,8 +349,7 @@ impl PgStore {
                         .claim_now(&mut tx, &mut now)
                         .await
                         .map_err(db(context()))?;
-                    let next = next_after_run(&schedule, scheduled_at, now);
-                    let skipped = count_between(&schedule, scheduled_at, next, true);
+                    let (next, skipped) = after_skipping(&schedule, scheduled_at, now);
                     sqlx::query(
                         "UPDATE cron_jobs \
                          SET state = 'idle', next_execution = $3, lease_expires_at = NULL, \

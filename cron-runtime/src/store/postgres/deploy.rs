@@ -8,7 +8,9 @@ use sqlx::{PgConnection, Row};
 
 use super::schedules::zone_text;
 use super::{Claimable, FORGET_RUNNERS_AFTER, Known, PgStore, db, lock};
-use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
+use crate::store::{
+    Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema, rules,
+};
 
 /// What [`PgStore::check_rows`] saw of the rows the claim may take, for [`Beat`].
 #[derive(Debug, Default)]
@@ -266,7 +268,7 @@ impl PgStore {
         let runner = Runner {
             id: runner_id,
             deployment_id,
-            name: format!("{}:{}", self.shared.host, self.shared.pid),
+            name: rules::runner_name(&self.shared.host, self.shared.pid),
         };
         self.check_rows(&runner).await?;
         self.listen_for(&spec.module).await;

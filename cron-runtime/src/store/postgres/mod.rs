@@ -21,7 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::{
     Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, JobSpec, Runner, Store, StoreError,
-    StoreSettings,
+    StoreSettings, rules,
 };
 use crate::redact::{redact, scrub};
 use schedules::Schedules;
@@ -151,8 +151,8 @@ impl PgStore {
         PgStore {
             pool,
             shared: Arc::new(Shared {
-                host: host_name(),
-                pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+                host: rules::host_name(),
+                pid: rules::process_id(),
                 deployments: Mutex::new(HashMap::new()),
                 schedules: Schedules::default(),
                 listener: listen::Listener::default(),
@@ -362,16 +362,6 @@ fn without_unread_secrets(url: &str) -> std::borrow::Cow<'_, str> {
     } else {
         format!("{base}?{}", kept.join("&")).into()
     }
-}
-
-/// This machine's name as the environment gives it, for the runner's name.
-fn host_name() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
-use super::schedules::{count_between, next_after_run};
 use super::{DUE_CHANNEL, NOTIFY_CHANNEL, PgStore, RECOVERY_BATCH, db};
+use crate::store::rules::{after_run, after_skipping, ended_at, is_late};
 use crate::store::{Claim, ClaimAction, Claimed, Finish, Finished, Outcome, Runner, StoreError};
 
 /// The rows of a batch's jobs that their runs still hold for this runner, locked in the order of their
@@ -494,7 +494,7 @@ impl PgStore {
     /// occurrences it skipped. The one computation behind [`PgStore::end_run`] and
     /// [`PgStore::finish_batch`].
     fn ending(&self, held: &Held, ended: Option<DateTime<Utc>>) -> Ending {
-        let now = ended.map_or(held.now, |at| at.min(held.now));
+        let now = ended_at(ended, held.now);
         let scheduled_at = held.scheduled_at.or(held.next_execution).unwrap_or(now);
         let schedule =
             self.shared
@@ -506,16 +506,10 @@ impl PgStore {
             // are the ones after it up to now. A paused job keeps its row as it is (resume reschedules).
             Some(schedule) if held.manual => match held.next_execution {
                 Some(regular) if regular > now || held.paused => (Some(regular), 0),
-                Some(regular) => {
-                    let next = next_after_run(schedule, regular, now);
-                    (next, count_between(schedule, regular, next, true))
-                }
+                Some(regular) => after_skipping(schedule, regular, now),
                 None => (None, 0),
             },
-            Some(schedule) => {
-                let next = next_after_run(schedule, scheduled_at, now);
-                (next, count_between(schedule, scheduled_at, next, false))
-            }
+            Some(schedule) => after_run(schedule, scheduled_at, now),
             // A row whose schedule no longer parses keeps its `next_execution`.
             None => (held.next_execution, 0),
         };
@@ -605,8 +599,6 @@ impl PgStore {
     ) -> Result<(Vec<Finished>, Option<Claimed>), sqlx::Error> {
         // A runner this store did not register has no checked rows: nothing is chained for it.
         let known = chain.and_then(|_| self.known(runner).ok());
-        let tolerance = chrono::TimeDelta::from_std(self.settings.missed_tolerance)
-            .unwrap_or(chrono::TimeDelta::MAX);
         let run_ids: Vec<i64> = finishes.iter().map(|f| f.run_id).collect();
         let job_ids: Vec<i64> = finishes.iter().map(|f| f.job_id).collect();
         let mut tx = self.pool.begin().await?;
@@ -649,7 +641,7 @@ impl PgStore {
                         && !held.paused
                         && !held.triggered
                         && next <= held.now + ahead
-                        && held.now - next <= tolerance
+                        && !is_late(next, held.now, self.settings.missed_tolerance)
                         && known
                             .claimable
                             .contains(&held.verb, &held.expression, &held.zone)

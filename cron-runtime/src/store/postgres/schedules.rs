@@ -4,10 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use chrono::{DateTime, Utc};
 use cron_schema::{Schedule, ZonedSchedule, parse_timezone};
 
-use crate::defaults::SKIPPED_COUNT_LIMIT;
 use crate::store::JobSpec;
 
 /// Parsed schedules by `(expression, zone)` text, and the bad rows already reported.
@@ -80,37 +78,6 @@ impl Schedules {
 /// The zone as stored in `cron_jobs.timezone`.
 pub(super) fn zone_text(job: &JobSpec) -> String {
     job.zone.name().to_owned()
-}
-
-/// The next occurrence when a run of `scheduled_at` ends at the store's `now`: strictly after both, so an
-/// occurrence never runs twice.
-pub(super) fn next_after_run(
-    schedule: &ZonedSchedule,
-    scheduled_at: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
-    schedule.next_after(now.max(scheduled_at))
-}
-
-/// The number of occurrences `o` with `from < o < to` (`from <= o < to` when `inclusive`), saturating at
-/// [`SKIPPED_COUNT_LIMIT`]. With no next occurrence, nothing after `from` counts.
-pub(super) fn count_between(
-    schedule: &ZonedSchedule,
-    from: DateTime<Utc>,
-    to: Option<DateTime<Utc>>,
-    inclusive: bool,
-) -> u32 {
-    let Some(to) = to else {
-        return u32::from(inclusive);
-    };
-    let mut count = u32::from(inclusive && from < to);
-    for occurrence in schedule.after(from) {
-        if occurrence >= to || count >= SKIPPED_COUNT_LIMIT {
-            break;
-        }
-        count += 1;
-    }
-    count
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -1,0 +1,201 @@
+//! The end of runs in memory: finish, lease renewal, recovery of expired leases, give-back and shutdown.
+//! Each is fenced on the run that holds the job, and each writes through [`State::end_run`].
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::tables::{State, same_schedule};
+use crate::store::{Finish, Finished, Outcome, Runner, rules};
+
+/// How a run in flight ends ([`State::end_run`]).
+#[derive(Debug)]
+pub(super) enum End {
+    /// It ran, or may have: recorded with `outcome` as ended at `at`, and its job goes on at its first
+    /// occurrence after that.
+    Recorded {
+        outcome: Outcome,
+        error: Option<String>,
+        at: DateTime<Utc>,
+    },
+    /// Its handler was never called: its record is dropped and its job goes back to idle at that same
+    /// occurrence, for another replica or the next start to run.
+    GivenBack,
+}
+
+impl State {
+    /// Ends the run `run_id` in flight, the one writer of every end of a run: records it (or drops it,
+    /// given back) and puts its job back to idle. Returns the job's next occurrence and how many
+    /// occurrences the run skipped ([`Finished::Recorded`]); `None` when the run is not in flight.
+    /// The caller checks that the runner holds it.
+    pub(super) fn end_run(
+        &mut self,
+        run_id: i64,
+        end: End,
+    ) -> Option<(Option<DateTime<Utc>>, u32)> {
+        let mut run = self.running.remove(&run_id)?;
+        let (outcome, error, at) = match end {
+            End::GivenBack => {
+                self.set_idle(run.job_id, Some(run.scheduled_at));
+                self.give_to_active(run.job_id, run.scheduled_at);
+                return Some((Some(run.scheduled_at), 0));
+            }
+            End::Recorded { outcome, error, at } => (outcome, error, at),
+        };
+        let job = &self.jobs[&run.job_id];
+        let (next, skipped) = rules::after_run(&job.spec.schedule, run.scheduled_at, at);
+        self.set_idle(run.job_id, next);
+        run.finished_at = Some(run.started_at.map_or(at, |started| at.max(started)));
+        run.outcome = Some(outcome);
+        run.error = error;
+        run.skipped = skipped;
+        self.history.record(run);
+        Some((next, skipped))
+    }
+
+    /// An occurrence given back by a deployment that is no longer active goes to the active deployment's
+    /// row of the verb when its schedule is unchanged: the takeover carried that row past the occurrence,
+    /// then in flight.
+    fn give_to_active(&mut self, job_id: i64, scheduled_at: DateTime<Utc>) {
+        let job = &self.jobs[&job_id];
+        if self.deployments[&job.deployment_id].active {
+            return;
+        }
+        let module = Arc::clone(&job.module);
+        let carried = self
+            .active_deployment(&module)
+            .and_then(|d| d.jobs.get(&job.spec.verb).copied())
+            .filter(|id| {
+                let row = &self.jobs[id];
+                row.executing.is_none() && same_schedule(&row.spec, &job.spec)
+            });
+        if let Some(id) = carried {
+            let next = self.jobs[&id]
+                .next_execution
+                .map_or(scheduled_at, |next| next.min(scheduled_at));
+            self.set_idle(id, Some(next));
+        }
+    }
+
+    /// [`Store::finish`](crate::store::Store::finish) of one run under the lock; also whether the other
+    /// replicas must be woken: a verb that finished under an inactive deployment may unblock the active
+    /// one. Other finishes concern only the replica that made them.
+    pub(super) fn finish(
+        &mut self,
+        runner: &Runner,
+        finish: &Finish,
+        now: DateTime<Utc>,
+    ) -> (Finished, bool) {
+        if !self.holds(runner.id, finish.job_id, finish.run_id) {
+            return (Finished::Fenced, false);
+        }
+        let end = End::Recorded {
+            outcome: finish.outcome,
+            error: finish.error.clone(),
+            at: rules::ended_at(finish.ended_at, now),
+        };
+        let (next_execution, skipped) = self
+            .end_run(finish.run_id, end)
+            .expect("an executing job has its run in flight");
+        let unblocks = !self.deployments[&runner.deployment_id].active;
+        (
+            Finished::Recorded {
+                next_execution,
+                skipped,
+            },
+            unblocks,
+        )
+    }
+
+    /// [`Store::renew`](crate::store::Store::renew) under the lock: the runs `runner` holds get a lease
+    /// until `until`.
+    pub(super) fn renew(
+        &mut self,
+        runner: &Runner,
+        run_ids: &[i64],
+        until: DateTime<Utc>,
+    ) -> Vec<i64> {
+        let mut held = Vec::with_capacity(run_ids.len());
+        for run_id in run_ids {
+            let Some(job_id) = self.running.get(run_id).map(|r| r.job_id) else {
+                continue;
+            };
+            let job = self.jobs.get_mut(&job_id).expect("exists");
+            if let Some(executing) = &mut job.executing
+                && executing.run_id == *run_id
+                && executing.runner_id == runner.id
+            {
+                executing.lease_expires_at = until;
+                held.push(*run_id);
+            }
+        }
+        held
+    }
+
+    /// Takes back the rows whose lease expired, recording their runs as `abandoned`. Returns whether
+    /// it took any.
+    pub(super) fn recover(&mut self, now: DateTime<Utc>) -> bool {
+        let expired: Vec<i64> = self
+            .jobs
+            .values()
+            .filter_map(|j| j.executing)
+            .filter(|e| e.lease_expires_at < now)
+            .map(|e| e.run_id)
+            .collect();
+        for run_id in &expired {
+            self.end_run(
+                *run_id,
+                End::Recorded {
+                    outcome: Outcome::Abandoned,
+                    error: Some("the replica running it stopped renewing its lease".to_owned()),
+                    at: now,
+                },
+            );
+        }
+        !expired.is_empty()
+    }
+
+    /// [`Store::give_back`](crate::store::Store::give_back) of one run under the lock; a run `runner`
+    /// does not hold is left alone.
+    pub(super) fn give_back(&mut self, runner: &Runner, run_id: i64) {
+        let Some(job_id) = self.running.get(&run_id).map(|r| r.job_id) else {
+            return;
+        };
+        if self.holds(runner.id, job_id, run_id) {
+            self.end_run(run_id, End::GivenBack);
+        }
+    }
+
+    /// [`Store::deregister`](crate::store::Store::deregister) under the lock: ends every run the runner
+    /// still holds, the ones given (`cancelled`) and any other, then removes the runner.
+    pub(super) fn deregister(&mut self, runner: &Runner, cancelled: &[i64], now: DateTime<Utc>) {
+        let mut held: Vec<(i64, DateTime<Utc>)> = self
+            .jobs
+            .values()
+            .filter_map(|job| job.executing)
+            .filter(|e| e.runner_id == runner.id)
+            .map(|e| (e.run_id, e.scheduled_at))
+            .collect();
+        held.sort_unstable();
+        for (run_id, scheduled_at) in held {
+            let end = if scheduled_at > now {
+                // Claimed ahead and never started: release the occurrence so that the next replica runs it.
+                End::GivenBack
+            } else if cancelled.contains(&run_id) {
+                End::Recorded {
+                    outcome: Outcome::Cancelled,
+                    error: Some("cancelled by shutdown after the grace period".to_owned()),
+                    at: now,
+                }
+            } else {
+                End::Recorded {
+                    outcome: Outcome::Abandoned,
+                    error: Some("the replica shut down without recording how it ended".to_owned()),
+                    at: now,
+                }
+            };
+            self.end_run(run_id, end);
+        }
+        self.runners.remove(&runner.id);
+    }
+}

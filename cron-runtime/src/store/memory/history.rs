@@ -1,0 +1,84 @@
+//! The in-memory store's history: the runs it records, the last ones only (docs/runtime.md, "History
+//! retention").
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::tables::State;
+use crate::defaults::DEFAULT_HISTORY_LIMIT;
+use crate::store::Outcome;
+
+/// One run, as the in-memory store records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunRecord {
+    /// The run's id, unique in the store.
+    pub run_id: i64,
+    /// The job (a verb of one deployment) the run is an occurrence of.
+    pub job_id: i64,
+    /// The deployment whose job ran.
+    pub deployment_id: i64,
+    /// Shared with the job's other runs: thousands of runs a second cost no copies of their names.
+    pub module: Arc<str>,
+    /// The verb (`billing::send_invoices`), shared with the job's other runs.
+    pub verb: Arc<str>,
+    /// The occurrence this run is.
+    pub scheduled_at: DateTime<Utc>,
+    /// When the handler was (to be) started: the later of the claim and the scheduled instant. `None` for a
+    /// run recorded `skipped`.
+    pub started_at: Option<DateTime<Utc>>,
+    /// `None` while the run is executing.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// `None` while the run is executing.
+    pub outcome: Option<Outcome>,
+    /// The error or panic message of a run that did not succeed.
+    pub error: Option<String>,
+    /// The runner's name (`host:pid`).
+    pub runner: Arc<str>,
+    /// See [`Finished::Recorded`](crate::store::Finished::Recorded).
+    pub skipped: u32,
+}
+
+/// The finished runs the store keeps, oldest first.
+#[derive(Debug)]
+pub(super) struct History {
+    limit: usize,
+    runs: VecDeque<RunRecord>,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History {
+            limit: DEFAULT_HISTORY_LIMIT,
+            runs: VecDeque::new(),
+        }
+    }
+}
+
+impl History {
+    /// Keeps the last `limit` runs (at least one) from now on.
+    pub(super) fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.max(1);
+    }
+
+    /// Adds a finished run, forgetting the oldest one beyond the limit.
+    pub(super) fn record(&mut self, run: RunRecord) {
+        if self.runs.len() >= self.limit {
+            self.runs.pop_front();
+        }
+        self.runs.push_back(run);
+    }
+}
+
+impl State {
+    /// See [`MemoryStore::runs`](super::MemoryStore::runs).
+    pub(super) fn runs(&self) -> Vec<RunRecord> {
+        let mut runs: Vec<RunRecord> = self.history.runs.iter().cloned().collect();
+        let mut running: Vec<RunRecord> = self.running.values().cloned().collect();
+        running.sort_by_key(|r| r.run_id);
+        runs.extend(running);
+        runs
+    }
+}

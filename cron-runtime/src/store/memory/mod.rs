@@ -1,0 +1,226 @@
+//! The in-memory store: the embedded default for one process. Same guarantees as PostgreSQL (pinned by
+//! the store conformance suite), no durability.
+//!
+//! One mutex holds the tables ([`tables`]); each step of the store's protocol is one method under it:
+//! registration and election ([`deploy`]), claims ([`claim`]), the end of runs ([`ending`]: finish,
+//! recovery, give-back and shutdown all go through one writer) and the bounded history ([`history`]).
+
+mod claim;
+mod deploy;
+mod ending;
+mod history;
+mod tables;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::{
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, Runner, Store, StoreError,
+    StoreSettings,
+};
+use tables::State;
+
+pub use history::RunRecord;
+
+/// Job state, runs and replicas in this process's memory.
+///
+/// Cloning is cheap and shares the store. Its clock is tokio's: it is anchored to a UTC instant when the
+/// store is created and advances with [`tokio::time::Instant`], so tests on a paused clock
+/// (`#[tokio::test(start_paused = true)]`) drive it.
+///
+/// The history of finished runs is bounded (the last
+/// [`DEFAULT_HISTORY_LIMIT`](crate::defaults::DEFAULT_HISTORY_LIMIT) by default, see
+/// [`MemoryStore::with_history_limit`]); older runs are forgotten.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+    /// This handle's lease and missed-run tolerance ([`MemoryStore::with_settings`]).
+    settings: StoreSettings,
+}
+
+#[derive(Debug)]
+struct Inner {
+    origin: DateTime<Utc>,
+    origin_instant: Instant,
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+impl MemoryStore {
+    /// A store whose clock starts at the wall clock's now.
+    pub fn new() -> MemoryStore {
+        MemoryStore::starting_at(Utc::now())
+    }
+
+    /// A store whose clock reads `origin` now and advances with tokio's clock. For tests: pick a round
+    /// instant and the schedule is predictable.
+    pub fn starting_at(origin: DateTime<Utc>) -> MemoryStore {
+        MemoryStore {
+            inner: Arc::new(Inner {
+                origin,
+                origin_instant: Instant::now(),
+                state: Mutex::new(State::default()),
+                changed: Notify::new(),
+            }),
+            settings: StoreSettings::default(),
+        }
+    }
+
+    /// Keeps the last `limit` finished runs (at least one).
+    pub fn with_history_limit(self, limit: usize) -> MemoryStore {
+        self.lock().history.set_limit(limit);
+        self
+    }
+
+    /// A handle on the same store that claims with this lease duration and missed-run tolerance. The
+    /// runtime makes one with its own settings when it is built, so a store given to the builder follows
+    /// the builder's settings.
+    pub fn with_settings(self, settings: StoreSettings) -> MemoryStore {
+        MemoryStore { settings, ..self }
+    }
+
+    /// The store's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now_at(Instant::now())
+    }
+
+    /// What the store's clock reads at `instant`.
+    fn now_at(&self, instant: Instant) -> DateTime<Utc> {
+        let elapsed = instant.saturating_duration_since(self.inner.origin_instant);
+        self.inner.origin + chrono::Duration::from_std(elapsed).unwrap_or(chrono::Duration::MAX)
+    }
+
+    /// Every run the store knows: the finished ones it still keeps, in the order they finished, then the
+    /// ones in flight, in the order they were claimed.
+    pub fn runs(&self) -> Vec<RunRecord> {
+        self.lock().runs()
+    }
+
+    /// The next occurrence of `verb` under the active deployment of `module`, while the job is idle
+    /// (`None` while it executes, or when it has no next occurrence): what `cronverb status` shows as a
+    /// job's next run under PostgreSQL. For tests that check where a job goes on after a shutdown, a
+    /// deploy or a give-back without running it there.
+    pub fn next_execution(&self, module: &str, verb: &str) -> Option<DateTime<Utc>> {
+        self.lock().next_execution(module, verb)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state half-updated in a way later calls would
+        // misread more than losing the store would; keep going.
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes every `changed()` waiting on this store.
+    fn wake(&self) {
+        self.inner.changed.notify_waiters();
+    }
+}
+
+impl Store for MemoryStore {
+    async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
+        let now = self.now();
+        let runner = self.lock().register(spec, self.settings.lease, now)?;
+        self.wake();
+        Ok(runner)
+    }
+
+    async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
+        let now = self.now();
+        let changed = self.lock().heartbeat(runner, now)?;
+        if changed {
+            self.wake();
+        }
+        // One process: every end of a run notifies this store's waiters, and no lease can end unseen.
+        Ok(Beat {
+            changed,
+            ..Beat::default()
+        })
+    }
+
+    async fn claim_due(
+        &self,
+        runner: &Runner,
+        ahead: Duration,
+        limit: usize,
+    ) -> Result<Claimed, StoreError> {
+        let now_at = Instant::now();
+        let now = self.now_at(now_at);
+        let (claims, next_due) =
+            self.lock()
+                .claim_due(runner, now, ahead, limit, &self.settings)?;
+        Ok(Claimed {
+            claims,
+            now,
+            now_at,
+            next_due,
+        })
+    }
+
+    async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        let now = self.now();
+        Ok(self
+            .lock()
+            .renew(runner, run_ids, now + self.settings.lease))
+    }
+
+    /// All of them under one lock. It chains no claim: a claim here is a walk of an ordered set under
+    /// the lock, as cheap as chaining would be (docs/benchmarks.md, "In memory").
+    async fn finish(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+        _chain: Option<Duration>,
+    ) -> Finishing {
+        let now = self.now();
+        let mut state = self.lock();
+        let mut wake = false;
+        let results = finishes
+            .iter()
+            .map(|finish| {
+                let (finished, unblocks) = state.finish(runner, finish, now);
+                wake |= unblocks;
+                Ok(finished)
+            })
+            .collect();
+        drop(state);
+        if wake {
+            self.wake();
+        }
+        Finishing {
+            results,
+            claimed: None,
+        }
+    }
+
+    async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        for run_id in run_ids {
+            state.give_back(runner, *run_id);
+        }
+        drop(state);
+        self.wake();
+        Ok(())
+    }
+
+    async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
+        let now = self.now();
+        self.lock().deregister(runner, cancelled, now);
+        self.wake();
+        Ok(())
+    }
+
+    async fn changed(&self) -> Change {
+        self.inner.changed.notified().await;
+        Change::Claim
+    }
+}

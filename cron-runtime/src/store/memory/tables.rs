@@ -1,0 +1,141 @@
+//! The in-memory store's tables: deployments, jobs, replicas and runs in flight, with the indexes its
+//! claims walk (idle jobs by occurrence, executing verbs by module).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::history::{History, RunRecord};
+use crate::store::JobSpec;
+
+/// Everything the store holds, under its one lock.
+#[derive(Debug, Default)]
+pub(super) struct State {
+    next_id: i64,
+    pub(super) deployments: HashMap<i64, DeploymentRow>,
+    pub(super) deployment_keys: HashMap<String, i64>,
+    pub(super) jobs: HashMap<i64, JobRow>,
+    /// Idle jobs with a next occurrence, per deployment, ordered by that occurrence.
+    pub(super) due: HashMap<i64, BTreeSet<(DateTime<Utc>, i64)>>,
+    /// The executing verbs of each module, whatever their deployment (no verb runs twice at once, also
+    /// across deployments: docs/runtime.md, "Overlap").
+    pub(super) executing_verbs: HashMap<Arc<str>, HashSet<Arc<str>>>,
+    pub(super) runners: HashMap<i64, RunnerRow>,
+    /// Runs in flight, by run id.
+    pub(super) running: HashMap<i64, RunRecord>,
+    /// Finished runs, the last ones only.
+    pub(super) history: History,
+}
+
+#[derive(Debug)]
+pub(super) struct DeploymentRow {
+    pub(super) module: Arc<str>,
+    /// The schema it was registered with: a key registered again must bring the same (docs/operations.md).
+    pub(super) schema: String,
+    pub(super) active: bool,
+    /// Job ids by verb.
+    pub(super) jobs: HashMap<String, i64>,
+}
+
+#[derive(Debug)]
+pub(super) struct JobRow {
+    pub(super) deployment_id: i64,
+    pub(super) module: Arc<str>,
+    /// `spec.verb`, shared with the job's runs.
+    pub(super) verb: Arc<str>,
+    pub(super) spec: JobSpec,
+    pub(super) next_execution: Option<DateTime<Utc>>,
+    pub(super) executing: Option<Executing>,
+}
+
+/// The run that holds an executing job.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Executing {
+    pub(super) run_id: i64,
+    pub(super) runner_id: i64,
+    pub(super) scheduled_at: DateTime<Utc>,
+    pub(super) lease_expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug)]
+pub(super) struct RunnerRow {
+    pub(super) deployment_id: i64,
+    /// [`Runner::name`](crate::store::Runner::name), shared with its runs.
+    pub(super) name: Arc<str>,
+    pub(super) last_seen: DateTime<Utc>,
+    /// The lease of the handle it registered through: it is alive while seen within it.
+    pub(super) lease: Duration,
+}
+
+impl RunnerRow {
+    /// Runners seen within their lease are alive.
+    pub(super) fn alive(&self, now: DateTime<Utc>) -> bool {
+        self.last_seen + self.lease >= now
+    }
+}
+
+/// Whether two rows of a verb have the same schedule, as a takeover compares them: the same expression
+/// text and zone (docs/operations.md, "unchanged" verbs).
+pub(super) fn same_schedule(a: &JobSpec, b: &JobSpec) -> bool {
+    a.expression == b.expression && a.zone == b.zone
+}
+
+impl State {
+    /// A new id, for any table.
+    pub(super) fn id(&mut self) -> i64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Whether `job_id` is executing the run `run_id` of `runner_id`: the fence of every write to a run.
+    pub(super) fn holds(&self, runner_id: i64, job_id: i64, run_id: i64) -> bool {
+        self.jobs
+            .get(&job_id)
+            .and_then(|j| j.executing)
+            .is_some_and(|e| e.run_id == run_id && e.runner_id == runner_id)
+    }
+
+    /// Puts a job back to idle at `next` (no longer executing), and indexes it there.
+    pub(super) fn set_idle(&mut self, job_id: i64, next: Option<DateTime<Utc>>) {
+        let job = self.jobs.get_mut(&job_id).expect("job exists");
+        if job.executing.take().is_some()
+            && let Some(verbs) = self.executing_verbs.get_mut(&job.module)
+        {
+            verbs.remove(&*job.verb);
+        }
+        let due = self.due.entry(job.deployment_id).or_default();
+        if let Some(old) = job.next_execution {
+            due.remove(&(old, job_id));
+        }
+        job.next_execution = next;
+        if let Some(next) = next {
+            due.insert((next, job_id));
+        }
+    }
+
+    /// Whether a run of `verb` of `module` is in flight, under any deployment.
+    pub(super) fn is_executing(&self, module: &str, verb: &str) -> bool {
+        self.executing_verbs
+            .get(module)
+            .is_some_and(|verbs| verbs.contains(verb))
+    }
+
+    /// The active deployment of `module`, if any.
+    pub(super) fn active_deployment(&self, module: &str) -> Option<&DeploymentRow> {
+        self.deployments
+            .values()
+            .find(|d| d.active && &*d.module == module)
+    }
+
+    /// See [`MemoryStore::next_execution`](super::MemoryStore::next_execution).
+    pub(super) fn next_execution(&self, module: &str, verb: &str) -> Option<DateTime<Utc>> {
+        let deployment = self.active_deployment(module)?;
+        let job = &self.jobs[deployment.jobs.get(verb)?];
+        job.executing
+            .is_none()
+            .then_some(job.next_execution)
+            .flatten()
+    }
+}

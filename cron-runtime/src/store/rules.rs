@@ -1,0 +1,190 @@
+//! The rules every store computes the same way, in Rust: when a job is next due after a run, how many
+//! occurrences a run skipped, when a claim is late, when a run ended, and how a runner is named. Each
+//! store calls these; what a store decides in its own query language (PostgreSQL's claim, for one) is
+//! pinned to the same rules by the store conformance suite (`cron-runtime/tests/conformance`).
+//!
+//! docs/runtime.md ("Overlap", "Missed runs") says what these rules mean for a user.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cron_schema::ZonedSchedule;
+
+use crate::defaults::SKIPPED_COUNT_LIMIT;
+
+/// The next occurrence of a job whose run of `scheduled_at` ended at `ended`: strictly after both, so an
+/// occurrence never runs twice, even when a handler started (on a replica's clock) before the store's
+/// clock reached its instant.
+pub(crate) fn next_after_run(
+    schedule: &ZonedSchedule,
+    scheduled_at: DateTime<Utc>,
+    ended: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    schedule.next_after(ended.max(scheduled_at))
+}
+
+/// The number of occurrences `o` with `from < o < to` (`from <= o < to` when `inclusive`), saturating at
+/// [`SKIPPED_COUNT_LIMIT`]. With no next occurrence (`to` is `None`) nothing after `from` counts: an
+/// occurrence that never comes is not a skipped one.
+pub(crate) fn count_between(
+    schedule: &ZonedSchedule,
+    from: DateTime<Utc>,
+    to: Option<DateTime<Utc>>,
+    inclusive: bool,
+) -> u32 {
+    let Some(to) = to else {
+        return u32::from(inclusive);
+    };
+    let mut count = u32::from(inclusive && from < to);
+    for occurrence in schedule.after(from) {
+        if occurrence >= to || count >= SKIPPED_COUNT_LIMIT {
+            break;
+        }
+        count += 1;
+    }
+    count
+}
+
+/// Where a job goes on after its run of `scheduled_at` ended at `ended`, and how many occurrences that
+/// run skipped: the ones strictly between its own and the next ([`Finished::Recorded`]).
+///
+/// [`Finished::Recorded`]: crate::store::Finished::Recorded
+pub(crate) fn after_run(
+    schedule: &ZonedSchedule,
+    scheduled_at: DateTime<Utc>,
+    ended: DateTime<Utc>,
+) -> (Option<DateTime<Utc>>, u32) {
+    let next = next_after_run(schedule, scheduled_at, ended);
+    (next, count_between(schedule, scheduled_at, next, false))
+}
+
+/// Where a job goes on when its `occurrence` is skipped at `now` without running (a late claim under
+/// `missed = "skip"`, or a regular occurrence that came while a manual run executed), and how many
+/// occurrences never run: that one and every one after it before the next.
+pub(crate) fn after_skipping(
+    schedule: &ZonedSchedule,
+    occurrence: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> (Option<DateTime<Utc>>, u32) {
+    let next = next_after_run(schedule, occurrence, now);
+    (next, count_between(schedule, occurrence, next, true))
+}
+
+/// Whether an occurrence of `scheduled_at` claimed at `now` is late: claimed more than `tolerance`
+/// after its instant (docs/runtime.md, "Missed runs"). Exactly at the tolerance is on time.
+pub(crate) fn is_late(
+    scheduled_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+    tolerance: Duration,
+) -> bool {
+    (now - scheduled_at).to_std().is_ok_and(|d| d > tolerance)
+}
+
+/// When a run ended, as the store records it: when its handler ended ([`Finish::ended_at`]), never
+/// later than the store's `now`; `now` when the replica did not say.
+///
+/// [`Finish::ended_at`]: crate::store::Finish::ended_at
+pub(crate) fn ended_at(reported: Option<DateTime<Utc>>, now: DateTime<Utc>) -> DateTime<Utc> {
+    reported.map_or(now, |at| at.min(now))
+}
+
+/// This machine's name as the environment gives it (`HOSTNAME`, else `/etc/hostname`), for a runner's
+/// name; `localhost` when neither says.
+pub(crate) fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// This process's id, as `cron_runners.pid` stores it.
+pub(crate) fn process_id() -> i32 {
+    i32::try_from(std::process::id()).unwrap_or(i32::MAX)
+}
+
+/// A runner's name, as runs record it ([`Runner::name`]): `host:pid`.
+///
+/// [`Runner::name`]: crate::store::Runner::name
+pub(crate) fn runner_name(host: &str, pid: i32) -> String {
+    format!("{host}:{pid}")
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use cron_schema::Schedule;
+
+    use super::*;
+
+    fn schedule(expression: &str) -> ZonedSchedule {
+        ZonedSchedule::utc(Schedule::parse(expression).unwrap())
+    }
+
+    fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 1, h, m, s).unwrap()
+    }
+
+    #[test]
+    fn a_late_minutely_run_skips_what_came_before_the_next_occurrence() {
+        // docs/runtime.md, "Missed runs": down from 00:00:30 to 00:10:30.
+        let minutely = schedule("* * * * *");
+        assert_eq!(
+            after_run(&minutely, at(0, 1, 0), at(0, 10, 30)),
+            (Some(at(0, 11, 0)), 9)
+        );
+        assert_eq!(
+            after_skipping(&minutely, at(0, 1, 0), at(0, 10, 30)),
+            (Some(at(0, 11, 0)), 10)
+        );
+    }
+
+    #[test]
+    fn the_next_occurrence_is_after_both_the_end_and_the_run_itself() {
+        let secondly = schedule("* * * * * *");
+        // Ended before its own instant (a handler started on a clock ahead of the store's).
+        assert_eq!(
+            next_after_run(&secondly, at(0, 0, 5), at(0, 0, 3)),
+            Some(at(0, 0, 6))
+        );
+        assert_eq!(
+            after_run(&secondly, at(0, 0, 5), at(0, 0, 8)),
+            (Some(at(0, 0, 9)), 3)
+        );
+    }
+
+    #[test]
+    fn counting_stops_at_the_limit_and_at_the_last_occurrence() {
+        let secondly = schedule("* * * * * *");
+        let far = at(0, 0, 0) + chrono::TimeDelta::days(30);
+        assert_eq!(
+            count_between(&secondly, at(0, 0, 0), Some(far), false),
+            SKIPPED_COUNT_LIMIT
+        );
+        assert_eq!(count_between(&secondly, at(0, 0, 0), None, false), 0);
+        assert_eq!(count_between(&secondly, at(0, 0, 0), None, true), 1);
+    }
+
+    #[test]
+    fn late_is_strictly_more_than_the_tolerance() {
+        let tolerance = Duration::from_secs(60);
+        assert!(!is_late(at(0, 1, 0), at(0, 2, 0), tolerance));
+        assert!(is_late(at(0, 1, 0), at(0, 2, 1), tolerance));
+        // Claimed ahead of its instant.
+        assert!(!is_late(at(0, 1, 0), at(0, 0, 59), tolerance));
+    }
+
+    #[test]
+    fn a_run_never_ends_after_the_stores_now() {
+        assert_eq!(ended_at(None, at(0, 1, 0)), at(0, 1, 0));
+        assert_eq!(ended_at(Some(at(0, 0, 30)), at(0, 1, 0)), at(0, 0, 30));
+        assert_eq!(ended_at(Some(at(0, 5, 0)), at(0, 1, 0)), at(0, 1, 0));
+    }
+
+    #[test]
+    fn a_runner_is_named_by_host_and_process() {
+        assert_eq!(runner_name("web-1", 42), "web-1:42");
+        assert!(!host_name().is_empty());
+    }
+}
