@@ -1,0 +1,109 @@
+//! Leases: a claimed run is held through a lease its replica renews; any live replica's heartbeat takes
+//! back a run whose lease expired, as `abandoned`, and the frozen replica is fenced (docs/runtime.md,
+//! "Leases: a frozen replica cannot run on").
+
+use cron_runtime::store::Store;
+
+use super::*;
+
+pub async fn renew_extends_only_the_runs_a_runner_holds(h: impl StoreUnderTest) {
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica_with(&h, short_lease(), &spec).await;
+    let (other_store, other) = replica_with(&h, short_lease(), &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(100)).await;
+    let claimed = claim(&store, &runner).await;
+    let run_id = claimed.claims[0].run_id;
+
+    sleep_until(&h, claimed.now + ms(1_000)).await;
+    assert_eq!(
+        other_store.renew(&other, &[run_id]).await.unwrap(),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        store
+            .renew(&runner, &[run_id, run_id + 1000])
+            .await
+            .unwrap(),
+        [run_id]
+    );
+    // Past the lease the claim took, within the renewed one: the run is still held.
+    sleep_until(&h, claimed.now + ms(2_500)).await;
+    other_store.heartbeat(&other).await.unwrap();
+    assert_eq!(run_of(&h, run_id).await.unwrap().outcome, None);
+    // Not renewed again, it expires.
+    sleep_until(&h, claimed.now + ms(3_500)).await;
+    other_store.heartbeat(&other).await.unwrap();
+    assert_eq!(
+        run_of(&h, run_id).await.unwrap().outcome,
+        Some(Outcome::Abandoned)
+    );
+}
+
+pub async fn an_expired_lease_is_recovered_and_the_late_finish_is_fenced(h: impl StoreUnderTest) {
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (frozen, r1) = replica_with(&h, short_lease(), &spec).await;
+    let (alive, r2) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(100)).await;
+    let claimed = claim(&frozen, &r1).await;
+    let run_id = claimed.claims[0].run_id;
+
+    // A live lease is not touched by another replica's heartbeat.
+    assert!(!alive.heartbeat(&r2).await.unwrap().changed);
+    assert_eq!(run_of(&h, run_id).await.unwrap().outcome, None);
+
+    // The first replica freezes; its lease runs out; the other replica takes the run back.
+    sleep_until(&h, claimed.now + ms(2_500)).await;
+    assert!(alive.heartbeat(&r2).await.unwrap().changed);
+    let run = run_of(&h, run_id).await.unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Abandoned));
+    assert!(run.error.as_deref().unwrap().contains("lease"), "{run:?}");
+    let next = h.next_execution(MODULE, "a").await.expect("idle again");
+    assert!(next > at);
+
+    // The frozen replica comes back: it can neither renew nor finish, and changes nothing.
+    assert!(frozen.renew(&r1, &[run_id]).await.unwrap().is_empty());
+    assert_eq!(
+        finish_one(&frozen, &r1, &succeeded(&claimed.claims[0])).await,
+        Finished::Fenced
+    );
+    assert_eq!(
+        run_of(&h, run_id).await.unwrap().outcome,
+        Some(Outcome::Abandoned)
+    );
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+
+    // The next occurrence is claimed normally, by the live replica.
+    sleep_until(&h, next + ms(100)).await;
+    assert_eq!(verbs(&claim(&alive, &r2).await), ["a"]);
+}
+
+pub async fn a_heartbeat_says_when_a_job_is_next_due_and_when_a_held_lease_ends<
+    H: StoreUnderTest,
+>(
+    h: H,
+) {
+    let spec = deployment(
+        "billing@1",
+        vec![job("a", SECONDLY), job("b", YEARLY), job("c", "0 0 * * *")],
+    );
+    let (runs_a, r1) = replica(&h, &spec).await;
+    let (other, r2) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(100)).await;
+    let claimed = claim(&runs_a, &r1).await;
+    assert_eq!(verbs(&claimed), ["a"]);
+
+    let beat = other.heartbeat(&r2).await.unwrap();
+    if H::HEARTBEAT_HINTS {
+        // The earliest occurrence among the idle jobs, and the lease of the run in flight.
+        let b = h.next_execution(MODULE, "b").await.unwrap();
+        let c = h.next_execution(MODULE, "c").await.unwrap();
+        assert_eq!(beat.next_due, Some(b.min(c)), "{beat:?}");
+        assert_eq!(beat.lease_ends, Some(claimed.claims[0].lease_expires_at));
+    } else {
+        assert_eq!((beat.next_due, beat.lease_ends), (None, None), "{beat:?}");
+    }
+    assert!(!beat.changed);
+}

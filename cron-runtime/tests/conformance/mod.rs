@@ -1,0 +1,365 @@
+//! The store conformance suite: what every store of this crate must do, one `async fn` per behaviour,
+//! run against each store by [`every_case!`] (tests/store_memory.rs, tests/store_postgres.rs).
+//! docs/runtime.md ("The store seam") says how a new store joins it.
+//!
+//! The cases drive a store only through [`Store`] and observe it only through [`StoreUnderTest`]: its
+//! clock, its runs and the next occurrence of a job. Time is the store's own: the in-memory store runs on
+//! tokio's paused clock, so its waits are instant and its instants exact; PostgreSQL uses the database's
+//! clock, so the cases wait for real, in jobs due every second and leases of two seconds, and never
+//! assume where in a second they start.
+
+// Each case is used by every store's test binary; the helpers by some cases.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use chrono_tz::Tz;
+use cron_runtime::store::{
+    Change, Claim, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
+    StoreSettings,
+};
+use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
+
+use crate::support::schema_of;
+
+mod chain;
+mod claims;
+mod deploys;
+mod ending;
+mod leases;
+mod missed;
+mod registration;
+mod shutdown;
+
+pub use chain::*;
+pub use claims::*;
+pub use deploys::*;
+pub use ending::*;
+pub use leases::*;
+pub use missed::*;
+pub use registration::*;
+pub use shutdown::*;
+
+/// A store under test, and what the cases may observe of it besides [`Store`]'s answers.
+pub trait StoreUnderTest {
+    /// The store.
+    type Store: Store + Clone;
+
+    /// Whether the store's heartbeats say when a job is next due and when a held lease ends
+    /// ([`Beat`](cron_runtime::store::Beat)). A store that wakes its executor by other means (the
+    /// in-memory store: every change in its one process) may leave both out.
+    const HEARTBEAT_HINTS: bool;
+
+    /// A handle on the store as another replica (another process) would have it, with these settings.
+    fn replica(&self, settings: StoreSettings) -> Self::Store;
+
+    /// The store's clock now.
+    fn now(&self) -> impl Future<Output = DateTime<Utc>>;
+
+    /// Every run the store keeps, finished or in flight, in the order of their ids.
+    fn runs(&self) -> impl Future<Output = Vec<RunView>>;
+
+    /// The next occurrence of `verb` under the active deployment of `module`, while that job is idle;
+    /// `None` while it executes, has no next occurrence, or is not a job of the active deployment.
+    fn next_execution(
+        &self,
+        module: &str,
+        verb: &str,
+    ) -> impl Future<Output = Option<DateTime<Utc>>>;
+}
+
+/// A run as every store records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunView {
+    pub run_id: i64,
+    pub verb: String,
+    pub scheduled_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// `None` while the run is in flight.
+    pub outcome: Option<Outcome>,
+    pub error: Option<String>,
+    /// The name of the runner that claimed it.
+    pub runner: String,
+    pub skipped: u32,
+}
+
+/// Makes one test of each case with `$test`, a macro given the case's name: `$test!(case_name);`.
+macro_rules! every_case {
+    ($test:ident) => {
+        // Registration
+        $test!(a_first_registration_activates_its_deployment_and_schedules_after_now);
+        $test!(a_key_registered_for_another_module_is_refused);
+        $test!(a_key_registered_again_with_other_jobs_is_refused_and_keeps_its_jobs);
+        $test!(a_deployment_above_the_job_limit_is_refused_before_anything_is_written);
+        // Claims
+        $test!(a_claim_takes_due_jobs_once_on_the_stores_clock);
+        $test!(a_claim_takes_at_most_its_limit_and_says_more_is_due);
+        $test!(a_claim_ahead_takes_a_job_due_within_the_window);
+        $test!(racing_replicas_claim_each_job_exactly_once);
+        // Missed runs
+        $test!(a_late_run_under_missed_once_runs_once_and_counts_what_it_skipped);
+        $test!(a_late_job_under_missed_skip_is_recorded_skipped_and_rescheduled);
+        $test!(a_job_within_the_tolerance_is_not_late);
+        // Ending runs
+        $test!(a_failure_is_recorded_with_its_message_and_the_job_goes_on);
+        $test!(a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded);
+        $test!(a_finish_with_the_wrong_run_or_runner_is_fenced);
+        $test!(a_batch_records_the_same_as_single_finishes);
+        $test!(a_batch_fences_exactly_the_runs_this_runner_no_longer_holds);
+        // Chained finishes
+        $test!(a_finish_claims_the_next_occurrence_within_the_horizon_or_leaves_it_to_a_claim);
+        $test!(a_finish_leaves_a_late_or_moved_occurrence_to_a_claim);
+        // Leases
+        $test!(renew_extends_only_the_runs_a_runner_holds);
+        $test!(an_expired_lease_is_recovered_and_the_late_finish_is_fenced);
+        $test!(a_heartbeat_says_when_a_job_is_next_due_and_when_a_held_lease_ends);
+        // Shutdown
+        $test!(give_back_returns_runs_that_never_started_to_the_store);
+        $test!(deregister_records_cancelled_runs_and_gives_back_the_ones_not_started);
+        $test!(deregister_ends_the_runs_it_was_not_told_about);
+        $test!(an_occurrence_given_back_after_a_takeover_goes_to_the_active_deployment);
+        $test!(giving_back_and_leaving_wake_the_other_replicas);
+        // Deploys
+        $test!(a_takeover_waits_for_the_old_deployments_run_and_carries_unchanged_verbs);
+        $test!(a_takeover_starts_changed_and_added_verbs_and_stops_removed_ones);
+        $test!(a_restarting_old_replica_changes_nothing);
+        $test!(after_a_rollback_the_older_deployment_takes_over_by_itself);
+        $test!(concurrent_first_replicas_take_over_once);
+        $test!(a_run_ending_under_an_inactive_deployment_wakes_the_active_one);
+    };
+}
+pub(crate) use every_case;
+
+// ---------------------------------------------------------------------------------------------------
+// Jobs and deployments
+
+/// Due every second: the cases' unit of time.
+pub const SECONDLY: &str = "* * * * * *";
+/// Never due while a case runs (the cases take seconds, not a year).
+pub const YEARLY: &str = "0 0 1 1 *";
+/// The module of [`deployment`].
+pub const MODULE: &str = "billing";
+
+pub fn zoned(expression: &str) -> ZonedSchedule {
+    ZonedSchedule::utc(Schedule::parse(expression).unwrap())
+}
+
+pub fn job(verb: &str, expression: &str) -> JobSpec {
+    JobSpec {
+        verb: verb.to_owned(),
+        expression: expression.to_owned(),
+        zone: Tz::UTC,
+        schedule: zoned(expression),
+        timeout: Duration::from_secs(60),
+        missed: MissedPolicy::Once,
+    }
+}
+
+pub fn skipping(mut job: JobSpec) -> JobSpec {
+    job.missed = MissedPolicy::Skip;
+    job
+}
+
+/// A deployment of [`MODULE`].
+pub fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
+    DeploymentSpec {
+        key: key.to_owned(),
+        module: MODULE.to_owned(),
+        schema: schema_of(MODULE, &jobs),
+        jobs,
+    }
+}
+
+/// The runtime's default settings: a 30 s lease, a 60 s missed-run tolerance.
+pub fn defaults() -> StoreSettings {
+    StoreSettings::default()
+}
+
+/// A lease of two seconds: a replica that stops renewing loses its runs within a case.
+pub fn short_lease() -> StoreSettings {
+    StoreSettings {
+        lease: Duration::from_secs(2),
+        ..StoreSettings::default()
+    }
+}
+
+/// A missed-run tolerance of one second: a job left unclaimed for two seconds is late.
+pub fn short_tolerance() -> StoreSettings {
+    StoreSettings {
+        missed_tolerance: Duration::from_secs(1),
+        ..StoreSettings::default()
+    }
+}
+
+/// A replica with `settings`, registered.
+pub async fn replica_with<H: StoreUnderTest>(
+    h: &H,
+    settings: StoreSettings,
+    spec: &DeploymentSpec,
+) -> (H::Store, Runner) {
+    let store = h.replica(settings);
+    let runner = store.register(spec).await.unwrap();
+    (store, runner)
+}
+
+/// A replica with the default settings, registered.
+pub async fn replica<H: StoreUnderTest>(h: &H, spec: &DeploymentSpec) -> (H::Store, Runner) {
+    replica_with(h, defaults(), spec).await
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Time
+
+pub fn ms(millis: i64) -> TimeDelta {
+    TimeDelta::milliseconds(millis)
+}
+
+/// The first whole second strictly after `at`: the next occurrence of a [`SECONDLY`] job.
+pub fn next_second(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp(at.timestamp() + 1, 0).unwrap()
+}
+
+/// The number of whole seconds from `from` to `to`.
+pub fn seconds_between(from: DateTime<Utc>, to: DateTime<Utc>) -> u32 {
+    u32::try_from((to - from).num_seconds()).unwrap()
+}
+
+/// Waits until the store's clock reads `at` or later.
+pub async fn sleep_until<H: StoreUnderTest>(h: &H, at: DateTime<Utc>) {
+    loop {
+        let now = h.now().await;
+        if now >= at {
+            return;
+        }
+        tokio::time::sleep((at - now).to_std().unwrap()).await;
+    }
+}
+
+/// Waits until the store's clock is a tenth of a second past a whole second for which `second` holds;
+/// returns that second. A case that starts there has most of a second before anything is due.
+pub async fn settle_where<H: StoreUnderTest>(h: &H, second: impl Fn(i64) -> bool) -> DateTime<Utc> {
+    let now = h.now().await;
+    let floor = DateTime::from_timestamp(now.timestamp(), 0).unwrap();
+    let mut at = if now - floor < ms(200) {
+        floor
+    } else {
+        floor + TimeDelta::seconds(1)
+    };
+    while !second(at.timestamp()) {
+        at += TimeDelta::seconds(1);
+    }
+    sleep_until(h, at + ms(100)).await;
+    at
+}
+
+/// [`settle_where`] at any second.
+pub async fn settle<H: StoreUnderTest>(h: &H) -> DateTime<Utc> {
+    settle_where(h, |_| true).await
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Claims and finishes
+
+/// Claims what is due now.
+pub async fn claim<S: Store>(store: &S, runner: &Runner) -> Claimed {
+    store.claim_due(runner, Duration::ZERO, 100).await.unwrap()
+}
+
+/// Claims what is due within a second.
+pub async fn claim_ahead<S: Store>(store: &S, runner: &Runner) -> Claimed {
+    store
+        .claim_due(runner, Duration::from_secs(1), 100)
+        .await
+        .unwrap()
+}
+
+pub fn claim_of<'a>(claimed: &'a Claimed, verb: &str) -> &'a Claim {
+    claimed
+        .claims
+        .iter()
+        .find(|c| c.verb == verb)
+        .unwrap_or_else(|| panic!("`{verb}` was not claimed: {claimed:?}"))
+}
+
+pub fn verbs(claimed: &Claimed) -> Vec<&str> {
+    claimed.claims.iter().map(|c| c.verb.as_str()).collect()
+}
+
+pub fn ended(claim: &Claim, outcome: Outcome, error: Option<&str>) -> Finish {
+    Finish {
+        run_id: claim.run_id,
+        job_id: claim.job_id,
+        outcome,
+        error: error.map(str::to_owned),
+        ended_at: None,
+    }
+}
+
+pub fn succeeded(claim: &Claim) -> Finish {
+    ended(claim, Outcome::Succeeded, None)
+}
+
+/// Records one run, with no chained claim.
+pub async fn finish_one<S: Store>(store: &S, runner: &Runner, finish: &Finish) -> Finished {
+    store
+        .finish(runner, std::slice::from_ref(finish), None)
+        .await
+        .single()
+        .unwrap()
+}
+
+/// Records runs in one call, with no chained claim.
+pub async fn finish_all<S: Store>(
+    store: &S,
+    runner: &Runner,
+    finishes: &[Finish],
+) -> Vec<Finished> {
+    store
+        .finish(runner, finishes, None)
+        .await
+        .results
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
+pub async fn run_of<H: StoreUnderTest>(h: &H, run_id: i64) -> Option<RunView> {
+    h.runs().await.into_iter().find(|r| r.run_id == run_id)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Wake-ups
+
+/// Lets wake-ups already sent arrive and forgets them.
+pub async fn drain<S: Store>(store: &S) {
+    while tokio::time::timeout(Duration::from_millis(200), store.changed())
+        .await
+        .is_ok()
+    {}
+}
+
+/// Runs `action` while `store.changed()` waits, and returns what it reported, or `None` when nothing
+/// woke it within five seconds. The wait starts before the action, so that a store that wakes only the
+/// waiters it has then (the in-memory store) is held to it too.
+pub async fn woken_by<S: Store, T>(
+    store: &S,
+    action: impl Future<Output = T>,
+) -> (T, Option<Change>) {
+    drain(store).await;
+    let waiting = store.changed();
+    tokio::pin!(waiting);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut waiting)
+            .await
+            .is_err(),
+        "woken before anything happened"
+    );
+    let result = action.await;
+    let change = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .ok();
+    (result, change)
+}

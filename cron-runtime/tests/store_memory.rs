@@ -1,0 +1,76 @@
+//! The store conformance suite (tests/conformance) against the in-memory store, on tokio's paused clock:
+//! the cases' waits take no time and their instants are exact.
+
+use chrono::{DateTime, TimeZone, Utc};
+use cron_runtime::store::{MemoryStore, StoreSettings};
+
+use conformance::{RunView, StoreUnderTest};
+
+mod conformance;
+mod support;
+
+/// One in-memory store, shared by the replicas of a case.
+struct Memory {
+    store: MemoryStore,
+}
+
+impl Memory {
+    /// A store whose clock starts a quarter of a second past a whole second, as any clock may.
+    fn new() -> Memory {
+        let origin = Utc.with_ymd_and_hms(2026, 3, 10, 10, 20, 30).unwrap()
+            + chrono::TimeDelta::milliseconds(250);
+        Memory {
+            store: MemoryStore::starting_at(origin),
+        }
+    }
+}
+
+impl StoreUnderTest for Memory {
+    type Store = MemoryStore;
+
+    const HEARTBEAT_HINTS: bool = false;
+
+    fn replica(&self, settings: StoreSettings) -> MemoryStore {
+        self.store.clone().with_settings(settings)
+    }
+
+    async fn now(&self) -> DateTime<Utc> {
+        self.store.now()
+    }
+
+    async fn runs(&self) -> Vec<RunView> {
+        let mut runs: Vec<RunView> = self
+            .store
+            .runs()
+            .into_iter()
+            .map(|run| RunView {
+                run_id: run.run_id,
+                verb: run.verb.to_string(),
+                scheduled_at: run.scheduled_at,
+                started_at: run.started_at,
+                finished_at: run.finished_at,
+                outcome: run.outcome,
+                error: run.error,
+                runner: run.runner.to_string(),
+                skipped: run.skipped,
+            })
+            .collect();
+        runs.sort_by_key(|run| run.run_id);
+        runs
+    }
+
+    async fn next_execution(&self, module: &str, verb: &str) -> Option<DateTime<Utc>> {
+        self.store.next_execution(module, verb)
+    }
+}
+
+macro_rules! memory_case {
+    ($case:ident) => {
+        #[tokio::test(start_paused = true)]
+        async fn $case() {
+            conformance::$case(Memory::new()).await;
+        }
+    };
+}
+
+conformance::every_case!(memory_case);

@@ -1,0 +1,110 @@
+//! The store conformance suite (tests/conformance) against the PostgreSQL store: one fresh database per
+//! case (`#[sqlx::test]`, which needs `DATABASE_URL`; scripts/test sets it), on the database's clock.
+
+use chrono::{DateTime, Utc};
+use cron_runtime::store::postgres::PgStore;
+use cron_runtime::store::{Outcome, StoreSettings};
+use sqlx::PgPool;
+
+use conformance::{RunView, StoreUnderTest};
+
+mod conformance;
+mod support;
+
+/// One database; each replica of a case is a store of its own on its pool, as in its own process.
+struct Postgres {
+    pool: PgPool,
+}
+
+/// A row of `cron_job_runs`.
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    id: i64,
+    verb: String,
+    scheduled_at: DateTime<Utc>,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+    outcome: String,
+    error: Option<String>,
+    runner: String,
+    skipped: i32,
+}
+
+fn outcome(text: &str) -> Option<Outcome> {
+    Some(match text {
+        "running" => return None,
+        "succeeded" => Outcome::Succeeded,
+        "failed" => Outcome::Failed,
+        "panicked" => Outcome::Panicked,
+        "timed_out" => Outcome::TimedOut,
+        "cancelled" => Outcome::Cancelled,
+        "abandoned" => Outcome::Abandoned,
+        "skipped" => Outcome::Skipped,
+        other => panic!("unknown outcome `{other}`"),
+    })
+}
+
+impl StoreUnderTest for Postgres {
+    type Store = PgStore;
+
+    const HEARTBEAT_HINTS: bool = true;
+
+    fn replica(&self, settings: StoreSettings) -> PgStore {
+        PgStore::from_pool(self.pool.clone()).with_settings(settings)
+    }
+
+    async fn now(&self) -> DateTime<Utc> {
+        sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+
+    async fn runs(&self) -> Vec<RunView> {
+        let rows: Vec<RunRow> = sqlx::query_as(
+            "SELECT id, verb, scheduled_at, started_at, finished_at, outcome, error, runner, skipped \
+             FROM cron_job_runs ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .unwrap();
+        rows.into_iter()
+            .map(|row| RunView {
+                run_id: row.id,
+                verb: row.verb,
+                scheduled_at: row.scheduled_at,
+                started_at: row.started_at,
+                finished_at: row.finished_at,
+                outcome: outcome(&row.outcome),
+                error: row.error,
+                runner: row.runner,
+                skipped: u32::try_from(row.skipped).unwrap(),
+            })
+            .collect()
+    }
+
+    async fn next_execution(&self, module: &str, verb: &str) -> Option<DateTime<Utc>> {
+        sqlx::query_scalar(
+            "SELECT j.next_execution FROM cron_jobs j \
+             JOIN cron_deployments d ON d.id = j.deployment_id \
+             WHERE d.module = $1 AND d.active AND j.verb = $2 AND j.state = 'idle'",
+        )
+        .bind(module)
+        .bind(verb)
+        .fetch_optional(&self.pool)
+        .await
+        .unwrap()
+        .flatten()
+    }
+}
+
+macro_rules! postgres_case {
+    ($case:ident) => {
+        #[sqlx::test(migrations = "./migrations")]
+        async fn $case(pool: PgPool) {
+            conformance::$case(Postgres { pool }).await;
+        }
+    };
+}
+
+conformance::every_case!(postgres_case);
