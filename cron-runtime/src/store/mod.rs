@@ -1,8 +1,9 @@
 //! Where job state, runs and replicas live. The executor is written against [`Store`]; the in-memory store
 //! is the embedded default and PostgreSQL the coordinator between replicas. Both keep every guarantee of
 //! docs/operations.md ("What each guarantee means"); only durability differs. The rules they compute
-//! alike are written once ([`rules`]), and the store conformance suite (`cron-runtime/tests/conformance`)
-//! runs the same cases against each store (docs/runtime.md, "The store seam").
+//! alike are written once (`store/rules.rs`), and the store conformance suite
+//! (`cron-runtime/tests/conformance`) runs the same cases against each store (docs/runtime.md, "The store
+//! seam").
 
 use std::future::Future;
 use std::time::Duration;
@@ -18,9 +19,13 @@ pub struct JobSpec {
     pub verb: String,
     /// The expression as written; stored so that a row can be compared and re-parsed.
     pub expression: String,
+    /// The zone the expression is read in.
     pub zone: Tz,
+    /// The expression in its zone, parsed.
     pub schedule: ZonedSchedule,
+    /// How long a run may take before it is cancelled and recorded `timed_out`.
     pub timeout: Duration,
+    /// What a claim does with a late occurrence (docs/runtime.md, "Missed runs").
     pub missed: MissedPolicy,
 }
 
@@ -35,13 +40,16 @@ pub struct DeploymentSpec {
     /// than a `serde_json::Value`: a parsed tree of thousands of verbs costs several times its text, and
     /// the runtime only ever hands it to the store.
     pub schema: String,
+    /// The deployment's jobs, one per verb.
     pub jobs: Vec<JobSpec>,
 }
 
 /// This replica, as the store knows it after [`Store::register`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Runner {
+    /// The runner's id, unique in the store.
     pub id: i64,
+    /// The deployment it runs.
     pub deployment_id: i64,
     /// Human-readable identity recorded in `cron_job_runs.runner` (`host:pid`).
     pub name: String,
@@ -60,12 +68,17 @@ pub enum ClaimAction {
 /// One run this replica now owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
+    /// The run recorded for the claimed occurrence.
     pub run_id: i64,
+    /// The job (a verb of the runner's deployment) claimed.
     pub job_id: i64,
+    /// The job's verb.
     pub verb: String,
+    /// The occurrence claimed.
     pub scheduled_at: DateTime<Utc>,
     /// Claimed more than the missed-run tolerance after `scheduled_at`.
     pub late: bool,
+    /// Whether to start the handler.
     pub action: ClaimAction,
     /// When the lease on the job's row runs out unless renewed.
     pub lease_expires_at: DateTime<Utc>,
@@ -74,9 +87,11 @@ pub struct Claim {
 /// The result of [`Store::claim_due`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {
+    /// The runs claimed, in the order of their occurrences.
     pub claims: Vec<Claim>,
-    /// The store's clock when it claimed (docs/operations.md, "What each guarantee means": one clock). The executor maps it onto its own clock
-    /// through `now_at` to know when to start handlers and how long to sleep.
+    /// The store's clock when it claimed (docs/operations.md, "What each guarantee means": one clock).
+    /// The executor maps it onto its own clock through `now_at` to know when to start handlers and how
+    /// long to sleep.
     pub now: DateTime<Utc>,
     /// The local instant (tokio's clock) at which the store's clock read `now`, or the earliest the store
     /// can tell that is not before it: a store answering over a network reads its clock, then answers.
@@ -90,9 +105,13 @@ pub struct Claimed {
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
+    /// The handler returned `Ok`.
     Succeeded,
+    /// The handler returned an error.
     Failed,
+    /// The handler panicked.
     Panicked,
+    /// The handler ran past its timeout.
     TimedOut,
     /// Cancelled by shutdown after the grace period, or released before it started.
     Cancelled,
@@ -120,9 +139,13 @@ impl Outcome {
 /// A finished run to record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finish {
+    /// The run, as its claim gave it.
     pub run_id: i64,
+    /// The run's job, as its claim gave it.
     pub job_id: i64,
+    /// How it ended.
     pub outcome: Outcome,
+    /// The error or panic message of a run that did not succeed.
     pub error: Option<String>,
     /// When the handler ended, on the store's clock as the replica maps it (through the offset measured
     /// at the claim); `None` for "now". The store ends the run there, not later: the next occurrence is
@@ -166,7 +189,9 @@ pub enum Finished {
     /// recorded `skipped` at claim (`missed = "skip"`), the count also includes its own occurrence:
     /// `scheduled_at <= o < next_execution`. With no next occurrence nothing after the run counts.
     Recorded {
+        /// The job's next occurrence.
         next_execution: Option<DateTime<Utc>>,
+        /// How many occurrences the run skipped.
         skipped: u32,
     },
     /// Refused: this replica no longer holds the run (its lease expired and the run was recovered).
@@ -185,7 +210,8 @@ pub struct Beat {
     pub next_due: Option<DateTime<Utc>>,
     /// The earliest lease among the runs held on this replica's deployment, by any replica. A lease
     /// that is not renewed by then has expired, and the executor heartbeats then to take the row back
-    /// (leases and fencing) rather than at its next regular heartbeat.
+    /// (docs/runtime.md, "Leases: a frozen replica cannot run on") rather than at its next regular
+    /// heartbeat.
     pub lease_ends: Option<DateTime<Utc>>,
 }
 
@@ -203,12 +229,17 @@ pub enum Change {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
+    /// The store could not be reached, or refused a statement.
     #[error("while {context}: {source}")]
     Database {
+        /// What was being done.
         context: String,
+        /// Why it failed.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// Refused, whatever the retries: the request itself is wrong (a key registered with other jobs, a
+    /// runner the store does not know).
     #[error("{0}")]
     Invalid(String),
 }
@@ -220,7 +251,8 @@ pub struct StoreSettings {
     /// How long a claimed row stays owned without a renewal (default 30 s). A runner is alive while it
     /// heartbeats within this duration.
     pub lease: Duration,
-    /// A run claimed more than this after its scheduled instant is late (docs/runtime.md, "Missed runs"; default 60 s).
+    /// A run claimed more than this after its scheduled instant is late (docs/runtime.md, "Missed runs";
+    /// default 60 s).
     pub missed_tolerance: Duration,
 }
 
@@ -253,7 +285,8 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Runner, StoreError>> + Send;
 
     /// Marks this replica alive, takes the module over if its deployment should now be active, and takes
-    /// back the rows of any replica whose lease expired, recording their runs as `abandoned` (leases and fencing).
+    /// back the rows of any replica whose lease expired, recording their runs as `abandoned`
+    /// (docs/operations.md, "What each guarantee means": leases and fencing).
     ///
     /// Returns whether it took a module over or took rows back (jobs may then be due sooner than the
     /// executor thinks, and it claims at once), with the next due instant and the earliest lease it
