@@ -258,7 +258,7 @@ async fn a_refused_registration_leaves_the_keys_rows_and_no_runner_row(pool: PgP
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Claims (docs/operations.md, "What each guarantee means": one clock, at most once)
+// Claims (G1, G2, docs/operations.md)
 
 #[sqlx::test(migrations = "./migrations")]
 async fn a_full_claim_says_more_may_be_due_and_the_next_claim_takes_the_rest(pool: PgPool) {
@@ -439,7 +439,7 @@ async fn deleting_a_deployment_keeps_its_runs_without_references(pool: PgPool) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Bad rows (docs/operations.md, "What each guarantee means")
+// Bad rows (G8, docs/operations.md)
 
 #[sqlx::test(migrations = "./migrations")]
 async fn a_bad_row_is_reported_and_left_alone_while_others_run(pool: PgPool) {
@@ -542,7 +542,7 @@ async fn a_bad_row_is_reported_and_left_alone_while_others_run(pool: PgPool) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Shutdown (docs/operations.md, "What each guarantee means")
+// Shutdown (G9, docs/operations.md)
 
 #[sqlx::test(migrations = "./migrations")]
 async fn deregister_deletes_the_runners_row(pool: PgPool) {
@@ -614,7 +614,7 @@ async fn a_url_that_does_not_parse_is_refused_without_its_password() {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Deploys (docs/operations.md, "What each guarantee means")
+// Deploys (G6, docs/operations.md)
 
 async fn next_of(pool: &PgPool, key: &str, verb: &str) -> Option<DateTime<Utc>> {
     sqlx::query_scalar(

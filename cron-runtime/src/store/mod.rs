@@ -1,6 +1,6 @@
 //! Where job state, runs and replicas live. The executor is written against [`Store`]; the in-memory store
 //! is the embedded default and PostgreSQL the coordinator between replicas. Both keep every guarantee of
-//! docs/operations.md ("What each guarantee means"); only durability differs. The rules they compute
+//! docs/operations.md ("The guarantees", G1–G9); only durability differs. The rules they compute
 //! alike are written once (`store/rules.rs`), and the store conformance suite
 //! (`cron-runtime/tests/conformance`) runs the same cases against each store (docs/runtime.md, "The store
 //! seam").
@@ -89,7 +89,7 @@ pub struct Claim {
 pub struct Claimed {
     /// The runs claimed, in the order of their occurrences.
     pub claims: Vec<Claim>,
-    /// The store's clock when it claimed (docs/operations.md, "What each guarantee means": one clock).
+    /// The store's clock when it claimed (G1, docs/operations.md).
     /// The executor maps it onto its own clock through `now_at` to know when to start handlers and how
     /// long to sleep.
     pub now: DateTime<Utc>,
@@ -266,7 +266,7 @@ impl Default for StoreSettings {
 }
 
 /// Job state, runs and replicas. Every method is one logical step of the store's protocol
-/// (docs/runtime.md, "Guarantees") and keeps its rules on its own; the executor composes them.
+/// (docs/operations.md, "The guarantees") and keeps its rules on its own; the executor composes them.
 ///
 /// The trait is sealed: the stores are this crate's (the in-memory store and PostgreSQL), each pinned by
 /// the same conformance tests. It is public so that tests and tools can drive a store the way the
@@ -274,7 +274,7 @@ impl Default for StoreSettings {
 pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// Registers this replica (a row in `cron_runners`) and its deployment with its jobs (idempotent for a
     /// key already registered), and takes the module over if this deployment should be active
-    /// (docs/operations.md, "What each guarantee means": deploys).
+    /// (G6, docs/operations.md).
     ///
     /// Refused with [`StoreError::Invalid`] when the key is registered for another module or with
     /// another schema (a key is one set of jobs: docs/operations.md), or when the deployment has more
@@ -286,7 +286,7 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
 
     /// Marks this replica alive, takes the module over if its deployment should now be active, and takes
     /// back the rows of any replica whose lease expired, recording their runs as `abandoned`
-    /// (docs/operations.md, "What each guarantee means": leases and fencing).
+    /// (G4, docs/operations.md).
     ///
     /// Returns whether it took a module over or took rows back (jobs may then be due sooner than the
     /// executor thinks, and it claims at once), with the next due instant and the earliest lease it
@@ -296,7 +296,7 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// Claims, in one transaction, up to `limit` jobs of this replica's deployment that are idle,
     /// belong to the active deployment, have no run of the same verb executing under any deployment, and
     /// are due at or before the store's now plus `ahead`. Records a run for each
-    /// (docs/operations.md, "What each guarantee means": at most once, no overlap, missed runs).
+    /// (G2, G3, G5, docs/operations.md).
     fn claim_due(
         &self,
         runner: &Runner,
@@ -343,7 +343,7 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
-    /// from the live replicas (docs/operations.md, "What each guarantee means": shutdown).
+    /// from the live replicas (G9, docs/operations.md).
     ///
     /// A given run whose scheduled instant is still after the store's now was claimed ahead and never
     /// started: its record is dropped and its job goes back to idle at that same instant, so that the next

@@ -1,5 +1,5 @@
 //! Claims: a claim takes the due idle jobs of its active deployment, each once, on the store's clock
-//! (docs/operations.md, "What each guarantee means": one clock, at most once, no overlap).
+//! (G1, G2, G3, docs/operations.md).
 
 use std::time::Duration;
 

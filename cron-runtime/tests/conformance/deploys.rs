@@ -1,6 +1,6 @@
 //! Deploys: the active deployment of a module is the most recently registered one with a live replica;
 //! a takeover carries unchanged verbs over, and a verb never runs under two deployments at once
-//! (docs/deploying.md; docs/operations.md, "What each guarantee means": deploys).
+//! (docs/deploying.md; G6, docs/operations.md).
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Ending runs: a finish records the outcome and puts the job back to idle at its first occurrence after
 //! the run's end, counting what the run skipped, and is fenced on the run (docs/runtime.md, "Overlap",
-//! "Failures"; docs/operations.md, "What each guarantee means": leases and fencing).
+//! "Failures"; G4, docs/operations.md).
 
 use std::time::Duration;
 

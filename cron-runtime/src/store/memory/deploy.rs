@@ -1,5 +1,5 @@
 //! Deployments and replicas in memory: registration, heartbeats and the election of each module's
-//! active deployment (docs/operations.md, "Deploys").
+//! active deployment (G6, docs/operations.md).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

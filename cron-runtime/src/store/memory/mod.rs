@@ -174,7 +174,7 @@ impl Store for MemoryStore {
     }
 
     /// All of them under one lock. It chains no claim: a claim here is a walk of an ordered set under
-    /// the lock, as cheap as chaining would be (docs/benchmarks.md, "In memory").
+    /// the lock, as cheap as chaining would be (docs/benchmarks.md, "In memory, 10,000 jobs every second").
     async fn finish(
         &self,
         runner: &Runner,

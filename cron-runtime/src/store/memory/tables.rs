@@ -77,7 +77,7 @@ impl RunnerRow {
 }
 
 /// Whether two rows of a verb have the same schedule, as a takeover compares them: the same expression
-/// text and zone (docs/operations.md, "unchanged" verbs).
+/// text and zone (an "unchanged" verb of G6, docs/operations.md).
 pub(super) fn same_schedule(a: &JobSpec, b: &JobSpec) -> bool {
     a.expression == b.expression && a.zone == b.zone
 }
