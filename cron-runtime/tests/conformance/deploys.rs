@@ -202,15 +202,17 @@ pub async fn a_run_ending_under_an_inactive_deployment_wakes_the_active_one(
     );
     for (verb, result) in ["a", "b"].into_iter().zip(results) {
         let Finished::Recorded {
-            next_execution: Some(_),
+            next_execution: Some(after_run),
             skipped: 1,
         } = result
         else {
             panic!("`{verb}`: {result:?}")
         };
-        // The verb goes on under the active deployment, never at the occurrence that already ran.
+        // The verb goes on under the active deployment where the run left it: never at the occurrence
+        // that already ran, nor at the one it skipped.
         let next = h.next_execution(MODULE, verb).await.expect("idle");
         assert!(next > at, "`{verb}`: {next}");
+        assert_eq!(next, after_run, "`{verb}`: the skipped occurrence must not run");
     }
     let claimed = claim(&new, &r2).await;
     assert!(

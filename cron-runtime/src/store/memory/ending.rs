@@ -49,8 +49,35 @@ impl State {
         run.outcome = Some(outcome);
         run.error = error;
         run.skipped = skipped;
+        let job_id = run.job_id;
         self.history.record(run);
+        if let Some(next) = next {
+            self.continue_carried(job_id, next);
+        }
         Some((next, skipped))
+    }
+
+    /// A run of a deployment that is no longer active ended: the active deployment's row of the verb,
+    /// carried past the occurrence then in flight (G6, docs/operations.md), goes on at the run's next
+    /// occurrence when that is later, so that an occurrence the run skipped is not run after all.
+    fn continue_carried(&mut self, job_id: i64, next: DateTime<Utc>) {
+        let job = &self.jobs[&job_id];
+        if self.deployments[&job.deployment_id].active {
+            return;
+        }
+        let module = Arc::clone(&job.module);
+        let carried = self
+            .active_deployment(&module)
+            .and_then(|d| d.jobs.get(&job.spec.verb).copied())
+            .filter(|id| {
+                let row = &self.jobs[id];
+                row.executing.is_none()
+                    && same_schedule(&row.spec, &job.spec)
+                    && row.next_execution.is_some_and(|at| at < next)
+            });
+        if let Some(id) = carried {
+            self.set_idle(id, Some(next));
+        }
     }
 
     /// An occurrence given back by a deployment that is no longer active goes to the active deployment's
