@@ -45,9 +45,15 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! A test runs a handler with the context of its choosing ([`Context::for_test`]) and checks a job's
+//! schedule ([`job()`], [`Job::schedule`]), without a runtime and without waiting: see [`TestContext`]
+//! and `docs/testing.md`.
 
 #[doc = include_str!("../docs/attribute.md")]
 pub use cron_macros::cron;
+#[doc = include_str!("../docs/testing.md")]
+pub use cron_runtime::TestContext;
 pub use cron_runtime::redact;
 pub use cron_runtime::schema;
 /// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
@@ -56,12 +62,19 @@ pub use cron_runtime::store::postgres::PgStore;
 /// The operator API ([`PgStore::admin`]): `deploy`, `status`, `runs`, `pause`, `resume`, `trigger` and
 /// `prune`, with the error and report types they return.
 pub use cron_runtime::store::postgres::admin;
-pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
+pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord, StoreError, StoreSettings};
 pub use cron_runtime::{
-    BuildError, Context, Job, JobError, JobOptions, Runtime, RuntimeBuilder, RuntimeError,
-    RuntimeHandle, context, jobs, try_context,
+    BuildError, Context, DEFAULT_MODULE, Job, JobError, JobOptions, Runtime, RuntimeBuilder,
+    RuntimeError, RuntimeHandle, Tz, chrono, context, job, jobs, try_context,
 };
-pub use cron_schema::{MissedPolicy, Schedule, Schema, ZonedSchedule};
+/// Why an expression was rejected ([`Schedule::parse`], [`JobError::Expression`]), with the byte range
+/// of the offending text.
+pub use cron_schema::Error as ExpressionError;
+pub use cron_schema::{
+    Change, ChangedVerb, Cron, Diff, DurationError, Field, MissedPolicy, Module, ModuleVerb,
+    Occurrences, PolicyError, Schedule, Schema, SchemaError, Source, Verb, ZoneError,
+    ZonedOccurrences, ZonedSchedule,
+};
 
 // Not public API. Used by generated code.
 #[doc(hidden)]

@@ -16,7 +16,7 @@ use crate::job::{self, Declared, Job, Validated};
 use crate::registration::IntoOutcome;
 use crate::runtime::{Backend, Plan, Runtime};
 use crate::store::postgres::PgStore;
-use crate::store::{DeploymentSpec, MemoryStore, StoreSettings};
+use crate::store::{DeploymentSpec, MemoryStore, StoreSettings, fingerprint};
 
 /// The runtime's settings. Every one has a documented default; see the [`RuntimeBuilder`] methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -362,11 +362,11 @@ impl RuntimeBuilder {
                     .ok()
                     .filter(|k| !k.is_empty())
             })
-            .unwrap_or_else(|| format!("{module}+{:08x}", fingerprint(&validated)));
+            .unwrap_or_else(|| format!("{module}+{:08x}", fingerprint(&schema)));
         let deployment = DeploymentSpec {
             key,
             module: module.clone(),
-            schema,
+            schema: serde_json::to_string(&schema).expect("a schema always serializes"),
             // Moved in from `validated` by `Plan::new`.
             jobs: Vec::new(),
         };
@@ -448,34 +448,11 @@ fn default_module(declared: &[Declared]) -> Result<String, BuildError> {
     }
 }
 
-/// The schema of the deployment as JSON: its module with each verb and its cron metadata.
 /// The schema of this deployment: its jobs under the runtime's module, in the form `cronverb::schema()`
 /// and `cronverb schema extract` print (stored in `cron_deployments.schema`).
-fn schema(module: &str, jobs: &[Validated]) -> String {
-    let schema = Schema::new(
+fn schema(module: &str, jobs: &[Validated]) -> Schema {
+    Schema::new(
         jobs.iter()
             .map(|v| (module.to_owned(), crate::schema::verb(v.job.clone()))),
-    );
-    serde_json::to_string(&schema).expect("a schema always serializes")
-}
-
-/// FNV-1a over the verbs' names and cron metadata, folded to 32 bits: stable across builds and Rust
-/// versions, and unchanged by edits that move a function or reword its doc comment (those do not change
-/// what runs, so they should not make a new deployment).
-fn fingerprint(jobs: &[Validated]) -> u32 {
-    let mut sorted: Vec<&Job> = jobs.iter().map(|v| &v.job).collect();
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut text = String::new();
-    for job in sorted {
-        text.push_str(&format!(
-            "{}\n{}\n{:?}\n{:?}\n{}\n",
-            job.name, job.expression, job.timezone, job.timeout, job.missed
-        ));
-    }
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (hash ^ (hash >> 32)) as u32
+    )
 }

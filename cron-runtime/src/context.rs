@@ -1,11 +1,12 @@
-//! What a handler knows about the run it is executing.
+//! What a handler knows about the run it is executing, and how a test gives a handler one.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
+use std::future::IntoFuture;
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 
 tokio::task_local! {
     static CONTEXT: Context;
@@ -13,7 +14,8 @@ tokio::task_local! {
 
 /// The run a handler is executing: its module, verb, scheduled instant and id, and the runtime's state.
 ///
-/// Get it with [`context()`] inside a handler. Cloning is cheap.
+/// Get it with [`context()`] inside a handler. Cloning is cheap. A test runs a handler with a context of
+/// its choosing through [`Context::for_test`].
 #[derive(Clone)]
 pub struct Context {
     pub(crate) job: Arc<JobContext>,
@@ -30,6 +32,42 @@ pub(crate) struct JobContext {
 }
 
 impl Context {
+    /// A context for running the handler of `verb` in a test, without a runtime: set what the handler
+    /// reads, then [`run`](TestContext::run) it. Nothing is claimed, recorded or timed out; the handler
+    /// is polled by the test's own task until it ends.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use cron_runtime::Context;
+    /// use cron_runtime::chrono::{TimeZone, Utc};
+    ///
+    /// async fn send_invoices() -> Result<(), String> {
+    ///     let cx = cron_runtime::context();
+    ///     let rate: u32 = cx.state().ok_or("no rate")?;
+    ///     println!("invoicing at {rate} for the run of {}", cx.scheduled_at());
+    ///     Ok(())
+    /// }
+    ///
+    /// let at = Utc.with_ymd_and_hms(2026, 3, 9, 1, 0, 0).unwrap();
+    /// let result = Context::for_test("billing::send_invoices")
+    ///     .scheduled_at(at)
+    ///     .state(19_u32)
+    ///     .run(send_invoices())
+    ///     .await;
+    /// assert_eq!(result, Ok(()));
+    /// # }
+    /// ```
+    pub fn for_test(verb: impl Into<String>) -> TestContext {
+        TestContext {
+            verb: verb.into(),
+            module: None,
+            scheduled_at: None,
+            run_id: 0,
+            state: State::default(),
+        }
+    }
+
     /// The module of the running deployment (`billing`).
     pub fn module(&self) -> &str {
         &self.job.module
@@ -85,16 +123,107 @@ impl fmt::Debug for Context {
 ///
 /// # Panics
 ///
-/// Outside a handler run by the runtime. See [`try_context`].
+/// Outside a handler run by the runtime or by [`TestContext::run`]. See [`try_context`].
 pub fn context() -> Context {
-    try_context().expect("`cronverb::context()` called outside a job handler run by the runtime")
+    try_context().expect(OUTSIDE_A_RUN)
 }
+
+/// What [`context()`] panics with outside a run: where a context comes from, and how a test gives one.
+const OUTSIDE_A_RUN: &str = "`cronverb::context()` called outside a job handler run by the runtime; \
+     to test a handler, run it with a context of your choosing: \
+     `cronverb::Context::for_test(\"module::verb\").run(handler()).await` (docs/testing.md)";
 
 /// The context of the run the current task executes, or `None` outside a handler.
 ///
 /// The context belongs to the handler's task: a task the handler spawns does not have it (pass it along).
 pub fn try_context() -> Option<Context> {
     CONTEXT.try_with(Context::clone).ok()
+}
+
+/// A context a test chooses for a handler: its verb, module, scheduled instant, run id and state. Get one
+/// with [`Context::for_test`], then [`run`](TestContext::run) the handler with it.
+///
+/// Every part not set has a default: the module is the verb's first `::`-separated segment (or
+/// [`DEFAULT_MODULE`](crate::DEFAULT_MODULE) when it has none, as for a job added with
+/// [`RuntimeBuilder::job`](crate::RuntimeBuilder::job)); the scheduled instant is the current time,
+/// truncated to the second as the runtime's instants are; the run id is `0`, which no store gives;
+/// there is no state.
+pub struct TestContext {
+    verb: String,
+    module: Option<String>,
+    scheduled_at: Option<DateTime<Utc>>,
+    run_id: i64,
+    state: State,
+}
+
+impl TestContext {
+    /// The module [`Context::module`] returns.
+    pub fn module(mut self, module: impl Into<String>) -> TestContext {
+        self.module = Some(module.into());
+        self
+    }
+
+    /// The occurrence [`Context::scheduled_at`] returns.
+    pub fn scheduled_at(mut self, at: DateTime<Utc>) -> TestContext {
+        self.scheduled_at = Some(at);
+        self
+    }
+
+    /// The id [`Context::run_id`] returns.
+    pub fn run_id(mut self, id: i64) -> TestContext {
+        self.run_id = id;
+        self
+    }
+
+    /// A value [`Context::state`] returns, one per type, as
+    /// [`RuntimeBuilder::state`](crate::RuntimeBuilder::state) gives it: a second value of the same type
+    /// replaces the first.
+    pub fn state<T: Clone + Send + Sync + 'static>(mut self, value: T) -> TestContext {
+        self.state.insert(value);
+        self
+    }
+
+    /// The context, for code that takes one as an argument (a task a handler spawns gets its context
+    /// passed along).
+    pub fn build(self) -> Context {
+        let module = self
+            .module
+            .unwrap_or_else(|| crate::schema::module_of_job(&self.verb, None).to_owned());
+        Context {
+            job: Arc::new(JobContext {
+                module: module.into(),
+                verb: self.verb.into(),
+                state: Arc::new(self.state),
+            }),
+            scheduled_at: self
+                .scheduled_at
+                .unwrap_or_else(|| Utc::now().trunc_subsecs(0)),
+            run_id: self.run_id,
+        }
+    }
+
+    /// Runs `handler` with this context, as the runtime runs a handler: [`context()`] returns it while
+    /// `handler` is turned into a future and while that future is polled, and a task the handler spawns
+    /// does not have it. Gives what the handler returns.
+    ///
+    /// Unlike the runtime, it sets no timeout and does not catch a panic: the panic fails the test.
+    pub async fn run<F: IntoFuture>(self, handler: F) -> F::Output {
+        let context = self.build();
+        let future = context.clone().sync_scope(|| handler.into_future());
+        context.scope(future).await
+    }
+}
+
+impl fmt::Debug for TestContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestContext")
+            .field("verb", &self.verb)
+            .field("module", &self.module)
+            .field("scheduled_at", &self.scheduled_at)
+            .field("run_id", &self.run_id)
+            .field("state", &self.state)
+            .finish()
+    }
 }
 
 /// Typed values handlers reach through [`Context::state`], one per type.

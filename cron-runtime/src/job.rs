@@ -218,16 +218,8 @@ pub(crate) fn job_spec(
         return Err(vec![JobError::EmptyName]);
     }
     let mut errors = Vec::new();
-    let schedule = Schedule::parse(fields.expression).map_err(|source| {
-        errors.push(JobError::Expression {
-            expression: fields.expression.to_owned(),
-            source,
-        });
-    });
-    let zone = match fields.timezone {
-        Some(name) => parse_timezone(name).map_err(|e| errors.push(e.into())),
-        None => Ok(Tz::UTC),
-    };
+    let schedule = parse_expression(fields.expression).map_err(|e| errors.push(e));
+    let zone = parse_zone(fields.timezone).map_err(|e| errors.push(e));
     let timeout = match fields.timeout {
         Some(Timeout::Given(timeout)) if timeout.is_zero() => {
             errors.push(JobError::Timeout(cron_schema::DurationError::Zero(
@@ -249,6 +241,22 @@ pub(crate) fn job_spec(
             missed: fields.missed,
         }),
         _ => Err(errors),
+    }
+}
+
+/// `expression` parsed, or the error the builder reports for it.
+fn parse_expression(expression: &str) -> Result<Schedule, JobError> {
+    Schedule::parse(expression).map_err(|source| JobError::Expression {
+        expression: expression.to_owned(),
+        source,
+    })
+}
+
+/// The zone named `timezone`; `None` is UTC.
+fn parse_zone(timezone: Option<&str>) -> Result<Tz, JobError> {
+    match timezone {
+        Some(name) => Ok(parse_timezone(name)?),
+        None => Ok(Tz::UTC),
     }
 }
 
@@ -285,4 +293,98 @@ pub(crate) fn validate(d: Declared, default_timeout: Duration) -> Result<Validat
         spec,
         handler: d.handler,
     })
+}
+
+/// The job named `name` among [`jobs()`]: a `#[cron]` function linked into the binary, or a job added to a
+/// runtime built so far. `None` when there is none; the first of several declarations of one name.
+///
+/// Tests use it to check a job's schedule through the API the runtime runs it with:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use cron_runtime::chrono::{TimeZone, Utc};
+///
+/// cron_runtime::Runtime::builder()
+///     .registered_jobs(false)
+///     .job_with(
+///         "billing::send_invoices",
+///         "0 9 * * *",
+///         cron_runtime::JobOptions::new().timezone("Europe/Berlin"),
+///         || async {},
+///     )
+///     .build()
+///     .await?;
+///
+/// let job = cron_runtime::job("billing::send_invoices").expect("declared");
+/// let after = Utc.with_ymd_and_hms(2026, 3, 27, 12, 0, 0).unwrap();
+/// let next: Vec<_> = job.schedule()?.after(after).take(2).collect();
+/// // 09:00 in Berlin: 08:00 UTC on the last day of winter time, 07:00 UTC from 29 March on.
+/// assert_eq!(
+///     next,
+///     [
+///         Utc.with_ymd_and_hms(2026, 3, 28, 8, 0, 0).unwrap(),
+///         Utc.with_ymd_and_hms(2026, 3, 29, 7, 0, 0).unwrap(),
+///     ],
+/// );
+/// # Ok(())
+/// # }
+/// ```
+pub fn job(name: &str) -> Option<Job> {
+    jobs().into_iter().find(|job| job.name == name)
+}
+
+impl Job {
+    /// The job's schedule in its zone ([`Tz::UTC`] when it names none): the occurrences the runtime runs
+    /// it at, daylight-saving changes included (docs/expressions.md, "Time zones and daylight saving").
+    /// Fails with the error [`RuntimeBuilder::build`](crate::RuntimeBuilder::build) reports when the
+    /// expression or the zone does not validate.
+    pub fn schedule(&self) -> Result<ZonedSchedule, JobError> {
+        let schedule = parse_expression(&self.expression)?;
+        let zone = parse_zone(self.timezone.as_deref())?;
+        Ok(ZonedSchedule::new(schedule, zone))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(expression: &str, timezone: Option<&str>) -> Job {
+        Job {
+            name: "app::a".to_owned(),
+            expression: expression.to_owned(),
+            timezone: timezone.map(str::to_owned),
+            timeout: None,
+            missed: MissedPolicy::Once,
+            file: "src/a.rs".to_owned(),
+            line: 1,
+            doc: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_schedule_that_does_not_validate_is_the_error_the_builder_reports() {
+        let error = job("0 25 * * *", None).schedule().unwrap_err();
+        assert!(matches!(error, JobError::Expression { .. }), "{error:?}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("invalid expression `0 25 * * *`: "),
+            "{error}"
+        );
+        let error = job("0 2 * * *", Some("Mars/Olympus"))
+            .schedule()
+            .unwrap_err();
+        assert!(matches!(error, JobError::Timezone(_)), "{error:?}");
+    }
+
+    #[test]
+    fn a_schedule_is_read_in_the_jobs_zone() {
+        let schedule = job("0 2 * * *", Some("America/New_York"))
+            .schedule()
+            .unwrap();
+        assert_eq!(schedule.zone(), Tz::America__New_York);
+        assert_eq!(job("0 2 * * *", None).schedule().unwrap().zone(), Tz::UTC);
+    }
 }

@@ -26,12 +26,23 @@ pub mod redact;
 pub mod store;
 
 pub use builder::{JobOptions, RuntimeBuilder};
-pub use context::{Context, context, try_context};
+pub use context::{Context, TestContext, context, try_context};
 pub use defaults::DEFAULT_MODULE;
 pub use error::{BuildError, JobError, RuntimeError};
-pub use job::{Job, jobs};
+pub use job::{Job, job, jobs};
 pub use runtime::{Runtime, RuntimeHandle};
 pub use schema::schema;
+
+/// The chrono this crate is built with: instants in its API are `chrono::DateTime<Utc>`.
+pub use chrono;
+/// A time zone of the IANA database (`chrono_tz::Tz`), as a job's
+/// [`schedule`](Job::schedule) and [`JobSpec::zone`](store::JobSpec::zone) have it: parse one with
+/// `"Europe/Berlin".parse::<Tz>()`.
+pub use chrono_tz::Tz;
+/// The cron-schema this crate is built with: the schedules, schema and validation errors in its API
+/// ([`MissedPolicy`](cron_schema::MissedPolicy), [`ZonedSchedule`](cron_schema::ZonedSchedule),
+/// [`Schema`](cron_schema::Schema), …). The `cronverb` crate re-exports them by name.
+pub use cron_schema;
 
 /// The sqlx this crate is built with, so that applications pass a pool of the same version to
 /// [`RuntimeBuilder::postgres`].

@@ -1,7 +1,10 @@
 //! What a deployment key may be registered with, for both stores and `cronverb deploy`
-//! (docs/operations.md, "Deployment keys"): one set of jobs, and at most [`MAX_JOBS_PER_DEPLOYMENT`].
+//! (docs/operations.md, "Deployment keys"): one set of jobs, and at most [`MAX_JOBS_PER_DEPLOYMENT`];
+//! and the fingerprint of that set of jobs, which a default key ends with.
 
-use cron_schema::{Diff, Schema};
+use std::fmt::{self, Write as _};
+
+use cron_schema::{Cron, Diff, Schema, Verb, format_duration, parse_duration};
 
 use crate::defaults::MAX_JOBS_PER_DEPLOYMENT;
 
@@ -52,6 +55,70 @@ pub(crate) fn other_schema(key: &str, registered: &str, new: &str) -> Option<Str
          jobs: give this version its own key, such as its version number or commit \
          (docs/operations.md)"
     ))
+}
+
+/// The fingerprint of a schema's set of jobs: the `3f9a2c1d` of a default deployment key
+/// (`billing+3f9a2c1d`, docs/runtime.md, "The deployment key").
+///
+/// Two schemas that [`other_schema`] takes for the same one have the same fingerprint, so a default key
+/// names one set of jobs the way a registered key does: moving a function, rewording its doc comment,
+/// respacing its expression or writing its timeout `90s` for `1m30s` keeps the key.
+///
+/// It is computed from the schema's text form (docs/schema.md), not from Rust's `Debug` or `Hash`, so
+/// that it is the same across builds and Rust versions: the text form of the schema with every verb
+/// reduced to what [`other_schema`] compares (the expression's fields separated by one space, no zone
+/// for `UTC`, a timeout as [`format_duration`] writes its duration, the missed-run policy; no doc
+/// comment, no source location), hashed with 64-bit FNV-1a over its UTF-8 bytes and folded to 32 bits
+/// (the high half XOR the low half).
+pub(crate) fn fingerprint(schema: &Schema) -> u32 {
+    let mut hash = Fnv1a64::new();
+    write!(hash, "{}", canonical(schema)).expect("hashing cannot fail");
+    let hash = hash.0;
+    (hash ^ (hash >> 32)) as u32
+}
+
+/// `schema` with every verb reduced to what [`other_schema`] compares, written the one way
+/// [`fingerprint`] hashes.
+fn canonical(schema: &Schema) -> Schema {
+    Schema::new(schema.verbs().map(|(module, verb)| {
+        let cron = &verb.cron;
+        let cron = Cron {
+            expression: cron
+                .expression
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+            timezone: cron.timezone.clone().filter(|zone| zone != "UTC"),
+            timeout: cron
+                .timeout
+                .as_ref()
+                .map(|timeout| match parse_duration(timeout) {
+                    Ok(duration) => format_duration(duration),
+                    Err(_) => timeout.clone(),
+                }),
+            missed: cron.missed,
+        };
+        (module.name.clone(), Verb::new(verb.name.clone(), cron))
+    }))
+}
+
+/// 64-bit FNV-1a (the offset basis and prime of the FNV specification), fed as text is written.
+struct Fnv1a64(u64);
+
+impl Fnv1a64 {
+    fn new() -> Fnv1a64 {
+        Fnv1a64(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl fmt::Write for Fnv1a64 {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        for byte in text.bytes() {
+            self.0 ^= u64::from(byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(())
+    }
 }
 
 /// `this schema adds 2 verbs (`a`, `b`), removes 1 (`c`), changes 1 (`d`: expression `* * * * *` ->
@@ -110,7 +177,7 @@ fn named(mut items: Vec<String>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use cron_schema::{Cron, Verb};
+    use cron_schema::MissedPolicy;
 
     use super::*;
 
@@ -178,5 +245,98 @@ mod tests {
                     .to_owned()
             )
         );
+    }
+
+    /// The schema the fingerprint is pinned for.
+    fn billing() -> Schema {
+        Schema::new([
+            (
+                "billing",
+                Verb::new(
+                    "billing::send_invoices",
+                    Cron::new("0 2 * * *")
+                        .timezone("Europe/Berlin")
+                        .timeout("10m"),
+                )
+                .doc("Sends yesterday's invoices."),
+            ),
+            (
+                "billing",
+                Verb::new(
+                    "billing::reminders",
+                    Cron::new("*/15 * * * *").missed(MissedPolicy::Skip),
+                ),
+            ),
+        ])
+    }
+
+    #[test]
+    fn the_fingerprint_of_a_fixed_schema_does_not_change() {
+        assert_eq!(
+            canonical(&billing()).to_string(),
+            "module billing {\n  verb reminders(Unit) Unit\n    +cron */15 * * * * missed=skip\n\n  \
+             verb send_invoices(Unit) Unit\n    +cron 0 2 * * * Europe/Berlin timeout=10m\n}\n"
+        );
+        // FNV-1a 64 of the text above, folded: what any implementation of the specification gives. A
+        // new value changes every default deployment key.
+        assert_eq!(format!("{:08x}", fingerprint(&billing())), "dd98116e");
+    }
+
+    #[test]
+    fn the_same_jobs_have_the_same_fingerprint_whatever_their_docs_spacing_and_spelling() {
+        let reworded = Schema::new([
+            (
+                "billing",
+                Verb::new(
+                    "billing::send_invoices",
+                    Cron::new(" 0  2 * * * ")
+                        .timezone("Europe/Berlin")
+                        .timeout("600s"),
+                )
+                .doc("Sends the invoices.")
+                .source("src/invoices.rs", 40),
+            ),
+            (
+                "billing",
+                Verb::new(
+                    "billing::reminders",
+                    Cron::new("*/15 * * * *")
+                        .timezone("UTC")
+                        .missed(MissedPolicy::Skip),
+                )
+                .source("src/reminders.rs", 7),
+            ),
+        ]);
+        assert_eq!(
+            other_schema("billing@1", &billing().to_json(), &reworded.to_json()),
+            None
+        );
+        assert_eq!(fingerprint(&reworded), fingerprint(&billing()));
+    }
+
+    #[test]
+    fn what_runs_makes_another_fingerprint() {
+        let with = |change: fn(&mut Verb)| {
+            let mut schema = billing();
+            change(&mut schema.modules[0].verbs[0]);
+            fingerprint(&schema)
+        };
+        let changes: [fn(&mut Verb); 6] = [
+            |v| v.name = "billing::remind".to_owned(),
+            |v| v.cron.expression = "*/10 * * * *".to_owned(),
+            |v| v.cron.timezone = Some("Europe/Paris".to_owned()),
+            |v| v.cron.timeout = Some("1m".to_owned()),
+            |v| v.cron.missed = MissedPolicy::Once,
+            |v| v.cron.timeout = Some("5m".to_owned()),
+        ];
+        let mut seen = vec![fingerprint(&billing())];
+        for change in changes {
+            let fingerprint = with(change);
+            assert!(!seen.contains(&fingerprint), "{seen:?} {fingerprint}");
+            seen.push(fingerprint);
+        }
+        let mut other_module = billing();
+        other_module.modules[0].name = "invoicing".to_owned();
+        assert_ne!(fingerprint(&other_module), fingerprint(&billing()));
     }
 }

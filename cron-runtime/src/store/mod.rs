@@ -381,6 +381,8 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
 
 /// Only this crate's stores implement [`Store`].
 pub(crate) mod sealed {
+    // Reachable as a bound of `Store` and nameable by no one else: that is what seals it.
+    #[allow(unnameable_types)]
     pub trait Sealed {}
     impl Sealed for super::MemoryStore {}
     impl Sealed for super::postgres::PgStore {}
@@ -392,6 +394,6 @@ pub mod postgres;
 pub(crate) mod rules;
 
 pub use key::check_job_count;
-pub(crate) use key::other_schema;
+pub(crate) use key::{fingerprint, other_schema};
 
 pub use memory::{MemoryStore, RunRecord};

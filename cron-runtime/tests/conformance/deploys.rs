@@ -212,7 +212,10 @@ pub async fn a_run_ending_under_an_inactive_deployment_wakes_the_active_one(
         // that already ran, nor at the one it skipped.
         let next = h.next_execution(MODULE, verb).await.expect("idle");
         assert!(next > at, "`{verb}`: {next}");
-        assert_eq!(next, after_run, "`{verb}`: the skipped occurrence must not run");
+        assert_eq!(
+            next, after_run,
+            "`{verb}`: the skipped occurrence must not run"
+        );
     }
     let claimed = claim(&new, &r2).await;
     assert!(
