@@ -30,7 +30,7 @@ use tracing::Instrument;
 use crate::context::{Context, JobContext};
 use crate::error::RuntimeError;
 use crate::registration::HandlerFuture;
-use crate::runtime::{Plan, PlannedJob};
+use crate::plan::{Plan, PlannedJob};
 use crate::store::{
     Change, Claim, ClaimAction, Claimed, Finish, Finished, Finishing, Outcome, Runner, Store,
     StoreError,

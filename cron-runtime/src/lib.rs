@@ -10,9 +10,11 @@ mod error;
 mod executor;
 mod job;
 mod panics;
+mod plan;
 mod registration;
 mod runtime;
 mod schema;
+mod settings;
 
 // Not public API. Used by code the `#[cron]` attribute generates, through `cronverb::__private`.
 #[doc(hidden)]
