@@ -15,6 +15,7 @@ mod registration;
 mod runtime;
 mod schema;
 mod settings;
+mod sync;
 
 // Not public API. Used by code the `#[cron]` attribute generates, through `cronverb::__private`.
 #[doc(hidden)]
