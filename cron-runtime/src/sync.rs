@@ -1,10 +1,12 @@
 //! Taking a lock whatever happened to its last holder.
 //!
-//! A lock is poisoned when a thread panicked while holding it. The runtime calls no handler while it
-//! holds one of its locks (a handler's panic is caught where the handler is polled), and what it does
-//! under a lock is an insertion, a removal, a take or an assignment, which a panic elsewhere cannot
-//! leave half done. So a poisoned lock is taken over: passing the poison on as a panic of its own
-//! would stop the replica's claims, heartbeats and recording over data that is whole.
+//! A lock is poisoned when a thread panicked while holding it. No handler runs while the runtime holds
+//! one of its locks (a handler's panic is caught where the handler is polled), and the runtime's own
+//! updates under a lock leave the data usable if one stops part way: the executor's are each one
+//! insertion, removal, take or assignment, and the stores' guard caches, settings and state that a
+//! half-made update would mislead less than a store that refuses every later call. So a poisoned lock
+//! is taken over: passing the poison on as a panic of its own would stop the replica's claims,
+//! heartbeats and recording.
 
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 

@@ -11,7 +11,7 @@
 //! runs due at the same instant have started.
 //!
 //! This module starts the executor's tasks and stops them ([`run`]); the parts below it do the work.
-//! Every part uses `shared`, `runs` and `clock`; besides, a part uses another only down one chain:
+//! The parts use `shared`, `runs` and `clock`; besides, a part uses another only down one chain:
 //! `record` (which queues what a batch of finishes claimed) → `claim` (which hands runs to the timers
 //! of their instants) → `start` → `handler`, and `start` → `shutdown` (a timer that sees shutdown gives
 //! its runs back). `retry` holds the waits they share.
