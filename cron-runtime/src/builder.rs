@@ -10,41 +10,15 @@ use std::time::Duration;
 use cron_schema::{MissedPolicy, Schema};
 
 use crate::context::State;
-use crate::defaults::{DEFAULT_MODULE, DEFAULT_TIMEOUT};
+use crate::defaults::DEFAULT_MODULE;
 use crate::error::BuildError;
 use crate::job::{self, Declared, Job, Validated};
+use crate::plan::Plan;
 use crate::registration::IntoOutcome;
-use crate::runtime::{Backend, Plan, Runtime};
+use crate::runtime::{Backend, Runtime};
+use crate::settings::Settings;
 use crate::store::postgres::PgStore;
 use crate::store::{DeploymentSpec, MemoryStore, StoreSettings, fingerprint};
-
-/// The runtime's settings. Every one has a documented default; see the [`RuntimeBuilder`] methods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Settings {
-    pub(crate) missed_tolerance: Duration,
-    pub(crate) default_timeout: Duration,
-    pub(crate) shutdown_grace: Duration,
-    pub(crate) lease: Duration,
-    pub(crate) claim_ahead: Duration,
-    pub(crate) batch_limit: usize,
-    pub(crate) history_retention: Duration,
-    pub(crate) print_handler_panics: bool,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            missed_tolerance: Duration::from_secs(60),
-            default_timeout: DEFAULT_TIMEOUT,
-            shutdown_grace: Duration::from_secs(30),
-            lease: Duration::from_secs(30),
-            claim_ahead: Duration::from_millis(500),
-            batch_limit: 1000,
-            history_retention: Duration::from_secs(30 * 24 * 3600),
-            print_handler_panics: false,
-        }
-    }
-}
 
 /// Options of a job added with [`RuntimeBuilder::job_with`]: the same as the `#[cron]` attribute's.
 #[derive(Debug, Clone, Default)]

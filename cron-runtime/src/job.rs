@@ -47,7 +47,7 @@ pub fn jobs() -> Vec<Job> {
         .into_iter()
         .map(from_registration)
         .collect();
-    let added = added().lock().unwrap_or_else(|e| e.into_inner());
+    let added = crate::sync::lock(added());
     let fresh: Vec<Job> = {
         let mut known = ByName::new(&jobs);
         added
@@ -69,7 +69,7 @@ fn added() -> &'static Mutex<Vec<Job>> {
 
 /// Remembers jobs added at run time so that [`jobs()`] lists them.
 pub(crate) fn remember(new: impl IntoIterator<Item = Job>) {
-    let mut added = added().lock().unwrap_or_else(|e| e.into_inner());
+    let mut added = crate::sync::lock(added());
     let new: Vec<Job> = new.into_iter().collect();
     let fresh: Vec<bool> = {
         let mut known = ByName::new(&added[..]);

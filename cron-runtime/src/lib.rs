@@ -10,9 +10,12 @@ mod error;
 mod executor;
 mod job;
 mod panics;
+mod plan;
 mod registration;
 mod runtime;
 mod schema;
+mod settings;
+mod sync;
 
 // Not public API. Used by code the `#[cron]` attribute generates, through `cronverb::__private`.
 #[doc(hidden)]

@@ -1,20 +1,18 @@
 //! A built runtime, running in the foreground ([`Runtime::run`]) or in the background
 //! ([`Runtime::start`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::builder::{RuntimeBuilder, Settings};
-use crate::context::State;
+use crate::builder::RuntimeBuilder;
 use crate::error::RuntimeError;
 use crate::executor;
-use crate::job::{Handler, Job, Validated};
+use crate::job::Job;
+use crate::plan::Plan;
+use crate::store::MemoryStore;
 use crate::store::postgres::PgStore;
-use crate::store::{DeploymentSpec, MemoryStore};
 
 /// The scheduler of one replica: claims due runs from its store and runs their handlers.
 ///
@@ -41,69 +39,6 @@ pub struct Runtime {
 pub(crate) enum Backend {
     Memory(MemoryStore),
     Postgres(PgStore),
-}
-
-/// Everything the executor needs besides the store: the deployment, the jobs' handlers, the state.
-#[derive(Debug)]
-pub(crate) struct Plan {
-    pub(crate) deployment: DeploymentSpec,
-    pub(crate) module: Arc<str>,
-    pub(crate) jobs: HashMap<Arc<str>, Arc<PlannedJob>>,
-    pub(crate) listed: Vec<Job>,
-    pub(crate) state: Arc<State>,
-    pub(crate) settings: Settings,
-}
-
-/// One job's handler with what a run of it needs. Its schedule is the store's business
-/// (`DeploymentSpec::jobs`); with thousands of jobs, one copy of each is enough.
-pub(crate) struct PlannedJob {
-    pub(crate) verb: Arc<str>,
-    pub(crate) timeout: Duration,
-    pub(crate) handler: Handler,
-}
-
-impl std::fmt::Debug for PlannedJob {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlannedJob")
-            .field("verb", &self.verb)
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Plan {
-    /// The plan of `deployment`, whose jobs are those of `validated`: each job's spec moves into
-    /// `deployment.jobs` (which must be empty), its declaration into the listed jobs.
-    pub(crate) fn new(
-        mut deployment: DeploymentSpec,
-        validated: Vec<Validated>,
-        state: State,
-        settings: Settings,
-    ) -> Plan {
-        debug_assert!(deployment.jobs.is_empty());
-        let mut listed = Vec::with_capacity(validated.len());
-        let mut jobs = HashMap::with_capacity(validated.len());
-        deployment.jobs.reserve_exact(validated.len());
-        for v in validated {
-            let verb: Arc<str> = Arc::from(v.spec.verb.as_str());
-            let planned = PlannedJob {
-                verb: Arc::clone(&verb),
-                timeout: v.spec.timeout,
-                handler: v.handler,
-            };
-            jobs.insert(verb, Arc::new(planned));
-            deployment.jobs.push(v.spec);
-            listed.push(v.job);
-        }
-        Plan {
-            module: Arc::from(deployment.module.as_str()),
-            deployment,
-            jobs,
-            listed,
-            state: Arc::new(state),
-            settings,
-        }
-    }
 }
 
 impl Runtime {

@@ -1,0 +1,180 @@
+//! Claiming: the loop that claims due runs and sleeps until the next is due, and putting the runs of
+//! a claim (or of the claim a batch of finishes made) in the lists of their instants.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::clock::Anchor;
+use super::retry::{CLAIM_RETRY, RETRY_MAX};
+use super::runs::{Run, RunState};
+use super::shared::Shared;
+use super::start::{START_CHUNK, wait_for_instant};
+use crate::store::{Change, Claim, ClaimAction, Claimed, Outcome, Store};
+use crate::sync::lock;
+
+/// Claims due runs and sleeps until the next is due, until shutdown.
+pub(super) async fn claim_loop<S: Store>(
+    shared: &Arc<Shared<S>>,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    let settings = shared.plan.settings;
+    let ahead = settings.claim_ahead;
+    let mut retry = CLAIM_RETRY;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        shared.hint.micros.store(i64::MAX, Ordering::Release);
+        let claimed = shared
+            .store
+            .claim_due(&shared.runner, ahead, settings.batch_limit)
+            .await;
+        let claimed = match claimed {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                tracing::error!(%error, retry_in = ?retry, "claiming due runs failed; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(retry) => {}
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                }
+                retry = (retry * 2).min(RETRY_MAX);
+                continue;
+            }
+        };
+        retry = CLAIM_RETRY;
+        let full = claimed.claims.len() >= settings.batch_limit;
+        let next_due = claimed.next_due;
+        let anchor = queue_claimed(shared, claimed);
+        if full {
+            // More may be due: claim again, letting the tasks just spawned run first.
+            tokio::task::yield_now().await;
+            continue;
+        }
+
+        // Sleep until the next due instant (minus the claim-ahead), unless woken earlier.
+        loop {
+            let hint = shared.hint.micros.load(Ordering::Acquire);
+            let hinted = match hint {
+                i64::MAX => None,
+                i64::MIN => Some(DateTime::<Utc>::MIN_UTC),
+                micros => DateTime::from_timestamp_micros(micros),
+            };
+            let next = match (next_due, hinted) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let deadline = next.map(|at| {
+                let at = anchor.instant_for(at);
+                at.checked_sub(ahead).unwrap_or(at)
+            });
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                break;
+            }
+            let sleep = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|stop| *stop) => return,
+                _ = sleep => break,
+                change = shared.store.changed() => match change {
+                    Change::Claim => break,
+                    // Another replica ran a job and it is idle again: wake up for its next occurrence.
+                    Change::DueAt(at) => shared.hint.lower(at),
+                },
+                _ = shared.hint.wake.notified() => continue,
+            }
+        }
+    }
+}
+
+/// Puts the runs of a claim in the lists of their instants; returns the claim's clock anchor.
+pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed) -> Anchor {
+    let anchor = Anchor {
+        instant: claimed.now_at,
+        store_now: claimed.now,
+    };
+    *lock(&shared.anchor) = Some(anchor);
+    // Runs of one instant, in a row, wait together, in chunks of `START_CHUNK`.
+    let mut due: Vec<Run> = Vec::new();
+    for claim in claimed.claims {
+        match claim.action {
+            ClaimAction::Run => {
+                if due.len() == START_CHUNK
+                    || due
+                        .last()
+                        .is_some_and(|run| run.scheduled_at != claim.scheduled_at)
+                {
+                    wait_for_instant(shared, std::mem::take(&mut due), anchor);
+                }
+                due.push(prepare_run(shared, claim, anchor));
+            }
+            ClaimAction::Skipped => {
+                tracing::warn!(
+                    module = %shared.plan.module,
+                    verb = %claim.verb,
+                    scheduled_at = %claim.scheduled_at,
+                    run_id = claim.run_id,
+                    outcome = Outcome::Skipped.as_str(),
+                    lateness_ms = lateness_ms(claimed.now, claim.scheduled_at),
+                    "late run skipped (missed = \"skip\")"
+                );
+            }
+        }
+    }
+    if !due.is_empty() {
+        wait_for_instant(shared, due, anchor);
+    }
+    anchor
+}
+
+/// Prepares the run of a claim: its span and its handler, before its instant.
+fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Run {
+    let span = tracing::info_span!(
+        "cron_run",
+        module = %shared.plan.module,
+        verb = %claim.verb,
+        scheduled_at = %claim.scheduled_at,
+        run_id = claim.run_id,
+        late = claim.late,
+        lateness_ms = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+        skipped = tracing::field::Empty,
+    );
+    let job = shared
+        .job_index
+        .get(claim.verb.as_str())
+        .map(|&index| (index, Arc::clone(&shared.jobs[index].1)))
+        .ok_or_else(|| {
+            format!(
+                "this build has no handler for `{}`; is the deployment key reused across versions?",
+                claim.verb
+            )
+        });
+    Run {
+        run_id: claim.run_id,
+        job_id: claim.job_id,
+        scheduled_at: claim.scheduled_at,
+        state: RunState::new(
+            shared.epoch,
+            anchor.instant_for(claim.lease_expires_at),
+            claim.job_id,
+            job.as_ref().ok().map(|(index, _)| *index),
+        ),
+        job,
+        anchor,
+        span,
+    }
+}
+
+/// How late a run skipped at the claim was, in milliseconds.
+fn lateness_ms(now: DateTime<Utc>, scheduled_at: DateTime<Utc>) -> i64 {
+    (now - scheduled_at).num_milliseconds().max(0)
+}

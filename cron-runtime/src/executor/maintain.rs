@@ -1,0 +1,134 @@
+//! Keeping this replica's standing with the store: heartbeats and lease renewals ([`maintain`]), and
+//! pruning the run history ([`prune`]), each in a task of its own.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::runs::RunState;
+use super::shared::Shared;
+use crate::store::Store;
+use crate::sync::lock;
+
+/// How long after a lease seen at a heartbeat would end the executor heartbeats again, if that lease
+/// was not renewed meanwhile, so that recovery takes the row back (G4, docs/operations.md): the store
+/// compares leases with its own clock, which the claim's anchor maps only up to a round trip.
+const RECOVERY_MARGIN: Duration = Duration::from_millis(250);
+
+/// A run whose lease outlasts a renewal's by less than this (or half the period of renewals, if
+/// shorter) is not renewed by it: a run claimed a moment ago holds a lease nearly as long. A run
+/// renewed once is renewed every time after: its lease ends one period after the next renewal.
+const FRESH_CLAIM: Duration = Duration::from_secs(2);
+
+/// How often the runtime prunes the run history (docs/runtime.md, "History retention"); the first
+/// prune comes a minute after start, so that replicas started together spread out.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Heartbeats and renews the leases of runs in flight every third of the lease, and heartbeats also
+/// when a lease it saw would end unrenewed, so that a dead replica's row is taken back within
+/// [`RECOVERY_MARGIN`] of its lease's end rather than at the next regular heartbeat (G4,
+/// docs/operations.md).
+pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
+    let period = shared.plan.settings.lease / 3;
+    let mut interval = tokio::time::interval_at(Instant::now() + period, period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut recover_at: Option<Instant> = None;
+    loop {
+        let recovery = async {
+            match recover_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = recovery => {}
+        }
+        recover_at = None;
+        let changed = match shared.store.heartbeat(&shared.runner).await {
+            Ok(beat) => {
+                // A notification of the next occurrence may never have come (a replica of an older
+                // release ran the job): the rows say when to wake up (docs/runtime.md, "Waking up").
+                if let Some(next) = beat.next_due {
+                    shared.hint.lower(next);
+                }
+                let anchor = *lock(&shared.anchor);
+                // A lease already over when seen was taken back by this heartbeat, or cannot be.
+                recover_at = beat
+                    .lease_ends
+                    .zip(anchor)
+                    .map(|(end, anchor)| anchor.instant_for(end))
+                    .filter(|end| *end > Instant::now())
+                    .map(|end| end + RECOVERY_MARGIN);
+                beat.changed
+            }
+            Err(error) => {
+                tracing::error!(%error, "heartbeat failed");
+                false
+            }
+        };
+        // Taken before the runs are listed: a run claimed after this instant has a lease of its own that
+        // outlasts the one this renewal gives.
+        let sent = Instant::now();
+        let lease = shared.plan.settings.lease;
+        // The runs whose lease outlasts this renewal's by less than [`FRESH_CLAIM`] are not renewed:
+        // thousands of every-second runs, each claimed a moment ago, hold leases nearly as long as a
+        // renewal would give, and renewing them would rewrite their rows for nothing (and wait on the
+        // finishes recording them).
+        let (ids, leases): (Vec<i64>, Vec<Arc<RunState>>) = {
+            let in_flight = shared.in_flight.lock();
+            let due = sent + lease.saturating_sub((period / 2).min(FRESH_CLAIM));
+            in_flight
+                .iter()
+                .filter(|(_, run)| run.state.until(shared.epoch) < due)
+                .map(|(run_id, run)| (*run_id, Arc::clone(&run.state)))
+                .unzip()
+        };
+        if !ids.is_empty() {
+            match shared.store.renew(&shared.runner, &ids).await {
+                Ok(held) => {
+                    let held: HashSet<i64> = held.into_iter().collect();
+                    // The runs renewed hold their leases until `sent` plus the lease, at least.
+                    for (run_id, run_lease) in ids.iter().zip(&leases) {
+                        if held.contains(run_id) {
+                            run_lease.extend(shared.epoch, sent + lease);
+                        }
+                    }
+                    for run_id in ids.iter().filter(|id| !held.contains(id)) {
+                        let run = shared.in_flight.lock().remove(run_id);
+                        if let Some(abort) = run.and_then(|r| r.abort) {
+                            tracing::warn!(
+                                run_id,
+                                "lost the lease of a run; cancelling its handler"
+                            );
+                            abort.abort();
+                        }
+                    }
+                }
+                Err(error) => tracing::error!(%error, "renewing leases failed"),
+            }
+        }
+        // The heartbeat took a module over or took rows back: jobs may be due now. Otherwise an idle
+        // replica stays asleep until its next due instant (other replicas' changes arrive by `changed`).
+        if changed {
+            shared.hint.claim_now();
+        }
+    }
+}
+
+/// Prunes the run history older than the retention setting, now and then, in its own task so that a
+/// large backlog never delays heartbeats and renewals. Replicas pruning at once is harmless.
+pub(super) async fn prune<S: Store>(shared: Arc<Shared<S>>) {
+    let retention = shared.plan.settings.history_retention;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    loop {
+        match shared.store.prune_history(retention).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(deleted, ?retention, "pruned the run history"),
+            Err(error) => tracing::warn!(%error, "pruning the run history failed"),
+        }
+        tokio::time::sleep(PRUNE_EVERY).await;
+    }
+}

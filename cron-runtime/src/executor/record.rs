@@ -1,0 +1,202 @@
+//! Recording how runs ended: one task takes the ended runs in batches, once the runs due at the same
+//! instant have started, and records each batch with one [`Store::finish`], which also claims the
+//! next occurrences of their jobs; a run whose recording failed is retried on its own.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use super::claim::queue_claimed;
+use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
+use super::runs::Ended;
+use super::shared::Shared;
+use crate::store::{Finish, Finished, Finishing, Outcome, Store, StoreError};
+use crate::sync::lock;
+
+/// A run's finish claims its job's next occurrence when that is due within this much (or the
+/// claim-ahead, if longer): see [`chain_ahead`].
+const CHAIN_AHEAD: Duration = Duration::from_secs(1);
+
+/// At most this many ended runs are recorded with one [`Store::finish`].
+const FINISH_BATCH: usize = 1024;
+
+/// At most this many batches of ended runs are being recorded at once: the next batch is on its way
+/// while the database writes one, and a database with two cores writes two at once. Each batch locks
+/// rows no other batch has, in the order of their ids.
+const RECORDING_BATCHES: usize = 2;
+
+/// How long recording waits at most for the runs due at the same instant to start.
+const HOLD_MAX: Duration = Duration::from_millis(50);
+
+/// How often recording checks whether the runs due at the same instant have started.
+const HOLD_STEP: Duration = Duration::from_millis(1);
+
+/// How far ahead a batch of finishes claims the next occurrences of its jobs
+/// ([`Store::finish`]): the claim-ahead, and at least a second, so that a job due every second
+/// goes from one run to the next without going back to idle (its run ends at or after its instant, and
+/// the next is a second after that instant).
+fn chain_ahead(claim_ahead: Duration) -> Duration {
+    claim_ahead.max(CHAIN_AHEAD)
+}
+
+/// Records ended runs, as many as have ended at once with one [`Store::finish`] (up to
+/// [`RECORDING_BATCHES`] at a time), so that recording thousands of runs due at one instant costs one
+/// wake-up and one store call per batch, after their handlers have started. Runs leave `in_flight`
+/// once recorded.
+pub(super) async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
+    // The batches being recorded: aborted with this task at shutdown.
+    let mut batches = tokio::task::JoinSet::new();
+    loop {
+        shared.ended.wake.notified().await;
+        // Let the runs due at the same instant start first, unless that takes long.
+        let held = Instant::now();
+        while shared.ended.starting.load(Ordering::Acquire) > 0 && held.elapsed() < HOLD_MAX {
+            // A sleep, not a yield: a task yielding in a loop keeps its worker from stealing others' work.
+            tokio::time::sleep(HOLD_STEP).await;
+        }
+        let mut ended: Vec<Ended> = Vec::new();
+        for shard in &shared.ended.shards {
+            let taken = std::mem::take(&mut *lock(shard));
+            if ended.is_empty() {
+                ended = taken;
+            } else {
+                ended.extend(taken);
+            }
+        }
+        while !ended.is_empty() {
+            let rest = ended.split_off(ended.len().min(FINISH_BATCH));
+            let batch = std::mem::replace(&mut ended, rest);
+            while batches.len() >= RECORDING_BATCHES {
+                batches.join_next().await;
+            }
+            let shared = Arc::clone(&shared);
+            batches.spawn(async move { record_batch(&shared, batch).await });
+        }
+        while batches.try_join_next().is_some() {}
+    }
+}
+
+/// Records a batch of ended runs with one [`Store::finish`], which claims the next occurrences of their
+/// jobs that are due within [`chain_ahead`] (none once shutdown has begun).
+async fn record_batch<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
+    let (finishes, spans): (Vec<Finish>, Vec<tracing::Span>) =
+        batch.into_iter().map(|e| (e.finish, e.span)).unzip();
+    // Once shutdown has begun nothing more is claimed.
+    let chain =
+        (!*shared.stopping.signal.borrow()).then(|| chain_ahead(shared.plan.settings.claim_ahead));
+    let Finishing { results, claimed } =
+        shared.store.finish(&shared.runner, &finishes, chain).await;
+    // The jobs whose next occurrence was claimed: the loop need not wake up for them.
+    let chained: HashSet<i64> = claimed
+        .iter()
+        .flat_map(|claimed| claimed.claims.iter().map(|claim| claim.job_id))
+        .collect();
+    let mut recorded = Vec::with_capacity(finishes.len());
+    let mut earliest: Option<DateTime<Utc>> = None;
+    let mut results = results.into_iter();
+    for (finish, span) in finishes.into_iter().zip(spans) {
+        let result = results.next().unwrap_or_else(|| {
+            Err(StoreError::Invalid(
+                "the store recorded fewer runs than it was given".to_owned(),
+            ))
+        });
+        match result {
+            Err(error) => {
+                // Retried in its own task; the run stays in flight (and its lease renewed) meanwhile.
+                span.in_scope(|| {
+                    tracing::warn!(%error, attempt = 1, "recording the run failed; retrying");
+                });
+                tokio::spawn(retry_finish(Arc::clone(shared), finish, span));
+                continue;
+            }
+            Ok(finished) => {
+                if let Some(next) = recorded_as(&finish, finished, &span)
+                    && !chained.contains(&finish.job_id)
+                {
+                    earliest = Some(earliest.map_or(next, |e| e.min(next)));
+                }
+                recorded.push(finish.run_id);
+            }
+        }
+    }
+    // In flight before the ended runs leave: shutdown waits for `in_flight` to empty, and the runs
+    // just claimed release themselves there if it has begun.
+    if let Some(claimed) = claimed {
+        queue_claimed(shared, claimed);
+    }
+    shared.in_flight.remove_all(&recorded);
+    if let Some(next) = earliest {
+        shared.hint.lower(next);
+    }
+}
+
+/// Logs how a run was recorded, in its span; its job's next occurrence when it has one.
+fn recorded_as(finish: &Finish, finished: Finished, span: &tracing::Span) -> Option<DateTime<Utc>> {
+    let _entered = span.enter();
+    match finished {
+        Finished::Recorded {
+            next_execution,
+            skipped,
+        } => {
+            span.record("skipped", skipped);
+            log_outcome(finish, skipped);
+            next_execution
+        }
+        Finished::Fenced => {
+            tracing::warn!(
+                outcome = finish.outcome.as_str(),
+                "not recorded: this replica lost the run's lease and it was recovered"
+            );
+            None
+        }
+    }
+}
+
+/// Tries again to record a run whose first recording failed, backing off.
+async fn retry_finish<S: Store>(shared: Arc<Shared<S>>, finish: Finish, span: tracing::Span) {
+    let mut delay = FINISH_RETRY;
+    for attempt in 2..=FINISH_ATTEMPTS {
+        tokio::time::sleep(delay).await;
+        delay *= 2;
+        let result = shared
+            .store
+            .finish(&shared.runner, std::slice::from_ref(&finish), None)
+            .await
+            .single();
+        match result {
+            Ok(finished) => {
+                if let Some(next) = recorded_as(&finish, finished, &span) {
+                    shared.hint.lower(next);
+                }
+                break;
+            }
+            Err(error) if attempt < FINISH_ATTEMPTS => span.in_scope(|| {
+                tracing::warn!(%error, attempt, "recording the run failed; retrying");
+            }),
+            Err(error) => span.in_scope(|| {
+                tracing::error!(
+                    %error,
+                    "recording the run failed; it will be recovered when its lease expires"
+                );
+            }),
+        }
+    }
+    shared.in_flight.remove(finish.run_id);
+}
+
+/// Logs a run's outcome at the level docs/runtime.md gives it ("Logs and traces").
+fn log_outcome(finish: &Finish, skipped: u32) {
+    let error = finish.error.as_deref().unwrap_or("");
+    match finish.outcome {
+        Outcome::Succeeded if skipped == 0 => tracing::info!("run succeeded"),
+        Outcome::Succeeded => tracing::warn!("run succeeded; occurrences were skipped"),
+        Outcome::Failed => tracing::error!(error, "run failed"),
+        Outcome::Panicked => tracing::error!(error, "run panicked"),
+        Outcome::TimedOut => tracing::warn!(error, "run timed out"),
+        _ => tracing::warn!(error, "run ended"),
+    }
+}

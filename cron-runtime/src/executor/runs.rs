@@ -1,0 +1,121 @@
+//! A run on its way through the executor: claimed and waiting for its instant ([`Run`], in a
+//! [`Chunk`]), in flight ([`InFlight`], with the [`RunState`] its tasks share), ended and waiting to be
+//! recorded ([`Ended`]).
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use super::clock::{Anchor, at_nanos, nanos_after};
+use crate::context::JobContext;
+use crate::store::Finish;
+
+/// A claimed run, waiting for its instant.
+pub(super) struct Run {
+    pub(super) run_id: i64,
+    pub(super) job_id: i64,
+    pub(super) scheduled_at: DateTime<Utc>,
+    /// Its lease (renewals extend it: [`Shared::lease_until`](super::shared::Shared::lease_until)), its
+    /// deadline and whether it ended.
+    pub(super) state: Arc<RunState>,
+    /// Where its job is in [`Shared::jobs`](super::shared::Shared::jobs), with the context its handler
+    /// will get (taken now, so that no reference count is touched when thousands of runs start), or why
+    /// there is none.
+    pub(super) job: Result<(usize, Arc<JobContext>), String>,
+    /// The claim's clock offset: when the handler ends, on the store's clock ([`Finish::ended_at`]).
+    pub(super) anchor: Anchor,
+    pub(super) span: tracing::Span,
+}
+
+/// Runs of one instant, claimed together: each is taken once, by the starter that moves `next` past
+/// it, so that starters never wait for each other.
+pub(super) struct Chunk {
+    pub(super) runs: Vec<Mutex<Option<Run>>>,
+    pub(super) next: AtomicUsize,
+}
+
+/// A run in flight: claimed, waiting for its instant or executing.
+#[derive(Debug)]
+pub(super) struct InFlight {
+    /// The task of its handler, once started.
+    pub(super) abort: Option<AbortHandle>,
+    /// What its task, the renewals and the watchdog share.
+    pub(super) state: Arc<RunState>,
+}
+
+/// What a run's task, the renewals and the watchdog share about a run in flight. Instants are on the
+/// local clock, in nanoseconds after [`Shared::epoch`](super::shared::Shared::epoch).
+#[derive(Debug)]
+pub(super) struct RunState {
+    pub(super) job_id: i64,
+    /// Where its job is in [`Shared::jobs`](super::shared::Shared::jobs); `usize::MAX` if this build
+    /// has no handler for it.
+    pub(super) job: usize,
+    /// Until when the run holds its lease: the lease its claim took, extended by each renewal that
+    /// returned the run.
+    pub(super) lease: AtomicI64,
+    /// When its timeout ends; `i64::MAX` until its handler starts.
+    pub(super) deadline: AtomicI64,
+    /// Counts the starts and ends of the handler's polls: odd while it is being polled. A poll the
+    /// watchdog finds going on at two of its rounds past the deadline is a handler that blocks its
+    /// thread ([`watch_blocked`](super::watch::watch_blocked)).
+    pub(super) polls: AtomicU64,
+    /// Set by whichever ends the run first: its task, or the watchdog.
+    pub(super) ended: AtomicBool,
+}
+
+impl RunState {
+    pub(super) fn new(
+        epoch: Instant,
+        lease_until: Instant,
+        job_id: i64,
+        job: Option<usize>,
+    ) -> Arc<RunState> {
+        Arc::new(RunState {
+            job_id,
+            job: job.unwrap_or(usize::MAX),
+            lease: AtomicI64::new(nanos_after(epoch, lease_until)),
+            deadline: AtomicI64::new(i64::MAX),
+            polls: AtomicU64::new(0),
+            ended: AtomicBool::new(false),
+        })
+    }
+
+    /// Until when the run holds its lease.
+    #[inline]
+    pub(super) fn until(&self, epoch: Instant) -> Instant {
+        at_nanos(epoch, self.lease.load(Ordering::Acquire))
+    }
+
+    /// The run holds its lease until `until` at least.
+    #[inline]
+    pub(super) fn extend(&self, epoch: Instant, until: Instant) {
+        self.lease
+            .fetch_max(nanos_after(epoch, until), Ordering::AcqRel);
+    }
+
+    /// Marks the run ended; `false` if it already was (by the watchdog, or by its task).
+    #[inline]
+    pub(super) fn end(&self) -> bool {
+        !self.ended.swap(true, Ordering::AcqRel)
+    }
+}
+
+/// A run whose handler has ended, on its way to the store.
+pub(super) struct Ended {
+    pub(super) finish: Finish,
+    pub(super) span: tracing::Span,
+    /// The claim's clock offset, to put the handler's end on the store's clock.
+    pub(super) anchor: Anchor,
+}
+
+impl Ended {
+    /// The handler ended at the local instant `at`.
+    #[inline]
+    pub(super) fn ended_at(&mut self, at: Instant) {
+        self.finish.ended_at = Some(self.anchor.store_time(at));
+    }
+}

@@ -1,0 +1,259 @@
+//! What the executor's tasks share: [`Shared`], grouped by concern: the runs in flight
+//! ([`InFlightRuns`]), when to claim next ([`Hint`]), the runs waiting to be recorded
+//! ([`EndedRuns`]) and shutdown ([`Stopping`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::clock::Anchor;
+use super::runs::{Chunk, Ended, InFlight, RunState};
+use crate::context::JobContext;
+use crate::plan::{Plan, PlannedJob};
+use crate::store::Runner;
+use crate::sync::lock;
+
+/// Ended runs wait for recording in this many queues ([`EndedRuns::shards`]).
+const ENDED_SHARDS: usize = 8;
+
+/// What the executor's loop and its tasks share.
+pub(super) struct Shared<S> {
+    pub(super) store: S,
+    /// This replica, as the store registered it.
+    pub(super) runner: Runner,
+    pub(super) plan: Arc<Plan>,
+    /// Each job's handler and the context its runs share, in the deployment's order
+    /// ([`Shared::new`]).
+    pub(super) jobs: Vec<(Arc<PlannedJob>, Arc<JobContext>)>,
+    /// Where each verb is in `jobs`.
+    pub(super) job_index: HashMap<Arc<str>, usize>,
+    /// Where the runs' [`RunState`]s count from.
+    pub(super) epoch: Instant,
+    /// The clock anchor of the latest claim, to place what a heartbeat reports on the local clock.
+    pub(super) anchor: Mutex<Option<Anchor>>,
+    /// The runs waiting for their instant, by instant, in chunks; each instant has its timer
+    /// ([`start_at_instant`](super::start::start_at_instant)).
+    pub(super) waiting: Mutex<HashMap<DateTime<Utc>, Vec<Chunk>>>,
+    pub(super) in_flight: InFlightRuns,
+    pub(super) hint: Hint,
+    pub(super) ended: EndedRuns,
+    pub(super) stopping: Stopping,
+}
+
+impl<S> Shared<S> {
+    /// What the tasks of the executor of `plan` share, `runner` registered with `store`.
+    pub(super) fn new(
+        store: S,
+        runner: Runner,
+        plan: Arc<Plan>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Shared<S> {
+        // In the deployment's order, which is the order of the store's job ids and so of the runs of one
+        // instant: starting thousands of runs then reads these (and the handlers, allocated in the same
+        // order) one after the other rather than all over the heap.
+        let jobs: Vec<(Arc<PlannedJob>, Arc<JobContext>)> = plan
+            .deployment
+            .jobs
+            .iter()
+            .filter_map(|spec| plan.jobs.get(spec.verb.as_str()))
+            .map(|job| {
+                let context = Arc::new(JobContext {
+                    module: Arc::clone(&plan.module),
+                    verb: Arc::clone(&job.verb),
+                    state: Arc::clone(&plan.state),
+                });
+                (Arc::clone(job), context)
+            })
+            .collect();
+        let job_index = jobs
+            .iter()
+            .enumerate()
+            .map(|(index, (job, _))| (Arc::clone(&job.verb), index))
+            .collect();
+        Shared {
+            store,
+            runner,
+            plan,
+            in_flight: InFlightRuns {
+                runs: Mutex::new(HashMap::new()),
+                idle: Notify::new(),
+            },
+            stopping: Stopping {
+                to_release: Mutex::new(Vec::new()),
+                signal: shutdown,
+                grace_over: AtomicBool::new(false),
+                grace_over_wake: Notify::new(),
+            },
+            hint: Hint {
+                micros: AtomicI64::new(i64::MAX),
+                wake: Notify::new(),
+            },
+            jobs,
+            job_index,
+            ended: EndedRuns {
+                shards: (0..ENDED_SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
+                wake: Notify::new(),
+                starting: AtomicUsize::new(0),
+            },
+            epoch: Instant::now(),
+            waiting: Mutex::new(HashMap::new()),
+            anchor: Mutex::new(None),
+        }
+    }
+
+    /// Until when this replica may still run a run with this lease: its end less a margin for the
+    /// clocks' drift and the round trip. Past it another replica may have taken the run back, so its
+    /// handler must not go on (G4, docs/operations.md).
+    pub(super) fn lease_until(&self, lease: &RunState) -> Instant {
+        let margin = (self.plan.settings.lease / 10).min(Duration::from_secs(1));
+        let until = lease.until(self.epoch);
+        until.checked_sub(margin).unwrap_or(until)
+    }
+}
+
+/// The runs in flight, by run id: claimed, waiting for their instant or executing. A run leaves once
+/// recorded, given back, released or lost.
+pub(super) struct InFlightRuns {
+    runs: Mutex<HashMap<i64, InFlight>>,
+    /// Signalled when `runs` becomes empty.
+    idle: Notify,
+}
+
+impl InFlightRuns {
+    /// The runs in flight, locked.
+    #[inline]
+    pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<i64, InFlight>> {
+        lock(&self.runs)
+    }
+
+    /// The run `run_id` is no longer in flight.
+    pub(super) fn remove(&self, run_id: i64) {
+        let mut in_flight = self.lock();
+        in_flight.remove(&run_id);
+        if in_flight.is_empty() {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// The runs `run_ids` are no longer in flight.
+    pub(super) fn remove_all(&self, run_ids: &[i64]) {
+        let mut in_flight = self.lock();
+        for run_id in run_ids {
+            in_flight.remove(run_id);
+        }
+        if in_flight.is_empty() {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Resolves once no run is in flight.
+    pub(super) async fn wait_idle(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.lock().is_empty() {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
+
+/// When the claim loop should claim next, besides the next due instant its last claim reported: the
+/// earliest next occurrence a finished run or another replica reported since, or at once.
+pub(super) struct Hint {
+    /// In microseconds since the epoch (`i64::MAX`: none, `i64::MIN`: claim now).
+    pub(super) micros: AtomicI64,
+    /// Wakes the loop after `micros` was lowered.
+    pub(super) wake: Notify,
+}
+
+impl Hint {
+    /// Claim at `at` at the latest.
+    pub(super) fn lower(&self, at: DateTime<Utc>) {
+        let micros = at.timestamp_micros();
+        if self.micros.fetch_min(micros, Ordering::AcqRel) > micros {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Claim now.
+    pub(super) fn claim_now(&self) {
+        self.micros.store(i64::MIN, Ordering::Release);
+        self.wake.notify_one();
+    }
+}
+
+/// Runs whose handler has ended, for the recorder ([`record_ended`](super::record::record_ended)).
+pub(super) struct EndedRuns {
+    /// In shards, one per starter of an instant ([`start_runs`](super::start::start_runs)), so that
+    /// starters never take turns at one lock.
+    pub(super) shards: Vec<Mutex<Vec<Ended>>>,
+    /// Wakes the recorder.
+    pub(super) wake: Notify,
+    /// Tasks starting runs ([`start_runs`](super::start::start_runs)): the recorder holds back while
+    /// there are some.
+    pub(super) starting: AtomicUsize,
+}
+
+impl EndedRuns {
+    /// Hands ended runs to the recorder, in shard `shard` (any number: it is taken modulo the shards).
+    /// Returns whether it woke the recorder.
+    pub(super) fn push(&self, shard: usize, ended: impl IntoIterator<Item = Ended>) -> bool {
+        let mut queue = lock(&self.shards[shard % self.shards.len()]);
+        let was_empty = queue.is_empty();
+        queue.extend(ended);
+        let wake = was_empty && !queue.is_empty();
+        drop(queue);
+        if wake {
+            self.wake.notify_one();
+        }
+        wake
+    }
+}
+
+/// Shutdown, as the executor's tasks see it (docs/runtime.md, "Shutdown").
+pub(super) struct Stopping {
+    /// `true` once shutdown has begun: no more claims, runs not started yet are given back.
+    pub(super) signal: watch::Receiver<bool>,
+    /// `true` when the grace period is over: runs still executing are cancelled.
+    grace_over: AtomicBool,
+    /// Signalled when `grace_over` turns `true`.
+    grace_over_wake: Notify,
+    /// Runs cancelled, or claimed ahead and not given back, for [`Store::deregister`] to release.
+    ///
+    /// [`Store::deregister`]: crate::store::Store::deregister
+    to_release: Mutex<Vec<i64>>,
+}
+
+impl Stopping {
+    /// Ends the grace period: runs still executing are cancelled.
+    pub(super) fn end_grace(&self) {
+        self.grace_over.store(true, Ordering::Release);
+        self.grace_over_wake.notify_waiters();
+    }
+
+    /// Resolves once the grace period is over. Costs nothing until polled.
+    pub(super) async fn grace_over(&self) {
+        loop {
+            let cancel = self.grace_over_wake.notified();
+            tokio::pin!(cancel);
+            cancel.as_mut().enable();
+            if self.grace_over.load(Ordering::Acquire) {
+                return;
+            }
+            cancel.await;
+        }
+    }
+
+    /// The runs to release when this replica deregisters, locked.
+    pub(super) fn to_release(&self) -> MutexGuard<'_, Vec<i64>> {
+        lock(&self.to_release)
+    }
+}

@@ -1,0 +1,373 @@
+//! The executor run whole on the in-memory store, with a fault where a test needs one.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use tokio::sync::watch;
+
+use super::run;
+use crate::error::RuntimeError;
+use crate::store::{
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, MemoryStore, Outcome, Runner, Store,
+    StoreError,
+};
+use crate::{JobOptions, Runtime};
+
+/// The in-memory store with one fault: no lease can be renewed (what a replica sees when it is
+/// frozen or cut off from the store while the others go on), or recording how a run ended takes
+/// 1.5 s (a busy store); or none, claiming with the finishes as PostgreSQL does (the memory store
+/// does not). Counts the runs [`Store::claim_due`] claimed, and keeps the ids of the runs sent for
+/// renewal.
+struct Faulty {
+    store: MemoryStore,
+    fault: Fault,
+    claimed: Arc<AtomicU32>,
+    renewed: Arc<Mutex<Vec<i64>>>,
+}
+
+#[derive(PartialEq)]
+enum Fault {
+    Chaining,
+    NoRenewals,
+    SlowRecords,
+}
+
+impl Faulty {
+    async fn record(&self) {
+        if self.fault == Fault::SlowRecords {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+        }
+    }
+}
+
+impl crate::store::sealed::Sealed for Faulty {}
+
+impl Store for Faulty {
+    async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
+        self.store.register(spec).await
+    }
+    async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
+        self.store.heartbeat(runner).await
+    }
+    async fn claim_due(
+        &self,
+        runner: &Runner,
+        ahead: Duration,
+        limit: usize,
+    ) -> Result<Claimed, StoreError> {
+        let claimed = self.store.claim_due(runner, ahead, limit).await?;
+        let runs = u32::try_from(claimed.claims.len()).unwrap_or(u32::MAX);
+        self.claimed.fetch_add(runs, Ordering::SeqCst);
+        Ok(claimed)
+    }
+    async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        if self.fault == Fault::NoRenewals {
+            return Err(StoreError::Invalid("the store is out of reach".to_owned()));
+        }
+        self.renewed.lock().unwrap().extend_from_slice(run_ids);
+        self.store.renew(runner, run_ids).await
+    }
+    async fn finish(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+        chain: Option<Duration>,
+    ) -> Finishing {
+        self.record().await;
+        let results = self.store.finish(runner, finishes, None).await.results;
+        let Some(ahead) = chain.filter(|_| self.fault == Fault::Chaining) else {
+            return Finishing {
+                results,
+                claimed: None,
+            };
+        };
+        // What is due within the horizon, claimed with the finishes (in these tests, the next
+        // occurrences of the jobs that ended), not counted as a claim by `claim_due`.
+        let claimed = self
+            .store
+            .claim_due(runner, ahead, usize::MAX)
+            .await
+            .ok()
+            .filter(|claimed| !claimed.claims.is_empty())
+            .map(|claimed| Claimed {
+                next_due: None,
+                ..claimed
+            });
+        Finishing { results, claimed }
+    }
+    async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
+        self.store.give_back(runner, run_ids).await
+    }
+    async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
+        self.store.deregister(runner, cancelled).await
+    }
+    async fn changed(&self) -> Change {
+        self.store.changed().await
+    }
+}
+
+/// The executor of `runtime`, running on its memory store with a fault.
+struct Running {
+    store: MemoryStore,
+    /// How many runs [`Store::claim_due`] claimed.
+    claimed: Arc<AtomicU32>,
+    /// The runs sent for renewal, once per renewal.
+    renewed: Arc<Mutex<Vec<i64>>>,
+    stop: watch::Sender<bool>,
+    executor: tokio::task::JoinHandle<Result<(), RuntimeError>>,
+}
+
+impl Running {
+    async fn stop(self) -> MemoryStore {
+        self.stop.send(true).unwrap();
+        self.executor.await.unwrap().unwrap();
+        self.store
+    }
+}
+
+/// Runs the executor of `runtime` on its memory store with `fault`.
+fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
+    let (store, plan) = runtime.into_memory_parts();
+    let (stop, shutdown) = watch::channel(false);
+    let claimed = Arc::new(AtomicU32::new(0));
+    let renewed = Arc::new(Mutex::new(Vec::new()));
+    let faulty = Faulty {
+        store: store.clone(),
+        fault,
+        claimed: Arc::clone(&claimed),
+        renewed: Arc::clone(&renewed),
+    };
+    Running {
+        store,
+        claimed,
+        renewed,
+        stop,
+        executor: tokio::spawn(run(faulty, plan, shutdown)),
+    }
+}
+
+/// The scheduled instants of the store's runs, in seconds after `origin`.
+fn seconds(store: &MemoryStore, origin: DateTime<Utc>) -> Vec<i64> {
+    store
+        .runs()
+        .iter()
+        .map(|r| (r.scheduled_at - origin).num_seconds())
+        .collect()
+}
+
+/// Starts an executor from 2026-01-01T00:00:00Z, the origin returned, on a store that claims with
+/// the finishes, with a job `test::tick` due every second and whatever `configure` adds.
+async fn every_second(
+    configure: impl FnOnce(crate::RuntimeBuilder) -> crate::RuntimeBuilder,
+) -> (DateTime<Utc>, Running) {
+    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let builder = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(MemoryStore::starting_at(origin))
+        .job("test::tick", "* * * * * *", || async {});
+    let runtime = configure(builder).build().await.unwrap();
+    (origin, run_faulty(runtime, Fault::Chaining))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_due_every_second_is_claimed_by_the_finish_of_its_last_run() {
+    let (origin, running) = every_second(|builder| builder).await;
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    let claimed = running.claimed.load(Ordering::SeqCst);
+    let store = running.stop().await;
+
+    // Each run's finish claimed the next occurrence: only the first came from a claim, and every
+    // occurrence ran once, at its instant, skipping none.
+    let runs = store.runs();
+    let seconds: Vec<(i64, Option<Outcome>, u32)> = runs
+        .iter()
+        .map(|r| {
+            (
+                (r.scheduled_at - origin).num_seconds(),
+                r.outcome,
+                r.skipped,
+            )
+        })
+        .collect();
+    let expected: Vec<_> = (1..=10).map(|s| (s, Some(Outcome::Succeeded), 0)).collect();
+    assert_eq!(seconds, expected, "{runs:?}");
+    assert!(runs.iter().all(|r| r.started_at == Some(r.scheduled_at)));
+    assert_eq!(claimed, 1, "claims by `claim_due`");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_leaves_out_the_runs_claimed_a_moment_ago() {
+    let (_, running) = every_second(|builder| {
+        builder.job_with(
+            "test::long",
+            "0 * * * * *",
+            JobOptions::new().timeout(Duration::from_secs(600)),
+            || tokio::time::sleep(Duration::from_secs(70)),
+        )
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(140_500)).await;
+    let renewed = running.renewed.lock().unwrap().clone();
+    let store = running.stop().await;
+
+    // The long run (60 s to 130 s) outlived its claim's 30 s lease through renewals, one every
+    // 10 s from the first that found less than 28 s left; the every-second runs, each claimed a
+    // second before it ran and over at once, were never sent: their claims' leases outlasted them.
+    let runs = store.runs();
+    let long = runs.iter().find(|r| &*r.verb == "test::long").unwrap();
+    assert_eq!(long.outcome, Some(Outcome::Succeeded), "{long:?}");
+    assert!(renewed.iter().all(|id| *id == long.run_id), "{renewed:?}");
+    assert!((6..=8).contains(&renewed.len()), "{renewed:?}");
+    let ticks = runs.iter().filter(|r| &*r.verb == "test::tick");
+    assert!(ticks.clone().all(|r| r.outcome == Some(Outcome::Succeeded)));
+    assert_eq!(ticks.count(), 140);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_gives_back_runs_claimed_ahead_without_waiting_for_the_grace_period() {
+    let (origin, running) = every_second(|builder| {
+        builder
+            .shutdown_grace(Duration::from_secs(10))
+            .job("test::slow", "5 * * * * *", || {
+                tokio::time::sleep(Duration::from_secs(30))
+            })
+    })
+    .await;
+    // At 5.2 s the slow run is in flight, and the tick's run of 6 s was claimed by the end of the
+    // run of 5 s.
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    let store = running.store.clone();
+    let stopping = tokio::spawn(running.stop());
+    // While shutdown waits for the slow run, the tick's occurrence of 6 s is back in the store,
+    // for another replica to run now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        store.next_execution("test", "test::tick"),
+        Some(origin + chrono::TimeDelta::seconds(6))
+    );
+    assert!(
+        store
+            .runs()
+            .iter()
+            .all(|r| r.scheduled_at < origin + chrono::TimeDelta::seconds(6))
+    );
+    stopping.await.unwrap();
+    let slow: Vec<_> = store
+        .runs()
+        .into_iter()
+        .filter(|r| &*r.verb == "test::slow")
+        .collect();
+    assert_eq!(slow.len(), 1);
+    assert_eq!(slow[0].outcome, Some(Outcome::Cancelled));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_gives_back_the_occurrence_a_finish_claimed() {
+    let (origin, running) = every_second(|builder| builder).await;
+    // The run of 5 s ended at 5 s and claimed the occurrence of 6 s (the claim-ahead alone would
+    // claim it at 5.5 s).
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    assert_eq!(seconds(&running.store, origin), [1, 2, 3, 4, 5, 6]);
+    let store = running.stop().await;
+    assert_eq!(
+        seconds(&store, origin),
+        [1, 2, 3, 4, 5],
+        "released, not recorded"
+    );
+    assert_eq!(
+        store.next_execution("test", "test::tick"),
+        Some(origin + chrono::TimeDelta::seconds(6))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_recorded_late_ends_when_its_handler_ended() {
+    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let store = MemoryStore::starting_at(origin);
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store)
+        .job("test::quick", "* * * * * *", || async {})
+        .build()
+        .await
+        .unwrap();
+    let running = run_faulty(runtime, Fault::SlowRecords);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let store = running.stop().await;
+
+    // Each handler returns at once, but its end reaches the store 1.5 s later, after the next
+    // occurrence: that occurrence was not overlapped, so it runs (late) and the run before it
+    // skipped nothing. The run of 1 s is recorded at 2.5 s and the job's next occurrence is 2 s,
+    // which starts at once, at 2.5 s; recorded at 4 s, its next is 3 s, which starts at 4 s, on
+    // the occurrence of 4 s, which it overlaps. Ending runs when they were recorded would give
+    // 1, 3, 5, 7, each skipping one.
+    let runs: Vec<_> = store
+        .runs()
+        .into_iter()
+        .filter(|r| r.outcome == Some(Outcome::Succeeded))
+        .collect();
+    let seconds: Vec<(i64, u32)> = runs
+        .iter()
+        .map(|r| ((r.scheduled_at - origin).num_seconds(), r.skipped))
+        .collect();
+    assert_eq!(seconds[..3], [(1, 0), (2, 0), (3, 1)], "{runs:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_is_not_polled_past_its_lease_when_renewals_fail() {
+    let steps = Arc::new(AtomicU32::new(0));
+    let store = MemoryStore::starting_at(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store)
+        .lease(Duration::from_secs(3))
+        .job_with(
+            "test::long",
+            "0 * * * * *",
+            JobOptions::new().timeout(Duration::from_secs(60)),
+            {
+                let steps = Arc::clone(&steps);
+                move || {
+                    let steps = Arc::clone(&steps);
+                    async move {
+                        // One step every 100 ms for 20 s, far past the 3 s lease.
+                        for _ in 0..200 {
+                            steps.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let running = run_faulty(runtime, Fault::NoRenewals);
+
+    // The run starts at second 60 and its lease lasts 3 s from the claim (made up to a second
+    // ahead), less a 300 ms margin: the handler takes a step every 100 ms from 60.0 s and stops
+    // between 61.7 s and 62.7 s. Unguarded, it would have taken 100 steps by 70 s.
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    let taken = steps.load(Ordering::SeqCst);
+    assert!((17..=27).contains(&taken), "{taken} steps");
+    let runs = running.store.runs();
+    let first = runs.first().expect("the run was claimed");
+    assert_eq!(
+        first.scheduled_at,
+        Utc.with_ymd_and_hms(2026, 1, 1, 0, 1, 0).unwrap()
+    );
+    assert_eq!(
+        first.outcome,
+        Some(Outcome::Abandoned),
+        "its lease ran out, so a heartbeat took it back: {runs:?}"
+    );
+    running.stop().await;
+}

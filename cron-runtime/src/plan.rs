@@ -1,0 +1,83 @@
+//! What a built runtime runs: its deployment, its jobs' handlers, the handlers' state and its settings.
+//! Plain data, made by the builder and read by the executor.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::context::State;
+use crate::job::{Handler, Job, Validated};
+use crate::settings::Settings;
+use crate::store::DeploymentSpec;
+
+/// Everything the executor needs besides the store: the deployment, the jobs' handlers, the state.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// The deployment the runtime registers, with every job's spec.
+    pub(crate) deployment: DeploymentSpec,
+    /// The deployment's module, shared by every run's context.
+    pub(crate) module: Arc<str>,
+    /// Each job's handler, by verb.
+    pub(crate) jobs: HashMap<Arc<str>, Arc<PlannedJob>>,
+    /// The jobs as declared, for [`Runtime::jobs`](crate::Runtime::jobs).
+    pub(crate) listed: Vec<Job>,
+    /// What handlers get with [`Context::state`](crate::Context::state).
+    pub(crate) state: Arc<State>,
+    /// The runtime's settings.
+    pub(crate) settings: Settings,
+}
+
+/// One job's handler with what a run of it needs. Its schedule is the store's business
+/// (`DeploymentSpec::jobs`); with thousands of jobs, one copy of each is enough.
+pub(crate) struct PlannedJob {
+    /// The job's name.
+    pub(crate) verb: Arc<str>,
+    /// How long a run may take.
+    pub(crate) timeout: Duration,
+    /// Makes the future of one run.
+    pub(crate) handler: Handler,
+}
+
+impl std::fmt::Debug for PlannedJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlannedJob")
+            .field("verb", &self.verb)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plan {
+    /// The plan of `deployment`, whose jobs are those of `validated`: each job's spec moves into
+    /// `deployment.jobs` (which must be empty), its declaration into the listed jobs.
+    pub(crate) fn new(
+        mut deployment: DeploymentSpec,
+        validated: Vec<Validated>,
+        state: State,
+        settings: Settings,
+    ) -> Plan {
+        debug_assert!(deployment.jobs.is_empty());
+        let mut listed = Vec::with_capacity(validated.len());
+        let mut jobs = HashMap::with_capacity(validated.len());
+        deployment.jobs.reserve_exact(validated.len());
+        for v in validated {
+            let verb: Arc<str> = Arc::from(v.spec.verb.as_str());
+            let planned = PlannedJob {
+                verb: Arc::clone(&verb),
+                timeout: v.spec.timeout,
+                handler: v.handler,
+            };
+            jobs.insert(verb, Arc::new(planned));
+            deployment.jobs.push(v.spec);
+            listed.push(v.job);
+        }
+        Plan {
+            module: Arc::from(deployment.module.as_str()),
+            deployment,
+            jobs,
+            listed,
+            state: Arc::new(state),
+            settings,
+        }
+    }
+}
