@@ -101,8 +101,15 @@ impl Default for RuntimeBuilder {
     }
 }
 
+impl Runtime {
+    /// Starts configuring a runtime. See [`RuntimeBuilder`] for the settings and their defaults.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::new()
+    }
+}
+
 impl RuntimeBuilder {
-    pub(crate) fn new() -> RuntimeBuilder {
+    fn new() -> RuntimeBuilder {
         RuntimeBuilder {
             module: None,
             deployment: None,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::builder::RuntimeBuilder;
 use crate::error::RuntimeError;
 use crate::executor;
 use crate::job::Job;
@@ -42,11 +41,6 @@ pub(crate) enum Backend {
 }
 
 impl Runtime {
-    /// Starts configuring a runtime. See [`RuntimeBuilder`] for the settings and their defaults.
-    pub fn builder() -> RuntimeBuilder {
-        RuntimeBuilder::new()
-    }
-
     pub(crate) fn new(backend: Backend, plan: Plan) -> Runtime {
         Runtime {
             backend,

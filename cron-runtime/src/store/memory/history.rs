@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::tables::State;
 use crate::defaults::DEFAULT_HISTORY_LIMIT;
 use crate::store::Outcome;
 
@@ -63,22 +62,16 @@ impl History {
         self.limit = limit.max(1);
     }
 
+    /// The finished runs kept, in the order they finished.
+    pub(super) fn finished(&self) -> impl Iterator<Item = &RunRecord> {
+        self.runs.iter()
+    }
+
     /// Adds a finished run, forgetting the oldest one beyond the limit.
     pub(super) fn record(&mut self, run: RunRecord) {
         if self.runs.len() >= self.limit {
             self.runs.pop_front();
         }
         self.runs.push_back(run);
-    }
-}
-
-impl State {
-    /// See [`MemoryStore::runs`](super::MemoryStore::runs).
-    pub(super) fn runs(&self) -> Vec<RunRecord> {
-        let mut runs: Vec<RunRecord> = self.history.runs.iter().cloned().collect();
-        let mut running: Vec<RunRecord> = self.running.values().cloned().collect();
-        running.sort_by_key(|r| r.run_id);
-        runs.extend(running);
-        runs
     }
 }

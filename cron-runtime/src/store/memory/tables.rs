@@ -139,3 +139,14 @@ impl State {
             .flatten()
     }
 }
+
+impl State {
+    /// See [`MemoryStore::runs`](super::MemoryStore::runs).
+    pub(super) fn runs(&self) -> Vec<RunRecord> {
+        let mut runs: Vec<RunRecord> = self.history.finished().cloned().collect();
+        let mut running: Vec<RunRecord> = self.running.values().cloned().collect();
+        running.sort_by_key(|r| r.run_id);
+        runs.extend(running);
+        runs
+    }
+}
