@@ -115,9 +115,7 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the state half-updated in a way later calls would
-        // misread more than losing the store would; keep going.
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.inner.state)
     }
 
     /// Wakes every `changed()` waiting on this store.
