@@ -57,10 +57,13 @@ pub use cron_runtime::TestContext;
 pub use cron_runtime::redact;
 pub use cron_runtime::schema;
 /// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
+#[cfg(feature = "postgres")]
 pub use cron_runtime::sqlx;
+#[cfg(feature = "postgres")]
 pub use cron_runtime::store::postgres::PgStore;
 /// The operator API ([`PgStore::admin`]): `deploy`, `status`, `runs`, `pause`, `resume`, `trigger` and
 /// `prune`, with the error and report types they return.
+#[cfg(feature = "postgres")]
 pub use cron_runtime::store::postgres::admin;
 pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord, StoreError, StoreSettings};
 pub use cron_runtime::{

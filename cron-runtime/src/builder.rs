@@ -17,7 +17,6 @@ use crate::plan::Plan;
 use crate::registration::IntoOutcome;
 use crate::runtime::{Backend, Runtime};
 use crate::settings::Settings;
-use crate::store::postgres::PgStore;
 use crate::store::{DeploymentSpec, MemoryStore, StoreSettings, fingerprint};
 
 /// Options of a job added with [`RuntimeBuilder::job_with`]: the same as the `#[cron]` attribute's.
@@ -64,9 +63,8 @@ impl JobOptions {
 pub struct RuntimeBuilder {
     module: Option<String>,
     deployment: Option<String>,
-    database_url: Option<String>,
-    postgres: Option<sqlx::PgPool>,
-    migrate: bool,
+    #[cfg(feature = "postgres")]
+    postgres: Postgres,
     memory_store: Option<MemoryStore>,
     registered_jobs: bool,
     jobs: Vec<Declared>,
@@ -76,17 +74,12 @@ pub struct RuntimeBuilder {
 
 impl fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuntimeBuilder")
-            .field("module", &self.module)
-            .field("deployment", &self.deployment)
-            // Never print the URL: it may carry a password.
-            .field(
-                "database_url",
-                &self.database_url.as_ref().map(|_| "<redacted>"),
-            )
-            .field("postgres", &self.postgres.is_some())
-            .field("migrate", &self.migrate)
-            .field("memory_store", &self.memory_store.is_some())
+        let mut f = f.debug_struct("RuntimeBuilder");
+        f.field("module", &self.module)
+            .field("deployment", &self.deployment);
+        #[cfg(feature = "postgres")]
+        f.field("postgres", &self.postgres);
+        f.field("memory_store", &self.memory_store.is_some())
             .field("registered_jobs", &self.registered_jobs)
             .field("jobs", &self.jobs)
             .field("state", &self.state)
@@ -113,9 +106,12 @@ impl RuntimeBuilder {
         RuntimeBuilder {
             module: None,
             deployment: None,
-            database_url: None,
-            postgres: None,
-            migrate: true,
+            #[cfg(feature = "postgres")]
+            postgres: Postgres {
+                url: None,
+                pool: None,
+                migrate: true,
+            },
             memory_store: None,
             registered_jobs: true,
             jobs: Vec::new(),
@@ -147,15 +143,17 @@ impl RuntimeBuilder {
 
     /// Coordinate through PostgreSQL at this URL. Without it, the runtime uses the in-memory store (one
     /// process, no durability).
+    #[cfg(feature = "postgres")]
     pub fn database_url(mut self, url: impl Into<String>) -> RuntimeBuilder {
-        self.database_url = Some(url.into());
+        self.postgres.url = Some(url.into());
         self
     }
 
     /// Coordinate through PostgreSQL with this pool (the application's own, for example). Takes
     /// precedence over [`database_url`](Self::database_url).
+    #[cfg(feature = "postgres")]
     pub fn postgres(mut self, pool: sqlx::PgPool) -> RuntimeBuilder {
-        self.postgres = Some(pool);
+        self.postgres.pool = Some(pool);
         self
     }
 
@@ -164,8 +162,9 @@ impl RuntimeBuilder {
     /// `cronverb migrate --database-url …` instead; the runtime then needs only read and write
     /// privileges on its four tables. Either way `build` refuses a database that a newer release
     /// contracted (docs/operations.md, "Migrations across releases").
+    #[cfg(feature = "postgres")]
     pub fn migrate(mut self, migrate: bool) -> RuntimeBuilder {
-        self.migrate = migrate;
+        self.postgres.migrate = migrate;
         self
     }
 
@@ -356,30 +355,61 @@ impl RuntimeBuilder {
             lease: settings.lease,
             missed_tolerance: settings.missed_tolerance,
         };
-        let postgres = match (self.postgres, self.database_url) {
-            (Some(pool), _) => Some(PgStore::from_pool(pool)),
-            (None, Some(url)) => Some(PgStore::connect(&url).await?),
-            (None, None) => None,
-        };
-        let backend = match postgres {
-            Some(store) => {
-                if self.migrate {
-                    store.migrate().await?;
-                } else {
-                    store.check_compatible().await?;
-                }
-                Backend::Postgres(store.with_settings(store_settings))
-            }
-            None => {
-                let store = self.memory_store.unwrap_or_default();
-                Backend::Memory(store.with_settings(store_settings))
-            }
-        };
+        #[cfg(feature = "postgres")]
+        if let Some(store) = self.postgres.store().await? {
+            return Ok(Runtime::new(
+                Backend::Postgres(store.with_settings(store_settings)),
+                Plan::new(deployment, validated, self.state, settings),
+            ));
+        }
+        let store = self.memory_store.unwrap_or_default();
+        let backend = Backend::Memory(store.with_settings(store_settings));
 
         Ok(Runtime::new(
             backend,
             Plan::new(deployment, validated, self.state, settings),
         ))
+    }
+}
+
+/// Where a runtime finds PostgreSQL, if it does: [`RuntimeBuilder::postgres`],
+/// [`RuntimeBuilder::database_url`], [`RuntimeBuilder::migrate`].
+#[cfg(feature = "postgres")]
+struct Postgres {
+    url: Option<String>,
+    pool: Option<sqlx::PgPool>,
+    migrate: bool,
+}
+
+#[cfg(feature = "postgres")]
+impl Postgres {
+    /// The PostgreSQL store, migrated or checked, when the builder was given a pool or a URL (the pool
+    /// first).
+    async fn store(self) -> Result<Option<crate::store::postgres::PgStore>, BuildError> {
+        use crate::store::postgres::PgStore;
+        let store = match (self.pool, self.url) {
+            (Some(pool), _) => PgStore::from_pool(pool),
+            (None, Some(url)) => PgStore::connect(&url).await?,
+            (None, None) => return Ok(None),
+        };
+        if self.migrate {
+            store.migrate().await?;
+        } else {
+            store.check_compatible().await?;
+        }
+        Ok(Some(store))
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Postgres")
+            // Never print the URL: it may carry a password.
+            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .field("pool", &self.pool.is_some())
+            .field("migrate", &self.migrate)
+            .finish()
     }
 }
 

@@ -49,4 +49,5 @@ pub use cron_schema;
 
 /// The sqlx this crate is built with, so that applications pass a pool of the same version to
 /// [`RuntimeBuilder::postgres`].
+#[cfg(feature = "postgres")]
 pub use sqlx;

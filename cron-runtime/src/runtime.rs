@@ -11,7 +11,6 @@ use crate::executor;
 use crate::job::Job;
 use crate::plan::Plan;
 use crate::store::MemoryStore;
-use crate::store::postgres::PgStore;
 
 /// The scheduler of one replica: claims due runs from its store and runs their handlers.
 ///
@@ -37,7 +36,8 @@ pub struct Runtime {
 #[derive(Debug)]
 pub(crate) enum Backend {
     Memory(MemoryStore),
-    Postgres(PgStore),
+    #[cfg(feature = "postgres")]
+    Postgres(crate::store::postgres::PgStore),
 }
 
 impl Runtime {
@@ -53,6 +53,7 @@ impl Runtime {
     pub(crate) fn into_memory_parts(self) -> (MemoryStore, Arc<Plan>) {
         match self.backend {
             Backend::Memory(store) => (store, self.plan),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(_) => {
                 panic!("built without a database URL, the runtime is in memory")
             }
@@ -104,6 +105,7 @@ impl Runtime {
         let (shutdown, signal) = watch::channel(false);
         let task = match self.backend {
             Backend::Memory(store) => tokio::spawn(executor::run(store, self.plan, signal)),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(store) => tokio::spawn(executor::run(store, self.plan, signal)),
         };
         RuntimeHandle {

@@ -385,11 +385,13 @@ pub(crate) mod sealed {
     #[allow(unnameable_types)]
     pub trait Sealed {}
     impl Sealed for super::MemoryStore {}
+    #[cfg(feature = "postgres")]
     impl Sealed for super::postgres::PgStore {}
 }
 
 mod key;
 mod memory;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub(crate) mod rules;
 
