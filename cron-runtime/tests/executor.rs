@@ -444,7 +444,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for RunSpans {
     }
 }
 
-/// Contract 10: each run is a span with its module, verb, scheduled time, lateness, outcome and skipped
+/// docs/runtime.md, "Logs and traces": each run is a span with its module, verb, scheduled time, lateness, outcome and skipped
 /// count, filled in by the time the run is recorded.
 #[tokio::test(start_paused = true)]
 async fn each_run_is_a_span_with_its_module_verb_instant_lateness_outcome_and_skipped_count() {

@@ -1,4 +1,4 @@
-//! DESIGN §4, security: once migrated, the runtime needs only the privileges on its own tables. A role
+//! Least privilege (docs/operations.md, "Setting up"): once migrated, the runtime needs only the privileges on its own tables. A role
 //! that may read and write the four tables, and nothing else (no DDL), runs jobs end to end.
 
 use std::time::Duration;

@@ -6,7 +6,7 @@ use chrono_tz::Tz;
 use crate::Schedule;
 use crate::calendar::DAY;
 
-/// A [`Schedule`] read in a time zone, following the daylight-saving contract of DESIGN §1:
+/// A [`Schedule`] read in a time zone, following the daylight-saving rules of docs/expressions.md ("Time zones and daylight saving"):
 ///
 /// - spring forward: a fixed-time job whose time falls in the gap runs once, at the first instant after the
 ///   gap; an interval job has no occurrences inside the gap;

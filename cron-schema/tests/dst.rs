@@ -1,4 +1,4 @@
-//! The daylight-saving contract of DESIGN §1, with instants worked out by hand (in the comments).
+//! The daylight-saving rules of docs/expressions.md ("Time zones and daylight saving"), with instants worked out by hand (in the comments).
 //!
 //! - Spring forward: a fixed-time job whose time falls in the gap runs once, at the first instant after
 //!   the gap; an interval job has no occurrences in the gap.

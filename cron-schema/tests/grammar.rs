@@ -1,4 +1,4 @@
-//! The grammar of DESIGN §1: every accepted form, every rejection, the day rule and normalization.
+//! The grammar of docs/expressions.md: every accepted form, every rejection, the day rule and normalization.
 
 use chrono::{DateTime, Datelike, NaiveDateTime, TimeZone, Timelike, Utc, Weekday};
 use cron_schema::{Error, Field, Schedule};

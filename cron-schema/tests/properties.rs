@@ -1,5 +1,5 @@
 //! Properties of the schedule engine over random valid expressions and random instants, checked against a
-//! reference model written here from the grammar (DESIGN §1), not from the engine.
+//! reference model written here from the grammar (docs/expressions.md), not from the engine.
 //!
 //! Each property runs a fixed number of cases (`CASES_*`, scaled by the `PROPTEST_CASES` environment
 //! variable when it is set); run with `--nocapture` to see the counts. The whole file runs in a few seconds
@@ -719,7 +719,7 @@ fn transitions(zone: Tz, year: i32) -> Vec<DateTime<Utc>> {
     found
 }
 
-/// How a zoned schedule resolves wall-clock times, per DESIGN §1: a fixed-time job's time in a gap runs at
+/// How a zoned schedule resolves wall-clock times, per docs/expressions.md ("Time zones and daylight saving"): a fixed-time job's time in a gap runs at
 /// the first instant after the gap, a repeated time at its first instant; an interval job has nothing in a
 /// gap and runs in both passes of a repeated time.
 fn resolve(zone: Tz, local: NaiveDateTime, fixed_time: bool) -> Vec<DateTime<Utc>> {
