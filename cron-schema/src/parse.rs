@@ -1,36 +1,11 @@
-//! The grammar of DESIGN §1: fields, items, and the typed errors for everything it rejects.
+//! The grammar of docs/expressions.md, "Syntax": fields and items read into an [`Expression`], and the
+//! typed errors for everything the grammar rejects ("What is rejected"). Whether an expression ever fires
+//! is the schedule's question, asked by `Schedule::parse`.
 
 use std::ops::Range;
 
-use crate::schedule::{
-    ANY_YEAR, DOM_STAR, DOW_STAR, HAS_SECONDS, HAS_YEAR, PLAIN_HOUR, PLAIN_MINUTE, PLAIN_SECOND,
-};
-use crate::{CHECK_FROM_YEAR, Error, Field, Schedule};
-
-const FIVE: [Field; 5] = [
-    Field::Minute,
-    Field::Hour,
-    Field::DayOfMonth,
-    Field::Month,
-    Field::DayOfWeek,
-];
-const SIX: [Field; 6] = [
-    Field::Second,
-    Field::Minute,
-    Field::Hour,
-    Field::DayOfMonth,
-    Field::Month,
-    Field::DayOfWeek,
-];
-const SEVEN: [Field; 7] = [
-    Field::Second,
-    Field::Minute,
-    Field::Hour,
-    Field::DayOfMonth,
-    Field::Month,
-    Field::DayOfWeek,
-    Field::Year,
-];
+use crate::expression::{Expression, FieldValues, YEAR_ORIGIN};
+use crate::{Error, Field};
 
 const MONTHS: [&str; 12] = [
     "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
@@ -50,17 +25,8 @@ const MACROS: [(&str, Option<&str>); 9] = [
     ("@every", None),
 ];
 
-/// One parsed field.
-struct Parsed {
-    /// Bit `value - base` per allowed value (`base` is 1970 for years, 0 otherwise).
-    bits: [u64; 3],
-    /// Every item is a single number.
-    plain: bool,
-    /// The field's text starts with `*`.
-    star: bool,
-}
-
-pub(crate) fn parse(expression: &str) -> Result<Schedule, Error> {
+/// Reads a 5-, 6- or 7-field expression; the first field that breaks the grammar is the error.
+pub(crate) fn parse(expression: &str) -> Result<Expression, Error> {
     // Up to 8 field spans; `count` keeps counting past 8 for the error message.
     let mut spans = [(0usize, 0usize); 8];
     let mut count = 0;
@@ -100,81 +66,46 @@ pub(crate) fn parse(expression: &str) -> Result<Schedule, Error> {
             span: start..end,
         });
     }
-
-    let fields: &[Field] = match count {
-        5 => &FIVE,
-        6 => &SIX,
-        7 => &SEVEN,
-        found => return Err(Error::FieldCount { found, span: whole }),
-    };
-
-    let mut schedule = Schedule {
-        seconds: 1,
-        minutes: 0,
-        hours: 0,
-        days: 0,
-        months: 0,
-        weekdays: 0,
-        flags: PLAIN_SECOND,
-        years: ALL_YEARS,
-    };
-    for (&field, &(start, end)) in fields.iter().zip(&spans) {
-        let parsed = parse_field(expression, field, start, end)?;
-        let low = parsed.bits[0];
-        match field {
-            Field::Second => {
-                schedule.seconds = low;
-                schedule.flags = (schedule.flags & !PLAIN_SECOND) | HAS_SECONDS;
-                if parsed.plain {
-                    schedule.flags |= PLAIN_SECOND;
-                }
-            }
-            Field::Minute => {
-                schedule.minutes = low;
-                if parsed.plain {
-                    schedule.flags |= PLAIN_MINUTE;
-                }
-            }
-            Field::Hour => {
-                schedule.hours = low as u32;
-                if parsed.plain {
-                    schedule.flags |= PLAIN_HOUR;
-                }
-            }
-            Field::DayOfMonth => {
-                schedule.days = low as u32;
-                if parsed.star {
-                    schedule.flags |= DOM_STAR;
-                }
-            }
-            Field::Month => schedule.months = low as u16,
-            Field::DayOfWeek => {
-                // 7 is Sunday, like 0.
-                schedule.weekdays = ((low & 0x7f) | (low >> 7 & 1)) as u8;
-                if parsed.star {
-                    schedule.flags |= DOW_STAR;
-                }
-            }
-            Field::Year => {
-                schedule.years = parsed.bits;
-                schedule.flags |= HAS_YEAR;
-            }
-        }
-    }
-    if schedule.years == ALL_YEARS {
-        schedule.flags |= ANY_YEAR;
-    }
-
-    if !schedule.fires_from(CHECK_FROM_YEAR) {
-        return Err(Error::NeverFires {
-            text: expression[whole.clone()].to_owned(),
+    if !(5..=7).contains(&count) {
+        return Err(Error::FieldCount {
+            found: count,
             span: whole,
         });
     }
-    Ok(schedule)
-}
 
-const ALL_YEARS: [u64; 3] = [u64::MAX, u64::MAX, (1 << (2099 - 1970 + 1 - 128)) - 1];
+    // The fields in the order they are written, so that the first wrong one is the one reported.
+    let field = |index: usize, field: Field| {
+        let (start, end) = spans[index];
+        parse_field(expression, field, start, end)
+    };
+    let with_seconds = count >= 6;
+    let first = usize::from(with_seconds);
+    let second = if with_seconds {
+        Some(field(0, Field::Second)?)
+    } else {
+        None
+    };
+    let minute = field(first, Field::Minute)?;
+    let hour = field(first + 1, Field::Hour)?;
+    let day_of_month = field(first + 2, Field::DayOfMonth)?;
+    let month = field(first + 3, Field::Month)?;
+    let day_of_week = field(first + 4, Field::DayOfWeek)?;
+    let year = if count == 7 {
+        Some(field(6, Field::Year)?)
+    } else {
+        None
+    };
+    Ok(Expression {
+        span: whole,
+        second,
+        minute,
+        hour,
+        day_of_month,
+        month,
+        day_of_week,
+        year,
+    })
+}
 
 fn is_blank(b: u8) -> bool {
     b == b' ' || b == b'\t'
@@ -184,8 +115,8 @@ fn last_end(bytes: &[u8]) -> usize {
     bytes.len() - bytes.iter().rev().take_while(|&&b| is_blank(b)).count()
 }
 
-fn parse_field(expr: &str, field: Field, start: usize, end: usize) -> Result<Parsed, Error> {
-    let mut parsed = Parsed {
+fn parse_field(expr: &str, field: Field, start: usize, end: usize) -> Result<FieldValues, Error> {
+    let mut parsed = FieldValues {
         bits: [0; 3],
         plain: true,
         star: expr.as_bytes()[start] == b'*',
@@ -231,7 +162,7 @@ fn parse_item(
     field: Field,
     start: usize,
     end: usize,
-    parsed: &mut Parsed,
+    parsed: &mut FieldValues,
 ) -> Result<(), Error> {
     let bytes = &expr.as_bytes()[start..end];
     if !bytes
@@ -317,7 +248,11 @@ fn parse_item(
     if !single || stepped {
         parsed.plain = false;
     }
-    let base = if field == Field::Year { min } else { 0 };
+    let base = if field == Field::Year {
+        u64::from(YEAR_ORIGIN)
+    } else {
+        0
+    };
     set_values(&mut parsed.bits, lo - base, hi - base, step);
     Ok(())
 }
@@ -419,11 +354,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn all_years_has_the_130_bits_of_1970_to_2099() {
-        let ones: u32 = ALL_YEARS.iter().map(|w| w.count_ones()).sum();
-        assert_eq!(ones, 130);
-        let mut bits = [0; 3];
-        set_values(&mut bits, 0, 2099 - 1970, 1);
-        assert_eq!(bits, ALL_YEARS);
+    fn a_year_field_sets_bit_year_minus_its_origin() {
+        let parsed = parse("0 0 0 1 1 * 1970,2099").unwrap();
+        assert_eq!(parsed.year.unwrap().bits, [1, 0, 1 << (2099 - 1970 - 128)]);
     }
 }
