@@ -26,8 +26,8 @@ pub mod redact;
 pub mod store;
 
 pub use builder::{JobOptions, RuntimeBuilder};
-pub use defaults::DEFAULT_MODULE;
 pub use context::{Context, context, try_context};
+pub use defaults::DEFAULT_MODULE;
 pub use error::{BuildError, JobError, RuntimeError};
 pub use job::{Job, jobs};
 pub use runtime::{Runtime, RuntimeHandle};

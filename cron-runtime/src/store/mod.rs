@@ -342,7 +342,7 @@ mod key;
 mod memory;
 pub mod postgres;
 
-pub(crate) use key::other_schema;
 pub use key::check_job_count;
+pub(crate) use key::other_schema;
 
 pub use memory::{MemoryStore, RunRecord};
