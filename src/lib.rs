@@ -55,8 +55,8 @@ pub use cron_runtime::sqlx;
 pub use cron_runtime::store::postgres::PgStore;
 pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
 pub use cron_runtime::{
-    BuildError, Context, Job, JobError, JobOptions, Runtime, RuntimeBuilder, RuntimeError,
-    RuntimeHandle, context, jobs, try_context,
+    BuildError, Context, IntoOutcome, Job, JobError, JobOptions, Runtime, RuntimeBuilder,
+    RuntimeError, RuntimeHandle, context, jobs, try_context,
 };
 pub use cron_schema::{MissedPolicy, Schedule, Schema, ZonedSchedule};
 

@@ -30,6 +30,7 @@ pub use context::{Context, context, try_context};
 pub use defaults::DEFAULT_MODULE;
 pub use error::{BuildError, JobError, RuntimeError};
 pub use job::{Job, jobs};
+pub use registration::IntoOutcome;
 pub use runtime::{Runtime, RuntimeHandle};
 pub use schema::schema;
 
