@@ -19,28 +19,32 @@ pub(crate) struct Expression {
     /// Values 0 to 7, both 0 and 7 standing for Sunday as written.
     pub(crate) day_of_week: FieldValues,
     /// `None` for 5 and 6 fields.
-    pub(crate) year: Option<FieldValues>,
+    pub(crate) year: Option<Years>,
 }
 
-/// One field: the set of values its items allow, and the two facts about its text that change what it
-/// means or how it is written back.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One field other than the year: the set of values its items allow, and the two facts about its text
+/// that change what it means or how it is written back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FieldValues {
-    /// Bit `value - YEAR_ORIGIN` for each allowed year, bit `value` for each allowed value of the other
-    /// fields (which all fit in the first word).
-    pub(crate) bits: [u64; 3],
+    /// Bit `value` for each allowed value (every field but the year has values below 64).
+    pub(crate) bits: u64,
     /// Every item is a single number: no `*`, range or step.
     pub(crate) plain: bool,
     /// The field's text starts with `*` (docs/expressions.md, "The day rule").
     pub(crate) star: bool,
 }
 
-/// The year of bit 0 in a year field's [`FieldValues::bits`].
+/// The year field: bit `year - YEAR_ORIGIN` for each allowed year.
+pub(crate) type Years = [u64; 3];
+
+/// The year of bit 0 in [`Years`].
 pub(crate) const YEAR_ORIGIN: u32 = 1970;
 
 impl FieldValues {
-    /// The first word of the set: every value of a field other than the year.
-    pub(crate) fn low(&self) -> u64 {
-        self.bits[0]
-    }
+    /// No value, written as a list of numbers.
+    pub(crate) const NONE: FieldValues = FieldValues {
+        bits: 0,
+        plain: true,
+        star: false,
+    };
 }

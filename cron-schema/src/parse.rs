@@ -4,8 +4,19 @@
 
 use std::ops::Range;
 
-use crate::expression::{Expression, FieldValues, YEAR_ORIGIN};
+use crate::expression::{Expression, FieldValues, YEAR_ORIGIN, Years};
 use crate::{Error, Field};
+
+/// Every field, in the order a 7-field expression writes them.
+const FIELDS: [Field; 7] = [
+    Field::Second,
+    Field::Minute,
+    Field::Hour,
+    Field::DayOfMonth,
+    Field::Month,
+    Field::DayOfWeek,
+    Field::Year,
+];
 
 const MONTHS: [&str; 12] = [
     "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
@@ -73,28 +84,36 @@ pub(crate) fn parse(expression: &str) -> Result<Expression, Error> {
         });
     }
 
-    // The fields in the order they are written, so that the first wrong one is the one reported.
-    let field = |index: usize, field: Field| {
-        let (start, end) = spans[index];
-        parse_field(expression, field, start, end)
-    };
-    let with_seconds = count >= 6;
-    let first = usize::from(with_seconds);
-    let second = if with_seconds {
-        Some(field(0, Field::Second)?)
+    // 5 fields start at the minute, 6 and 7 at the second.
+    let layout = if count == 5 {
+        &FIELDS[1..6]
     } else {
-        None
+        &FIELDS[..count]
     };
-    let minute = field(first, Field::Minute)?;
-    let hour = field(first + 1, Field::Hour)?;
-    let day_of_month = field(first + 2, Field::DayOfMonth)?;
-    let month = field(first + 3, Field::Month)?;
-    let day_of_week = field(first + 4, Field::DayOfWeek)?;
-    let year = if count == 7 {
-        Some(field(6, Field::Year)?)
-    } else {
-        None
-    };
+    let (mut second, mut year) = (None, None);
+    let mut minute = FieldValues::NONE;
+    let mut hour = FieldValues::NONE;
+    let mut day_of_month = FieldValues::NONE;
+    let mut month = FieldValues::NONE;
+    let mut day_of_week = FieldValues::NONE;
+    // In the order they are written, so that the first wrong field is the one reported.
+    for (&field, &(start, end)) in layout.iter().zip(&spans) {
+        let read = parse_field(expression, field, start, end)?;
+        let values = FieldValues {
+            bits: read.bits[0],
+            plain: read.plain,
+            star: read.star,
+        };
+        match field {
+            Field::Second => second = Some(values),
+            Field::Minute => minute = values,
+            Field::Hour => hour = values,
+            Field::DayOfMonth => day_of_month = values,
+            Field::Month => month = values,
+            Field::DayOfWeek => day_of_week = values,
+            Field::Year => year = Some(read.bits),
+        }
+    }
     Ok(Expression {
         span: whole,
         second,
@@ -115,8 +134,18 @@ fn last_end(bytes: &[u8]) -> usize {
     bytes.len() - bytes.iter().rev().take_while(|&&b| is_blank(b)).count()
 }
 
-fn parse_field(expr: &str, field: Field, start: usize, end: usize) -> Result<FieldValues, Error> {
-    let mut parsed = FieldValues {
+/// One field as its items are read: the values in the width of a year field.
+struct Read {
+    /// Bit `value` (bit `value - YEAR_ORIGIN` for a year) per allowed value.
+    bits: Years,
+    /// Every item is a single number.
+    plain: bool,
+    /// The field's text starts with `*`.
+    star: bool,
+}
+
+fn parse_field(expr: &str, field: Field, start: usize, end: usize) -> Result<Read, Error> {
+    let mut parsed = Read {
         bits: [0; 3],
         plain: true,
         star: expr.as_bytes()[start] == b'*',
@@ -162,7 +191,7 @@ fn parse_item(
     field: Field,
     start: usize,
     end: usize,
-    parsed: &mut FieldValues,
+    parsed: &mut Read,
 ) -> Result<(), Error> {
     let bytes = &expr.as_bytes()[start..end];
     if !bytes
@@ -258,7 +287,7 @@ fn parse_item(
 }
 
 /// Sets the bits `lo, lo + step, …` up to `hi` (all below 192).
-fn set_values(bits: &mut [u64; 3], lo: u64, hi: u64, step: u64) {
+fn set_values(bits: &mut Years, lo: u64, hi: u64, step: u64) {
     if step == 1 {
         for (w, word) in bits.iter_mut().enumerate() {
             let (from, to) = (lo.max(w as u64 * 64), hi.min(w as u64 * 64 + 63));
@@ -356,6 +385,6 @@ mod tests {
     #[test]
     fn a_year_field_sets_bit_year_minus_its_origin() {
         let parsed = parse("0 0 0 1 1 * 1970,2099").unwrap();
-        assert_eq!(parsed.year.unwrap().bits, [1, 0, 1 << (2099 - 1970 - 128)]);
+        assert_eq!(parsed.year, Some([1, 0, 1 << (2099 - 1970 - 128)]));
     }
 }

@@ -7,7 +7,7 @@ use crate::calendar::{days_from_civil, days_in_month, weekday};
 use crate::expression::{Expression, FieldValues, YEAR_ORIGIN};
 use crate::{CHECK_FROM_YEAR, CHECK_TO_YEAR, Error};
 
-/// The year of bit 0 in `Schedule::years`.
+/// The year of bit 0 in `Schedule::years`, as in the parsed year field.
 const FIRST_YEAR: i64 = YEAR_ORIGIN as i64;
 
 /// `Schedule::years` without a year field: every year from 1970 to 2099.
@@ -95,41 +95,44 @@ impl Schedule {
     /// The schedule of a parsed expression: its value sets as bitsets, and how its fields were written as
     /// flags.
     fn from_expression(expression: &Expression) -> Schedule {
-        let plain = |field: &FieldValues, flag: u8| if field.plain { flag } else { 0 };
-        let star = |field: &FieldValues, flag: u8| if field.star { flag } else { 0 };
+        let plain = |field: FieldValues, flag: u8| if field.plain { flag } else { 0 };
+        let star = |field: FieldValues, flag: u8| if field.star { flag } else { 0 };
         let mut flags = 0;
         // A 5-field expression fires at second 0, a plain second field.
-        let seconds = match &expression.second {
+        let seconds = match expression.second {
             Some(second) => {
                 flags |= HAS_SECONDS | plain(second, PLAIN_SECOND);
-                second.low()
+                second.bits
             }
             None => {
                 flags |= PLAIN_SECOND;
                 1
             }
         };
-        flags |= plain(&expression.minute, PLAIN_MINUTE)
-            | plain(&expression.hour, PLAIN_HOUR)
-            | star(&expression.day_of_month, DOM_STAR)
-            | star(&expression.day_of_week, DOW_STAR);
-        let years = match &expression.year {
-            Some(year) => {
+        flags |= plain(expression.minute, PLAIN_MINUTE)
+            | plain(expression.hour, PLAIN_HOUR)
+            | star(expression.day_of_month, DOM_STAR)
+            | star(expression.day_of_week, DOW_STAR);
+        let years = match expression.year {
+            Some(years) => {
                 flags |= HAS_YEAR;
-                year.bits
+                if years == ALL_YEARS {
+                    flags |= ANY_YEAR;
+                }
+                years
             }
-            None => ALL_YEARS,
+            None => {
+                flags |= ANY_YEAR;
+                ALL_YEARS
+            }
         };
-        if years == ALL_YEARS {
-            flags |= ANY_YEAR;
-        }
-        let weekdays = expression.day_of_week.low();
+        let weekdays = expression.day_of_week.bits;
         Schedule {
             seconds,
-            minutes: expression.minute.low(),
-            hours: expression.hour.low() as u32,
-            days: expression.day_of_month.low() as u32,
-            months: expression.month.low() as u16,
+            minutes: expression.minute.bits,
+            hours: expression.hour.bits as u32,
+            days: expression.day_of_month.bits as u32,
+            months: expression.month.bits as u16,
             // 7 is Sunday, like 0.
             weekdays: ((weekdays & 0x7f) | (weekdays >> 7 & 1)) as u8,
             flags,
