@@ -2,6 +2,11 @@
 //! `#[cron]` functions registers the same module, whatever the executable is called, and it is the module
 //! `cronverb schema extract` gives those functions. A package of two binaries sharing a library is built
 //! with cargo (in `target/cronverb-fixtures/`, kept between runs) and its programs run as processes.
+//!
+//! The package depends on cronverb under another name only (`cv = { package = "cronverb" }`), so that
+//! `::cronverb` does not resolve in it: its job, `#[cv::cron(…, crate = "cv")]`, compiles, registers and
+//! is extracted only if the attribute's `crate` argument (docs/attribute.md, "`crate`") is honoured
+//! everywhere.
 #![cfg(feature = "cli")]
 
 use std::path::{Path, PathBuf};
@@ -22,7 +27,8 @@ name = "billing-canary"
 path = "src/bin/canary.rs"
 
 [dependencies]
-cronverb = { path = "ROOT" }
+# cronverb under another name, as `crate = "cv"` allows.
+cv = { package = "cronverb", path = "ROOT" }
 tokio = { version = "1", features = ["rt", "macros"] }
 
 # Not a member of cronverb's workspace.
@@ -30,13 +36,17 @@ tokio = { version = "1", features = ["rt", "macros"] }
 "#;
 
 const LIB: &str = r#"/// Sends the nightly invoices.
-#[cronverb::cron("0 2 * * *")]
+#[cv::cron("0 2 * * *", crate = "cv")]
 pub async fn send_invoices() {}
 
-/// Builds the runtime as a replica does, without `.module()`, and prints its module.
+/// Builds the runtime as a replica does, without `.module()`, and prints its module, then the name of
+/// each of its jobs, one a line.
 pub async fn print_module() {
-    let runtime = cronverb::Runtime::builder().build().await.expect("builds");
+    let runtime = cv::Runtime::builder().build().await.expect("builds");
     println!("{}", runtime.module());
+    for job in cv::jobs() {
+        println!("{}", job.name);
+    }
 }
 "#;
 
@@ -90,23 +100,24 @@ fn stderr(output: &Output) -> &str {
     std::str::from_utf8(&output.stderr).unwrap()
 }
 
-/// What the program at `path` prints as its module.
-fn module_of(path: &Path) -> String {
+/// What the program at `path` prints: its module, and the names of its jobs.
+fn module_and_jobs_of(path: &Path) -> (String, Vec<String>) {
     let output = Command::new(path).output().unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    stdout(&output).trim().to_owned()
+    let mut lines = stdout(&output).lines().map(str::to_owned);
+    (lines.next().unwrap_or_default(), lines.collect())
 }
 
 #[test]
 fn every_binary_of_a_package_registers_the_module_schema_extract_gives() {
     let (package, bins) = build_package();
 
-    let worker = module_of(&bins.join("billing-worker"));
-    let canary = module_of(&bins.join("billing-canary"));
+    let (worker, jobs) = module_and_jobs_of(&bins.join("billing-worker"));
+    let (canary, _) = module_and_jobs_of(&bins.join("billing-canary"));
     // The same program renamed at deploy.
     let renamed = bins.join("billing-worker-v2");
     std::fs::copy(bins.join("billing-worker"), &renamed).unwrap();
-    let renamed = module_of(&renamed);
+    let (renamed, _) = module_and_jobs_of(&renamed);
 
     let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
         .args(["schema", "extract", "--format", "json", "--manifest-path"])
@@ -131,5 +142,22 @@ fn every_binary_of_a_package_registers_the_module_schema_extract_gives() {
         extracted,
         ["billing_app"],
         "the modules `schema extract` gives"
+    );
+
+    assert_eq!(
+        jobs,
+        ["billing_app::send_invoices"],
+        "the jobs billing-worker registers, with cronverb renamed `cv`"
+    );
+    let extracted_verbs: Vec<&str> = schema["modules"][0]["verbs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|verb| verb["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        extracted_verbs,
+        ["billing_app::send_invoices"],
+        "the verbs `schema extract` gives for `#[cv::cron(…, crate = \"cv\")]`"
     );
 }

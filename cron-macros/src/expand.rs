@@ -1,5 +1,7 @@
 //! The code `#[cron]` generates: the user's function, unchanged, and beside it a registration submitted to
-//! `inventory`, inside `const _: () = { … };` and naming only `::cronverb::__private::…`.
+//! `inventory`, inside `const _: () = { … };` and naming only `<cronverb>::__private::…`, where
+//! `<cronverb>` is `::cronverb` or the path given as `crate = "…"` (for a renamed dependency or a
+//! re-export).
 
 use cron_schema::MissedPolicy;
 use cron_schema::attribute::{self, CronAttribute, DocLine};
@@ -30,24 +32,32 @@ fn registration(args: &CronAttribute) -> TokenStream {
             quote!(::core::concat!(::core::module_path!(), "::", #ident))
         }
     };
+    // Every path into cronverb goes through one import of `__private`, so that a `crate = "…"` that does
+    // not resolve is one error, on its literal (where the path's tokens are spanned).
+    let cronverb = match &args.crate_path {
+        Some(path) => path.to_token_stream(),
+        None => quote!(::cronverb),
+    };
     let expression = &args.expression;
     let timezone = optional(args.timezone);
     let timeout = optional(args.timeout.as_ref());
     let missed = match args.missed {
-        MissedPolicy::Once => quote!(::cronverb::__private::MissedPolicy::Once),
-        MissedPolicy::Skip => quote!(::cronverb::__private::MissedPolicy::Skip),
+        MissedPolicy::Once => quote!(__cronverb_private::MissedPolicy::Once),
+        MissedPolicy::Skip => quote!(__cronverb_private::MissedPolicy::Skip),
     };
     // `line!()` spanned on the function's name gives the function's line, not the attribute's.
     let line = quote_spanned!(ident.span()=> ::core::line!());
     let doc = doc(&args.doc());
 
-    // A return type that is not `()` or `Result<(), E: Display>` fails this bound, spanned on the type.
+    // A return type that is not `()` or `Result<(), E: Display>` fails this bound, spanned on the type. The
+    // compiler names the trait by its public path, `cronverb::IntoOutcome`, whose documentation lists the
+    // return types a job can have.
     let output_span = match &function.sig.output {
         ReturnType::Default => ident.span(),
         ReturnType::Type(_, ty) => ty.span(),
     };
     let outcome = quote_spanned! {output_span=>
-        ::cronverb::__private::IntoOutcome::into_outcome(__cronverb_output)
+        __cronverb_private::IntoOutcome::into_outcome(__cronverb_output)
     };
     // A future that is not `Send` fails here, spanned on the function's name.
     let handler = quote_spanned! {ident.span()=>
@@ -61,12 +71,14 @@ fn registration(args: &CronAttribute) -> TokenStream {
         #function
 
         const _: () = {
-            fn __cronverb_handler() -> ::cronverb::__private::HandlerFuture {
+            use #cronverb::__private as __cronverb_private;
+
+            fn __cronverb_handler() -> __cronverb_private::HandlerFuture {
                 #handler
             }
 
-            ::cronverb::__private::inventory::submit! {
-                ::cronverb::__private::Registration {
+            __cronverb_private::inventory::submit! {
+                __cronverb_private::Registration {
                     name: #name,
                     module_path: ::core::module_path!(),
                     expression: #expression,

@@ -33,6 +33,7 @@ pub use context::{Context, TestContext, context, try_context};
 pub use defaults::DEFAULT_MODULE;
 pub use error::{BuildError, JobError, RuntimeError};
 pub use job::{Job, job, jobs};
+pub use registration::IntoOutcome;
 pub use runtime::{Runtime, RuntimeHandle};
 pub use schema::schema;
 

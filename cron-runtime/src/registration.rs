@@ -40,17 +40,73 @@ pub struct Registration {
 
 inventory::collect!(Registration);
 
-/// Converts what a handler returns into its outcome. Implemented for `()` and `Result<(), E: Display>`.
+/// What a job's handler may return: `()` or `Result<(), E>` where `E: Display`.
 ///
-/// The error is formatted with `{:#}`, which for `anyhow::Error` includes its chain of causes
-/// (`while loading invoices: connection reset`) and for other types is usually their plain `Display`.
+/// This is the bound on the return type of a `#[cron]` function and of the handler given to
+/// [`RuntimeBuilder::job`](crate::RuntimeBuilder::job): a run's outcome is recorded as success or as
+/// failure with a message, and these two shapes say which without ambiguity.
+///
+/// | the handler returns | the run is recorded as |
+/// |---|---|
+/// | `()` | succeeded |
+/// | `Ok(())` | succeeded |
+/// | `Err(e)` | failed, with the message `format!("{e:#}")` |
+///
+/// `{:#}` is the alternate form of [`Display`](std::fmt::Display): for `anyhow::Error` it includes the
+/// chain of causes (`while loading invoices: connection reset`); most other types print their plain
+/// message. So `anyhow::Result<()>`, `Result<(), std::io::Error>`, `Result<(), String>` and
+/// `Result<(), MyError>` (with `MyError: Display`) all work.
+///
+/// ```
+/// use cron_runtime::Runtime;
+///
+/// #[derive(Debug)]
+/// struct BillingError;
+///
+/// impl std::fmt::Display for BillingError {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("the ledger is locked")
+///     }
+/// }
+///
+/// let builder = Runtime::builder()
+///     .job("billing::heartbeat", "* * * * *", || async {})
+///     .job("billing::rotate", "0 3 * * *", || async { std::fs::remove_file("/tmp/old.log") })
+///     .job("billing::close", "0 0 1 * *", || async { Err::<(), _>(BillingError) });
+/// ```
+///
+/// A handler returning anything else does not compile: return `()`, or keep the value in your own
+/// records and return `Ok(())`; to fail the run, return `Err` with an error that implements `Display`
+/// (derive it with `thiserror`, or use `anyhow`).
+///
+/// ```compile_fail,E0277
+/// use cron_runtime::Runtime;
+///
+/// // a job must return `()` or `Result<(), E>` where `E: Display`, not `{integer}`
+/// let builder = Runtime::builder().job("billing::count", "0 2 * * *", || async { 42 });
+/// ```
+///
+/// The trait is sealed: the runtime records exactly these two shapes, and cannot be extended outside
+/// this crate.
 #[diagnostic::on_unimplemented(
-    message = "`#[cron]` functions must return `()` or `Result<(), E>` where `E: Display`, not `{Self}`",
-    label = "this return type is not `()` or `Result<(), E>`"
+    message = "a job must return `()` or `Result<(), E>` where `E: Display`, not `{Self}`",
+    label = "this return type is not `()` or `Result<(), E>`",
+    note = "`cronverb::IntoOutcome` lists the return types a job can have and how each is recorded"
 )]
-#[doc(hidden)]
-pub trait IntoOutcome {
+pub trait IntoOutcome: sealed::Sealed {
+    /// The run's outcome: `Ok(())` for success, `Err(message)` for a failure recorded with `message`.
     fn into_outcome(self) -> Result<(), String>;
+}
+
+mod sealed {
+    /// Implemented only for the return types [`IntoOutcome`](super::IntoOutcome) accepts.
+    // Reachable as a bound of `IntoOutcome` and nameable by no one else: that is what seals it.
+    #[allow(unnameable_types)]
+    pub trait Sealed {}
+
+    impl Sealed for () {}
+
+    impl<E> Sealed for Result<(), E> {}
 }
 
 impl IntoOutcome for () {

@@ -22,6 +22,7 @@ pub mod attribute;
 mod calendar;
 mod duration;
 mod error;
+mod expression;
 mod field;
 mod parse;
 mod policy;

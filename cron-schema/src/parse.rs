@@ -1,28 +1,14 @@
-//! The grammar of DESIGN §1: fields, items, and the typed errors for everything it rejects.
+//! The grammar of docs/expressions.md, "Syntax": fields and items read into an [`Expression`], and the
+//! typed errors for everything the grammar rejects ("What is rejected"). Whether an expression ever fires
+//! is the schedule's question, asked by `Schedule::parse`.
 
 use std::ops::Range;
 
-use crate::schedule::{
-    ANY_YEAR, DOM_STAR, DOW_STAR, HAS_SECONDS, HAS_YEAR, PLAIN_HOUR, PLAIN_MINUTE, PLAIN_SECOND,
-};
-use crate::{CHECK_FROM_YEAR, Error, Field, Schedule};
+use crate::expression::{Expression, FieldValues, YEAR_ORIGIN, Years};
+use crate::{Error, Field};
 
-const FIVE: [Field; 5] = [
-    Field::Minute,
-    Field::Hour,
-    Field::DayOfMonth,
-    Field::Month,
-    Field::DayOfWeek,
-];
-const SIX: [Field; 6] = [
-    Field::Second,
-    Field::Minute,
-    Field::Hour,
-    Field::DayOfMonth,
-    Field::Month,
-    Field::DayOfWeek,
-];
-const SEVEN: [Field; 7] = [
+/// Every field, in the order a 7-field expression writes them.
+const FIELDS: [Field; 7] = [
     Field::Second,
     Field::Minute,
     Field::Hour,
@@ -50,17 +36,8 @@ const MACROS: [(&str, Option<&str>); 9] = [
     ("@every", None),
 ];
 
-/// One parsed field.
-struct Parsed {
-    /// Bit `value - base` per allowed value (`base` is 1970 for years, 0 otherwise).
-    bits: [u64; 3],
-    /// Every item is a single number.
-    plain: bool,
-    /// The field's text starts with `*`.
-    star: bool,
-}
-
-pub(crate) fn parse(expression: &str) -> Result<Schedule, Error> {
+/// Reads a 5-, 6- or 7-field expression; the first field that breaks the grammar is the error.
+pub(crate) fn parse(expression: &str) -> Result<Expression, Error> {
     // Up to 8 field spans; `count` keeps counting past 8 for the error message.
     let mut spans = [(0usize, 0usize); 8];
     let mut count = 0;
@@ -100,81 +77,54 @@ pub(crate) fn parse(expression: &str) -> Result<Schedule, Error> {
             span: start..end,
         });
     }
-
-    let fields: &[Field] = match count {
-        5 => &FIVE,
-        6 => &SIX,
-        7 => &SEVEN,
-        found => return Err(Error::FieldCount { found, span: whole }),
-    };
-
-    let mut schedule = Schedule {
-        seconds: 1,
-        minutes: 0,
-        hours: 0,
-        days: 0,
-        months: 0,
-        weekdays: 0,
-        flags: PLAIN_SECOND,
-        years: ALL_YEARS,
-    };
-    for (&field, &(start, end)) in fields.iter().zip(&spans) {
-        let parsed = parse_field(expression, field, start, end)?;
-        let low = parsed.bits[0];
-        match field {
-            Field::Second => {
-                schedule.seconds = low;
-                schedule.flags = (schedule.flags & !PLAIN_SECOND) | HAS_SECONDS;
-                if parsed.plain {
-                    schedule.flags |= PLAIN_SECOND;
-                }
-            }
-            Field::Minute => {
-                schedule.minutes = low;
-                if parsed.plain {
-                    schedule.flags |= PLAIN_MINUTE;
-                }
-            }
-            Field::Hour => {
-                schedule.hours = low as u32;
-                if parsed.plain {
-                    schedule.flags |= PLAIN_HOUR;
-                }
-            }
-            Field::DayOfMonth => {
-                schedule.days = low as u32;
-                if parsed.star {
-                    schedule.flags |= DOM_STAR;
-                }
-            }
-            Field::Month => schedule.months = low as u16,
-            Field::DayOfWeek => {
-                // 7 is Sunday, like 0.
-                schedule.weekdays = ((low & 0x7f) | (low >> 7 & 1)) as u8;
-                if parsed.star {
-                    schedule.flags |= DOW_STAR;
-                }
-            }
-            Field::Year => {
-                schedule.years = parsed.bits;
-                schedule.flags |= HAS_YEAR;
-            }
-        }
-    }
-    if schedule.years == ALL_YEARS {
-        schedule.flags |= ANY_YEAR;
-    }
-
-    if !schedule.fires_from(CHECK_FROM_YEAR) {
-        return Err(Error::NeverFires {
-            text: expression[whole.clone()].to_owned(),
+    if !(5..=7).contains(&count) {
+        return Err(Error::FieldCount {
+            found: count,
             span: whole,
         });
     }
-    Ok(schedule)
-}
 
-const ALL_YEARS: [u64; 3] = [u64::MAX, u64::MAX, (1 << (2099 - 1970 + 1 - 128)) - 1];
+    // 5 fields start at the minute, 6 and 7 at the second.
+    let layout = if count == 5 {
+        &FIELDS[1..6]
+    } else {
+        &FIELDS[..count]
+    };
+    let (mut second, mut year) = (None, None);
+    let mut minute = FieldValues::NONE;
+    let mut hour = FieldValues::NONE;
+    let mut day_of_month = FieldValues::NONE;
+    let mut month = FieldValues::NONE;
+    let mut day_of_week = FieldValues::NONE;
+    // In the order they are written, so that the first wrong field is the one reported.
+    for (&field, &(start, end)) in layout.iter().zip(&spans) {
+        let read = parse_field(expression, field, start, end)?;
+        let values = FieldValues {
+            bits: read.bits[0],
+            plain: read.plain,
+            star: read.star,
+        };
+        match field {
+            Field::Second => second = Some(values),
+            Field::Minute => minute = values,
+            Field::Hour => hour = values,
+            Field::DayOfMonth => day_of_month = values,
+            Field::Month => month = values,
+            Field::DayOfWeek => day_of_week = values,
+            Field::Year => year = Some(read.bits),
+        }
+    }
+    Ok(Expression {
+        span: whole,
+        second,
+        minute,
+        hour,
+        day_of_month,
+        month,
+        day_of_week,
+        year,
+    })
+}
 
 fn is_blank(b: u8) -> bool {
     b == b' ' || b == b'\t'
@@ -184,8 +134,18 @@ fn last_end(bytes: &[u8]) -> usize {
     bytes.len() - bytes.iter().rev().take_while(|&&b| is_blank(b)).count()
 }
 
-fn parse_field(expr: &str, field: Field, start: usize, end: usize) -> Result<Parsed, Error> {
-    let mut parsed = Parsed {
+/// One field as its items are read: the values in the width of a year field.
+struct Read {
+    /// Bit `value` (bit `value - YEAR_ORIGIN` for a year) per allowed value.
+    bits: Years,
+    /// Every item is a single number.
+    plain: bool,
+    /// The field's text starts with `*`.
+    star: bool,
+}
+
+fn parse_field(expr: &str, field: Field, start: usize, end: usize) -> Result<Read, Error> {
+    let mut parsed = Read {
         bits: [0; 3],
         plain: true,
         star: expr.as_bytes()[start] == b'*',
@@ -231,7 +191,7 @@ fn parse_item(
     field: Field,
     start: usize,
     end: usize,
-    parsed: &mut Parsed,
+    parsed: &mut Read,
 ) -> Result<(), Error> {
     let bytes = &expr.as_bytes()[start..end];
     if !bytes
@@ -317,13 +277,17 @@ fn parse_item(
     if !single || stepped {
         parsed.plain = false;
     }
-    let base = if field == Field::Year { min } else { 0 };
+    let base = if field == Field::Year {
+        u64::from(YEAR_ORIGIN)
+    } else {
+        0
+    };
     set_values(&mut parsed.bits, lo - base, hi - base, step);
     Ok(())
 }
 
 /// Sets the bits `lo, lo + step, …` up to `hi` (all below 192).
-fn set_values(bits: &mut [u64; 3], lo: u64, hi: u64, step: u64) {
+fn set_values(bits: &mut Years, lo: u64, hi: u64, step: u64) {
     if step == 1 {
         for (w, word) in bits.iter_mut().enumerate() {
             let (from, to) = (lo.max(w as u64 * 64), hi.min(w as u64 * 64 + 63));
@@ -419,11 +383,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn all_years_has_the_130_bits_of_1970_to_2099() {
-        let ones: u32 = ALL_YEARS.iter().map(|w| w.count_ones()).sum();
-        assert_eq!(ones, 130);
-        let mut bits = [0; 3];
-        set_values(&mut bits, 0, 2099 - 1970, 1);
-        assert_eq!(bits, ALL_YEARS);
+    fn a_year_field_sets_bit_year_minus_its_origin() {
+        let parsed = parse("0 0 0 1 1 * 1970,2099").unwrap();
+        assert_eq!(parsed.year, Some([1, 0, 1 << (2099 - 1970 - 128)]));
     }
 }

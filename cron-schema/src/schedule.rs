@@ -4,24 +4,28 @@ use std::str::FromStr;
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike, Utc};
 
 use crate::calendar::{days_from_civil, days_in_month, weekday};
-use crate::{CHECK_TO_YEAR, Error};
+use crate::expression::{Expression, FieldValues, YEAR_ORIGIN};
+use crate::{CHECK_FROM_YEAR, CHECK_TO_YEAR, Error};
 
-/// The first year a year field can name.
-pub(crate) const FIRST_YEAR: i64 = 1970;
+/// The year of bit 0 in `Schedule::years`, as in the parsed year field.
+const FIRST_YEAR: i64 = YEAR_ORIGIN as i64;
+
+/// `Schedule::years` without a year field: every year from 1970 to 2099.
+const ALL_YEARS: [u64; 3] = [u64::MAX, u64::MAX, (1 << (2099 - 1970 + 1 - 128)) - 1];
 
 // `Schedule::flags` bits.
-pub(crate) const HAS_SECONDS: u8 = 1;
-pub(crate) const HAS_YEAR: u8 = 1 << 1;
-/// The day-of-month field starts with `*` (Vixie's rule for combining the day fields).
-pub(crate) const DOM_STAR: u8 = 1 << 2;
+const HAS_SECONDS: u8 = 1;
+const HAS_YEAR: u8 = 1 << 1;
+/// The day-of-month field starts with `*` (docs/expressions.md, "The day rule").
+const DOM_STAR: u8 = 1 << 2;
 /// The day-of-week field starts with `*`.
-pub(crate) const DOW_STAR: u8 = 1 << 3;
+const DOW_STAR: u8 = 1 << 3;
 /// The second field is a number or a list of numbers (always set for 5 fields).
-pub(crate) const PLAIN_SECOND: u8 = 1 << 4;
-pub(crate) const PLAIN_MINUTE: u8 = 1 << 5;
-pub(crate) const PLAIN_HOUR: u8 = 1 << 6;
+const PLAIN_SECOND: u8 = 1 << 4;
+const PLAIN_MINUTE: u8 = 1 << 5;
+const PLAIN_HOUR: u8 = 1 << 6;
 /// Every year from 1970 to 2099 is allowed (derived from `years`, kept for speed).
-pub(crate) const ANY_YEAR: u8 = 1 << 7;
+const ANY_YEAR: u8 = 1 << 7;
 
 const FIXED_TIME: u8 = PLAIN_SECOND | PLAIN_MINUTE | PLAIN_HOUR;
 
@@ -64,7 +68,8 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Parses a 5-, 6- or 7-field expression (DESIGN §1).
+    /// Parses a 5-, 6- or 7-field expression (docs/expressions.md, "Syntax"). One that never fires between
+    /// 2020 and the end of 2099 is an error too.
     ///
     /// ```
     /// use cron_schema::{Error, Field, Schedule};
@@ -76,7 +81,63 @@ impl Schedule {
     /// assert_eq!(err.to_string(), "`?` is not supported in the day-of-month field; write `*` instead");
     /// ```
     pub fn parse(expression: &str) -> Result<Schedule, Error> {
-        crate::parse::parse(expression)
+        let parsed = crate::parse::parse(expression)?;
+        let schedule = Schedule::from_expression(&parsed);
+        if !schedule.fires_from(CHECK_FROM_YEAR) {
+            return Err(Error::NeverFires {
+                text: expression[parsed.span.clone()].to_owned(),
+                span: parsed.span,
+            });
+        }
+        Ok(schedule)
+    }
+
+    /// The schedule of a parsed expression: its value sets as bitsets, and how its fields were written as
+    /// flags.
+    fn from_expression(expression: &Expression) -> Schedule {
+        let plain = |field: FieldValues, flag: u8| if field.plain { flag } else { 0 };
+        let star = |field: FieldValues, flag: u8| if field.star { flag } else { 0 };
+        let mut flags = 0;
+        // A 5-field expression fires at second 0, a plain second field.
+        let seconds = match expression.second {
+            Some(second) => {
+                flags |= HAS_SECONDS | plain(second, PLAIN_SECOND);
+                second.bits
+            }
+            None => {
+                flags |= PLAIN_SECOND;
+                1
+            }
+        };
+        flags |= plain(expression.minute, PLAIN_MINUTE)
+            | plain(expression.hour, PLAIN_HOUR)
+            | star(expression.day_of_month, DOM_STAR)
+            | star(expression.day_of_week, DOW_STAR);
+        let years = match expression.year {
+            Some(years) => {
+                flags |= HAS_YEAR;
+                if years == ALL_YEARS {
+                    flags |= ANY_YEAR;
+                }
+                years
+            }
+            None => {
+                flags |= ANY_YEAR;
+                ALL_YEARS
+            }
+        };
+        let weekdays = expression.day_of_week.bits;
+        Schedule {
+            seconds,
+            minutes: expression.minute.bits,
+            hours: expression.hour.bits as u32,
+            days: expression.day_of_month.bits as u32,
+            months: expression.month.bits as u16,
+            // 7 is Sunday, like 0.
+            weekdays: ((weekdays & 0x7f) | (weekdays >> 7 & 1)) as u8,
+            flags,
+            years,
+        }
     }
 
     /// The first occurrence strictly after `after`, in UTC; `None` when there is none before the end of 2099.
@@ -170,7 +231,7 @@ impl Schedule {
     }
 
     /// Whether the schedule fires between the start of `from_year` and the end of 2099.
-    pub(crate) fn fires_from(&self, from_year: i32) -> bool {
+    fn fires_from(&self, from_year: i32) -> bool {
         let start = Civil {
             y: i64::from(from_year),
             mo: 1,
@@ -493,5 +554,20 @@ impl Iterator for Occurrences<'_> {
         let next = self.schedule.next_after(self.cursor?);
         self.cursor = next;
         next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_years_has_the_130_bits_of_1970_to_2099() {
+        let ones: u32 = ALL_YEARS.iter().map(|w| w.count_ones()).sum();
+        assert_eq!(ones, 130);
+        let every_year = Schedule::parse("0 0 0 1 1 * 1970-2099").unwrap();
+        assert_eq!(every_year.years, ALL_YEARS);
+        assert_ne!(every_year.flags & ANY_YEAR, 0);
+        assert_eq!(Schedule::parse("0 0 1 1 *").unwrap().years, ALL_YEARS);
     }
 }

@@ -311,10 +311,79 @@ mod attribute {
             messages,
             [
                 "invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead",
-                "unknown `#[cron]` argument `tz`; expected one of: `timezone`, `timeout`, `name`, `missed`",
+                "unknown `#[cron]` argument `tz`; expected one of: `timezone`, `timeout`, `name`, `missed`, `crate`",
                 "duration `0s` is zero; it must be at least one second",
                 "the `async` keyword is missing from the function declaration",
                 "`#[cron]` functions take no parameters; reach application state with `cronverb::context().state::<T>()`",
+            ]
+        );
+    }
+
+    #[test]
+    fn crate_names_the_path_of_cronverb_and_changes_nothing_else() {
+        let plain = attribute::parse(
+            quote!("0 2 * * *"),
+            quote!(
+                async fn f() {}
+            ),
+        )
+        .unwrap();
+        assert!(plain.crate_path.is_none());
+        for (path, expected) in [
+            ("cv", "cv"),
+            ("::cv", ":: cv"),
+            (
+                "my_app::reexports::cronverb",
+                "my_app :: reexports :: cronverb",
+            ),
+            ("crate::cronverb", "crate :: cronverb"),
+        ] {
+            let cron = attribute::parse(
+                quote!("0 2 * * *", crate = #path, timezone = "Europe/Berlin"),
+                quote!(
+                    async fn f() {}
+                ),
+            )
+            .unwrap();
+            let written = cron.crate_path.as_ref().map(|p| quote!(#p).to_string());
+            assert_eq!(written.as_deref(), Some(expected));
+            assert_eq!(cron.expression.value(), plain.expression.value());
+            assert_eq!(cron.timezone, Some("Europe/Berlin"));
+        }
+    }
+
+    #[test]
+    fn a_crate_that_is_not_a_path_is_refused_on_its_literal() {
+        for path in ["", "cv::", "cv::<T>", "cv jobs", "\"cv\""] {
+            let error = attribute::parse(
+                quote!("0 2 * * *", crate = #path),
+                quote!(
+                    async fn f() {}
+                ),
+            )
+            .unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "`{}` is not a path; `crate` names the cronverb crate as this crate refers to it, \
+                     such as `crate = \"cv\"` for the dependency `cv = {{ package = \"cronverb\" }}`",
+                    path.escape_default()
+                ),
+            );
+        }
+        let error = attribute::parse(
+            quote!("0 2 * * *", crate = cv, crate = "cv"),
+            quote!(
+                async fn f() {}
+            ),
+        )
+        .unwrap_err();
+        let messages: Vec<String> = error.into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            messages,
+            [
+                "`crate` takes a string literal, such as `crate = \"cv\"`",
+                "duplicate `#[cron]` argument `crate`",
             ]
         );
     }

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
-use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
+use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token};
 
 use super::errors::Errors;
 use crate::{MissedPolicy, Schedule};
@@ -20,9 +20,10 @@ pub(super) struct Args {
     pub(super) timeout: Option<LitStr>,
     pub(super) name: Option<LitStr>,
     pub(super) missed: MissedPolicy,
+    pub(super) crate_path: Option<Path>,
 }
 
-const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`";
+const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`, `crate`";
 
 /// The named arguments.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -31,6 +32,7 @@ enum Key {
     Timeout,
     Name,
     Missed,
+    Crate,
 }
 
 impl Key {
@@ -40,6 +42,7 @@ impl Key {
             "timeout" => Some(Key::Timeout),
             "name" => Some(Key::Name),
             "missed" => Some(Key::Missed),
+            "crate" => Some(Key::Crate),
             _ => None,
         }
     }
@@ -51,6 +54,7 @@ impl Key {
             Key::Timeout => "5m",
             Key::Name => "billing::send_invoices",
             Key::Missed => "skip",
+            Key::Crate => "cv",
         }
     }
 }
@@ -72,6 +76,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
     let mut timeout = None;
     let mut name = None;
     let mut missed = MissedPolicy::default();
+    let mut crate_path = None;
     let mut keys_seen = Vec::new();
 
     for (index, arg) in list.iter().enumerate() {
@@ -164,6 +169,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
                 Ok(policy) => missed = policy,
                 Err(error) => errors.at(value.span(), error),
             },
+            Key::Crate => crate_path = check_crate_path(value, errors),
         }
     }
 
@@ -185,6 +191,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         timeout,
         name,
         missed,
+        crate_path,
     })
 }
 
@@ -229,6 +236,26 @@ fn span_within(lit: &LitStr, range: Range<usize>) -> Span {
     token
         .subspan(start + range.start..start + range.end)
         .unwrap_or_else(|| lit.span())
+}
+
+/// The path of the cronverb crate as the user's code names it: `cv` for a dependency renamed
+/// `cv = { package = "cronverb" }`, or a path to a re-export. Its tokens carry the literal's span, so
+/// the generated code resolves it where the attribute is written.
+fn check_crate_path(lit: &LitStr, errors: &mut Errors) -> Option<Path> {
+    match lit.parse_with(Path::parse_mod_style) {
+        Ok(path) => Some(path),
+        Err(_) => {
+            errors.at(
+                lit.span(),
+                format!(
+                    "`{}` is not a path; `crate` names the cronverb crate as this crate refers to it, \
+                     such as `crate = \"cv\"` for the dependency `cv = {{ package = \"cronverb\" }}`",
+                    lit.value().escape_default()
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// A verb name is what operators type and read: no whitespace, no punctuation beyond path separators.

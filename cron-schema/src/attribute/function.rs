@@ -1,6 +1,7 @@
 //! The shape of the function `#[cron]` is on: a free `async fn` with no parameters and no generics.
 //!
-//! The return type is checked by the compiler, through the `IntoOutcome` bound the generated code puts on it.
+//! The return type is checked by the compiler, through the `cronverb::IntoOutcome` bound the generated code
+//! puts on it.
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};

@@ -39,7 +39,7 @@ use std::fmt;
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
-use syn::{Attribute, Expr, ExprLit, ItemFn, Lit, LitStr, Meta};
+use syn::{Attribute, Expr, ExprLit, ItemFn, Lit, LitStr, Meta, Path};
 
 use crate::{MissedPolicy, Schedule};
 
@@ -61,7 +61,11 @@ pub struct CronAttribute {
     pub timeout: Option<LitStr>,
     /// `name = "…"`; `None` names the job after the function's module path and name.
     pub name: Option<LitStr>,
+    /// `missed = "once" | "skip"`; `once` when not given.
     pub missed: MissedPolicy,
+    /// `crate = "…"`: the path of the cronverb crate in the generated code, for a renamed dependency or a
+    /// re-export; `None` is `::cronverb`. It changes nothing about the job.
+    pub crate_path: Option<Path>,
     /// The function, unchanged.
     pub function: ItemFn,
 }
@@ -74,6 +78,13 @@ impl fmt::Debug for CronAttribute {
             .field("timeout", &self.timeout.as_ref().map(LitStr::value))
             .field("name", &self.name.as_ref().map(LitStr::value))
             .field("missed", &self.missed)
+            .field(
+                "crate_path",
+                &self
+                    .crate_path
+                    .as_ref()
+                    .map(|path| path.to_token_stream().to_string()),
+            )
             .field("function", &self.function.sig.ident)
             .finish_non_exhaustive()
     }
@@ -100,6 +111,7 @@ pub fn parse(args: TokenStream, item: TokenStream) -> syn::Result<CronAttribute>
             timeout: args.timeout,
             name: args.name,
             missed: args.missed,
+            crate_path: args.crate_path,
             function,
         }),
         // Both push an error whenever they return `None`; this is not reached.

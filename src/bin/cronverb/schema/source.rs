@@ -3,8 +3,9 @@
 //! From the crate's root file, `mod x;` is followed to `x.rs` or `x/mod.rs` (in the directory of the
 //! parent module), `#[path = "…"]` is honoured, and inline `mod x { … }` is entered. Items and modules under
 //! `#[cfg(test)]` are left out, as a normal build leaves them out; other `cfg`s are not evaluated.
-//! Each `#[cron(…)]` (or `#[cronverb::cron(…)]`) on a free function goes through
-//! `cron_schema::attribute::parse`, the function the attribute itself calls.
+//! Each `#[cron(…)]` (or `#[cronverb::cron(…)]`, or `#[cv::cron(…, crate = "cv")]` for a renamed
+//! dependency) on a free function goes through `cron_schema::attribute::parse`, the function the
+//! attribute itself calls.
 
 use std::path::{Path, PathBuf};
 
@@ -12,8 +13,9 @@ use cron_schema::attribute::{self, CronAttribute, DocLine};
 use cron_schema::{Cron, Verb};
 use quote::ToTokens;
 use syn::ext::IdentExt;
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Attribute, Item, ItemFn, Meta};
+use syn::{Attribute, Expr, ExprLit, Item, ItemFn, Lit, Meta, Token};
 
 /// What was found: verbs with their module, and errors as the compiler would report them.
 #[derive(Debug, Default)]
@@ -233,7 +235,9 @@ impl Walker<'_> {
     }
 }
 
-/// `#[cron(…)]`, `#[cronverb::cron(…)]` or `#[::cronverb::cron(…)]`.
+/// `#[cron(…)]`, `#[cronverb::cron(…)]` or `#[::cronverb::cron(…)]`; for cronverb under another name,
+/// `#[<path>::cron(…)]` whose `crate = "<path>"` argument names the same path (the generated code reaches
+/// cronverb through it, so without it the attribute is not cronverb's).
 fn is_cron(attr: &Attribute) -> bool {
     let segments: Vec<String> = attr
         .path()
@@ -241,10 +245,43 @@ fn is_cron(attr: &Attribute) -> bool {
         .iter()
         .map(|segment| segment.ident.to_string())
         .collect();
-    matches!(
-        segments.iter().map(String::as_str).collect::<Vec<_>>()[..],
-        ["cron"] | ["cronverb", "cron"]
-    )
+    match segments.split_last() {
+        Some((last, [])) => last == "cron",
+        Some((last, prefix)) if last == "cron" => {
+            prefix == ["cronverb"] || crate_argument(attr).as_deref() == Some(prefix)
+        }
+        _ => false,
+    }
+}
+
+/// The segments of the path in the attribute's `crate = "…"` argument.
+fn crate_argument(attr: &Attribute) -> Option<Vec<String>> {
+    let Meta::List(list) = &attr.meta else {
+        return None;
+    };
+    let args = list
+        .parse_args_with(Punctuated::<Expr, Token![,]>::parse_terminated)
+        .ok()?;
+    args.iter().find_map(|arg| {
+        let Expr::Assign(assign) = arg else {
+            return None;
+        };
+        let (
+            Expr::Path(key),
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(value),
+                ..
+            }),
+        ) = (&*assign.left, &*assign.right)
+        else {
+            return None;
+        };
+        if !key.path.is_ident("crate") {
+            return None;
+        }
+        let path = value.parse_with(syn::Path::parse_mod_style).ok()?;
+        Some(path.segments.iter().map(|s| s.ident.to_string()).collect())
+    })
 }
 
 /// `#[cfg(test)]`.
