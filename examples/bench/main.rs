@@ -1,0 +1,260 @@
+//! The runtime on PostgreSQL: throughput and lateness of replicas, the idle cost, the physical limit of
+//! the same database, and the claim at scale. Results and how to read them are in docs/benchmarks.md.
+//!
+//! ```console
+//! $ cargo run --release --example bench                         # every scenario, about nine minutes
+//! $ cargo run --release --example bench -- --scenario throughput --jobs 10000 --replicas 1 --seconds 30
+//! ```
+//!
+//! Options: `--scenario all|throughput|idle|limit|scale|register` (repeatable), `--seconds N` (throughput window,
+//! default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`, `--limit-seconds 10`,
+//! `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`, `--count-statements` (every throughput row through the counting proxy),
+//! `--no-extra` (skip the extra throughput rows: counted statements, `synchronous_commit = off`, a pool of
+//! 40 connections, `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N`
+//! (the replicas' `claim_ahead`), `--database-url`.
+//! `BENCH_PER_SECOND=1` in the environment makes each replica print every second's fires and worst
+//! lateness to stderr after its window.
+//! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) must allow `CREATE DATABASE`;
+//! every run uses a fresh database `cronverb_bench_<pid>_<n>`, dropped at the end.
+//!
+//! Each replica is a child process (this program re-executed with `CRONVERB_BENCH_REPLICA` set) running
+//! `Runtime::builder().registered_jobs(false).database_url(..)` with N jobs `* * * * * *`; its CPU (user +
+//! system over the window, from `/proc/self/stat`) and peak RSS (`VmHWM`) are its own. A handler records
+//! its lateness, `Utc::now()` at its start minus `context().scheduled_at()`, for its (job, second) slot.
+//!
+//! - **Missed fires**: jobs x seconds minus the distinct runs `succeeded` in `cron_job_runs` whose
+//!   `scheduled_at` is in the window, read after a settle period.
+//! - **Runs/s**: runs whose `finished_at` is in the window, per second.
+//! - **Transactions and tuple writes per run**: deltas of `pg_stat_database` (`xact_commit`,
+//!   `tup_inserted + tup_updated + tup_deleted`) of the bench database over the window.
+//! - **Statements per run**: `pg_stat_statements` is not loaded on a stock server, so the bench counts
+//!   them on the wire: a proxy in this process between the replica and PostgreSQL counts every `Execute`
+//!   (extended protocol) and `Query` (simple protocol) message, by statement text. It costs a hop per
+//!   round trip, so it is used only where the table says so (the idle scenario, and one throughput row).
+//! - **PostgreSQL CPU**: user + system time of every `postgres` process on the machine over the window
+//!   (other databases' work included).
+//! - **Where the database waits**: `pg_stat_activity` of the bench database sampled every 200 ms.
+//!
+//! The parts: `replica` (the child process and the protocol between it and this one), `throughput`,
+//! `idle`, `limit`, `scale` and `register` (the scenarios), `claim` (the store's claim driven and explained
+//! directly), `proxy` (the statement counter), `measure` (what is read of the database and the machine
+//! around a window), `stats` (the lateness histogram and quantiles) and `url` (database URLs).
+
+mod claim;
+mod idle;
+mod limit;
+mod measure;
+mod proxy;
+mod register;
+mod replica;
+mod scale;
+mod stats;
+mod throughput;
+mod url;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use chrono::Utc;
+use sqlx::PgPool;
+
+use crate::measure::{load, machine};
+use crate::replica::REPLICA_ENV;
+use crate::url::with_database;
+
+const USAGE: &str = "\
+cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
+
+  --scenario all|limit|throughput|idle|scale|register   repeatable; default all (about nine minutes)
+  --seconds N            throughput window (default 30)
+  --jobs 1000,10000      jobs due every second, per throughput row
+  --replicas 1,2         replica processes, per throughput row
+  --idle-seconds N       idle window (default 60)
+  --limit-seconds N      pgbench duration per batch size (default 10)
+  --scale-rows N         job rows of the scale scenario (default 1000000)
+  --register-verbs 10000,100000   verbs of one deployment, per row of the register scenario
+  --count-statements     every throughput row through the counting proxy
+  --no-extra             skip the extra throughput rows (counted, batch_limit 100, sync off, pool 40)
+  --batch-limit N        the replicas' batch_limit (default: the runtime's)
+  --claim-ahead-ms N     the replicas' claim_ahead in milliseconds (default: the runtime's)
+  --database-url URL     default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres";
+
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+type AnyResult<T> = anyhow::Result<T>;
+
+#[derive(Debug, Clone)]
+struct Args {
+    scenarios: Vec<String>,
+    seconds: u32,
+    jobs: Vec<usize>,
+    replicas: Vec<usize>,
+    idle_seconds: u32,
+    limit_seconds: u32,
+    scale_rows: u64,
+    register_verbs: Vec<usize>,
+    count_statements: bool,
+    extra: bool,
+    /// The replicas' `batch_limit` (0: the runtime's default).
+    batch_limit: usize,
+    /// The replicas' `claim_ahead` in milliseconds (0: the runtime's default).
+    claim_ahead_ms: u64,
+    url: String,
+}
+
+fn args() -> Args {
+    let mut args = Args {
+        scenarios: Vec::new(),
+        seconds: 30,
+        jobs: vec![1000, 10_000],
+        replicas: vec![1, 2],
+        idle_seconds: 60,
+        limit_seconds: 10,
+        scale_rows: 1_000_000,
+        register_verbs: vec![10_000, 25_000, 50_000, 100_000],
+        count_statements: false,
+        extra: true,
+        batch_limit: 0,
+        claim_ahead_ms: 0,
+        url: std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned()),
+    };
+    let list = |v: String| -> Vec<usize> {
+        v.split(',')
+            .map(|n| n.trim().parse().expect("a list of numbers: 1000,10000"))
+            .collect()
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("`{arg}` needs a value"));
+        match arg.as_str() {
+            "--scenario" => args.scenarios.push(value()),
+            "--seconds" => args.seconds = value().parse().expect("--seconds N"),
+            "--jobs" => args.jobs = list(value()),
+            "--replicas" => args.replicas = list(value()),
+            "--idle-seconds" => args.idle_seconds = value().parse().expect("--idle-seconds N"),
+            "--limit-seconds" => args.limit_seconds = value().parse().expect("--limit-seconds N"),
+            "--scale-rows" => args.scale_rows = value().parse().expect("--scale-rows N"),
+            "--register-verbs" => args.register_verbs = list(value()),
+            "--count-statements" => args.count_statements = true,
+            "--no-extra" => args.extra = false,
+            "--batch-limit" => args.batch_limit = value().parse().expect("--batch-limit N"),
+            "--claim-ahead-ms" => {
+                args.claim_ahead_ms = value().parse().expect("--claim-ahead-ms N");
+            }
+            "--database-url" => args.url = value(),
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => panic!(
+                "unknown option `{other}`; expected one of: `--scenario`, `--seconds`, `--jobs`, \
+                 `--replicas`, `--idle-seconds`, `--limit-seconds`, `--scale-rows`, `--register-verbs`, \
+                 `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
+                 `--database-url`"
+            ),
+        }
+    }
+    if args.scenarios.is_empty() || args.scenarios.iter().any(|s| s == "all") {
+        args.scenarios = ["limit", "throughput", "idle", "scale", "register"]
+            .map(str::to_owned)
+            .to_vec();
+    }
+    args
+}
+
+fn main() -> AnyResult<()> {
+    if std::env::var_os(REPLICA_ENV).is_some() {
+        return replica::main();
+    }
+    let args = args();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(parent(args))
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The parent: databases, scenarios, tables.
+
+async fn parent(args: Args) -> AnyResult<()> {
+    let admin = PgPool::connect(&args.url).await?;
+    let version: String = sqlx::query_scalar("SHOW server_version")
+        .fetch_one(&admin)
+        .await?;
+    let sync: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&admin)
+        .await?;
+    println!("# cronverb runtime on PostgreSQL {version} (synchronous_commit = {sync})");
+    println!("machine: {}", machine());
+    println!("load average at start: {}", load());
+    println!("date: {}", Utc::now().format("%Y-%m-%d %H:%M UTC"));
+    println!();
+    let bench = Bench {
+        args: args.clone(),
+        admin,
+        counter: AtomicU32::new(0),
+        limit: Mutex::new(Vec::new()),
+    };
+    for scenario in &args.scenarios {
+        let started = Instant::now();
+        let result = match scenario.as_str() {
+            "limit" => bench.limit().await,
+            "throughput" => bench.throughput().await,
+            "idle" => bench.idle().await,
+            "scale" => bench.scale().await,
+            "register" => bench.register().await,
+            other => Err(anyhow::anyhow!(
+                "unknown scenario `{other}`; expected one of: `all`, `throughput`, `idle`, `limit`, \
+                 `scale`, `register`"
+            )),
+        };
+        if let Err(error) = result {
+            println!("scenario `{scenario}` failed: {error:#}");
+        }
+        println!(
+            "({scenario}: {:.0} s, load average {})\n",
+            started.elapsed().as_secs_f64(),
+            load()
+        );
+    }
+    Ok(())
+}
+
+struct Bench {
+    args: Args,
+    admin: PgPool,
+    counter: AtomicU32,
+    /// The limit's rows per second, by batch size, once measured.
+    limit: Mutex<Vec<(u32, f64)>>,
+}
+
+/// A fresh database, dropped by [`Bench::drop_db`].
+struct Db {
+    name: String,
+    url: String,
+}
+
+impl Bench {
+    async fn create_db(&self) -> AnyResult<Db> {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let name = format!("cronverb_bench_{}_{n}", std::process::id());
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&self.admin)
+            .await?;
+        Ok(Db {
+            url: with_database(&self.args.url, &name),
+            name,
+        })
+    }
+
+    async fn drop_db(&self, db: Db) {
+        let dropped = sqlx::query(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", db.name))
+            .execute(&self.admin)
+            .await;
+        if let Err(error) = dropped {
+            println!("dropping {} failed: {error}", db.name);
+        }
+    }
+}

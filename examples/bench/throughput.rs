@@ -1,0 +1,258 @@
+//! Throughput: N jobs due every second on R replica processes over a window. Per row: the fires missed,
+//! the handlers' lateness, runs per second (and as a share of the physical limit), transactions, tuple
+//! writes, statements and round trips per run, each replica's CPU and peak RSS, PostgreSQL's CPU, and
+//! where the bench database's backends waited.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cron_runtime::store::postgres::PgStore;
+use sqlx::{PgPool, Row};
+
+use crate::measure::{db_stats, load, postgres_cpu, sample_waits};
+use crate::proxy::{Counts, Proxy, statement_kinds};
+use crate::replica::{ReplicaConfig, ReplicaProcess, sleep_until_second, wait_for_runners};
+use crate::stats::{Histogram, ms};
+use crate::{AnyResult, Bench, Db};
+
+impl Bench {
+    pub(crate) async fn throughput(&self) -> AnyResult<()> {
+        let seconds = self.args.seconds;
+        println!(
+            "## Throughput: N jobs `* * * * * *`, {seconds} s window, one child process per replica\n"
+        );
+        println!(
+            "| jobs | replicas | note | expected | missed | late p50 | p99 | max | runs/s | % of limit b1/b100 \
+             | xacts/run | tuple writes/run | stmts/run | round trips/run | CPU %/replica | RSS MB/replica \
+             | PG CPU % | load |"
+        );
+        println!(
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        );
+        let mut waits = Vec::new();
+        let mut plan: Vec<(usize, usize, Variant, u32)> = Vec::new();
+        for &jobs in &self.args.jobs {
+            for &replicas in &self.args.replicas {
+                let variant = if self.args.count_statements {
+                    Variant::Counted
+                } else {
+                    Variant::Direct
+                };
+                plan.push((jobs, replicas, variant, seconds));
+            }
+        }
+        if self.args.extra && !self.args.count_statements {
+            plan.push((1000, 1, Variant::Counted, seconds.min(10)));
+            plan.push((1000, 1, Variant::Batch100, seconds.min(10)));
+            plan.push((10_000, 1, Variant::SyncOff, seconds.min(10)));
+            plan.push((10_000, 1, Variant::Pool40, seconds.min(10)));
+        }
+        for (jobs, replicas, variant, seconds) in plan {
+            let db = self.create_db().await?;
+            let result = self
+                .throughput_in(&db, jobs, replicas, variant, seconds)
+                .await;
+            self.drop_db(db).await;
+            match result {
+                Ok((row, wait)) => {
+                    println!("{row}");
+                    waits.push((
+                        format!("{jobs} jobs, {replicas} replica(s), {}", variant.note()),
+                        wait,
+                    ));
+                }
+                Err(error) => println!("| {jobs} | {replicas} | failed: {error:#} |"),
+            }
+        }
+        println!(
+            "\nWhere the bench database's backends were, sampled every 200 ms (average backends):\n"
+        );
+        for (row, wait) in waits {
+            println!("- {row}: {wait}");
+        }
+        println!();
+        Ok(())
+    }
+
+    async fn throughput_in(
+        &self,
+        db: &Db,
+        jobs: usize,
+        replicas: usize,
+        variant: Variant,
+        seconds: u32,
+    ) -> AnyResult<(String, String)> {
+        let pool = PgPool::connect(&db.url).await?;
+        PgStore::from_pool(pool.clone()).migrate().await?;
+        if variant == Variant::SyncOff {
+            sqlx::query(&format!(
+                "ALTER DATABASE {} SET synchronous_commit = off",
+                db.name
+            ))
+            .execute(&pool)
+            .await?;
+            // The pool's connections predate the setting.
+            pool.close().await;
+        }
+        let pool = PgPool::connect(&db.url).await?;
+        let mut proxies = Vec::new();
+        let mut children = Vec::new();
+        for _ in 0..replicas {
+            let url = if variant == Variant::Counted {
+                let proxy = Proxy::start(&db.url)?;
+                let url = proxy.url.clone();
+                proxies.push(proxy);
+                url
+            } else {
+                db.url.clone()
+            };
+            children.push(ReplicaProcess::spawn(&ReplicaConfig {
+                url,
+                jobs,
+                expression: "* * * * * *".to_owned(),
+                module: "bench".to_owned(),
+                key: "bench@1".to_owned(),
+                seconds,
+                settle: 3,
+                pool: if variant == Variant::Pool40 { 40 } else { 0 },
+                batch_limit: if variant == Variant::Batch100 {
+                    100
+                } else {
+                    self.args.batch_limit
+                },
+                claim_ahead_ms: self.args.claim_ahead_ms,
+            })?);
+        }
+        wait_for_runners(&pool, replicas, Duration::from_secs(60)).await?;
+        // Warm-up: the window starts at the second whole second from now.
+        let window_start = Utc::now().timestamp() + 3;
+        for child in &mut children {
+            child.start_window(window_start)?;
+        }
+        sleep_until_second(window_start).await;
+        let stats_before = db_stats(&pool, &db.name).await?;
+        let counts_before: Vec<Counts> = proxies.iter().map(|p| p.snapshot()).collect();
+        let pg_cpu_before = postgres_cpu();
+        let waits = sample_waits(&pool, &db.name, window_start + i64::from(seconds)).await?;
+        let pg_cpu = (postgres_cpu() - pg_cpu_before).as_secs_f64() / f64::from(seconds) * 100.0;
+        let stats_after = db_stats(&pool, &db.name).await?;
+        let counts_after: Vec<Counts> = proxies.iter().map(|p| p.snapshot()).collect();
+        let load = load();
+
+        let mut results = Vec::new();
+        for child in children {
+            results.push(child.finish(Duration::from_secs(u64::from(seconds) + 60))?);
+        }
+        let from = DateTime::from_timestamp(window_start, 0).expect("in range");
+        let to = DateTime::from_timestamp(window_start + i64::from(seconds), 0).expect("in range");
+        let row = sqlx::query(
+            "SELECT count(DISTINCT (verb, scheduled_at)) FILTER (WHERE scheduled_at >= $1 AND scheduled_at < $2 \
+                 AND outcome = 'succeeded') AS ran, \
+                 count(*) FILTER (WHERE finished_at >= $1 AND finished_at < $2) AS finished \
+             FROM cron_job_runs",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_one(&pool)
+        .await?;
+        let ran: i64 = row.try_get("ran")?;
+        let finished: i64 = row.try_get("finished")?;
+        pool.close().await;
+
+        let expected = (jobs as i64) * i64::from(seconds);
+        let missed = expected - ran;
+        let hist = results.iter().fold(Histogram::default(), |mut h, r| {
+            h.merge(&r.hist);
+            h
+        });
+        let fired: u64 = results.iter().map(|r| r.fired).sum();
+        let runs_per_s = finished as f64 / f64::from(seconds);
+        let limit = self.limit.lock().unwrap().clone();
+        let of = |batch: u32| {
+            limit
+                .iter()
+                .find(|(b, _)| *b == batch)
+                .map(|(_, rows)| format!("{:.0}%", runs_per_s / rows * 100.0))
+                .unwrap_or_else(|| "—".to_owned())
+        };
+        let delta = stats_after.minus(&stats_before);
+        let per_run = |n: i64| {
+            if finished > 0 {
+                format!("{:.2}", n as f64 / finished as f64)
+            } else {
+                "—".to_owned()
+            }
+        };
+        let (stmts, trips) = if proxies.is_empty() {
+            ("—".to_owned(), "—".to_owned())
+        } else {
+            let mut statements = 0;
+            let mut round_trips = 0;
+            for (after, before) in counts_after.iter().zip(&counts_before) {
+                statements += after.statements - before.statements;
+                round_trips += after.round_trips - before.round_trips;
+            }
+            (per_run(statements as i64), per_run(round_trips as i64))
+        };
+        let cpu: Vec<String> = results
+            .iter()
+            .map(|r| format!("{:.0}", r.cpu_ms as f64 / r.window_ms.max(1) as f64 * 100.0))
+            .collect();
+        let rss: Vec<String> = results
+            .iter()
+            .map(|r| format!("{:.0}", r.rss_kib as f64 / 1024.0))
+            .collect();
+        let mut note = variant.note().to_owned();
+        let dup = fired as i64 - ran;
+        if dup > 0 {
+            note.push_str(&format!("; {dup} handler starts not recorded succeeded"));
+        }
+        let row = format!(
+            "| {jobs} | {replicas} | {note} | {expected} | {missed} | {} | {} | {} | {runs_per_s:.0} | {}/{} \
+             | {} | {} | {stmts} | {trips} | {} | {} | {pg_cpu:.0} | {load} |",
+            ms(hist.quantile(0.50)),
+            ms(hist.quantile(0.99)),
+            ms(hist.max),
+            of(1),
+            of(100),
+            per_run(delta.xact_commit),
+            per_run(delta.tuple_writes),
+            cpu.join(" / "),
+            rss.join(" / "),
+        );
+        let mut waits = waits;
+        if !proxies.is_empty() {
+            waits.push_str(&format!(
+                "\n\n  Statements of replica 1 over the window, per 1,000 runs:\n\n{}",
+                statement_kinds(
+                    &counts_before[0],
+                    &counts_after[0],
+                    finished as f64 / f64::from(replicas as u32) / 1000.0,
+                )
+            ));
+        }
+        drop(proxies);
+        Ok((row, waits))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Direct,
+    Counted,
+    SyncOff,
+    Pool40,
+    Batch100,
+}
+
+impl Variant {
+    fn note(self) -> &'static str {
+        match self {
+            Variant::Direct => "direct",
+            Variant::Counted => "via counting proxy",
+            Variant::SyncOff => "synchronous_commit = off",
+            Variant::Pool40 => "pool of 40 connections",
+            Variant::Batch100 => "batch_limit 100",
+        }
+    }
+}
