@@ -1,172 +1,107 @@
-//! Claiming due jobs (contracts 1, 2, 3 and 5).
+//! Claiming due jobs (G1, G2, G3 and G5, docs/operations.md), and which rows a claim may take.
+//!
+//! The rule is written once per form of the row it reads: for the idle rows a claim reads in SQL,
+//! `claimable_rows!` (`sql/jobs.rs`), used by [`jobs::CLAIM_DUE`] and [`jobs::NEXT_DUE`]; for a row
+//! whose run ends and whose next occurrence is claimed in the same transaction (a chained claim),
+//! [`may_chain`]. Both take only rows whose schedule text this store checked ([`Claimable`]).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
 
-use super::runs::notify_due;
-use super::{PgStore, db};
-use crate::store::rules::{after_skipping, next_after_run};
+use super::end::{End, Held};
+use super::notify::notify_due;
+use super::sql::{clock, jobs, runs};
+use super::{Known, PgStore, db};
+use crate::store::rules::{is_late, next_after_run};
 use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
+use crate::sync::lock;
 
-/// The claim's first statement: the due rows the runner may take, locked. It picks the idle jobs of the
-/// runner's deployment that are due by the database's clock plus `ahead` (active deployment, no run of
-/// the same verb executing under any deployment of the module, not refused by this store since its rows
-/// were last checked), in the order of their occurrence, and locks them without waiting for rows another
-/// replica is claiming. Nothing is written: the store checks each row's schedule text against the rows it
-/// checked, and [`CLAIM_RUNS`] records runs for the rows that pass, in the same transaction.
+/// The rows whose text this store checked (registration, heartbeats), by verb: a claim gives a row a
+/// run only when its `(schedule, timezone)` is still the one checked for its verb, so a row edited since
+/// is never started unchecked.
 ///
-/// A row with a pending trigger (`trigger_requested_at`, set by `cronverb trigger`) is due too, paused or
-/// not: unless a regular occurrence is due at the same time (which then runs and satisfies the trigger),
-/// its run is *manual*: scheduled at the trigger's instant, never late, and it leaves `next_execution`
-/// alone. Regular occurrences and triggers are read apart, each from its own index in the order the
-/// claim takes them, so a claim reads the rows it takes, not every due row of the deployment
-/// (docs/benchmarks.md). A trigger row locked but left out by the final limit stays idle.
-///
-/// The executing verbs of the module's other deployments (the runner's own has one row per verb, the
-/// candidate) are read once into a hashed `NOT IN` (a correlated `NOT EXISTS` was planned as a scan of
-/// every executing row per candidate, because the partial index looks empty to the planner). `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
-/// claim either commits before the takeover reads the old deployment's rows or sees the deployment
-/// inactive.
-pub(super) const CLAIM_DUE: &str = r#"
-WITH regular AS (
-    SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
-           now() - j.next_execution > make_interval(secs => $5) AS late,
-           j.missed = 'skip' AS skip_late
-    FROM cron_jobs j
-    JOIN cron_deployments d ON d.id = j.deployment_id
-    WHERE j.deployment_id = $1
-      AND d.active
-      AND j.state = 'idle'
-      AND NOT j.paused
-      AND j.next_execution IS NOT NULL
-      AND j.next_execution <= now() + make_interval(secs => $2)
-      AND j.id <> ALL($4::bigint[])
-      AND j.verb NOT IN (
-          SELECT o.verb FROM cron_jobs o
-          WHERE o.state = 'executing'
-            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
-            AND o.deployment_id <> $1)
-    ORDER BY j.next_execution, j.id
-    LIMIT $3
-    FOR UPDATE OF j SKIP LOCKED
-    FOR SHARE OF d
-),
-manual AS (
-    SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
-           false AS late, false AS skip_late
-    FROM cron_jobs j
-    JOIN cron_deployments d ON d.id = j.deployment_id
-    WHERE j.deployment_id = $1
-      AND d.active
-      AND j.state = 'idle'
-      AND j.trigger_requested_at IS NOT NULL
-      AND NOT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $2), false)
-      AND j.id <> ALL($4::bigint[])
-      AND j.verb NOT IN (
-          SELECT o.verb FROM cron_jobs o
-          WHERE o.state = 'executing'
-            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
-            AND o.deployment_id <> $1)
-    ORDER BY j.trigger_requested_at, j.id
-    LIMIT $3
-    FOR UPDATE OF j SKIP LOCKED
-    FOR SHARE OF d
-)
-SELECT * FROM regular
-UNION ALL
-SELECT * FROM manual
-ORDER BY scheduled_at, id
-LIMIT $3
-"#;
+/// The check is made here, on the rows the claim locked, rather than in its SQL: matching every row
+/// against a constant array of every checked key makes planning the claim grow with the deployment
+/// (docs/benchmarks.md). A row that fails is *refused*: left idle, and left out of the claims (by id)
+/// until the rows are checked again, which starts a new `Claimable`.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Claimable {
+    rows: HashMap<String, (String, String)>,
+    refused: Arc<Mutex<Vec<i64>>>,
+}
 
-/// The claim's second statement: records one run per accepted row (the unique key on
-/// `(module_name, verb, scheduled_at)` refuses an occurrence that already ran: that row gets no run) and
-/// moves the rows that got one to `executing` with a lease. A late row under `missed = 'skip'` gets a run
-/// recorded `skipped`. The claim clears a pending trigger unless the occurrence it took was skipped.
-///
-/// The rows are the ones [`CLAIM_DUE`] locked, so nothing can change them in between. Its only inputs
-/// are arrays of the same length, so it is prepared once per connection: no large constant to plan.
-/// Both halves reach the job rows through the primary key, one probe per row (the `LIMIT 1` keeps the
-/// lateral subquery from being flattened into a join, and `= ANY($1)` gives the update an index path):
-/// planned for a thousand rows as a join, they were a hash of the whole table, twice (docs/benchmarks.md).
-pub(super) const CLAIM_RUNS: &str = r#"
-WITH due AS (
-    SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[], $4::bool[], $5::bool[])
-        AS d(id, scheduled_at, manual, late, skip)
-),
-runs AS (
-    INSERT INTO cron_job_runs AS r
-        (job_id, deployment_id, module_name, verb, scheduled_at, started_at, finished_at, outcome,
-         runner, runner_id, late, manual)
-    SELECT j.id, j.deployment_id, j.module_name, j.verb, due.scheduled_at,
-           CASE WHEN due.skip THEN NULL ELSE greatest(now(), due.scheduled_at) END,
-           CASE WHEN due.skip THEN now() END,
-           CASE WHEN due.skip THEN 'skipped' ELSE 'running' END,
-           $6, $7, due.late, due.manual
-    FROM due
-    CROSS JOIN LATERAL (
-        SELECT c.id, c.deployment_id, c.module_name, c.verb FROM cron_jobs c WHERE c.id = due.id LIMIT 1
-    ) j
-    ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
-    RETURNING r.id, r.job_id, r.outcome, r.scheduled_at
-)
-UPDATE cron_jobs j
-SET state = 'executing',
-    current_run_id = runs.id,
-    lease_expires_at = greatest(now(), runs.scheduled_at) + make_interval(secs => $8),
-    trigger_requested_at = CASE WHEN runs.outcome = 'skipped' THEN j.trigger_requested_at END
-FROM runs
-WHERE j.id = runs.job_id
-  AND j.id = ANY($1::bigint[])
-RETURNING j.id AS job_id, runs.id AS run_id, runs.outcome, j.lease_expires_at
-"#;
+impl Claimable {
+    pub(super) fn push(&mut self, verb: String, expression: String, zone: String) {
+        self.rows.insert(verb, (expression, zone));
+    }
 
-/// The earliest occurrence (or pending trigger) among the jobs the claim could take next, and the
-/// database's clock as it answers (not `now()`, which stands still at the transaction's start). Each half
-/// reads the first row of its index that passes.
-const NEXT_DUE: &str = r#"
-SELECT clock_timestamp() AS clock, least(
-    (SELECT j.next_execution
-     FROM cron_jobs j
-     JOIN cron_deployments d ON d.id = j.deployment_id
-     WHERE j.deployment_id = $1
-       AND d.active
-       AND j.state = 'idle'
-       AND NOT j.paused
-       AND j.next_execution IS NOT NULL
-       AND j.id <> ALL($2::bigint[])
-       AND j.verb NOT IN (
-           SELECT o.verb FROM cron_jobs o
-           WHERE o.state = 'executing'
-             AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
-             AND o.deployment_id <> $1)
-     ORDER BY j.next_execution, j.id
-     LIMIT 1),
-    (SELECT j.trigger_requested_at
-     FROM cron_jobs j
-     JOIN cron_deployments d ON d.id = j.deployment_id
-     WHERE j.deployment_id = $1
-       AND d.active
-       AND j.state = 'idle'
-       AND j.trigger_requested_at IS NOT NULL
-       AND j.id <> ALL($2::bigint[])
-       AND j.verb NOT IN (
-           SELECT o.verb FROM cron_jobs o
-           WHERE o.state = 'executing'
-             AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
-             AND o.deployment_id <> $1)
-     ORDER BY j.trigger_requested_at, j.id
-     LIMIT 1)
-) AS next_due
-"#;
+    /// Whether a row of `verb` with this text may be claimed.
+    fn contains(&self, verb: &str, expression: &str, zone: &str) -> bool {
+        self.rows
+            .get(verb)
+            .is_some_and(|(e, z)| e == expression && z == zone)
+    }
 
-/// A row [`CLAIM_DUE`] locked.
+    /// The ids of the rows refused since the rows were checked.
+    fn refused(&self) -> Vec<i64> {
+        lock(&self.refused).clone()
+    }
+
+    fn refuse(&self, ids: &[i64]) {
+        let mut refused = lock(&self.refused);
+        for id in ids {
+            if !refused.contains(id) {
+                refused.push(*id);
+            }
+        }
+    }
+}
+
+/// A chained claim: the next occurrences that a batch of finishes claims with them
+/// ([`Store::finish`](crate::store::Store::finish) with a horizon).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Chain<'a> {
+    /// The runner whose runs end, and that claims.
+    pub(super) runner: &'a Runner,
+    /// Its deployment, with the rows it checked.
+    pub(super) known: &'a Known,
+    /// How far after the store's now an occurrence may be.
+    pub(super) ahead: Duration,
+    /// The missed-run tolerance: an occurrence later than this is left to the claim, which records it
+    /// late.
+    pub(super) tolerance: Duration,
+}
+
+/// Whether a chained claim takes `next`, the next occurrence of the job whose run ends on `held`: where
+/// `claimable_rows!` would take the row were it idle, and due within the chain's horizon. The deployment
+/// is active (read after the lock), the row is not paused and has no pending trigger (the claim takes
+/// the trigger), the run that ends is not a manual one, the occurrence is not late, and the row's text
+/// is one this store checked. The row's own verb is the one executing, so no other deployment's is.
+pub(super) fn may_chain(chain: &Chain<'_>, held: &Held, next: DateTime<Utc>) -> bool {
+    held.active
+        && !held.manual
+        && !held.paused
+        && !held.triggered
+        && next <= held.now + chain.ahead
+        && !is_late(next, held.now, chain.tolerance)
+        && chain
+            .known
+            .claimable
+            .contains(&held.verb, &held.expression, &held.zone)
+}
+
+/// A row [`jobs::CLAIM_DUE`] locked.
+#[derive(Debug, sqlx::FromRow)]
 struct Due {
+    #[sqlx(rename = "id")]
     job_id: i64,
     verb: String,
+    #[sqlx(rename = "schedule")]
     expression: String,
+    #[sqlx(rename = "timezone")]
     zone: String,
     scheduled_at: DateTime<Utc>,
     manual: bool,
@@ -174,11 +109,26 @@ struct Due {
     skip_late: bool,
 }
 
-/// What [`CLAIM_RUNS`] recorded for a row.
+impl Due {
+    /// Late under `missed = "skip"`: recorded `skipped`, not run (G5).
+    fn skipped(&self) -> bool {
+        self.late && self.skip_late
+    }
+}
+
+/// What [`runs::CLAIM_RUNS`] recorded for a row.
+#[derive(Debug, sqlx::FromRow)]
 struct Recorded {
+    job_id: i64,
     run_id: i64,
-    outcome: String,
     lease_expires_at: DateTime<Utc>,
+}
+
+/// What [`jobs::NEXT_DUE`] read.
+#[derive(Debug, sqlx::FromRow)]
+struct NextDue {
+    clock: DateTime<Utc>,
+    next_due: Option<DateTime<Utc>>,
 }
 
 impl PgStore {
@@ -197,13 +147,13 @@ impl PgStore {
 
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
         // Planned for its parameters at every execution (`persistent(false)`): a generic plan cannot know
-        // that the limit makes reading the index in order the cheap way. Planning is < 1 ms.
-        let rows = sqlx::query(CLAIM_DUE)
+        // that the limit makes reading the index in order the cheap way.
+        let rows: Vec<Due> = sqlx::query_as(jobs::CLAIM_DUE)
             .persistent(false)
             .bind(runner.deployment_id)
+            .bind(&refused)
             .bind(ahead.as_secs_f64())
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(&refused)
             .bind(settings.missed_tolerance.as_secs_f64())
             .fetch_all(&mut *tx)
             .await
@@ -213,38 +163,22 @@ impl PgStore {
 
         // Only rows whose text this store checked get a run: one edited since is left alone (and not
         // read again until the rows are checked again).
-        let mut due = Vec::with_capacity(rows.len());
-        let mut newly_refused = Vec::new();
-        for row in rows {
-            let row = Due {
-                job_id: row.try_get("id").map_err(db(context()))?,
-                verb: row.try_get("verb").map_err(db(context()))?,
-                expression: row.try_get("schedule").map_err(db(context()))?,
-                zone: row.try_get("timezone").map_err(db(context()))?,
-                scheduled_at: row.try_get("scheduled_at").map_err(db(context()))?,
-                manual: row.try_get("manual").map_err(db(context()))?,
-                late: row.try_get("late").map_err(db(context()))?,
-                skip_late: row.try_get("skip_late").map_err(db(context()))?,
-            };
-            if claimable.contains(&row.verb, &row.expression, &row.zone) {
-                due.push(row);
-            } else {
-                newly_refused.push(row.job_id);
-            }
-        }
+        let (due, newly_refused): (Vec<Due>, Vec<Due>) = rows
+            .into_iter()
+            .partition(|row| claimable.contains(&row.verb, &row.expression, &row.zone));
         if !newly_refused.is_empty() {
-            claimable.refuse(&newly_refused);
+            claimable.refuse(&newly_refused.iter().map(|r| r.job_id).collect::<Vec<_>>());
         }
 
-        let recorded = if due.is_empty() {
+        let recorded: Vec<Recorded> = if due.is_empty() {
             Vec::new()
         } else {
             let ids: Vec<i64> = due.iter().map(|d| d.job_id).collect();
             let at: Vec<DateTime<Utc>> = due.iter().map(|d| d.scheduled_at).collect();
             let manual: Vec<bool> = due.iter().map(|d| d.manual).collect();
             let late: Vec<bool> = due.iter().map(|d| d.late).collect();
-            let skip: Vec<bool> = due.iter().map(|d| d.late && d.skip_late).collect();
-            sqlx::query(CLAIM_RUNS)
+            let skip: Vec<bool> = due.iter().map(Due::skipped).collect();
+            sqlx::query_as(runs::CLAIM_RUNS)
                 .bind(&ids)
                 .bind(&at)
                 .bind(&manual)
@@ -257,23 +191,18 @@ impl PgStore {
                 .await
                 .map_err(db(context()))?
         };
-        let mut runs = std::collections::HashMap::with_capacity(recorded.len());
-        for row in recorded {
-            let job_id: i64 = row.try_get("job_id").map_err(db(context()))?;
-            let run = Recorded {
-                run_id: row.try_get("run_id").map_err(db(context()))?,
-                outcome: row.try_get("outcome").map_err(db(context()))?,
-                lease_expires_at: row.try_get("lease_expires_at").map_err(db(context()))?,
-            };
-            runs.insert(job_id, run);
-        }
+        let mut runs: HashMap<i64, Recorded> =
+            recorded.into_iter().map(|run| (run.job_id, run)).collect();
 
         // In one transaction, now() is the same instant the claim used; read only when a row needs it.
         let mut now: Option<DateTime<Utc>> = None;
         let mut claims = Vec::with_capacity(due.len());
+        // Runs recorded `skipped`, ended below with the others' ends.
+        let mut skipped: Vec<(Held, End<'_>)> = Vec::new();
         // Jobs this claim moved to a later occurrence without a run: the other replicas hear of it.
-        let mut moved: Vec<(String, DateTime<Utc>)> = Vec::new();
+        let mut moved: Vec<(&str, DateTime<Utc>)> = Vec::new();
         for row in due {
+            let skip = row.skipped();
             let Due {
                 job_id,
                 verb,
@@ -293,15 +222,12 @@ impl PgStore {
                         %scheduled_at,
                         "a run of `{verb}` at {scheduled_at} already exists; the trigger is dropped"
                     );
-                    sqlx::query(
-                        "UPDATE cron_jobs SET trigger_requested_at = NULL \
-                         WHERE id = $1 AND trigger_requested_at = $2",
-                    )
-                    .bind(job_id)
-                    .bind(scheduled_at)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db(context()))?;
+                    sqlx::query(jobs::DROP_TRIGGER)
+                        .bind(job_id)
+                        .bind(scheduled_at)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db(context()))?;
                     continue;
                 }
                 // The occurrence already has a run (a changed verb's first occurrence that an old
@@ -313,10 +239,7 @@ impl PgStore {
                 else {
                     continue;
                 };
-                let now = self
-                    .claim_now(&mut tx, &mut now)
-                    .await
-                    .map_err(db(context()))?;
+                let now = claim_now(&mut tx, &mut now).await.map_err(db(context()))?;
                 let next = next_after_run(&schedule, scheduled_at, now);
                 tracing::warn!(
                     job_id,
@@ -324,52 +247,39 @@ impl PgStore {
                     %scheduled_at,
                     "the occurrence of `{verb}` at {scheduled_at} already ran; moving to the next one"
                 );
-                sqlx::query(
-                    "UPDATE cron_jobs SET next_execution = $2 \
-                     WHERE id = $1 AND state = 'idle' AND next_execution = $3",
-                )
-                .bind(job_id)
-                .bind(next)
-                .bind(scheduled_at)
-                .execute(&mut *tx)
-                .await
-                .map_err(db(context()))?;
-                moved.extend(next.map(|next| (known.module.clone(), next)));
-                continue;
-            };
-
-            let action = if run.outcome == "skipped" {
-                // missed = "skip": the run is recorded; reschedule after now, fenced on the run.
-                if let Some(schedule) =
-                    self.shared
-                        .schedules
-                        .of_row(job_id, &verb, &expression, &zone)
-                {
-                    let now = self
-                        .claim_now(&mut tx, &mut now)
-                        .await
-                        .map_err(db(context()))?;
-                    let (next, skipped) = after_skipping(&schedule, scheduled_at, now);
-                    sqlx::query(
-                        "UPDATE cron_jobs \
-                         SET state = 'idle', next_execution = $3, lease_expires_at = NULL, \
-                             current_run_id = NULL \
-                         WHERE id = $1 AND state = 'executing' AND current_run_id = $2",
-                    )
+                sqlx::query(jobs::MOVE_PAST_RAN)
                     .bind(job_id)
-                    .bind(run.run_id)
                     .bind(next)
+                    .bind(scheduled_at)
                     .execute(&mut *tx)
                     .await
                     .map_err(db(context()))?;
-                    sqlx::query("UPDATE cron_job_runs SET skipped = $2 WHERE id = $1")
-                        .bind(run.run_id)
-                        .bind(i32::try_from(skipped).unwrap_or(i32::MAX))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db(context()))?;
-                    moved.extend(next.map(|next| (known.module.clone(), next)));
-                }
+                moved.extend(next.map(|next| (known.module.as_str(), next)));
+                continue;
+            };
+
+            let action = if skip {
+                // missed = "skip": the run ends `skipped` now, and the job goes on after now.
+                let now = claim_now(&mut tx, &mut now).await.map_err(db(context()))?;
+                let held = Held {
+                    job_id,
+                    deployment_id: runner.deployment_id,
+                    module: known.module.clone(),
+                    verb: verb.clone(),
+                    expression,
+                    zone,
+                    next_execution: Some(scheduled_at),
+                    paused: false,
+                    // A trigger pending on the row stays pending: this claim reads it with the next due
+                    // instant, and the executor claims it.
+                    triggered: false,
+                    run_id: Some(run.run_id),
+                    scheduled_at: Some(scheduled_at),
+                    manual: false,
+                    now,
+                    active: true,
+                };
+                skipped.push((held, End::Skipped));
                 ClaimAction::Skipped
             } else {
                 ClaimAction::Run
@@ -384,28 +294,30 @@ impl PgStore {
                 lease_expires_at: run.lease_expires_at,
             });
         }
+        if !skipped.is_empty() {
+            self.write_ends(&mut tx, &skipped, None)
+                .await
+                .map_err(db(context()))?;
+        }
 
         // The database's clock read `clock` at most a one-way trip before `clock_at`: anchoring the
         // local clock there can only make a start late by that trip, never early.
         let (clock, clock_at, next_due) = if full {
             // Due now, rather than the next-due query: the executor claims again at once anyway.
-            let clock: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            let clock: DateTime<Utc> = sqlx::query_scalar(clock::CLOCK)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db(context()))?;
             (clock, tokio::time::Instant::now(), Some(clock))
         } else {
-            let row = sqlx::query(NEXT_DUE)
+            let next: NextDue = sqlx::query_as(jobs::NEXT_DUE)
                 .persistent(false)
                 .bind(runner.deployment_id)
                 .bind(claimable.refused())
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db(context()))?;
-            let clock_at = tokio::time::Instant::now();
-            let clock: DateTime<Utc> = row.try_get("clock").map_err(db(context()))?;
-            let next_due: Option<DateTime<Utc>> = row.try_get("next_due").map_err(db(context()))?;
-            (clock, clock_at, next_due)
+            (next.clock, tokio::time::Instant::now(), next.next_due)
         };
         notify_due(&mut tx, moved).await.map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
@@ -416,18 +328,17 @@ impl PgStore {
             next_due,
         })
     }
+}
 
-    /// The claim transaction's `now()`, read once, when a row first needs it.
-    async fn claim_now(
-        &self,
-        tx: &mut sqlx::PgConnection,
-        now: &mut Option<DateTime<Utc>>,
-    ) -> Result<DateTime<Utc>, sqlx::Error> {
-        if let Some(now) = *now {
-            return Ok(now);
-        }
-        let read: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(tx).await?;
-        *now = Some(read);
-        Ok(read)
+/// The claim transaction's `now()`, read once, when a row first needs it.
+async fn claim_now(
+    tx: &mut sqlx::PgConnection,
+    now: &mut Option<DateTime<Utc>>,
+) -> Result<DateTime<Utc>, sqlx::Error> {
+    if let Some(now) = *now {
+        return Ok(now);
     }
+    let read: DateTime<Utc> = sqlx::query_scalar(clock::NOW).fetch_one(tx).await?;
+    *now = Some(read);
+    Ok(read)
 }

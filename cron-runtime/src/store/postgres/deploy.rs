@@ -1,16 +1,20 @@
-//! Deployments and replicas: registration, heartbeats and takeover (contract 6).
+//! Deployments and replicas: registration, heartbeats and takeover (G6, docs/operations.md).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, Row};
+use sqlx::PgConnection;
 
+use super::claim::Claimable;
+use super::notify::notify;
 use super::schedules::zone_text;
-use super::{Claimable, FORGET_RUNNERS_AFTER, Known, PgStore, db, lock};
+use super::sql::{clock, deployments, jobs, runners};
+use super::{FORGET_RUNNERS_AFTER, Known, PgStore, db};
 use crate::store::{
     Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema, rules,
 };
+use crate::sync::lock;
 
 /// What [`PgStore::check_rows`] saw of the rows the claim may take, for [`Beat`].
 #[derive(Debug, Default)]
@@ -20,88 +24,79 @@ struct Seen {
 }
 
 impl Seen {
-    fn note(
-        &mut self,
-        state: &str,
-        paused: bool,
-        next: Option<DateTime<Utc>>,
-        trigger: Option<DateTime<Utc>>,
-        lease: Option<DateTime<Utc>>,
-    ) {
+    fn note(&mut self, row: &DeploymentRow) {
         fn earliest(a: &mut Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) {
             if let Some(b) = b {
                 *a = Some(a.map_or(b, |a| a.min(b)));
             }
         }
-        if state == "executing" {
-            earliest(&mut self.lease_ends, lease);
+        if row.state == "executing" {
+            earliest(&mut self.lease_ends, row.lease_expires_at);
         } else {
-            earliest(&mut self.next_due, trigger);
-            if !paused {
-                earliest(&mut self.next_due, next);
+            earliest(&mut self.next_due, row.trigger_requested_at);
+            if !row.paused {
+                earliest(&mut self.next_due, row.next_execution);
             }
         }
     }
 }
 
-/// The deployment of a module that should be active: the most recently registered one with a live
-/// replica. Whether the given deployment is active now, and the key of the module's active deployment.
-const ELECTED: &str = r#"
-SELECT (
-    SELECT d.id
-    FROM cron_deployments d
-    WHERE d.module = $1
-      AND EXISTS (
-          SELECT 1 FROM cron_runners r
-          WHERE r.deployment_id = d.id AND r.last_seen >= now() - make_interval(secs => $2))
-    ORDER BY d.created_at DESC, d.id DESC
-    LIMIT 1
-) AS elected,
-(SELECT active FROM cron_deployments WHERE id = $3) AS active,
-(SELECT key FROM cron_deployments WHERE module = $1 AND active) AS active_key
-"#;
-
-const INSERT_JOBS: &str = r#"
-INSERT INTO cron_jobs
-    (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution)
-SELECT $1, $2, u.verb, u.schedule, u.timezone, make_interval(secs => u.timeout), u.missed,
-       u.next_execution
-FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[])
-    AS u(verb, schedule, timezone, timeout, missed, next_execution)
-ON CONFLICT (deployment_id, verb) DO NOTHING
-"#;
-
-/// At a takeover, carries each verb's pause (with its note) and pending trigger from the previous
-/// deployment's row ($2) to the new one's ($1), and clears the triggers left on the previous rows.
-/// Only the rows with something to carry are written: a takeover of 100,000 verbs with no pause
-/// rewrites none (docs/benchmarks.md, "Register"). A row that is not paused has no note and no
-/// `paused_at` (`resume` clears them), so leaving the others alone changes nothing.
-const CARRY_OPERATOR_STATE: &str = r#"
-WITH carried AS (
-    UPDATE cron_jobs n
-    SET paused = n.paused OR o.paused,
-        pause_note = CASE WHEN n.paused THEN n.pause_note ELSE o.pause_note END,
-        paused_at = CASE WHEN n.paused THEN n.paused_at ELSE o.paused_at END,
-        trigger_requested_at = coalesce(n.trigger_requested_at, o.trigger_requested_at)
-    FROM cron_jobs o
-    WHERE n.deployment_id = $1 AND o.deployment_id = $2 AND o.verb = n.verb
-      AND (o.paused OR o.trigger_requested_at IS NOT NULL)
-    RETURNING n.id
-)
-UPDATE cron_jobs SET trigger_requested_at = NULL
-WHERE deployment_id = $2 AND trigger_requested_at IS NOT NULL
-"#;
-
-/// A job row of the previously active deployment, as a takeover carries it.
-#[derive(Debug)]
-struct Previous {
+/// A row of [`jobs::DEPLOYMENT_ROWS`].
+#[derive(Debug, sqlx::FromRow)]
+struct DeploymentRow {
+    id: i64,
+    verb: String,
+    #[sqlx(rename = "schedule")]
     expression: String,
+    #[sqlx(rename = "timezone")]
     zone: String,
-    executing: bool,
+    state: String,
+    paused: bool,
+    next_execution: Option<DateTime<Utc>>,
+    trigger_requested_at: Option<DateTime<Utc>>,
+    lease_expires_at: Option<DateTime<Utc>>,
+}
+
+/// What [`deployments::ELECTED`] read.
+#[derive(Debug, sqlx::FromRow)]
+struct Elected {
+    elected: Option<i64>,
+    active: Option<bool>,
+    active_key: Option<String>,
+}
+
+impl Elected {
+    /// Whether `deployment_id` should take its module over: it is elected and not active yet.
+    fn takes_over(&self, deployment_id: i64) -> bool {
+        self.elected == Some(deployment_id) && self.active == Some(false)
+    }
+}
+
+/// A job row of the previously active deployment, as a takeover carries it ([`jobs::PREVIOUS_ROWS`]).
+#[derive(Debug, sqlx::FromRow)]
+struct Previous {
+    verb: String,
+    #[sqlx(rename = "schedule")]
+    expression: String,
+    #[sqlx(rename = "timezone")]
+    zone: String,
+    state: String,
     /// The run in flight is a manual one (`cronverb trigger`): it did not consume `next_execution`.
     manual: bool,
     next_execution: Option<DateTime<Utc>>,
     start_time: DateTime<Utc>,
+}
+
+/// A job row of the deployment taking its module over ([`jobs::OWN_ROWS`]).
+#[derive(Debug, sqlx::FromRow)]
+struct Own {
+    id: i64,
+    verb: String,
+    #[sqlx(rename = "schedule")]
+    expression: String,
+    #[sqlx(rename = "timezone")]
+    zone: String,
+    state: String,
 }
 
 /// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
@@ -125,8 +120,7 @@ impl KeyConflict {
     }
 }
 
-/// A deployment row with the same key, as [`insert_deployment`] compares it: its schema only when it is
-/// not the same JSON (jsonb equality, so a replica of the same build never reads it back).
+/// A deployment row with the same key, as [`insert_deployment`] compares it ([`deployments::REGISTERED`]).
 #[derive(Debug, sqlx::FromRow)]
 struct Registered {
     id: i64,
@@ -143,29 +137,22 @@ pub(super) async fn insert_deployment(
     spec: &DeploymentSpec,
 ) -> Result<Result<(i64, bool), KeyConflict>, StoreError> {
     let context = || format!("registering deployment `{}`", spec.key);
-    let inserted: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO cron_deployments (key, module, schema) VALUES ($1, $2, $3::jsonb) \
-         ON CONFLICT (key) DO NOTHING RETURNING id",
-    )
-    .bind(&spec.key)
-    .bind(&spec.module)
-    .bind(&spec.schema)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(db(context()))?;
+    let inserted: Option<i64> = sqlx::query_scalar(deployments::INSERT_DEPLOYMENT)
+        .bind(&spec.key)
+        .bind(&spec.module)
+        .bind(&spec.schema)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db(context()))?;
     if let Some(id) = inserted {
         return Ok(Ok((id, true)));
     }
-    let registered: Registered = sqlx::query_as(
-        "SELECT id, module, CASE WHEN schema = $2::jsonb THEN NULL ELSE schema::text END \
-             AS other_schema \
-         FROM cron_deployments WHERE key = $1",
-    )
-    .bind(&spec.key)
-    .bind(&spec.schema)
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db(context()))?;
+    let registered: Registered = sqlx::query_as(deployments::REGISTERED)
+        .bind(&spec.key)
+        .bind(&spec.schema)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db(context()))?;
     if registered.module != spec.module {
         return Ok(Err(KeyConflict::Module {
             registered: registered.module,
@@ -201,7 +188,7 @@ pub(super) async fn insert_jobs(
         missed.push(job.missed.as_str().to_owned());
         next.push(job.schedule.next_after(now));
     }
-    sqlx::query(INSERT_JOBS)
+    sqlx::query(jobs::INSERT_JOBS)
         .bind(deployment_id)
         .bind(&spec.module)
         .bind(&verbs)
@@ -225,7 +212,7 @@ impl PgStore {
             .map_err(StoreError::Invalid)?;
         self.shared.schedules.learn(&spec.jobs);
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
-        let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
+        let now: DateTime<Utc> = sqlx::query_scalar(clock::NOW)
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
@@ -239,15 +226,13 @@ impl PgStore {
                 .await
                 .map_err(db(context()))?;
         }
-        let runner_id: i64 = sqlx::query_scalar(
-            "INSERT INTO cron_runners (deployment_id, host, pid) VALUES ($1, $2, $3) RETURNING id",
-        )
-        .bind(deployment_id)
-        .bind(&self.shared.host)
-        .bind(self.shared.pid)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db(context()))?;
+        let runner_id: i64 = sqlx::query_scalar(runners::INSERT_RUNNER)
+            .bind(deployment_id)
+            .bind(&self.shared.host)
+            .bind(self.shared.pid)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
 
         lock(&self.shared.deployments).insert(
@@ -280,19 +265,15 @@ impl PgStore {
     pub(super) async fn beat(&self, runner: &Runner) -> Result<Beat, StoreError> {
         let known = self.known(runner)?;
         let context = || format!("recording the heartbeat of runner {}", runner.name);
-        // Upsert: a replica that was frozen long enough for its row to be forgotten comes back.
-        sqlx::query(
-            "INSERT INTO cron_runners (id, deployment_id, host, pid) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (id) DO UPDATE SET last_seen = now()",
-        )
-        .bind(runner.id)
-        .bind(runner.deployment_id)
-        .bind(&self.shared.host)
-        .bind(self.shared.pid)
-        .execute(&self.pool)
-        .await
-        .map_err(db(context()))?;
-        sqlx::query("DELETE FROM cron_runners WHERE last_seen < now() - make_interval(secs => $1)")
+        sqlx::query(runners::HEARTBEAT)
+            .bind(runner.id)
+            .bind(runner.deployment_id)
+            .bind(&self.shared.host)
+            .bind(self.shared.pid)
+            .execute(&self.pool)
+            .await
+            .map_err(db(context()))?;
+        sqlx::query(runners::FORGET_RUNNERS)
             .bind(FORGET_RUNNERS_AFTER.as_secs_f64())
             .execute(&self.pool)
             .await
@@ -321,33 +302,23 @@ impl PgStore {
     async fn check_rows(&self, runner: &Runner) -> Result<Seen, StoreError> {
         let known = self.known(runner)?;
         let context = || format!("reading the jobs of deployment {}", runner.deployment_id);
-        let rows = sqlx::query(
-            "SELECT id, verb, schedule, timezone, state, paused, next_execution, \
-                    trigger_requested_at, lease_expires_at \
-             FROM cron_jobs WHERE deployment_id = $1 ORDER BY id",
-        )
-        .bind(runner.deployment_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db(context()))?;
+        let rows: Vec<DeploymentRow> = sqlx::query_as(jobs::DEPLOYMENT_ROWS)
+            .bind(runner.deployment_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db(context()))?;
         let mut claimable = Claimable::default();
         let mut seen = Seen::default();
         for row in rows {
-            let id: i64 = row.try_get("id").map_err(db(context()))?;
-            let verb: String = row.try_get("verb").map_err(db(context()))?;
-            let expression: String = row.try_get("schedule").map_err(db(context()))?;
-            let zone: String = row.try_get("timezone").map_err(db(context()))?;
-            let state: String = row.try_get("state").map_err(db(context()))?;
-            let paused: bool = row.try_get("paused").map_err(db(context()))?;
-            let next: Option<DateTime<Utc>> =
-                row.try_get("next_execution").map_err(db(context()))?;
-            let trigger: Option<DateTime<Utc>> =
-                row.try_get("trigger_requested_at").map_err(db(context()))?;
-            let lease: Option<DateTime<Utc>> =
-                row.try_get("lease_expires_at").map_err(db(context()))?;
-            let claimable_before = claimable.len();
+            let DeploymentRow {
+                id,
+                ref verb,
+                ref expression,
+                ref zone,
+                ..
+            } = row;
             let schedules = &self.shared.schedules;
-            match known.jobs.get(&verb) {
+            let takes = match known.jobs.get(verb) {
                 None => {
                     if schedules.first_report(id, "", "no handler") {
                         tracing::warn!(
@@ -356,30 +327,29 @@ impl PgStore {
                             "job row {id} of `{verb}` has no handler in this build; it is left alone"
                         );
                     }
+                    false
                 }
-                Some(job) if job.expression == expression && zone_text(job) == zone => {
-                    claimable.push(verb, expression, zone);
-                }
+                Some(job) if job.expression == *expression && zone_text(job) == *zone => true,
                 Some(job) => {
-                    if schedules.of_row(id, &verb, &expression, &zone).is_some() {
-                        if schedules.first_report(id, &expression, &zone) {
-                            tracing::warn!(
-                                job_id = id,
-                                verb,
-                                schedule = expression,
-                                timezone = zone,
-                                "job row {id} of `{verb}` says `{expression}` in `{zone}` but this \
-                                 build declares `{}` in `{}`; the row wins",
-                                job.expression,
-                                zone_text(job)
-                            );
-                        }
-                        claimable.push(verb, expression, zone);
+                    let parses = schedules.of_row(id, verb, expression, zone).is_some();
+                    if parses && schedules.first_report(id, expression, zone) {
+                        tracing::warn!(
+                            job_id = id,
+                            verb,
+                            schedule = expression,
+                            timezone = zone,
+                            "job row {id} of `{verb}` says `{expression}` in `{zone}` but this \
+                             build declares `{}` in `{}`; the row wins",
+                            job.expression,
+                            zone_text(job)
+                        );
                     }
+                    parses
                 }
-            }
-            if claimable.len() > claimable_before {
-                seen.note(&state, paused, next, trigger, lease);
+            };
+            if takes {
+                seen.note(&row);
+                claimable.push(row.verb, row.expression, row.zone);
             }
         }
         if let Some(known) = lock(&self.shared.deployments).get_mut(&runner.deployment_id) {
@@ -422,7 +392,7 @@ impl PgStore {
     }
 
     /// Before a claim: if this replica's deployment was not active when last seen, takes the module over
-    /// if it should be now (contract 6). Costs one query, and only while the deployment is inactive.
+    /// if it should be now (G6). Costs one query, and only while the deployment is inactive.
     pub(super) async fn take_over_before_claim(
         &self,
         runner: &Runner,
@@ -435,7 +405,7 @@ impl PgStore {
         Ok(())
     }
 
-    /// Contract 6: takes `module` over in one transaction if `deployment_id` is the most recently
+    /// G6: takes `module` over in one transaction if `deployment_id` is the most recently
     /// registered deployment with a live replica and is not active yet. Returns whether it did.
     async fn take_over_if_elected(
         &self,
@@ -444,116 +414,84 @@ impl PgStore {
     ) -> Result<bool, StoreError> {
         let context = || format!("taking module `{module}` over");
         let liveness = self.liveness();
-        let elected = |row: sqlx::postgres::PgRow| -> Result<bool, sqlx::Error> {
-            let elected: Option<i64> = row.try_get("elected")?;
-            let active: Option<bool> = row.try_get("active")?;
-            Ok(elected == Some(deployment_id) && active == Some(false))
-        };
-        let row = sqlx::query(ELECTED)
+        let seen: Elected = sqlx::query_as(deployments::ELECTED)
             .bind(module)
             .bind(liveness)
             .bind(deployment_id)
             .fetch_one(&self.pool)
             .await
             .map_err(db(context()))?;
-        let active: Option<bool> = row.try_get("active").map_err(db(context()))?;
-        let active_key: Option<String> = row.try_get("active_key").map_err(db(context()))?;
-        self.note_active(deployment_id, active == Some(true), active_key.as_deref());
-        if !elected(row).map_err(db(context()))? {
+        self.note_active(
+            deployment_id,
+            seen.active == Some(true),
+            seen.active_key.as_deref(),
+        );
+        if !seen.takes_over(deployment_id) {
             return Ok(false);
         }
 
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
         // One takeover per module at a time; decide again under the lock.
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('cronverb'), hashtext($1))")
+        sqlx::query(deployments::TAKEOVER_LOCK)
             .bind(module)
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let row = sqlx::query(ELECTED)
+        let seen: Elected = sqlx::query_as(deployments::ELECTED)
             .bind(module)
             .bind(liveness)
             .bind(deployment_id)
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
-        if !elected(row).map_err(db(context()))? {
+        if !seen.takes_over(deployment_id) {
             return Ok(false);
         }
-        let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
+        let now: DateTime<Utc> = sqlx::query_scalar(clock::NOW)
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
 
-        // Lock the previous deployment's rows first: a claim in flight on them commits before we read
-        // them, and later claims see the deployment inactive (they share-lock its row). In the order of
-        // their ids, as finishes and renewals lock them, so that none waits on another in a cycle.
-        let previous_rows = sqlx::query(
-            "SELECT j.verb, j.schedule, j.timezone, j.state, j.next_execution, j.start_time, \
-                 coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), \
-                          false) AS manual \
-             FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
-             WHERE d.module = $1 AND d.active \
-             ORDER BY j.id \
-             FOR UPDATE OF j",
-        )
-        .bind(module)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db(context()))?;
-        let mut previous = HashMap::with_capacity(previous_rows.len());
-        for row in previous_rows {
-            let verb: String = row.try_get("verb").map_err(db(context()))?;
-            let state: String = row.try_get("state").map_err(db(context()))?;
-            previous.insert(
-                verb,
-                Previous {
-                    expression: row.try_get("schedule").map_err(db(context()))?,
-                    zone: row.try_get("timezone").map_err(db(context()))?,
-                    executing: state == "executing",
-                    manual: row.try_get("manual").map_err(db(context()))?,
-                    next_execution: row.try_get("next_execution").map_err(db(context()))?,
-                    start_time: row.try_get("start_time").map_err(db(context()))?,
-                },
-            );
-        }
-        let deactivated: Option<(i64, String)> = sqlx::query_as(
-            "UPDATE cron_deployments SET active = false WHERE module = $1 AND active \
-             RETURNING id, key",
-        )
-        .bind(module)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db(context()))?;
+        // The previous deployment's rows, locked first.
+        let previous_rows: Vec<Previous> = sqlx::query_as(jobs::PREVIOUS_ROWS)
+            .bind(module)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let previous: HashMap<&str, &Previous> = previous_rows
+            .iter()
+            .map(|row| (row.verb.as_str(), row))
+            .collect();
+        let deactivated: Option<(i64, String)> = sqlx::query_as(deployments::DEACTIVATE)
+            .bind(module)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db(context()))?;
         let (previous_id, previous_key) = deactivated.unzip();
 
-        let mine = sqlx::query(
-            "SELECT id, verb, schedule, timezone, state FROM cron_jobs \
-             WHERE deployment_id = $1 ORDER BY id FOR UPDATE",
-        )
-        .bind(deployment_id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db(context()))?;
+        let mine: Vec<Own> = sqlx::query_as(jobs::OWN_ROWS)
+            .bind(deployment_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db(context()))?;
         let mut ids = Vec::with_capacity(mine.len());
         let mut nexts = Vec::with_capacity(mine.len());
         let mut starts = Vec::with_capacity(mine.len());
         for row in mine {
-            let id: i64 = row.try_get("id").map_err(db(context()))?;
-            let verb: String = row.try_get("verb").map_err(db(context()))?;
-            let expression: String = row.try_get("schedule").map_err(db(context()))?;
-            let zone: String = row.try_get("timezone").map_err(db(context()))?;
-            let state: String = row.try_get("state").map_err(db(context()))?;
-            if state == "executing" {
+            if row.state == "executing" {
                 // Reactivated while a run of its own was in flight: that run's finish schedules it.
                 continue;
             }
-            let Some(schedule) = self.shared.schedules.of_row(id, &verb, &expression, &zone) else {
+            let Some(schedule) =
+                self.shared
+                    .schedules
+                    .of_row(row.id, &row.verb, &row.expression, &row.zone)
+            else {
                 continue;
             };
-            let (next, start) = match previous.get(&verb) {
-                Some(p) if p.expression == expression && p.zone == zone => {
-                    let next = if p.executing && !p.manual {
+            let (next, start) = match previous.get(row.verb.as_str()) {
+                Some(p) if p.expression == row.expression && p.zone == row.zone => {
+                    let next = if p.state == "executing" && !p.manual {
                         // Its in-flight occurrence runs under the old deployment; continue after it.
                         p.next_execution.and_then(|at| schedule.next_after(at))
                     } else {
@@ -564,42 +502,32 @@ impl PgStore {
                 // Added or changed: starts from its (new) schedule.
                 _ => (schedule.next_after(now), now),
             };
-            ids.push(id);
+            ids.push(row.id);
             nexts.push(next);
             starts.push(start);
         }
-        sqlx::query(
-            "UPDATE cron_jobs j SET next_execution = u.next_execution, start_time = u.start_time \
-             FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[]) \
-                 AS u(id, next_execution, start_time) \
-             WHERE j.id = u.id AND j.state = 'idle'",
-        )
-        .bind(&ids)
-        .bind(&nexts)
-        .bind(&starts)
-        .execute(&mut *tx)
-        .await
-        .map_err(db(context()))?;
+        sqlx::query(jobs::START_ROWS)
+            .bind(&ids)
+            .bind(&nexts)
+            .bind(&starts)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context()))?;
         if let Some(previous_id) = previous_id {
             // What operators set is per verb: a pause stays, and a trigger not yet taken moves along.
-            sqlx::query(CARRY_OPERATOR_STATE)
+            sqlx::query(jobs::CARRY_OPERATOR_STATE)
                 .bind(deployment_id)
                 .bind(previous_id)
                 .execute(&mut *tx)
                 .await
                 .map_err(db(context()))?;
         }
-        let key: String = sqlx::query_scalar(
-            "UPDATE cron_deployments SET active = true, activated_at = now() WHERE id = $1 \
-             RETURNING key",
-        )
-        .bind(deployment_id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db(context()))?;
-        super::runs::notify(&mut tx, module)
+        let key: String = sqlx::query_scalar(deployments::ACTIVATE)
+            .bind(deployment_id)
+            .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
+        notify(&mut tx, module).await.map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         self.note_active(deployment_id, true, Some(&key));
         match previous_key {

@@ -15,6 +15,7 @@ use tokio::task::AbortHandle;
 
 use super::{DUE_CHANNEL, NOTIFY_CHANNEL, PgStore};
 use crate::store::Change;
+use crate::sync::{lock, read, write};
 
 /// The listening task, started by the first [`PgStore::register`] or `changed()`.
 #[derive(Debug, Default)]
@@ -180,16 +181,4 @@ async fn listen(
             }
         }
     }
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|e| e.into_inner())
-}
-
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -13,17 +13,11 @@ use sqlx::migrate::{Migrate, MigrateError, Migrator};
 use sqlx::{PgConnection, PgExecutor};
 
 use super::admin::admin_db;
+use super::sql::migrations::{MIGRATIONS_TABLE_EXISTS, REQUIRED_MIGRATION};
 use crate::store::StoreError;
 
 /// The embedded migrations that create and upgrade cronverb's tables.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
-
-/// Whether sqlx's table exists where sqlx creates and reads it: in the current schema.
-const MIGRATIONS_TABLE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables \
-     WHERE schemaname = current_schema() AND tablename = '_sqlx_migrations')";
-
-/// The oldest migration a build must know to use the tables (migration 0004).
-const REQUIRED_MIGRATION: &str = "SELECT required_migration FROM cron_compatibility";
 
 /// The newest migration this build embeds.
 pub fn newest_known() -> i64 {

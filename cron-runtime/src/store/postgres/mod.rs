@@ -1,19 +1,30 @@
-//! The PostgreSQL store: the coordinator between replicas (DESIGN §4).
+//! The PostgreSQL store: the coordinator between replicas (docs/operations.md, "The guarantees").
 //!
 //! Every decision that two replicas could race on is one conditional statement or one transaction in the
 //! database, and every instant is the database's `now()`. The tables are created by the embedded
-//! migrations ([`PgStore::migrate`]); docs/operations.md describes them for operators.
+//! migration ([`PgStore::migrate`]); docs/operations.md describes them for operators.
+//!
+//! - `sql/`: every statement, by table family;
+//! - `deploy`: registration, heartbeats and takeover;
+//! - `claim`: claiming due jobs, and which rows a claim may take;
+//! - `end`: the one writer of run ends; `runs`: the paths that end runs (finish, recovery, shutdown);
+//! - `notify` and `listen`: waking the other replicas, and being woken;
+//! - `schedules`: the parsed schedules of job rows; `migrate`: the migrations and their compatibility;
+//! - `admin`: the operator commands.
 
 pub mod admin;
 mod claim;
 mod deploy;
+mod end;
 mod listen;
 mod migrate;
+mod notify;
 mod runs;
 mod schedules;
+mod sql;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -24,6 +35,7 @@ use super::{
     StoreSettings, rules,
 };
 use crate::redact::{redact, scrub};
+use crate::sync::lock;
 use schedules::Schedules;
 
 pub use migrate::{MIGRATOR, newest_known};
@@ -76,55 +88,11 @@ struct Known {
     jobs: HashMap<String, JobSpec>,
     /// The rows whose text this store has checked: the claim takes a row only when its text is still one
     /// of these, so a row edited since is never started unchecked.
-    claimable: Claimable,
+    claimable: claim::Claimable,
     /// Whether the deployment was active when this store last looked. While it is not, every claim first
     /// checks whether it should take the module over, so that a rollback happens as soon as the newer
     /// deployment's last replica shuts down (its NOTIFY wakes the claim), not at the next heartbeat.
     active: bool,
-}
-
-/// The rows whose text this store checked (registration, heartbeats), by verb: the claim gives a row a
-/// run only when its `(schedule, timezone)` is still the one checked for its verb, so a row edited since
-/// is never started unchecked.
-///
-/// The check is made here, on the rows the claim locked, rather than in its SQL: matching every row
-/// against a constant array of 10,000 keys cost the planner 12 ms a claim (docs/benchmarks.md). A row
-/// that fails is *refused*: left idle, and left out of the claims (by id) until the rows are checked
-/// again, which starts a new `Claimable`.
-#[derive(Debug, Clone, Default)]
-struct Claimable {
-    rows: HashMap<String, (String, String)>,
-    refused: Arc<Mutex<Vec<i64>>>,
-}
-
-impl Claimable {
-    fn push(&mut self, verb: String, expression: String, zone: String) {
-        self.rows.insert(verb, (expression, zone));
-    }
-
-    fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    fn contains(&self, verb: &str, expression: &str, zone: &str) -> bool {
-        self.rows
-            .get(verb)
-            .is_some_and(|(e, z)| e == expression && z == zone)
-    }
-
-    /// The ids of the rows refused since the rows were checked.
-    fn refused(&self) -> Vec<i64> {
-        lock(&self.refused).clone()
-    }
-
-    fn refuse(&self, ids: &[i64]) {
-        let mut refused = lock(&self.refused);
-        for id in ids {
-            if !refused.contains(id) {
-                refused.push(*id);
-            }
-        }
-    }
 }
 
 impl PgStore {
@@ -364,7 +332,14 @@ fn without_unread_secrets(url: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Settings and caches stay consistent under a panic elsewhere: every update is one assignment.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
+/// Every SQL statement of the PostgreSQL store, as `(name, SQL)`: the runtime's and the operator
+/// commands'. For the test that prepares each against the migrated schema
+/// (cron-runtime/tests/pg_statements.rs), so that a typo fails the suite.
+#[doc(hidden)]
+pub fn statements() -> Vec<(&'static str, &'static str)> {
+    sql::FAMILIES
+        .iter()
+        .chain([&admin::STATEMENTS])
+        .flat_map(|family| family.iter().copied())
+        .collect()
 }

@@ -1,5 +1,5 @@
 //! The schedules of job rows: parsed once, cached by their text, and reported once when a row's text no
-//! longer parses (contract 8: such a row is reported and left alone).
+//! longer parses (G8, docs/operations.md: such a row is reported and left alone).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use cron_schema::{Schedule, ZonedSchedule, parse_timezone};
 
 use crate::store::JobSpec;
+use crate::sync::lock;
 
 /// Parsed schedules by `(expression, zone)` text, and the bad rows already reported.
 #[derive(Debug, Default)]
@@ -78,9 +79,4 @@ impl Schedules {
 /// The zone as stored in `cron_jobs.timezone`.
 pub(super) fn zone_text(job: &JobSpec) -> String {
     job.zone.name().to_owned()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // The maps are caches: a panic elsewhere cannot leave them wrong, only incomplete.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -60,14 +60,12 @@ pub use crate::store::StoreError;
 /// A field's change between two schemas, as [`ChangedJob::changes`] lists them.
 pub use cron_schema::Change;
 
-/// The database's clock.
-const NOW: &str = "SELECT now()";
+/// The database's clock, as the runtime reads it.
+use super::sql::clock::NOW;
 
 /// Every statement of the operator API, as `(name, SQL)`, for the test that prepares each against the
-/// migrated schema.
-#[cfg(test)]
+/// migrated schema ([`super::statements`]).
 pub(crate) const STATEMENTS: &[(&str, &str)] = &[
-    ("admin::NOW", NOW),
     (
         "admin::deploy::SELECT_MODULE_OF_KEY",
         deploy::SELECT_MODULE_OF_KEY,

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{Admin, AdminError, rfc3339};
 use crate::store::postgres::db;
-use crate::store::postgres::runs::notify;
+use crate::store::postgres::notify::notify;
 
 /// Locks the rows of verb `$2` of module `$1` (one per deployment that has it) and reads whether each is
 /// paused.

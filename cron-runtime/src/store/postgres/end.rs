@@ -1,0 +1,415 @@
+//! Ending runs: the one writer that every path ending a run goes through (G3, G4, G7 and G9,
+//! docs/operations.md). A finish, recovery of an expired lease, shutdown's cancellations and give-backs,
+//! and a run skipped at claim each lock their rows, say how each run ends ([`End`]), and hand them to
+//! [`PgStore::write_ends`], which writes them all with a constant number of set-based statements.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+
+use super::PgStore;
+use super::claim::{Chain, may_chain};
+use super::notify::{notify_due, notify_modules};
+use super::sql::{jobs, runs};
+use crate::store::rules::{after_run, after_skipping, ended_at};
+use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome};
+
+/// A locked job row and the run that holds it, as every path that ends runs reads it
+/// (`held_rows!` in `sql/jobs.rs`).
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct Held {
+    #[sqlx(rename = "id")]
+    pub(super) job_id: i64,
+    pub(super) deployment_id: i64,
+    #[sqlx(rename = "module_name")]
+    pub(super) module: String,
+    pub(super) verb: String,
+    #[sqlx(rename = "schedule")]
+    pub(super) expression: String,
+    #[sqlx(rename = "timezone")]
+    pub(super) zone: String,
+    pub(super) next_execution: Option<DateTime<Utc>>,
+    pub(super) paused: bool,
+    /// A trigger is pending (`cronverb trigger`): when the row goes idle, the claim must take it.
+    pub(super) triggered: bool,
+    #[sqlx(rename = "current_run_id")]
+    pub(super) run_id: Option<i64>,
+    pub(super) scheduled_at: Option<DateTime<Utc>>,
+    /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
+    pub(super) manual: bool,
+    /// The transaction's `now()`.
+    pub(super) now: DateTime<Utc>,
+    /// Whether the row's deployment is active, read by the caller after the lock
+    /// ([`sql::deployments::ACTIVE`](super::sql::deployments::ACTIVE)).
+    #[sqlx(skip)]
+    pub(super) active: bool,
+}
+
+/// How a held run ends.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum End<'a> {
+    /// Recorded with `outcome` and `error`, ended at `at` ([`Finish::ended_at`]; the store's now when
+    /// `None`, and never later): its job is idle again with its next occurrence after that (G3).
+    ///
+    /// [`Finish::ended_at`]: crate::store::Finish::ended_at
+    Recorded {
+        outcome: Outcome,
+        error: Option<&'a str>,
+        at: Option<DateTime<Utc>>,
+    },
+    /// Recorded `skipped` at its claim (`missed = "skip"`, G5): ended now, and its own occurrence counts
+    /// among the skipped ones.
+    Skipped,
+    /// Claimed ahead and never started (G9): its record is dropped and its job goes back to idle at that
+    /// occurrence (a manual run's trigger is pending again), or, when its deployment is no longer active,
+    /// to the active deployment's row of the verb.
+    GivenBack,
+}
+
+/// How a held run ends, as [`PgStore::ending`] computes it.
+#[derive(Debug, Clone, Copy)]
+struct Ending {
+    /// When it ended: `finished_at`.
+    at: DateTime<Utc>,
+    /// The job's `next_execution` from now on (the row's own when its schedule does not parse).
+    next: Option<DateTime<Utc>>,
+    skipped: u32,
+    /// The row's schedule parses.
+    parsed: bool,
+}
+
+impl Ending {
+    /// The next occurrence reported in [`Finished::Recorded`]: none for a row that does not parse. It is
+    /// also where the active deployment's unchanged verb continues after a run of an inactive one.
+    fn reported_next(&self) -> Option<DateTime<Utc>> {
+        if self.parsed { self.next } else { None }
+    }
+
+    /// `cron_job_runs.skipped`.
+    fn skipped_column(&self) -> i32 {
+        i32::try_from(self.skipped).unwrap_or(i32::MAX)
+    }
+}
+
+/// What [`PgStore::write_ends`] wrote: one result per run, in order, and the occurrences it claimed.
+#[derive(Debug)]
+pub(super) struct Written {
+    /// [`Finished::Recorded`] for every run, with its job's next occurrence and the occurrences it
+    /// skipped (none for a run given back).
+    pub(super) results: Vec<Finished>,
+    pub(super) claimed: Option<Claimed>,
+}
+
+/// The `cron_jobs` columns the writer sets ([`jobs::END_JOBS`]), one array per column.
+#[derive(Debug, Default)]
+struct JobColumns {
+    ids: Vec<i64>,
+    next: Vec<Option<DateTime<Utc>>>,
+    triggers: Vec<Option<DateTime<Utc>>>,
+}
+
+impl JobColumns {
+    fn push(&mut self, id: i64, next: Option<DateTime<Utc>>, trigger: Option<DateTime<Utc>>) {
+        self.ids.push(id);
+        self.next.push(next);
+        self.triggers.push(trigger);
+    }
+}
+
+/// The `cron_job_runs` columns the writer sets ([`runs::END_RUNS`]), one array per column.
+#[derive(Debug, Default)]
+struct RunColumns<'a> {
+    ids: Vec<i64>,
+    outcomes: Vec<&'a str>,
+    errors: Vec<Option<&'a str>>,
+    skipped: Vec<i32>,
+    ended: Vec<DateTime<Utc>>,
+}
+
+/// The runs given back ([`runs::DROP_RUNS`], [`jobs::GIVE_BACK_TO_ACTIVE`]), one array per column.
+#[derive(Debug, Default)]
+struct GivenBack {
+    runs: Vec<i64>,
+    jobs: Vec<i64>,
+    at: Vec<DateTime<Utc>>,
+    manual: Vec<bool>,
+}
+
+/// The verbs of the active deployments that continue after runs of inactive ones
+/// ([`jobs::CONTINUE_CARRIED`]), one array per column.
+#[derive(Debug, Default)]
+struct Carried<'a> {
+    modules: Vec<&'a str>,
+    verbs: Vec<&'a str>,
+    expressions: Vec<&'a str>,
+    zones: Vec<&'a str>,
+    next: Vec<DateTime<Utc>>,
+}
+
+/// A row of [`runs::CHAIN_RUNS`].
+#[derive(Debug, sqlx::FromRow)]
+struct ChainedRun {
+    run_id: i64,
+    job_id: i64,
+    lease_expires_at: DateTime<Utc>,
+    /// The database's clock as it returned the row.
+    clock: DateTime<Utc>,
+}
+
+impl PgStore {
+    /// How a held run ends at `end`: its job's next occurrence and the occurrences it skipped (G3, G5),
+    /// and when it ended (a recorded run: when its handler ended, never after the store's now).
+    fn ending(&self, held: &Held, end: End<'_>) -> Ending {
+        let at = match end {
+            End::Recorded { at, .. } => ended_at(at, held.now),
+            End::Skipped | End::GivenBack => held.now,
+        };
+        let scheduled_at = held.scheduled_at.or(held.next_execution).unwrap_or(at);
+        if let End::GivenBack = end {
+            // The occurrence is the job's again; a manual run never took `next_execution`.
+            let next = if held.manual {
+                held.next_execution
+            } else {
+                Some(scheduled_at)
+            };
+            return Ending {
+                at,
+                next,
+                skipped: 0,
+                parsed: true,
+            };
+        }
+        let schedule =
+            self.shared
+                .schedules
+                .of_row(held.job_id, &held.verb, &held.expression, &held.zone);
+        let (next, skipped) = match &schedule {
+            // A manual run leaves the regular schedule alone: the job keeps its next occurrence if it
+            // is still ahead; one that came while the run was executing is skipped (overlap), and so
+            // are the ones after it up to now. A paused job keeps its row as it is (resume reschedules).
+            Some(schedule) if held.manual => match held.next_execution {
+                Some(regular) if regular > at || held.paused => (Some(regular), 0),
+                Some(regular) => after_skipping(schedule, regular, at),
+                None => (None, 0),
+            },
+            Some(schedule) if matches!(end, End::Skipped) => {
+                after_skipping(schedule, scheduled_at, at)
+            }
+            Some(schedule) => after_run(schedule, scheduled_at, at),
+            // A row whose schedule no longer parses keeps its `next_execution` (G8).
+            None => (held.next_execution, 0),
+        };
+        Ending {
+            at,
+            next,
+            skipped,
+            parsed: schedule.is_some(),
+        }
+    }
+
+    /// Ends the runs of `ends` on their rows, which the caller holds locked in this transaction, with
+    /// one statement per table and kind of write whatever their number: the job rows
+    /// ([`jobs::END_JOBS`]), the runs recorded ([`runs::END_RUNS`]) or dropped ([`runs::DROP_RUNS`],
+    /// [`jobs::GIVE_BACK_TO_ACTIVE`]), the active deployment's verbs that continue after runs of an
+    /// inactive one ([`jobs::CONTINUE_CARRIED`]), and the notifications: the modules whose jobs may be
+    /// due now (a run of an inactive deployment ended, a trigger was made while the run was claimed, an
+    /// occurrence was given back), and when the jobs that went back to idle are next due.
+    ///
+    /// With a [`Chain`], the same statements also claim each recorded job's next occurrence where
+    /// [`may_chain`] says a claim would take it ([`runs::CHAIN_RUNS`]): the job moves from the ended
+    /// run to the new one and stays executing. All of that is read on the locked rows, and nothing can
+    /// change it before the commit: a pause or a trigger waits for the row locks, and a takeover locks
+    /// the rows first.
+    pub(super) async fn write_ends(
+        &self,
+        tx: &mut PgConnection,
+        ends: &[(Held, End<'_>)],
+        chain: Option<Chain<'_>>,
+    ) -> Result<Written, sqlx::Error> {
+        let mut results = Vec::with_capacity(ends.len());
+        let mut jobs = JobColumns::default();
+        let mut runs = RunColumns::default();
+        let mut given_back = GivenBack::default();
+        let mut carried = Carried::default();
+        let mut woken: Vec<&str> = Vec::new();
+        // The jobs that go back to idle unless their next occurrence is chained: (index in `jobs`,
+        // module, next occurrence), for `DUE_CHANNEL`.
+        let mut idle: Vec<(usize, &str, DateTime<Utc>)> = Vec::new();
+        // The verb and next occurrence of each job whose next occurrence is claimed, by job id.
+        let mut chained: HashMap<i64, (&str, DateTime<Utc>)> = HashMap::new();
+        for (held, end) in ends {
+            let ending = self.ending(held, *end);
+            let (outcome, error) = match *end {
+                End::Recorded { outcome, error, .. } => (outcome, error),
+                End::Skipped => (Outcome::Skipped, None),
+                End::GivenBack => {
+                    let at = held.scheduled_at.unwrap_or(ending.at);
+                    jobs.push(held.job_id, ending.next, held.manual.then_some(at));
+                    given_back.runs.extend(held.run_id);
+                    given_back.jobs.push(held.job_id);
+                    given_back.at.push(at);
+                    given_back.manual.push(held.manual);
+                    if !woken.contains(&held.module.as_str()) {
+                        woken.push(&held.module);
+                    }
+                    results.push(Finished::Recorded {
+                        next_execution: ending.next,
+                        skipped: 0,
+                    });
+                    continue;
+                }
+            };
+            if let (Some(chain), Some(next), End::Recorded { .. }) =
+                (&chain, ending.reported_next(), end)
+                && may_chain(chain, held, next)
+            {
+                chained.insert(held.job_id, (held.verb.as_str(), next));
+            }
+            if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
+                idle.push((jobs.ids.len(), &held.module, next));
+            }
+            jobs.push(held.job_id, ending.next, None);
+            if let Some(run_id) = held.run_id {
+                runs.ids.push(run_id);
+                runs.outcomes.push(outcome.as_str());
+                runs.errors.push(error);
+                runs.skipped.push(ending.skipped_column());
+                runs.ended.push(ending.at);
+            }
+            if !held.active {
+                // The verb may be waiting under the active deployment (G6): continue it and wake it.
+                if let Some(next) = ending.reported_next() {
+                    carried.modules.push(&held.module);
+                    carried.verbs.push(&held.verb);
+                    carried.expressions.push(&held.expression);
+                    carried.zones.push(&held.zone);
+                    carried.next.push(next);
+                }
+                if !woken.contains(&held.module.as_str()) {
+                    woken.push(&held.module);
+                }
+            } else if held.triggered && !woken.contains(&held.module.as_str()) {
+                // The trigger was made while the run was claimed: the claim takes it now.
+                woken.push(&held.module);
+            }
+            results.push(Finished::Recorded {
+                next_execution: ending.reported_next(),
+                skipped: ending.skipped,
+            });
+        }
+        if jobs.ids.is_empty() {
+            return Ok(Written {
+                results,
+                claimed: None,
+            });
+        }
+
+        // The next occurrences claimed with the ends, and the runs recorded for them.
+        let mut chained_runs: Vec<Option<i64>> = vec![None; jobs.ids.len()];
+        let mut leases: Vec<Option<DateTime<Utc>>> = vec![None; jobs.ids.len()];
+        let claimed = match chain {
+            Some(chain) if !chained.is_empty() => {
+                let position: HashMap<i64, usize> = jobs
+                    .ids
+                    .iter()
+                    .enumerate()
+                    .map(|(i, id)| (*id, i))
+                    .collect();
+                let (ids, at): (Vec<i64>, Vec<DateTime<Utc>>) =
+                    chained.iter().map(|(id, (_, at))| (*id, *at)).unzip();
+                let rows: Vec<ChainedRun> = sqlx::query_as(runs::CHAIN_RUNS)
+                    .bind(&ids)
+                    .bind(&at)
+                    .bind(&chain.runner.name)
+                    .bind(chain.runner.id)
+                    .bind(self.lease())
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let now_at = tokio::time::Instant::now();
+                let mut claims = Vec::with_capacity(rows.len());
+                // The database's clock as it returned the last row: at most a trip before `now_at`.
+                let mut clock: Option<DateTime<Utc>> = None;
+                for row in rows {
+                    clock = Some(clock.map_or(row.clock, |c| c.max(row.clock)));
+                    let (Some((verb, scheduled_at)), Some(&i)) =
+                        (chained.remove(&row.job_id), position.get(&row.job_id))
+                    else {
+                        continue;
+                    };
+                    chained_runs[i] = Some(row.run_id);
+                    leases[i] = Some(row.lease_expires_at);
+                    claims.push(Claim {
+                        run_id: row.run_id,
+                        job_id: row.job_id,
+                        verb: verb.to_owned(),
+                        scheduled_at,
+                        late: false,
+                        action: ClaimAction::Run,
+                        lease_expires_at: row.lease_expires_at,
+                    });
+                }
+                // The runs of one instant together, as a claim returns them.
+                claims.sort_by_key(|claim| (claim.scheduled_at, claim.job_id));
+                match clock {
+                    Some(now) if !claims.is_empty() => Some(Claimed {
+                        claims,
+                        now,
+                        now_at,
+                        next_due: None,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+
+        sqlx::query(jobs::END_JOBS)
+            .bind(&jobs.ids)
+            .bind(&jobs.next)
+            .bind(&chained_runs)
+            .bind(&leases)
+            .bind(&jobs.triggers)
+            .execute(&mut *tx)
+            .await?;
+        if !runs.ids.is_empty() {
+            sqlx::query(runs::END_RUNS)
+                .bind(&runs.ids)
+                .bind(&runs.outcomes)
+                .bind(&runs.errors)
+                .bind(&runs.skipped)
+                .bind(&runs.ended)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if !given_back.jobs.is_empty() {
+            sqlx::query(runs::DROP_RUNS)
+                .bind(&given_back.runs)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(jobs::GIVE_BACK_TO_ACTIVE)
+                .bind(&given_back.jobs)
+                .bind(&given_back.at)
+                .bind(&given_back.manual)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if !carried.modules.is_empty() {
+            sqlx::query(jobs::CONTINUE_CARRIED)
+                .bind(&carried.modules)
+                .bind(&carried.verbs)
+                .bind(&carried.expressions)
+                .bind(&carried.zones)
+                .bind(&carried.next)
+                .execute(&mut *tx)
+                .await?;
+        }
+        notify_modules(tx, &woken).await?;
+        let idle = idle
+            .into_iter()
+            .filter(|(i, _, _)| chained_runs[*i].is_none())
+            .map(|(_, module, next)| (module, next));
+        notify_due(tx, idle).await?;
+        Ok(Written { results, claimed })
+    }
+}

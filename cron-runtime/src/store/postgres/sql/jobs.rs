@@ -1,0 +1,341 @@
+//! `cron_jobs`: one verb of one deployment with its schedule state. Registration, the claim's reads,
+//! takeover, leases, and the job side of ending runs.
+
+/// Which rows a claim may take (G2, G3 and G6, docs/operations.md): the idle job rows of deployment
+/// `$1` while it is the active one, less the ids `$2` this store refused since it last checked its rows,
+/// and less the verbs executing under any other deployment of the module (no overlap across a deploy).
+/// Reads `cron_jobs j` joined to its deployment `d`; a statement adds which occurrence is due, a regular
+/// one (`regular_occurrence!`) or a pending trigger (`pending_trigger!`), and how far ahead.
+///
+/// The executing verbs of the module's other deployments (the runner's own has one row per verb, the
+/// candidate) are read once into a hashed `NOT IN`: a correlated `NOT EXISTS` is planned as a scan of
+/// every executing row per candidate, because the partial index looks empty to the planner.
+///
+/// A row whose run ends and whose next occurrence is claimed in the same transaction (a chained claim)
+/// is still executing, so this cannot read it: `claim::may_chain` applies the same rule to it.
+macro_rules! claimable_rows {
+    () => {
+        "FROM cron_jobs j
+    JOIN cron_deployments d ON d.id = j.deployment_id
+    WHERE j.deployment_id = $1
+      AND d.active
+      AND j.state = 'idle'
+      AND j.id <> ALL($2::bigint[])
+      AND j.verb NOT IN (
+          SELECT o.verb FROM cron_jobs o
+          WHERE o.state = 'executing'
+            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
+            AND o.deployment_id <> $1)"
+    };
+}
+
+/// A claimable row has a regular occurrence to run: it is not paused and its schedule has one left. The
+/// predicate of the index `cron_jobs_due`, which holds them in the order the claim takes them.
+macro_rules! regular_occurrence {
+    () => {
+        "
+      AND NOT j.paused
+      AND j.next_execution IS NOT NULL"
+    };
+}
+
+/// A claimable row has a pending trigger (`cronverb trigger`), paused or not. The predicate of the index
+/// `cron_jobs_triggered`.
+macro_rules! pending_trigger {
+    () => {
+        "
+      AND j.trigger_requested_at IS NOT NULL"
+    };
+}
+
+/// The columns of a locked job row and of the run that holds it (`end::Held`), from `cron_jobs j` and
+/// `cron_job_runs r`: every path that ends runs reads its rows through it. `manual` is false for a row
+/// whose run is not recorded. Whether the deployment is active is read after the lock
+/// ([`ACTIVE`](super::deployments::ACTIVE)).
+macro_rules! held_rows {
+    () => {
+        "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
+       j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, r.scheduled_at,
+       coalesce(r.manual, false) AS manual, now() AS now
+FROM cron_jobs j
+LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"
+    };
+}
+
+statements! { "jobs";
+    /// The job rows of deployment `$1` of module `$2`, one per element of the arrays `$3`..`$8`
+    /// (verb, expression, zone, timeout in seconds, missed-run policy, first occurrence). A row that
+    /// exists is left as it is.
+    INSERT_JOBS = "
+INSERT INTO cron_jobs
+    (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution)
+SELECT $1, $2, u.verb, u.schedule, u.timezone, make_interval(secs => u.timeout), u.missed,
+       u.next_execution
+FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[])
+    AS u(verb, schedule, timezone, timeout, missed, next_execution)
+ON CONFLICT (deployment_id, verb) DO NOTHING
+";
+
+    /// The rows of deployment `$1` as a replica checks them (registration, heartbeats): their schedule
+    /// text, and when they are next due or their lease ends.
+    DEPLOYMENT_ROWS = "
+SELECT id, verb, schedule, timezone, state, paused, next_execution, trigger_requested_at,
+       lease_expires_at
+FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
+";
+
+    /// The claim's first statement: the due rows runner deployment `$1` may take (less the refused ids
+    /// `$2`), locked. It picks the claimable rows (`claimable_rows!`) due by the database's clock plus `$3`
+    /// seconds, in the order of their occurrence, at most `$4`, and locks them without waiting for rows
+    /// another replica is claiming. A regular occurrence claimed more than `$5` seconds after its instant
+    /// is late. Nothing is written: the store checks each row's schedule text against the rows it checked,
+    /// and [`CLAIM_RUNS`](super::runs::CLAIM_RUNS) records runs for the rows that pass, in the same
+    /// transaction.
+    ///
+    /// A row with a pending trigger is due too, paused or not: unless a regular occurrence is due at the
+    /// same time (which then runs and satisfies the trigger), its run is *manual*: scheduled at the
+    /// trigger's instant, never late, and it leaves `next_execution` alone. Regular occurrences and
+    /// triggers are read apart, each from its own index in the order the claim takes them, so a claim
+    /// reads the rows it takes, not every due row of the deployment (docs/benchmarks.md). A trigger row
+    /// locked but left out by the final limit stays idle.
+    ///
+    /// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
+    /// claim either commits before the takeover reads the old deployment's rows or sees the deployment
+    /// inactive.
+    CLAIM_DUE = concat!("
+WITH regular AS (
+    SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
+           now() - j.next_execution > make_interval(secs => $5) AS late,
+           j.missed = 'skip' AS skip_late
+    ", claimable_rows!(), regular_occurrence!(), "
+      AND j.next_execution <= now() + make_interval(secs => $3)
+    ORDER BY j.next_execution, j.id
+    LIMIT $4
+    FOR UPDATE OF j SKIP LOCKED
+    FOR SHARE OF d
+),
+manual AS (
+    SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
+           false AS late, false AS skip_late
+    ", claimable_rows!(), pending_trigger!(), "
+      AND NOT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $3), false)
+    ORDER BY j.trigger_requested_at, j.id
+    LIMIT $4
+    FOR UPDATE OF j SKIP LOCKED
+    FOR SHARE OF d
+)
+SELECT * FROM regular
+UNION ALL
+SELECT * FROM manual
+ORDER BY scheduled_at, id
+LIMIT $4
+");
+
+    /// The earliest occurrence (or pending trigger) among the rows deployment `$1`'s claim could take
+    /// next (less the refused ids `$2`), and the database's clock as it answers (not `now()`, which
+    /// stands still at the transaction's start). Each half reads the first row of its index that passes.
+    NEXT_DUE = concat!("
+SELECT clock_timestamp() AS clock, least(
+    (SELECT j.next_execution
+    ", claimable_rows!(), regular_occurrence!(), "
+    ORDER BY j.next_execution, j.id
+    LIMIT 1),
+    (SELECT j.trigger_requested_at
+    ", claimable_rows!(), pending_trigger!(), "
+    ORDER BY j.trigger_requested_at, j.id
+    LIMIT 1)
+) AS next_due
+");
+
+    /// Drops the trigger of row `$1` pending at `$2`, whose instant is exactly one of a run already
+    /// recorded.
+    DROP_TRIGGER = "
+UPDATE cron_jobs SET trigger_requested_at = NULL
+WHERE id = $1 AND trigger_requested_at = $2
+";
+
+    /// Moves idle row `$1` from its occurrence `$3`, which already has a run, to `$2`.
+    MOVE_PAST_RAN = "
+UPDATE cron_jobs SET next_execution = $2
+WHERE id = $1 AND state = 'idle' AND next_execution = $3
+";
+
+    /// Takeover: the rows of module `$1`'s active deployment, locked first (a claim in flight on them
+    /// commits before they are read, and later claims see the deployment inactive: they share-lock its
+    /// row), in the order of their ids, as finishes and renewals lock them, so that none waits on another
+    /// in a cycle. With whether the run in flight is a manual one.
+    PREVIOUS_ROWS = "
+SELECT j.verb, j.schedule, j.timezone, j.state, j.next_execution, j.start_time,
+       coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false) AS manual
+FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
+WHERE d.module = $1 AND d.active
+ORDER BY j.id
+FOR UPDATE OF j
+";
+
+    /// Takeover: the rows of the deployment `$1` taking the module over, locked in the order of their ids.
+    OWN_ROWS = "
+SELECT id, verb, schedule, timezone, state FROM cron_jobs
+WHERE deployment_id = $1 ORDER BY id FOR UPDATE
+";
+
+    /// Takeover: where each idle row of `$1` starts, and since when its schedule counts (`$2`, `$3`).
+    START_ROWS = "
+UPDATE cron_jobs j SET next_execution = u.next_execution, start_time = u.start_time
+FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[]) AS u(id, next_execution, start_time)
+WHERE j.id = u.id AND j.state = 'idle'
+";
+
+    /// At a takeover, carries each verb's pause (with its note) and pending trigger from the previous
+    /// deployment's row ($2) to the new one's ($1), and clears the triggers left on the previous rows.
+    /// Only the rows with something to carry are written: a takeover of 100,000 verbs with no pause
+    /// rewrites none (docs/benchmarks.md, "Register"). A row that is not paused has no note and no
+    /// `paused_at` (`resume` clears them), so leaving the others alone changes nothing.
+    CARRY_OPERATOR_STATE = "
+WITH carried AS (
+    UPDATE cron_jobs n
+    SET paused = n.paused OR o.paused,
+        pause_note = CASE WHEN n.paused THEN n.pause_note ELSE o.pause_note END,
+        paused_at = CASE WHEN n.paused THEN n.paused_at ELSE o.paused_at END,
+        trigger_requested_at = coalesce(n.trigger_requested_at, o.trigger_requested_at)
+    FROM cron_jobs o
+    WHERE n.deployment_id = $1 AND o.deployment_id = $2 AND o.verb = n.verb
+      AND (o.paused OR o.trigger_requested_at IS NOT NULL)
+    RETURNING n.id
+)
+UPDATE cron_jobs SET trigger_requested_at = NULL
+WHERE deployment_id = $2 AND trigger_requested_at IS NOT NULL
+";
+
+    /// The rows that the runs `$1` of jobs `$2` (one pair per element) still hold for runner `$3`,
+    /// locked in the order of their ids, so that two transactions locking several rows never wait on
+    /// each other in a cycle. A finish reads them.
+    HELD_BY_RUNS = concat!(held_rows!(), "
+WHERE (j.current_run_id, j.id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
+  AND j.state = 'executing'
+  AND r.runner_id = $3
+ORDER BY j.id
+FOR UPDATE OF j
+");
+
+    /// The rows that the runs `$1` still hold for runner `$2`, locked in the order of their ids. A give
+    /// back reads them.
+    HELD_BY_RUN_IDS = concat!(held_rows!(), "
+WHERE j.current_run_id = ANY($1)
+  AND j.state = 'executing'
+  AND r.runner_id = $2
+ORDER BY j.id
+FOR UPDATE OF j
+");
+
+    /// The executing rows of deployment `$1`, locked in the order of their ids (shutdown). On `cron_jobs`
+    /// alone: a lock that waited on a finish then sees the row as that finish left it.
+    LOCK_EXECUTING = "
+SELECT j.id FROM cron_jobs j
+WHERE j.deployment_id = $1 AND j.state = 'executing'
+ORDER BY j.id
+FOR UPDATE
+";
+
+    /// Every row that runner `$1`'s runs still hold in deployment `$2` (shutdown, after
+    /// [`LOCK_EXECUTING`]).
+    HELD_BY_RUNNER = concat!(held_rows!(), "
+WHERE j.deployment_id = $2
+  AND j.state = 'executing'
+  AND r.runner_id = $1
+ORDER BY j.id
+");
+
+    /// Executing rows whose lease expired, oldest first, at most `$2`, skipping rows another replica is
+    /// recovering and the bad rows `$1` already seen in this pass.
+    EXPIRED = concat!(held_rows!(), "
+WHERE j.state = 'executing'
+  AND j.lease_expires_at < now()
+  AND j.id <> ALL($1::bigint[])
+ORDER BY j.lease_expires_at
+LIMIT $2
+FOR UPDATE OF j SKIP LOCKED
+");
+
+    /// Extends by `$3` seconds the leases of the runs `$1` that runner `$2` holds; returns their ids. The
+    /// rows are locked in the order of their ids, as a batch of finishes locks them, so that the two never
+    /// wait on each other in a cycle.
+    RENEW = "
+WITH held AS (
+    SELECT j.id, r.id AS run_id
+    FROM cron_job_runs r
+    JOIN cron_jobs j ON j.id = r.job_id AND j.current_run_id = r.id
+    WHERE r.id = ANY($1)
+      AND r.runner_id = $2
+      AND j.state = 'executing'
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE cron_jobs j
+SET lease_expires_at = greatest(j.lease_expires_at, now() + make_interval(secs => $3))
+FROM held
+WHERE j.id = held.id
+RETURNING held.run_id
+";
+
+    /// The job side of ending runs, one element of each array per run (`end::write`): each job is idle
+    /// with its next occurrence, or executing the run [`CHAIN_RUNS`](super::runs::CHAIN_RUNS) recorded
+    /// for that occurrence, with that run's lease. A run given back leaves its trigger pending again
+    /// (the last array; NULL for the others, which keep the row's own).
+    END_JOBS = "
+UPDATE cron_jobs j
+SET state = CASE WHEN e.run_id IS NULL THEN 'idle' ELSE 'executing' END,
+    next_execution = e.next_execution,
+    current_run_id = e.run_id,
+    lease_expires_at = e.lease_expires_at,
+    trigger_requested_at = coalesce(j.trigger_requested_at, e.trigger_requested_at)
+FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::timestamptz[], $5::timestamptz[])
+    AS e(id, next_execution, run_id, lease_expires_at, trigger_requested_at)
+WHERE j.id = e.id
+";
+
+    /// After runs of jobs `$1` scheduled at `$2` were given back (`$3`: manual runs): an occurrence given
+    /// back by a deployment that is no longer active goes to the active deployment's row of the verb, if
+    /// its schedule is unchanged (the takeover carried that row past the occurrence then in flight); a
+    /// manual run's trigger goes there in any case. As a takeover would have carried them, had the runs
+    /// not been claimed.
+    GIVE_BACK_TO_ACTIVE = "
+UPDATE cron_jobs n
+SET next_execution = CASE WHEN g.manual THEN n.next_execution
+        ELSE least(n.next_execution, g.scheduled_at) END,
+    trigger_requested_at = CASE WHEN g.manual
+        THEN coalesce(n.trigger_requested_at, g.scheduled_at) ELSE n.trigger_requested_at END
+FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[]) AS g(id, scheduled_at, manual),
+     cron_jobs o, cron_deployments od, cron_deployments nd
+WHERE o.id = g.id
+  AND od.id = o.deployment_id
+  AND NOT od.active
+  AND nd.module = o.module_name
+  AND nd.active
+  AND n.deployment_id = nd.id
+  AND n.verb = o.verb
+  AND n.state = 'idle'
+  AND (g.manual OR (n.schedule = o.schedule AND n.timezone = o.timezone))
+";
+
+    /// After runs of an inactive deployment end, the active deployment's unchanged verbs continue after
+    /// them, one element of each array per run: the carried occurrence (the one after the run's) moves to
+    /// the run's next occurrence, so the occurrences the run overlapped are skipped there too rather than
+    /// run late. A verb runs under one deployment at a time (G3), so no two elements name the same verb
+    /// of a module.
+    CONTINUE_CARRIED = "
+UPDATE cron_jobs n
+SET next_execution = c.next_execution
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
+       AS c(module_name, verb, schedule, timezone, next_execution),
+     cron_deployments d
+WHERE d.id = n.deployment_id
+  AND d.active
+  AND n.module_name = c.module_name
+  AND n.verb = c.verb
+  AND n.schedule = c.schedule
+  AND n.timezone = c.timezone
+  AND n.state = 'idle'
+  AND n.next_execution < c.next_execution
+";
+}

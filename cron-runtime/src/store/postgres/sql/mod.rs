@@ -1,0 +1,42 @@
+//! Every SQL statement of the PostgreSQL store, one module per table family, each statement a named,
+//! documented constant. A fragment that several statements share is a macro that expands to a string
+//! literal, so a statement is one `concat!` and still a `&'static str` that PostgreSQL prepares once per
+//! connection.
+//!
+//! Each module declares its statements through [`statements!`], which also lists them in the module's
+//! `STATEMENTS`; [`super::statements`] gathers those lists for the test that prepares every statement
+//! against the migrated schema (cron-runtime/tests/pg_statements.rs).
+
+/// Declares a module's statements as constants, and lists them as `STATEMENTS: &[(name, SQL)]`, the
+/// names prefixed with `$family` (`runs::END_RUNS`), so that no statement can be left out of the list.
+macro_rules! statements {
+    ($family:literal; $( $(#[$doc:meta])* $name:ident = $sql:expr; )*) => {
+        $(
+            $(#[$doc])*
+            pub(in crate::store::postgres) const $name: &str = $sql;
+        )*
+
+        /// Every statement of this module, as `(name, SQL)`.
+        pub(in crate::store::postgres) const STATEMENTS: &[(&str, &str)] =
+            &[$((concat!($family, "::", stringify!($name)), $name)),*];
+    };
+}
+
+pub(super) mod clock;
+pub(super) mod deployments;
+pub(super) mod jobs;
+pub(super) mod migrations;
+pub(super) mod notify;
+pub(super) mod runners;
+pub(super) mod runs;
+
+/// Every statement of the store's runtime side, as `(name, SQL)`.
+pub(super) const FAMILIES: &[&[(&str, &str)]] = &[
+    clock::STATEMENTS,
+    deployments::STATEMENTS,
+    jobs::STATEMENTS,
+    migrations::STATEMENTS,
+    notify::STATEMENTS,
+    runners::STATEMENTS,
+    runs::STATEMENTS,
+];

@@ -1,0 +1,17 @@
+//! `cron_runners`: the live replicas, by heartbeat.
+
+statements! { "runners";
+    /// Registers a replica of deployment `$1` on host `$2` with process id `$3`; returns its id.
+    INSERT_RUNNER = "INSERT INTO cron_runners (deployment_id, host, pid) VALUES ($1, $2, $3) RETURNING id";
+
+    /// A heartbeat of runner `$1`. An upsert: a replica that was frozen long enough for its row to be
+    /// forgotten comes back with the same id.
+    HEARTBEAT = "INSERT INTO cron_runners (id, deployment_id, host, pid) VALUES ($1, $2, $3, $4)
+ON CONFLICT (id) DO UPDATE SET last_seen = now()";
+
+    /// Forgets the replicas not seen for `$1` seconds.
+    FORGET_RUNNERS = "DELETE FROM cron_runners WHERE last_seen < now() - make_interval(secs => $1)";
+
+    /// Removes runner `$1` (shutdown).
+    DELETE_RUNNER = "DELETE FROM cron_runners WHERE id = $1";
+}

@@ -1,0 +1,84 @@
+//! `cron_job_runs`: the run history. Runs are recorded by a claim (or a chained claim) and ended by
+//! `end::write`, which every path that ends a run goes through.
+
+statements! { "runs";
+    /// The claim's second statement: records one run per accepted row, one element of each array per
+    /// row (job, scheduled instant, manual, late, skipped), by runner `$6` (id `$7`), and moves the rows
+    /// that got one to `executing` with a lease of `$8` seconds from the later of now and the run's
+    /// instant. The unique key on `(module_name, verb, scheduled_at)` refuses an occurrence that already
+    /// ran: that row gets no run. A late row under `missed = 'skip'` gets a run with no start, which the
+    /// claim ends `skipped` at once; the claim clears a pending trigger unless the occurrence it took is
+    /// skipped.
+    ///
+    /// The rows are the ones [`CLAIM_DUE`](super::jobs::CLAIM_DUE) locked, so nothing can change them in
+    /// between. Its only inputs are arrays of the same length, so it is prepared once per connection: no
+    /// large constant to plan. Both halves reach the job rows through the primary key, one probe per row
+    /// (the `LIMIT 1` keeps the lateral subquery from being flattened into a join, and `= ANY($1)` gives
+    /// the update an index path), where joins would hash the whole table for a batch of a thousand rows
+    /// (docs/benchmarks.md).
+    CLAIM_RUNS = "
+WITH due AS (
+    SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[], $4::bool[], $5::bool[])
+        AS d(id, scheduled_at, manual, late, skip)
+),
+runs AS (
+    INSERT INTO cron_job_runs AS r
+        (job_id, deployment_id, module_name, verb, scheduled_at, started_at, outcome, runner,
+         runner_id, late, manual)
+    SELECT j.id, j.deployment_id, j.module_name, j.verb, due.scheduled_at,
+           CASE WHEN due.skip THEN NULL ELSE greatest(now(), due.scheduled_at) END,
+           'running', $6, $7, due.late, due.manual
+    FROM due
+    CROSS JOIN LATERAL (
+        SELECT c.id, c.deployment_id, c.module_name, c.verb FROM cron_jobs c WHERE c.id = due.id LIMIT 1
+    ) j
+    ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
+    RETURNING r.id, r.job_id, r.started_at, r.scheduled_at
+)
+UPDATE cron_jobs j
+SET state = 'executing',
+    current_run_id = runs.id,
+    lease_expires_at = greatest(now(), runs.scheduled_at) + make_interval(secs => $8),
+    trigger_requested_at = CASE WHEN runs.started_at IS NULL THEN j.trigger_requested_at END
+FROM runs
+WHERE j.id = runs.job_id
+  AND j.id = ANY($1::bigint[])
+RETURNING j.id AS job_id, runs.id AS run_id, j.lease_expires_at
+";
+
+    /// The runs of the next occurrences that a batch of ended runs claims (a chained claim), one per
+    /// job of `$1` at its instant of `$2`, by runner `$3` (id `$4`) with a lease of `$5` seconds, unless
+    /// the occurrence already has one. Which jobs may be claimed is decided on the locked rows before
+    /// (`claim::may_chain`). Reaches the rows by primary key, as
+    /// [`CLAIM_RUNS`] does. Returns the database's clock as it answers.
+    CHAIN_RUNS = "
+INSERT INTO cron_job_runs AS r
+    (job_id, deployment_id, module_name, verb, scheduled_at, started_at, outcome, runner,
+     runner_id, late, manual)
+SELECT j.id, j.deployment_id, j.module_name, j.verb, e.scheduled_at,
+       greatest(now(), e.scheduled_at), 'running', $3, $4, false, false
+FROM unnest($1::bigint[], $2::timestamptz[]) AS e(id, scheduled_at)
+CROSS JOIN LATERAL (
+    SELECT c.id, c.deployment_id, c.module_name, c.verb FROM cron_jobs c WHERE c.id = e.id LIMIT 1
+) j
+ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
+RETURNING r.id AS run_id, r.job_id,
+          greatest(now(), r.scheduled_at) + make_interval(secs => $5) AS lease_expires_at,
+          clock_timestamp() AS clock
+";
+
+    /// The run side of ending runs, one element of each array per run (`end::write`): how each ended
+    /// (outcome, error, occurrences skipped) and when, never before it started. Only a run still
+    /// `running` is written.
+    END_RUNS = "
+UPDATE cron_job_runs r
+SET outcome = e.outcome, error = e.error, skipped = e.skipped,
+    finished_at = greatest(r.started_at, e.ended)
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[])
+     AS e(id, outcome, error, skipped, ended)
+WHERE r.id = e.id AND r.outcome = 'running'
+";
+
+    /// Drops the records of the runs `$1`, given back before they started (`end::write`).
+    DROP_RUNS = "DELETE FROM cron_job_runs WHERE id = ANY($1::bigint[])";
+}
