@@ -13,9 +13,6 @@ use sqlx::{Arguments, PgPool};
 
 use crate::AnyResult;
 
-/// The claim and the next-due query, as the store runs them (read from its source for `EXPLAIN`).
-const CLAIM_SOURCE: &str = include_str!("../../cron-runtime/src/store/postgres/claim.rs");
-
 pub(crate) async fn make_due(pool: &PgPool, deployment_id: i64, n: i64) -> AnyResult<()> {
     sqlx::query(
         "UPDATE cron_jobs SET next_execution = now() - interval '1 second' \
@@ -53,13 +50,11 @@ pub(crate) fn deployment_spec(
     })
 }
 
-/// A `const NAME: &str = r#"…"#;` of the store's source.
-fn statement_of(source: &str, name: &str) -> Option<String> {
-    let start = source.find(&format!("const {name}: &str = r#\""))?;
-    let body = &source[start..];
-    let open = body.find("r#\"")? + 3;
-    let close = body[open..].find("\"#")?;
-    Some(body[open..open + close].to_owned())
+/// The store's statement `name` (`jobs::CLAIM_DUE`), as it runs it.
+fn statement_of(name: &str) -> Option<&'static str> {
+    cron_runtime::store::postgres::statements()
+        .into_iter()
+        .find_map(|(n, sql)| (n == name).then_some(sql))
 }
 
 /// Records each claimed run `succeeded` with its own [`Store::finish`], one after the other, timing each.
@@ -100,9 +95,10 @@ pub(crate) async fn explain_claim_n(
     due: i64,
     generic: bool,
 ) -> String {
-    let statements = ["CLAIM_DUE", "CLAIM_RUNS", "NEXT_DUE"].map(|n| statement_of(CLAIM_SOURCE, n));
+    let statements = ["jobs::CLAIM_DUE", "runs::CLAIM_RUNS", "jobs::NEXT_DUE"].map(statement_of);
     let [Some(claim_due), Some(claim_runs), Some(next_due)] = statements else {
-        return "CLAIM_DUE, CLAIM_RUNS or NEXT_DUE was not found in claim.rs\n".to_owned();
+        return "CLAIM_DUE, CLAIM_RUNS or NEXT_DUE is not among the store's statements\n"
+            .to_owned();
     };
     let explained = async {
         let mut tx = pool.begin().await?;
@@ -120,15 +116,15 @@ pub(crate) async fn explain_claim_n(
         .bind(due)
         .execute(&mut *tx)
         .await?;
-        // The store's parameters: the runner's deployment, 0.5 s ahead, 1,000 rows, none refused, a
+        // The store's parameters: the runner's deployment, none refused, 0.5 s ahead, 1,000 rows, a
         // missed-run tolerance of 60 s.
         let claim_due_args = || -> Result<PgArguments, sqlx::Error> {
             let mut args = PgArguments::default();
             args.add(runner.deployment_id)
                 .map_err(sqlx::Error::Encode)?;
+            args.add(Vec::<i64>::new()).map_err(sqlx::Error::Encode)?;
             args.add(0.5f64).map_err(sqlx::Error::Encode)?;
             args.add(1000i64).map_err(sqlx::Error::Encode)?;
-            args.add(Vec::<i64>::new()).map_err(sqlx::Error::Encode)?;
             args.add(60.0f64).map_err(sqlx::Error::Encode)?;
             Ok(args)
         };
