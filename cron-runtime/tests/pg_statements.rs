@@ -2,7 +2,7 @@
 //! analyzes and plans each one (`PREPARE`), so a typo in a table, a column or a parameter's type fails
 //! here, naming the statement, rather than in the one test that happens to run it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use cron_runtime::store::postgres::statements;
 use sqlx::{Executor, PgPool};
@@ -36,9 +36,13 @@ fn each_statement_has_one_name_and_is_written_once() {
         assert!(all.iter().any(|(n, _)| *n == name), "{name} is not listed");
     }
     let mut names = HashSet::new();
-    let mut texts = HashSet::new();
+    let mut texts = HashMap::new();
+    let mut repeated = Vec::new();
     for (name, sql) in &all {
         assert!(names.insert(name), "{name} is listed twice");
-        assert!(texts.insert(sql), "{name} repeats another statement");
+        if let Some(first) = texts.insert(sql, name) {
+            repeated.push(format!("{name} repeats {first}"));
+        }
     }
+    assert!(repeated.is_empty(), "{}", repeated.join("\n"));
 }

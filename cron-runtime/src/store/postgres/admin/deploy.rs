@@ -14,6 +14,7 @@ use crate::job::{Fields, Timeout, job_spec};
 use crate::store::postgres::db;
 use crate::store::postgres::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use crate::store::postgres::schedules::zone_text;
+use crate::store::postgres::sql::deployments;
 use crate::store::{DeploymentSpec, JobSpec, check_job_count};
 
 /// The module deployment `$1` is registered for.
@@ -23,9 +24,6 @@ pub(super) const SELECT_MODULE_OF_KEY: &str = "SELECT module FROM cron_deploymen
 pub(super) const SELECT_DEPLOYED_JOBS: &str = "\
     SELECT verb, schedule, timezone, next_execution FROM cron_jobs \
     WHERE deployment_id = $1 ORDER BY verb";
-
-/// Whether deployment `$1` is its module's active one.
-pub(super) const SELECT_IS_ACTIVE: &str = "SELECT active FROM cron_deployments WHERE id = $1";
 
 /// The key and registered schema of module `$1`'s active deployment, as an [`ActiveSchema`].
 pub(super) const SELECT_ACTIVE_SCHEMA: &str =
@@ -186,7 +184,7 @@ impl Admin {
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let active: bool = sqlx::query_scalar(SELECT_IS_ACTIVE)
+        let active: bool = sqlx::query_scalar(deployments::ACTIVE)
             .bind(deployment_id)
             .fetch_one(&mut *tx)
             .await

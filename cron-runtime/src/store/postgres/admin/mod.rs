@@ -74,7 +74,6 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
         "admin::deploy::SELECT_DEPLOYED_JOBS",
         deploy::SELECT_DEPLOYED_JOBS,
     ),
-    ("admin::deploy::SELECT_IS_ACTIVE", deploy::SELECT_IS_ACTIVE),
     (
         "admin::deploy::SELECT_ACTIVE_SCHEMA",
         deploy::SELECT_ACTIVE_SCHEMA,
