@@ -18,14 +18,14 @@ pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Locks `lock` for reading, taking it over if it is poisoned (see the [module docs](self)).
 #[inline]
-#[allow(dead_code)] // For the stores' `RwLock`s.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // The PostgreSQL store's `RwLock`s.
 pub(crate) fn read<T: ?Sized>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Locks `lock` for writing, taking it over if it is poisoned (see the [module docs](self)).
 #[inline]
-#[allow(dead_code)] // For the stores' `RwLock`s.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // The PostgreSQL store's `RwLock`s.
 pub(crate) fn write<T: ?Sized>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
-use super::claim::Claimable;
+use super::claimable::Claimable;
 use super::notify::notify;
 use super::schedules::zone_text;
 use super::sql::{clock, deployments, jobs, runners};

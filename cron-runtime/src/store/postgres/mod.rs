@@ -14,8 +14,10 @@
 
 pub mod admin;
 mod claim;
+mod claimable;
 mod deploy;
 mod end;
+mod held;
 mod listen;
 mod migrate;
 mod notify;
@@ -88,7 +90,7 @@ struct Known {
     jobs: HashMap<String, JobSpec>,
     /// The rows whose text this store has checked: the claim takes a row only when its text is still one
     /// of these, so a row edited since is never started unchecked.
-    claimable: claim::Claimable,
+    claimable: claimable::Claimable,
     /// Whether the deployment was active when this store last looked. While it is not, every claim first
     /// checks whether it should take the module over, so that a rollback happens as soon as the newer
     /// deployment's last replica shuts down (its NOTIFY wakes the claim), not at the next heartbeat.

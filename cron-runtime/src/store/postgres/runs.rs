@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use sqlx::PgConnection;
 
-use super::claim::Chain;
-use super::end::{End, Held};
+use super::claimable::Chain;
+use super::end::End;
+use super::held::Held;
 use super::notify::{notify_deployment, notify_modules};
 use super::sql::{deployments, jobs, runners};
 use super::{PgStore, RECOVERY_BATCH, db};

@@ -1,0 +1,34 @@
+//! The row of a job that a run holds, locked, as every path that ends runs reads it.
+
+use chrono::{DateTime, Utc};
+
+/// A locked job row and the run that holds it, as every path that ends runs reads it
+/// (`held_rows!` in `sql/jobs.rs`).
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct Held {
+    #[sqlx(rename = "id")]
+    pub(super) job_id: i64,
+    pub(super) deployment_id: i64,
+    #[sqlx(rename = "module_name")]
+    pub(super) module: String,
+    pub(super) verb: String,
+    #[sqlx(rename = "schedule")]
+    pub(super) expression: String,
+    #[sqlx(rename = "timezone")]
+    pub(super) zone: String,
+    pub(super) next_execution: Option<DateTime<Utc>>,
+    pub(super) paused: bool,
+    /// A trigger is pending (`cronverb trigger`): when the row goes idle, the claim must take it.
+    pub(super) triggered: bool,
+    #[sqlx(rename = "current_run_id")]
+    pub(super) run_id: Option<i64>,
+    pub(super) scheduled_at: Option<DateTime<Utc>>,
+    /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
+    pub(super) manual: bool,
+    /// The transaction's `now()`.
+    pub(super) now: DateTime<Utc>,
+    /// Whether the row's deployment is active, read by the caller after the lock
+    /// ([`sql::deployments::ACTIVE`](super::sql::deployments::ACTIVE)).
+    #[sqlx(skip)]
+    pub(super) active: bool,
+}
