@@ -343,10 +343,12 @@ impl RuntimeBuilder {
                     .filter(|k| !k.is_empty())
             })
             .unwrap_or_else(|| format!("{module}+{:08x}", fingerprint(&schema)));
+        // As JSON text only: the schema's tree of thousands of verbs is not kept while the runtime is built.
+        let schema = serde_json::to_string(&schema).expect("a schema always serializes");
         let deployment = DeploymentSpec {
             key,
             module: module.clone(),
-            schema: serde_json::to_string(&schema).expect("a schema always serializes"),
+            schema,
             // Moved in from `validated` by `Plan::new`.
             jobs: Vec::new(),
         };
