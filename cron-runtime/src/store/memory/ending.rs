@@ -1,8 +1,6 @@
 //! The end of runs in memory: finish, lease renewal, recovery of expired leases, give-back and shutdown.
 //! Each is fenced on the run that holds the job, and each writes through [`State::end_run`].
 
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
@@ -57,45 +55,37 @@ impl State {
         Some((next, skipped))
     }
 
-    /// A run of a deployment that is no longer active ended: the active deployment's row of the verb,
-    /// carried past the occurrence then in flight (G6, docs/operations.md), goes on at the run's next
-    /// occurrence when that is later, so that an occurrence the run skipped is not run after all.
-    fn continue_carried(&mut self, job_id: i64, next: DateTime<Utc>) {
+    /// The active deployment's idle row of the verb of `job_id`, with the same schedule, when `job_id`
+    /// belongs to a deployment that is no longer active: the row the takeover carried past the
+    /// occurrence then in flight (G6, docs/operations.md).
+    fn carried_row(&self, job_id: i64) -> Option<i64> {
         let job = &self.jobs[&job_id];
         if self.deployments[&job.deployment_id].active {
-            return;
+            return None;
         }
-        let module = Arc::clone(&job.module);
-        let carried = self
-            .active_deployment(&module)
+        self.active_deployment(&job.module)
             .and_then(|d| d.jobs.get(&job.spec.verb).copied())
             .filter(|id| {
                 let row = &self.jobs[id];
-                row.executing.is_none()
-                    && same_schedule(&row.spec, &job.spec)
-                    && row.next_execution.is_some_and(|at| at < next)
-            });
+                row.executing.is_none() && same_schedule(&row.spec, &job.spec)
+            })
+    }
+
+    /// A run of a deployment that is no longer active ended: the carried row goes on at the run's next
+    /// occurrence when that is later, so that an occurrence the run skipped is not run after all.
+    fn continue_carried(&mut self, job_id: i64, next: DateTime<Utc>) {
+        let carried = self
+            .carried_row(job_id)
+            .filter(|id| self.jobs[id].next_execution.is_some_and(|at| at < next));
         if let Some(id) = carried {
             self.set_idle(id, Some(next));
         }
     }
 
-    /// An occurrence given back by a deployment that is no longer active goes to the active deployment's
-    /// row of the verb when its schedule is unchanged: the takeover carried that row past the occurrence,
-    /// then in flight.
+    /// An occurrence given back by a deployment that is no longer active goes to the carried row, so
+    /// that the active deployment runs it.
     fn give_to_active(&mut self, job_id: i64, scheduled_at: DateTime<Utc>) {
-        let job = &self.jobs[&job_id];
-        if self.deployments[&job.deployment_id].active {
-            return;
-        }
-        let module = Arc::clone(&job.module);
-        let carried = self
-            .active_deployment(&module)
-            .and_then(|d| d.jobs.get(&job.spec.verb).copied())
-            .filter(|id| {
-                let row = &self.jobs[id];
-                row.executing.is_none() && same_schedule(&row.spec, &job.spec)
-            });
+        let carried = self.carried_row(job_id);
         if let Some(id) = carried {
             let next = self.jobs[&id]
                 .next_execution
