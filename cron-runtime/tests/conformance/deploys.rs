@@ -180,27 +180,48 @@ pub async fn concurrent_first_replicas_take_over_once(h: impl StoreUnderTest) {
 pub async fn a_run_ending_under_an_inactive_deployment_wakes_the_active_one(
     h: impl StoreUnderTest,
 ) {
-    let v1 = deployment("billing@1", vec![job("a", SECONDLY), job("b", SECONDLY)]);
-    let v2 = deployment("billing@2", vec![job("a", SECONDLY), job("b", SECONDLY)]);
-    let (old, r1) = replica(&h, &v1).await;
-    let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(100)).await;
-    let in_flight = claim(&old, &r1).await;
-    assert_eq!(in_flight.claims.len(), 2);
-    let (new, r2) = replica(&h, &v2).await;
+    late_run_under_an_inactive_deployment(&h, &["a", "b"], SECONDLY, 1).await;
+}
 
-    // Both runs end together, after the occurrence the takeover carried: they overlapped it.
-    sleep_until(&h, at + ms(1_500)).await;
-    let finishes = [
-        succeeded(claim_of(&in_flight, "a")),
-        succeeded(claim_of(&in_flight, "b")),
-    ];
+/// The same with a module of one job due every 3 s: the run overlaps one occurrence three seconds on.
+pub async fn a_single_low_frequency_job_ending_under_an_inactive_deployment_goes_on_past_what_it_skipped(
+    h: impl StoreUnderTest,
+) {
+    late_run_under_an_inactive_deployment(&h, &["a"], "*/3 * * * * *", 3).await;
+}
+
+/// Runs of `verbs` (due every `period` seconds) claimed under `billing@1`, then `billing@2` takes the
+/// module over, then the runs end after the next occurrence, which they overlapped: the finish wakes
+/// the active deployment, and each verb goes on there where the run left it, never at the occurrence
+/// that ran nor at the one it skipped.
+async fn late_run_under_an_inactive_deployment(
+    h: &impl StoreUnderTest,
+    verbs: &[&str],
+    expression: &str,
+    period: i64,
+) {
+    let jobs = |verbs: &[&str]| verbs.iter().map(|v| job(v, expression)).collect();
+    let v1 = deployment("billing@1", jobs(verbs));
+    let v2 = deployment("billing@2", jobs(verbs));
+    let (old, r1) = replica(h, &v1).await;
+    let at = h.next_execution(MODULE, verbs[0]).await.unwrap();
+    sleep_until(h, at + ms(100)).await;
+    let in_flight = claim(&old, &r1).await;
+    assert_eq!(in_flight.claims.len(), verbs.len());
+    let (new, r2) = replica(h, &v2).await;
+
+    // The runs end together, after the occurrence the takeover carried: they overlapped it.
+    sleep_until(h, at + ms(period * 1_000 + 500)).await;
+    let finishes: Vec<Finish> = verbs
+        .iter()
+        .map(|verb| succeeded(claim_of(&in_flight, verb)))
+        .collect();
     let (results, change) = woken_by(&new, finish_all(&old, &r1, &finishes)).await;
     assert!(
         change.is_some(),
         "the finish of an old deployment's runs must wake the active one"
     );
-    for (verb, result) in ["a", "b"].into_iter().zip(results) {
+    for (verb, result) in verbs.iter().zip(results) {
         let Finished::Recorded {
             next_execution: Some(after_run),
             skipped: 1,
@@ -208,8 +229,6 @@ pub async fn a_run_ending_under_an_inactive_deployment_wakes_the_active_one(
         else {
             panic!("`{verb}`: {result:?}")
         };
-        // The verb goes on under the active deployment where the run left it: never at the occurrence
-        // that already ran, nor at the one it skipped.
         let next = h.next_execution(MODULE, verb).await.expect("idle");
         assert!(next > at, "`{verb}`: {next}");
         assert_eq!(

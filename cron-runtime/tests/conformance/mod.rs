@@ -129,6 +129,7 @@ macro_rules! every_case {
         $test!(after_a_rollback_the_older_deployment_takes_over_by_itself);
         $test!(concurrent_first_replicas_take_over_once);
         $test!(a_run_ending_under_an_inactive_deployment_wakes_the_active_one);
+        $test!(a_single_low_frequency_job_ending_under_an_inactive_deployment_goes_on_past_what_it_skipped);
     };
 }
 pub(crate) use every_case;
