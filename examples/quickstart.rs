@@ -3,8 +3,10 @@
 //!     cargo run --example quickstart
 //!
 //! Runs until Ctrl-C. `QUICKSTART_SECONDS=10` (or `cargo run --example quickstart -- 10`) stops it by
-//! itself after ten seconds. With `DATABASE_URL` set, the replicas coordinate through PostgreSQL; without
-//! it, the jobs run in this process's memory.
+//! itself after ten seconds. With `DATABASE_URL` set, state is kept in that database: `postgres://…`
+//! and the replicas coordinate through PostgreSQL; `sqlite://target/quickstart.db` (with
+//! `--features sqlite`) and it lives in one file, across restarts. Without it, the jobs run in this
+//! process's memory.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

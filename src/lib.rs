@@ -54,17 +54,24 @@
 pub use cron_macros::cron;
 #[doc = include_str!("../docs/testing.md")]
 pub use cron_runtime::TestContext;
+/// The operator API (`PgStore::admin`, `SqliteStore::admin`): `deploy`, `status`, `runs`, `pause`,
+/// `resume`, `trigger` and `prune`, with the error and report types they return.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub use cron_runtime::admin;
 pub use cron_runtime::redact;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 pub use cron_runtime::schema;
 /// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use cron_runtime::sqlx;
 #[cfg(feature = "postgres")]
 pub use cron_runtime::store::postgres::PgStore;
-/// The operator API ([`PgStore::admin`]): `deploy`, `status`, `runs`, `pause`, `resume`, `trigger` and
-/// `prune`, with the error and report types they return.
-#[cfg(feature = "postgres")]
-pub use cron_runtime::store::postgres::admin;
+/// The SQLite store (feature `sqlite`): durable state in one file for the processes of one host
+/// (docs/runtime.md, "Which store"). The runtime opens it from a `sqlite://` URL
+/// ([`RuntimeBuilder::database_url`]).
+#[cfg(feature = "sqlite")]
+pub use cron_runtime::store::sqlite::SqliteStore;
 pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord, StoreError, StoreSettings};
 pub use cron_runtime::{
     BuildError, Context, DEFAULT_MODULE, IntoOutcome, Job, JobError, JobOptions, Runtime,

@@ -515,10 +515,13 @@ fn no_form_of_connection_string_shows_its_password() {
         ("sslpassword=S3cretPW host=127.0.0.1".to_owned(), 2),
     ];
     for (url, code) in &forms {
-        for command in ["status", "migrate", "runs", "prune", "trigger"] {
+        for command in ["status", "migrate", "runs", "prune", "trigger", "dashboard"] {
             let mut args = vec![command, "--database-url", url.as_str()];
             if command == "trigger" {
                 args.insert(1, "billing::heartbeat");
+            }
+            if command == "dashboard" {
+                args.extend(["--listen", "127.0.0.1:0"]);
             }
             let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
                 .args(&args)

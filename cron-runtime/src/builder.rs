@@ -63,8 +63,8 @@ impl JobOptions {
 pub struct RuntimeBuilder {
     module: Option<String>,
     deployment: Option<String>,
-    #[cfg(feature = "postgres")]
-    postgres: Postgres,
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    database: Database,
     memory_store: Option<MemoryStore>,
     registered_jobs: bool,
     jobs: Vec<Declared>,
@@ -77,8 +77,8 @@ impl fmt::Debug for RuntimeBuilder {
         let mut f = f.debug_struct("RuntimeBuilder");
         f.field("module", &self.module)
             .field("deployment", &self.deployment);
-        #[cfg(feature = "postgres")]
-        f.field("postgres", &self.postgres);
+        #[cfg(any(feature = "postgres", feature = "sqlite"))]
+        f.field("database", &self.database);
         f.field("memory_store", &self.memory_store.is_some())
             .field("registered_jobs", &self.registered_jobs)
             .field("jobs", &self.jobs)
@@ -106,9 +106,10 @@ impl RuntimeBuilder {
         RuntimeBuilder {
             module: None,
             deployment: None,
-            #[cfg(feature = "postgres")]
-            postgres: Postgres {
+            #[cfg(any(feature = "postgres", feature = "sqlite"))]
+            database: Database {
                 url: None,
+                #[cfg(feature = "postgres")]
                 pool: None,
                 migrate: true,
             },
@@ -141,11 +142,14 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Coordinate through PostgreSQL at this URL. Without it, the runtime uses the in-memory store (one
-    /// process, no durability).
-    #[cfg(feature = "postgres")]
+    /// Keep state in the database at this URL; its scheme picks the store (docs/runtime.md, "Which
+    /// store"): `postgres://…` coordinates replicas through PostgreSQL (feature `postgres`), and
+    /// `sqlite://path/to/cron.db` keeps it in a SQLite file for the processes of one host (feature
+    /// `sqlite`; the file is created when it is missing; an in-memory SQLite database is refused).
+    /// Without a URL, the runtime uses the in-memory store (one process, no durability).
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub fn database_url(mut self, url: impl Into<String>) -> RuntimeBuilder {
-        self.postgres.url = Some(url.into());
+        self.database.url = Some(url.into());
         self
     }
 
@@ -153,7 +157,7 @@ impl RuntimeBuilder {
     /// precedence over [`database_url`](Self::database_url).
     #[cfg(feature = "postgres")]
     pub fn postgres(mut self, pool: sqlx::PgPool) -> RuntimeBuilder {
-        self.postgres.pool = Some(pool);
+        self.database.pool = Some(pool);
         self
     }
 
@@ -162,9 +166,9 @@ impl RuntimeBuilder {
     /// `cronverb migrate --database-url …` instead; the runtime then needs only read and write
     /// privileges on its four tables. Either way `build` refuses a database that a newer release
     /// contracted (docs/operations.md, "Migrations across releases").
-    #[cfg(feature = "postgres")]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub fn migrate(mut self, migrate: bool) -> RuntimeBuilder {
-        self.postgres.migrate = migrate;
+        self.database.migrate = migrate;
         self
     }
 
@@ -357,10 +361,10 @@ impl RuntimeBuilder {
             lease: settings.lease,
             missed_tolerance: settings.missed_tolerance,
         };
-        #[cfg(feature = "postgres")]
-        if let Some(store) = self.postgres.store().await? {
+        #[cfg(any(feature = "postgres", feature = "sqlite"))]
+        if let Some(backend) = self.database.store(store_settings).await? {
             return Ok(Runtime::new(
-                Backend::Postgres(store.with_settings(store_settings)),
+                backend,
                 Plan::new(deployment, validated, self.state, settings),
             ));
         }
@@ -374,44 +378,113 @@ impl RuntimeBuilder {
     }
 }
 
-/// Where a runtime finds PostgreSQL, if it does: [`RuntimeBuilder::postgres`],
+/// Where a runtime keeps its state, if not in memory: [`RuntimeBuilder::postgres`],
 /// [`RuntimeBuilder::database_url`], [`RuntimeBuilder::migrate`].
-#[cfg(feature = "postgres")]
-struct Postgres {
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+struct Database {
     url: Option<String>,
+    #[cfg(feature = "postgres")]
     pool: Option<sqlx::PgPool>,
     migrate: bool,
 }
 
-#[cfg(feature = "postgres")]
-impl Postgres {
-    /// The PostgreSQL store, migrated or checked, when the builder was given a pool or a URL (the pool
-    /// first).
-    async fn store(self) -> Result<Option<crate::store::postgres::PgStore>, BuildError> {
-        use crate::store::postgres::PgStore;
-        let store = match (self.pool, self.url) {
-            (Some(pool), _) => PgStore::from_pool(pool),
-            (None, Some(url)) => PgStore::connect(&url).await?,
-            (None, None) => return Ok(None),
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+impl Database {
+    /// The store the builder was given (a pool first, then a URL, whose scheme picks SQLite or
+    /// PostgreSQL), migrated or checked; `None` for the in-memory store.
+    async fn store(self, settings: StoreSettings) -> Result<Option<Backend>, BuildError> {
+        #[cfg(feature = "postgres")]
+        if let Some(pool) = self.pool {
+            let store = crate::store::postgres::PgStore::from_pool(pool);
+            return Ok(Some(Backend::Postgres(
+                Self::checked_pg(store, self.migrate)
+                    .await?
+                    .with_settings(settings),
+            )));
+        }
+        let Some(url) = self.url else {
+            return Ok(None);
         };
-        if self.migrate {
+        if is_sqlite_url(&url) {
+            #[cfg(feature = "sqlite")]
+            {
+                let store = crate::store::sqlite::SqliteStore::connect(&url).await?;
+                if self.migrate {
+                    store.migrate().await?;
+                } else {
+                    store.check_compatible().await?;
+                }
+                return Ok(Some(Backend::Sqlite(store.with_settings(settings))));
+            }
+            #[cfg(not(feature = "sqlite"))]
+            return Err(crate::store::StoreError::Invalid(format!(
+                "`{}` is a SQLite database, and this build has no SQLite store: enable the `sqlite` \
+                 feature of cronverb",
+                crate::redact::redact(&url)
+            ))
+            .into());
+        }
+        #[cfg(feature = "postgres")]
+        {
+            let store = crate::store::postgres::PgStore::connect(&url).await?;
+            Ok(Some(Backend::Postgres(
+                Self::checked_pg(store, self.migrate)
+                    .await?
+                    .with_settings(settings),
+            )))
+        }
+        #[cfg(not(feature = "postgres"))]
+        Err(crate::store::StoreError::Invalid(format!(
+            "`{}` is not a SQLite URL (`sqlite://path/to/cron.db`), and this build has no PostgreSQL \
+             store: enable the `postgres` feature of cronverb",
+            crate::redact::redact(&url)
+        ))
+        .into())
+    }
+
+    #[cfg(feature = "postgres")]
+    async fn checked_pg(
+        store: crate::store::postgres::PgStore,
+        migrate: bool,
+    ) -> Result<crate::store::postgres::PgStore, BuildError> {
+        if migrate {
             store.migrate().await?;
         } else {
             store.check_compatible().await?;
         }
-        Ok(Some(store))
+        Ok(store)
     }
 }
 
-#[cfg(feature = "postgres")]
-impl fmt::Debug for Postgres {
+/// Whether `url` names a SQLite database (its scheme is `sqlite:`).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+fn is_sqlite_url(url: &str) -> bool {
+    url.trim_start()
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("sqlite:"))
+}
+
+#[cfg(all(test, any(feature = "postgres", feature = "sqlite")))]
+mod url_tests {
+    #[test]
+    fn the_scheme_picks_the_store() {
+        assert!(super::is_sqlite_url("sqlite://cron.db"));
+        assert!(super::is_sqlite_url("SQLite:cron.db"));
+        assert!(super::is_sqlite_url("sqlite::memory:"));
+        assert!(!super::is_sqlite_url("postgres://localhost/cron"));
+        assert!(!super::is_sqlite_url("sqlite"));
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+impl fmt::Debug for Database {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Postgres")
-            // Never print the URL: it may carry a password.
-            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
-            .field("pool", &self.pool.is_some())
-            .field("migrate", &self.migrate)
-            .finish()
+        let mut f = f.debug_struct("Database");
+        // Never print the URL: it may carry a password.
+        f.field("url", &self.url.as_ref().map(|_| "<redacted>"));
+        #[cfg(feature = "postgres")]
+        f.field("pool", &self.pool.is_some());
+        f.field("migrate", &self.migrate).finish()
     }
 }
 

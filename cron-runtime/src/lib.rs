@@ -3,6 +3,9 @@
 //! Use it through the `cronverb` crate. The behaviour a user must know (overlap, missed runs, timeouts,
 //! shutdown, failures) is in `docs/runtime.md`.
 
+/// The operator API (docs/operations.md, "Operator commands"), on the database stores.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub mod admin;
 mod builder;
 mod context;
 pub mod defaults;
@@ -50,5 +53,5 @@ pub use cron_schema;
 
 /// The sqlx this crate is built with, so that applications pass a pool of the same version to
 /// [`RuntimeBuilder::postgres`].
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use sqlx;

@@ -38,6 +38,8 @@ pub(crate) enum Backend {
     Memory(MemoryStore),
     #[cfg(feature = "postgres")]
     Postgres(crate::store::postgres::PgStore),
+    #[cfg(feature = "sqlite")]
+    Sqlite(crate::store::sqlite::SqliteStore),
 }
 
 impl Runtime {
@@ -55,6 +57,10 @@ impl Runtime {
             Backend::Memory(store) => (store, self.plan),
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => {
+                panic!("built without a database URL, the runtime is in memory")
+            }
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(_) => {
                 panic!("built without a database URL, the runtime is in memory")
             }
         }
@@ -107,6 +113,8 @@ impl Runtime {
             Backend::Memory(store) => tokio::spawn(executor::run(store, self.plan, signal)),
             #[cfg(feature = "postgres")]
             Backend::Postgres(store) => tokio::spawn(executor::run(store, self.plan, signal)),
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(store) => tokio::spawn(executor::run(store, self.plan, signal)),
         };
         RuntimeHandle {
             shutdown,

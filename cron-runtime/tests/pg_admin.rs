@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+use cron_runtime::admin::{AdminError, RunFilter, Since};
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::postgres::admin::{AdminError, RunFilter, Since};
 use cron_runtime::store::{
     Claimed, DeploymentSpec, Finish, Finished, Finishing, JobSpec, Outcome, Runner, Store,
 };
@@ -15,7 +15,25 @@ use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
 use sqlx::{PgPool, Row};
 use support::schema_of;
 
+mod admin;
 mod support;
+
+/// The operator API's shared suite (tests/admin) on a fresh database per case.
+struct Pg(PgPool);
+
+impl admin::AdminUnderTest for Pg {
+    type Store = PgStore;
+
+    fn replica(&self) -> PgStore {
+        PgStore::from_pool(self.0.clone())
+    }
+
+    fn admin(&self) -> cron_runtime::admin::Admin {
+        PgStore::from_pool(self.0.clone()).admin()
+    }
+}
+
+every_admin_case!(sqlx::test(migrations = "./migrations"), (pool: PgPool), Pg(pool));
 
 const HOURLY: &str = "0 * * * *";
 const MINUTELY: &str = "* * * * *";

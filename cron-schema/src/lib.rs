@@ -20,6 +20,7 @@
 #[cfg(feature = "syn")]
 pub mod attribute;
 mod calendar;
+mod describe;
 mod duration;
 mod error;
 mod expression;

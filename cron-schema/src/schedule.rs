@@ -17,15 +17,15 @@ const ALL_YEARS: [u64; 3] = [u64::MAX, u64::MAX, (1 << (2099 - 1970 + 1 - 128)) 
 const HAS_SECONDS: u8 = 1;
 const HAS_YEAR: u8 = 1 << 1;
 /// The day-of-month field starts with `*` (docs/expressions.md, "The day rule").
-const DOM_STAR: u8 = 1 << 2;
+pub(crate) const DOM_STAR: u8 = 1 << 2;
 /// The day-of-week field starts with `*`.
-const DOW_STAR: u8 = 1 << 3;
+pub(crate) const DOW_STAR: u8 = 1 << 3;
 /// The second field is a number or a list of numbers (always set for 5 fields).
 const PLAIN_SECOND: u8 = 1 << 4;
 const PLAIN_MINUTE: u8 = 1 << 5;
 const PLAIN_HOUR: u8 = 1 << 6;
 /// Every year from 1970 to 2099 is allowed (derived from `years`, kept for speed).
-const ANY_YEAR: u8 = 1 << 7;
+pub(crate) const ANY_YEAR: u8 = 1 << 7;
 
 const FIXED_TIME: u8 = PLAIN_SECOND | PLAIN_MINUTE | PLAIN_HOUR;
 

@@ -48,6 +48,8 @@ mod proxy;
 mod register;
 mod replica;
 mod scale;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 mod stats;
 mod throughput;
 mod url;
@@ -78,7 +80,10 @@ cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
   --no-extra             skip the extra throughput rows (counted, batch_limit 100, sync off, pool 40)
   --batch-limit N        the replicas' batch_limit (default: the runtime's)
   --claim-ahead-ms N     the replicas' claim_ahead in milliseconds (default: the runtime's)
-  --database-url URL     default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres";
+  --database-url URL     default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres
+  --scenario sqlite      (with --features sqlite) --jobs on one process with a SQLite file, no PostgreSQL;
+                         not part of `all`
+  --sqlite-dir DIR       where the SQLite scenario's file is made (default target/)";
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -101,6 +106,9 @@ struct Args {
     /// The replicas' `claim_ahead` in milliseconds (0: the runtime's default).
     claim_ahead_ms: u64,
     url: String,
+    /// Where the SQLite scenario makes its file (default `target/`).
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    sqlite_dir: Option<std::path::PathBuf>,
 }
 
 fn args() -> Args {
@@ -118,6 +126,7 @@ fn args() -> Args {
         batch_limit: 0,
         claim_ahead_ms: 0,
         url: std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned()),
+        sqlite_dir: None,
     };
     let list = |v: String| -> Vec<usize> {
         v.split(',')
@@ -143,6 +152,7 @@ fn args() -> Args {
                 args.claim_ahead_ms = value().parse().expect("--claim-ahead-ms N");
             }
             "--database-url" => args.url = value(),
+            "--sqlite-dir" => args.sqlite_dir = Some(value().into()),
             "--help" | "-h" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -151,7 +161,7 @@ fn args() -> Args {
                 "unknown option `{other}`; expected one of: `--scenario`, `--seconds`, `--jobs`, \
                  `--replicas`, `--idle-seconds`, `--limit-seconds`, `--scale-rows`, `--register-verbs`, \
                  `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
-                 `--database-url`"
+                 `--database-url`, `--sqlite-dir`"
             ),
         }
     }
@@ -179,6 +189,16 @@ fn main() -> AnyResult<()> {
 // The parent: databases, scenarios, tables.
 
 async fn parent(args: Args) -> AnyResult<()> {
+    if args.scenarios.iter().all(|s| s == "sqlite") {
+        // No PostgreSQL needed.
+        println!("machine: {}", machine());
+        println!("load average at start: {}", load());
+        println!("date: {}\n", Utc::now().format("%Y-%m-%d %H:%M UTC"));
+        #[cfg(feature = "sqlite")]
+        return sqlite::sqlite(&args).await;
+        #[cfg(not(feature = "sqlite"))]
+        anyhow::bail!("the `sqlite` scenario needs `--features sqlite`");
+    }
     let admin = PgPool::connect(&args.url).await?;
     let version: String = sqlx::query_scalar("SHOW server_version")
         .fetch_one(&admin)
@@ -205,6 +225,8 @@ async fn parent(args: Args) -> AnyResult<()> {
             "idle" => bench.idle().await,
             "scale" => bench.scale().await,
             "register" => bench.register().await,
+            #[cfg(feature = "sqlite")]
+            "sqlite" => sqlite::sqlite(&args).await,
             other => Err(anyhow::anyhow!(
                 "unknown scenario `{other}`; expected one of: `all`, `throughput`, `idle`, `limit`, \
                  `scale`, `register`"

@@ -387,6 +387,8 @@ pub(crate) mod sealed {
     impl Sealed for super::MemoryStore {}
     #[cfg(feature = "postgres")]
     impl Sealed for super::postgres::PgStore {}
+    #[cfg(feature = "sqlite")]
+    impl Sealed for super::sqlite::SqliteStore {}
 }
 
 mod key;
@@ -394,6 +396,8 @@ mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub(crate) mod rules;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 
 pub use key::check_job_count;
 pub(crate) use key::{fingerprint, other_schema};

@@ -12,6 +12,18 @@ use cron_schema::ZonedSchedule;
 
 use crate::defaults::SKIPPED_COUNT_LIMIT;
 
+/// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
+/// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) fn row_schedule(expression: &str, zone: &str) -> Result<ZonedSchedule, String> {
+    use cron_schema::{Schedule, parse_timezone};
+    match (Schedule::parse(expression), parse_timezone(zone)) {
+        (Ok(schedule), Ok(zone)) => Ok(ZonedSchedule::new(schedule, zone)),
+        (Err(e), _) => Err(format!("expression `{expression}`: {e}")),
+        (_, Err(e)) => Err(e.to_string()),
+    }
+}
+
 /// The next occurrence of a job whose run of `scheduled_at` ended at `ended`: strictly after both, so an
 /// occurrence never runs twice, even when a handler started (on a replica's clock) before the store's
 /// clock reached its instant.

@@ -12,9 +12,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use cron_runtime::admin::{Admin, AdminError};
+use cron_runtime::redact::redact;
+use cron_runtime::sqlx::migrate::Migrator;
 use cron_runtime::store::StoreError;
-use cron_runtime::store::postgres::admin::AdminError;
-use cron_runtime::store::postgres::{PgStore, connect_options};
+use cron_runtime::store::postgres::PgStore;
+use cron_runtime::store::sqlite::SqliteStore;
+use cron_runtime::store::{postgres, sqlite};
 
 use crate::escape::escape;
 
@@ -28,7 +32,8 @@ pub const MAX_AGE: Duration = Duration::from_secs(36500 * 86400);
 /// The database and the output form, common to every database command.
 #[derive(Debug, clap::Args)]
 pub struct Connection {
-    /// The PostgreSQL URL [default: the `DATABASE_URL` environment variable]
+    /// The database: a PostgreSQL URL (`postgres://user@host/db`, `postgresql://…`) or a SQLite file
+    /// (`sqlite://path/to/cron.db`) [default: the `DATABASE_URL` environment variable]
     #[arg(long, value_name = "URL")]
     database_url: Option<String>,
     /// Print the result as JSON (the shape is described in docs/operations.md)
@@ -69,11 +74,97 @@ impl From<StoreError> for Failure {
     }
 }
 
+/// The URL schemes the database commands accept, as the error for another one lists them.
+const SCHEMES: &str = "`postgres://`, `postgresql://`, `sqlite://`";
+
+/// The database a command works on; the URL's scheme chose it.
+#[derive(Debug)]
+pub enum Database {
+    Postgres(PgStore),
+    Sqlite(SqliteStore),
+}
+
+impl Database {
+    /// The operator commands on this database.
+    pub fn admin(&self) -> Admin {
+        match self {
+            Database::Postgres(store) => store.admin(),
+            Database::Sqlite(store) => store.admin(),
+        }
+    }
+
+    /// Creates or upgrades cronverb's tables.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        match self {
+            Database::Postgres(store) => store.migrate().await,
+            Database::Sqlite(store) => store.migrate().await,
+        }
+    }
+
+    /// The migrations the runtime embeds for this database.
+    pub fn migrator(&self) -> &'static Migrator {
+        match self {
+            Database::Postgres(_) => &postgres::MIGRATOR,
+            Database::Sqlite(_) => &sqlite::MIGRATOR,
+        }
+    }
+}
+
+/// Which database `url` names, by its scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Postgres,
+    Sqlite,
+}
+
+/// The database `url`'s scheme names, or why it names none this tool works with. What follows the
+/// scheme is checked by the store's own parser.
+fn kind(url: &str) -> Result<Kind, Failure> {
+    // The scheme as the runtime's builder reads it (`sqlite:` picks the SQLite store).
+    if url
+        .trim_start()
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("sqlite:"))
+    {
+        return Ok(Kind::Sqlite);
+    }
+    match url.trim_start().split_once("://") {
+        Some((scheme, _))
+            if !scheme.eq_ignore_ascii_case("postgres")
+                && !scheme.eq_ignore_ascii_case("postgresql") =>
+        {
+            Err(Failure::Invalid(format!(
+                "unsupported database URL `{}`: scheme `{scheme}` is not one of {SCHEMES}",
+                redact(url)
+            )))
+        }
+        _ => Ok(Kind::Postgres),
+    }
+}
+
 /// Connects to the database and runs `command` on a single-threaded runtime. Prints `error: …` on
-/// standard error and returns the exit status on failure.
+/// standard error and returns the exit status on failure. A SQLite file must exist: only `migrate`
+/// ([`run_creating`]) creates one.
 pub fn run<F, Fut>(connection: &Connection, command: F) -> ExitCode
 where
-    F: FnOnce(PgStore) -> Fut,
+    F: FnOnce(Database) -> Fut,
+    Fut: Future<Output = Result<(), Failure>>,
+{
+    run_with(connection, false, command)
+}
+
+/// [`run`], creating the SQLite file when it is missing.
+pub fn run_creating<F, Fut>(connection: &Connection, command: F) -> ExitCode
+where
+    F: FnOnce(Database) -> Fut,
+    Fut: Future<Output = Result<(), Failure>>,
+{
+    run_with(connection, true, command)
+}
+
+fn run_with<F, Fut>(connection: &Connection, create: bool, command: F) -> ExitCode
+where
+    F: FnOnce(Database) -> Fut,
     Fut: Future<Output = Result<(), Failure>>,
 {
     let result = (|| {
@@ -88,15 +179,49 @@ where
                     )
                 })?,
         };
+        let kind = kind(&url)?;
         // A URL that is not one is what was typed wrong; its message shows it redacted.
-        connect_options(&url).map_err(|e| Failure::Invalid(e.to_string()))?;
+        let sqlite_options = match kind {
+            Kind::Postgres => {
+                postgres::connect_options(&url).map_err(|e| Failure::Invalid(e.to_string()))?;
+                None
+            }
+            Kind::Sqlite => Some(
+                sqlite::connect_options(&url)
+                    .map_err(|e| Failure::Invalid(e.to_string()))?
+                    .create_if_missing(create),
+            ),
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Failure::Other(format!("while starting the async runtime: {e}")))?;
         runtime.block_on(async {
-            let store = PgStore::connect_with_timeout(&url, CONNECT_TIMEOUT).await?;
-            command(store).await
+            let database = match sqlite_options {
+                None => {
+                    Database::Postgres(PgStore::connect_with_timeout(&url, CONNECT_TIMEOUT).await?)
+                }
+                Some(options) => {
+                    if !create && !options.get_filename().exists() {
+                        return Err(Failure::Other(format!(
+                            "no SQLite database at `{}`: `cronverb migrate` creates it",
+                            redact(&url)
+                        )));
+                    }
+                    let pool = sqlite::pool_options()
+                        .connect_with(options)
+                        .await
+                        .map_err(|e| {
+                            Failure::Other(format!(
+                                "while opening {}: {}",
+                                redact(&url),
+                                cron_runtime::redact::scrub(&e.to_string(), &url)
+                            ))
+                        })?;
+                    Database::Sqlite(SqliteStore::from_pool(pool))
+                }
+            };
+            command(database).await
         })
     })();
     match result {

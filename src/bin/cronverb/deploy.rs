@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use cron_runtime::admin::Deployed;
 use cron_runtime::store::check_job_count;
-use cron_runtime::store::postgres::admin::Deployed;
 use cron_schema::Schema;
 
 use crate::db::{self, Connection, Failure};

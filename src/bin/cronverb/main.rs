@@ -5,6 +5,7 @@
 //! failure.
 
 mod check;
+mod dashboard;
 mod db;
 mod deploy;
 mod diagnostic;
@@ -39,6 +40,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Check(check::Args),
+    Dashboard(dashboard::Args),
     Next(next::Args),
     Schema(schema::Args),
     Migrate(migrate::Args),
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => return pause::resume(args),
         Command::Trigger(args) => return trigger::run(args),
         Command::Prune(args) => return prune::run(args),
+        Command::Dashboard(args) => return dashboard::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

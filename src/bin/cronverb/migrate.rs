@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use cron_runtime::store::postgres::MIGRATOR;
-
 use crate::db::{self, Connection};
 
 /// Create or upgrade cronverb's tables (the migrations the runtime embeds)
@@ -15,14 +13,15 @@ pub struct Args {
 
 pub fn run(args: Args) -> ExitCode {
     let json = args.connection.json;
-    db::run(&args.connection, |store| async move {
+    db::run_creating(&args.connection, |store| async move {
         store.migrate().await?;
-        let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        let migrator = store.migrator();
+        let latest = migrator.iter().map(|m| m.version).max().unwrap_or(0);
         if json {
             db::print_json(&serde_json::json!({
                 "migrated": true,
                 "version": latest,
-                "migrations": MIGRATOR
+                "migrations": migrator
                     .iter()
                     .map(|m| serde_json::json!({ "version": m.version, "description": m.description }))
                     .collect::<Vec<_>>(),

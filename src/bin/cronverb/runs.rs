@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
-use cron_runtime::store::postgres::admin::{Run, RunFilter, Since};
+use cron_runtime::admin::{Run, RunFilter, Since};
 
 use crate::db::{self, Connection};
 
@@ -32,6 +32,7 @@ pub fn run(args: Args) -> ExitCode {
         module: args.module,
         verb: args.verb,
         since: args.since,
+        before: None,
         limit: args.limit,
     };
     db::run(&args.connection, |store| async move {

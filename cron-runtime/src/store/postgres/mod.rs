@@ -10,9 +10,9 @@
 //! - `end`: the one writer of run ends; `runs`: the paths that end runs (finish, recovery, shutdown);
 //! - `notify` and `listen`: waking the other replicas, and being woken;
 //! - `schedules`: the parsed schedules of job rows; `migrate`: the migrations and their compatibility;
-//! - `admin`: the operator commands.
+//! - `admin`: the operator commands, behind [`Admin`](crate::admin::Admin).
 
-pub mod admin;
+pub(crate) mod admin;
 mod claim;
 mod claimable;
 mod deploy;
@@ -164,8 +164,8 @@ impl PgStore {
 
     /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
     /// store's database, with its liveness window.
-    pub fn admin(&self) -> admin::Admin {
-        admin::Admin::new(self.pool.clone(), self.liveness())
+    pub fn admin(&self) -> crate::admin::Admin {
+        crate::admin::Admin::postgres(admin::PgAdmin::new(self.pool.clone(), self.liveness()))
     }
 
     /// A handle on the same pool and registrations that claims with this lease duration and missed-run
@@ -247,7 +247,7 @@ impl Store for PgStore {
         admin::prune_batches(
             &self.pool,
             older_than,
-            admin::PRUNE_BATCH,
+            crate::admin::PRUNE_BATCH,
             admin::PRUNE_BATCHES_PER_CALL,
         )
         .await

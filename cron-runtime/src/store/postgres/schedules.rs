@@ -4,9 +4,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use cron_schema::{Schedule, ZonedSchedule, parse_timezone};
+use cron_schema::ZonedSchedule;
 
-use crate::store::JobSpec;
+use crate::store::{JobSpec, rules};
 use crate::sync::lock;
 
 /// Parsed schedules by `(expression, zone)` text, and the bad rows already reported.
@@ -34,11 +34,7 @@ impl Schedules {
         if let Some(found) = lock(&self.parsed).get(&key) {
             return found.clone();
         }
-        let parsed = match (Schedule::parse(expression), parse_timezone(zone)) {
-            (Ok(schedule), Ok(zone)) => Ok(ZonedSchedule::new(schedule, zone)),
-            (Err(e), _) => Err(format!("expression `{expression}`: {e}")),
-            (_, Err(e)) => Err(e.to_string()),
-        };
+        let parsed = rules::row_schedule(expression, zone);
         lock(&self.parsed).insert(key, parsed.clone());
         parsed
     }

@@ -1,26 +1,20 @@
 //! `deploy`: registering a deployment of a module of a schema ahead of a rollout, and what it changes
 //! relative to the module's active deployment.
 
-use std::collections::{HashMap, HashSet};
-
 use chrono::{DateTime, Utc};
-use cron_schema::{Cron, Schema};
-use serde::Serialize;
+use cron_schema::Schema;
 
-use super::{Admin, AdminError, NOW, admin_db, rfc3339};
-use crate::defaults::DEFAULT_TIMEOUT;
-use crate::error::JobError;
-use crate::job::{Fields, Timeout, job_spec};
+use super::{AdminError, NOW, PgAdmin, admin_db};
+use crate::admin::Deployed;
+use crate::admin::deploy::{ActiveSchema, RegisteredJob, deployed, deployment_spec};
 use crate::store::postgres::db;
 use crate::store::postgres::deploy::{KeyConflict, insert_deployment, insert_jobs};
-use crate::store::postgres::schedules::zone_text;
 use crate::store::postgres::sql::deployments;
-use crate::store::{DeploymentSpec, JobSpec, check_job_count};
 
 /// The module deployment `$1` is registered for.
 pub(super) const SELECT_MODULE_OF_KEY: &str = "SELECT module FROM cron_deployments WHERE key = $1";
 
-/// The job rows of deployment `$1`, as [`DeployedRow`]s.
+/// The job rows of deployment `$1`, as [`RegisteredJob`]s.
 pub(super) const SELECT_DEPLOYED_JOBS: &str = "\
     SELECT verb, schedule, timezone, next_execution FROM cron_jobs \
     WHERE deployment_id = $1 ORDER BY verb";
@@ -29,110 +23,9 @@ pub(super) const SELECT_DEPLOYED_JOBS: &str = "\
 pub(super) const SELECT_ACTIVE_SCHEMA: &str =
     "SELECT key, schema::text AS schema FROM cron_deployments WHERE module = $1 AND active";
 
-/// The result of [`Admin::deploy`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Deployed {
-    /// The deployment's key.
-    pub key: String,
-    /// The deployment's module.
-    pub module: String,
-    /// The key was not registered before; otherwise it was registered with the same jobs and its rows
-    /// were kept.
-    pub created: bool,
-    /// Whether the deployment is the module's active one (only a replica that runs makes it so).
-    pub active: bool,
-    /// The deployment's job rows, by verb.
-    pub jobs: Vec<DeployedJob>,
-    /// What the deployment changes relative to the module's active deployment; `None` when the active
-    /// deployment's registered schema cannot be read.
-    pub changes: Option<Changes>,
-}
-
-/// What a deployment changes relative to its module's active deployment, as `cronverb schema diff`
-/// compares two schemas: what the takeover will start, stop or carry over (docs/deploying.md).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Changes {
-    /// The key of the active deployment compared with; `None` when the module has none, and then every
-    /// verb is added.
-    pub compared_with: Option<String>,
-    /// Verbs the active deployment does not have.
-    pub added: Vec<String>,
-    /// Verbs of the active deployment this one does not have: they stop at the takeover.
-    pub removed: Vec<RemovedJob>,
-    /// Verbs whose expression, zone, timeout or missed-run policy differ.
-    pub changed: Vec<ChangedJob>,
-    /// How many verbs are the same in both.
-    pub unchanged: usize,
-}
-
-/// A verb of the active deployment that a deployment does not have, with its schedule there.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RemovedJob {
-    /// The verb's full name.
-    pub verb: String,
-    /// Its expression in the active deployment.
-    pub expression: String,
-    /// Its zone in the active deployment (`UTC` when it declares none).
-    pub timezone: String,
-}
-
-/// A verb whose cron metadata differs from the active deployment's: each field, before and after.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ChangedJob {
-    /// The verb's full name.
-    pub verb: String,
-    /// Each field that differs.
-    pub changes: Vec<cron_schema::Change>,
-}
-
-/// One verb of a deployment registered by [`Admin::deploy`], as its row now says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DeployedJob {
-    /// The verb's full name.
-    pub verb: String,
-    /// The row's expression.
-    pub expression: String,
-    /// The row's zone.
-    pub timezone: String,
-    /// The first occurrence after the registration; a takeover recomputes or carries it.
-    #[serde(with = "rfc3339::option")]
-    pub next_execution: Option<DateTime<Utc>>,
-    /// The row was inserted by this call.
-    pub added: bool,
-    /// The row says what the schema file says (false: the row was edited since it was registered; the
-    /// row is kept).
-    pub matches: bool,
-    /// Relative to the module's active deployment: `added`, `changed` or `unchanged` (`None` when it
-    /// cannot be compared).
-    pub change: Option<&'static str>,
-}
-
-/// A row of [`SELECT_DEPLOYED_JOBS`].
-#[derive(Debug, sqlx::FromRow)]
-struct DeployedRow {
-    verb: String,
-    schedule: String,
-    timezone: String,
-    next_execution: Option<DateTime<Utc>>,
-}
-
-/// A row of [`SELECT_ACTIVE_SCHEMA`].
-#[derive(Debug, sqlx::FromRow)]
-struct ActiveSchema {
-    key: String,
-    schema: String,
-}
-
-impl Admin {
-    /// Registers deployment `key` of a module of `schema` ahead of a rollout: the deployment (inactive)
-    /// and its job rows, each verb validated as the runtime validates it. Nothing runs and nothing is
-    /// taken over: the deployment becomes active when its first replica runs, and that replica's
-    /// registration uses these rows. Registering a key again with the same jobs keeps its rows; with
-    /// other jobs it is refused ([`AdminError::KeyRegisteredWithOtherJobs`]): a key is one set of jobs.
-    /// The result says what the deployment changes relative to the module's active deployment.
-    ///
-    /// `module` chooses the module when the schema has several.
-    pub async fn deploy(
+impl PgAdmin {
+    /// [`Admin::deploy`](crate::admin::Admin::deploy) on PostgreSQL.
+    pub(crate) async fn deploy(
         &self,
         key: &str,
         schema: &Schema,
@@ -179,7 +72,7 @@ impl Admin {
                 .await
                 .map_err(db(context()))?;
         }
-        let rows: Vec<DeployedRow> = sqlx::query_as(SELECT_DEPLOYED_JOBS)
+        let rows: Vec<RegisteredJob> = sqlx::query_as(SELECT_DEPLOYED_JOBS)
             .bind(deployment_id)
             .fetch_all(&mut *tx)
             .await
@@ -196,177 +89,6 @@ impl Admin {
             .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
 
-        let changes = changes(current, &chosen);
-        let change_of: HashMap<&str, &'static str> = match &changes {
-            Some(changes) => changes
-                .added
-                .iter()
-                .map(|verb| (verb.as_str(), "added"))
-                .chain(changes.changed.iter().map(|c| (c.verb.as_str(), "changed")))
-                .collect(),
-            None => HashMap::new(),
-        };
-        let by_verb: HashMap<&str, &JobSpec> =
-            spec.jobs.iter().map(|j| (j.verb.as_str(), j)).collect();
-        let mut jobs = Vec::with_capacity(rows.len());
-        for row in rows {
-            let Some(job) = by_verb.get(row.verb.as_str()) else {
-                continue;
-            };
-            jobs.push(DeployedJob {
-                added: created,
-                matches: row.schedule == job.expression && row.timezone == zone_text(job),
-                change: changes.as_ref().map(|_| {
-                    change_of
-                        .get(row.verb.as_str())
-                        .copied()
-                        .unwrap_or("unchanged")
-                }),
-                verb: row.verb,
-                expression: row.schedule,
-                timezone: row.timezone,
-                next_execution: row.next_execution,
-            });
-        }
-        Ok(Deployed {
-            key: spec.key,
-            module: spec.module,
-            created,
-            active,
-            jobs,
-            changes,
-        })
+        Ok(deployed(spec, &chosen, created, active, rows, current))
     }
-}
-
-/// The deployment of one module of `schema`, every verb validated as the runtime validates it
-/// ([`job_spec`], with [`DEFAULT_TIMEOUT`] for a verb without a timeout); every error is reported at
-/// once. With the schema of that module alone, as it is registered.
-fn deployment_spec(
-    key: &str,
-    schema: &Schema,
-    module: Option<&str>,
-) -> Result<(DeploymentSpec, Schema), AdminError> {
-    if key.trim().is_empty() || key.trim() != key {
-        return Err(AdminError::InvalidKey {
-            key: key.to_owned(),
-            reason: "a key must not be empty or begin or end with whitespace".to_owned(),
-        });
-    }
-    let names = || schema.modules.iter().map(|m| m.name.clone()).collect();
-    let chosen = match module {
-        Some(name) => schema
-            .modules
-            .iter()
-            .find(|m| m.name == name)
-            .ok_or_else(|| AdminError::UnknownModule {
-                module: name.to_owned(),
-                known: names(),
-            })?,
-        None => match schema.modules.as_slice() {
-            [only] => only,
-            [] => {
-                return Err(AdminError::InvalidSchema("it has no module".to_owned()));
-            }
-            _ => return Err(AdminError::ModuleRequired { modules: names() }),
-        },
-    };
-    // Before anything else: a schema too large is refused without validating it.
-    check_job_count(&format!("module `{}`", chosen.name), chosen.verbs.len())
-        .map_err(AdminError::InvalidSchema)?;
-    let mut errors = Vec::new();
-    let mut jobs: Vec<JobSpec> = Vec::with_capacity(chosen.verbs.len());
-    let mut names: HashSet<&str> = HashSet::with_capacity(chosen.verbs.len());
-    for verb in &chosen.verbs {
-        let name = &verb.name;
-        let job = job_spec(fields(name, &verb.cron), DEFAULT_TIMEOUT);
-        if let Err(invalid) = &job
-            && matches!(invalid.as_slice(), [JobError::EmptyName])
-        {
-            errors.push("a verb has an empty name".to_owned());
-            continue;
-        }
-        if !names.insert(name) {
-            errors.push(format!("verb `{name}` is listed twice"));
-            continue;
-        }
-        match job {
-            Ok(job) => jobs.push(job),
-            Err(invalid) => errors.extend(invalid.iter().map(|e| verb_error(name, e))),
-        }
-    }
-    if !errors.is_empty() {
-        return Err(AdminError::InvalidSchema(errors.join("; ")));
-    }
-    let one = Schema {
-        version: schema.version,
-        modules: vec![chosen.clone()],
-    };
-    let spec = DeploymentSpec {
-        key: key.to_owned(),
-        module: chosen.name.clone(),
-        schema: serde_json::to_string(&one)
-            .map_err(|e| AdminError::InvalidSchema(e.to_string()))?,
-        jobs,
-    };
-    Ok((spec, one))
-}
-
-/// The fields of verb `name` of a schema, as [`job_spec`] validates them.
-fn fields<'a>(name: &'a str, cron: &'a Cron) -> Fields<'a> {
-    Fields {
-        name,
-        expression: &cron.expression,
-        timezone: cron.timezone.as_deref(),
-        timeout: cron.timeout.as_deref().map(Timeout::Text),
-        missed: cron.missed,
-    }
-}
-
-/// One error of verb `name`, as `deploy` lists it among the schema's errors.
-fn verb_error(name: &str, error: &JobError) -> String {
-    match error {
-        JobError::EmptyName => "a verb has an empty name".to_owned(),
-        JobError::Expression { expression, source } => {
-            format!("verb `{name}`: expression `{expression}`: {source}")
-        }
-        JobError::Timezone(e) => format!("verb `{name}`: {e}"),
-        JobError::Timeout(e) => format!("verb `{name}`: {e}"),
-    }
-}
-
-/// What `new` changes relative to the module's active deployment `current` (its key and registered
-/// schema), as [`Schema::diff`] compares them; `None` when the registered schema cannot be read.
-fn changes(current: Option<ActiveSchema>, new: &Schema) -> Option<Changes> {
-    let Some(ActiveSchema { key, schema }) = current else {
-        return Some(Changes {
-            added: new.verbs().map(|(_, verb)| verb.name.clone()).collect(),
-            ..Changes::default()
-        });
-    };
-    let registered = Schema::from_json(&schema).ok()?;
-    let diff = registered.diff(new);
-    let total = new.verbs().count();
-    Some(Changes {
-        compared_with: Some(key),
-        unchanged: total - diff.added.len() - diff.changed.len(),
-        added: diff.added.into_iter().map(|v| v.verb.name).collect(),
-        removed: diff
-            .removed
-            .into_iter()
-            .map(|v| RemovedJob {
-                verb: v.verb.name,
-                expression: v.verb.cron.expression,
-                timezone: v.verb.cron.timezone.unwrap_or_else(|| "UTC".to_owned()),
-            })
-            .collect(),
-        changed: diff
-            .changed
-            .into_iter()
-            .map(|c| ChangedJob {
-                verb: c.name,
-                changes: c.changes,
-            })
-            .collect(),
-    })
 }

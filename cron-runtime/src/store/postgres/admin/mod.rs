@@ -1,25 +1,5 @@
-//! The operator API of the PostgreSQL store: what operators do to a running system. Register a
-//! deployment ahead of a rollout, read the status and the history, pause and resume a verb, trigger a
-//! run now, prune the history. The `cronverb` tool calls these through
-//! [`PgStore::admin`](super::PgStore::admin); every result serializes to the JSON that its `--json`
-//! prints (docs/operations.md, "Operator commands" and "JSON shapes").
-//!
-//! They keep the runtime's rules because they go through its code: `deploy` validates each verb as the
-//! builder does and inserts the same rows a replica's registration does, a trigger is taken by the
-//! replicas' own claim, a pause is the `paused` column the claim already honours, and `prune` is the
-//! runtime's own retention.
-//!
-//! ```no_run
-//! # async fn example(store: cron_runtime::store::postgres::PgStore) -> Result<(), Box<dyn std::error::Error>> {
-//! let admin = store.admin();
-//! let status = admin.status(Some("billing")).await?;
-//! for job in &status.modules[0].jobs {
-//!     println!("{} next at {:?}", job.verb, job.next_execution);
-//! }
-//! admin.pause("send_invoices", None, Some("invoicing is down")).await?;
-//! # Ok(())
-//! # }
-//! ```
+//! The operator API on PostgreSQL: each command of [`Admin`](crate::admin::Admin) as statements on
+//! cronverb's tables (docs/operations.md, "Operator commands").
 
 use std::sync::Arc;
 
@@ -37,28 +17,18 @@ macro_rules! live_replicas {
 }
 
 mod deploy;
-mod error;
+mod deployment;
 mod lookup;
 mod pause;
 mod retention;
-mod rfc3339;
 mod runs;
 mod status;
-mod suggest;
 
-pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob};
-pub use error::AdminError;
-pub(in crate::store::postgres) use error::admin_db;
-pub use pause::{Pause, Triggered};
-pub use retention::PRUNE_BATCH;
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
-pub use runs::{Run, RunFilter, Since};
-pub use status::{DeploymentStatus, JobStatus, LastRun, ModuleStatus, OVERDUE_AFTER, Status};
 
-/// The database failure inside [`AdminError::Store`].
-pub use crate::store::StoreError;
-/// A field's change between two schemas, as [`ChangedJob::changes`] lists them.
-pub use cron_schema::Change;
+use crate::admin::AdminError;
+use crate::store::StoreError;
+use crate::store::postgres::db;
 
 /// The database's clock, as the runtime reads it.
 use super::sql::clock::NOW;
@@ -77,6 +47,14 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     (
         "admin::deploy::SELECT_ACTIVE_SCHEMA",
         deploy::SELECT_ACTIVE_SCHEMA,
+    ),
+    (
+        "admin::deployment::SELECT_DEPLOYMENT",
+        deployment::SELECT_DEPLOYMENT,
+    ),
+    (
+        "admin::deployment::SELECT_REPLICAS",
+        deployment::SELECT_REPLICAS,
     ),
     ("admin::lookup::SELECT_VERBS", lookup::SELECT_VERBS),
     ("admin::lookup::SELECT_MODULES", lookup::SELECT_MODULES),
@@ -100,13 +78,16 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
         status::SELECT_DEPLOYMENTS,
     ),
     ("admin::status::SELECT_JOBS", status::SELECT_JOBS),
+    (
+        "admin::status::SELECT_LIVE_REPLICAS",
+        status::SELECT_LIVE_REPLICAS,
+    ),
 ];
 
-/// The operator commands on a PostgreSQL store's database: `deploy`, `status`, `runs`, `pause`,
-/// `resume`, `trigger` and `prune`. Made by [`PgStore::admin`](super::PgStore::admin); cloning is cheap
-/// and shares the pool.
+/// The operator commands on a PostgreSQL store's database, behind [`Admin`](crate::admin::Admin). Made
+/// by [`PgStore::admin`](super::PgStore::admin); cloning is cheap and shares the pool.
 #[derive(Debug, Clone)]
-pub struct Admin {
+pub(crate) struct PgAdmin {
     pool: PgPool,
     /// A replica is alive while its last heartbeat is at most this many seconds old: the store's.
     liveness_secs: f64,
@@ -114,15 +95,34 @@ pub struct Admin {
     schedules: Arc<Schedules>,
 }
 
-impl Admin {
+impl PgAdmin {
     /// The operator API on `pool`, counting a replica alive while its last heartbeat is at most
     /// `liveness_secs` old.
-    pub(super) fn new(pool: PgPool, liveness_secs: f64) -> Admin {
-        Admin {
+    pub(super) fn new(pool: PgPool, liveness_secs: f64) -> PgAdmin {
+        PgAdmin {
             pool,
             liveness_secs,
             schedules: Arc::default(),
         }
+    }
+}
+
+/// [`db`], saying what to do when cronverb's tables are missing or older than this code: the first
+/// statement of a command is where an unmigrated database shows.
+pub(in crate::store::postgres) fn admin_db(
+    context: impl Into<String>,
+) -> impl FnOnce(sqlx::Error) -> StoreError {
+    let context = context.into();
+    move |source| {
+        if let sqlx::Error::Database(e) = &source
+            && matches!(e.code().as_deref(), Some("42P01" | "42703"))
+        {
+            return StoreError::Invalid(format!(
+                "while {context}: {e}; cronverb's tables are missing or out of date in this \
+                 database: run `cronverb migrate`"
+            ));
+        }
+        db(context)(source)
     }
 }
 

@@ -3,9 +3,10 @@
 //! claim.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
-use super::{Admin, AdminError, rfc3339};
+use super::{AdminError, PgAdmin};
+use crate::admin::pause::{PauseRow, pause_state, resumed_next};
+use crate::admin::{Pause, Triggered};
 use crate::store::postgres::db;
 use crate::store::postgres::notify::notify;
 
@@ -69,47 +70,6 @@ pub(super) const REQUEST_TRIGGER: &str = "\
     UPDATE cron_jobs SET trigger_requested_at = now() WHERE id = $1 \
     RETURNING trigger_requested_at";
 
-/// The result of [`Admin::pause`] and [`Admin::resume`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Pause {
-    /// The verb's module.
-    pub module: String,
-    /// The verb's full name.
-    pub verb: String,
-    /// Whether the verb is paused now.
-    pub paused: bool,
-    /// Whether the call changed the verb's state (false: it was already paused, or not paused).
-    pub changed: bool,
-    /// The note given with the pause.
-    pub note: Option<String>,
-    /// When the verb was paused.
-    #[serde(with = "rfc3339::option")]
-    pub paused_at: Option<DateTime<Utc>>,
-    /// The rows of the verb: one per deployment of the module that has it.
-    pub deployments: u64,
-    /// The next occurrence of the active deployment's row.
-    #[serde(with = "rfc3339::option")]
-    pub next_execution: Option<DateTime<Utc>>,
-}
-
-/// The result of [`Admin::trigger`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Triggered {
-    /// The verb's module.
-    pub module: String,
-    /// The verb's full name.
-    pub verb: String,
-    /// The key of the module's active deployment, whose row is triggered.
-    pub deployment: String,
-    /// The instant of the trigger: the manual run is recorded as scheduled at it.
-    #[serde(with = "rfc3339")]
-    pub requested_at: DateTime<Utc>,
-    /// A trigger was already pending; this call changed nothing.
-    pub already_pending: bool,
-    /// The live replicas of the deployment: with none, the run waits for one.
-    pub live_replicas: i64,
-}
-
 /// A row of [`LOCK_FOR_RESUME`].
 #[derive(Debug, sqlx::FromRow)]
 struct ResumeRow {
@@ -120,16 +80,6 @@ struct ResumeRow {
     paused: bool,
     next_execution: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
-}
-
-/// A row of [`SELECT_PAUSE`].
-#[derive(Debug, sqlx::FromRow)]
-struct PauseRow {
-    paused: bool,
-    pause_note: Option<String>,
-    paused_at: Option<DateTime<Utc>>,
-    next_execution: Option<DateTime<Utc>>,
-    active: bool,
 }
 
 /// A row of [`SELECT_ACTIVE_DEPLOYMENT`].
@@ -154,12 +104,9 @@ struct ExecutingRow {
     started_at: Option<DateTime<Utc>>,
 }
 
-impl Admin {
-    /// Pauses `verb`: its regular occurrences are not claimed until it is resumed (a run in flight
-    /// finishes). The pause is set on the verb's row in every deployment of its module, and a takeover
-    /// carries it, so it stays across deploys and rollbacks. Pausing a paused verb changes only its note
-    /// (when one is given).
-    pub async fn pause(
+impl PgAdmin {
+    /// [`Admin::pause`](crate::admin::Admin::pause) on PostgreSQL.
+    pub(crate) async fn pause(
         &self,
         verb: &str,
         module: Option<&str>,
@@ -182,17 +129,19 @@ impl Admin {
             .await
             .map_err(db(context()))?;
         notify(&mut tx, &module).await.map_err(db(context()))?;
-        let pause = pause_state(&mut tx, &module, &verb, was_paused.iter().any(|p| !p))
+        let pause = read_pause(&mut tx, &module, &verb, was_paused.iter().any(|p| !p))
             .await
             .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         Ok(pause)
     }
 
-    /// Resumes `verb` in every deployment of its module. It continues from its first occurrence after
-    /// now: the occurrences that came while it was paused are not run (and an idle row whose next
-    /// occurrence is still ahead keeps it).
-    pub async fn resume(&self, verb: &str, module: Option<&str>) -> Result<Pause, AdminError> {
+    /// [`Admin::resume`](crate::admin::Admin::resume) on PostgreSQL.
+    pub(crate) async fn resume(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+    ) -> Result<Pause, AdminError> {
         let (module, verb) = self.resolve_verb(verb, module).await?;
         let context = || format!("resuming `{verb}`");
         let mut tx = self.pool.begin().await.map_err(db(context()))?;
@@ -208,15 +157,12 @@ impl Admin {
                 continue;
             }
             changed = true;
-            // An executing row is rescheduled by its run's end; a row that does not parse keeps its
-            // `next_execution` (G8, docs/operations.md).
-            let next = match self.schedules.parse(&row.schedule, &row.timezone) {
-                Ok(schedule) if row.state == "idle" => match row.next_execution {
-                    Some(next) if next > row.now => Some(next),
-                    _ => schedule.next_after(row.now),
-                },
-                _ => row.next_execution,
-            };
+            let next = resumed_next(
+                self.schedules.parse(&row.schedule, &row.timezone),
+                row.state == "idle",
+                row.next_execution,
+                row.now,
+            );
             sqlx::query(RESUME)
                 .bind(row.id)
                 .bind(next)
@@ -225,20 +171,19 @@ impl Admin {
                 .map_err(db(context()))?;
         }
         notify(&mut tx, &module).await.map_err(db(context()))?;
-        let pause = pause_state(&mut tx, &module, &verb, changed)
+        let pause = read_pause(&mut tx, &module, &verb, changed)
             .await
             .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         Ok(pause)
     }
 
-    /// Asks for one run of `verb` now, through the replicas' claim: the active deployment's row is
-    /// marked, replicas are notified, and the next claim records a run scheduled at the trigger's
-    /// instant with `manual = true` (a paused verb runs too). Overlap is respected: a verb executing
-    /// under any deployment of its module is refused, unless its run is a regular one claimed ahead that
-    /// has not started (the trigger is then taken when that run ends). The regular schedule is
-    /// unchanged; see docs/operations.md for the details.
-    pub async fn trigger(&self, verb: &str, module: Option<&str>) -> Result<Triggered, AdminError> {
+    /// [`Admin::trigger`](crate::admin::Admin::trigger) on PostgreSQL.
+    pub(crate) async fn trigger(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+    ) -> Result<Triggered, AdminError> {
         let (module, verb) = self.resolve_verb(verb, module).await?;
         let context = {
             let verb = verb.clone();
@@ -308,7 +253,7 @@ impl Admin {
 }
 
 /// The verb's pause as its rows say after a change: the active deployment's row, else the newest.
-async fn pause_state(
+async fn read_pause(
     tx: &mut sqlx::PgConnection,
     module: &str,
     verb: &str,
@@ -319,15 +264,5 @@ async fn pause_state(
         .bind(verb)
         .fetch_all(&mut *tx)
         .await?;
-    let first = rows.first();
-    Ok(Pause {
-        module: module.to_owned(),
-        verb: verb.to_owned(),
-        paused: first.is_some_and(|r| r.paused),
-        changed,
-        note: first.and_then(|r| r.pause_note.clone()),
-        paused_at: first.and_then(|r| r.paused_at),
-        deployments: rows.len() as u64,
-        next_execution: first.filter(|r| r.active).and_then(|r| r.next_execution),
-    })
+    Ok(pause_state(module, verb, changed, &rows))
 }

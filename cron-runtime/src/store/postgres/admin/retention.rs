@@ -5,11 +5,8 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::{Admin, AdminError, admin_db};
+use super::{AdminError, PgAdmin, admin_db};
 use crate::store::StoreError;
-
-/// How many runs one pruning statement deletes: `cronverb prune`'s batch and the runtime's.
-pub const PRUNE_BATCH: u32 = 1000;
 
 /// How many pruning statements one call of the runtime's retention runs at most.
 pub(in crate::store::postgres) const PRUNE_BATCHES_PER_CALL: u32 = 10;
@@ -29,16 +26,14 @@ pub(super) const PRUNE: &str = "\
         ORDER BY scheduled_at \
         LIMIT $2)";
 
-impl Admin {
-    /// Deletes the runs that finished more than `older_than` ago (never a running one), `batch` per
-    /// statement so that no statement holds many locks for long ([`PRUNE_BATCH`] is the runtime's).
-    /// Returns how many it deleted.
-    pub async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
+impl PgAdmin {
+    /// [`Admin::prune`](crate::admin::Admin::prune) on PostgreSQL.
+    pub(crate) async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
         Ok(prune_batches(&self.pool, older_than, batch, u32::MAX).await?)
     }
 }
 
-/// [`Admin::prune`], stopping after `max_batches` statements: the runtime's periodic retention does a
+/// [`Admin::prune`](crate::admin::Admin::prune), stopping after `max_batches` statements: the runtime's periodic retention does a
 /// bounded amount of work per call ([`PRUNE_BATCHES_PER_CALL`]) and continues at the next.
 pub(in crate::store::postgres) async fn prune_batches(
     pool: &PgPool,

@@ -4,7 +4,6 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::suggest::{ambiguous, expected, list, unknown_verb};
 use crate::store::StoreError;
-use crate::store::postgres::db;
 
 /// Why an operator command did nothing. [`AdminError::is_invalid_input`] tells what was given wrong (an
 /// unknown verb, a schema that does not validate) from a state that refuses it or a database failure.
@@ -129,25 +128,6 @@ impl AdminError {
                 | AdminError::KeyTaken { .. }
                 | AdminError::KeyRegisteredWithOtherJobs(_)
         )
-    }
-}
-
-/// [`db`], saying what to do when cronverb's tables are missing or older than this code: the first
-/// statement of a command is where an unmigrated database shows.
-pub(in crate::store::postgres) fn admin_db(
-    context: impl Into<String>,
-) -> impl FnOnce(sqlx::Error) -> StoreError {
-    let context = context.into();
-    move |source| {
-        if let sqlx::Error::Database(e) = &source
-            && matches!(e.code().as_deref(), Some("42P01" | "42703"))
-        {
-            return StoreError::Invalid(format!(
-                "while {context}: {e}; cronverb's tables are missing or out of date in this \
-                 database: run `cronverb migrate`"
-            ));
-        }
-        db(context)(source)
     }
 }
 

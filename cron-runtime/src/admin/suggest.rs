@@ -3,7 +3,7 @@
 
 /// Names close to `wanted`: within a small edit distance of it, in full or inside their module, or
 /// containing it. At most three, the closest first.
-pub(super) fn close_to(wanted: &str, names: &[String]) -> Vec<String> {
+pub(crate) fn close_to(wanted: &str, names: &[String]) -> Vec<String> {
     let limit = (wanted.chars().count() / 3).max(2);
     let mut scored: Vec<(usize, &String)> = names
         .iter()

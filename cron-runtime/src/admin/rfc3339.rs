@@ -5,16 +5,16 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serializer;
 
 /// For `#[serde(with = "rfc3339")]` on a `DateTime<Utc>`.
-pub(super) fn serialize<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn serialize<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&at.to_rfc3339_opts(SecondsFormat::AutoSi, true))
 }
 
 /// For `#[serde(with = "rfc3339::option")]` on an `Option<DateTime<Utc>>`: `null` for `None`.
-pub(super) mod option {
+pub(crate) mod option {
     use chrono::{DateTime, Utc};
     use serde::Serializer;
 
-    pub(in super::super) fn serialize<S: Serializer>(
+    pub(crate) fn serialize<S: Serializer>(
         at: &Option<DateTime<Utc>>,
         s: S,
     ) -> Result<S::Ok, S::Error> {

@@ -1,0 +1,294 @@
+//! What `deploy` reports (the deployment registered and how its jobs differ from the active one's), and
+//! what every store's `deploy` shares: validating the schema into a deployment, and the report.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use cron_schema::{Cron, Schema};
+use serde::Serialize;
+
+use super::{AdminError, rfc3339};
+use crate::defaults::DEFAULT_TIMEOUT;
+use crate::error::JobError;
+use crate::job::{Fields, Timeout, job_spec};
+use crate::store::{DeploymentSpec, JobSpec, check_job_count};
+
+/// The result of [`Admin::deploy`](super::Admin::deploy).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Deployed {
+    /// The deployment's key.
+    pub key: String,
+    /// The deployment's module.
+    pub module: String,
+    /// The key was not registered before; otherwise it was registered with the same jobs and its rows
+    /// were kept.
+    pub created: bool,
+    /// Whether the deployment is the module's active one (only a replica that runs makes it so).
+    pub active: bool,
+    /// The deployment's job rows, by verb.
+    pub jobs: Vec<DeployedJob>,
+    /// What the deployment changes relative to the module's active deployment; `None` when the active
+    /// deployment's registered schema cannot be read.
+    pub changes: Option<Changes>,
+}
+
+/// What a deployment changes relative to its module's active deployment, as `cronverb schema diff`
+/// compares two schemas: what the takeover will start, stop or carry over (docs/deploying.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// The key of the active deployment compared with; `None` when the module has none, and then every
+    /// verb is added.
+    pub compared_with: Option<String>,
+    /// Verbs the active deployment does not have.
+    pub added: Vec<String>,
+    /// Verbs of the active deployment this one does not have: they stop at the takeover.
+    pub removed: Vec<RemovedJob>,
+    /// Verbs whose expression, zone, timeout or missed-run policy differ.
+    pub changed: Vec<ChangedJob>,
+    /// How many verbs are the same in both.
+    pub unchanged: usize,
+}
+
+/// A verb of the active deployment that a deployment does not have, with its schedule there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RemovedJob {
+    /// The verb's full name.
+    pub verb: String,
+    /// Its expression in the active deployment.
+    pub expression: String,
+    /// Its zone in the active deployment (`UTC` when it declares none).
+    pub timezone: String,
+}
+
+/// A verb whose cron metadata differs from the active deployment's: each field, before and after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangedJob {
+    /// The verb's full name.
+    pub verb: String,
+    /// Each field that differs.
+    pub changes: Vec<cron_schema::Change>,
+}
+
+/// One verb of a deployment registered by [`Admin::deploy`](super::Admin::deploy), as its row now says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeployedJob {
+    /// The verb's full name.
+    pub verb: String,
+    /// The row's expression.
+    pub expression: String,
+    /// The row's zone.
+    pub timezone: String,
+    /// The first occurrence after the registration; a takeover recomputes or carries it.
+    #[serde(with = "rfc3339::option")]
+    pub next_execution: Option<DateTime<Utc>>,
+    /// The row was inserted by this call.
+    pub added: bool,
+    /// The row says what the schema file says (false: the row was edited since it was registered; the
+    /// row is kept).
+    pub matches: bool,
+    /// Relative to the module's active deployment: `added`, `changed` or `unchanged` (`None` when it
+    /// cannot be compared).
+    pub change: Option<&'static str>,
+}
+
+/// The key and registered schema of a module's active deployment, which `deploy` compares with.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ActiveSchema {
+    /// The active deployment's key.
+    pub(crate) key: String,
+    /// Its registered schema, as JSON text.
+    pub(crate) schema: String,
+}
+
+/// A job row of the deployment `deploy` registered, as the database holds it.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RegisteredJob {
+    pub(crate) verb: String,
+    pub(crate) schedule: String,
+    pub(crate) timezone: String,
+    pub(crate) next_execution: Option<DateTime<Utc>>,
+}
+
+/// What `deploy` reports about deployment `spec` (of the module's schema `chosen`): its job rows `rows`
+/// as the database now holds them, whether this call `created` it, whether it is `active`, and what it
+/// changes relative to the module's active deployment `current`. The same for every store.
+pub(crate) fn deployed(
+    spec: DeploymentSpec,
+    chosen: &Schema,
+    created: bool,
+    active: bool,
+    rows: Vec<RegisteredJob>,
+    current: Option<ActiveSchema>,
+) -> Deployed {
+    let changes = changes(current, chosen);
+    let change_of: HashMap<&str, &'static str> = match &changes {
+        Some(changes) => changes
+            .added
+            .iter()
+            .map(|verb| (verb.as_str(), "added"))
+            .chain(changes.changed.iter().map(|c| (c.verb.as_str(), "changed")))
+            .collect(),
+        None => HashMap::new(),
+    };
+    let by_verb: HashMap<&str, &JobSpec> = spec.jobs.iter().map(|j| (j.verb.as_str(), j)).collect();
+    let mut jobs = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some(job) = by_verb.get(row.verb.as_str()) else {
+            continue;
+        };
+        jobs.push(DeployedJob {
+            added: created,
+            matches: row.schedule == job.expression && row.timezone == job.zone.name(),
+            change: changes.as_ref().map(|_| {
+                change_of
+                    .get(row.verb.as_str())
+                    .copied()
+                    .unwrap_or("unchanged")
+            }),
+            verb: row.verb,
+            expression: row.schedule,
+            timezone: row.timezone,
+            next_execution: row.next_execution,
+        });
+    }
+    Deployed {
+        key: spec.key,
+        module: spec.module,
+        created,
+        active,
+        jobs,
+        changes,
+    }
+}
+
+/// The deployment of one module of `schema`, every verb validated as the runtime validates it
+/// ([`job_spec`], with [`DEFAULT_TIMEOUT`] for a verb without a timeout); every error is reported at
+/// once. With the schema of that module alone, as it is registered.
+pub(crate) fn deployment_spec(
+    key: &str,
+    schema: &Schema,
+    module: Option<&str>,
+) -> Result<(DeploymentSpec, Schema), AdminError> {
+    if key.trim().is_empty() || key.trim() != key {
+        return Err(AdminError::InvalidKey {
+            key: key.to_owned(),
+            reason: "a key must not be empty or begin or end with whitespace".to_owned(),
+        });
+    }
+    let names = || schema.modules.iter().map(|m| m.name.clone()).collect();
+    let chosen = match module {
+        Some(name) => schema
+            .modules
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| AdminError::UnknownModule {
+                module: name.to_owned(),
+                known: names(),
+            })?,
+        None => match schema.modules.as_slice() {
+            [only] => only,
+            [] => {
+                return Err(AdminError::InvalidSchema("it has no module".to_owned()));
+            }
+            _ => return Err(AdminError::ModuleRequired { modules: names() }),
+        },
+    };
+    // Before anything else: a schema too large is refused without validating it.
+    check_job_count(&format!("module `{}`", chosen.name), chosen.verbs.len())
+        .map_err(AdminError::InvalidSchema)?;
+    let mut errors = Vec::new();
+    let mut jobs: Vec<JobSpec> = Vec::with_capacity(chosen.verbs.len());
+    let mut names: HashSet<&str> = HashSet::with_capacity(chosen.verbs.len());
+    for verb in &chosen.verbs {
+        let name = &verb.name;
+        let job = job_spec(fields(name, &verb.cron), DEFAULT_TIMEOUT);
+        if let Err(invalid) = &job
+            && matches!(invalid.as_slice(), [JobError::EmptyName])
+        {
+            errors.push("a verb has an empty name".to_owned());
+            continue;
+        }
+        if !names.insert(name) {
+            errors.push(format!("verb `{name}` is listed twice"));
+            continue;
+        }
+        match job {
+            Ok(job) => jobs.push(job),
+            Err(invalid) => errors.extend(invalid.iter().map(|e| verb_error(name, e))),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(AdminError::InvalidSchema(errors.join("; ")));
+    }
+    let one = Schema {
+        version: schema.version,
+        modules: vec![chosen.clone()],
+    };
+    let spec = DeploymentSpec {
+        key: key.to_owned(),
+        module: chosen.name.clone(),
+        schema: serde_json::to_string(&one)
+            .map_err(|e| AdminError::InvalidSchema(e.to_string()))?,
+        jobs,
+    };
+    Ok((spec, one))
+}
+
+/// The fields of verb `name` of a schema, as [`job_spec`] validates them.
+fn fields<'a>(name: &'a str, cron: &'a Cron) -> Fields<'a> {
+    Fields {
+        name,
+        expression: &cron.expression,
+        timezone: cron.timezone.as_deref(),
+        timeout: cron.timeout.as_deref().map(Timeout::Text),
+        missed: cron.missed,
+    }
+}
+
+/// One error of verb `name`, as `deploy` lists it among the schema's errors.
+fn verb_error(name: &str, error: &JobError) -> String {
+    match error {
+        JobError::EmptyName => "a verb has an empty name".to_owned(),
+        JobError::Expression { expression, source } => {
+            format!("verb `{name}`: expression `{expression}`: {source}")
+        }
+        JobError::Timezone(e) => format!("verb `{name}`: {e}"),
+        JobError::Timeout(e) => format!("verb `{name}`: {e}"),
+    }
+}
+
+/// What `new` changes relative to the module's active deployment `current` (its key and registered
+/// schema), as [`Schema::diff`] compares them; `None` when the registered schema cannot be read.
+fn changes(current: Option<ActiveSchema>, new: &Schema) -> Option<Changes> {
+    let Some(ActiveSchema { key, schema }) = current else {
+        return Some(Changes {
+            added: new.verbs().map(|(_, verb)| verb.name.clone()).collect(),
+            ..Changes::default()
+        });
+    };
+    let registered = Schema::from_json(&schema).ok()?;
+    let diff = registered.diff(new);
+    let total = new.verbs().count();
+    Some(Changes {
+        compared_with: Some(key),
+        unchanged: total - diff.added.len() - diff.changed.len(),
+        added: diff.added.into_iter().map(|v| v.verb.name).collect(),
+        removed: diff
+            .removed
+            .into_iter()
+            .map(|v| RemovedJob {
+                verb: v.verb.name,
+                expression: v.verb.cron.expression,
+                timezone: v.verb.cron.timezone.unwrap_or_else(|| "UTC".to_owned()),
+            })
+            .collect(),
+        changed: diff
+            .changed
+            .into_iter()
+            .map(|c| ChangedJob {
+                verb: c.name,
+                changes: c.changes,
+            })
+            .collect(),
+    })
+}

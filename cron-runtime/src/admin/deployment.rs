@@ -1,0 +1,44 @@
+//! What `deployment` reports: one deployment, its replicas, its schema and how it differs from its
+//! module's active deployment.
+
+use chrono::{DateTime, Utc};
+use cron_schema::{Diff, Schema};
+use serde::Serialize;
+
+use super::{AdminError, Replica, rfc3339};
+use crate::store::StoreError;
+
+/// The result of [`Admin::deployment`](super::Admin::deployment).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Deployment {
+    /// The deployment's key.
+    pub key: String,
+    /// Its module.
+    pub module: String,
+    /// Whether it is its module's active deployment.
+    pub active: bool,
+    /// When it was registered.
+    #[serde(with = "rfc3339")]
+    pub created_at: DateTime<Utc>,
+    /// When it last became active.
+    #[serde(with = "rfc3339::option")]
+    pub activated_at: Option<DateTime<Utc>>,
+    /// Its registered replicas, live or not yet forgotten, by name.
+    pub replicas: Vec<Replica>,
+    /// Its schema, as registered.
+    pub schema: Schema,
+    /// The key of its module's active deployment.
+    pub active_deployment: Option<String>,
+    /// What changes from the active deployment's schema to this one's; `None` when this is the active
+    /// deployment or none is active.
+    pub diff: Option<Diff>,
+}
+
+/// The schema a deployment's row holds; one that does not read was edited by hand.
+pub(crate) fn stored_schema(key: &str, json: &str) -> Result<Schema, AdminError> {
+    Schema::from_json(json).map_err(|error| {
+        AdminError::Store(StoreError::Invalid(format!(
+            "the schema stored for deployment `{key}` does not read: {error}"
+        )))
+    })
+}

@@ -1,0 +1,170 @@
+//! The operator API: what operators do to a running system, whichever database holds it. Register a
+//! deployment ahead of a rollout, read the status and the history, pause and resume a verb, trigger a
+//! run now, prune the history. The `cronverb` tool and the dashboard call these; every result
+//! serializes to the JSON that the tool's `--json` prints (docs/operations.md, "Operator commands" and
+//! "JSON shapes").
+//!
+//! They keep the runtime's rules because they go through its code: `deploy` validates each verb as the
+//! builder does and inserts the same rows a replica's registration does, a trigger is taken by the
+//! replicas' own claim, a pause is the `paused` column the claim already honours, and `prune` is the
+//! runtime's own retention.
+//!
+//! ```no_run
+//! # async fn example(store: cron_runtime::store::postgres::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+//! let admin = store.admin();
+//! let status = admin.status(Some("billing")).await?;
+//! for job in &status.modules[0].jobs {
+//!     println!("{} next at {:?}", job.verb, job.next_execution);
+//! }
+//! admin.pause("send_invoices", None, Some("invoicing is down")).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use cron_schema::Schema;
+
+pub(crate) mod deploy;
+pub(crate) mod deployment;
+mod error;
+pub(crate) mod lookup;
+pub(crate) mod pause;
+pub(crate) mod rfc3339;
+mod runs;
+pub(crate) mod status;
+pub(crate) mod suggest;
+
+pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob};
+pub use deployment::Deployment;
+pub use error::AdminError;
+pub use pause::{Pause, Triggered};
+pub use runs::{Run, RunCursor, RunFilter, Since};
+pub use status::{
+    DeploymentStatus, JobStatus, LastRun, ModuleStatus, OVERDUE_AFTER, Replica, Running, Status,
+};
+
+/// The database failure inside [`AdminError::Store`].
+pub use crate::store::StoreError;
+/// A field's change between two schemas, as [`ChangedJob::changes`] lists them.
+pub use cron_schema::Change;
+
+/// How many runs one pruning statement deletes: `cronverb prune`'s batch and the runtime's.
+pub const PRUNE_BATCH: u32 = 1000;
+
+/// The operator commands on a store's database: `deploy`, `status`, `runs`, `pause`, `resume`,
+/// `trigger` and `prune`, with the same rules, results and errors on every database. Made by the store's
+/// `admin()` (`PgStore::admin` for PostgreSQL, `SqliteStore::admin` for SQLite); cloning is cheap and
+/// shares the pool.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    backend: Backend,
+}
+
+/// The database an [`Admin`] works on.
+#[derive(Debug, Clone)]
+enum Backend {
+    #[cfg(feature = "postgres")]
+    Postgres(crate::store::postgres::admin::PgAdmin),
+    #[cfg(feature = "sqlite")]
+    Sqlite(crate::store::sqlite::admin::SqliteAdmin),
+}
+
+/// Runs `$call` on the backend's implementation.
+macro_rules! dispatch {
+    ($self:ident, $admin:ident => $call:expr) => {
+        match &$self.backend {
+            #[cfg(feature = "postgres")]
+            Backend::Postgres($admin) => $call,
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite($admin) => $call,
+        }
+    };
+}
+
+impl Admin {
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres(admin: crate::store::postgres::admin::PgAdmin) -> Admin {
+        Admin {
+            backend: Backend::Postgres(admin),
+        }
+    }
+
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn sqlite(admin: crate::store::sqlite::admin::SqliteAdmin) -> Admin {
+        Admin {
+            backend: Backend::Sqlite(admin),
+        }
+    }
+
+    /// Registers deployment `key` of a module of `schema` ahead of a rollout: the deployment (inactive)
+    /// and its job rows, each verb validated as the runtime validates it. Nothing runs and nothing is
+    /// taken over: the deployment becomes active when its first replica runs, and that replica's
+    /// registration uses these rows. Registering a key again with the same jobs keeps its rows; with
+    /// other jobs it is refused ([`AdminError::KeyRegisteredWithOtherJobs`]): a key is one set of jobs.
+    /// The result says what the deployment changes relative to the module's active deployment.
+    ///
+    /// `module` chooses the module when the schema has several.
+    pub async fn deploy(
+        &self,
+        key: &str,
+        schema: &Schema,
+        module: Option<&str>,
+    ) -> Result<Deployed, AdminError> {
+        dispatch!(self, admin => admin.deploy(key, schema, module).await)
+    }
+
+    /// The modules, their deployments (active, live replicas) and the jobs of their active deployment.
+    /// `module` restricts it to one module.
+    pub async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
+        dispatch!(self, admin => admin.status(module).await)
+    }
+
+    /// Deployment `key`: its replicas, its schema and its difference from its module's active
+    /// deployment. `None` when no deployment has that key.
+    pub async fn deployment(&self, key: &str) -> Result<Option<Deployment>, AdminError> {
+        dispatch!(self, admin => admin.deployment(key).await)
+    }
+
+    /// The history, latest first.
+    pub async fn runs(&self, filter: &RunFilter) -> Result<Vec<Run>, AdminError> {
+        dispatch!(self, admin => admin.runs(filter).await)
+    }
+
+    /// Pauses `verb`: its regular occurrences are not claimed until it is resumed (a run in flight
+    /// finishes). The pause is set on the verb's row in every deployment of its module, and a takeover
+    /// carries it, so it stays across deploys and rollbacks. Pausing a paused verb changes only its note
+    /// (when one is given).
+    pub async fn pause(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+        note: Option<&str>,
+    ) -> Result<Pause, AdminError> {
+        dispatch!(self, admin => admin.pause(verb, module, note).await)
+    }
+
+    /// Resumes `verb` in every deployment of its module. It continues from its first occurrence after
+    /// now: the occurrences that came while it was paused are not run (and an idle row whose next
+    /// occurrence is still ahead keeps it).
+    pub async fn resume(&self, verb: &str, module: Option<&str>) -> Result<Pause, AdminError> {
+        dispatch!(self, admin => admin.resume(verb, module).await)
+    }
+
+    /// Asks for one run of `verb` now, through the replicas' claim: the active deployment's row is
+    /// marked, replicas are notified, and the next claim records a run scheduled at the trigger's
+    /// instant with `manual = true` (a paused verb runs too). Overlap is respected: a verb executing
+    /// under any deployment of its module is refused, unless its run is a regular one claimed ahead that
+    /// has not started (the trigger is then taken when that run ends). The regular schedule is
+    /// unchanged; see docs/operations.md for the details.
+    pub async fn trigger(&self, verb: &str, module: Option<&str>) -> Result<Triggered, AdminError> {
+        dispatch!(self, admin => admin.trigger(verb, module).await)
+    }
+
+    /// Deletes the runs that finished more than `older_than` ago (never a running one), `batch` per
+    /// statement so that no statement holds many locks for long ([`PRUNE_BATCH`] is the runtime's).
+    /// Returns how many it deleted.
+    pub async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
+        dispatch!(self, admin => admin.prune(older_than, batch).await)
+    }
+}

@@ -1,0 +1,148 @@
+//! What `runs` takes and returns: a filter over the history, and its runs.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::rfc3339;
+
+/// Which runs [`Admin::runs`](super::Admin::runs) returns: the latest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only this module's runs.
+    pub module: Option<String>,
+    /// A verb's full name, or its name inside its module when that is unambiguous.
+    pub verb: Option<String>,
+    /// Runs scheduled at or after this.
+    pub since: Option<Since>,
+    /// Only the runs after this one in the order of the history (older ones): the next page, by key,
+    /// without an offset.
+    pub before: Option<RunCursor>,
+    /// At most this many runs (default 50).
+    pub limit: u32,
+}
+
+impl Default for RunFilter {
+    fn default() -> Self {
+        RunFilter {
+            module: None,
+            verb: None,
+            since: None,
+            before: None,
+            limit: 50,
+        }
+    }
+}
+
+/// A lower bound on `scheduled_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// This instant.
+    Instant(DateTime<Utc>),
+    /// This long before the database's now.
+    Ago(Duration),
+}
+
+/// A run's place in the history, which is ordered by `(scheduled_at, id)`, newest first: where the next
+/// page starts ([`RunFilter::before`]). Its text form (`2026-11-24T17:00:00.123456Z_42`) is what links
+/// carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunCursor {
+    /// The run's `scheduled_at`.
+    pub scheduled_at: DateTime<Utc>,
+    /// The run's id.
+    pub id: i64,
+}
+
+impl RunCursor {
+    /// The cursor of `run`: the page after it starts with the run just older than it.
+    pub fn of(run: &Run) -> RunCursor {
+        RunCursor {
+            scheduled_at: run.scheduled_at,
+            id: run.id,
+        }
+    }
+}
+
+impl fmt::Display for RunCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}_{}",
+            self.scheduled_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            self.id
+        )
+    }
+}
+
+impl FromStr for RunCursor {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<RunCursor, String> {
+        let invalid = || format!("invalid run cursor `{text}`; expected `<instant>_<run id>`");
+        let (at, id) = text.rsplit_once('_').ok_or_else(invalid)?;
+        Ok(RunCursor {
+            scheduled_at: DateTime::parse_from_rfc3339(at)
+                .map_err(|_| invalid())?
+                .with_timezone(&Utc),
+            id: id.parse().map_err(|_| invalid())?,
+        })
+    }
+}
+
+/// One run of the history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct Run {
+    /// The run's id.
+    pub id: i64,
+    /// The verb's module.
+    pub module: String,
+    /// The verb's full name.
+    pub verb: String,
+    /// The deployment's key; `None` once the deployment was deleted.
+    pub deployment: Option<String>,
+    /// The occurrence it ran (for a manual run, the trigger's instant).
+    #[serde(with = "rfc3339")]
+    pub scheduled_at: DateTime<Utc>,
+    /// The later of its claim and its scheduled instant; `None` for a run recorded `skipped`.
+    #[serde(with = "rfc3339::option")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it ended; `None` while it runs.
+    #[serde(with = "rfc3339::option")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// `running`, `succeeded`, `failed`, `panicked`, `timed_out`, `cancelled`, `abandoned`, `skipped`.
+    pub outcome: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// `host:pid`.
+    pub runner: String,
+    /// It was claimed more than the missed-run tolerance after `scheduled_at`.
+    pub late: bool,
+    /// How many occurrences it skipped (docs/runtime.md, "Missed runs").
+    pub skipped: i32,
+    /// Started by `cronverb trigger`.
+    pub manual: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::RunCursor;
+
+    #[test]
+    fn cursors_read_back() {
+        let cursor = RunCursor {
+            scheduled_at: Utc.timestamp_micros(1_764_003_600_123_456).unwrap(),
+            id: 42,
+        };
+        assert_eq!(cursor.to_string(), "2025-11-24T17:00:00.123456Z_42");
+        assert_eq!(cursor.to_string().parse(), Ok(cursor));
+        assert!("2025-11-24T17:00:00Z".parse::<RunCursor>().is_err());
+        assert!("x_1".parse::<RunCursor>().is_err());
+    }
+}

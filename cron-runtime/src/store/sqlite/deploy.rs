@@ -1,0 +1,347 @@
+//! Registration, heartbeats and the election of each module's active deployment (G6,
+//! docs/operations.md), each one write transaction. The rules are the in-memory store's and PostgreSQL's:
+//! the active deployment of a module is its most recently registered one with a live replica; a takeover
+//! carries each unchanged verb's next occurrence (after the one in flight), its pause and its trigger.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use cron_schema::MissedPolicy;
+use sqlx::SqliteConnection;
+
+use super::{SqliteStore, db, instant, micros, micros_of};
+use crate::store::{
+    Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema, rules,
+};
+
+/// Rows of replicas not seen for this long are deleted by any heartbeat.
+const FORGET_RUNNERS_AFTER: i64 = 24 * 3600 * 1_000_000;
+
+/// A row of the deployment being replaced, as a takeover carries it.
+#[derive(Debug, sqlx::FromRow)]
+struct PreviousRow {
+    id: i64,
+    verb: String,
+    schedule: String,
+    timezone: String,
+    state: String,
+    next_execution: Option<i64>,
+    run_scheduled_at: Option<i64>,
+    manual: Option<bool>,
+}
+
+impl SqliteStore {
+    pub(super) async fn register_deployment(
+        &self,
+        spec: &DeploymentSpec,
+    ) -> Result<Runner, StoreError> {
+        check_job_count(&format!("deployment `{}`", spec.key), spec.jobs.len())
+            .map_err(StoreError::Invalid)?;
+        for job in &spec.jobs {
+            lock_schedule(self, job);
+        }
+        let context = format!("registering deployment `{}`", spec.key);
+        let (mut tx, now) = self.write(&context).await?;
+        let registered: Option<(i64, String, String)> =
+            sqlx::query_as("SELECT id, module, schema FROM cron_deployments WHERE key = ?")
+                .bind(&spec.key)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db(&context))?;
+        let deployment_id = match registered {
+            Some((id, module, schema)) => {
+                if module != spec.module {
+                    return Err(StoreError::Invalid(format!(
+                        "deployment `{}` is registered for module `{module}`, not `{}`",
+                        spec.key, spec.module
+                    )));
+                }
+                if let Some(refusal) = other_schema(&spec.key, &schema, &spec.schema) {
+                    return Err(StoreError::Invalid(refusal));
+                }
+                id
+            }
+            None => insert_deployment(&mut tx, spec, now)
+                .await
+                .map_err(db(&context))?,
+        };
+        let runner_id: i64 = sqlx::query_scalar(
+            "INSERT INTO cron_runners (deployment_id, host, pid, started_at, last_seen) \
+             VALUES (?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(deployment_id)
+        .bind(&self.shared.host)
+        .bind(self.shared.pid)
+        .bind(micros(now))
+        .bind(micros(now))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db(&context))?;
+        self.elect(&mut tx, &spec.module, now)
+            .await
+            .map_err(db(&context))?;
+        self.commit(tx, &context).await?;
+        Ok(Runner {
+            id: runner_id,
+            deployment_id,
+            name: rules::runner_name(&self.shared.host, self.shared.pid),
+        })
+    }
+
+    pub(super) async fn beat(&self, runner: &Runner) -> Result<Beat, StoreError> {
+        let context = "sending a heartbeat";
+        let (mut tx, now) = self.write(context).await?;
+        let module: Option<String> =
+            sqlx::query_scalar("SELECT module FROM cron_deployments WHERE id = ?")
+                .bind(runner.deployment_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db(context))?;
+        let Some(module) = module else {
+            return Err(StoreError::Invalid(format!(
+                "runner {} is not registered",
+                runner.name
+            )));
+        };
+        // An upsert: a process frozen long enough for its row to be forgotten comes back with its id.
+        sqlx::query(
+            "INSERT INTO cron_runners (id, deployment_id, host, pid, started_at, last_seen) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
+        )
+        .bind(runner.id)
+        .bind(runner.deployment_id)
+        .bind(&self.shared.host)
+        .bind(self.shared.pid)
+        .bind(micros(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(db(context))?;
+        sqlx::query("DELETE FROM cron_runners WHERE last_seen < ?")
+            .bind(micros(now) - FORGET_RUNNERS_AFTER)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context))?;
+        let mut changed = self.recover(&mut tx, now).await.map_err(db(context))?;
+        changed |= self
+            .elect(&mut tx, &module, now)
+            .await
+            .map_err(db(context))?;
+        let others: Vec<String> =
+            sqlx::query_scalar("SELECT DISTINCT module FROM cron_deployments WHERE module <> ?")
+                .bind(&module)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db(context))?;
+        for other in others {
+            changed |= self
+                .elect(&mut tx, &other, now)
+                .await
+                .map_err(db(context))?;
+        }
+        let next_due = next_due(&mut tx, runner.deployment_id, &module)
+            .await
+            .map_err(db(context))?;
+        let lease_ends: Option<i64> = sqlx::query_scalar(
+            "SELECT min(lease_expires_at) FROM cron_jobs WHERE deployment_id = ? AND state = 'executing'",
+        )
+        .bind(runner.deployment_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db(context))?;
+        self.commit(tx, context).await?;
+        Ok(Beat {
+            changed,
+            next_due,
+            lease_ends: lease_ends.map(instant),
+        })
+    }
+
+    /// Makes the most recently registered deployment of `module` with a live replica the active one, if
+    /// it is not yet, carrying unchanged verbs' schedule state and every verb's pause and trigger over.
+    /// Returns whether it switched.
+    pub(super) async fn elect(
+        &self,
+        tx: &mut SqliteConnection,
+        module: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, sqlx::Error> {
+        let winner: Option<(i64, bool)> = sqlx::query_as(
+            "SELECT d.id, d.active FROM cron_deployments d
+             WHERE d.module = ?1
+               AND EXISTS (SELECT 1 FROM cron_runners r WHERE r.deployment_id = d.id AND r.last_seen >= ?2)
+             ORDER BY d.created_at DESC, d.id DESC LIMIT 1",
+        )
+        .bind(module)
+        .bind(micros(now) - micros_of(self.settings.lease))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((winner, false)) = winner else {
+            return Ok(false);
+        };
+        let previous: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM cron_deployments WHERE module = ? AND active = 1")
+                .bind(module)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let mut carried: HashMap<String, PreviousRow> = HashMap::new();
+        if let Some(previous) = previous {
+            let rows: Vec<PreviousRow> = sqlx::query_as(
+                "SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.next_execution,
+                        r.scheduled_at AS run_scheduled_at, r.manual
+                 FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id
+                 WHERE j.deployment_id = ?",
+            )
+            .bind(previous)
+            .fetch_all(&mut *tx)
+            .await?;
+            carried = rows
+                .into_iter()
+                .map(|row| (row.verb.clone(), row))
+                .collect();
+            sqlx::query("UPDATE cron_deployments SET active = 0 WHERE id = ?")
+                .bind(previous)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("UPDATE cron_deployments SET active = 1, activated_at = ? WHERE id = ?")
+            .bind(micros(now))
+            .bind(winner)
+            .execute(&mut *tx)
+            .await?;
+        let own: Vec<(i64, String, String, String, String)> = sqlx::query_as(
+            "SELECT id, verb, schedule, timezone, state FROM cron_jobs WHERE deployment_id = ? ORDER BY id",
+        )
+        .bind(winner)
+        .fetch_all(&mut *tx)
+        .await?;
+        for (id, verb, expression, zone, state) in own {
+            if state == "executing" {
+                // Reactivated while a run of it was still in flight: its end schedules it.
+                continue;
+            }
+            let old = carried.get(&verb);
+            let unchanged = old.is_some_and(|o| o.schedule == expression && o.timezone == zone);
+            let next = match old {
+                Some(old) if unchanged => match (old.state.as_str(), old.run_scheduled_at) {
+                    // Its regular occurrence in flight runs under the old deployment: continue after it.
+                    ("executing", Some(at)) if old.manual != Some(true) => self
+                        .schedule(old.id, &old.schedule, &old.timezone)
+                        .and_then(|s| s.next_after(instant(at))),
+                    _ => old.next_execution.map(instant),
+                },
+                // Added or changed: starts from its (new) schedule.
+                _ => self
+                    .schedule(id, &expression, &zone)
+                    .and_then(|s| s.next_after(now)),
+            };
+            sqlx::query(
+                "UPDATE cron_jobs SET next_execution = ?, start_time = CASE WHEN ? THEN start_time ELSE ? END \
+                 WHERE id = ? AND state = 'idle'",
+            )
+            .bind(next.map(micros))
+            .bind(unchanged)
+            .bind(micros(now))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(previous) = previous {
+            // The operator's state of each verb (a pause, with its note; a pending trigger) goes with it.
+            sqlx::query(
+                "UPDATE cron_jobs AS n
+                 SET paused = CASE WHEN n.paused = 1 OR o.paused = 1 THEN 1 ELSE 0 END,
+                     pause_note = CASE WHEN n.paused = 1 THEN n.pause_note ELSE o.pause_note END,
+                     paused_at = CASE WHEN n.paused = 1 THEN n.paused_at ELSE o.paused_at END,
+                     trigger_requested_at = coalesce(n.trigger_requested_at, o.trigger_requested_at)
+                 FROM cron_jobs AS o
+                 WHERE n.deployment_id = ?1 AND o.deployment_id = ?2 AND o.verb = n.verb
+                   AND (o.paused = 1 OR o.trigger_requested_at IS NOT NULL)",
+            )
+            .bind(winner)
+            .bind(previous)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE cron_jobs SET trigger_requested_at = NULL \
+                 WHERE deployment_id = ? AND trigger_requested_at IS NOT NULL",
+            )
+            .bind(previous)
+            .execute(&mut *tx)
+            .await?;
+        }
+        Ok(true)
+    }
+}
+
+/// Remembers a build's schedule, so that rows that match it are never re-parsed.
+fn lock_schedule(store: &SqliteStore, job: &crate::store::JobSpec) {
+    crate::sync::lock(&store.shared.schedules).insert(
+        (job.expression.clone(), job.zone.name().to_owned()),
+        Some(job.schedule.clone()),
+    );
+}
+
+/// Adds a deployment with its jobs, none of them scheduled until the deployment is elected.
+async fn insert_deployment(
+    tx: &mut SqliteConnection,
+    spec: &DeploymentSpec,
+    now: DateTime<Utc>,
+) -> Result<i64, sqlx::Error> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO cron_deployments (key, module, schema, created_at) VALUES (?, ?, ?, ?) RETURNING id",
+    )
+    .bind(&spec.key)
+    .bind(&spec.module)
+    .bind(&spec.schema)
+    .bind(micros(now))
+    .fetch_one(&mut *tx)
+    .await?;
+    for job in &spec.jobs {
+        sqlx::query(
+            "INSERT INTO cron_jobs (deployment_id, module_name, verb, schedule, timezone, timeout, missed, start_time)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(&spec.module)
+        .bind(&job.verb)
+        .bind(&job.expression)
+        .bind(job.zone.name())
+        .bind(i64::try_from(job.timeout.as_millis()).unwrap_or(i64::MAX))
+        .bind(match job.missed {
+            MissedPolicy::Once => "once",
+            MissedPolicy::Skip => "skip",
+        })
+        .bind(micros(now))
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(id)
+}
+
+/// The earliest occurrence (or pending trigger) among the rows deployment `deployment_id` of `module`
+/// could claim next: idle, of the active deployment, and of no verb executing under another deployment.
+pub(super) async fn next_due(
+    tx: &mut SqliteConnection,
+    deployment_id: i64,
+    module: &str,
+) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    let due: Option<i64> = sqlx::query_scalar(
+        "SELECT min(due) FROM (
+            SELECT min(j.next_execution) AS due FROM cron_jobs j
+            WHERE j.deployment_id = ?1 AND j.state = 'idle' AND j.paused = 0
+              AND j.next_execution IS NOT NULL
+              AND j.verb NOT IN (SELECT o.verb FROM cron_jobs o WHERE o.state = 'executing'
+                                 AND o.module_name = ?2 AND o.deployment_id <> ?1)
+            UNION ALL
+            SELECT min(j.trigger_requested_at) FROM cron_jobs j
+            WHERE j.deployment_id = ?1 AND j.state = 'idle' AND j.trigger_requested_at IS NOT NULL
+              AND j.verb NOT IN (SELECT o.verb FROM cron_jobs o WHERE o.state = 'executing'
+                                 AND o.module_name = ?2 AND o.deployment_id <> ?1)
+        ) WHERE EXISTS (SELECT 1 FROM cron_deployments WHERE id = ?1 AND active = 1)",
+    )
+    .bind(deployment_id)
+    .bind(module)
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(due.map(instant))
+}

@@ -1,0 +1,385 @@
+//! The end of runs: finish, lease renewal, recovery of expired leases, give-back and shutdown (G3, G4,
+//! G7 and G9, docs/operations.md). Each is one write transaction, fenced on the run that holds the job
+//! row, and each writes through [`SqliteStore::end_run`].
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::SqliteConnection;
+
+use super::{SqliteStore, db, instant, micros, micros_of};
+use crate::store::rules::{after_run, ended_at};
+use crate::store::{Finish, Finished, Outcome, Runner, StoreError};
+
+/// An executing job row with the run that holds it, and whether its deployment is the active one.
+macro_rules! held_rows {
+    () => {
+        "SELECT j.id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution, j.paused,
+                j.current_run_id AS run_id, r.scheduled_at, r.manual, d.active
+         FROM cron_jobs j
+         JOIN cron_job_runs r ON r.id = j.current_run_id
+         JOIN cron_deployments d ON d.id = j.deployment_id
+         WHERE j.state = 'executing' "
+    };
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct Held {
+    id: i64,
+    module_name: String,
+    verb: String,
+    schedule: String,
+    timezone: String,
+    next_execution: Option<i64>,
+    paused: bool,
+    run_id: i64,
+    scheduled_at: i64,
+    manual: bool,
+    active: bool,
+}
+
+/// How a held run ends ([`SqliteStore::end_run`]).
+#[derive(Debug)]
+pub(super) enum End<'a> {
+    /// It ran, or may have: recorded with `outcome` as ended at `at`, and its job goes on at its first
+    /// occurrence after that.
+    Recorded {
+        outcome: Outcome,
+        error: Option<&'a str>,
+        at: DateTime<Utc>,
+    },
+    /// Its handler was never called: its record is dropped and its job goes back to idle at that same
+    /// occurrence (a manual run's trigger is pending again), or to the active deployment's row.
+    GivenBack,
+}
+
+impl SqliteStore {
+    pub(super) async fn finish_runs(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+    ) -> Result<Vec<Finished>, StoreError> {
+        let context = "recording how runs ended";
+        let (mut tx, now) = self.write(context).await?;
+        let mut results = Vec::with_capacity(finishes.len());
+        for finish in finishes {
+            let held: Option<Held> = sqlx::query_as(concat!(
+                held_rows!(),
+                "AND j.id = ? AND j.current_run_id = ? AND r.runner_id = ?"
+            ))
+            .bind(finish.job_id)
+            .bind(finish.run_id)
+            .bind(runner.id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db(context))?;
+            let Some(held) = held else {
+                results.push(Finished::Fenced);
+                continue;
+            };
+            let end = End::Recorded {
+                outcome: finish.outcome,
+                error: finish.error.as_deref(),
+                at: ended_at(finish.ended_at, now),
+            };
+            let (next_execution, skipped) = self
+                .end_run(&mut tx, &held, end)
+                .await
+                .map_err(db(context))?;
+            results.push(Finished::Recorded {
+                next_execution,
+                skipped,
+            });
+        }
+        self.commit(tx, context).await?;
+        Ok(results)
+    }
+
+    pub(super) async fn renew_leases(
+        &self,
+        runner: &Runner,
+        run_ids: &[i64],
+    ) -> Result<Vec<i64>, StoreError> {
+        let context = "renewing leases";
+        let (mut tx, now) = self.write(context).await?;
+        let until = micros(now) + micros_of(self.settings.lease);
+        let mut held = Vec::with_capacity(run_ids.len());
+        for run_id in run_ids {
+            let renewed = sqlx::query(
+                "UPDATE cron_jobs SET lease_expires_at = max(lease_expires_at, ?1)
+                 WHERE state = 'executing' AND current_run_id = ?2
+                   AND EXISTS (SELECT 1 FROM cron_job_runs r WHERE r.id = ?2 AND r.runner_id = ?3)",
+            )
+            .bind(until)
+            .bind(run_id)
+            .bind(runner.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context))?;
+            if renewed.rows_affected() == 1 {
+                held.push(*run_id);
+            }
+        }
+        self.commit(tx, context).await?;
+        Ok(held)
+    }
+
+    pub(super) async fn give_back_runs(
+        &self,
+        runner: &Runner,
+        run_ids: &[i64],
+    ) -> Result<(), StoreError> {
+        let context = "giving back runs that never started";
+        let (mut tx, _) = self.write(context).await?;
+        for run_id in run_ids {
+            let held: Option<Held> = sqlx::query_as(concat!(
+                held_rows!(),
+                "AND j.current_run_id = ? AND r.runner_id = ?"
+            ))
+            .bind(run_id)
+            .bind(runner.id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db(context))?;
+            if let Some(held) = held {
+                self.end_run(&mut tx, &held, End::GivenBack)
+                    .await
+                    .map_err(db(context))?;
+            }
+        }
+        self.commit(tx, context).await
+    }
+
+    /// Shutdown: ends every run the runner still holds (the cancelled ones, the ones claimed ahead and
+    /// any other), then removes the runner.
+    pub(super) async fn release(
+        &self,
+        runner: &Runner,
+        cancelled: &[i64],
+    ) -> Result<(), StoreError> {
+        let context = "releasing this process's runs at shutdown";
+        let (mut tx, now) = self.write(context).await?;
+        let held: Vec<Held> = sqlx::query_as(concat!(
+            held_rows!(),
+            "AND j.deployment_id = ? AND r.runner_id = ? ORDER BY r.id"
+        ))
+        .bind(runner.deployment_id)
+        .bind(runner.id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db(context))?;
+        for held in held {
+            let end = if instant(held.scheduled_at) > now {
+                // Claimed ahead and never started: the next process runs the occurrence.
+                End::GivenBack
+            } else if cancelled.contains(&held.run_id) {
+                End::Recorded {
+                    outcome: Outcome::Cancelled,
+                    error: Some("cancelled by shutdown after the grace period"),
+                    at: now,
+                }
+            } else {
+                End::Recorded {
+                    outcome: Outcome::Abandoned,
+                    error: Some("the replica shut down without recording how it ended"),
+                    at: now,
+                }
+            };
+            self.end_run(&mut tx, &held, end)
+                .await
+                .map_err(db(context))?;
+        }
+        sqlx::query("DELETE FROM cron_runners WHERE id = ?")
+            .bind(runner.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context))?;
+        self.commit(tx, context).await
+    }
+
+    /// Takes back the rows whose lease expired, recording their runs `abandoned` (G4). Returns whether
+    /// it took any.
+    pub(super) async fn recover(
+        &self,
+        tx: &mut SqliteConnection,
+        now: DateTime<Utc>,
+    ) -> Result<bool, sqlx::Error> {
+        let expired: Vec<Held> = sqlx::query_as(concat!(
+            held_rows!(),
+            "AND j.lease_expires_at < ? ORDER BY j.lease_expires_at"
+        ))
+        .bind(micros(now))
+        .fetch_all(&mut *tx)
+        .await?;
+        for held in &expired {
+            tracing::warn!(
+                run_id = held.run_id,
+                verb = held.verb,
+                "the lease of run {} of `{}` expired; recording it abandoned",
+                held.run_id,
+                held.verb
+            );
+            let end = End::Recorded {
+                outcome: Outcome::Abandoned,
+                error: Some("the replica running it stopped renewing its lease"),
+                at: now,
+            };
+            self.end_run(tx, held, end).await?;
+        }
+        Ok(!expired.is_empty())
+    }
+
+    /// Ends the held run: records it (or drops it, given back) and puts its job back to idle. Returns the
+    /// job's next occurrence and how many occurrences the run skipped ([`Finished::Recorded`]).
+    pub(super) async fn end_run(
+        &self,
+        tx: &mut SqliteConnection,
+        held: &Held,
+        end: End<'_>,
+    ) -> Result<(Option<DateTime<Utc>>, u32), sqlx::Error> {
+        let scheduled_at = instant(held.scheduled_at);
+        let (outcome, error, at) = match end {
+            End::GivenBack => {
+                sqlx::query("DELETE FROM cron_job_runs WHERE id = ?")
+                    .bind(held.run_id)
+                    .execute(&mut *tx)
+                    .await?;
+                // The occurrence is the job's again; a manual run never took `next_execution`.
+                let next = if held.manual {
+                    held.next_execution
+                } else {
+                    Some(held.scheduled_at)
+                };
+                sqlx::query(
+                    "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
+                         next_execution = ?,
+                         trigger_requested_at = CASE WHEN ? THEN coalesce(trigger_requested_at, ?)
+                                                    ELSE trigger_requested_at END
+                     WHERE id = ?",
+                )
+                .bind(next)
+                .bind(held.manual)
+                .bind(held.scheduled_at)
+                .bind(held.id)
+                .execute(&mut *tx)
+                .await?;
+                if !held.active {
+                    give_to_active(tx, held).await?;
+                }
+                return Ok((next.map(instant), 0));
+            }
+            End::Recorded { outcome, error, at } => (outcome, error, at),
+        };
+        let schedule = self.schedule(held.id, &held.schedule, &held.timezone);
+        let (next, skipped) = match &schedule {
+            // A manual run leaves the regular schedule alone: the job keeps its next occurrence if it
+            // is still ahead; one that came while the run was executing is skipped (overlap), and so
+            // are the ones after it up to now. A paused job keeps its row as it is.
+            Some(schedule) if held.manual => match held.next_execution.map(instant) {
+                Some(regular) if regular > at || held.paused => (Some(regular), 0),
+                Some(regular) => crate::store::rules::after_skipping(schedule, regular, at),
+                None => (None, 0),
+            },
+            Some(schedule) => after_run(schedule, scheduled_at, at),
+            // A row whose schedule no longer parses keeps its `next_execution` (G8).
+            None => (held.next_execution.map(instant), 0),
+        };
+        sqlx::query(
+            "UPDATE cron_job_runs SET outcome = ?1, error = ?2, skipped = ?3,
+                 finished_at = max(coalesce(started_at, ?4), ?4)
+             WHERE id = ?5 AND outcome = 'running'",
+        )
+        .bind(outcome.as_str())
+        .bind(error)
+        .bind(i64::from(skipped))
+        .bind(micros(at))
+        .bind(held.run_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
+                 next_execution = ?
+             WHERE id = ?",
+        )
+        .bind(next.map(micros))
+        .bind(held.id)
+        .execute(&mut *tx)
+        .await?;
+        let reported = if schedule.is_some() { next } else { None };
+        if let (false, Some(next)) = (held.active, reported) {
+            // A run of a deployment that is no longer active ended: the active deployment's unchanged
+            // verb goes on at the run's next occurrence when that is later, so that an occurrence the
+            // run skipped is not run there after all.
+            sqlx::query(
+                "UPDATE cron_jobs SET next_execution = ?1
+                 WHERE id IN (
+                     SELECT n.id FROM cron_jobs n JOIN cron_deployments d ON d.id = n.deployment_id
+                     WHERE d.active = 1 AND n.module_name = ?2 AND n.verb = ?3 AND n.schedule = ?4
+                       AND n.timezone = ?5 AND n.state = 'idle' AND n.next_execution < ?1)",
+            )
+            .bind(micros(next))
+            .bind(&held.module_name)
+            .bind(&held.verb)
+            .bind(&held.schedule)
+            .bind(&held.timezone)
+            .execute(&mut *tx)
+            .await?;
+        }
+        Ok((reported, skipped))
+    }
+
+    /// Deletes finished runs that finished more than `older_than` ago, in batches of 1,000 and at most
+    /// 10 batches per call, each its own write transaction.
+    pub(super) async fn prune(&self, older_than: Duration) -> Result<u64, StoreError> {
+        let context = "deleting old runs";
+        let mut deleted = 0;
+        for _ in 0..10 {
+            let (mut tx, now) = self.write(context).await?;
+            let cutoff = micros(now) - micros_of(older_than);
+            // A run finishes after its scheduled instant: the index on `scheduled_at` finds them.
+            let batch = sqlx::query(
+                "DELETE FROM cron_job_runs WHERE id IN (
+                     SELECT id FROM cron_job_runs
+                     WHERE scheduled_at < ?1 AND outcome <> 'running' AND finished_at < ?1
+                     LIMIT 1000)",
+            )
+            .bind(cutoff)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context))?
+            .rows_affected();
+            self.commit(tx, context).await?;
+            deleted += batch;
+            if batch < 1000 {
+                break;
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+/// An occurrence given back by a deployment that is no longer active goes to the active deployment's
+/// idle row of the verb, if its schedule is unchanged (the takeover carried that row past the
+/// occurrence then in flight); a manual run's trigger goes there in any case.
+async fn give_to_active(tx: &mut SqliteConnection, held: &Held) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE cron_jobs AS n
+         SET next_execution = CASE WHEN ?1 THEN n.next_execution
+                 WHEN n.next_execution IS NULL THEN ?2 ELSE min(n.next_execution, ?2) END,
+             trigger_requested_at = CASE WHEN ?1 THEN coalesce(n.trigger_requested_at, ?2)
+                 ELSE n.trigger_requested_at END
+         FROM cron_deployments AS nd
+         WHERE nd.id = n.deployment_id AND nd.module = ?3 AND nd.active = 1
+           AND n.verb = ?4 AND n.state = 'idle'
+           AND (?1 OR (n.schedule = ?5 AND n.timezone = ?6))",
+    )
+    .bind(held.manual)
+    .bind(held.scheduled_at)
+    .bind(&held.module_name)
+    .bind(&held.verb)
+    .bind(&held.schedule)
+    .bind(&held.timezone)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}

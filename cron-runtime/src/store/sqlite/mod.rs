@@ -1,0 +1,363 @@
+//! The SQLite store: durable job state, runs and replicas in one file, for the processes of one host
+//! (docs/runtime.md, "Which store").
+//!
+//! Every step of the store's protocol that decides something (register and election, claim, finish,
+//! recovery, give-back, shutdown) is one write transaction begun with `BEGIN IMMEDIATE`: SQLite lets one
+//! writer at a time hold the file, so two processes never decide on the same rows at once, and the
+//! unique key of `cron_job_runs` makes "each occurrence runs at most once" a fact of the file as it is of
+//! PostgreSQL. The file is in WAL mode (readers do not wait for the writer) with a busy timeout (a writer
+//! waits for the other instead of failing).
+//!
+//! The clock (G1, docs/operations.md) is the host's system clock (`Utc::now()`), read inside each write
+//! transaction once it holds the file: every process sharing the file runs on this host and reads the
+//! same clock. Instants are stored as microseconds since the Unix epoch (migrations/sqlite).
+//!
+//! - `deploy`: registration, heartbeats and takeover;
+//! - `claim`: claiming due jobs;
+//! - `end`: finish, renewal, recovery, give-back and shutdown, through one writer of run ends;
+//! - `watch`: [`Store::changed`], by polling `PRAGMA data_version`;
+//! - `migrate`: the embedded migrations and their compatibility.
+
+pub(crate) mod admin;
+mod claim;
+mod deploy;
+mod end;
+mod migrate;
+mod watch;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cron_schema::{Schedule, ZonedSchedule, parse_timezone};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+
+use super::{
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, Runner, Store, StoreError,
+    StoreSettings, rules,
+};
+use crate::redact::{redact, scrub};
+use crate::sync::lock;
+
+pub use migrate::{MIGRATOR, newest_known};
+
+/// How long a write waits for another process's write transaction before it fails.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Job state, runs and replicas in a SQLite file.
+///
+/// Cloning is cheap and shares the pool and the settings.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    shared: Arc<Shared>,
+    /// This handle's lease and missed-run tolerance ([`SqliteStore::with_settings`]).
+    settings: StoreSettings,
+}
+
+#[derive(Debug)]
+struct Shared {
+    host: String,
+    pid: i32,
+    /// The options the pool connects with: [`Store::changed`] opens its own connection with them.
+    options: SqliteConnectOptions,
+    /// Parsed schedules by `(expression, zone)` text; `None` for a text that does not parse.
+    schedules: Mutex<HashMap<(String, String), Option<ZonedSchedule>>>,
+    /// Write transactions this store committed: [`Store::changed`] tells its own writes from other
+    /// processes'.
+    commits: AtomicU64,
+    watch: watch::Watch,
+}
+
+impl SqliteStore {
+    /// Opens (creating it if it is missing) the SQLite file at `url` (`sqlite://path/to/cron.db`, or
+    /// `sqlite:path`), in WAL mode with a busy timeout and foreign keys on. Does not migrate.
+    ///
+    /// An in-memory database (`sqlite::memory:`, `mode=memory`) is refused: it would live and die with one
+    /// connection of this process, which is the in-memory store's job (build the runtime without a URL).
+    pub async fn connect(url: &str) -> Result<SqliteStore, StoreError> {
+        let options = connect_options(url)?;
+        let pool = pool_options()
+            .connect_with(options)
+            .await
+            .map_err(|source| {
+                let message = scrub(&source.to_string(), url);
+                StoreError::Database {
+                    context: format!("opening {}", redact(url)),
+                    source: message.into(),
+                }
+            })?;
+        Ok(SqliteStore::from_pool(pool))
+    }
+
+    /// A store on an existing pool, which should connect with [`connect_options`] (WAL, a busy
+    /// timeout, foreign keys).
+    pub fn from_pool(pool: SqlitePool) -> SqliteStore {
+        let options = (*pool.connect_options()).clone();
+        SqliteStore {
+            pool,
+            shared: Arc::new(Shared {
+                host: rules::host_name(),
+                pid: rules::process_id(),
+                options,
+                schedules: Mutex::new(HashMap::new()),
+                commits: AtomicU64::new(0),
+                watch: watch::Watch::default(),
+            }),
+            settings: StoreSettings::default(),
+        }
+    }
+
+    /// Creates or upgrades cronverb's tables (the embedded migrations), then checks that this build may
+    /// use them, as [`PgStore::migrate`](crate::store::postgres::PgStore) does (docs/operations.md,
+    /// "Migrations across releases"). Safe to run from every process at once: it is one write
+    /// transaction.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        migrate::migrate(&self.pool).await
+    }
+
+    /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
+    /// store's file, counting a replica alive while its last heartbeat is at most a lease old.
+    pub fn admin(&self) -> crate::admin::Admin {
+        crate::admin::Admin::sqlite(admin::SqliteAdmin::new(
+            self.pool.clone(),
+            self.settings.lease,
+        ))
+    }
+
+    /// Refuses a file that a newer release contracted (docs/operations.md, "Migrations across
+    /// releases"); what [`SqliteStore::migrate`] checks last, for a runtime that does not migrate.
+    pub async fn check_compatible(&self) -> Result<(), StoreError> {
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(db("checking which builds may use cronverb's tables"))?;
+        migrate::check_compatible(&mut conn).await
+    }
+
+    /// The pool the store uses.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// A handle on the same file that claims with this lease duration and missed-run tolerance. The
+    /// runtime makes one with its own settings when it is built.
+    pub fn with_settings(self, settings: StoreSettings) -> SqliteStore {
+        SqliteStore { settings, ..self }
+    }
+
+    /// Begins a write transaction that holds the file until it ends (`BEGIN IMMEDIATE`), and reads the
+    /// clock once it does.
+    async fn write(
+        &self,
+        context: &str,
+    ) -> Result<(Transaction<'static, Sqlite>, DateTime<Utc>), StoreError> {
+        let tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db(context))?;
+        Ok((tx, now()))
+    }
+
+    /// Commits a write transaction of [`write`](Self::write).
+    async fn commit(
+        &self,
+        tx: Transaction<'static, Sqlite>,
+        context: &str,
+    ) -> Result<(), StoreError> {
+        tx.commit().await.map_err(db(context))?;
+        self.shared.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The schedule a row's text describes; `None` (reported once) when it does not parse (G8,
+    /// docs/operations.md: such a row is left alone).
+    fn schedule(&self, job_id: i64, expression: &str, zone: &str) -> Option<ZonedSchedule> {
+        let key = (expression.to_owned(), zone.to_owned());
+        let mut parsed = lock(&self.shared.schedules);
+        if let Some(found) = parsed.get(&key) {
+            return found.clone();
+        }
+        let schedule = match (Schedule::parse(expression), parse_timezone(zone)) {
+            (Ok(schedule), Ok(zone)) => Some(ZonedSchedule::new(schedule, zone)),
+            _ => {
+                tracing::error!(
+                    job_id,
+                    schedule = expression,
+                    timezone = zone,
+                    "job row {job_id} has a schedule that does not parse (`{expression}` in \
+                     `{zone}`); it is left alone until it is fixed"
+                );
+                None
+            }
+        };
+        parsed.insert(key, schedule.clone());
+        schedule
+    }
+}
+
+impl Store for SqliteStore {
+    async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
+        self.register_deployment(spec).await
+    }
+
+    async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
+        self.beat(runner).await
+    }
+
+    async fn claim_due(
+        &self,
+        runner: &Runner,
+        ahead: Duration,
+        limit: usize,
+    ) -> Result<Claimed, StoreError> {
+        self.claim(runner, ahead, limit).await
+    }
+
+    async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        self.renew_leases(runner, run_ids).await
+    }
+
+    /// It chains no claim: a claim is one more write transaction on a local file.
+    async fn finish(
+        &self,
+        runner: &Runner,
+        finishes: &[Finish],
+        _chain: Option<Duration>,
+    ) -> Finishing {
+        let results = match self.finish_runs(runner, finishes).await {
+            Ok(results) => results.into_iter().map(Ok).collect(),
+            Err(error) => {
+                let message = error.to_string();
+                finishes
+                    .iter()
+                    .map(|_| {
+                        Err(StoreError::Database {
+                            context: "recording how runs ended".to_owned(),
+                            source: message.clone().into(),
+                        })
+                    })
+                    .collect()
+            }
+        };
+        Finishing {
+            results,
+            claimed: None,
+        }
+    }
+
+    async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
+        self.give_back_runs(runner, run_ids).await
+    }
+
+    async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
+        self.release(runner, cancelled).await
+    }
+
+    async fn changed(&self) -> Change {
+        self.wait_for_change().await
+    }
+
+    async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
+        self.prune(older_than).await
+    }
+}
+
+/// The pool the store opens: a few connections (SQLite has one writer at a time), each waiting for a
+/// free one a little longer than a write waits for the file.
+pub fn pool_options() -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(BUSY_TIMEOUT + Duration::from_secs(5))
+}
+
+/// Wraps a database error with what was being done.
+fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
+    let context = context.into();
+    move |source| StoreError::Database {
+        context,
+        source: Box::new(source),
+    }
+}
+
+/// The store's clock: the host's, to the microsecond the tables keep.
+fn now() -> DateTime<Utc> {
+    instant(Utc::now().timestamp_micros())
+}
+
+/// An instant as the tables store it: microseconds since the Unix epoch.
+fn micros(at: DateTime<Utc>) -> i64 {
+    at.timestamp_micros()
+}
+
+/// An instant the tables stored.
+fn instant(micros: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(micros).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// A duration as an offset in microseconds.
+fn micros_of(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// The options of the SQLite URL `url`, or why it is not one: WAL, a busy timeout, foreign keys, and the
+/// file created when it is missing. An in-memory database is refused.
+pub fn connect_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
+    let invalid = |reason: String| {
+        StoreError::Invalid(format!(
+            "invalid SQLite database URL `{}`: {reason}; expected a URL such as \
+             `sqlite://path/to/cron.db`",
+            redact(url)
+        ))
+    };
+    let rest = url.trim().get(7..).unwrap_or_default();
+    let path = rest.trim_start_matches("//");
+    let path = path.split_once('?').map_or(path, |(path, _)| path);
+    if path.is_empty() {
+        return Err(invalid("it names no file".to_owned()));
+    }
+    if path == ":memory:" || url.contains("mode=memory") {
+        return Err(StoreError::Invalid(format!(
+            "`{}` is an in-memory SQLite database, which lives and dies with one connection: for a \
+             store in memory, use the in-memory store (build the runtime without a database URL)",
+            redact(url)
+        )));
+    }
+    let options =
+        SqliteConnectOptions::from_str(url).map_err(|e| invalid(scrub(&e.to_string(), url)))?;
+    Ok(options
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        // In WAL mode, NORMAL loses no committed transaction when a process dies (only on a power
+        // loss, the last ones), and does not sync the file at every commit.
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_in_memory_database_is_refused_with_the_way_out() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite://x.db?mode=memory",
+        ] {
+            let error = connect_options(url).unwrap_err().to_string();
+            assert!(error.contains("in-memory store"), "{url}: {error}");
+        }
+        assert!(connect_options("sqlite://").is_err());
+        assert!(connect_options("sqlite://target/cron.db").is_ok());
+    }
+}

@@ -1,0 +1,102 @@
+//! [`Store::changed`](crate::store::Store::changed) on SQLite, which has no LISTEN: every
+//! [`POLL`] the store reads `PRAGMA data_version` on a connection of its own, which changes whenever
+//! another connection (another process, or this process's pool) committed to the file. A change this
+//! store did not commit itself wakes the executor at once; one that may be its own (this store committed
+//! too since the last look) wakes it at most once a second, so that a busy process does not claim after
+//! every finish of its own and still sees another process's takeover, trigger or give-back within a
+//! second. The heartbeat's `next_due` covers whatever a wake-up missed (docs/runtime.md, "Waking up").
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use sqlx::{ConnectOptions, SqliteConnection};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use super::SqliteStore;
+use crate::store::Change;
+
+/// How often `changed()` looks at the file.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// How often at most a change that may be this store's own wakes the executor.
+const OWN_CHANGES_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Default)]
+pub(super) struct Watch {
+    state: Mutex<Option<Seen>>,
+}
+
+#[derive(Debug)]
+struct Seen {
+    conn: SqliteConnection,
+    /// `PRAGMA data_version` when last looked.
+    version: i64,
+    /// This store's commits when last looked.
+    commits: u64,
+    /// When a change that may be this store's own last woke the executor.
+    woke_at: Option<Instant>,
+}
+
+impl SqliteStore {
+    pub(super) async fn wait_for_change(&self) -> Change {
+        let mut state = self.shared.watch.state.lock().await;
+        loop {
+            if state.is_none() {
+                *state = self.open_watch().await;
+            }
+            let Some(seen) = state.as_mut() else {
+                // The file cannot be opened now: look again later.
+                tokio::time::sleep(POLL).await;
+                continue;
+            };
+            match data_version(&mut seen.conn).await {
+                Ok(version) if version != seen.version => {
+                    let commits = self.shared.commits.load(Ordering::Relaxed);
+                    let foreign = commits == seen.commits;
+                    let due = seen
+                        .woke_at
+                        .is_none_or(|at| at.elapsed() >= OWN_CHANGES_EVERY);
+                    seen.version = version;
+                    seen.commits = commits;
+                    if foreign {
+                        return Change::Claim;
+                    }
+                    if due {
+                        seen.woke_at = Some(Instant::now());
+                        return Change::Claim;
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "could not read the SQLite file's data version");
+                    *state = None;
+                }
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    async fn open_watch(&self) -> Option<Seen> {
+        let mut conn = match self.shared.options.connect().await {
+            Ok(conn) => conn,
+            Err(error) => {
+                tracing::warn!(%error, "could not open the SQLite file to watch it");
+                return None;
+            }
+        };
+        let version = data_version(&mut conn).await.ok()?;
+        Some(Seen {
+            conn,
+            version,
+            commits: self.shared.commits.load(Ordering::Relaxed),
+            woke_at: None,
+        })
+    }
+}
+
+async fn data_version(conn: &mut SqliteConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("PRAGMA data_version")
+        .fetch_one(conn)
+        .await
+}

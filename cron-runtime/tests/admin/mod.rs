@@ -1,0 +1,413 @@
+//! The operator API's shared suite: what `Admin` must answer on every database store, one `async fn`
+//! per behaviour, driven only through [`Admin`] and [`Store`] and run against each store by
+//! [`every_admin_case!`] (tests/pg_admin.rs, tests/sqlite_admin.rs). What needs a store's own SQL (rows
+//! edited by hand, runs backdated for `prune`) stays in that store's own test file.
+
+// Each case is used by every store's test binary.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use cron_runtime::admin::{Admin, AdminError, RunFilter};
+use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Store};
+use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
+
+use crate::support::schema_of;
+
+/// A database store under test.
+pub trait AdminUnderTest {
+    /// The store.
+    type Store: Store;
+
+    /// A handle on the store as a replica (another process) would have it.
+    fn replica(&self) -> Self::Store;
+
+    /// The operator API on the same database.
+    fn admin(&self) -> Admin;
+}
+
+/// One test per case of this suite, each a function with the attribute `$attr` and the parameters
+/// `$params` (what the attribute passes in) that runs the case on the store `$make` builds.
+#[macro_export]
+macro_rules! every_admin_case {
+    ($attr:meta, $params:tt, $make:expr) => {
+        $crate::every_admin_case!(@cases $attr, $params, $make,
+            deploy_registers_ahead_and_refuses_what_a_key_cannot_be,
+            verbs_and_modules_are_named_as_operators_name_them,
+            a_paused_verb_is_not_claimed_until_resumed,
+            a_trigger_runs_once_through_the_claim_and_shows_in_runs_and_status,
+        );
+    };
+    (@cases $attr:meta, $params:tt, $make:expr, $($case:ident,)*) => {
+        $(
+            #[$attr]
+            async fn $case $params {
+                admin::$case(&$make).await;
+            }
+        )*
+    };
+}
+
+const HOURLY: &str = "0 * * * *";
+const EVERY_SECOND: &str = "* * * * * *";
+
+fn job(verb: &str, expression: &str) -> JobSpec {
+    JobSpec {
+        verb: verb.to_owned(),
+        expression: expression.to_owned(),
+        zone: Tz::UTC,
+        schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
+        timeout: Duration::from_secs(60),
+        missed: MissedPolicy::Once,
+    }
+}
+
+fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
+    DeploymentSpec {
+        key: key.to_owned(),
+        module: "billing".to_owned(),
+        schema: schema_of("billing", &jobs),
+        jobs,
+    }
+}
+
+fn schema(module: &str, verbs: &[(&str, &str)]) -> Schema {
+    Schema::new(
+        verbs
+            .iter()
+            .map(|(name, expression)| (module, Verb::new(*name, Cron::new(*expression)))),
+    )
+}
+
+pub async fn deploy_registers_ahead_and_refuses_what_a_key_cannot_be(db: &impl AdminUnderTest) {
+    let admin = db.admin();
+    let first = schema("billing", &[("billing::send_invoices", HOURLY)]);
+    let deployed = admin.deploy("billing@1", &first, None).await.unwrap();
+    assert!(deployed.created);
+    assert!(!deployed.active, "registered ahead: no replica runs it");
+    assert_eq!(deployed.jobs.len(), 1);
+    assert_eq!(deployed.jobs[0].change, Some("added"));
+    assert!(deployed.jobs[0].matches);
+    assert!(deployed.jobs[0].next_execution.is_some());
+    let changes = deployed.changes.unwrap();
+    assert_eq!(changes.compared_with, None);
+    assert_eq!(changes.added, ["billing::send_invoices"]);
+
+    let again = admin.deploy("billing@1", &first, None).await.unwrap();
+    assert!(!again.created);
+    assert_eq!(
+        again.jobs,
+        deployed
+            .jobs
+            .iter()
+            .map(|j| {
+                let mut j = j.clone();
+                j.added = false;
+                j
+            })
+            .collect::<Vec<_>>()
+    );
+
+    let other = schema("billing", &[("billing::send_invoices", "30 * * * *")]);
+    let error = admin.deploy("billing@1", &other, None).await.unwrap_err();
+    assert!(
+        matches!(error, AdminError::KeyRegisteredWithOtherJobs(_)),
+        "{error}"
+    );
+    assert!(error.is_invalid_input());
+    let error = admin
+        .deploy(
+            "billing@1",
+            &schema("shipping", &[("shipping::pack", HOURLY)]),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "deployment `billing@1` is registered for module `billing`, not `shipping`"
+    );
+    let error = admin
+        .deploy(
+            "billing@2",
+            &schema("billing", &[("billing::x", "*/0 * * * *")]),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("invalid schema: verb `billing::x`: expression `*/0 * * * *`"),
+        "{error}"
+    );
+    let error = admin.deploy(" billing@2", &first, None).await.unwrap_err();
+    assert!(matches!(error, AdminError::InvalidKey { .. }), "{error}");
+
+    // Once a replica of a build runs (billing@3), billing@2 is compared with it.
+    let replica = db.replica();
+    replica
+        .register(&deployment(
+            "billing@3",
+            vec![job("billing::send_invoices", HOURLY)],
+        ))
+        .await
+        .unwrap();
+    let second = schema(
+        "billing",
+        &[
+            ("billing::send_invoices", "30 * * * *"),
+            ("billing::remind", HOURLY),
+        ],
+    );
+    let deployed = admin.deploy("billing@2", &second, None).await.unwrap();
+    let changes = deployed.changes.unwrap();
+    assert_eq!(changes.compared_with.as_deref(), Some("billing@3"));
+    assert_eq!(changes.added, ["billing::remind"]);
+    assert_eq!(changes.changed.len(), 1);
+    assert_eq!(changes.changed[0].verb, "billing::send_invoices");
+    let status = admin.status(None).await.unwrap();
+    assert_eq!(
+        status.modules[0].active_deployment.as_deref(),
+        Some("billing@3")
+    );
+    let keys: Vec<&str> = status.modules[0]
+        .deployments
+        .iter()
+        .map(|d| d.key.as_str())
+        .collect();
+    assert_eq!(keys, ["billing@2", "billing@3", "billing@1"]);
+    assert_eq!(status.modules[0].deployments[1].live_replicas, 1);
+}
+
+pub async fn verbs_and_modules_are_named_as_operators_name_them(db: &impl AdminUnderTest) {
+    let admin = db.admin();
+    let error = admin.pause("billing::send", None, None).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "unknown verb `billing::send`; no verb is registered"
+    );
+    admin
+        .deploy(
+            "billing@1",
+            &schema(
+                "billing",
+                &[
+                    ("billing::send_invoices", HOURLY),
+                    ("billing::reports::send_invoices", HOURLY),
+                ],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    admin
+        .deploy(
+            "shipping@1",
+            &schema("shipping", &[("send_invoices", HOURLY)]),
+            None,
+        )
+        .await
+        .unwrap();
+    admin
+        .deploy(
+            "audit@1",
+            &schema("audit", &[("send_invoices", HOURLY)]),
+            None,
+        )
+        .await
+        .unwrap();
+
+    let error = admin
+        .resume("billing::send_invoice", None)
+        .await
+        .unwrap_err();
+    assert!(error.is_invalid_input());
+    assert_eq!(
+        error.to_string(),
+        "unknown verb `billing::send_invoice`; did you mean `billing::send_invoices`?"
+    );
+    let error = admin
+        .pause("invoices", Some("billing"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, AdminError::UnknownVerb { .. }), "{error}");
+    // Two verbs of billing end with `::send_invoices`.
+    let error = admin
+        .pause("send_invoices", Some("billing"), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, AdminError::AmbiguousVerb { ref candidates, .. } if candidates.len() == 2),
+        "{error}"
+    );
+    // A full name two modules have.
+    let error = admin.trigger("send_invoices", None).await.unwrap_err();
+    assert!(
+        matches!(error, AdminError::VerbInSeveralModules { ref modules, .. } if modules == &["audit", "shipping"]),
+        "{error}"
+    );
+    let error = admin.status(Some("shiping")).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "unknown module `shiping`; expected one of: `audit`, `billing`, `shipping`"
+    );
+    let paused = admin
+        .pause("send_invoices", Some("shipping"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (paused.module.as_str(), paused.verb.as_str()),
+        ("shipping", "send_invoices")
+    );
+    let error = admin
+        .runs(&RunFilter {
+            verb: Some("nothing".to_owned()),
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(error, AdminError::UnknownVerb { .. }), "{error}");
+}
+
+pub async fn a_paused_verb_is_not_claimed_until_resumed(db: &impl AdminUnderTest) {
+    let admin = db.admin();
+    let replica = db.replica();
+    let runner = replica
+        .register(&deployment(
+            "billing@1",
+            vec![job("billing::tick", EVERY_SECOND)],
+        ))
+        .await
+        .unwrap();
+    let paused = admin.pause("tick", None, Some("INC-7")).await.unwrap();
+    assert!(paused.paused && paused.changed);
+    assert_eq!(paused.note.as_deref(), Some("INC-7"));
+    assert_eq!(paused.deployments, 1);
+    let again = admin.pause("tick", None, None).await.unwrap();
+    assert!(again.paused && !again.changed);
+    assert_eq!(
+        again.note.as_deref(),
+        Some("INC-7"),
+        "a pause without a note keeps the note"
+    );
+    assert_eq!(again.paused_at, paused.paused_at);
+
+    // Two occurrences come and go: neither is claimed.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let claimed = replica
+        .claim_due(&runner, Duration::ZERO, 10)
+        .await
+        .unwrap();
+    assert!(claimed.claims.is_empty(), "a paused verb was claimed");
+    let status = admin.status(None).await.unwrap();
+    let tick = &status.modules[0].jobs[0];
+    assert!(tick.paused);
+    assert_eq!(tick.overdue_secs, None, "a paused row is not overdue");
+
+    let resumed = admin.resume("billing::tick", None).await.unwrap();
+    assert!(!resumed.paused && resumed.changed);
+    assert_eq!(resumed.note, None);
+    // It continues from its first occurrence after now: the ones it missed are not run.
+    let next = resumed.next_execution.unwrap();
+    assert!(next > status.now, "{next} is not after the resume");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let claimed = replica
+        .claim_due(&runner, Duration::ZERO, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 1);
+    assert_eq!(claimed.claims[0].scheduled_at, next);
+    let not_paused = admin.resume("billing::tick", None).await.unwrap();
+    assert!(!not_paused.changed);
+}
+
+pub async fn a_trigger_runs_once_through_the_claim_and_shows_in_runs_and_status(
+    db: &impl AdminUnderTest,
+) {
+    let admin = db.admin();
+    let replica = db.replica();
+    let runner = replica
+        .register(&deployment(
+            "billing@1",
+            vec![job("billing::report", HOURLY)],
+        ))
+        .await
+        .unwrap();
+    let before = admin.status(None).await.unwrap();
+    let next = before.modules[0].jobs[0].next_execution;
+    let triggered = admin.trigger("report", None).await.unwrap();
+    assert_eq!(triggered.deployment, "billing@1");
+    assert_eq!(triggered.live_replicas, 1);
+    assert!(!triggered.already_pending);
+    let pending = admin.trigger("report", None).await.unwrap();
+    assert!(pending.already_pending);
+    assert_eq!(pending.requested_at, triggered.requested_at);
+
+    let claimed = replica
+        .claim_due(&runner, Duration::ZERO, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 1);
+    let claim = &claimed.claims[0];
+    assert_eq!(claim.scheduled_at, triggered.requested_at);
+    let error = admin.trigger("report", None).await.unwrap_err();
+    assert!(
+        matches!(error, AdminError::Executing { run_id, .. } if run_id == claim.run_id),
+        "{error}"
+    );
+    replica
+        .finish(
+            &runner,
+            &[Finish {
+                run_id: claim.run_id,
+                job_id: claim.job_id,
+                outcome: Outcome::Failed,
+                error: Some("the relay said no".to_owned()),
+                ended_at: None,
+            }],
+            None,
+        )
+        .await
+        .single()
+        .unwrap();
+    let again = replica
+        .claim_due(&runner, Duration::ZERO, 10)
+        .await
+        .unwrap();
+    assert!(again.claims.is_empty(), "a trigger runs once");
+
+    let runs = admin
+        .runs(&RunFilter {
+            verb: Some("report".to_owned()),
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].manual);
+    assert_eq!(runs[0].outcome, "failed");
+    assert_eq!(runs[0].error.as_deref(), Some("the relay said no"));
+    assert_eq!(runs[0].deployment.as_deref(), Some("billing@1"));
+    assert_eq!(runs[0].scheduled_at, triggered.requested_at);
+    let status = admin.status(Some("billing")).await.unwrap();
+    let report = &status.modules[0].jobs[0];
+    assert_eq!(
+        report.next_execution, next,
+        "the regular schedule is unchanged"
+    );
+    assert_eq!(report.trigger_requested_at, None);
+    let last = report.last_run.as_ref().unwrap();
+    assert_eq!((last.id, last.manual), (claim.run_id, true));
+    assert_eq!(
+        admin
+            .runs(&RunFilter {
+                limit: 0,
+                ..RunFilter::default()
+            })
+            .await
+            .unwrap(),
+        []
+    );
+}

@@ -1,0 +1,224 @@
+//! The store conformance suite (tests/conformance) against the SQLite store: one fresh file per case in
+//! the system's temporary directory, each replica of a case a store with its own pool on that file, as
+//! in its own process. On the host's clock, which is the SQLite store's: the cases wait for real, as for
+//! PostgreSQL.
+#![cfg(feature = "sqlite")]
+
+use chrono::{DateTime, Utc};
+use cron_runtime::store::sqlite::{SqliteStore, connect_options, pool_options};
+use cron_runtime::store::{Outcome, StoreSettings};
+
+use conformance::{RunView, StoreUnderTest};
+
+mod conformance;
+mod sqlite_support;
+mod support;
+
+use sqlite_support::TempDb;
+
+/// One file, migrated.
+struct Sqlite {
+    db: TempDb,
+    /// The handle the observations read through.
+    observer: SqliteStore,
+}
+
+impl Sqlite {
+    async fn new() -> Sqlite {
+        let db = TempDb::new();
+        let observer = SqliteStore::connect(&db.url).await.unwrap();
+        observer.migrate().await.unwrap();
+        Sqlite { db, observer }
+    }
+}
+
+/// A row of `cron_job_runs`.
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    id: i64,
+    verb: String,
+    scheduled_at: i64,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+    outcome: String,
+    error: Option<String>,
+    runner: String,
+    skipped: i64,
+}
+
+fn at(micros: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(micros).unwrap()
+}
+
+fn outcome(text: &str) -> Option<Outcome> {
+    Some(match text {
+        "running" => return None,
+        "succeeded" => Outcome::Succeeded,
+        "failed" => Outcome::Failed,
+        "panicked" => Outcome::Panicked,
+        "timed_out" => Outcome::TimedOut,
+        "cancelled" => Outcome::Cancelled,
+        "abandoned" => Outcome::Abandoned,
+        "skipped" => Outcome::Skipped,
+        other => panic!("unknown outcome `{other}`"),
+    })
+}
+
+impl StoreUnderTest for Sqlite {
+    type Store = SqliteStore;
+
+    const HEARTBEAT_HINTS: bool = true;
+
+    fn replica(&self, settings: StoreSettings) -> SqliteStore {
+        let pool = pool_options().connect_lazy_with(connect_options(&self.db.url).unwrap());
+        SqliteStore::from_pool(pool).with_settings(settings)
+    }
+
+    async fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+
+    async fn runs(&self) -> Vec<RunView> {
+        let rows: Vec<RunRow> = sqlx::query_as(
+            "SELECT id, verb, scheduled_at, started_at, finished_at, outcome, error, runner, skipped \
+             FROM cron_job_runs ORDER BY id",
+        )
+        .fetch_all(self.observer.pool())
+        .await
+        .unwrap();
+        rows.into_iter()
+            .map(|row| RunView {
+                run_id: row.id,
+                verb: row.verb,
+                scheduled_at: at(row.scheduled_at),
+                started_at: row.started_at.map(at),
+                finished_at: row.finished_at.map(at),
+                outcome: outcome(&row.outcome),
+                error: row.error,
+                runner: row.runner,
+                skipped: u32::try_from(row.skipped).unwrap(),
+            })
+            .collect()
+    }
+
+    async fn next_execution(&self, module: &str, verb: &str) -> Option<DateTime<Utc>> {
+        sqlx::query_scalar::<_, Option<i64>>(
+            "SELECT j.next_execution FROM cron_jobs j \
+             JOIN cron_deployments d ON d.id = j.deployment_id \
+             WHERE d.module = ? AND d.active = 1 AND j.verb = ? AND j.state = 'idle'",
+        )
+        .bind(module)
+        .bind(verb)
+        .fetch_optional(self.observer.pool())
+        .await
+        .unwrap()
+        .flatten()
+        .map(at)
+    }
+}
+
+macro_rules! sqlite_case {
+    ($case:ident) => {
+        #[tokio::test]
+        async fn $case() {
+            conformance::$case(Sqlite::new().await).await;
+        }
+    };
+}
+
+conformance::every_case!(sqlite_case);
+
+// ---------------------------------------------------------------------------------------------------
+// What only the SQLite store does: opening the file, migrating it, the builder picking it.
+
+#[tokio::test]
+async fn a_missing_file_is_created_and_an_in_memory_database_is_refused() {
+    let db = TempDb::new();
+    assert!(!db.path.exists());
+    let store = SqliteStore::connect(&db.url).await.unwrap();
+    store.migrate().await.unwrap();
+    assert!(db.path.exists());
+    let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(journal, "wal");
+
+    for url in ["sqlite::memory:", "sqlite://:memory:"] {
+        let error = SqliteStore::connect(url).await.unwrap_err().to_string();
+        assert!(error.contains("use the in-memory store"), "{url}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refused() {
+    let db = TempDb::new();
+    let (a, b) = (
+        SqliteStore::connect(&db.url).await.unwrap(),
+        SqliteStore::connect(&db.url).await.unwrap(),
+    );
+    let (first, second) = tokio::join!(a.migrate(), b.migrate());
+    first.unwrap();
+    second.unwrap();
+    a.migrate().await.unwrap();
+    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+        .fetch_one(a.pool())
+        .await
+        .unwrap();
+    assert_eq!(applied, 1);
+
+    // A newer release's contract migration (docs/operations.md, "Migrations across releases").
+    sqlx::query("UPDATE cron_compatibility SET required_migration = 7")
+        .execute(a.pool())
+        .await
+        .unwrap();
+    let refused = b.migrate().await.unwrap_err().to_string();
+    assert!(
+        refused.contains("require migration 0007 or later"),
+        "{refused}"
+    );
+    assert!(b.check_compatible().await.is_err());
+}
+
+#[tokio::test]
+async fn the_builder_picks_the_sqlite_store_by_the_urls_scheme() {
+    let db = TempDb::new();
+    let runtime = cron_runtime::Runtime::builder()
+        .module("pick")
+        .registered_jobs(false)
+        .database_url(db.url.clone())
+        .job("pick::yearly", "0 0 1 1 *", || async {})
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    let observer = SqliteStore::connect(&db.url).await.unwrap();
+    let pool = observer.pool().clone();
+    let registered = async {
+        loop {
+            let jobs: Vec<String> = sqlx::query_scalar("SELECT verb FROM cron_jobs")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+            if !jobs.is_empty() {
+                return jobs;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let jobs = tokio::time::timeout(std::time::Duration::from_secs(10), registered)
+        .await
+        .unwrap();
+    assert_eq!(jobs, ["pick::yearly"]);
+    handle.shutdown().await.unwrap();
+
+    let error = cron_runtime::Runtime::builder()
+        .module("pick")
+        .registered_jobs(false)
+        .database_url("sqlite::memory:")
+        .build()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("use the in-memory store"), "{error}");
+}

@@ -1,0 +1,192 @@
+//! The dashboard (feature `dashboard`): HTML pages over the operator API, as an axum [`Router`] that an
+//! application nests into its own server, or that `cronverb dashboard` serves (docs/dashboard.md).
+//!
+//! It shows every module, deployment, replica and job, a job's history and a deployment's schema, and,
+//! when enabled, pauses, resumes and triggers jobs. It is read-only unless [`Dashboard::authorize`] or
+//! [`Dashboard::action_token`] is set; every action is a POST with a CSRF token, and is logged with who
+//! did what (docs/dashboard.md, "Security model").
+//!
+//! ```no_run
+//! # async fn example(store: cronverb::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+//! use cronverb::dashboard::{Actor, Dashboard};
+//!
+//! let dashboard = Dashboard::new(store.admin())
+//!     // The application decides who may act, per request (here: whoever its proxy authenticated).
+//!     .authorize(|request| {
+//!         let user = request.headers.get("x-authenticated-user")?.to_str().ok()?;
+//!         Some(Actor { name: user.to_owned() })
+//!     });
+//! let app = axum::Router::new().nest("/cron", dashboard.router());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::header::{self, HeaderValue};
+use axum::http::request::Parts;
+use axum::response::Response;
+use axum::routing::{get, post};
+
+use crate::RuntimeHandle;
+use crate::admin::Admin;
+
+mod actions;
+mod chart;
+mod csrf;
+mod format;
+mod pages;
+
+/// The Content-Security-Policy of every response: only the router's own script and style, no inline
+/// script or style, no frames, forms posting only to the dashboard's origin.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Who performs an action, as the authorization hook or the action token says: logged with every
+/// action and recorded in a pause's note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// The name logged and stored (`alice`, `ops@example.com`).
+    pub name: String,
+}
+
+/// The hook that decides, per request, who may act.
+type Authorize = dyn Fn(&Parts) -> Option<Actor> + Send + Sync;
+
+/// The dashboard's settings; [`Dashboard::router`] makes the router. Read-only unless
+/// [`authorize`](Dashboard::authorize) or [`action_token`](Dashboard::action_token) is set.
+pub struct Dashboard {
+    admin: Admin,
+    authorize: Option<Arc<Authorize>>,
+    token: Option<String>,
+    runtime: Option<RuntimeHandle>,
+}
+
+impl fmt::Debug for Dashboard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The token is a secret: never shown.
+        f.debug_struct("Dashboard")
+            .field("authorize", &self.authorize.is_some())
+            .field("action_token", &self.token.is_some())
+            .field("runtime", &self.runtime.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dashboard {
+    /// A read-only dashboard over `admin`.
+    pub fn new(admin: Admin) -> Self {
+        Dashboard {
+            admin,
+            authorize: None,
+            token: None,
+            runtime: None,
+        }
+    }
+
+    /// Enables actions for the requests `hook` returns an [`Actor`] for; the others stay read-only. The
+    /// hook sees the request's method, URI, headers and extensions (what the application's own auth
+    /// middleware put there).
+    pub fn authorize<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<Actor> + Send + Sync + 'static,
+    {
+        self.authorize = Some(Arc::new(hook));
+        self
+    }
+
+    /// Enables actions for whoever types `token` into the action's form (`cronverb dashboard
+    /// --allow-actions TOKEN`). With [`authorize`](Dashboard::authorize) too, an action needs both.
+    pub fn action_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The runtime of this process, for the health endpoints.
+    pub fn runtime(mut self, handle: RuntimeHandle) -> Self {
+        self.runtime = Some(handle);
+        self
+    }
+
+    /// The router: its routes are relative, so that `app.nest("/cron", dashboard.router())` serves the
+    /// dashboard under `/cron` (docs/dashboard.md, "Routes").
+    pub fn router(self) -> Router {
+        let shared = Arc::new(Shared {
+            admin: self.admin,
+            authorize: self.authorize,
+            token: self.token,
+            csrf: csrf::Csrf::new(),
+        });
+        Router::new()
+            .route("/", get(pages::overview))
+            .route("/jobs/{module}/{verb}", get(pages::job))
+            .route("/deployments/{key}", get(pages::deployment))
+            .route("/jobs/{module}/{verb}/pause", post(actions::pause))
+            .route("/jobs/{module}/{verb}/resume", post(actions::resume))
+            .route("/jobs/{module}/{verb}/trigger", post(actions::trigger))
+            .route("/static/dashboard.css", get(pages::css))
+            .route("/static/dashboard.js", get(pages::js))
+            .fallback(pages::not_found)
+            .layer(axum::middleware::map_response(secure))
+            .with_state(shared)
+    }
+}
+
+/// A read-only dashboard over `admin`: `Dashboard::new(admin).router()`.
+pub fn router(admin: Admin) -> Router {
+    Dashboard::new(admin).router()
+}
+
+/// What the handlers share.
+struct Shared {
+    admin: Admin,
+    authorize: Option<Arc<Authorize>>,
+    token: Option<String>,
+    csrf: csrf::Csrf,
+}
+
+impl Shared {
+    /// Whether any request may act at all.
+    fn actions_enabled(&self) -> bool {
+        self.authorize.is_some() || self.token.is_some()
+    }
+
+    /// Whether the forms are shown to this request: actions are enabled, and the hook (when there is
+    /// one) accepts the request. The token is checked when the form is posted.
+    fn may_act(&self, parts: &Parts) -> bool {
+        self.actions_enabled()
+            && self
+                .authorize
+                .as_ref()
+                .is_none_or(|hook| hook(parts).is_some())
+    }
+}
+
+type State = axum::extract::State<Arc<Shared>>;
+
+/// The headers of every response: the CSP, no sniffing, no framing, no referrer (a page's URL stays on
+/// the page), and no caching of pages that show live state.
+async fn secure(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}

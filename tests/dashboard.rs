@@ -1,0 +1,399 @@
+//! The dashboard's router against a real PostgreSQL server, one fresh database per test
+//! (`#[sqlx::test]`, which needs `DATABASE_URL`): escaping, headers, the refusals of actions, a pause
+//! through the form, keyset pages, nesting (docs/dashboard.md).
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use cronverb::dashboard::{self, Actor, CONTENT_SECURITY_POLICY, Dashboard};
+use cronverb::{Cron, PgStore, Schema, Verb};
+use http_body_util::BodyExt;
+use sqlx::PgPool;
+use tower::ServiceExt;
+
+const XSS: &str = "<img src=x onerror=alert(1)>";
+const JOB: &str = "/jobs/billing/billing%3A%3Asend";
+
+/// Migrates, registers deployment `v1` of module `billing` with `billing::send` and `billing::other`,
+/// and makes it active.
+async fn seed(pool: &PgPool) -> PgStore {
+    let store = PgStore::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let schema = Schema::new([
+        (
+            "billing",
+            Verb::new("billing::send", Cron::new("0 2 * * 1-5")),
+        ),
+        (
+            "billing",
+            Verb::new("billing::other", Cron::new("*/15 * * * *")),
+        ),
+    ]);
+    store.admin().deploy("v1", &schema, None).await.unwrap();
+    sqlx::query("UPDATE cron_deployments SET active = true, activated_at = now()")
+        .execute(pool)
+        .await
+        .unwrap();
+    store
+}
+
+/// Records `count` finished runs of `billing::send`, one a minute back from an hour ago, with `outcome`
+/// and `error`.
+async fn runs(pool: &PgPool, count: i32, outcome: &str, error: Option<&str>) {
+    sqlx::query(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, outcome, \
+                                    error, runner, runner_id) \
+         SELECT 'billing', 'billing::send', t, t + interval '1 second', t + interval '3 seconds', $2, $3, \
+                'host:1', 1 \
+         FROM generate_series(1, $1) AS i, \
+              LATERAL (SELECT date_trunc('minute', now()) - interval '1 hour' - i * interval '1 minute' AS t) s",
+    )
+    .bind(count)
+    .bind(outcome)
+    .bind(error)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+async fn paused(pool: &PgPool) -> (bool, Option<String>) {
+    sqlx::query_as("SELECT paused, pause_note FROM cron_jobs WHERE verb = 'billing::send'")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+async fn send(router: &Router, request: Request<Body>) -> Reply {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8(bytes.to_vec()).unwrap(),
+    }
+}
+
+async fn get(router: &Router, path: &str) -> Reply {
+    send(router, Request::get(path).body(Body::empty()).unwrap()).await
+}
+
+/// A GET with the cookie `cookie` and the header `x-user: alice`.
+async fn get_as(router: &Router, path: &str, cookie: &str) -> Reply {
+    let request = Request::get(path)
+        .header(header::COOKIE, cookie)
+        .header("x-user", "alice")
+        .body(Body::empty())
+        .unwrap();
+    send(router, request).await
+}
+
+/// A form POST with `cookie` (may be empty) and the header `x-user: alice`.
+async fn post(router: &Router, path: &str, cookie: &str, form: &str) -> Reply {
+    let mut request = Request::post(path)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header("x-user", "alice");
+    if !cookie.is_empty() {
+        request = request.header(header::COOKIE, cookie);
+    }
+    send(router, request.body(Body::from(form.to_owned())).unwrap()).await
+}
+
+/// The CSRF cookie a page set (`name=value`) and the token of its forms.
+fn csrf(reply: &Reply) -> (String, String) {
+    let cookie = reply.headers[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let token = reply
+        .body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .expect("the page has an action form")
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    (cookie, token)
+}
+
+/// The dashboard whose hook lets the requests with `x-user` act as that user.
+fn with_hook(store: &PgStore) -> Router {
+    Dashboard::new(store.admin())
+        .authorize(|request| {
+            let user = request.headers.get("x-user")?.to_str().ok()?;
+            Some(Actor {
+                name: user.to_owned(),
+            })
+        })
+        .router()
+}
+
+#[sqlx::test(migrations = false)]
+async fn handler_text_is_escaped(pool: PgPool) {
+    let store = seed(&pool).await;
+    runs(&pool, 1, "failed", Some(XSS)).await;
+    let router = dashboard::router(store.admin());
+    for path in ["/", JOB] {
+        let reply = get(&router, path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        assert!(!reply.body.contains("<img"), "{path}: {}", reply.body);
+        assert!(
+            reply.body.contains("&#60;img src=x onerror=alert(1)&#62;"),
+            "{path}: {}",
+            reply.body
+        );
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn every_response_has_the_csp_and_no_inline_script_or_style(pool: PgPool) {
+    let store = seed(&pool).await;
+    runs(&pool, 3, "succeeded", None).await;
+    let router = with_hook(&store);
+    for path in ["/", JOB, "/deployments/v1", "/nothing-here"] {
+        let reply = get_as(&router, path, "").await;
+        assert_eq!(
+            reply.headers[header::CONTENT_SECURITY_POLICY],
+            CONTENT_SECURITY_POLICY,
+            "{path}"
+        );
+        assert!(CONTENT_SECURITY_POLICY.contains("script-src 'self'"));
+        assert!(!CONTENT_SECURITY_POLICY.contains("unsafe-inline"));
+        // Every script is a file of the router's; no inline style that the CSP would block.
+        assert_eq!(
+            reply.body.matches("<script").count(),
+            reply.body.matches("<script src=").count(),
+            "{path}"
+        );
+        assert!(!reply.body.contains(" style="), "{path}");
+        assert!(!reply.body.contains("<style"), "{path}");
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = Dashboard::new(store.admin())
+        .action_token("s3cret")
+        .router();
+    let page = get(&router, JOB).await;
+    let (cookie, token) = csrf(&page);
+
+    // No CSRF cookie, no CSRF token, a CSRF token of another cookie, a wrong action token, no token.
+    let other_cookie = format!("cronverb_csrf={}", "ab".repeat(32));
+    let attempts = [
+        ("", format!("csrf={token}&token=s3cret&note=n")),
+        (cookie.as_str(), "token=s3cret&note=n".to_owned()),
+        (
+            other_cookie.as_str(),
+            format!("csrf={token}&token=s3cret&note=n"),
+        ),
+        (cookie.as_str(), format!("csrf={token}&token=wrong&note=n")),
+        (cookie.as_str(), format!("csrf={token}&note=n")),
+    ];
+    for (cookie, form) in &attempts {
+        for action in ["pause", "trigger"] {
+            let reply = post(&router, &format!("{JOB}/{action}"), cookie, form).await;
+            assert_eq!(
+                reply.status,
+                StatusCode::FORBIDDEN,
+                "{action} {cookie} {form}"
+            );
+            assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+        }
+    }
+    assert_eq!(paused(&pool).await, (false, None));
+    let triggered: Option<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
+        "SELECT trigger_requested_at FROM cron_jobs WHERE verb = 'billing::send'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(triggered, None);
+
+    // A read-only dashboard refuses even a complete form, and shows no form.
+    let read_only = dashboard::router(store.admin());
+    assert!(!get(&read_only, JOB).await.body.contains("<form"));
+    let form = format!("csrf={token}&token=s3cret&note=n");
+    let reply = post(&read_only, &format!("{JOB}/pause"), &cookie, &form).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert_eq!(paused(&pool).await, (false, None));
+
+    // The same form with everything right does act: the refusals above were the checks.
+    let reply = post(&router, &format!("{JOB}/pause"), &cookie, &form).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert!(paused(&pool).await.0);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_get_cannot_act(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = with_hook(&store);
+    for action in ["pause", "resume", "trigger"] {
+        let reply = get_as(&router, &format!("{JOB}/{action}?note=n"), "").await;
+        assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{action}");
+    }
+    assert_eq!(paused(&pool).await, (false, None));
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_pause_through_the_form_records_its_note_and_who(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = with_hook(&store);
+    let page = get_as(&router, JOB, "").await;
+    assert!(page.body.contains("/pause\""), "{}", page.body);
+    let (cookie, token) = csrf(&page);
+
+    // A pause needs a note.
+    let reply = post(
+        &router,
+        &format!("{JOB}/pause"),
+        &cookie,
+        &format!("csrf={token}&note=+"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(paused(&pool).await, (false, None));
+
+    // Without the hook's header, the request may not act.
+    let request = Request::post(format!("{JOB}/pause"))
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::COOKIE, &cookie)
+        .body(Body::from(format!("csrf={token}&note=disk")))
+        .unwrap();
+    assert_eq!(send(&router, request).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(paused(&pool).await, (false, None));
+
+    let reply = post(
+        &router,
+        &format!("{JOB}/pause"),
+        &cookie,
+        &format!("csrf={token}&note=disk+%3Cb%3Efull%3C%2Fb%3E"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert_eq!(reply.headers[header::LOCATION], JOB);
+    assert_eq!(
+        paused(&pool).await,
+        (true, Some("disk <b>full</b> (paused by alice)".to_owned()))
+    );
+    let page = get_as(&router, JOB, &cookie).await;
+    assert!(
+        page.body
+            .contains("disk &#60;b&#62;full&#60;/b&#62; (paused by alice)"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("/resume\""));
+
+    let reply = post(
+        &router,
+        &format!("{JOB}/resume"),
+        &cookie,
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    assert_eq!(paused(&pool).await, (false, None));
+}
+
+#[sqlx::test(migrations = false)]
+async fn keyset_pages_do_not_overlap(pool: PgPool) {
+    let store = seed(&pool).await;
+    runs(&pool, 120, "succeeded", None).await;
+    let router = dashboard::router(store.admin());
+    let mut path = JOB.to_owned();
+    let mut seen: Vec<i64> = Vec::new();
+    let mut pages = 0;
+    loop {
+        let reply = get(&router, &path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        pages += 1;
+        assert!(pages <= 3, "the pages do not end: {seen:?}");
+        let ids: Vec<i64> = reply
+            .body
+            .split("<tr class=\"run\">\n<td>")
+            .skip(1)
+            .map(|rest| rest.split('<').next().unwrap().parse().unwrap())
+            .collect();
+        seen.extend(ids);
+        match reply.body.split("class=\"older\" href=\"").nth(1) {
+            Some(rest) => path = rest.split('"').next().unwrap().replace("&#38;", "&"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen.len(), 120);
+    // Newest first, each run once: the ids were inserted oldest last.
+    let mut sorted = seen.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 120);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn nested_under_a_prefix(pool: PgPool) {
+    let store = seed(&pool).await;
+    runs(&pool, 60, "succeeded", None).await;
+    let app = Router::new().nest("/cron", with_hook(&store));
+    let overview = get_as(&app, "/cron", "").await;
+    assert_eq!(overview.status, StatusCode::OK);
+    assert!(
+        overview.body.contains(&format!("href=\"/cron{JOB}\"")),
+        "{}",
+        overview.body
+    );
+    assert!(
+        overview
+            .body
+            .contains("href=\"/cron/static/dashboard.css\"")
+    );
+    assert!(overview.body.contains("src=\"/cron/static/dashboard.js\""));
+    assert!(overview.body.contains("href=\"/cron/deployments/v1\""));
+    assert!(
+        overview.headers[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .contains("Path=/cron;")
+    );
+
+    let job = get_as(&app, &format!("/cron{JOB}"), "").await;
+    assert_eq!(job.status, StatusCode::OK);
+    assert!(job.body.contains(&format!("action=\"/cron{JOB}/pause\"")));
+    assert!(job.body.contains(&format!("href=\"/cron{JOB}?before=")));
+    for path in [
+        "/cron/static/dashboard.css",
+        "/cron/static/dashboard.js",
+        "/cron/deployments/v1",
+    ] {
+        assert_eq!(
+            get_as(&app, path, "").await.status,
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+    let (cookie, token) = csrf(&job);
+    let reply = post(
+        &app,
+        &format!("/cron{JOB}/pause"),
+        &cookie,
+        &format!("csrf={token}&note=n"),
+    )
+    .await;
+    assert_eq!(
+        reply.headers[header::LOCATION],
+        format!("/cron{JOB}").as_str()
+    );
+}

@@ -1,0 +1,354 @@
+//! The dashboard in a real browser: headless Chromium (Debian's `chromium`, driven over WebDriver by
+//! chromedriver) against the dashboard's pages served from real PostgreSQL (docs/dashboard.md).
+//! scripts/test installs the browser (scripts/install-browser); without it these tests fail saying how
+//! to install it.
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::response::Html;
+use axum::routing::get;
+use browser::Browser;
+use fantoccini::Locator;
+
+#[path = "support/browser.rs"]
+mod browser;
+#[path = "support/seed.rs"]
+mod seed;
+
+/// Serves `router` on a free loopback port until the test ends; returns its base URL.
+async fn serve(router: Router) -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok(format!("http://{address}"))
+}
+
+/// The harness itself, apart from the dashboard: the browser starts, renders a page, reads its text,
+/// runs its script and takes a screenshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browser_renders_a_page() -> anyhow::Result<()> {
+    let page = "<!doctype html><title>harness</title><h1 id=greeting>hello</h1>\
+                <script>document.getElementById('greeting').textContent += ', browser'</script>";
+    let url = serve(Router::new().route("/", get(move || async move { Html(page) }))).await?;
+    let browser = Browser::start().await?;
+    browser.client.goto(&url).await?;
+    assert_eq!(browser.client.title().await?, "harness");
+    let greeting = browser.client.find(Locator::Id("greeting")).await?;
+    assert_eq!(greeting.text().await?, "hello, browser");
+    let shot = browser.screenshot("harness").await?;
+    let png = std::fs::read(&shot).with_context(|| shot.display().to_string())?;
+    assert!(
+        png.starts_with(b"\x89PNG"),
+        "{} is not a PNG",
+        shot.display()
+    );
+    browser.close().await
+}
+
+/// The seeded history holds what the pages must show: every outcome, skipped counts, manual and late
+/// runs, the markup error as the latest run of its job, a job executing, a paused one, a pending trigger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_holds_every_outcome() -> anyhow::Result<()> {
+    let db = seed::Database::create(&seed::server_url(), "seed").await?;
+    let seeded = seed::seed(&db.pool, &seed::estate(), 120).await?;
+    let outcomes: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT outcome FROM cron_job_runs ORDER BY 1")
+            .fetch_all(&db.pool)
+            .await?;
+    assert_eq!(
+        outcomes,
+        [
+            "abandoned",
+            "cancelled",
+            "failed",
+            "panicked",
+            "running",
+            "skipped",
+            "succeeded",
+            "timed_out"
+        ]
+    );
+    let (skipped, manual, late): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE skipped > 0), count(*) FILTER (WHERE manual), \
+         count(*) FILTER (WHERE late) FROM cron_job_runs",
+    )
+    .fetch_one(&db.pool)
+    .await?;
+    assert!(
+        skipped > 0 && manual > 0 && late > 0,
+        "{skipped} {manual} {late}"
+    );
+    let latest = seed_admin_runs(&db.pool, &seeded.xss).await?;
+    assert_eq!(latest.error.as_deref(), Some(seed::XSS));
+
+    let status = cron_runtime::store::postgres::PgStore::from_pool(db.pool.clone())
+        .admin()
+        .status(Some(&seeded.module))
+        .await?;
+    let job = |verb: &str| {
+        status.modules[0]
+            .jobs
+            .iter()
+            .find(|j| j.verb == verb)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(job(&seeded.executing).state, "executing");
+    assert!(job(&seeded.paused).paused);
+    assert_eq!(
+        job(&seeded.paused).pause_note.as_deref(),
+        Some(seed::PAUSE_NOTE)
+    );
+    assert!(job(&seeded.triggered).trigger_requested_at.is_some());
+    let plain = job(&seeded.plain);
+    assert!(!plain.paused && plain.state == "idle");
+    Ok(())
+}
+
+/// The latest run of `verb`, as `cronverb runs` reads it.
+async fn seed_admin_runs(
+    pool: &sqlx::PgPool,
+    verb: &str,
+) -> anyhow::Result<cron_runtime::admin::Run> {
+    let runs = cron_runtime::store::postgres::PgStore::from_pool(pool.clone())
+        .admin()
+        .runs(&cron_runtime::admin::RunFilter {
+            verb: Some(verb.to_owned()),
+            limit: 1,
+            ..Default::default()
+        })
+        .await?;
+    runs.into_iter().next().context("no run")
+}
+
+/// The action token of the dashboard under test (`cronverb dashboard --allow-actions TOKEN`).
+const TOKEN: &str = "browser-test-token";
+
+/// Whether `verb` is paused in the database, and its note: (rows, paused rows, a note).
+async fn paused_in_database(
+    pool: &sqlx::PgPool,
+    verb: &str,
+) -> anyhow::Result<(i64, i64, Option<String>)> {
+    Ok(sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE paused), max(pause_note) FROM cron_jobs WHERE verb = $1",
+    )
+    .bind(verb)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// The text of the element `css` inside the row of the job `verb` on the page shown.
+async fn cell(browser: &Browser, verb: &str, css: &str) -> anyhow::Result<String> {
+    let row = browser
+        .client
+        .find(Locator::XPath(&format!(
+            "//tr[contains(@class, 'job')][.//a[@class='verb' and text()='{verb}']]"
+        )))
+        .await
+        .with_context(|| format!("the row of {verb}"))?;
+    let element = row
+        .find(Locator::Css(css))
+        .await
+        .with_context(|| format!("`{css}` in the row of {verb}"))?;
+    Ok(element.text().await?)
+}
+
+/// No script of the page's data ran: no alert is open, and the page has no `img` element.
+async fn no_injected_markup(browser: &Browser) -> anyhow::Result<()> {
+    match browser.client.get_alert_text().await {
+        Err(fantoccini::error::CmdError::Standard(e))
+            if e.error == fantoccini::error::ErrorStatus::NoSuchAlert => {}
+        other => anyhow::bail!("an alert is open, or the browser failed: {other:?}"),
+    }
+    let images = browser.client.find_all(Locator::Css("img")).await?;
+    anyhow::ensure!(
+        images.is_empty(),
+        "the page has {} img elements",
+        images.len()
+    );
+    Ok(())
+}
+
+/// What a person sees and does, in headless Chromium, on the dashboard (actions enabled with a token)
+/// over real PostgreSQL holding runs of every outcome: every job with its schedule, last outcome and
+/// next run, the paused and the executing marks, the error text with markup shown as text; a pause
+/// without the token or with a wrong one changes nothing; with it, the job is paused in the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
+    let db = seed::Database::create(&seed::server_url(), "browser").await?;
+    let estate = seed::estate();
+    let seeded = seed::seed(&db.pool, &estate, 200).await?;
+    let admin = cron_runtime::store::postgres::PgStore::from_pool(db.pool.clone()).admin();
+    let router = cronverb::dashboard::Dashboard::new(admin)
+        .action_token(TOKEN)
+        .router();
+    let base = serve(router).await?;
+    let browser = Browser::start().await?;
+    let client = &browser.client;
+
+    // The overview: every module and job, with what each is doing.
+    client.goto(&format!("{base}/")).await?;
+    let body = client.find(Locator::Css("body")).await?.text().await?;
+    for module in &estate {
+        assert!(
+            body.contains(&module.name),
+            "module {} not shown",
+            module.name
+        );
+        for job in &module.jobs {
+            assert!(body.contains(&job.verb), "job {} not shown", job.verb);
+            assert!(
+                body.contains(&job.expression),
+                "{}'s expression not shown",
+                job.verb
+            );
+        }
+    }
+    assert!(body.contains(&seeded.active_key) && body.contains(&seeded.next_key));
+    // The last run's outcome of every job, one of the outcomes.
+    let outcomes = client.find_all(Locator::Css("tr.job .outcome")).await?;
+    assert_eq!(outcomes.len(), 7, "one last outcome per job");
+    for outcome in outcomes {
+        let text = outcome.text().await?;
+        assert!(
+            OUTCOMES.contains(&text.as_str()),
+            "unknown outcome `{text}`"
+        );
+    }
+    // The paused mark with its note as written, and only on the paused job.
+    let paused_rows = client.find_all(Locator::Css("tr.job.paused")).await?;
+    assert_eq!(paused_rows.len(), 1);
+    assert!(
+        cell(&browser, &seeded.paused, ".paused-note")
+            .await?
+            .contains(seed::PAUSE_NOTE),
+        "the pause note is not shown as written"
+    );
+    assert!(
+        cell(&browser, &seeded.executing, ".executing")
+            .await?
+            .contains("executing on")
+    );
+    // The next run of a job in its zone, with the instant in the page's machine-readable form.
+    let next = client
+        .find(Locator::XPath(&format!(
+            "//tr[contains(@class, 'job')][.//a[text()='{}']]//time",
+            seeded.plain
+        )))
+        .await?;
+    let shown: chrono::DateTime<chrono::FixedOffset> =
+        chrono::DateTime::parse_from_rfc3339(&next.attr("datetime").await?.context("datetime")?)?;
+    let stored: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "SELECT next_execution FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+         WHERE d.key = $1 AND j.verb = $2",
+    )
+    .bind(&seeded.active_key)
+    .bind(&seeded.plain)
+    .fetch_one(&db.pool)
+    .await?;
+    assert_eq!(shown, stored, "the next run shown is not the row's");
+    // The error with markup, as text.
+    assert_eq!(cell(&browser, &seeded.xss, ".error").await?, seed::XSS);
+    no_injected_markup(&browser).await?;
+    browser.screenshot("overview").await?;
+
+    // A job's page, through its link: its runs, and the error as text again.
+    client
+        .find(Locator::LinkText(&seeded.xss))
+        .await?
+        .click()
+        .await?;
+    let runs = client.find_all(Locator::Css("tr.run")).await?;
+    assert!(!runs.is_empty(), "the job's page lists no runs");
+    let first_error = client.find(Locator::Css("tr.run pre.error")).await?;
+    assert_eq!(first_error.text().await?, seed::XSS);
+    no_injected_markup(&browser).await?;
+    client.find(Locator::Css("svg.chart")).await?;
+    browser.screenshot("job").await?;
+
+    // Pausing through the page: without the token, with a wrong one, then with it.
+    client.goto(&format!("{base}/")).await?;
+    client
+        .find(Locator::LinkText(&seeded.plain))
+        .await?
+        .click()
+        .await?;
+    let job_page = client.current_url().await?;
+    let note = "investigating <b>duplicate</b> charges";
+
+    for token in [None, Some("not-the-token")] {
+        client.goto(job_page.as_str()).await?;
+        let form = client.form(Locator::Css("form[action$='/pause']")).await?;
+        form.set_by_name("note", note).await?;
+        if let Some(token) = token {
+            form.set_by_name("token", token).await?;
+        }
+        // `submit_direct` skips the browser's own check of the required token field, as a forged
+        // request would.
+        form.submit_direct().await?;
+        client.wait().for_element(Locator::Css("body")).await?;
+        assert_eq!(
+            paused_in_database(&db.pool, &seeded.plain).await?.1,
+            0,
+            "a pause with token {token:?} changed the database"
+        );
+        assert!(
+            client
+                .find(Locator::Css("body"))
+                .await?
+                .text()
+                .await?
+                .contains("nothing was changed"),
+            "a refused pause does not say so"
+        );
+    }
+    browser.screenshot("refused").await?;
+
+    client.goto(job_page.as_str()).await?;
+    let form = client.form(Locator::Css("form[action$='/pause']")).await?;
+    form.set_by_name("note", note).await?;
+    form.set_by_name("token", TOKEN).await?;
+    form.submit().await?;
+    client
+        .wait()
+        .for_element(Locator::Css("form[action$='/resume']"))
+        .await
+        .context("the job's page offers no resume after the pause")?;
+    let (rows, paused, stored_note) = paused_in_database(&db.pool, &seeded.plain).await?;
+    assert!(
+        rows > 0 && paused == rows,
+        "paused in {paused} of its {rows} rows"
+    );
+    assert!(stored_note.unwrap_or_default().starts_with(note));
+    let body = client.find(Locator::Css("body")).await?.text().await?;
+    assert!(body.contains(note), "the note is not shown as written");
+    no_injected_markup(&browser).await?;
+    browser.screenshot("paused").await?;
+
+    // The deployment registered ahead: its schema and what it changes.
+    client.goto(&format!("{base}/")).await?;
+    client
+        .find(Locator::LinkText(&seeded.next_key))
+        .await?
+        .click()
+        .await?;
+    let body = client.find(Locator::Css("body")).await?.text().await?;
+    assert!(
+        body.contains("reconcile_refunds"),
+        "the added verb is not shown"
+    );
+    browser.screenshot("deployment").await?;
+
+    browser.close().await
+}
+
+const OUTCOMES: &[&str] = &[
+    "running",
+    "succeeded",
+    "failed",
+    "panicked",
+    "timed_out",
+    "cancelled",
+    "abandoned",
+    "skipped",
+];

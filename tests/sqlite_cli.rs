@@ -1,0 +1,293 @@
+//! The database commands of `cronverb` on a SQLite file (`sqlite://…`), run as an operator runs them:
+//! each test has a file of its own in the system's temporary directory, and drives the real binary on it
+//! while a replica of its own (a `SqliteStore` on the same file) claims what the commands ask for.
+#![cfg(feature = "cli")]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use cron_runtime::store::sqlite::SqliteStore;
+use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Runner, Store};
+use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
+use serde_json::Value;
+
+const SCHEMA: &str = r#"{
+  "version": 1,
+  "modules": [
+    {
+      "name": "billing",
+      "verbs": [
+        { "name": "billing::send_invoices",
+          "cron": { "expression": "0 2 * * *", "timezone": "Europe/Berlin", "timeout": "10m" } },
+        { "name": "billing::heartbeat", "cron": { "expression": "*/5 * * * *" } }
+      ]
+    }
+  ]
+}"#;
+
+/// A SQLite file of its own (not created yet), deleted with its WAL files when the test ends.
+struct File {
+    path: PathBuf,
+    url: String,
+}
+
+impl File {
+    fn new(test: &str) -> File {
+        let path =
+            std::env::temp_dir().join(format!("cronverb-cli-{test}-{}.db", std::process::id()));
+        let file = File {
+            url: format!("sqlite://{}", path.display()),
+            path,
+        };
+        file.remove();
+        file
+    }
+
+    fn remove(&self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = self.path.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// Runs `cronverb` with `DATABASE_URL` set to this file.
+    fn cronverb(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_cronverb"))
+            .args(args)
+            .env("DATABASE_URL", &self.url)
+            .output()
+            .expect("the cronverb binary runs")
+    }
+
+    /// Runs `cronverb … --json`, asserting that it succeeded, and returns its JSON.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let output = self.cronverb(&args);
+        assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
+        serde_json::from_str(stdout(&output)).expect("--json prints JSON")
+    }
+
+    fn schema_file(&self) -> PathBuf {
+        let path = self.path.with_extension("json");
+        std::fs::write(&path, SCHEMA).unwrap();
+        path
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        self.remove();
+        let _ = std::fs::remove_file(self.path.with_extension("json"));
+    }
+}
+
+fn stdout(output: &Output) -> &str {
+    std::str::from_utf8(&output.stdout).expect("standard output is UTF-8")
+}
+
+fn stderr(output: &Output) -> &str {
+    std::str::from_utf8(&output.stderr).expect("standard error is UTF-8")
+}
+
+/// A runtime for the test's own store: a store's pool lives on the runtime that made it.
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A replica of `billing@1` (the build of `SCHEMA`) running the heartbeat job, registered in this
+/// process on the file.
+async fn replica(url: &str) -> (SqliteStore, Runner) {
+    let store = SqliteStore::connect(url).await.unwrap();
+    let runner = store
+        .register(&DeploymentSpec {
+            key: "billing@1".to_owned(),
+            module: "billing".to_owned(),
+            schema: SCHEMA.to_owned(),
+            jobs: vec![JobSpec {
+                verb: "billing::heartbeat".to_owned(),
+                expression: "*/5 * * * *".to_owned(),
+                zone: chrono_tz::Tz::UTC,
+                schedule: ZonedSchedule::utc(Schedule::parse("*/5 * * * *").unwrap()),
+                timeout: Duration::from_secs(60),
+                missed: MissedPolicy::Once,
+            }],
+        })
+        .await
+        .unwrap();
+    (store, runner)
+}
+
+#[test]
+fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
+    let file = File::new("migrate");
+    let output = file.cronverb(&["status"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("`cronverb migrate` creates it"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!file.path.exists(), "status created the file");
+
+    let output = file.cronverb(&["migrate"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "cronverb's tables are up to date (migration 0001)\n"
+    );
+    assert_eq!(file.json(&["migrate"])["version"], 1);
+    let output = file.cronverb(&["status"]);
+    assert_eq!(stdout(&output), "no deployment is registered\n");
+
+    let output = file.cronverb(&["status", "--database-url", "mysql://app:s3cret@db/prod"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        "error: unsupported database URL `mysql://app:***@db/prod`: scheme `mysql` is not one of \
+         `postgres://`, `postgresql://`, `sqlite://`\n"
+    );
+    let output = file.cronverb(&["status", "--database-url", "sqlite::memory:"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("in-memory store"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn deploy_status_pause_resume_trigger_runs_and_prune_on_a_file() {
+    let file = File::new("commands");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let schema = file.schema_file();
+    let schema = schema.to_str().unwrap();
+
+    let deployed = file.json(&["deploy", "--deployment", "billing@1", schema]);
+    assert_eq!(deployed["created"], true);
+    assert_eq!(deployed["active"], false);
+    assert_eq!(deployed["jobs"][1]["verb"], "billing::send_invoices");
+    assert_eq!(deployed["jobs"][1]["change"], "added");
+    assert!(deployed["jobs"][1]["next_execution"].is_string());
+    let again = file.json(&["deploy", "--deployment", "billing@1", schema]);
+    assert_eq!(again["created"], false);
+
+    let status = file.json(&["status"]);
+    let billing = &status["modules"][0];
+    assert_eq!(billing["active_deployment"], Value::Null);
+    assert_eq!(billing["deployments"][0]["key"], "billing@1");
+    let local = billing["jobs"][1]["next_execution_local"].as_str().unwrap();
+    assert!(local.contains("T02:00:00+0"), "{local}");
+
+    let output = file.cronverb(&["pause", "send_invoice"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("did you mean `billing::send_invoices`?"),
+        "{}",
+        stderr(&output)
+    );
+    let paused = file.json(&["pause", "send_invoices", "--note", "INC-7 relay down"]);
+    assert_eq!(paused["paused"], true);
+    assert_eq!(paused["changed"], true);
+    let output = file.cronverb(&["status"]);
+    assert!(
+        stdout(&output).contains("`billing::send_invoices` is paused: INC-7 relay down"),
+        "{}",
+        stdout(&output)
+    );
+    let resumed = file.json(&["resume", "billing::send_invoices"]);
+    assert_eq!(resumed["paused"], false);
+    assert_eq!(resumed["changed"], true);
+
+    // No replica has run: nothing to trigger on.
+    let output = file.cronverb(&["trigger", "heartbeat"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("has no active deployment"),
+        "{}",
+        stderr(&output)
+    );
+
+    let runtime = current_thread();
+    let (store, runner) = runtime.block_on(replica(&file.url));
+    let triggered = file.json(&["trigger", "heartbeat"]);
+    assert_eq!(triggered["deployment"], "billing@1");
+    assert_eq!(triggered["live_replicas"], 1);
+    assert_eq!(triggered["already_pending"], false);
+    let claimed = runtime.block_on(async {
+        let claimed = store.claim_due(&runner, Duration::ZERO, 10).await.unwrap();
+        assert_eq!(claimed.claims.len(), 1, "the trigger is claimed");
+        claimed
+    });
+    let output = file.cronverb(&["trigger", "heartbeat"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("is executing"),
+        "{}",
+        stderr(&output)
+    );
+    runtime.block_on(async {
+        let claim = &claimed.claims[0];
+        store
+            .finish(
+                &runner,
+                &[Finish {
+                    run_id: claim.run_id,
+                    job_id: claim.job_id,
+                    outcome: Outcome::Failed,
+                    error: Some("the relay said no".to_owned()),
+                    ended_at: None,
+                }],
+                None,
+            )
+            .await
+            .single()
+            .unwrap();
+    });
+
+    let runs = file.json(&["runs", "--verb", "heartbeat", "--since", "1h"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    assert_eq!(runs[0]["manual"], true);
+    assert_eq!(runs[0]["outcome"], "failed");
+    assert_eq!(runs[0]["deployment"], "billing@1");
+    assert_eq!(runs[0]["scheduled_at"], triggered["requested_at"]);
+    let output = file.cronverb(&["runs"]);
+    assert!(
+        stdout(&output).contains("manual; the relay said no"),
+        "{}",
+        stdout(&output)
+    );
+    let status = file.json(&["status"]);
+    assert_eq!(status["modules"][0]["active_deployment"], "billing@1");
+    assert_eq!(status["modules"][0]["deployments"][0]["live_replicas"], 1);
+    assert_eq!(
+        status["modules"][0]["jobs"][0]["last_run"]["outcome"],
+        "failed"
+    );
+
+    // A run that finished two days ago goes; the one of today stays.
+    runtime.block_on(async {
+        let two_days_ago = (chrono::Utc::now() - chrono::TimeDelta::days(2)).timestamp_micros();
+        sqlx::query(
+            "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, \
+             outcome, runner, runner_id) VALUES ('billing', 'billing::heartbeat', ?1, ?1, ?1, \
+             'succeeded', 'old:1', 0)",
+        )
+        .bind(two_days_ago)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    });
+    assert_eq!(file.json(&["runs"]).as_array().unwrap().len(), 2);
+    let pruned = file.json(&["prune", "--older-than", "1d"]);
+    assert_eq!(pruned["deleted"], 1);
+    let runs = file.json(&["runs"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    assert_eq!(runs[0]["manual"], true);
+    drop(store);
+}
