@@ -4,9 +4,9 @@
 //!
 //! Runs until Ctrl-C. `QUICKSTART_SECONDS=10` (or `cargo run --example quickstart -- 10`) stops it by
 //! itself after ten seconds. With `DATABASE_URL` set, state is kept in that database: `postgres://…`
-//! and the replicas coordinate through PostgreSQL; `sqlite://target/quickstart.db` (with
-//! `--features sqlite`) and it lives in one file, across restarts. Without it, the jobs run in this
-//! process's memory.
+//! and the replicas coordinate through PostgreSQL; `sqlite://target/quickstart.db` and it lives in one
+//! file, across restarts (the examples always have the SQLite store; an application enables the `sqlite`
+//! feature). Without it, the jobs run in this process's memory.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
