@@ -74,8 +74,9 @@ pub use cron_runtime::store::postgres::PgStore;
 pub use cron_runtime::store::sqlite::SqliteStore;
 pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord, StoreError, StoreSettings};
 pub use cron_runtime::{
-    BuildError, Context, DEFAULT_MODULE, IntoOutcome, Job, JobError, JobOptions, Runtime,
-    RuntimeBuilder, RuntimeError, RuntimeHandle, Tz, chrono, context, job, jobs, try_context,
+    BuildError, Context, DEFAULT_MODULE, Health, HealthCheck, IntoOutcome, Job, JobError,
+    JobOptions, Runtime, RuntimeBuilder, RuntimeError, RuntimeHandle, StoreHealth, Tz, chrono,
+    context, job, jobs, try_context,
 };
 /// Why an expression was rejected ([`Schedule::parse`], [`JobError::Expression`]), with the byte range
 /// of the offending text.

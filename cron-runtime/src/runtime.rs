@@ -8,6 +8,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::RuntimeError;
 use crate::executor;
+use crate::health::{Health, HealthCheck, Vitals};
 use crate::job::Job;
 use crate::plan::Plan;
 use crate::store::MemoryStore;
@@ -109,16 +110,23 @@ impl Runtime {
     /// Outside a tokio runtime.
     pub fn start(self) -> RuntimeHandle {
         let (shutdown, signal) = watch::channel(false);
+        let vitals = Vitals::new();
+        let run = |vitals: &Arc<Vitals>| executor::Start {
+            plan: self.plan,
+            shutdown: signal,
+            vitals: Arc::clone(vitals),
+        };
         let task = match self.backend {
-            Backend::Memory(store) => tokio::spawn(executor::run(store, self.plan, signal)),
+            Backend::Memory(store) => tokio::spawn(executor::run(store, run(&vitals))),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(store) => tokio::spawn(executor::run(store, self.plan, signal)),
+            Backend::Postgres(store) => tokio::spawn(executor::run(store, run(&vitals))),
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(store) => tokio::spawn(executor::run(store, self.plan, signal)),
+            Backend::Sqlite(store) => tokio::spawn(executor::run(store, run(&vitals))),
         };
         RuntimeHandle {
             shutdown,
             task: Some(task),
+            vitals,
         }
     }
 }
@@ -129,12 +137,14 @@ impl Runtime {
 pub struct RuntimeHandle {
     shutdown: watch::Sender<bool>,
     task: Option<JoinHandle<Result<(), RuntimeError>>>,
+    vitals: Arc<Vitals>,
 }
 
 impl RuntimeHandle {
     /// Stops claiming, lets runs in flight finish within the grace period, cancels the rest and releases
     /// their rows; returns once all of that is done, with the error that stopped the runtime if one did.
     pub async fn shutdown(mut self) -> Result<(), RuntimeError> {
+        self.vitals.draining();
         let _ = self.shutdown.send(true);
         match self.task.take() {
             Some(task) => flatten(task.await),
@@ -146,10 +156,37 @@ impl RuntimeHandle {
     pub fn is_finished(&self) -> bool {
         self.task.as_ref().is_none_or(JoinHandle::is_finished)
     }
+
+    /// How the runtime is doing now: registered, its claim loop going round, shutting down, its store
+    /// reachable or since when not (docs/operations.md, "Health checks").
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let handle = cron_runtime::Runtime::builder().build().await?.start();
+    /// let health = handle.health();
+    /// if !health.store.reachable {
+    ///     eprintln!("the store is away since {:?}", health.store.unreachable_since);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn health(&self) -> Health {
+        self.vitals.health()
+    }
+
+    /// The runtime's health, to read from elsewhere (a probe's handler) while this handle stays with
+    /// whoever shuts the runtime down; it goes on reporting (`draining`, then `stopped`) through
+    /// shutdown.
+    pub fn health_check(&self) -> HealthCheck {
+        HealthCheck {
+            vitals: Arc::clone(&self.vitals),
+        }
+    }
 }
 
 impl Drop for RuntimeHandle {
     fn drop(&mut self) {
+        self.vitals.draining();
         let _ = self.shutdown.send(true);
     }
 }

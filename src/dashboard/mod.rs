@@ -32,8 +32,8 @@ use axum::http::request::Parts;
 use axum::response::Response;
 use axum::routing::{get, post};
 
-use crate::RuntimeHandle;
 use crate::admin::Admin;
+use crate::{HealthCheck, RuntimeHandle};
 
 mod actions;
 mod chart;
@@ -63,7 +63,7 @@ pub struct Dashboard {
     admin: Admin,
     authorize: Option<Arc<Authorize>>,
     token: Option<String>,
-    runtime: Option<RuntimeHandle>,
+    runtime: Option<HealthCheck>,
 }
 
 impl fmt::Debug for Dashboard {
@@ -106,22 +106,25 @@ impl Dashboard {
         self
     }
 
-    /// The runtime of this process, for the health endpoints.
-    pub fn runtime(mut self, handle: RuntimeHandle) -> Self {
-        self.runtime = Some(handle);
+    /// The runtime of this process, for the health routes `/health/live` and `/health/ready`
+    /// (docs/operations.md, "Health checks"); without it they answer 404. The handle stays the
+    /// caller's, to shut the runtime down; the routes report its draining meanwhile.
+    pub fn runtime(mut self, handle: &RuntimeHandle) -> Self {
+        self.runtime = Some(handle.health_check());
         self
     }
 
     /// The router: its routes are relative, so that `app.nest("/cron", dashboard.router())` serves the
     /// dashboard under `/cron` (docs/dashboard.md, "Routes").
     pub fn router(self) -> Router {
+        let health = self.runtime.map(health_routes);
         let shared = Arc::new(Shared {
             admin: self.admin,
             authorize: self.authorize,
             token: self.token,
             csrf: csrf::Csrf::new(),
         });
-        Router::new()
+        let router = Router::new()
             .route("/", get(pages::overview))
             .route("/jobs/{module}/{verb}", get(pages::job))
             .route("/deployments/{key}", get(pages::deployment))
@@ -132,7 +135,11 @@ impl Dashboard {
             .route("/static/dashboard.js", get(pages::js))
             .fallback(pages::not_found)
             .layer(axum::middleware::map_response(secure))
-            .with_state(shared)
+            .with_state(shared);
+        match health {
+            Some(health) => router.merge(health),
+            None => router,
+        }
     }
 }
 
@@ -189,4 +196,47 @@ async fn secure(mut response: Response) -> Response {
         .entry(header::CACHE_CONTROL)
         .or_insert(HeaderValue::from_static("no-store"));
     response
+}
+
+/// `/health/live` and `/health/ready` over a runtime's health (docs/operations.md, "Health checks"):
+/// the [`Health`](crate::Health) report as JSON, 200 when the probe's fact holds and 503 otherwise.
+/// Liveness reads only this process (the claim loop goes round, the runtime has not stopped), never
+/// the store: a database outage must not restart every replica.
+fn health_routes(check: HealthCheck) -> Router {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+
+    fn answer(ok: bool, health: &crate::Health) -> Response {
+        let status = if ok {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        let body = serde_json::to_string(health).unwrap_or_default();
+        let mut response = (status, body).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        response
+    }
+    let live = check.clone();
+    Router::new()
+        .route(
+            "/health/live",
+            get(move || {
+                let health = live.health();
+                async move { answer(health.live, &health) }
+            }),
+        )
+        .route(
+            "/health/ready",
+            get(move || {
+                let health = check.health();
+                async move { answer(health.ready, &health) }
+            }),
+        )
 }

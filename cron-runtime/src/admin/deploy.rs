@@ -7,10 +7,11 @@ use chrono::{DateTime, Utc};
 use cron_schema::{Cron, Schema};
 use serde::Serialize;
 
-use super::{AdminError, rfc3339};
+use super::AdminError;
 use crate::defaults::DEFAULT_TIMEOUT;
 use crate::error::JobError;
 use crate::job::{Fields, Timeout, job_spec};
+use crate::rfc3339;
 use crate::store::{DeploymentSpec, JobSpec, check_job_count};
 
 /// The result of [`Admin::deploy`](super::Admin::deploy).

@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use cron_schema::{Diff, Schema};
 use serde::Serialize;
 
-use super::{AdminError, Replica, rfc3339};
+use super::{AdminError, Replica};
+use crate::rfc3339;
 use crate::store::StoreError;
 
 /// The result of [`Admin::deployment`](super::Admin::deployment).

@@ -30,7 +30,6 @@ pub(crate) mod deployment;
 mod error;
 pub(crate) mod lookup;
 pub(crate) mod pause;
-pub(crate) mod rfc3339;
 mod runs;
 pub(crate) mod status;
 pub(crate) mod suggest;

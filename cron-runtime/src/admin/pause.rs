@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
 use serde::Serialize;
 
-use super::rfc3339;
+use crate::rfc3339;
 
 /// The result of [`Admin::pause`](super::Admin::pause) and [`Admin::resume`](super::Admin::resume).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::rfc3339;
+use crate::rfc3339;
 
 /// Which runs [`Admin::runs`](super::Admin::runs) returns: the latest first.
 #[derive(Debug, Clone, PartialEq, Eq)]

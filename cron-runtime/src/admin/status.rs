@@ -8,7 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use cron_schema::{ZonedSchedule, parse_timezone};
 use serde::Serialize;
 
-use super::rfc3339;
+use crate::rfc3339;
 
 /// How far past its `next_execution` an idle, unpaused row of the active deployment must be for `status`
 /// to call it overdue: a live replica claims a due occurrence within about a second, so a row idle this

@@ -9,10 +9,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::clock::Anchor;
+use super::metrics::{self, Operation, SkipReason};
 use super::retry::{CLAIM_RETRY, RETRY_MAX};
 use super::runs::{Run, RunState};
 use super::shared::Shared;
 use super::start::{START_CHUNK, wait_for_instant};
+use super::ticking;
+use crate::health::TICK_EVERY;
 use crate::store::{Change, Claim, ClaimAction, Claimed, Outcome, Store};
 use crate::sync::lock;
 
@@ -29,16 +32,31 @@ pub(super) async fn claim_loop<S: Store>(
             return;
         }
         shared.hint.micros.store(i64::MAX, Ordering::Release);
-        let claimed = shared
-            .store
-            .claim_due(&shared.runner, ahead, settings.batch_limit)
-            .await;
+        let vitals = &shared.vitals;
+        let started = Instant::now();
+        let claimed = ticking(
+            vitals,
+            shared
+                .store
+                .claim_due(&shared.runner, ahead, settings.batch_limit),
+        )
+        .await;
+        shared
+            .metrics
+            .claim_duration
+            .record(started.elapsed().as_secs_f64());
         let claimed = match claimed {
-            Ok(claimed) => claimed,
+            Ok(claimed) => {
+                vitals.store_reached();
+                claimed
+            }
             Err(error) => {
+                vitals.store_failed();
+                metrics::store_error(Operation::Claim);
                 tracing::error!(%error, retry_in = ?retry, "claiming due runs failed; retrying");
+                let wait = ticking(vitals, tokio::time::sleep(retry));
                 tokio::select! {
-                    _ = tokio::time::sleep(retry) => {}
+                    _ = wait => {}
                     _ = shutdown.wait_for(|stop| *stop) => return,
                 }
                 retry = (retry * 2).min(RETRY_MAX);
@@ -55,8 +73,10 @@ pub(super) async fn claim_loop<S: Store>(
             continue;
         }
 
-        // Sleep until the next due instant (minus the claim-ahead), unless woken earlier.
+        // Sleep until the next due instant (minus the claim-ahead), unless woken earlier; wake every
+        // `TICK_EVERY` to mark that the loop goes round (docs/operations.md, "Health checks").
         loop {
+            shared.vitals.tick();
             let hint = shared.hint.micros.load(Ordering::Acquire);
             let hinted = match hint {
                 i64::MAX => None,
@@ -74,6 +94,7 @@ pub(super) async fn claim_loop<S: Store>(
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 break;
             }
+            let tick = Instant::now() + TICK_EVERY;
             let sleep = async {
                 match deadline {
                     Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -90,6 +111,7 @@ pub(super) async fn claim_loop<S: Store>(
                     Change::DueAt(at) => shared.hint.lower(at),
                 },
                 _ = shared.hint.wake.notified() => continue,
+                () = tokio::time::sleep_until(tick) => continue,
             }
         }
     }
@@ -117,6 +139,11 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
                 due.push(prepare_run(shared, claim, anchor));
             }
             ClaimAction::Skipped => {
+                if let Some(&index) = shared.job_index.get(claim.verb.as_str()) {
+                    let metrics = &shared.job_metrics[index];
+                    metrics.recorded(Outcome::Skipped, None);
+                    metrics.skipped(SkipReason::Missed, claim.skipped);
+                }
                 tracing::warn!(
                     module = %shared.plan.module,
                     verb = %claim.verb,
@@ -151,7 +178,10 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
     let job = shared
         .job_index
         .get(claim.verb.as_str())
-        .map(|&index| (index, Arc::clone(&shared.jobs[index].1)))
+        .map(|&index| {
+            shared.job_metrics[index].next_run(claim.scheduled_at);
+            (index, Arc::clone(&shared.jobs[index].1))
+        })
         .ok_or_else(|| {
             format!(
                 "this build has no handler for `{}`; is the deployment key reused across versions?",
@@ -162,6 +192,8 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
         run_id: claim.run_id,
         job_id: claim.job_id,
         scheduled_at: claim.scheduled_at,
+        late: claim.late,
+        started: None,
         state: RunState::new(
             shared.epoch,
             anchor.instant_for(claim.lease_expires_at),

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::clock::nanos_after;
-use super::runs::{Ended, Run, RunState};
+use super::runs::{Ended, Measure, Run, RunState};
 use super::shared::Shared;
 use crate::context::Context;
 use crate::registration::HandlerFuture;
@@ -59,6 +59,8 @@ pub(super) fn start_one<S: Store>(
         return Started::Nothing;
     }
     let job = &shared.jobs[index].0;
+    shared.job_metrics[index].started(now.saturating_duration_since(start_at));
+    run.started = Some(now);
     let deadline = now + job.timeout;
     run.state
         .deadline
@@ -169,6 +171,9 @@ async fn pending_task<S: Store>(
             Some(format!("timed out after {:?}", job.timeout)),
         ),
         Until::Cancelled => {
+            // Recorded `cancelled` when this replica deregisters (docs/runtime.md, "Shutdown").
+            let took = run.started.map(|started| started.elapsed());
+            shared.job_metrics[index].recorded(Outcome::Cancelled, took);
             run.span.in_scope(|| {
                 tracing::warn!(
                     outcome = "cancelled",
@@ -286,6 +291,12 @@ fn ended_run(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
     run.span
         .record("outcome", tracing::field::display(outcome.as_str()));
     Ended {
+        measure: Measure {
+            job: run.state.job,
+            late: run.late,
+            started: run.started,
+            took: None,
+        },
         finish: Finish {
             run_id: run.run_id,
             job_id: run.job_id,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::metrics::{self, Operation};
 use super::runs::RunState;
 use super::shared::Shared;
 use crate::store::Store;
@@ -49,6 +50,10 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         recover_at = None;
         let changed = match shared.store.heartbeat(&shared.runner).await {
             Ok(beat) => {
+                shared.vitals.store_reached();
+                for verb in &beat.recovered {
+                    metrics::lease_recovered(verb);
+                }
                 // A notification of the next occurrence may never have come (a replica of an older
                 // release ran the job): the rows say when to wake up (docs/runtime.md, "Waking up").
                 if let Some(next) = beat.next_due {
@@ -65,6 +70,8 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
                 beat.changed
             }
             Err(error) => {
+                shared.vitals.store_failed();
+                metrics::store_error(Operation::Heartbeat);
                 tracing::error!(%error, "heartbeat failed");
                 false
             }
@@ -97,7 +104,7 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
                         }
                     }
                     for run_id in ids.iter().filter(|id| !held.contains(id)) {
-                        let run = shared.in_flight.lock().remove(run_id);
+                        let run = shared.in_flight.remove(*run_id);
                         if let Some(abort) = run.and_then(|r| r.abort) {
                             tracing::warn!(
                                 run_id,
@@ -107,7 +114,11 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
                         }
                     }
                 }
-                Err(error) => tracing::error!(%error, "renewing leases failed"),
+                Err(error) => {
+                    shared.vitals.store_failed();
+                    metrics::store_error(Operation::Renew);
+                    tracing::error!(%error, "renewing leases failed");
+                }
             }
         }
         // The heartbeat took a module over or took rows back: jobs may be due now. Otherwise an idle
@@ -127,7 +138,10 @@ pub(super) async fn prune<S: Store>(shared: Arc<Shared<S>>) {
         match shared.store.prune_history(retention).await {
             Ok(0) => {}
             Ok(deleted) => tracing::info!(deleted, ?retention, "pruned the run history"),
-            Err(error) => tracing::warn!(%error, "pruning the run history failed"),
+            Err(error) => {
+                metrics::store_error(Operation::Prune);
+                tracing::warn!(%error, "pruning the run history failed");
+            }
         }
         tokio::time::sleep(PRUNE_EVERY).await;
     }

@@ -25,6 +25,7 @@
 //! - `watch`: the watchdog for handlers that block their thread, and the keeper thread;
 //! - `shutdown`: the stages of shutdown, giving runs back, deregistering;
 //! - `retry`: how long the executor waits for a store that fails;
+//! - `metrics`: the metrics they emit (docs/metrics.md), each job's handles registered once;
 //! - `shared`: what the tasks share ([`Shared`](shared::Shared));
 //! - `runs`: a run as it passes between the tasks: waiting, in flight, ended;
 //! - `clock`: the store's clock on the local one, and instants packed into atomics.
@@ -33,6 +34,7 @@ mod claim;
 mod clock;
 mod handler;
 mod maintain;
+mod metrics;
 mod record;
 mod retry;
 mod runs;
@@ -48,22 +50,44 @@ use std::sync::Arc;
 
 use tokio::sync::watch as channel;
 
+use self::metrics::Operation;
 use self::retry::{CLAIM_RETRY, RETRY_MAX};
 use self::shared::Shared;
 use crate::error::RuntimeError;
+use crate::health::{TICK_EVERY, Vitals};
 use crate::plan::Plan;
 use crate::store::{Runner, Store, StoreError};
 
+/// What an executor starts with.
+pub(crate) struct Start {
+    pub(crate) plan: Arc<Plan>,
+    /// Turns `true` when shutdown begins.
+    pub(crate) shutdown: channel::Receiver<bool>,
+    /// What the executor keeps up to date for the runtime's health.
+    pub(crate) vitals: Arc<Vitals>,
+}
+
 /// Registers with the store and runs until `shutdown` turns `true`, then shuts down (G9,
-/// docs/operations.md).
-pub(crate) async fn run<S: Store>(
-    store: S,
-    plan: Arc<Plan>,
-    mut shutdown: channel::Receiver<bool>,
-) -> Result<(), RuntimeError> {
-    let Some(runner) = register(&store, &plan, &mut shutdown).await? else {
+/// docs/operations.md). Marks the runtime stopped when it returns.
+pub(crate) async fn run<S: Store>(store: S, start: Start) -> Result<(), RuntimeError> {
+    let vitals = Arc::clone(&start.vitals);
+    let ended = run_until_shutdown(store, start).await;
+    vitals.draining();
+    vitals.stopped();
+    ended
+}
+
+async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), RuntimeError> {
+    let Start {
+        plan,
+        mut shutdown,
+        vitals,
+    } = start;
+    metrics::describe();
+    let Some(runner) = register(&store, &plan, &vitals, &mut shutdown).await? else {
         return Ok(());
     };
+    vitals.registered();
     tracing::info!(
         module = %plan.deployment.module,
         deployment = %plan.deployment.key,
@@ -71,7 +95,7 @@ pub(crate) async fn run<S: Store>(
         jobs = plan.jobs.len(),
         "cronverb runtime started"
     );
-    let shared = Arc::new(Shared::new(store, runner, plan, shutdown.clone()));
+    let shared = Arc::new(Shared::new(store, runner, plan, shutdown.clone(), vitals));
     let keeper = watch::start_keeper(&shared);
     crate::panics::quiet_handler_panics(shared.plan.settings.print_handler_panics);
     let maintenance = tokio::spawn(maintain::maintain(Arc::clone(&shared)));
@@ -80,6 +104,7 @@ pub(crate) async fn run<S: Store>(
     let watchdog = tokio::spawn(watch::watch_blocked(Arc::clone(&shared)));
 
     claim::claim_loop(&shared, &mut shutdown).await;
+    shared.vitals.draining();
 
     // Shutdown: no more claims. Runs not started yet release themselves; the others get the grace period.
     shutdown::wind_down(&shared).await;
@@ -101,12 +126,16 @@ pub(crate) async fn run<S: Store>(
 async fn register<S: Store>(
     store: &S,
     plan: &Plan,
+    vitals: &Vitals,
     shutdown: &mut channel::Receiver<bool>,
 ) -> Result<Option<Runner>, RuntimeError> {
     let mut delay = CLAIM_RETRY;
     loop {
-        match store.register(&plan.deployment).await {
-            Ok(runner) => return Ok(Some(runner)),
+        match ticking(vitals, store.register(&plan.deployment)).await {
+            Ok(runner) => {
+                vitals.store_reached();
+                return Ok(Some(runner));
+            }
             Err(source @ StoreError::Invalid(_)) => {
                 return Err(RuntimeError::Register {
                     key: plan.deployment.key.clone(),
@@ -114,13 +143,33 @@ async fn register<S: Store>(
                 });
             }
             Err(error) => {
+                vitals.store_failed();
+                metrics::store_error(Operation::Register);
                 tracing::error!(%error, retry_in = ?delay, "registering this replica failed; retrying");
+                let wait = ticking(vitals, tokio::time::sleep(delay));
                 tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
+                    _ = wait => {}
                     _ = shutdown.wait_for(|stop| *stop) => return Ok(None),
                 }
                 delay = (delay * 2).min(RETRY_MAX);
             }
+        }
+    }
+}
+
+/// Awaits `future`, marking the claim loop's tick every [`TICK_EVERY`] meanwhile: a loop waiting for a
+/// store that does not answer, or for its next due instant, is live; one whose task is no longer polled
+/// is not (docs/operations.md, "Health checks").
+async fn ticking<F: Future>(vitals: &Vitals, future: F) -> F::Output {
+    vitals.tick();
+    tokio::pin!(future);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + TICK_EVERY, TICK_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            output = &mut future => return output,
+            _ = ticks.tick() => vitals.tick(),
         }
     }
 }

@@ -11,8 +11,9 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use super::claim::queue_claimed;
+use super::metrics::{self, Operation, SkipReason};
 use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
-use super::runs::Ended;
+use super::runs::{Ended, Measure};
 use super::shared::Shared;
 use crate::store::{Finish, Finished, Finishing, Outcome, Store, StoreError};
 use crate::sync::lock;
@@ -83,8 +84,12 @@ pub(super) async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
 /// Records a batch of ended runs with one [`Store::finish`], which claims the next occurrences of their
 /// jobs that are due within [`chain_ahead`] (none once shutdown has begun).
 async fn record_batch<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
-    let (finishes, spans): (Vec<Finish>, Vec<tracing::Span>) =
-        batch.into_iter().map(|e| (e.finish, e.span)).unzip();
+    let mut finishes = Vec::with_capacity(batch.len());
+    let mut rest = Vec::with_capacity(batch.len());
+    for ended in batch {
+        finishes.push(ended.finish);
+        rest.push((ended.span, ended.measure));
+    }
     // Once shutdown has begun nothing more is claimed.
     let chain =
         (!*shared.stopping.signal.borrow()).then(|| chain_ahead(shared.plan.settings.claim_ahead));
@@ -97,8 +102,16 @@ async fn record_batch<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
         .collect();
     let mut recorded = Vec::with_capacity(finishes.len());
     let mut earliest: Option<DateTime<Utc>> = None;
+    let failed = results.iter().filter(|result| result.is_err()).count();
+    if failed == 0 {
+        shared.vitals.store_reached();
+    } else {
+        // One failed call, whatever the number of runs it carried.
+        shared.vitals.store_failed();
+        metrics::store_error(Operation::Finish);
+    }
     let mut results = results.into_iter();
-    for (finish, span) in finishes.into_iter().zip(spans) {
+    for (finish, (span, measure)) in finishes.into_iter().zip(rest) {
         let result = results.next().unwrap_or_else(|| {
             Err(StoreError::Invalid(
                 "the store recorded fewer runs than it was given".to_owned(),
@@ -110,10 +123,11 @@ async fn record_batch<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
                 span.in_scope(|| {
                     tracing::warn!(%error, attempt = 1, "recording the run failed; retrying");
                 });
-                tokio::spawn(retry_finish(Arc::clone(shared), finish, span));
+                tokio::spawn(retry_finish(Arc::clone(shared), finish, span, measure));
                 continue;
             }
             Ok(finished) => {
+                count_recorded(shared, &finish, finished, measure);
                 if let Some(next) = recorded_as(&finish, finished, &span)
                     && !chained.contains(&finish.job_id)
                 {
@@ -156,8 +170,42 @@ fn recorded_as(finish: &Finish, finished: Finished, span: &tracing::Span) -> Opt
     }
 }
 
+/// Counts a run the store answered for (docs/metrics.md): a run recorded, with its outcome, how long its
+/// handler ran and what it skipped; its job's next occurrence and last success. A fenced run is
+/// counted by the replica that took it back.
+fn count_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, measure: Measure) {
+    let Finished::Recorded {
+        next_execution,
+        skipped,
+    } = finished
+    else {
+        return;
+    };
+    let Some(metrics) = shared.job_metrics.get(measure.job) else {
+        return;
+    };
+    metrics.recorded(finish.outcome, measure.took);
+    let reason = if measure.late {
+        SkipReason::Missed
+    } else {
+        SkipReason::Overlap
+    };
+    metrics.skipped(reason, skipped);
+    if let Some(next) = next_execution {
+        metrics.next_run(next);
+    }
+    if finish.outcome == Outcome::Succeeded {
+        metrics.succeeded_at(finish.ended_at.unwrap_or_else(Utc::now));
+    }
+}
+
 /// Tries again to record a run whose first recording failed, backing off.
-async fn retry_finish<S: Store>(shared: Arc<Shared<S>>, finish: Finish, span: tracing::Span) {
+async fn retry_finish<S: Store>(
+    shared: Arc<Shared<S>>,
+    finish: Finish,
+    span: tracing::Span,
+    measure: Measure,
+) {
     let mut delay = FINISH_RETRY;
     for attempt in 2..=FINISH_ATTEMPTS {
         tokio::time::sleep(delay).await;
@@ -169,15 +217,23 @@ async fn retry_finish<S: Store>(shared: Arc<Shared<S>>, finish: Finish, span: tr
             .single();
         match result {
             Ok(finished) => {
+                shared.vitals.store_reached();
+                count_recorded(&shared, &finish, finished, measure);
                 if let Some(next) = recorded_as(&finish, finished, &span) {
                     shared.hint.lower(next);
                 }
                 break;
             }
-            Err(error) if attempt < FINISH_ATTEMPTS => span.in_scope(|| {
-                tracing::warn!(%error, attempt, "recording the run failed; retrying");
-            }),
+            Err(error) if attempt < FINISH_ATTEMPTS => {
+                shared.vitals.store_failed();
+                metrics::store_error(Operation::Finish);
+                span.in_scope(|| {
+                    tracing::warn!(%error, attempt, "recording the run failed; retrying");
+                });
+            }
             Err(error) => span.in_scope(|| {
+                shared.vitals.store_failed();
+                metrics::store_error(Operation::Finish);
                 tracing::error!(
                     %error,
                     "recording the run failed; it will be recovered when its lease expires"

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::task::AbortHandle;
@@ -18,6 +19,13 @@ pub(super) struct Run {
     pub(super) run_id: i64,
     pub(super) job_id: i64,
     pub(super) scheduled_at: DateTime<Utc>,
+    /// Claimed more than the missed-run tolerance after `scheduled_at` ([`Claim::late`]): what it
+    /// skips was missed, not overlapped (docs/metrics.md).
+    ///
+    /// [`Claim::late`]: crate::store::Claim::late
+    pub(super) late: bool,
+    /// When its handler was called, once it was.
+    pub(super) started: Option<Instant>,
     /// Its lease (renewals extend it: [`Shared::lease_until`](super::shared::Shared::lease_until)), its
     /// deadline and whether it ended.
     pub(super) state: Arc<RunState>,
@@ -110,6 +118,22 @@ pub(super) struct Ended {
     pub(super) span: tracing::Span,
     /// The claim's clock offset, to put the handler's end on the store's clock.
     pub(super) anchor: Anchor,
+    /// What its metrics need once it is recorded.
+    pub(super) measure: Measure,
+}
+
+/// What a run's metrics need once it is recorded (docs/metrics.md).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Measure {
+    /// Where its job is in [`Shared::jobs`](super::shared::Shared::jobs); `usize::MAX` if this build
+    /// has no handler for it.
+    pub(super) job: usize,
+    /// It was claimed late ([`Run::late`]).
+    pub(super) late: bool,
+    /// When its handler was called, if it was.
+    pub(super) started: Option<Instant>,
+    /// How long its handler ran, once it ended.
+    pub(super) took: Option<Duration>,
 }
 
 impl Ended {
@@ -117,5 +141,9 @@ impl Ended {
     #[inline]
     pub(super) fn ended_at(&mut self, at: Instant) {
         self.finish.ended_at = Some(self.anchor.store_time(at));
+        self.measure.took = self
+            .measure
+            .started
+            .map(|started| at.saturating_duration_since(started));
     }
 }

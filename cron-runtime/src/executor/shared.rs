@@ -12,8 +12,10 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::clock::Anchor;
+use super::metrics::{JobMetrics, RuntimeMetrics};
 use super::runs::{Chunk, Ended, InFlight, RunState};
 use crate::context::JobContext;
+use crate::health::Vitals;
 use crate::plan::{Plan, PlannedJob};
 use crate::store::Runner;
 use crate::sync::lock;
@@ -32,6 +34,12 @@ pub(super) struct Shared<S> {
     pub(super) jobs: Vec<(Arc<PlannedJob>, Arc<JobContext>)>,
     /// Where each verb is in `jobs`.
     pub(super) job_index: HashMap<Arc<str>, usize>,
+    /// Each job's metric handles, in the order of `jobs` (docs/metrics.md).
+    pub(super) job_metrics: Vec<JobMetrics>,
+    /// The metric handles that carry no job.
+    pub(super) metrics: RuntimeMetrics,
+    /// What the runtime's health reports ([`crate::Health`]).
+    pub(super) vitals: Arc<Vitals>,
     /// Where the runs' [`RunState`]s count from.
     pub(super) epoch: Instant,
     /// The clock anchor of the latest claim, to place what a heartbeat reports on the local clock.
@@ -52,6 +60,7 @@ impl<S> Shared<S> {
         runner: Runner,
         plan: Arc<Plan>,
         shutdown: watch::Receiver<bool>,
+        vitals: Arc<Vitals>,
     ) -> Shared<S> {
         // In the deployment's order, which is the order of the store's job ids and so of the runs of one
         // instant: starting thousands of runs then reads these (and the handlers, allocated in the same
@@ -75,6 +84,11 @@ impl<S> Shared<S> {
             .enumerate()
             .map(|(index, (job, _))| (Arc::clone(&job.verb), index))
             .collect();
+        let job_metrics = jobs
+            .iter()
+            .map(|(job, _)| JobMetrics::new(&job.verb))
+            .collect();
+        let metrics = RuntimeMetrics::new();
         Shared {
             store,
             runner,
@@ -82,7 +96,11 @@ impl<S> Shared<S> {
             in_flight: InFlightRuns {
                 runs: Mutex::new(HashMap::new()),
                 idle: Notify::new(),
+                gauge: metrics.in_flight.clone(),
             },
+            job_metrics,
+            metrics,
+            vitals,
             stopping: Stopping {
                 to_release: Mutex::new(Vec::new()),
                 signal: shutdown,
@@ -122,6 +140,8 @@ pub(super) struct InFlightRuns {
     runs: Mutex<HashMap<i64, InFlight>>,
     /// Signalled when `runs` becomes empty.
     idle: Notify,
+    /// `cron_runs_in_flight`: moved by as many runs as enter and leave `runs` (docs/metrics.md).
+    gauge: metrics::Gauge,
 }
 
 impl InFlightRuns {
@@ -131,21 +151,36 @@ impl InFlightRuns {
         lock(&self.runs)
     }
 
-    /// The run `run_id` is no longer in flight.
-    pub(super) fn remove(&self, run_id: i64) {
+    /// The runs of `runs` are in flight.
+    pub(super) fn insert_all(&self, runs: impl ExactSizeIterator<Item = (i64, InFlight)>) {
         let mut in_flight = self.lock();
-        in_flight.remove(&run_id);
+        in_flight.reserve(runs.len());
+        let before = in_flight.len();
+        in_flight.extend(runs);
+        self.gauge.increment((in_flight.len() - before) as f64);
+    }
+
+    /// The run `run_id` is no longer in flight; returns it if it was.
+    pub(super) fn remove(&self, run_id: i64) -> Option<InFlight> {
+        let mut in_flight = self.lock();
+        let run = in_flight.remove(&run_id);
+        if run.is_some() {
+            self.gauge.decrement(1.0);
+        }
         if in_flight.is_empty() {
             self.idle.notify_waiters();
         }
+        run
     }
 
     /// The runs `run_ids` are no longer in flight.
     pub(super) fn remove_all(&self, run_ids: &[i64]) {
         let mut in_flight = self.lock();
+        let before = in_flight.len();
         for run_id in run_ids {
             in_flight.remove(run_id);
         }
+        self.gauge.decrement((before - in_flight.len()) as f64);
         if in_flight.is_empty() {
             self.idle.notify_waiters();
         }

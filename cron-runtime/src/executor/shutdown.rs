@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::metrics::{self, Operation};
 use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
 use super::shared::Shared;
 use crate::error::RuntimeError;
@@ -62,15 +63,19 @@ pub(super) async fn give_back<S: Store>(shared: Arc<Shared<S>>, ids: Vec<i64>) {
                 return;
             }
             Err(error) if attempt < FINISH_ATTEMPTS => {
+                metrics::store_error(Operation::GiveBack);
                 tracing::warn!(%error, attempt, runs = ids.len(), "giving back runs claimed ahead failed; retrying");
                 tokio::time::sleep(delay).await;
                 delay *= 2;
             }
-            Err(error) => tracing::error!(
-                %error,
-                runs = ids.len(),
-                "giving back runs claimed ahead failed; they are released when this replica deregisters"
-            ),
+            Err(error) => {
+                metrics::store_error(Operation::GiveBack);
+                tracing::error!(
+                    %error,
+                    runs = ids.len(),
+                    "giving back runs claimed ahead failed; they are released when this replica deregisters"
+                );
+            }
         }
     }
     shared.stopping.to_release().extend_from_slice(&ids);
@@ -84,7 +89,10 @@ pub(super) async fn deregister<S: Store>(shared: &Shared<S>) -> Result<(), Runti
         .store
         .deregister(&shared.runner, &cancelled)
         .await
-        .map_err(RuntimeError::Deregister)?;
+        .map_err(|error| {
+            metrics::store_error(Operation::Deregister);
+            RuntimeError::Deregister(error)
+        })?;
     tracing::info!(
         released = cancelled.len(),
         "cronverb runtime stopped; unfinished runs released"

@@ -31,18 +31,14 @@ pub(super) const START_CHUNK: usize = 512;
 /// new list gets its timer.
 pub(super) fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: Anchor) {
     let at = runs[0].scheduled_at;
-    {
-        // In flight before they can start, so that none leaves `in_flight` before it is there.
-        let mut in_flight = shared.in_flight.lock();
-        in_flight.reserve(runs.len());
-        for run in &runs {
-            let entry = InFlight {
-                abort: None,
-                state: Arc::clone(&run.state),
-            };
-            in_flight.insert(run.run_id, entry);
-        }
-    }
+    // In flight before they can start, so that none leaves `in_flight` before it is there.
+    shared.in_flight.insert_all(runs.iter().map(|run| {
+        let entry = InFlight {
+            abort: None,
+            state: Arc::clone(&run.state),
+        };
+        (run.run_id, entry)
+    }));
     let chunk = Chunk {
         runs: runs.into_iter().map(|run| Mutex::new(Some(run))).collect(),
         next: AtomicUsize::new(0),

@@ -7,8 +7,9 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 use tokio::sync::watch;
 
-use super::run;
+use super::{Start, run};
 use crate::error::RuntimeError;
+use crate::health::Vitals;
 use crate::store::{
     Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, MemoryStore, Outcome, Runner, Store,
     StoreError,
@@ -144,7 +145,14 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
         claimed,
         renewed,
         stop,
-        executor: tokio::spawn(run(faulty, plan, shutdown)),
+        executor: tokio::spawn(run(
+            faulty,
+            Start {
+                plan,
+                shutdown,
+                vitals: Vitals::new(),
+            },
+        )),
     }
 }
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::time::Instant;
 
-use super::clock::{Anchor, nanos_after};
-use super::runs::Ended;
+use super::clock::{Anchor, at_nanos, nanos_after};
+use super::runs::{Ended, Measure};
 use super::shared::Shared;
 use crate::store::{Finish, Outcome, Store};
 use crate::sync::lock;
@@ -59,7 +59,9 @@ pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
                     if let Some(abort) = &run.abort {
                         abort.abort();
                     }
-                    blocked.push((*run_id, run.state.job_id, run.state.job, since));
+                    let deadline =
+                        at_nanos(shared.epoch, run.state.deadline.load(Ordering::Acquire));
+                    blocked.push((*run_id, run.state.job_id, run.state.job, since, deadline));
                 }
             }
         }
@@ -71,9 +73,12 @@ pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
         });
         let ended: Vec<Ended> = blocked
             .into_iter()
-            .map(|(run_id, job_id, job, since)| {
+            .map(|(run_id, job_id, job, since, deadline)| {
+                let index = job;
                 let job = shared.jobs.get(job).map(|(job, _)| job);
                 let timeout = job.map(|job| job.timeout).unwrap_or_default();
+                // Its handler was called its timeout before its deadline.
+                let started = deadline.checked_sub(timeout);
                 let verb = job.map_or("", |job| &job.verb);
                 let error = format!(
                     "timed out after {timeout:?}: the handler did not yield, in one poll for {:?} \
@@ -102,6 +107,13 @@ pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
                     },
                     span,
                     anchor,
+                    measure: Measure {
+                        job: index,
+                        // Only a late run's own claim knows; its skips are counted as overlap.
+                        late: false,
+                        started,
+                        took: None,
+                    },
                 };
                 ended.ended_at(now);
                 ended

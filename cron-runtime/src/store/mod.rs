@@ -80,6 +80,10 @@ pub struct Claim {
     pub late: bool,
     /// Whether to start the handler.
     pub action: ClaimAction,
+    /// For a run recorded skipped at the claim ([`ClaimAction::Skipped`]): how many occurrences its row
+    /// counts as skipped, its own included, as [`Finished::Recorded`] counts them; 0 for a run to start.
+    /// The executor counts them in `cron_runs_skipped_total` (docs/metrics.md).
+    pub skipped: u32,
     /// When the lease on the job's row runs out unless renewed.
     pub lease_expires_at: DateTime<Utc>,
 }
@@ -199,7 +203,7 @@ pub enum Finished {
 }
 
 /// What a heartbeat found ([`Store::heartbeat`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Beat {
     /// It took a module over or took rows back: jobs may be due sooner than the executor thinks, and
     /// it claims at once.
@@ -213,6 +217,10 @@ pub struct Beat {
     /// (docs/runtime.md, "Leases: a frozen replica cannot run on") rather than at its next regular
     /// heartbeat.
     pub lease_ends: Option<DateTime<Utc>>,
+    /// The verb of each run whose row this heartbeat took back, recorded `abandoned` (G4,
+    /// docs/operations.md), of any module: the executor counts them in `cron_leases_recovered_total`
+    /// (docs/metrics.md).
+    pub recovered: Vec<String>,
 }
 
 /// What [`Store::changed`] reports.

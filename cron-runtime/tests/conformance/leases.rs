@@ -50,13 +50,17 @@ pub async fn an_expired_lease_is_recovered_and_the_late_finish_is_fenced(h: impl
     let run_id = claimed.claims[0].run_id;
 
     // A live lease is not touched by another replica's heartbeat.
-    assert!(!alive.heartbeat(&r2).await.unwrap().changed);
+    let beat = alive.heartbeat(&r2).await.unwrap();
+    assert!(!beat.changed && beat.recovered.is_empty(), "{beat:?}");
     assert_eq!(run_of(&h, run_id).await.unwrap().outcome, None);
 
-    // The first replica freezes; its lease runs out; the other replica takes the run back.
+    // The first replica freezes; its lease runs out; the other replica takes the run back, and says
+    // whose run it took (the executor's `cron_leases_recovered_total`).
     sleep_until(&h, claimed.now + ms(2_500)).await;
-    assert!(alive.heartbeat(&r2).await.unwrap().changed);
+    let beat = alive.heartbeat(&r2).await.unwrap();
+    assert!(beat.changed);
     let run = run_of(&h, run_id).await.unwrap();
+    assert_eq!(beat.recovered, std::slice::from_ref(&run.verb));
     assert_eq!(run.outcome, Some(Outcome::Abandoned));
     assert!(run.error.as_deref().unwrap().contains("lease"), "{run:?}");
     let next = h.next_execution(MODULE, "a").await.expect("idle again");

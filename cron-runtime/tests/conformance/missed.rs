@@ -78,6 +78,8 @@ pub async fn a_late_job_under_missed_skip_is_recorded_skipped_and_rescheduled(
         (run.outcome, run.skipped, run.started_at),
         (Some(Outcome::Skipped), seconds_between(at, next), None)
     );
+    // The claim reports what the row counts (the executor's `cron_runs_skipped_total`).
+    assert_eq!(c.skipped, run.skipped);
     assert!(run.finished_at.is_some());
     // The run is already recorded: a finish of it is refused.
     assert_eq!(

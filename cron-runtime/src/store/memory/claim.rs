@@ -105,6 +105,7 @@ impl State {
             scheduled_at,
             late,
             action: ClaimAction::Run,
+            skipped: 0,
             lease_expires_at,
         };
         if late && job.spec.missed == MissedPolicy::Skip {
@@ -115,6 +116,7 @@ impl State {
             self.set_idle(job_id, next);
             self.history.record(run);
             claim.action = ClaimAction::Skipped;
+            claim.skipped = skipped;
             return claim;
         }
         let due = self.due.entry(runner.deployment_id).or_default();

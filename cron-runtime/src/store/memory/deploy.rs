@@ -94,12 +94,12 @@ impl State {
 
     /// [`Store::heartbeat`](crate::store::Store::heartbeat) under the lock: marks the runner alive, takes
     /// back the expired leases and elects every module's active deployment, this runner's first.
-    /// Returns whether anything changed.
+    /// Returns whether anything changed, and the verbs of the runs taken back.
     pub(super) fn heartbeat(
         &mut self,
         runner: &Runner,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<(bool, Vec<String>), StoreError> {
         let Some(row) = self.runners.get_mut(&runner.id) else {
             return Err(StoreError::Invalid(format!(
                 "runner {} is not registered",
@@ -113,12 +113,13 @@ impl State {
             .values()
             .map(|d| d.module.clone())
             .collect();
-        let mut changed = self.recover(now);
+        let recovered = self.recover(now);
+        let mut changed = !recovered.is_empty();
         changed |= self.elect(&module, now);
         for other in modules.iter().filter(|m| **m != module) {
             changed |= self.elect(other, now);
         }
-        Ok(changed)
+        Ok((changed, recovered))
     }
 
     /// The active deployment of `module` is the most recently registered one with a live replica.

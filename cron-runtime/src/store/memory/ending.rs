@@ -149,9 +149,9 @@ impl State {
         held
     }
 
-    /// Takes back the rows whose lease expired, recording their runs as `abandoned`. Returns whether
-    /// it took any.
-    pub(super) fn recover(&mut self, now: DateTime<Utc>) -> bool {
+    /// Takes back the rows whose lease expired, recording their runs as `abandoned`. Returns the verbs
+    /// of the runs it took back.
+    pub(super) fn recover(&mut self, now: DateTime<Utc>) -> Vec<String> {
         let expired: Vec<i64> = self
             .jobs
             .values()
@@ -159,7 +159,9 @@ impl State {
             .filter(|e| e.lease_expires_at < now)
             .map(|e| e.run_id)
             .collect();
+        let mut verbs = Vec::with_capacity(expired.len());
         for run_id in &expired {
+            verbs.extend(self.running.get(run_id).map(|run| run.verb.to_string()));
             self.end_run(
                 *run_id,
                 End::Recorded {
@@ -169,7 +171,7 @@ impl State {
                 },
             );
         }
-        !expired.is_empty()
+        verbs
     }
 
     /// [`Store::give_back`](crate::store::Store::give_back) of one run under the lock; a run `runner`

@@ -134,13 +134,14 @@ impl Store for MemoryStore {
 
     async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
         let now = self.now();
-        let changed = self.lock().heartbeat(runner, now)?;
+        let (changed, recovered) = self.lock().heartbeat(runner, now)?;
         if changed {
             self.wake();
         }
         // One process: every end of a run notifies this store's waiters, and no lease can end unseen.
         Ok(Beat {
             changed,
+            recovered,
             ..Beat::default()
         })
     }

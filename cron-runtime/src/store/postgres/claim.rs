@@ -12,7 +12,7 @@ use super::notify::notify_due;
 use super::sql::{clock, jobs, runs};
 use super::{PgStore, db};
 use crate::store::rules::next_after_run;
-use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
+use crate::store::{Claim, ClaimAction, Claimed, Finished, Runner, StoreError};
 
 /// A row [`jobs::CLAIM_DUE`] locked.
 #[derive(Debug, sqlx::FromRow)]
@@ -212,13 +212,26 @@ impl PgStore {
                 scheduled_at,
                 late,
                 action,
+                skipped: 0,
                 lease_expires_at: run.lease_expires_at,
             });
         }
         if !skipped.is_empty() {
-            self.write_ends(&mut tx, &skipped, None)
+            let written = self
+                .write_ends(&mut tx, &skipped, None)
                 .await
                 .map_err(db(context()))?;
+            // The skipped claims, in the order their ends were written: what each row counts.
+            let counts = written.results.iter().map(|finished| match finished {
+                Finished::Recorded { skipped, .. } => *skipped,
+                Finished::Fenced => 0,
+            });
+            let skips = claims
+                .iter_mut()
+                .filter(|claim| claim.action == ClaimAction::Skipped);
+            for (claim, count) in skips.zip(counts) {
+                claim.skipped = count;
+            }
         }
 
         // The database's clock read `clock` at most a one-way trip before `clock_at`: anchoring the

@@ -286,9 +286,10 @@ impl PgStore {
         // An inactive deployment's rows are not due for this replica, however old their instants.
         let active = self.known(runner)?.active;
         Ok(Beat {
-            changed: took_over || recovered > 0,
+            changed: took_over || !recovered.is_empty(),
             next_due: seen.next_due.filter(|_| active),
             lease_ends: seen.lease_ends,
+            recovered,
         })
     }
 

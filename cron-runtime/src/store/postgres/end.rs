@@ -316,6 +316,7 @@ impl PgStore {
                         scheduled_at,
                         late: false,
                         action: ClaimAction::Run,
+                        skipped: 0,
                         lease_expires_at: row.lease_expires_at,
                     });
                 }

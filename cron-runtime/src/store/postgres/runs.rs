@@ -141,12 +141,12 @@ impl PgStore {
     }
 
     /// Takes back every row whose lease expired, in batches, recording their runs `abandoned` (G4).
-    /// Returns how many rows were taken back. A row whose schedule does not parse is left alone (G8).
-    pub(super) async fn recover(&self) -> Result<usize, StoreError> {
+    /// Returns the verbs of the runs taken back. A row whose schedule does not parse is left alone (G8).
+    pub(super) async fn recover(&self) -> Result<Vec<String>, StoreError> {
         let batch = RECOVERY_BATCH;
         let context = "taking back rows whose lease expired";
         let mut bad: Vec<i64> = Vec::new();
-        let mut recovered = 0;
+        let mut recovered = Vec::new();
         // Bounded, so that a heartbeat ends; the next heartbeat continues.
         for _ in 0..100 {
             let mut tx = self.pool.begin().await.map_err(db(context))?;
@@ -203,7 +203,7 @@ impl PgStore {
                     .await
                     .map_err(db(context))?;
             }
-            recovered += ends.len();
+            recovered.extend(ends.iter().map(|(held, _)| held.verb.clone()));
             tx.commit().await.map_err(db(context))?;
             if !full {
                 break;

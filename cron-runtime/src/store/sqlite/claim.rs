@@ -214,6 +214,7 @@ impl SqliteStore {
             scheduled_at: scheduled,
             late,
             action: ClaimAction::Run,
+            skipped: 0,
             lease_expires_at,
         };
         if skip {
@@ -232,6 +233,7 @@ impl SqliteStore {
                 .execute(&mut *tx)
                 .await?;
             claim.action = ClaimAction::Skipped;
+            claim.skipped = skipped;
             return Ok(Some(claim));
         }
         sqlx::query(

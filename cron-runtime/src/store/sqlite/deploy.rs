@@ -121,7 +121,8 @@ impl SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(db(context))?;
-        let mut changed = self.recover(&mut tx, now).await.map_err(db(context))?;
+        let recovered = self.recover(&mut tx, now).await.map_err(db(context))?;
+        let mut changed = !recovered.is_empty();
         changed |= self
             .elect(&mut tx, &module, now)
             .await
@@ -153,6 +154,7 @@ impl SqliteStore {
             changed,
             next_due,
             lease_ends: lease_ends.map(instant),
+            recovered,
         })
     }
 

@@ -197,13 +197,13 @@ impl SqliteStore {
         self.commit(tx, context).await
     }
 
-    /// Takes back the rows whose lease expired, recording their runs `abandoned` (G4). Returns whether
-    /// it took any.
+    /// Takes back the rows whose lease expired, recording their runs `abandoned` (G4). Returns the
+    /// verbs of the runs it took back.
     pub(super) async fn recover(
         &self,
         tx: &mut SqliteConnection,
         now: DateTime<Utc>,
-    ) -> Result<bool, sqlx::Error> {
+    ) -> Result<Vec<String>, sqlx::Error> {
         let expired: Vec<Held> = sqlx::query_as(concat!(
             held_rows!(),
             "AND j.lease_expires_at < ? ORDER BY j.lease_expires_at"
@@ -226,7 +226,7 @@ impl SqliteStore {
             };
             self.end_run(tx, held, end).await?;
         }
-        Ok(!expired.is_empty())
+        Ok(expired.into_iter().map(|held| held.verb).collect())
     }
 
     /// Ends the held run: records it (or drops it, given back) and puts its job back to idle. Returns the

@@ -1,5 +1,5 @@
-//! Instants in the reports' JSON: RFC 3339 in UTC with `Z`, fractional seconds only when there are
-//! some (docs/operations.md describes the JSON).
+//! Instants in the reports' JSON (the operator API's, and [`Health`](crate::Health)): RFC 3339 in UTC
+//! with `Z`, fractional seconds only when there are some (docs/operations.md describes the JSON).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serializer;

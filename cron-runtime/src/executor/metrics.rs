@@ -1,0 +1,263 @@
+//! The metrics the executor emits through the `metrics` facade (docs/metrics.md): their names and
+//! descriptions, and each job's handles. The runtime never installs a recorder; the application does,
+//! and without one every handle is a no-op.
+//!
+//! A job's handles are registered once, at the first use of each (a job that never fails never shows a
+//! `failed` series), and kept: emitting one costs an atomic operation in the recorder, with no label
+//! built per run (10,000 jobs due every second on one replica is a benchmarked shape).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use ::metrics::{Counter, Gauge, Histogram, Unit};
+use chrono::{DateTime, Utc};
+
+use crate::store::Outcome;
+
+/// Runs recorded, by `job` and `outcome`.
+pub(crate) const RUNS: &str = "cron_runs_total";
+/// How long a handler ran, by `job` and `outcome`.
+pub(crate) const RUN_DURATION: &str = "cron_run_duration_seconds";
+/// From the scheduled instant to the handler's start, by `job`.
+pub(crate) const RUN_LATENESS: &str = "cron_run_lateness_seconds";
+/// Occurrences that will never run, by `job` and `reason`.
+pub(crate) const RUNS_SKIPPED: &str = "cron_runs_skipped_total";
+/// A job's next occurrence as this replica last saw it, by `job`.
+pub(crate) const NEXT_RUN: &str = "cron_job_next_run_timestamp_seconds";
+/// When a run of the job last succeeded on this replica, by `job`.
+pub(crate) const LAST_SUCCESS: &str = "cron_job_last_success_timestamp_seconds";
+/// Runs this replica holds: claimed and waiting for their instant, or executing.
+pub(crate) const IN_FLIGHT: &str = "cron_runs_in_flight";
+/// Runs whose lease expired that this replica's heartbeat took back, by `job`.
+pub(crate) const LEASES_RECOVERED: &str = "cron_leases_recovered_total";
+/// Store calls that failed, by `operation`.
+pub(crate) const STORE_ERRORS: &str = "cron_store_errors_total";
+/// How long a claim of due runs took.
+pub(crate) const CLAIM_DURATION: &str = "cron_claim_duration_seconds";
+
+/// Describes every metric to the recorder installed now; called once per runtime start.
+pub(super) fn describe() {
+    ::metrics::describe_counter!(
+        RUNS,
+        Unit::Count,
+        "Runs recorded by this replica, by job and outcome."
+    );
+    ::metrics::describe_histogram!(
+        RUN_DURATION,
+        Unit::Seconds,
+        "How long a handler ran, from its start to its end, by job and outcome."
+    );
+    ::metrics::describe_histogram!(
+        RUN_LATENESS,
+        Unit::Seconds,
+        "From a run's scheduled instant to its handler's start, by job."
+    );
+    ::metrics::describe_counter!(
+        RUNS_SKIPPED,
+        Unit::Count,
+        "Occurrences that will never run, by job and reason (overlap, missed)."
+    );
+    ::metrics::describe_gauge!(
+        NEXT_RUN,
+        Unit::Seconds,
+        "A job's next occurrence as this replica last saw it, in seconds since the Unix epoch."
+    );
+    ::metrics::describe_gauge!(
+        LAST_SUCCESS,
+        Unit::Seconds,
+        "When a run of the job last succeeded on this replica, in seconds since the Unix epoch."
+    );
+    ::metrics::describe_gauge!(
+        IN_FLIGHT,
+        Unit::Count,
+        "Runs this replica holds: claimed and waiting for their instant, or executing."
+    );
+    ::metrics::describe_counter!(
+        LEASES_RECOVERED,
+        Unit::Count,
+        "Runs whose lease expired that this replica took back and recorded abandoned, by job."
+    );
+    ::metrics::describe_counter!(
+        STORE_ERRORS,
+        Unit::Count,
+        "Store calls that failed, by operation."
+    );
+    ::metrics::describe_histogram!(
+        CLAIM_DURATION,
+        Unit::Seconds,
+        "How long one claim of due runs took, store round trip included."
+    );
+}
+
+/// Why occurrences were skipped (`reason` of [`RUNS_SKIPPED`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum SkipReason {
+    /// The job's run was still executing at them.
+    Overlap,
+    /// They came while no replica could run them, and the job's `missed` policy skips them.
+    Missed,
+}
+
+/// The store operations whose failures are counted ([`STORE_ERRORS`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Operation {
+    Register,
+    Heartbeat,
+    Claim,
+    Renew,
+    Finish,
+    GiveBack,
+    Deregister,
+    Prune,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Operation::Register => "register",
+            Operation::Heartbeat => "heartbeat",
+            Operation::Claim => "claim",
+            Operation::Renew => "renew",
+            Operation::Finish => "finish",
+            Operation::GiveBack => "give_back",
+            Operation::Deregister => "deregister",
+            Operation::Prune => "prune",
+        }
+    }
+}
+
+/// A failed call to the store: rare, so the handle is looked up each time.
+pub(super) fn store_error(operation: Operation) {
+    ::metrics::counter!(STORE_ERRORS, "operation" => operation.as_str()).increment(1);
+}
+
+/// A run whose lease expired, taken back by this replica's heartbeat: of any module, so the handle is
+/// looked up each time (rare).
+pub(super) fn lease_recovered(verb: &str) {
+    ::metrics::counter!(LEASES_RECOVERED, "job" => verb.to_owned()).increment(1);
+}
+
+/// The outcomes, in the order of [`JobMetrics::runs`].
+const OUTCOMES: [Outcome; 7] = [
+    Outcome::Succeeded,
+    Outcome::Failed,
+    Outcome::Panicked,
+    Outcome::TimedOut,
+    Outcome::Cancelled,
+    Outcome::Abandoned,
+    Outcome::Skipped,
+];
+
+fn outcome_index(outcome: Outcome) -> usize {
+    match outcome {
+        Outcome::Succeeded => 0,
+        Outcome::Failed => 1,
+        Outcome::Panicked => 2,
+        Outcome::TimedOut => 3,
+        Outcome::Cancelled => 4,
+        Outcome::Abandoned => 5,
+        Outcome::Skipped => 6,
+    }
+}
+
+/// The handles of one job, each registered at its first use.
+pub(super) struct JobMetrics {
+    verb: String,
+    runs: [OnceLock<Counter>; OUTCOMES.len()],
+    durations: [OnceLock<Histogram>; OUTCOMES.len()],
+    lateness: OnceLock<Histogram>,
+    skipped_overlap: OnceLock<Counter>,
+    skipped_missed: OnceLock<Counter>,
+    next_run: OnceLock<Gauge>,
+    last_success: OnceLock<Gauge>,
+}
+
+impl JobMetrics {
+    pub(super) fn new(verb: &str) -> JobMetrics {
+        JobMetrics {
+            verb: verb.to_owned(),
+            runs: Default::default(),
+            durations: Default::default(),
+            lateness: OnceLock::new(),
+            skipped_overlap: OnceLock::new(),
+            skipped_missed: OnceLock::new(),
+            next_run: OnceLock::new(),
+            last_success: OnceLock::new(),
+        }
+    }
+
+    /// A run was recorded with `outcome`, its handler having run for `took` (none for a run whose
+    /// handler never ran).
+    pub(super) fn recorded(&self, outcome: Outcome, took: Option<Duration>) {
+        let index = outcome_index(outcome);
+        let label = || outcome.as_str();
+        self.runs[index]
+            .get_or_init(
+                || ::metrics::counter!(RUNS, "job" => self.verb.clone(), "outcome" => label()),
+            )
+            .increment(1);
+        if let Some(took) = took {
+            self.durations[index]
+                .get_or_init(|| {
+                    ::metrics::histogram!(RUN_DURATION, "job" => self.verb.clone(), "outcome" => label())
+                })
+                .record(took.as_secs_f64());
+        }
+    }
+
+    /// A handler started `late` after its scheduled instant.
+    pub(super) fn started(&self, late: Duration) {
+        self.lateness
+            .get_or_init(|| ::metrics::histogram!(RUN_LATENESS, "job" => self.verb.clone()))
+            .record(late.as_secs_f64());
+    }
+
+    /// `count` occurrences will never run, for `reason`.
+    pub(super) fn skipped(&self, reason: SkipReason, count: u32) {
+        if count == 0 {
+            return;
+        }
+        let (cell, label) = match reason {
+            SkipReason::Overlap => (&self.skipped_overlap, "overlap"),
+            SkipReason::Missed => (&self.skipped_missed, "missed"),
+        };
+        cell.get_or_init(
+            || ::metrics::counter!(RUNS_SKIPPED, "job" => self.verb.clone(), "reason" => label),
+        )
+        .increment(u64::from(count));
+    }
+
+    /// The job's next occurrence is `at`.
+    pub(super) fn next_run(&self, at: DateTime<Utc>) {
+        self.next_run
+            .get_or_init(|| ::metrics::gauge!(NEXT_RUN, "job" => self.verb.clone()))
+            .set(seconds(at));
+    }
+
+    /// A run of the job succeeded at `at`.
+    pub(super) fn succeeded_at(&self, at: DateTime<Utc>) {
+        self.last_success
+            .get_or_init(|| ::metrics::gauge!(LAST_SUCCESS, "job" => self.verb.clone()))
+            .set(seconds(at));
+    }
+}
+
+/// An instant in seconds since the Unix epoch, as Prometheus' `time()` gives it.
+fn seconds(at: DateTime<Utc>) -> f64 {
+    at.timestamp_micros() as f64 / 1e6
+}
+
+/// The executor's handles that carry no job.
+pub(super) struct RuntimeMetrics {
+    pub(super) in_flight: Gauge,
+    pub(super) claim_duration: Histogram,
+}
+
+impl RuntimeMetrics {
+    pub(super) fn new() -> RuntimeMetrics {
+        RuntimeMetrics {
+            in_flight: ::metrics::gauge!(IN_FLIGHT),
+            claim_duration: ::metrics::histogram!(CLAIM_DURATION),
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! The metrics of docs/metrics.md, captured with `metrics-util`'s `DebuggingRecorder` while the executor
+//! runs on the in-memory store and tokio's paused clock: each counter must agree with the runs the store
+//! recorded.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
+use cron_runtime::{JobOptions, Runtime, RuntimeBuilder};
+use cron_schema::MissedPolicy;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use tokio::time::sleep;
+
+fn at(seconds: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(seconds)
+}
+
+fn builder(store: &MemoryStore) -> RuntimeBuilder {
+    Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .print_handler_panics(false)
+        .memory_store(store.clone())
+}
+
+/// A metric's series: its name and labels, sorted.
+type Series = (String, Vec<(String, String)>);
+
+/// What the recorder holds now. Taking it resets the recorder (counters and gauges to 0, histograms
+/// emptied): [`merge`] adds a later one to it.
+fn snapshot(snapshotter: &Snapshotter) -> BTreeMap<Series, DebugValue> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let mut labels: Vec<(String, String)> = key
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            ((key.name().to_owned(), labels), value)
+        })
+        .collect()
+}
+
+/// `earlier` followed by `later`, as one snapshot: the recorder was reset between them.
+fn merge(
+    mut earlier: BTreeMap<Series, DebugValue>,
+    later: BTreeMap<Series, DebugValue>,
+) -> BTreeMap<Series, DebugValue> {
+    for (key, value) in later {
+        let merged = match (earlier.remove(&key), value) {
+            (None, value) => value,
+            (Some(DebugValue::Counter(a)), DebugValue::Counter(b)) => DebugValue::Counter(a + b),
+            (Some(DebugValue::Gauge(a)), DebugValue::Gauge(b)) => DebugValue::Gauge(a + b),
+            (Some(DebugValue::Histogram(mut a)), DebugValue::Histogram(b)) => {
+                a.extend(b);
+                DebugValue::Histogram(a)
+            }
+            (Some(a), b) => panic!("{key:?} changed kind: {a:?} then {b:?}"),
+        };
+        earlier.insert(key, merged);
+    }
+    earlier
+}
+
+fn series(name: &str, labels: &[(&str, &str)]) -> Series {
+    let mut labels: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    labels.sort();
+    (name.to_owned(), labels)
+}
+
+fn counter(metrics: &BTreeMap<Series, DebugValue>, name: &str, labels: &[(&str, &str)]) -> u64 {
+    match metrics.get(&series(name, labels)) {
+        Some(DebugValue::Counter(n)) => *n,
+        None => 0,
+        Some(other) => panic!("{name} {labels:?} is not a counter: {other:?}"),
+    }
+}
+
+fn histogram(
+    metrics: &BTreeMap<Series, DebugValue>,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Vec<f64> {
+    match metrics.get(&series(name, labels)) {
+        Some(DebugValue::Histogram(values)) => values.iter().map(|v| v.into_inner()).collect(),
+        None => Vec::new(),
+        Some(other) => panic!("{name} {labels:?} is not a histogram: {other:?}"),
+    }
+}
+
+fn gauge(
+    metrics: &BTreeMap<Series, DebugValue>,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Option<f64> {
+    match metrics.get(&series(name, labels)) {
+        Some(DebugValue::Gauge(value)) => Some(value.into_inner()),
+        None => None,
+        Some(other) => panic!("{name} {labels:?} is not a gauge: {other:?}"),
+    }
+}
+
+const OUTCOMES: [Outcome; 7] = [
+    Outcome::Succeeded,
+    Outcome::Failed,
+    Outcome::Panicked,
+    Outcome::TimedOut,
+    Outcome::Cancelled,
+    Outcome::Abandoned,
+    Outcome::Skipped,
+];
+
+/// Every (job, outcome) counter and every job's skipped counters agree with the rows the store holds.
+fn assert_counters_agree(
+    metrics: &BTreeMap<Series, DebugValue>,
+    runs: &[RunRecord],
+    late: &[&str],
+) {
+    let mut verbs: Vec<&str> = runs.iter().map(|r| &*r.verb).collect();
+    verbs.sort_unstable();
+    verbs.dedup();
+    for verb in verbs {
+        let of_verb: Vec<&RunRecord> = runs.iter().filter(|r| &*r.verb == verb).collect();
+        for outcome in OUTCOMES {
+            let rows = of_verb
+                .iter()
+                .filter(|r| r.outcome == Some(outcome))
+                .count() as u64;
+            let counted = counter(
+                metrics,
+                "cron_runs_total",
+                &[("job", verb), ("outcome", outcome.as_str())],
+            );
+            assert_eq!(counted, rows, "cron_runs_total of {verb} {outcome:?}");
+            // A handler that ran has its duration, one per run.
+            let durations = histogram(
+                metrics,
+                "cron_run_duration_seconds",
+                &[("job", verb), ("outcome", outcome.as_str())],
+            );
+            let ran = of_verb
+                .iter()
+                .filter(|r| r.outcome == Some(outcome) && r.started_at.is_some())
+                .count();
+            if outcome != Outcome::Skipped {
+                assert_eq!(durations.len(), ran, "durations of {verb} {outcome:?}");
+            }
+        }
+        let skipped: u64 = of_verb.iter().map(|r| u64::from(r.skipped)).sum();
+        let (missed, overlap) = if late.contains(&verb) {
+            (skipped, 0)
+        } else {
+            (0, skipped)
+        };
+        assert_eq!(
+            counter(
+                metrics,
+                "cron_runs_skipped_total",
+                &[("job", verb), ("reason", "missed")]
+            ),
+            missed,
+            "missed of {verb}"
+        );
+        assert_eq!(
+            counter(
+                metrics,
+                "cron_runs_skipped_total",
+                &[("job", verb), ("reason", "overlap")]
+            ),
+            overlap,
+            "overlap of {verb}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn runs_of_every_outcome_are_counted_as_the_store_records_them() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+
+    let store = MemoryStore::starting_at(at(0));
+    let calls = Arc::new(AtomicU32::new(0));
+    let calls_in_job = Arc::clone(&calls);
+    let runtime = builder(&store)
+        .shutdown_grace(Duration::from_secs(1))
+        .job("test::ok", "* * * * * *", || async {})
+        .job("test::fails", "*/2 * * * * *", || async {
+            Err::<(), _>(std::io::Error::other("disk full"))
+        })
+        .job("test::panics", "*/3 * * * * *", || async {
+            if true {
+                panic!("the handler panics");
+            }
+        })
+        .job_with(
+            "test::times_out",
+            "*/4 * * * * *",
+            JobOptions::new().timeout(Duration::from_secs(1)),
+            || async { sleep(Duration::from_secs(10)).await },
+        )
+        // Due every second, runs 2.5 s: each run skips the occurrences it overlaps.
+        .job("test::overlaps", "* * * * * *", move || {
+            calls_in_job.fetch_add(1, Ordering::SeqCst);
+            async { sleep(Duration::from_millis(2_500)).await }
+        })
+        // Still running at shutdown, past the grace period: cancelled.
+        .job_with(
+            "test::cancelled",
+            "10 * * * * *",
+            JobOptions::new().timeout(Duration::from_secs(3_600)),
+            || async { sleep(Duration::from_secs(3_600)).await },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(12_500)).await;
+    let during = snapshot(&snapshotter);
+    // Held now: the runs of `test::overlaps` and `test::cancelled`, and maybe a claimed one.
+    let in_flight = gauge(&during, "cron_runs_in_flight", &[]).unwrap();
+    assert!(in_flight >= 2.0, "{in_flight}");
+    handle.shutdown().await.unwrap();
+
+    let runs = store.runs();
+    let metrics = merge(during, snapshot(&snapshotter));
+    for (verb, outcome) in [
+        ("test::ok", Outcome::Succeeded),
+        ("test::fails", Outcome::Failed),
+        ("test::panics", Outcome::Panicked),
+        ("test::times_out", Outcome::TimedOut),
+        ("test::cancelled", Outcome::Cancelled),
+    ] {
+        assert!(
+            runs.iter()
+                .any(|r| &*r.verb == verb && r.outcome == Some(outcome)),
+            "no {outcome:?} run of {verb}: {runs:#?}"
+        );
+    }
+    assert!(
+        runs.iter()
+            .any(|r| &*r.verb == "test::overlaps" && r.skipped > 0)
+    );
+    assert_counters_agree(&metrics, &runs, &[]);
+    assert!(
+        counter(
+            &metrics,
+            "cron_runs_skipped_total",
+            &[("job", "test::overlaps"), ("reason", "overlap")]
+        ) > 0
+    );
+
+    // A handler starts at its instant on the paused clock: no lateness.
+    let lateness = histogram(
+        &metrics,
+        "cron_run_lateness_seconds",
+        &[("job", "test::ok")],
+    );
+    let started = runs
+        .iter()
+        .filter(|r| &*r.verb == "test::ok" && r.started_at.is_some())
+        .count();
+    assert_eq!(lateness.len(), started, "{lateness:?}");
+    assert!(lateness.iter().all(|late| *late < 0.01), "{lateness:?}");
+    // A run that timed out ran its timeout.
+    let timed_out = histogram(
+        &metrics,
+        "cron_run_duration_seconds",
+        &[("job", "test::times_out"), ("outcome", "timed_out")],
+    );
+    assert!(
+        timed_out.iter().all(|took| (*took - 1.0).abs() < 0.01),
+        "{timed_out:?}"
+    );
+    // The last success and the next occurrence, as the store has them.
+    let last_ok = runs
+        .iter()
+        .filter(|r| &*r.verb == "test::ok" && r.outcome == Some(Outcome::Succeeded))
+        .filter_map(|r| r.finished_at)
+        .max()
+        .unwrap();
+    assert_eq!(
+        gauge(
+            &metrics,
+            "cron_job_last_success_timestamp_seconds",
+            &[("job", "test::ok")]
+        ),
+        Some(last_ok.timestamp_micros() as f64 / 1e6)
+    );
+    let next = store.next_execution("test", "test::ok").unwrap();
+    assert_eq!(
+        gauge(
+            &metrics,
+            "cron_job_next_run_timestamp_seconds",
+            &[("job", "test::ok")]
+        ),
+        Some(next.timestamp() as f64)
+    );
+    // Everything claimed has left; one claim at least was timed; the store never failed.
+    assert_eq!(gauge(&metrics, "cron_runs_in_flight", &[]), Some(0.0));
+    assert!(!histogram(&metrics, "cron_claim_duration_seconds", &[]).is_empty());
+    assert!(
+        !metrics
+            .keys()
+            .any(|(name, _)| name == "cron_store_errors_total")
+    );
+    assert!(calls.load(Ordering::SeqCst) >= 3);
+}
+
+/// Stops a job due every minute for ten minutes (00:00:30 to 00:10:30), as docs/runtime.md's example of
+/// missed runs does; returns the store and the metrics.
+async fn missed(policy: MissedPolicy) -> (Vec<RunRecord>, BTreeMap<Series, DebugValue>) {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let store = MemoryStore::starting_at(at(0));
+    let build = |store: &MemoryStore| {
+        builder(store).job_with(
+            "test::minutely",
+            "0 * * * * *",
+            JobOptions::new().missed(policy),
+            || async {},
+        )
+    };
+    let first = build(&store).build().await.unwrap().start();
+    sleep(Duration::from_millis(500)).await;
+    first.shutdown().await.unwrap();
+    sleep(Duration::from_secs(630)).await;
+    let second = build(&store).build().await.unwrap().start();
+    sleep(Duration::from_secs(40)).await;
+    second.shutdown().await.unwrap();
+    (store.runs(), snapshot(&snapshotter))
+}
+
+#[tokio::test(start_paused = true)]
+async fn occurrences_missed_under_skip_are_counted_missed() {
+    let (runs, metrics) = missed(MissedPolicy::Skip).await;
+    assert_counters_agree(&metrics, &runs, &["test::minutely"]);
+    let job = [("job", "test::minutely")];
+    assert_eq!(
+        counter(
+            &metrics,
+            "cron_runs_total",
+            &[job[0], ("outcome", "skipped")]
+        ),
+        1
+    );
+    assert_eq!(
+        counter(
+            &metrics,
+            "cron_runs_skipped_total",
+            &[job[0], ("reason", "missed")]
+        ),
+        10
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn occurrences_missed_under_once_are_counted_missed() {
+    let (runs, metrics) = missed(MissedPolicy::Once).await;
+    assert_counters_agree(&metrics, &runs, &["test::minutely"]);
+    let job = ("job", "test::minutely");
+    assert_eq!(
+        counter(
+            &metrics,
+            "cron_runs_skipped_total",
+            &[job, ("reason", "missed")]
+        ),
+        9
+    );
+    // The late run started 9 min 30.5 s after its instant.
+    let lateness = histogram(&metrics, "cron_run_lateness_seconds", &[job]);
+    assert!(
+        lateness.iter().any(|late| (*late - 570.5).abs() < 0.01),
+        "{lateness:?}"
+    );
+}
