@@ -6,7 +6,8 @@
 //! itself after ten seconds. With `DATABASE_URL` set, state is kept in that database: `postgres://…`
 //! and the replicas coordinate through PostgreSQL; `sqlite://target/quickstart.db` and it lives in one
 //! file, across restarts (the examples always have the SQLite store; an application enables the `sqlite`
-//! feature). Without it, the jobs run in this process's memory.
+//! feature). Without it, the jobs run in this process's memory. With `METRICS_ADDR=127.0.0.1:9464` it
+//! serves its Prometheus metrics at `http://127.0.0.1:9464/metrics` (docs/metrics.md).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -54,6 +55,23 @@ async fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
+
+    // `METRICS_ADDR=127.0.0.1:9464`: Prometheus metrics at http://127.0.0.1:9464/metrics. The library
+    // only emits them (docs/metrics.md); the application installs the exporter, as here.
+    if let Ok(addr) = std::env::var("METRICS_ADDR") {
+        let addr: std::net::SocketAddr = addr
+            .parse()
+            .map_err(|e| anyhow::anyhow!("METRICS_ADDR `{addr}`: {e}"))?;
+        // Histograms with buckets (rather than the exporter's default summaries), so that Prometheus
+        // can aggregate them across replicas.
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .set_buckets(&[
+                0.005, 0.05, 0.25, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0,
+            ])?
+            .with_http_listener(addr)
+            .install()?;
+        tracing::info!("Prometheus metrics at http://{addr}/metrics");
+    }
 
     for job in cronverb::jobs() {
         tracing::info!(

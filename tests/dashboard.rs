@@ -397,3 +397,99 @@ async fn nested_under_a_prefix(pool: PgPool) {
         format!("/cron{JOB}").as_str()
     );
 }
+
+/// Waits up to 10 s for the runtime's health to say it is ready.
+async fn until_ready(handle: &cronverb::RuntimeHandle) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !handle.health().ready {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not ready within 10 s: {:?}",
+            handle.health()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+fn json(reply: &Reply) -> serde_json::Value {
+    assert_eq!(
+        reply.headers[header::CONTENT_TYPE],
+        "application/json",
+        "{}",
+        reply.body
+    );
+    serde_json::from_str(&reply.body).unwrap()
+}
+
+#[tokio::test]
+async fn the_probes_answer_200_while_running_and_503_once_shut_down() {
+    let runtime = cronverb::Runtime::builder()
+        .registered_jobs(false)
+        .module("probe")
+        .job("probe::tick", "* * * * * *", || async {})
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    let probes = dashboard::health(&handle);
+    until_ready(&handle).await;
+
+    let live = get(&probes, "/health/live").await;
+    assert_eq!(live.status, StatusCode::OK, "{}", live.body);
+    assert_eq!(json(&live)["live"], true);
+    let ready = get(&probes, "/health/ready").await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.body);
+    let body = json(&ready);
+    assert_eq!(body["ready"], true);
+    assert_eq!(body["registered"], true);
+    assert_eq!(body["store"]["reachable"], true);
+
+    handle.shutdown().await.unwrap();
+    let ready = get(&probes, "/health/ready").await;
+    assert_eq!(
+        ready.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        ready.body
+    );
+    assert_eq!(json(&ready)["draining"], true);
+    let live = get(&probes, "/health/live").await;
+    assert_eq!(
+        live.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        live.body
+    );
+    assert_eq!(json(&live)["stopped"], true);
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_dashboard_serves_the_probes_only_when_given_the_runtime(pool: PgPool) {
+    let store = seed(&pool).await;
+    let without = Dashboard::new(store.admin()).router();
+    assert_eq!(
+        get(&without, "/health/live").await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let runtime = cronverb::Runtime::builder()
+        .registered_jobs(false)
+        .module("probe")
+        .job("probe::tick", "* * * * * *", || async {})
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    until_ready(&handle).await;
+    let app = Router::new().nest(
+        "/cron",
+        Dashboard::new(store.admin()).runtime(&handle).router(),
+    );
+    for path in ["/cron/health/live", "/cron/health/ready"] {
+        let reply = get(&app, path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.body);
+        assert_eq!(reply.headers[header::CACHE_CONTROL], "no-store", "{path}");
+    }
+    assert_eq!(get(&app, "/cron").await.status, StatusCode::OK);
+    handle.shutdown().await.unwrap();
+}

@@ -176,9 +176,25 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let finished_before = long_runs_finished.load(Ordering::SeqCst);
+    assert!(handle.health().store.reachable, "{:?}", handle.health());
+    let cut_here = Utc::now();
     proxy.cut().await;
     let cut_at = db_now(&direct).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
+    // The probes (docs/operations.md, "Health checks"): the store is reported away since the cut, and
+    // liveness, which reads only this process, still holds: an outage restarts no replica.
+    let health = handle.health();
+    assert!(!health.store.reachable, "{health:?}");
+    let since = health
+        .store
+        .unreachable_since
+        .expect("an unreachable store says since when");
+    assert!(
+        since >= cut_here && since <= Utc::now(),
+        "unreachable since {since}, cut at {cut_here}"
+    );
+    assert!(health.live, "the claim loop goes on ticking: {health:?}");
+    assert!(health.registered, "{health:?}");
     assert!(
         long_runs_finished.load(Ordering::SeqCst) > finished_before,
         "the long run's handler went on while the database was away"
@@ -230,6 +246,11 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
     assert!(
         !handle.is_finished(),
         "the runtime stopped after the outage"
+    );
+    let health = handle.health();
+    assert!(
+        health.store.reachable && health.store.unreachable_since.is_none(),
+        "the store answers again: {health:?}"
     );
     handle
         .shutdown()

@@ -143,6 +143,13 @@ impl Dashboard {
     }
 }
 
+/// Only the health routes, `/health/live` and `/health/ready`, over `handle`'s runtime: for probes served
+/// outside the authentication in front of the dashboard, or without a dashboard (docs/operations.md,
+/// "Health checks").
+pub fn health(handle: &RuntimeHandle) -> Router {
+    health_routes(handle.health_check())
+}
+
 /// A read-only dashboard over `admin`: `Dashboard::new(admin).router()`.
 pub fn router(admin: Admin) -> Router {
     Dashboard::new(admin).router()
