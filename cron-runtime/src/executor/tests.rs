@@ -31,6 +31,8 @@ struct Faulty {
 #[derive(PartialEq)]
 enum Fault {
     Chaining,
+    /// None: the memory store as it is, which claims nothing with the finishes.
+    Plain,
     NoRenewals,
     SlowRecords,
 }
@@ -426,7 +428,27 @@ impl Held {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_capped_replica_holds_at_most_its_cap_and_runs_every_due_run_in_turn() {
+async fn a_capped_replica_holds_at_most_its_cap_and_claims_again_as_each_slot_frees() {
+    // Only the claim loop claims: each recorded run wakes it at once.
+    let claimed = ten_heavy_jobs_under_a_cap_of_three(Fault::Plain).await;
+    assert_eq!(
+        claimed, 10,
+        "every run claimed by `claim_due`, as slots freed"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_capped_replica_holds_at_most_its_cap_when_finishes_claim_too() {
+    // The store claims with the finishes everything due: the finishes took the rest as slots freed,
+    // never all at once.
+    let claimed = ten_heavy_jobs_under_a_cap_of_three(Fault::Chaining).await;
+    assert!(claimed < 10, "claims by `claim_due`: {claimed}");
+}
+
+/// Ten jobs of 5 s due at 60 s on a replica capped at three, on a store with `fault`: never more than
+/// three held, and three at a time until all ten ran, each slot taken again as soon as it freed.
+/// Returns how many runs [`Store::claim_due`] claimed.
+async fn ten_heavy_jobs_under_a_cap_of_three(fault: Fault) -> u32 {
     let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
     let store = MemoryStore::starting_at(origin);
     let held = Held::default();
@@ -444,7 +466,7 @@ async fn a_capped_replica_holds_at_most_its_cap_and_runs_every_due_run_in_turn()
             held.handler(&store, Duration::from_secs(5)),
         );
     }
-    let running = run_faulty(builder.build().await.unwrap(), Fault::Chaining);
+    let running = run_faulty(builder.build().await.unwrap(), fault);
     // 60 s, then four rounds of at most three runs of 5 s: over by 80 s, before the next minute.
     tokio::time::sleep(Duration::from_secs(85)).await;
     let claimed = running.claimed.load(Ordering::SeqCst);
@@ -477,9 +499,7 @@ async fn a_capped_replica_holds_at_most_its_cap_and_runs_every_due_run_in_turn()
         "{started:?}"
     );
     assert_eq!(started.iter().max(), Some(&75), "{started:?}");
-    // The store claims with the finishes everything due: a claim or a finish took the rest as slots
-    // freed, never all at once.
-    assert!(claimed < 10, "claims by `claim_due`: {claimed}");
+    claimed
 }
 
 #[tokio::test(start_paused = true)]
