@@ -225,7 +225,7 @@ impl InFlightRuns {
         granted
     }
 
-    /// Gives back `granted` slots [`InFlightRuns::reserve`] granted.
+    /// Gives back `granted` slots [`InFlightRuns::reserve`] or [`InFlightRuns::reserve_chained`] granted.
     pub(super) fn unreserve(&self, granted: usize) {
         if !self.capped() || granted == 0 {
             return;
@@ -238,9 +238,11 @@ impl InFlightRuns {
         self.freed(granted);
     }
 
-    /// How many of `wanted` runs claimed with the finishes of the runs `ending` (still in flight,
-    /// about to leave) may stay within the cap: the slots `ending` frees and those already free.
-    pub(super) fn room_for_chained(&self, ending: &[i64], wanted: usize) -> usize {
+    /// Reserves slots for as many of `wanted` runs claimed with the finishes of the runs `ending`
+    /// (still in flight, about to leave) as may stay within the cap: the slots `ending` frees and those
+    /// already free; returns how many. Given back as a claim's are ([`InFlightRuns::unreserve`]), once
+    /// the runs are in flight: reserved under the lock, they cannot be taken meanwhile by the claim loop.
+    pub(super) fn reserve_chained(&self, ending: &[i64], wanted: usize) -> usize {
         if !self.capped() {
             return wanted;
         }
@@ -249,8 +251,11 @@ impl InFlightRuns {
             .iter()
             .filter(|id| in_flight.contains_key(id))
             .count();
-        let held = in_flight.len() - leaving + self.reserved.load(Ordering::Acquire);
-        wanted.min(self.cap.saturating_sub(held))
+        let reserved = self.reserved.load(Ordering::Acquire);
+        let held = in_flight.len() - leaving + reserved;
+        let granted = wanted.min(self.cap.saturating_sub(held));
+        self.reserved.store(reserved + granted, Ordering::Release);
+        granted
     }
 
     /// `count` runs left or reservations were given back: a claim loop waiting for a slot claims again.
