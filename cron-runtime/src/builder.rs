@@ -300,6 +300,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The most runs this replica holds at once, claimed ahead of their instant or executing (default:
+    /// unlimited; at least 1). A replica at its cap claims nothing, so that the other replicas take the
+    /// runs due; it claims again as soon as one of its runs is recorded. Runs nobody could take stay
+    /// due and are claimed late, under their job's `missed` policy (docs/runtime.md, "A cap on the runs
+    /// a replica holds").
+    pub fn max_concurrent_runs(mut self, max: usize) -> RuntimeBuilder {
+        self.settings.max_concurrent_runs = Some(max);
+        self
+    }
+
     /// How long finished runs are kept in the PostgreSQL history (default 30 days); older ones are
     /// deleted in small batches now and then (`cronverb prune` does it on demand).
     pub fn history_retention(mut self, retention: Duration) -> RuntimeBuilder {
@@ -506,6 +516,12 @@ fn check_settings(s: &Settings) -> Result<(), BuildError> {
     }
     if s.batch_limit == 0 {
         return invalid("batch_limit", "must be at least 1");
+    }
+    if s.max_concurrent_runs == Some(0) {
+        return invalid(
+            "max_concurrent_runs",
+            "must be at least 1; leave it unset for no cap",
+        );
     }
     Ok(())
 }

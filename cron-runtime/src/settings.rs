@@ -25,6 +25,10 @@ pub(crate) struct Settings {
     pub(crate) claim_ahead: Duration,
     /// The most runs one claim takes ([`RuntimeBuilder::batch_limit`](crate::RuntimeBuilder::batch_limit)).
     pub(crate) batch_limit: usize,
+    /// The most runs this replica holds at once, claimed ahead or executing (at least 1);
+    /// `None`: unlimited
+    /// ([`RuntimeBuilder::max_concurrent_runs`](crate::RuntimeBuilder::max_concurrent_runs)).
+    pub(crate) max_concurrent_runs: Option<usize>,
     /// How long finished runs are kept
     /// ([`RuntimeBuilder::history_retention`](crate::RuntimeBuilder::history_retention)).
     pub(crate) history_retention: Duration,
@@ -42,6 +46,7 @@ impl Default for Settings {
             lease: Duration::from_secs(30),
             claim_ahead: Duration::from_millis(500),
             batch_limit: 1000,
+            max_concurrent_runs: None,
             history_retention: Duration::from_secs(30 * 24 * 3600),
             print_handler_panics: false,
         }

@@ -104,6 +104,27 @@ async fn out_of_range_settings_fail() {
 }
 
 #[tokio::test]
+async fn a_cap_of_zero_runs_is_refused() {
+    let error = Runtime::builder()
+        .registered_jobs(false)
+        .max_concurrent_runs(0)
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid runtime setting `max_concurrent_runs`: must be at least 1; leave it unset for no cap"
+    );
+    // One is a cap.
+    Runtime::builder()
+        .registered_jobs(false)
+        .max_concurrent_runs(1)
+        .build()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn built_jobs_are_listed_with_their_declaration() {
     let line = line!() + 4;
     let runtime = Runtime::builder()

@@ -33,14 +33,19 @@ pub(super) async fn claim_loop<S: Store>(
         }
         shared.hint.micros.store(i64::MAX, Ordering::Release);
         let vitals = &shared.vitals;
+        // At its cap the replica claims nothing and waits for a slot: the runs due stay due, for the
+        // other replicas or for this one's next free slot (docs/runtime.md, "A cap on the runs a
+        // replica holds").
+        let limit = shared.in_flight.reserve(settings.batch_limit);
+        if limit == 0 {
+            let freed = ticking(vitals, shared.in_flight.slot_freed());
+            tokio::select! {
+                () = freed => continue,
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+        }
         let started = Instant::now();
-        let claimed = ticking(
-            vitals,
-            shared
-                .store
-                .claim_due(&shared.runner, ahead, settings.batch_limit),
-        )
-        .await;
+        let claimed = ticking(vitals, shared.store.claim_due(&shared.runner, ahead, limit)).await;
         shared
             .metrics
             .claim_duration
@@ -51,6 +56,7 @@ pub(super) async fn claim_loop<S: Store>(
                 claimed
             }
             Err(error) => {
+                shared.in_flight.unreserve(limit);
                 vitals.store_failed();
                 metrics::store_error(Operation::Claim);
                 tracing::error!(%error, retry_in = ?retry, "claiming due runs failed; retrying");
@@ -64,9 +70,12 @@ pub(super) async fn claim_loop<S: Store>(
             }
         };
         retry = CLAIM_RETRY;
-        let full = claimed.claims.len() >= settings.batch_limit;
+        // Full at the cap's limit, too: more may be due, and the next round waits for a slot.
+        let full = claimed.claims.len() >= limit;
         let next_due = claimed.next_due;
         let anchor = queue_claimed(shared, claimed);
+        // The runs claimed are in flight now: they hold their slots there.
+        shared.in_flight.unreserve(limit);
         if full {
             // More may be due: claim again, letting the tasks just spawned run first.
             tokio::task::yield_now().await;

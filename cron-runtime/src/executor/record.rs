@@ -15,7 +15,8 @@ use super::metrics::{self, Operation, SkipReason};
 use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
 use super::runs::{Ended, Measure};
 use super::shared::Shared;
-use crate::store::{Finish, Finished, Finishing, Outcome, Store, StoreError};
+use super::shutdown::give_back;
+use crate::store::{ClaimAction, Claimed, Finish, Finished, Finishing, Outcome, Store, StoreError};
 use crate::sync::lock;
 
 /// A run's finish claims its job's next occurrence when that is due within this much (or the
@@ -140,12 +141,54 @@ async fn record_batch<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
     // In flight before the ended runs leave: shutdown waits for `in_flight` to empty, and the runs
     // just claimed release themselves there if it has begun.
     if let Some(claimed) = claimed {
+        let (claimed, reserved) = within_cap(shared, claimed, &recorded);
         queue_claimed(shared, claimed);
+        shared.in_flight.unreserve(reserved);
     }
     shared.in_flight.remove_all(&recorded);
     if let Some(next) = earliest {
         shared.hint.lower(next);
     }
+}
+
+/// The runs a batch of finishes claimed that this replica may hold under its cap, with the slots
+/// reserved for them (given back once they are in flight): those taking the slots of the runs
+/// `recorded` (about to leave) or slots already free. The stores chain at most one occurrence per run
+/// ended, so all fit; any beyond the cap are given back unstarted, for a claim to take
+/// (docs/runtime.md, "A cap on the runs a replica holds").
+fn within_cap<S: Store>(
+    shared: &Arc<Shared<S>>,
+    mut claimed: Claimed,
+    recorded: &[i64],
+) -> (Claimed, usize) {
+    let runs = claimed
+        .claims
+        .iter()
+        .filter(|claim| claim.action == ClaimAction::Run)
+        .count();
+    let room = shared.in_flight.reserve_chained(recorded, runs);
+    if room == runs {
+        return (claimed, room);
+    }
+    let mut kept = 0;
+    let mut over = Vec::new();
+    claimed.claims.retain(|claim| {
+        if claim.action != ClaimAction::Run {
+            return true;
+        }
+        kept += 1;
+        if kept <= room {
+            return true;
+        }
+        over.push(claim.run_id);
+        false
+    });
+    tracing::debug!(
+        runs = over.len(),
+        "giving back occurrences claimed with finishes: this replica is at its cap"
+    );
+    tokio::spawn(give_back(Arc::clone(shared), over));
+    (claimed, room)
 }
 
 /// Logs how a run was recorded, in its span; its job's next occurrence when it has one.

@@ -89,6 +89,7 @@ impl<S> Shared<S> {
             .map(|(job, _)| JobMetrics::new(&job.verb))
             .collect();
         let metrics = RuntimeMetrics::new();
+        let cap = plan.settings.max_concurrent_runs.unwrap_or(usize::MAX);
         Shared {
             store,
             runner,
@@ -97,6 +98,9 @@ impl<S> Shared<S> {
                 runs: Mutex::new(HashMap::new()),
                 idle: Notify::new(),
                 gauge: metrics.in_flight.clone(),
+                cap,
+                reserved: AtomicUsize::new(0),
+                freed: Notify::new(),
             },
             job_metrics,
             metrics,
@@ -136,12 +140,24 @@ impl<S> Shared<S> {
 
 /// The runs in flight, by run id: claimed, waiting for their instant or executing. A run leaves once
 /// recorded, given back, released or lost.
+///
+/// They are also what the replica's cap counts (docs/runtime.md, "A cap on the runs a replica holds"):
+/// the runs in flight and the slots a claim on its way has reserved never number more than `cap`.
 pub(super) struct InFlightRuns {
     runs: Mutex<HashMap<i64, InFlight>>,
     /// Signalled when `runs` becomes empty.
     idle: Notify,
     /// `cron_runs_in_flight`: moved by as many runs as enter and leave `runs` (docs/metrics.md).
     gauge: metrics::Gauge,
+    /// The most runs this replica holds at once ([`crate::RuntimeBuilder::max_concurrent_runs`]);
+    /// `usize::MAX` when unlimited.
+    cap: usize,
+    /// The slots reserved by the claim on its way ([`InFlightRuns::reserve`]). Changed only under the
+    /// lock of `runs`, so that `runs.len() + reserved` is read whole.
+    reserved: AtomicUsize,
+    /// Signalled (with a permit) when a run leaves while the replica is capped: the claim loop waiting
+    /// for a free slot claims again at once.
+    freed: Notify,
 }
 
 impl InFlightRuns {
@@ -166,6 +182,7 @@ impl InFlightRuns {
         let run = in_flight.remove(&run_id);
         if run.is_some() {
             self.gauge.decrement(1.0);
+            self.freed(1);
         }
         if in_flight.is_empty() {
             self.idle.notify_waiters();
@@ -181,9 +198,77 @@ impl InFlightRuns {
             in_flight.remove(run_id);
         }
         self.gauge.decrement((before - in_flight.len()) as f64);
+        self.freed(before - in_flight.len());
         if in_flight.is_empty() {
             self.idle.notify_waiters();
         }
+    }
+
+    /// Whether runs are capped ([`crate::RuntimeBuilder::max_concurrent_runs`]).
+    pub(super) fn capped(&self) -> bool {
+        self.cap != usize::MAX
+    }
+
+    /// Reserves up to `want` slots for a claim, as many as the cap leaves free (all of `want` when
+    /// uncapped); returns how many. The claim's runs enter `runs` ([`InFlightRuns::insert_all`]), then
+    /// the claim gives the reservation back whole ([`InFlightRuns::unreserve`]): meanwhile its runs
+    /// count twice, never less than once.
+    pub(super) fn reserve(&self, want: usize) -> usize {
+        if !self.capped() {
+            return want;
+        }
+        let in_flight = self.lock();
+        let reserved = self.reserved.load(Ordering::Acquire);
+        let free = self.cap.saturating_sub(in_flight.len() + reserved);
+        let granted = want.min(free);
+        self.reserved.store(reserved + granted, Ordering::Release);
+        granted
+    }
+
+    /// Gives back `granted` slots [`InFlightRuns::reserve`] or [`InFlightRuns::reserve_chained`] granted.
+    pub(super) fn unreserve(&self, granted: usize) {
+        if !self.capped() || granted == 0 {
+            return;
+        }
+        let in_flight = self.lock();
+        let reserved = self.reserved.load(Ordering::Acquire);
+        self.reserved
+            .store(reserved.saturating_sub(granted), Ordering::Release);
+        drop(in_flight);
+        self.freed(granted);
+    }
+
+    /// Reserves slots for as many of `wanted` runs claimed with the finishes of the runs `ending`
+    /// (still in flight, about to leave) as may stay within the cap: the slots `ending` frees and those
+    /// already free; returns how many. Given back as a claim's are ([`InFlightRuns::unreserve`]), once
+    /// the runs are in flight: reserved under the lock, they cannot be taken meanwhile by the claim loop.
+    pub(super) fn reserve_chained(&self, ending: &[i64], wanted: usize) -> usize {
+        if !self.capped() {
+            return wanted;
+        }
+        let in_flight = self.lock();
+        let leaving = ending
+            .iter()
+            .filter(|id| in_flight.contains_key(id))
+            .count();
+        let reserved = self.reserved.load(Ordering::Acquire);
+        let held = in_flight.len() - leaving + reserved;
+        let granted = wanted.min(self.cap.saturating_sub(held));
+        self.reserved.store(reserved + granted, Ordering::Release);
+        granted
+    }
+
+    /// `count` runs left or reservations were given back: a claim loop waiting for a slot claims again.
+    fn freed(&self, count: usize) {
+        if self.capped() && count > 0 {
+            self.freed.notify_one();
+        }
+    }
+
+    /// Resolves once a run has left or a reservation was given back since the last time it
+    /// resolved (or now, if one has).
+    pub(super) async fn slot_freed(&self) {
+        self.freed.notified().await;
     }
 
     /// Resolves once no run is in flight.

@@ -31,6 +31,8 @@ struct Faulty {
 #[derive(PartialEq)]
 enum Fault {
     Chaining,
+    /// None: the memory store as it is, which claims nothing with the finishes.
+    Plain,
     NoRenewals,
     SlowRecords,
 }
@@ -378,4 +380,225 @@ async fn a_handler_is_not_polled_past_its_lease_when_renewals_fail() {
         "its lease ran out, so a heartbeat took it back: {runs:?}"
     );
     running.stop().await;
+}
+
+/// What a capped replica's handlers saw: at each start, the runs this (only) replica held in the
+/// store, claimed or executing, and the most handlers executing at once.
+#[derive(Clone, Default)]
+struct Held {
+    /// The runs held in the store at each handler's start, the starting one included.
+    at_starts: Arc<Mutex<Vec<usize>>>,
+    executing: Arc<AtomicU32>,
+    most_executing: Arc<AtomicU32>,
+}
+
+impl Held {
+    /// A handler that records what it sees at its start, then runs for `lasts`.
+    fn handler(
+        &self,
+        store: &MemoryStore,
+        lasts: Duration,
+    ) -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync + 'static
+    {
+        let held = self.clone();
+        let store = store.clone();
+        move || {
+            let held = held.clone();
+            let store = store.clone();
+            Box::pin(async move {
+                let in_store = store.runs().iter().filter(|r| r.outcome.is_none()).count();
+                held.at_starts.lock().unwrap().push(in_store);
+                let now = held.executing.fetch_add(1, Ordering::SeqCst) + 1;
+                held.most_executing.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(lasts).await;
+                held.executing.fetch_sub(1, Ordering::SeqCst);
+            })
+        }
+    }
+
+    fn most_held(&self) -> usize {
+        self.at_starts
+            .lock()
+            .unwrap()
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_capped_replica_holds_at_most_its_cap_and_claims_again_as_each_slot_frees() {
+    // Only the claim loop claims: each recorded run wakes it at once.
+    let claimed = ten_heavy_jobs_under_a_cap_of_three(Fault::Plain).await;
+    assert_eq!(
+        claimed, 10,
+        "every run claimed by `claim_due`, as slots freed"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_capped_replica_holds_at_most_its_cap_when_finishes_claim_too() {
+    // The store claims with the finishes everything due: the finishes took the rest as slots freed,
+    // never all at once.
+    let claimed = ten_heavy_jobs_under_a_cap_of_three(Fault::Chaining).await;
+    assert!(claimed < 10, "claims by `claim_due`: {claimed}");
+}
+
+/// Ten jobs of 5 s due at 60 s on a replica capped at three, on a store with `fault`: never more than
+/// three held, and three at a time until all ten ran, each slot taken again as soon as it freed.
+/// Returns how many runs [`Store::claim_due`] claimed.
+async fn ten_heavy_jobs_under_a_cap_of_three(fault: Fault) -> u32 {
+    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let store = MemoryStore::starting_at(origin);
+    let held = Held::default();
+    let mut builder = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .max_concurrent_runs(3);
+    // Ten jobs of 5 s each, all due at 60 s.
+    for job in 0..10 {
+        builder = builder.job(
+            format!("test::heavy_{job}"),
+            "0 * * * * *",
+            held.handler(&store, Duration::from_secs(5)),
+        );
+    }
+    let running = run_faulty(builder.build().await.unwrap(), fault);
+    // 60 s, then four rounds of at most three runs of 5 s: over by 80 s, before the next minute.
+    tokio::time::sleep(Duration::from_secs(85)).await;
+    let claimed = running.claimed.load(Ordering::SeqCst);
+    let store = running.stop().await;
+
+    let runs = store.runs();
+    assert_eq!(runs.len(), 10, "{runs:?}");
+    assert!(
+        runs.iter()
+            .all(|r| r.outcome == Some(Outcome::Succeeded) && r.skipped == 0),
+        "{runs:?}"
+    );
+    assert!(
+        runs.iter()
+            .all(|r| (r.scheduled_at - origin).num_seconds() == 60)
+    );
+    // Never more than three held, and three at once while runs waited.
+    assert_eq!(held.at_starts.lock().unwrap().len(), 10);
+    assert_eq!(held.most_held(), 3, "{:?}", held.at_starts.lock().unwrap());
+    assert_eq!(held.most_executing.load(Ordering::SeqCst), 3);
+    // Each slot was taken again as soon as a run was recorded: the last runs started at 75 s, after
+    // three rounds of 5 s, not at a later tick.
+    let started: Vec<i64> = runs
+        .iter()
+        .map(|r| (r.started_at.unwrap() - origin).num_seconds())
+        .collect();
+    assert_eq!(
+        started.iter().filter(|&&s| s == 60).count(),
+        3,
+        "{started:?}"
+    );
+    assert_eq!(started.iter().max(), Some(&75), "{started:?}");
+    claimed
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_waited_for_a_slot_is_late_and_follows_its_missed_policy() {
+    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let store = MemoryStore::starting_at(origin);
+    let held = Held::default();
+    let skip = || JobOptions::new().missed(cron_schema::MissedPolicy::Skip);
+    // One slot, two jobs of 5 s due at 60 s, late 2 s after their instant: the second waits for the
+    // slot until 65 s, and its job says to skip a late occurrence.
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .max_concurrent_runs(1)
+        .missed_run_tolerance(Duration::from_secs(2))
+        .job_with(
+            "test::first",
+            "0 * * * * *",
+            skip(),
+            held.handler(&store, Duration::from_secs(5)),
+        )
+        .job_with(
+            "test::second",
+            "0 * * * * *",
+            skip(),
+            held.handler(&store, Duration::from_secs(5)),
+        )
+        .build()
+        .await
+        .unwrap();
+    let running = run_faulty(runtime, Fault::Chaining);
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    let store = running.stop().await;
+
+    let records = store.runs();
+    let runs: Vec<(&str, Option<Outcome>)> =
+        records.iter().map(|r| (&*r.verb, r.outcome)).collect();
+    assert_eq!(
+        runs,
+        [
+            ("test::first", Some(Outcome::Succeeded)),
+            ("test::second", Some(Outcome::Skipped)),
+        ],
+        "{records:?}"
+    );
+    assert_eq!(held.at_starts.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finish_at_the_cap_claims_no_more_than_the_slots_it_frees() {
+    let held = Held::default();
+    // Three jobs due every second on a store that claims with the finishes everything due within the
+    // horizon: more than the finishes of a capped replica free.
+    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let store = MemoryStore::starting_at(origin);
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .max_concurrent_runs(2);
+    let runtime = ["test::tick", "test::a", "test::b"]
+        .into_iter()
+        .fold(runtime, |builder, verb| {
+            builder.job(verb, "* * * * * *", held.handler(&store, Duration::ZERO))
+        })
+        .build()
+        .await
+        .unwrap();
+    let running = run_faulty(runtime, Fault::Chaining);
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    let claimed = running.claimed.load(Ordering::SeqCst);
+    let store = running.stop().await;
+
+    let runs = store.runs();
+    assert!(
+        held.most_held() <= 2,
+        "{:?}",
+        held.at_starts.lock().unwrap()
+    );
+    assert_eq!(held.most_held(), 2);
+    // Every occurrence of the three jobs from 1 s to 10 s ran once, none skipped.
+    for verb in ["test::tick", "test::a", "test::b"] {
+        let seconds: Vec<(i64, Option<Outcome>, u32)> = runs
+            .iter()
+            .filter(|r| &*r.verb == verb)
+            .map(|r| {
+                (
+                    (r.scheduled_at - origin).num_seconds(),
+                    r.outcome,
+                    r.skipped,
+                )
+            })
+            .collect();
+        let expected: Vec<_> = (1..=10).map(|s| (s, Some(Outcome::Succeeded), 0)).collect();
+        assert_eq!(seconds, expected, "{verb}: {runs:?}");
+    }
+    // Finishes claimed some of the occurrences: chained claims were made, and kept within the cap.
+    assert!(claimed < 30, "claims by `claim_due`: {claimed}");
 }
