@@ -202,11 +202,11 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0001)\n"
+        "cronverb's tables are up to date (migration 0002)\n"
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
-    assert_eq!(migrated["version"], 1);
+    assert_eq!(migrated["version"], 2);
 
     let output = db.cronverb(&["status"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -309,6 +309,7 @@ fn trigger_records_a_manual_run_through_the_replicas_claim() {
                     outcome: Outcome::Failed,
                     error: Some("the relay said no".to_owned()),
                     ended_at: None,
+                    started_at: None,
                 }],
                 None,
             )
@@ -479,7 +480,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     let message = stderr(&output);
     assert!(
-        message.contains("migration 10000") && message.contains("up to 0001"),
+        message.contains("migration 10000") && message.contains("up to 0002"),
         "{message}"
     );
 }

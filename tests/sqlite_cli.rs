@@ -139,9 +139,9 @@ fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0001)\n"
+        "cronverb's tables are up to date (migration 0002)\n"
     );
-    assert_eq!(file.json(&["migrate"])["version"], 1);
+    assert_eq!(file.json(&["migrate"])["version"], 2);
     let output = file.cronverb(&["status"]);
     assert_eq!(stdout(&output), "no deployment is registered\n");
 
@@ -242,6 +242,7 @@ fn deploy_status_pause_resume_trigger_runs_and_prune_on_a_file() {
                     outcome: Outcome::Failed,
                     error: Some("the relay said no".to_owned()),
                     ended_at: None,
+                    started_at: None,
                 }],
                 None,
             )

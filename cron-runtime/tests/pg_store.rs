@@ -170,6 +170,7 @@ fn finish(claimed: &Claimed, index: usize, outcome: Outcome, error: Option<&str>
         outcome,
         error: error.map(str::to_owned),
         ended_at: None,
+        started_at: None,
     }
 }
 
@@ -582,6 +583,7 @@ async fn a_lost_database_is_an_error_not_a_panic(pool: PgPool) {
         outcome: Outcome::Succeeded,
         error: None,
         ended_at: None,
+        started_at: None,
     };
     assert!(
         store
@@ -666,6 +668,7 @@ fn succeeded(claim: &ClaimRef) -> Finish {
         outcome: Outcome::Succeeded,
         error: None,
         ended_at: None,
+        started_at: None,
     }
 }
 
