@@ -309,7 +309,8 @@ fn trigger_records_a_manual_run_through_the_replicas_claim() {
                     outcome: Outcome::Failed,
                     error: Some("the relay said no".to_owned()),
                     ended_at: None,
-                    started_at: None,
+                    // Its handler started 300 ms after the trigger's instant.
+                    started_at: Some(claim.scheduled_at + chrono::Duration::milliseconds(300)),
                 }],
                 None,
             )
@@ -322,8 +323,15 @@ fn trigger_records_a_manual_run_through_the_replicas_claim() {
     assert_eq!(runs.as_array().unwrap().len(), 1);
     assert_eq!(runs[0]["manual"], true);
     assert_eq!(runs[0]["outcome"], "failed");
+    assert_eq!(runs[0]["lateness_ms"], 300);
+    assert!(runs[0]["claimed_at"].is_string(), "{runs}");
     assert_eq!(runs[0]["scheduled_at"], triggered["requested_at"]);
     let output = db.cronverb(&["runs"]);
+    assert!(
+        stdout(&output).contains("LATENESS") && stdout(&output).contains(" 0.300s "),
+        "{}",
+        stdout(&output)
+    );
     assert!(
         stdout(&output).contains("manual; the relay said no"),
         "{}",
