@@ -202,11 +202,11 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0001)\n"
+        "cronverb's tables are up to date (migration 0002)\n"
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
-    assert_eq!(migrated["version"], 1);
+    assert_eq!(migrated["version"], 2);
 
     let output = db.cronverb(&["status"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -309,6 +309,8 @@ fn trigger_records_a_manual_run_through_the_replicas_claim() {
                     outcome: Outcome::Failed,
                     error: Some("the relay said no".to_owned()),
                     ended_at: None,
+                    // Its handler started 300 ms after the trigger's instant.
+                    started_at: Some(claim.scheduled_at + chrono::Duration::milliseconds(300)),
                 }],
                 None,
             )
@@ -321,8 +323,15 @@ fn trigger_records_a_manual_run_through_the_replicas_claim() {
     assert_eq!(runs.as_array().unwrap().len(), 1);
     assert_eq!(runs[0]["manual"], true);
     assert_eq!(runs[0]["outcome"], "failed");
+    assert_eq!(runs[0]["lateness_ms"], 300);
+    assert!(runs[0]["claimed_at"].is_string(), "{runs}");
     assert_eq!(runs[0]["scheduled_at"], triggered["requested_at"]);
     let output = db.cronverb(&["runs"]);
+    assert!(
+        stdout(&output).contains("LATENESS") && stdout(&output).contains(" 0.300s "),
+        "{}",
+        stdout(&output)
+    );
     assert!(
         stdout(&output).contains("manual; the relay said no"),
         "{}",
@@ -479,7 +488,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     let message = stderr(&output);
     assert!(
-        message.contains("migration 10000") && message.contains("up to 0001"),
+        message.contains("migration 10000") && message.contains("up to 0002"),
         "{message}"
     );
 }

@@ -139,9 +139,9 @@ fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0001)\n"
+        "cronverb's tables are up to date (migration 0002)\n"
     );
-    assert_eq!(file.json(&["migrate"])["version"], 1);
+    assert_eq!(file.json(&["migrate"])["version"], 2);
     let output = file.cronverb(&["status"]);
     assert_eq!(stdout(&output), "no deployment is registered\n");
 
@@ -242,6 +242,8 @@ fn deploy_status_pause_resume_trigger_runs_and_prune_on_a_file() {
                     outcome: Outcome::Failed,
                     error: Some("the relay said no".to_owned()),
                     ended_at: None,
+                    // Its handler started 300 ms after the trigger's instant.
+                    started_at: Some(claim.scheduled_at + chrono::Duration::milliseconds(300)),
                 }],
                 None,
             )
@@ -254,9 +256,16 @@ fn deploy_status_pause_resume_trigger_runs_and_prune_on_a_file() {
     assert_eq!(runs.as_array().unwrap().len(), 1);
     assert_eq!(runs[0]["manual"], true);
     assert_eq!(runs[0]["outcome"], "failed");
+    assert_eq!(runs[0]["lateness_ms"], 300);
+    assert!(runs[0]["claimed_at"].is_string(), "{runs}");
     assert_eq!(runs[0]["deployment"], "billing@1");
     assert_eq!(runs[0]["scheduled_at"], triggered["requested_at"]);
     let output = file.cronverb(&["runs"]);
+    assert!(
+        stdout(&output).contains("LATENESS") && stdout(&output).contains(" 0.300s "),
+        "{}",
+        stdout(&output)
+    );
     assert!(
         stdout(&output).contains("manual; the relay said no"),
         "{}",

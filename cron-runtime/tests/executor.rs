@@ -182,6 +182,49 @@ async fn a_run_past_its_timeout_is_cancelled_and_recorded() {
     );
 }
 
+/// A run claimed ahead of its instant whose handler starts late is recorded late: `started_at` is when
+/// the handler was first polled (here the clock jumps past the instant before the executor wakes, as
+/// when its thread is busy), not the instant it was claimed for; `claimed_at` is the claim's.
+#[tokio::test(start_paused = true)]
+async fn a_handler_started_late_is_recorded_late() {
+    let store = store();
+    let polled = Arc::new(Mutex::new(Vec::new()));
+    let polled_in_job = Arc::clone(&polled);
+    let clock = store.clone();
+    let runtime = builder(&store)
+        .job("test::every10", "*/10 * * * * *", move || {
+            let polled = Arc::clone(&polled_in_job);
+            let clock = clock.clone();
+            async move { polled.lock().unwrap().push(clock.now()) }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    let origin = Instant::now();
+    // 00:00:09.9: the 00:00:10 run is claimed (500 ms ahead) and waits for its instant.
+    tokio::time::sleep_until(origin + Duration::from_millis(9_900)).await;
+    assert!(polled.lock().unwrap().is_empty());
+    // The clock jumps to 00:00:10.3 before the executor is polled again: its start is 300 ms late.
+    tokio::time::advance(Duration::from_millis(400)).await;
+    sleep(Duration::from_millis(1_000)).await;
+    handle.shutdown().await.unwrap();
+
+    let late = at(10) + chrono::Duration::milliseconds(300);
+    assert_eq!(polled.lock().unwrap().clone(), vec![late]);
+    let runs = runs_of(&store, "test::every10");
+    assert_eq!(scheduled(&runs), vec![at(10)]);
+    let run = &runs[0];
+    assert_eq!(run.outcome, Some(Outcome::Succeeded));
+    assert_eq!(run.started_at, Some(late), "{run:?}");
+    assert_eq!(
+        run.claimed_at,
+        at(10) - chrono::Duration::milliseconds(500),
+        "claimed ahead: {run:?}"
+    );
+    assert_eq!(run.finished_at, Some(late));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_panic_or_an_error_is_recorded_and_the_runtime_goes_on() {
     let store = store();

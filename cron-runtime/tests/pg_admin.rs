@@ -94,6 +94,7 @@ async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished
                 outcome: Outcome::Succeeded,
                 error: None,
                 ended_at: None,
+                started_at: None,
             }],
             None,
         )
@@ -872,6 +873,7 @@ async fn a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started(pool: PgPo
         outcome: Outcome::Succeeded,
         error: None,
         ended_at: Some(at),
+        started_at: None,
     };
     // Let the trigger's own notification arrive first: the run's end must send one of its own.
     while tokio::time::timeout(Duration::from_millis(200), store.changed())

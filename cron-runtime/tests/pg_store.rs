@@ -170,6 +170,7 @@ fn finish(claimed: &Claimed, index: usize, outcome: Outcome, error: Option<&str>
         outcome,
         error: error.map(str::to_owned),
         ended_at: None,
+        started_at: None,
     }
 }
 
@@ -438,6 +439,74 @@ async fn deleting_a_deployment_keeps_its_runs_without_references(pool: PgPool) {
     );
 }
 
+/// One batched finish writes each run's start as the executor reported it (none for a handler never
+/// called) beside its end, and keeps the claim's instant in `claimed_at`; `Admin::runs` reports the
+/// lateness from them (docs/operations.md, "The tables", "JSON shapes").
+#[sqlx::test(migrations = "./migrations")]
+async fn a_finish_writes_the_handlers_start_and_keeps_the_claims_instant(pool: PgPool) {
+    let spec = deployment("billing@1", vec![job("a", MINUTELY), job("b", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    // Due two seconds ago, so that its handler's end (400 ms after) is not after the store's now.
+    let two_seconds_ago = "now() - interval '2 seconds'";
+    let scheduled = set_next(&pool, runner.deployment_id, "a", two_seconds_ago).await;
+    set_next(&pool, runner.deployment_id, "b", two_seconds_ago).await;
+    let before = db_now(&pool).await;
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claimed.claims.len(), 2);
+    let index = |verb: &str| claimed.claims.iter().position(|c| c.verb == verb).unwrap();
+    let started = scheduled + chrono::Duration::milliseconds(300);
+    let ended = scheduled + chrono::Duration::milliseconds(400);
+    let a = Finish {
+        started_at: Some(started),
+        ended_at: Some(ended),
+        ..finish(&claimed, index("a"), Outcome::Succeeded, None)
+    };
+    let b = finish(&claimed, index("b"), Outcome::Failed, Some("no handler"));
+    let Finishing { results, .. } = store.finish(&runner, &[a, b], None).await;
+    assert!(
+        results
+            .iter()
+            .all(|r| matches!(r, Ok(Finished::Recorded { .. }))),
+        "{results:?}"
+    );
+
+    type Instant = DateTime<Utc>;
+    type Times = (Option<Instant>, Option<Instant>, Option<Instant>);
+    let times = |verb: &'static str| {
+        sqlx::query_as::<_, Times>(
+            "SELECT claimed_at, started_at, finished_at FROM cron_job_runs WHERE verb = $1",
+        )
+        .bind(verb)
+        .fetch_one(&pool)
+    };
+    let (claimed_at, started_at, finished_at) = times("a").await.unwrap();
+    // The claim's transaction's `now()`: after `before`, no later than the clock the claim answered.
+    let claimed_at = claimed_at.expect("the claim records when it claimed");
+    assert!(
+        before <= claimed_at && claimed_at <= claimed.now,
+        "{claimed_at} {claimed:?}"
+    );
+    assert_eq!((started_at, finished_at), (Some(started), Some(ended)));
+    let (b_claimed_at, b_started_at, b_finished_at) = times("b").await.unwrap();
+    assert_eq!(b_claimed_at, Some(claimed_at));
+    assert_eq!(b_started_at, None, "a handler never called has no start");
+    assert!(b_finished_at.is_some());
+
+    let runs = store.admin().runs(&Default::default()).await.unwrap();
+    let lateness: Vec<(&str, Option<i64>, Option<Instant>)> = runs
+        .iter()
+        .map(|r| (r.verb.as_str(), r.lateness_ms, r.claimed_at))
+        .collect();
+    assert!(
+        lateness.contains(&("a", Some(300), Some(claimed_at))),
+        "{lateness:?}"
+    );
+    assert!(
+        lateness.contains(&("b", None, Some(claimed_at))),
+        "{lateness:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Bad rows (G8, docs/operations.md)
 
@@ -582,6 +651,7 @@ async fn a_lost_database_is_an_error_not_a_panic(pool: PgPool) {
         outcome: Outcome::Succeeded,
         error: None,
         ended_at: None,
+        started_at: None,
     };
     assert!(
         store
@@ -666,6 +736,7 @@ fn succeeded(claim: &ClaimRef) -> Finish {
         outcome: Outcome::Succeeded,
         error: None,
         ended_at: None,
+        started_at: None,
     }
 }
 

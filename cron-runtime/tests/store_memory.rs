@@ -47,6 +47,7 @@ impl StoreUnderTest for Memory {
                 run_id: run.run_id,
                 verb: run.verb.to_string(),
                 scheduled_at: run.scheduled_at,
+                claimed_at: Some(run.claimed_at),
                 started_at: run.started_at,
                 finished_at: run.finished_at,
                 outcome: run.outcome,

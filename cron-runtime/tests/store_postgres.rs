@@ -22,6 +22,7 @@ struct RunRow {
     id: i64,
     verb: String,
     scheduled_at: DateTime<Utc>,
+    claimed_at: Option<DateTime<Utc>>,
     started_at: Option<DateTime<Utc>>,
     finished_at: Option<DateTime<Utc>>,
     outcome: String,
@@ -62,7 +63,7 @@ impl StoreUnderTest for Postgres {
 
     async fn runs(&self) -> Vec<RunView> {
         let rows: Vec<RunRow> = sqlx::query_as(
-            "SELECT id, verb, scheduled_at, started_at, finished_at, outcome, error, runner, skipped \
+            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped \
              FROM cron_job_runs ORDER BY id",
         )
         .fetch_all(&self.pool)
@@ -73,6 +74,7 @@ impl StoreUnderTest for Postgres {
                 run_id: row.id,
                 verb: row.verb,
                 scheduled_at: row.scheduled_at,
+                claimed_at: row.claimed_at,
                 started_at: row.started_at,
                 finished_at: row.finished_at,
                 outcome: outcome(&row.outcome),

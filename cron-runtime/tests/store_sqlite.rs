@@ -38,6 +38,7 @@ struct RunRow {
     id: i64,
     verb: String,
     scheduled_at: i64,
+    claimed_at: Option<i64>,
     started_at: Option<i64>,
     finished_at: Option<i64>,
     outcome: String,
@@ -80,7 +81,7 @@ impl StoreUnderTest for Sqlite {
 
     async fn runs(&self) -> Vec<RunView> {
         let rows: Vec<RunRow> = sqlx::query_as(
-            "SELECT id, verb, scheduled_at, started_at, finished_at, outcome, error, runner, skipped \
+            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped \
              FROM cron_job_runs ORDER BY id",
         )
         .fetch_all(self.observer.pool())
@@ -91,6 +92,7 @@ impl StoreUnderTest for Sqlite {
                 run_id: row.id,
                 verb: row.verb,
                 scheduled_at: at(row.scheduled_at),
+                claimed_at: row.claimed_at.map(at),
                 started_at: row.started_at.map(at),
                 finished_at: row.finished_at.map(at),
                 outcome: outcome(&row.outcome),
@@ -165,7 +167,8 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
         .fetch_one(a.pool())
         .await
         .unwrap();
-    assert_eq!(applied, 1);
+    // Each of the two migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`), once.
+    assert_eq!(applied, 2);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
     sqlx::query("UPDATE cron_compatibility SET required_migration = 7")

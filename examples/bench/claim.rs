@@ -72,6 +72,8 @@ pub(crate) async fn finish_each(
             outcome: Outcome::Succeeded,
             error: None,
             ended_at: None,
+            // As the executor's finishes do: a start to write with the end.
+            started_at: Some(claim.scheduled_at),
         };
         store
             .finish(runner, std::slice::from_ref(&finish), None)

@@ -108,9 +108,20 @@ pub struct Run {
     /// The occurrence it ran (for a manual run, the trigger's instant).
     #[serde(with = "rfc3339")]
     pub scheduled_at: DateTime<Utc>,
-    /// The later of its claim and its scheduled instant; `None` for a run recorded `skipped`.
+    /// When this replica claimed it, on the database's clock; `None` for a run an older release
+    /// claimed (docs/operations.md, "The tables").
+    #[serde(with = "rfc3339::option")]
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// When its handler was first polled, as the replica running it measured it. While it runs, and
+    /// for a run `abandoned` or `cancelled` by shutdown, the claim's planned start: the later of the
+    /// claim and the scheduled instant. `None` for a run recorded `skipped` or whose handler was never
+    /// called (docs/operations.md, "The tables").
     #[serde(with = "rfc3339::option")]
     pub started_at: Option<DateTime<Utc>>,
+    /// How late its handler started: `started_at - scheduled_at` in milliseconds (negative if it
+    /// started early on a clock ahead of the database's); `None` without a start.
+    #[sqlx(skip)]
+    pub lateness_ms: Option<i64>,
     /// When it ended; `None` while it runs.
     #[serde(with = "rfc3339::option")]
     pub finished_at: Option<DateTime<Utc>>,
@@ -126,6 +137,17 @@ pub struct Run {
     pub skipped: i32,
     /// Started by `cronverb trigger`.
     pub manual: bool,
+}
+
+impl Run {
+    /// The run with its [`Run::lateness_ms`] computed from its other fields: every store's
+    /// [`Admin::runs`](crate::admin::Admin::runs) returns its runs through it.
+    pub(crate) fn with_lateness(mut self) -> Run {
+        self.lateness_ms = self
+            .started_at
+            .map(|started| (started - self.scheduled_at).num_milliseconds());
+        self
+    }
 }
 
 #[cfg(test)]

@@ -303,6 +303,9 @@ fn ended_run(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
             outcome,
             error,
             ended_at: None,
+            // Its first poll, on the store's clock: the run's `started_at` (docs/operations.md, "The
+            // tables").
+            started_at: run.started.map(|at| run.anchor.store_time(at)),
         },
         span: run.span,
         anchor: run.anchor,

@@ -104,6 +104,7 @@ pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
                         outcome: Outcome::TimedOut,
                         error: Some(error),
                         ended_at: None,
+                        started_at: started.map(|at| anchor.store_time(at)),
                     },
                     span,
                     anchor,

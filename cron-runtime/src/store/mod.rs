@@ -156,6 +156,11 @@ pub struct Finish {
     /// the first after it, so a finish that reaches a busy store late never skips an occurrence that
     /// came after the handler had ended. The store never takes it later than its own now.
     pub ended_at: Option<DateTime<Utc>>,
+    /// When the handler was first polled, on the store's clock as the replica maps it (as `ended_at`);
+    /// `None` when it was never called (this build has no handler for the job). The store records it
+    /// as the run's `started_at`, in the statement that records the end (docs/operations.md, "The
+    /// tables").
+    pub started_at: Option<DateTime<Utc>>,
 }
 
 /// The result of [`Store::finish`]: how each run was recorded, and the next occurrences it claimed.

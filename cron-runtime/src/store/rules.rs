@@ -92,6 +92,29 @@ pub(crate) fn is_late(
     (now - scheduled_at).to_std().is_ok_and(|d| d > tolerance)
 }
 
+/// The start a run's end records in `started_at` (docs/operations.md, "The tables").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// The executor's ([`Finish::started_at`]): when the handler was first polled, `None` when it never
+    /// was.
+    ///
+    /// [`Finish::started_at`]: crate::store::Finish::started_at
+    Reported(Option<DateTime<Utc>>),
+    /// None reported (a run abandoned or cancelled by shutdown, which the store ends without the
+    /// executor's word): the claim's planned start stays.
+    Planned,
+}
+
+impl Start {
+    /// The `started_at` written, where the claim wrote `planned`.
+    pub(crate) fn written(self, planned: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+        match self {
+            Start::Reported(started) => started,
+            Start::Planned => planned,
+        }
+    }
+}
+
 /// When a run ended, as the store records it: when its handler ended ([`Finish::ended_at`]), never
 /// later than the store's `now`; `now` when the replica did not say.
 ///

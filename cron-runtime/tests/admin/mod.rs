@@ -366,6 +366,7 @@ pub async fn a_trigger_runs_once_through_the_claim_and_shows_in_runs_and_status(
                 outcome: Outcome::Failed,
                 error: Some("the relay said no".to_owned()),
                 ended_at: None,
+                started_at: None,
             }],
             None,
         )

@@ -97,6 +97,47 @@ pub async fn a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorde
     assert!(run.finished_at < Some(later), "{run:?}");
 }
 
+pub async fn a_finish_records_when_the_handler_started_and_the_claim_when_it_claimed(
+    h: impl StoreUnderTest,
+) {
+    // Claimed ahead of its instant; its handler started 300 ms after the instant and ended 100 ms
+    // later (docs/operations.md, "The tables").
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at - ms(300)).await;
+    let before = h.now().await;
+    let claimed = claim_ahead(&store, &runner).await;
+    let c = &claimed.claims[0];
+    assert_eq!(c.scheduled_at, at);
+    let run = run_of(&h, c.run_id).await.unwrap();
+    // Claimed at the store's clock during the claim.
+    let claimed_at = run.claimed_at.expect("a claim records when it claimed");
+    assert!(
+        before <= claimed_at && claimed_at <= claimed.now,
+        "{before} {run:?} {claimed:?}"
+    );
+    // In flight: the planned start, its instant (or the claim, had the instant passed meanwhile).
+    assert_eq!(run.started_at, Some(claimed_at.max(at)), "{run:?}");
+
+    sleep_until(&h, at + ms(450)).await;
+    let finish = Finish {
+        started_at: Some(at + ms(300)),
+        ended_at: Some(at + ms(400)),
+        ..succeeded(c)
+    };
+    assert!(matches!(
+        finish_one(&store, &runner, &finish).await,
+        Finished::Recorded { .. }
+    ));
+    let run = run_of(&h, c.run_id).await.unwrap();
+    assert_eq!(
+        (run.claimed_at, run.started_at, run.finished_at),
+        (Some(claimed_at), Some(at + ms(300)), Some(at + ms(400))),
+        "{run:?}"
+    );
+}
+
 pub async fn a_finish_with_the_wrong_run_or_runner_is_fenced(h: impl StoreUnderTest) {
     let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
     let (store, runner) = replica(&h, &spec).await;
@@ -142,6 +183,7 @@ pub async fn a_batch_records_the_same_as_single_finishes(h: impl StoreUnderTest)
         outcome: [Outcome::Succeeded, Outcome::Failed, Outcome::TimedOut][i % 3],
         error: (!i.is_multiple_of(3)).then(|| format!("error {i}")),
         ended_at: Some(at + TimeDelta::seconds((i % 4) as i64) + ms(100)),
+        started_at: None,
     };
     let singles: Vec<Finish> = (0..N)
         .map(|i| finish(claim_of(&claimed, &format!("single{i}")), i))

@@ -46,6 +46,7 @@ pub async fn an_expired_lease_is_recovered_and_the_late_finish_is_fenced(h: impl
     let (alive, r2) = replica(&h, &spec).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
     sleep_until(&h, at + ms(100)).await;
+    let before = h.now().await;
     let claimed = claim(&frozen, &r1).await;
     let run_id = claimed.claims[0].run_id;
 
@@ -63,6 +64,10 @@ pub async fn an_expired_lease_is_recovered_and_the_late_finish_is_fenced(h: impl
     assert_eq!(beat.recovered, std::slice::from_ref(&run.verb));
     assert_eq!(run.outcome, Some(Outcome::Abandoned));
     assert!(run.error.as_deref().unwrap().contains("lease"), "{run:?}");
+    // No start was reported: the run keeps the claim's planned one (docs/operations.md, "The tables").
+    let claimed_at = run.claimed_at.unwrap();
+    assert!(before <= claimed_at && claimed_at <= claimed.now, "{run:?}");
+    assert_eq!(run.started_at, Some(claimed_at.max(at)), "{run:?}");
     let next = h.next_execution(MODULE, "a").await.expect("idle again");
     assert!(next > at);
 

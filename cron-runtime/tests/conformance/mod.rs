@@ -76,6 +76,10 @@ pub struct RunView {
     pub run_id: i64,
     pub verb: String,
     pub scheduled_at: DateTime<Utc>,
+    /// When it was claimed, on the store's clock.
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// The start the executor reported with its end; while it runs, or ended without that report
+    /// (abandoned, cancelled by shutdown), the claim's planned start.
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     /// `None` while the run is in flight.
@@ -106,6 +110,7 @@ macro_rules! every_case {
         // Ending runs
         $test!(a_failure_is_recorded_with_its_message_and_the_job_goes_on);
         $test!(a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded);
+        $test!(a_finish_records_when_the_handler_started_and_the_claim_when_it_claimed);
         $test!(a_finish_with_the_wrong_run_or_runner_is_fenced);
         $test!(a_batch_records_the_same_as_single_finishes);
         $test!(a_batch_fences_exactly_the_runs_this_runner_no_longer_holds);
@@ -296,6 +301,7 @@ pub fn ended(claim: &Claim, outcome: Outcome, error: Option<&str>) -> Finish {
         outcome,
         error: error.map(str::to_owned),
         ended_at: None,
+        started_at: None,
     }
 }
 

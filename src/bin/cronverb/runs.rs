@@ -49,6 +49,7 @@ pub fn run(args: Args) -> ExitCode {
                     "ID",
                     "VERB",
                     "SCHEDULED (UTC)",
+                    "LATENESS",
                     "OUTCOME",
                     "DURATION",
                     "RUNNER",
@@ -62,14 +63,11 @@ pub fn run(args: Args) -> ExitCode {
 
 fn row(run: &Run) -> Vec<String> {
     let duration = match (run.started_at, run.finished_at) {
-        (Some(started), Some(finished)) => {
-            format!(
-                "{:.3}s",
-                (finished - started).num_milliseconds() as f64 / 1000.0
-            )
-        }
+        (Some(started), Some(finished)) => seconds((finished - started).num_milliseconds()),
         _ => "-".to_owned(),
     };
+    // How late the handler started (docs/operations.md, "The tables").
+    let lateness = run.lateness_ms.map_or_else(|| "-".to_owned(), seconds);
     let mut notes = Vec::new();
     if run.manual {
         notes.push("manual".to_owned());
@@ -87,11 +85,17 @@ fn row(run: &Run) -> Vec<String> {
         run.id.to_string(),
         run.verb.clone(),
         db::instant(Some(run.scheduled_at)),
+        lateness,
         run.outcome.clone(),
         duration,
         run.runner.clone(),
         notes.join("; "),
     ]
+}
+
+/// Milliseconds as seconds, to the millisecond: `0.300s`.
+fn seconds(ms: i64) -> String {
+    format!("{:.3}s", ms as f64 / 1000.0)
 }
 
 fn parse_since(text: &str) -> Result<Since, String> {

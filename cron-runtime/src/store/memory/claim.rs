@@ -90,6 +90,7 @@ impl State {
             module: Arc::clone(module),
             verb: Arc::clone(&verb),
             scheduled_at,
+            claimed_at: now,
             started_at: None,
             finished_at: None,
             outcome: None,

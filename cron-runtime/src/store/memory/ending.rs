@@ -4,17 +4,19 @@
 use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
+use crate::store::rules::Start;
 use crate::store::{Finish, Finished, Outcome, Runner, rules};
 
 /// How a run in flight ends ([`State::end_run`]).
 #[derive(Debug)]
 pub(super) enum End {
-    /// It ran, or may have: recorded with `outcome` as ended at `at`, and its job goes on at its first
-    /// occurrence after that.
+    /// It ran, or may have: recorded with `outcome` as ended at `at` and started as `started` says, and
+    /// its job goes on at its first occurrence after that.
     Recorded {
         outcome: Outcome,
         error: Option<String>,
         at: DateTime<Utc>,
+        started: Start,
     },
     /// Its handler was never called: its record is dropped and its job goes back to idle at that same
     /// occurrence, for another replica or the next start to run.
@@ -32,17 +34,23 @@ impl State {
         end: End,
     ) -> Option<(Option<DateTime<Utc>>, u32)> {
         let mut run = self.running.remove(&run_id)?;
-        let (outcome, error, at) = match end {
+        let (outcome, error, at, started) = match end {
             End::GivenBack => {
                 self.set_idle(run.job_id, Some(run.scheduled_at));
                 self.give_to_active(run.job_id, run.scheduled_at);
                 return Some((Some(run.scheduled_at), 0));
             }
-            End::Recorded { outcome, error, at } => (outcome, error, at),
+            End::Recorded {
+                outcome,
+                error,
+                at,
+                started,
+            } => (outcome, error, at, started),
         };
         let job = &self.jobs[&run.job_id];
         let (next, skipped) = rules::after_run(&job.spec.schedule, run.scheduled_at, at);
         self.set_idle(run.job_id, next);
+        run.started_at = started.written(run.started_at);
         run.finished_at = Some(run.started_at.map_or(at, |started| at.max(started)));
         run.outcome = Some(outcome);
         run.error = error;
@@ -110,6 +118,7 @@ impl State {
             outcome: finish.outcome,
             error: finish.error.clone(),
             at: rules::ended_at(finish.ended_at, now),
+            started: Start::Reported(finish.started_at),
         };
         let (next_execution, skipped) = self
             .end_run(finish.run_id, end)
@@ -168,6 +177,7 @@ impl State {
                     outcome: Outcome::Abandoned,
                     error: Some("the replica running it stopped renewing its lease".to_owned()),
                     at: now,
+                    started: Start::Planned,
                 },
             );
         }
@@ -205,12 +215,14 @@ impl State {
                     outcome: Outcome::Cancelled,
                     error: Some("cancelled by shutdown after the grace period".to_owned()),
                     at: now,
+                    started: Start::Planned,
                 }
             } else {
                 End::Recorded {
                     outcome: Outcome::Abandoned,
                     error: Some("the replica shut down without recording how it ended".to_owned()),
                     at: now,
+                    started: Start::Planned,
                 }
             };
             self.end_run(run_id, end);

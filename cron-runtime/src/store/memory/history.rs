@@ -25,8 +25,12 @@ pub struct RunRecord {
     pub verb: Arc<str>,
     /// The occurrence this run is.
     pub scheduled_at: DateTime<Utc>,
-    /// When the handler was (to be) started: the later of the claim and the scheduled instant. `None` for a
-    /// run recorded `skipped`.
+    /// When the run was claimed, on the store's clock.
+    pub claimed_at: DateTime<Utc>,
+    /// When the handler was first polled, as the executor measured it (docs/operations.md, "The
+    /// tables"). While the run is in flight, and for a run abandoned or cancelled by shutdown, the
+    /// planned start: the later of the claim and the scheduled instant. `None` for a run recorded
+    /// `skipped`, or whose handler was never called.
     pub started_at: Option<DateTime<Utc>>,
     /// `None` while the run is executing.
     pub finished_at: Option<DateTime<Utc>>,

@@ -13,20 +13,22 @@ use super::claimable::{Chain, may_chain};
 use super::held::Held;
 use super::notify::{notify_due, notify_modules};
 use super::sql::{jobs, runs};
-use crate::store::rules::{after_run, after_skipping, ended_at};
+use crate::store::rules::{Start, after_run, after_skipping, ended_at};
 use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome};
 
 /// How a held run ends.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum End<'a> {
     /// Recorded with `outcome` and `error`, ended at `at` ([`Finish::ended_at`]; the store's now when
-    /// `None`, and never later): its job is idle again with its next occurrence after that (G3).
+    /// `None`, and never later) and started as `started` says: its job is idle again with its next
+    /// occurrence after that (G3).
     ///
     /// [`Finish::ended_at`]: crate::store::Finish::ended_at
     Recorded {
         outcome: Outcome,
         error: Option<&'a str>,
         at: Option<DateTime<Utc>>,
+        started: Start,
     },
     /// Recorded `skipped` at its claim (`missed = "skip"`, G5): ended now, and its own occurrence counts
     /// among the skipped ones.
@@ -95,6 +97,9 @@ struct RunColumns<'a> {
     errors: Vec<Option<&'a str>>,
     skipped: Vec<i32>,
     ended: Vec<DateTime<Utc>>,
+    /// Whether the executor reported the run's start, and that start ([`Start`]).
+    reported: Vec<bool>,
+    started: Vec<Option<DateTime<Utc>>>,
 }
 
 /// The runs given back ([`runs::DROP_RUNS`], [`jobs::GIVE_BACK_TO_ACTIVE`]), one array per column.
@@ -210,9 +215,14 @@ impl PgStore {
         let mut chained: HashMap<i64, (&str, DateTime<Utc>)> = HashMap::new();
         for (held, end) in ends {
             let ending = self.ending(held, *end);
-            let (outcome, error) = match *end {
-                End::Recorded { outcome, error, .. } => (outcome, error),
-                End::Skipped => (Outcome::Skipped, None),
+            let (outcome, error, started) = match *end {
+                End::Recorded {
+                    outcome,
+                    error,
+                    started,
+                    ..
+                } => (outcome, error, started),
+                End::Skipped => (Outcome::Skipped, None, Start::Planned),
                 End::GivenBack => {
                     let at = held.scheduled_at.unwrap_or(ending.at);
                     jobs.push(held.job_id, ending.next, held.manual.then_some(at));
@@ -246,6 +256,8 @@ impl PgStore {
                 runs.errors.push(error);
                 runs.skipped.push(ending.skipped_column());
                 runs.ended.push(ending.at);
+                runs.reported.push(matches!(started, Start::Reported(_)));
+                runs.started.push(started.written(None));
             }
             if !held.active {
                 // The verb may be waiting under the active deployment (G6): continue it and wake it.
@@ -350,6 +362,8 @@ impl PgStore {
                 .bind(&runs.errors)
                 .bind(&runs.skipped)
                 .bind(&runs.ended)
+                .bind(&runs.reported)
+                .bind(&runs.started)
                 .execute(&mut *tx)
                 .await?;
         }

@@ -14,6 +14,7 @@ use super::held::Held;
 use super::notify::{notify_deployment, notify_modules};
 use super::sql::{deployments, jobs, runners};
 use super::{PgStore, RECOVERY_BATCH, db};
+use crate::store::rules::Start;
 use crate::store::{Claimed, Finish, Finished, Outcome, Runner, StoreError};
 
 /// The error of a run taken back from a replica whose lease expired (G4).
@@ -98,6 +99,7 @@ impl PgStore {
                         outcome: finish.outcome,
                         error: finish.error.as_deref(),
                         at: finish.ended_at,
+                        started: Start::Reported(finish.started_at),
                     };
                     ends.push((held, end));
                 }
@@ -187,6 +189,7 @@ impl PgStore {
                     outcome: Outcome::Abandoned,
                     error: Some(LEASE_EXPIRED),
                     at: None,
+                    started: Start::Planned,
                 };
                 ends.push((held, end));
             }
@@ -281,6 +284,7 @@ impl PgStore {
                     outcome: Outcome::Cancelled,
                     error: Some("cancelled by shutdown after the grace period"),
                     at: None,
+                    started: Start::Planned,
                 },
                 // Not given: a claim whose answer the replica never got, or a run whose end it could
                 // not record. Its handler may have run: recorded, not given back.
@@ -288,6 +292,7 @@ impl PgStore {
                     outcome: Outcome::Abandoned,
                     error: Some("the replica shut down without recording how it ended"),
                     at: None,
+                    started: Start::Planned,
                 },
             };
             ends.push((held, end));

@@ -157,8 +157,8 @@ impl SqliteStore {
         let started_at = (!skip).then(|| micros(now.max(scheduled)));
         let run_id: Option<i64> = sqlx::query_scalar(
             "INSERT INTO cron_job_runs (job_id, deployment_id, module_name, verb, scheduled_at,
-                 started_at, outcome, runner, runner_id, late, manual)
-             VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)
+                 claimed_at, started_at, outcome, runner, runner_id, late, manual)
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)
              ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING RETURNING id",
         )
         .bind(job_id)
@@ -166,6 +166,7 @@ impl SqliteStore {
         .bind(module)
         .bind(&verb)
         .bind(scheduled_at)
+        .bind(micros(now))
         .bind(started_at)
         .bind(&runner.name)
         .bind(runner.id)

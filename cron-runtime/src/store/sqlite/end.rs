@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 
 use super::{SqliteStore, db, instant, micros, micros_of};
-use crate::store::rules::{after_run, ended_at};
+use crate::store::rules::{Start, after_run, ended_at};
 use crate::store::{Finish, Finished, Outcome, Runner, StoreError};
 
 /// An executing job row with the run that holds it, and whether its deployment is the active one.
@@ -41,12 +41,13 @@ pub(super) struct Held {
 /// How a held run ends ([`SqliteStore::end_run`]).
 #[derive(Debug)]
 pub(super) enum End<'a> {
-    /// It ran, or may have: recorded with `outcome` as ended at `at`, and its job goes on at its first
-    /// occurrence after that.
+    /// It ran, or may have: recorded with `outcome` as ended at `at` and started as `started` says, and
+    /// its job goes on at its first occurrence after that.
     Recorded {
         outcome: Outcome,
         error: Option<&'a str>,
         at: DateTime<Utc>,
+        started: Start,
     },
     /// Its handler was never called: its record is dropped and its job goes back to idle at that same
     /// occurrence (a manual run's trigger is pending again), or to the active deployment's row.
@@ -81,6 +82,7 @@ impl SqliteStore {
                 outcome: finish.outcome,
                 error: finish.error.as_deref(),
                 at: ended_at(finish.ended_at, now),
+                started: Start::Reported(finish.started_at),
             };
             let (next_execution, skipped) = self
                 .end_run(&mut tx, &held, end)
@@ -177,12 +179,14 @@ impl SqliteStore {
                     outcome: Outcome::Cancelled,
                     error: Some("cancelled by shutdown after the grace period"),
                     at: now,
+                    started: Start::Planned,
                 }
             } else {
                 End::Recorded {
                     outcome: Outcome::Abandoned,
                     error: Some("the replica shut down without recording how it ended"),
                     at: now,
+                    started: Start::Planned,
                 }
             };
             self.end_run(&mut tx, &held, end)
@@ -223,6 +227,7 @@ impl SqliteStore {
                 outcome: Outcome::Abandoned,
                 error: Some("the replica running it stopped renewing its lease"),
                 at: now,
+                started: Start::Planned,
             };
             self.end_run(tx, held, end).await?;
         }
@@ -238,7 +243,7 @@ impl SqliteStore {
         end: End<'_>,
     ) -> Result<(Option<DateTime<Utc>>, u32), sqlx::Error> {
         let scheduled_at = instant(held.scheduled_at);
-        let (outcome, error, at) = match end {
+        let (outcome, error, at, started) = match end {
             End::GivenBack => {
                 sqlx::query("DELETE FROM cron_job_runs WHERE id = ?")
                     .bind(held.run_id)
@@ -268,7 +273,12 @@ impl SqliteStore {
                 }
                 return Ok((next.map(instant), 0));
             }
-            End::Recorded { outcome, error, at } => (outcome, error, at),
+            End::Recorded {
+                outcome,
+                error,
+                at,
+                started,
+            } => (outcome, error, at, started),
         };
         let schedule = self.schedule(held.id, &held.schedule, &held.timezone);
         let (next, skipped) = match &schedule {
@@ -284,9 +294,12 @@ impl SqliteStore {
             // A row whose schedule no longer parses keeps its `next_execution` (G8).
             None => (held.next_execution.map(instant), 0),
         };
+        // The start the executor reported (`?6`: `?7`), else the claim's planned one (docs/operations.md,
+        // "The tables"); the end is never before the start.
         sqlx::query(
             "UPDATE cron_job_runs SET outcome = ?1, error = ?2, skipped = ?3,
-                 finished_at = max(coalesce(started_at, ?4), ?4)
+                 started_at = CASE WHEN ?6 THEN ?7 ELSE started_at END,
+                 finished_at = max(coalesce(CASE WHEN ?6 THEN ?7 ELSE started_at END, ?4), ?4)
              WHERE id = ?5 AND outcome = 'running'",
         )
         .bind(outcome.as_str())
@@ -294,6 +307,8 @@ impl SqliteStore {
         .bind(i64::from(skipped))
         .bind(micros(at))
         .bind(held.run_id)
+        .bind(matches!(started, Start::Reported(_)))
+        .bind(started.written(None).map(micros))
         .execute(&mut *tx)
         .await?;
         sqlx::query(

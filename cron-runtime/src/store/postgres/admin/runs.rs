@@ -14,8 +14,8 @@ pub(super) const HAS_HISTORY: &str = "\
 /// a row comparison, so that even a generic plan reads the index from it (`cron_job_runs_verb` or
 /// `cron_job_runs_scheduled`) instead of skipping rows.
 pub(super) const SELECT_RUNS: &str = "\
-    SELECT r.id, r.module_name AS module, r.verb, d.key AS deployment, r.scheduled_at, r.started_at, \
-           r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual \
+    SELECT r.id, r.module_name AS module, r.verb, d.key AS deployment, r.scheduled_at, r.claimed_at, \
+           r.started_at, r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual \
     FROM cron_job_runs r \
     LEFT JOIN cron_deployments d ON d.id = r.deployment_id \
     WHERE ($1::text IS NULL OR r.module_name = $1) \
@@ -55,7 +55,7 @@ impl PgAdmin {
             Some(Since::Instant(at)) => (Some(at), None),
             Some(Since::Ago(ago)) => (None, Some(ago.as_secs_f64())),
         };
-        let runs = sqlx::query_as(SELECT_RUNS)
+        let runs: Vec<Run> = sqlx::query_as(SELECT_RUNS)
             .bind(filter.module.as_deref())
             .bind(verb.as_deref())
             .bind(since_instant)
@@ -66,6 +66,6 @@ impl PgAdmin {
             .fetch_all(&self.pool)
             .await
             .map_err(admin_db(context()))?;
-        Ok(runs)
+        Ok(runs.into_iter().map(Run::with_lateness).collect())
     }
 }

@@ -23,9 +23,9 @@ WITH due AS (
 ),
 runs AS (
     INSERT INTO cron_job_runs AS r
-        (job_id, deployment_id, module_name, verb, scheduled_at, started_at, outcome, runner,
-         runner_id, late, manual)
-    SELECT j.id, j.deployment_id, j.module_name, j.verb, due.scheduled_at,
+        (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
+         runner, runner_id, late, manual)
+    SELECT j.id, j.deployment_id, j.module_name, j.verb, due.scheduled_at, now(),
            CASE WHEN due.skip THEN NULL ELSE greatest(now(), due.scheduled_at) END,
            'running', $6, $7, due.late, due.manual
     FROM due
@@ -53,9 +53,9 @@ RETURNING j.id AS job_id, runs.id AS run_id, j.lease_expires_at
     /// [`CLAIM_RUNS`] does. Returns the database's clock as it answers.
     CHAIN_RUNS = "
 INSERT INTO cron_job_runs AS r
-    (job_id, deployment_id, module_name, verb, scheduled_at, started_at, outcome, runner,
-     runner_id, late, manual)
-SELECT j.id, j.deployment_id, j.module_name, j.verb, e.scheduled_at,
+    (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
+     runner, runner_id, late, manual)
+SELECT j.id, j.deployment_id, j.module_name, j.verb, e.scheduled_at, now(),
        greatest(now(), e.scheduled_at), 'running', $3, $4, false, false
 FROM unnest($1::bigint[], $2::timestamptz[]) AS e(id, scheduled_at)
 CROSS JOIN LATERAL (
@@ -68,14 +68,17 @@ RETURNING r.id AS run_id, r.job_id,
 ";
 
     /// The run side of ending runs, one element of each array per run (`end::write`): how each ended
-    /// (outcome, error, occurrences skipped) and when, never before it started. Only a run still
-    /// `running` is written.
+    /// (outcome, error, occurrences skipped), when, never before it started, and when it started: the
+    /// executor's measure where it reported one (`reported`, then `started`), else the claim's planned
+    /// start stays (docs/operations.md, "The tables"). Only a run still `running` is written.
     END_RUNS = "
 UPDATE cron_job_runs r
 SET outcome = e.outcome, error = e.error, skipped = e.skipped,
-    finished_at = greatest(r.started_at, e.ended)
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[])
-     AS e(id, outcome, error, skipped, ended)
+    started_at = CASE WHEN e.reported THEN e.started ELSE r.started_at END,
+    finished_at = greatest(CASE WHEN e.reported THEN e.started ELSE r.started_at END, e.ended)
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[], $6::bool[],
+            $7::timestamptz[])
+     AS e(id, outcome, error, skipped, ended, reported, started)
 WHERE r.id = e.id AND r.outcome = 'running'
 ";
 

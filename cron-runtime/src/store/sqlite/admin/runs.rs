@@ -14,8 +14,8 @@ const HAS_HISTORY: &str = "\
 /// history's order (from the newest when null). The cursor is always a row comparison, so that the
 /// index (`cron_job_runs_verb` or `cron_job_runs_scheduled`) is read from it.
 const SELECT_RUNS: &str = "\
-    SELECT r.id, r.module_name AS module, r.verb, d.key AS deployment, r.scheduled_at, r.started_at, \
-           r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual \
+    SELECT r.id, r.module_name AS module, r.verb, d.key AS deployment, r.scheduled_at, r.claimed_at, \
+           r.started_at, r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual \
     FROM cron_job_runs r \
     LEFT JOIN cron_deployments d ON d.id = r.deployment_id \
     WHERE (?1 IS NULL OR r.module_name = ?1) \
@@ -33,6 +33,7 @@ struct RunRow {
     verb: String,
     deployment: Option<String>,
     scheduled_at: i64,
+    claimed_at: Option<i64>,
     started_at: Option<i64>,
     finished_at: Option<i64>,
     outcome: String,
@@ -51,7 +52,9 @@ impl From<RunRow> for Run {
             verb: row.verb,
             deployment: row.deployment,
             scheduled_at: instant(row.scheduled_at),
+            claimed_at: row.claimed_at.map(instant),
             started_at: row.started_at.map(instant),
+            lateness_ms: None,
             finished_at: row.finished_at.map(instant),
             outcome: row.outcome,
             error: row.error,
@@ -60,6 +63,7 @@ impl From<RunRow> for Run {
             skipped: row.skipped,
             manual: row.manual,
         }
+        .with_lateness()
     }
 }
 
