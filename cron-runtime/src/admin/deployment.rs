@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use cron_schema::{Diff, Schema};
 use serde::Serialize;
 
+use super::deploy::ActiveSchema;
 use super::{AdminError, Replica};
 use crate::rfc3339;
 use crate::store::StoreError;
@@ -36,10 +37,32 @@ pub struct Deployment {
 }
 
 /// The schema a deployment's row holds; one that does not read was edited by hand.
-pub(crate) fn stored_schema(key: &str, json: &str) -> Result<Schema, AdminError> {
+fn stored_schema(key: &str, json: &str) -> Result<Schema, AdminError> {
     Schema::from_json(json).map_err(|error| {
         AdminError::Store(StoreError::Invalid(format!(
             "the schema stored for deployment `{key}` does not read: {error}"
         )))
     })
+}
+
+/// The schema deployment `key` registered (JSON `json`), its module's active deployment and the
+/// difference from that one's schema, as [`Deployment`] reports them: `active` is the module's active
+/// deployment when the deployment is not itself the active one (`None` when none is, or when it is).
+pub(crate) fn compared(
+    key: &str,
+    json: &str,
+    is_active: bool,
+    active: Option<ActiveSchema>,
+) -> Result<(Schema, Option<String>, Option<Diff>), AdminError> {
+    let schema = stored_schema(key, json)?;
+    if is_active {
+        return Ok((schema, Some(key.to_owned()), None));
+    }
+    match active {
+        Some(active) => {
+            let diff = stored_schema(&active.key, &active.schema)?.diff(&schema);
+            Ok((schema, Some(active.key), Some(diff)))
+        }
+        None => Ok((schema, None, None)),
+    }
 }

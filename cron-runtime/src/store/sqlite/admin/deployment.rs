@@ -4,7 +4,7 @@ use super::deploy::SELECT_ACTIVE_SCHEMA;
 use super::status::{ReplicaRow, SELECT_REPLICAS, json_ids};
 use super::{SqliteAdmin, admin_db};
 use crate::admin::deploy::ActiveSchema;
-use crate::admin::deployment::stored_schema;
+use crate::admin::deployment::compared;
 use crate::admin::{AdminError, Deployment};
 use crate::store::sqlite::{instant, now};
 
@@ -44,23 +44,17 @@ impl SqliteAdmin {
             .fetch_all(&self.pool)
             .await
             .map_err(admin_db(context()))?;
-        let schema = stored_schema(&row.key, &row.schema)?;
-        let (active_deployment, diff) = if row.active {
-            (Some(row.key.clone()), None)
+        let active: Option<ActiveSchema> = if row.active {
+            None
         } else {
-            let active: Option<ActiveSchema> = sqlx::query_as(SELECT_ACTIVE_SCHEMA)
+            sqlx::query_as(SELECT_ACTIVE_SCHEMA)
                 .bind(&row.module)
                 .fetch_optional(&self.pool)
                 .await
-                .map_err(admin_db(context()))?;
-            match active {
-                Some(active) => {
-                    let diff = stored_schema(&active.key, &active.schema)?.diff(&schema);
-                    (Some(active.key), Some(diff))
-                }
-                None => (None, None),
-            }
+                .map_err(admin_db(context()))?
         };
+        let (schema, active_deployment, diff) =
+            compared(&row.key, &row.schema, row.active, active)?;
         Ok(Some(Deployment {
             key: row.key,
             module: row.module,
