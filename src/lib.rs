@@ -72,7 +72,9 @@ pub use cron_runtime::store::postgres::PgStore;
 /// ([`RuntimeBuilder::database_url`]).
 #[cfg(feature = "sqlite")]
 pub use cron_runtime::store::sqlite::SqliteStore;
-pub use cron_runtime::store::{MemoryStore, Outcome, RunRecord, StoreError, StoreSettings};
+pub use cron_runtime::store::{
+    MemoryStore, Outcome, Retries, RunRecord, StoreError, StoreSettings,
+};
 pub use cron_runtime::{
     BuildError, Context, DEFAULT_MODULE, Health, HealthCheck, IntoOutcome, Job, JobError,
     JobOptions, Runtime, RuntimeBuilder, RuntimeError, RuntimeHandle, StoreHealth, Tz, chrono,
@@ -83,8 +85,8 @@ pub use cron_runtime::{
 pub use cron_schema::Error as ExpressionError;
 pub use cron_schema::{
     Change, ChangedVerb, Cron, Diff, DurationError, Field, MissedPolicy, Module, ModuleVerb,
-    Occurrences, PolicyError, Schedule, Schema, SchemaError, Source, Verb, ZoneError,
-    ZonedOccurrences, ZonedSchedule,
+    Occurrences, PolicyError, RunOn, RunOnError, Schedule, Schema, SchemaError, Source, Verb,
+    ZoneError, ZonedOccurrences, ZonedSchedule,
 };
 
 // Not public API. Used by generated code.

@@ -167,6 +167,8 @@ fn heartbeat_job() -> JobSpec {
         schedule: ZonedSchedule::utc(Schedule::parse("*/5 * * * *").unwrap()),
         timeout: Duration::from_secs(60),
         missed: MissedPolicy::Once,
+        retry: Default::default(),
+        on: Default::default(),
     }
 }
 

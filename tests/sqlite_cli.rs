@@ -116,6 +116,8 @@ async fn replica(url: &str) -> (SqliteStore, Runner) {
                 schedule: ZonedSchedule::utc(Schedule::parse("*/5 * * * *").unwrap()),
                 timeout: Duration::from_secs(60),
                 missed: MissedPolicy::Once,
+                retry: Default::default(),
+                on: Default::default(),
             }],
         })
         .await

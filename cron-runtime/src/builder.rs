@@ -7,7 +7,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cron_schema::{MissedPolicy, Schema};
+use cron_schema::{MissedPolicy, RunOn, Schema};
 
 use crate::context::State;
 use crate::defaults::DEFAULT_MODULE;
@@ -25,6 +25,9 @@ pub struct JobOptions {
     timezone: Option<String>,
     timeout: Option<Duration>,
     missed: MissedPolicy,
+    retries: u32,
+    backoff: Option<Duration>,
+    on: RunOn,
     doc: String,
 }
 
@@ -49,6 +52,27 @@ impl JobOptions {
     /// What to do with a late run (default [`MissedPolicy::Once`]).
     pub fn missed(mut self, missed: MissedPolicy) -> JobOptions {
         self.missed = missed;
+        self
+    }
+
+    /// How many more times a failed, panicked or timed-out occurrence is tried (default 0, at most 100;
+    /// docs/runtime.md, "Retries").
+    pub fn retries(mut self, retries: u32) -> JobOptions {
+        self.retries = retries;
+        self
+    }
+
+    /// The wait before the first retry; each later one waits twice as long, capped at an hour, plus up
+    /// to a fifth of it as jitter (default 10 s; between 1 s and 1 h).
+    pub fn backoff(mut self, backoff: Duration) -> JobOptions {
+        self.backoff = Some(backoff);
+        self
+    }
+
+    /// On one replica per occurrence (the default), or on every live replica
+    /// (docs/runtime.md, "Jobs on every replica").
+    pub fn on(mut self, on: RunOn) -> JobOptions {
+        self.on = on;
         self
     }
 
@@ -236,11 +260,15 @@ impl RuntimeBuilder {
                 timezone: options.timezone,
                 timeout: None,
                 missed: options.missed,
+                retries: options.retries,
+                backoff: None,
+                on: options.on,
                 file: location.file().to_owned(),
                 line: location.line(),
                 doc: options.doc,
             },
             timeout: options.timeout,
+            backoff: options.backoff,
             module_path: None,
             handler: Arc::new(move || {
                 let handler = Arc::clone(&handler);

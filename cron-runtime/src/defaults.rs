@@ -22,3 +22,16 @@ pub const DEFAULT_HISTORY_LIMIT: usize = 10_000;
 
 /// Counting skipped occurrences stops here; a larger count is reported as this value.
 pub const SKIPPED_COUNT_LIMIT: u32 = 100_000;
+
+/// The wait before a job's first retry when it sets `retries` but no `backoff` (docs/runtime.md,
+/// "Retries").
+pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The shortest backoff a job may declare.
+pub const MIN_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The longest backoff a job may declare, and the cap of the doubling waits between retries.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
+
+/// The most retries a job may declare.
+pub const MAX_RETRIES: u32 = 100;

@@ -67,6 +67,16 @@ pub enum JobError {
     Timezone(#[from] ZoneError),
     #[error("invalid timeout: {0}")]
     Timeout(#[from] DurationError),
+    #[error("invalid backoff: {0}")]
+    InvalidBackoff(DurationError),
+    #[error("backoff `{0}` is out of range: a backoff is at least 1s and at most 1h")]
+    Backoff(String),
+    #[error("retries = {0} is too many: a job retries at most 100 times")]
+    Retries(u32),
+    #[error(
+        "a job with `on = \"every_replica\"` cannot retry: retries are kept in the store, and a job on every replica claims nothing there"
+    )]
+    RetriesOnEveryReplica,
 }
 
 /// Why a running runtime stopped with an error.

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use chrono_tz::Tz;
 use cron_schema::{
-    MissedPolicy, Schedule, ZonedSchedule, format_duration, parse_duration, parse_timezone,
+    MissedPolicy, RunOn, Schedule, ZonedSchedule, format_duration, parse_duration, parse_timezone,
 };
 
+use crate::defaults::{DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF};
 use crate::error::{BuildError, JobError};
 use crate::registration::{HandlerFuture, Registration};
-use crate::store::JobSpec;
+use crate::store::{JobSpec, Retries};
 
 /// A job, as declared: by `#[cron]` or by [`RuntimeBuilder::job`](crate::RuntimeBuilder::job).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,12 @@ pub struct Job {
     /// The timeout as written (`10m`); `None` is the runtime's default (5 minutes unless set).
     pub timeout: Option<String>,
     pub missed: MissedPolicy,
+    /// How many more attempts a failed occurrence gets (`retries = n`; 0: none).
+    pub retries: u32,
+    /// The wait before the first retry, as written (`30s`); `None` is the default (10 s).
+    pub backoff: Option<String>,
+    /// One replica per occurrence, or every replica (`on = "…"`).
+    pub on: RunOn,
     /// Where the job is declared.
     pub file: String,
     pub line: u32,
@@ -117,6 +124,9 @@ fn from_registration(r: &Registration) -> Job {
         timezone: r.timezone.map(str::to_owned),
         timeout: r.timeout.map(str::to_owned),
         missed: r.missed,
+        retries: 0,
+        backoff: None,
+        on: RunOn::OneReplica,
         file: r.file.to_owned(),
         line: r.line,
         doc: r.doc.to_owned(),
@@ -131,6 +141,8 @@ pub(crate) struct Declared {
     pub(crate) job: Job,
     /// A timeout given as a `Duration` (builder jobs); takes the place of `job.timeout`'s text.
     pub(crate) timeout: Option<Duration>,
+    /// A backoff given as a `Duration` (builder jobs); takes the place of `job.backoff`'s text.
+    pub(crate) backoff: Option<Duration>,
     /// `module_path!()` of a `#[cron]` function; `None` for a job added with the builder.
     pub(crate) module_path: Option<&'static str>,
     pub(crate) handler: Handler,
@@ -141,6 +153,7 @@ impl fmt::Debug for Declared {
         f.debug_struct("Declared")
             .field("job", &self.job)
             .field("timeout", &self.timeout)
+            .field("backoff", &self.backoff)
             .field("module_path", &self.module_path)
             .finish_non_exhaustive()
     }
@@ -155,6 +168,7 @@ pub(crate) fn registered() -> Vec<Declared> {
             Declared {
                 job: from_registration(r),
                 timeout: None,
+                backoff: None,
                 module_path: Some(r.module_path),
                 handler: Arc::new(handler),
             }
@@ -195,9 +209,13 @@ pub(crate) struct Fields<'a> {
     /// `None` is the caller's default timeout.
     pub(crate) timeout: Option<Timeout<'a>>,
     pub(crate) missed: MissedPolicy,
+    pub(crate) retries: u32,
+    /// `None` is [`DEFAULT_BACKOFF`](crate::defaults::DEFAULT_BACKOFF).
+    pub(crate) backoff: Option<Timeout<'a>>,
+    pub(crate) on: RunOn,
 }
 
-/// A job's timeout as declared.
+/// A job's timeout or backoff as declared.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Timeout<'a> {
     /// As written (`10m`).
@@ -231,14 +249,44 @@ pub(crate) fn job_spec(
         Some(Timeout::Text(text)) => parse_duration(text).map_err(|e| errors.push(e.into())),
         None => Ok(default_timeout),
     };
-    match (schedule, zone, timeout) {
-        (Ok(schedule), Ok(zone), Ok(timeout)) => Ok(JobSpec {
+    let backoff = match fields.backoff {
+        Some(Timeout::Given(backoff)) if backoff < MIN_BACKOFF || backoff > MAX_BACKOFF => {
+            errors.push(JobError::Backoff(format_duration(backoff)));
+            Err(())
+        }
+        Some(Timeout::Given(backoff)) => Ok(backoff),
+        Some(Timeout::Text(text)) => match parse_duration(text) {
+            Ok(backoff) if backoff < MIN_BACKOFF || backoff > MAX_BACKOFF => {
+                errors.push(JobError::Backoff(text.to_owned()));
+                Err(())
+            }
+            Ok(backoff) => Ok(backoff),
+            Err(e) => {
+                errors.push(JobError::InvalidBackoff(e));
+                Err(())
+            }
+        },
+        None => Ok(DEFAULT_BACKOFF),
+    };
+    if fields.retries > MAX_RETRIES {
+        errors.push(JobError::Retries(fields.retries));
+    }
+    if fields.on == RunOn::EveryReplica && fields.retries > 0 {
+        errors.push(JobError::RetriesOnEveryReplica);
+    }
+    match (schedule, zone, timeout, backoff) {
+        (Ok(schedule), Ok(zone), Ok(timeout), Ok(backoff)) if errors.is_empty() => Ok(JobSpec {
             verb: fields.name.to_owned(),
             expression: fields.expression.to_owned(),
             zone,
             schedule: ZonedSchedule::new(schedule, zone),
             timeout,
             missed: fields.missed,
+            retry: Retries {
+                retries: fields.retries,
+                backoff,
+            },
+            on: fields.on,
         }),
         _ => Err(errors),
     }
@@ -273,6 +321,13 @@ pub(crate) fn validate(d: Declared, default_timeout: Duration) -> Result<Validat
         timezone: d.job.timezone.as_deref(),
         timeout,
         missed: d.job.missed,
+        retries: d.job.retries,
+        backoff: match (d.backoff, &d.job.backoff) {
+            (Some(backoff), _) => Some(Timeout::Given(backoff)),
+            (None, Some(text)) => Some(Timeout::Text(text)),
+            (None, None) => None,
+        },
+        on: d.job.on,
     };
     let spec = job_spec(fields, default_timeout).map_err(|errors| BuildError::InvalidJob {
         name: d.job.name.clone(),
@@ -287,6 +342,9 @@ pub(crate) fn validate(d: Declared, default_timeout: Duration) -> Result<Validat
     let mut job = d.job;
     if let Some(timeout) = d.timeout {
         job.timeout = Some(format_duration(timeout));
+    }
+    if let Some(backoff) = d.backoff {
+        job.backoff = Some(format_duration(backoff));
     }
     Ok(Validated {
         job,
@@ -357,6 +415,9 @@ mod tests {
             timezone: timezone.map(str::to_owned),
             timeout: None,
             missed: MissedPolicy::Once,
+            retries: 0,
+            backoff: None,
+            on: RunOn::OneReplica,
             file: "src/a.rs".to_owned(),
             line: 1,
             doc: String::new(),

@@ -35,7 +35,7 @@ mod zoned;
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use error::Error;
 pub use field::Field;
-pub use policy::{MissedPolicy, PolicyError};
+pub use policy::{MissedPolicy, PolicyError, RunOn, RunOnError};
 pub use schedule::{Occurrences, Schedule};
 pub use schema::{
     Change, ChangedVerb, Cron, Diff, Module, ModuleVerb, SCHEMA_VERSION, Schema, SchemaError,

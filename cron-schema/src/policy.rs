@@ -45,3 +45,49 @@ impl FromStr for MissedPolicy {
         }
     }
 }
+
+/// Where a job runs at each occurrence (`on = "…"` of `#[cron]`; docs/runtime.md, "Jobs on every
+/// replica").
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOn {
+    /// On one replica of the module, claimed through the store (the default).
+    #[default]
+    OneReplica,
+    /// On every live replica of the module, claiming nothing in the store.
+    EveryReplica,
+}
+
+impl RunOn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOn::OneReplica => "one_replica",
+            RunOn::EveryReplica => "every_replica",
+        }
+    }
+}
+
+impl fmt::Display for RunOn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An `on` value other than `one_replica` or `every_replica`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown `on` value `{0}`; expected `one_replica` or `every_replica`")]
+pub struct RunOnError(pub String);
+
+impl FromStr for RunOn {
+    type Err = RunOnError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "one_replica" => Ok(RunOn::OneReplica),
+            "every_replica" => Ok(RunOn::EveryReplica),
+            other => Err(RunOnError(other.to_owned())),
+        }
+    }
+}

@@ -40,6 +40,8 @@ pub(crate) fn deployment_spec(
             schedule: ZonedSchedule::new(schedule.clone(), zone),
             timeout: Duration::from_secs(300),
             missed: MissedPolicy::Once,
+            retry: Default::default(),
+            on: Default::default(),
         })
         .collect();
     Ok(DeploymentSpec {

@@ -327,6 +327,8 @@ fn spec(key: &str, module: &ModulePlan) -> anyhow::Result<DeploymentSpec> {
                 schedule: ZonedSchedule::new(Schedule::parse(&j.expression)?, zone),
                 timeout: Duration::from_secs(j.timeout_secs),
                 missed: MissedPolicy::Once,
+                retry: Default::default(),
+                on: Default::default(),
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

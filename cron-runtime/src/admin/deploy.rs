@@ -243,6 +243,9 @@ fn fields<'a>(name: &'a str, cron: &'a Cron) -> Fields<'a> {
         timezone: cron.timezone.as_deref(),
         timeout: cron.timeout.as_deref().map(Timeout::Text),
         missed: cron.missed,
+        retries: 0,
+        backoff: None,
+        on: cron_schema::RunOn::OneReplica,
     }
 }
 
@@ -255,6 +258,7 @@ fn verb_error(name: &str, error: &JobError) -> String {
         }
         JobError::Timezone(e) => format!("verb `{name}`: {e}"),
         JobError::Timeout(e) => format!("verb `{name}`: {e}"),
+        other => format!("verb `{name}`: {other}"),
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use cron_schema::{MissedPolicy, ZonedSchedule};
+use cron_schema::{MissedPolicy, RunOn, ZonedSchedule};
 
 /// One verb of a deployment, as the store needs it: enough to compute occurrences and enforce policies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,20 @@ pub struct JobSpec {
     pub timeout: Duration,
     /// What a claim does with a late occurrence (docs/runtime.md, "Missed runs").
     pub missed: MissedPolicy,
+    /// How a failed attempt is tried again (docs/runtime.md, "Retries").
+    pub retry: Retries,
+    /// One replica per occurrence (claimed through the store), or every replica (never in the store).
+    pub on: RunOn,
+}
+
+/// How a job tries a failed, panicked or timed-out attempt of an occurrence again (`retries = n,
+/// backoff = "30s"`; docs/runtime.md, "Retries"). The default retries nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Retries {
+    /// How many attempts may follow the first.
+    pub retries: u32,
+    /// The wait before the first retry; each later one waits twice the one before, capped.
+    pub backoff: Duration,
 }
 
 /// What a replica registers when it starts: its deployment, with every job of that deployment.

@@ -60,6 +60,8 @@ fn job(verb: &str, expression: &str) -> JobSpec {
         schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
         timeout: Duration::from_secs(60),
         missed: MissedPolicy::Once,
+        retry: Default::default(),
+        on: Default::default(),
     }
 }
 

@@ -161,6 +161,8 @@ pub fn job(verb: &str, expression: &str) -> JobSpec {
         schedule: zoned(expression),
         timeout: Duration::from_secs(60),
         missed: MissedPolicy::Once,
+        retry: Default::default(),
+        on: Default::default(),
     }
 }
 
