@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::context::State;
 use crate::job::{Handler, Job, Validated};
 use crate::settings::Settings;
-use crate::store::DeploymentSpec;
+use crate::store::{DeploymentSpec, Retries};
 
 /// Everything the executor needs besides the store: the deployment, the jobs' handlers, the state.
 #[derive(Debug)]
@@ -34,6 +34,8 @@ pub(crate) struct PlannedJob {
     pub(crate) verb: Arc<str>,
     /// How long a run may take.
     pub(crate) timeout: Duration,
+    /// How a failed attempt is tried again (docs/runtime.md, "Retries").
+    pub(crate) retry: Retries,
     /// Makes the future of one run.
     pub(crate) handler: Handler,
 }
@@ -65,6 +67,7 @@ impl Plan {
             let planned = PlannedJob {
                 verb: Arc::clone(&verb),
                 timeout: v.spec.timeout,
+                retry: v.spec.retry,
                 handler: v.handler,
             };
             jobs.insert(verb, Arc::new(planned));

@@ -97,6 +97,7 @@ async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished
                 error: None,
                 ended_at: None,
                 started_at: None,
+                retry_after: None,
             }],
             None,
         )
@@ -876,6 +877,7 @@ async fn a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started(pool: PgPo
         error: None,
         ended_at: Some(at),
         started_at: None,
+        retry_after: None,
     };
     // Let the trigger's own notification arrive first: the run's end must send one of its own.
     while tokio::time::timeout(Duration::from_millis(200), store.changed())

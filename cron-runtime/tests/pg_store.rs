@@ -173,6 +173,7 @@ fn finish(claimed: &Claimed, index: usize, outcome: Outcome, error: Option<&str>
         error: error.map(str::to_owned),
         ended_at: None,
         started_at: None,
+        retry_after: None,
     }
 }
 
@@ -654,6 +655,7 @@ async fn a_lost_database_is_an_error_not_a_panic(pool: PgPool) {
         error: None,
         ended_at: None,
         started_at: None,
+        retry_after: None,
     };
     assert!(
         store
@@ -739,6 +741,7 @@ fn succeeded(claim: &ClaimRef) -> Finish {
         error: None,
         ended_at: None,
         started_at: None,
+        retry_after: None,
     }
 }
 

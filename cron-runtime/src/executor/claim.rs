@@ -141,7 +141,7 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
                 if due.len() == START_CHUNK
                     || due
                         .last()
-                        .is_some_and(|run| run.scheduled_at != claim.scheduled_at)
+                        .is_some_and(|run| run.start_at != claim.start_at())
                 {
                     wait_for_instant(shared, std::mem::take(&mut due), anchor);
                 }
@@ -180,6 +180,7 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
         scheduled_at = %claim.scheduled_at,
         run_id = claim.run_id,
         late = claim.late,
+        attempt = claim.attempt,
         lateness_ms = tracing::field::Empty,
         outcome = tracing::field::Empty,
         skipped = tracing::field::Empty,
@@ -201,6 +202,7 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
         run_id: claim.run_id,
         job_id: claim.job_id,
         scheduled_at: claim.scheduled_at,
+        start_at: claim.start_at(),
         late: claim.late,
         started: None,
         state: RunState::new(
@@ -208,6 +210,7 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
             anchor.instant_for(claim.lease_expires_at),
             claim.job_id,
             job.as_ref().ok().map(|(index, _)| *index),
+            claim.attempt,
         ),
         job,
         anchor,

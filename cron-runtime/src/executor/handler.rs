@@ -13,12 +13,13 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::backoff::retry_after;
 use super::clock::nanos_after;
 use super::runs::{Ended, Measure, Run, RunState};
 use super::shared::Shared;
 use crate::context::Context;
 use crate::registration::HandlerFuture;
-use crate::store::{Finish, Outcome, Store};
+use crate::store::{Finish, Outcome, Retries, Store};
 
 /// What starting a run came to.
 pub(super) enum Started {
@@ -51,7 +52,7 @@ pub(super) fn start_one<S: Store>(
     }
     let (index, job_context) = match std::mem::replace(&mut run.job, Err(String::new())) {
         Ok(job) => job,
-        Err(error) => return Started::Ended(ended_run(run, Outcome::Failed, Some(error))),
+        Err(error) => return Started::Ended(ended_run(run, Outcome::Failed, Some(error), None)),
     };
     if now >= shared.lease_until(&run.state) {
         lease_lost(&run.span);
@@ -102,7 +103,8 @@ pub(super) fn start_one<S: Store>(
         discarded(&run.span, now);
         return Started::Nothing;
     }
-    Started::Ended(ended_run(run, outcome, error))
+    let retry = Some(job.retry);
+    Started::Ended(ended_run(run, outcome, error, retry))
 }
 
 /// Gives a handler still pending after its first poll a task of its own ([`pending_task`]).
@@ -190,7 +192,7 @@ async fn pending_task<S: Store>(
             return;
         }
     };
-    let mut ended = ended_run(run, outcome, error);
+    let mut ended = ended_run(run, outcome, error, Some(job.retry));
     ended.ended_at(Instant::now());
     let shard = ended.finish.run_id as usize;
     shared.ended.push(shard, [ended]);
@@ -286,10 +288,13 @@ fn outcome_of(result: Result<(), String>) -> (Outcome, Option<String>) {
     }
 }
 
-/// A run whose handler has ended, on its way to the store; [`Ended::ended_at`] says when.
-fn ended_run(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
+/// A run whose handler has ended, on its way to the store; [`Ended::ended_at`] says when. With its
+/// job's retries (none when this build has no handler for it), a failed attempt asks to be tried again.
+fn ended_run(run: Run, outcome: Outcome, error: Option<String>, retry: Option<Retries>) -> Ended {
     run.span
         .record("outcome", tracing::field::display(outcome.as_str()));
+    let retry_after =
+        retry.and_then(|retry| retry_after(retry, run.state.attempt, outcome, run.run_id));
     Ended {
         measure: Measure {
             job: run.state.job,
@@ -306,6 +311,7 @@ fn ended_run(run: Run, outcome: Outcome, error: Option<String>) -> Ended {
             // Its first poll, on the store's clock: the run's `started_at` (docs/operations.md, "The
             // tables").
             started_at: run.started.map(|at| run.anchor.store_time(at)),
+            retry_after,
         },
         span: run.span,
         anchor: run.anchor,

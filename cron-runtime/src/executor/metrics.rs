@@ -20,6 +20,8 @@ pub(crate) const RUNS: &str = "cron_runs_total";
 pub(crate) const RUN_DURATION: &str = "cron_run_duration_seconds";
 /// From the scheduled instant to the handler's start, by `job`.
 pub(crate) const RUN_LATENESS: &str = "cron_run_lateness_seconds";
+/// Failed attempts that will be tried again, by `job` (docs/runtime.md, "Retries").
+pub(crate) const RETRIES: &str = "cron_run_retries_total";
 /// Occurrences that will never run, by `job` and `reason`.
 pub(crate) const RUNS_SKIPPED: &str = "cron_runs_skipped_total";
 /// A job's next occurrence as this replica last saw it, by `job`.
@@ -37,6 +39,11 @@ pub(crate) const CLAIM_DURATION: &str = "cron_claim_duration_seconds";
 
 /// Describes every metric to the recorder installed now; called once per runtime start.
 pub(super) fn describe() {
+    ::metrics::describe_counter!(
+        RETRIES,
+        Unit::Count,
+        "Failed attempts that will be tried again, by job."
+    );
     ::metrics::describe_counter!(
         RUNS,
         Unit::Count,
@@ -168,6 +175,7 @@ pub(super) struct JobMetrics {
     lateness: OnceLock<Histogram>,
     skipped_overlap: OnceLock<Counter>,
     skipped_missed: OnceLock<Counter>,
+    retries: OnceLock<Counter>,
     next_run: OnceLock<Gauge>,
     last_success: OnceLock<Gauge>,
 }
@@ -181,6 +189,7 @@ impl JobMetrics {
             lateness: OnceLock::new(),
             skipped_overlap: OnceLock::new(),
             skipped_missed: OnceLock::new(),
+            retries: OnceLock::new(),
             next_run: OnceLock::new(),
             last_success: OnceLock::new(),
         }
@@ -228,6 +237,13 @@ impl JobMetrics {
     }
 
     /// The job's next occurrence is `at`.
+    /// A failed attempt will be tried again.
+    pub(super) fn retried(&self) {
+        self.retries
+            .get_or_init(|| ::metrics::counter!(RETRIES, "job" => self.verb.clone()))
+            .increment(1);
+    }
+
     pub(super) fn next_run(&self, at: DateTime<Utc>) {
         self.next_run
             .get_or_init(|| ::metrics::gauge!(NEXT_RUN, "job" => self.verb.clone()))

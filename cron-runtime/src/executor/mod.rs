@@ -30,6 +30,7 @@
 //! - `runs`: a run as it passes between the tasks: waiting, in flight, ended;
 //! - `clock`: the store's clock on the local one, and instants packed into atomics.
 
+mod backoff;
 mod claim;
 mod clock;
 mod handler;

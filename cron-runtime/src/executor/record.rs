@@ -203,6 +203,17 @@ fn recorded_as(finish: &Finish, finished: Finished, span: &tracing::Span) -> Opt
             log_outcome(finish, skipped);
             next_execution
         }
+        Finished::Retrying { at } => {
+            let error = finish.error.as_deref().unwrap_or("");
+            tracing::warn!(
+                outcome = finish.outcome.as_str(),
+                error,
+                retry_at = %at,
+                "attempt {}; the occurrence is tried again at {at}",
+                finish.outcome.as_str()
+            );
+            Some(at)
+        }
         Finished::Fenced => {
             tracing::warn!(
                 outcome = finish.outcome.as_str(),
@@ -217,15 +228,22 @@ fn recorded_as(finish: &Finish, finished: Finished, span: &tracing::Span) -> Opt
 /// handler ran and what it skipped; its job's next occurrence and last success. A fenced run is
 /// counted by the replica that took it back.
 fn count_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, measure: Measure) {
-    let Finished::Recorded {
-        next_execution,
-        skipped,
-    } = finished
-    else {
-        return;
-    };
     let Some(metrics) = shared.job_metrics.get(measure.job) else {
         return;
+    };
+    let (next_execution, skipped) = match finished {
+        Finished::Recorded {
+            next_execution,
+            skipped,
+        } => (next_execution, skipped),
+        Finished::Retrying { at } => {
+            // Each attempt counts with its outcome.
+            metrics.recorded(finish.outcome, measure.took);
+            metrics.retried();
+            metrics.next_run(at);
+            return;
+        }
+        Finished::Fenced => return,
     };
     metrics.recorded(finish.outcome, measure.took);
     let reason = if measure.late {

@@ -19,6 +19,10 @@ pub(super) struct Run {
     pub(super) run_id: i64,
     pub(super) job_id: i64,
     pub(super) scheduled_at: DateTime<Utc>,
+    /// When it starts: `scheduled_at`, or a retry's own instant ([`Claim::start_at`]).
+    ///
+    /// [`Claim::start_at`]: crate::store::Claim::start_at
+    pub(super) start_at: DateTime<Utc>,
     /// Claimed more than the missed-run tolerance after `scheduled_at` ([`Claim::late`]): what it
     /// skips was missed, not overlapped (docs/metrics.md).
     ///
@@ -62,6 +66,8 @@ pub(super) struct RunState {
     /// Where its job is in [`Shared::jobs`](super::shared::Shared::jobs); `usize::MAX` if this build
     /// has no handler for it.
     pub(super) job: usize,
+    /// Which attempt of its occurrence it is ([`Claim::attempt`](crate::store::Claim::attempt)).
+    pub(super) attempt: u32,
     /// Until when the run holds its lease: the lease its claim took, extended by each renewal that
     /// returned the run.
     pub(super) lease: AtomicI64,
@@ -81,10 +87,12 @@ impl RunState {
         lease_until: Instant,
         job_id: i64,
         job: Option<usize>,
+        attempt: u32,
     ) -> Arc<RunState> {
         Arc::new(RunState {
             job_id,
             job: job.unwrap_or(usize::MAX),
+            attempt,
             lease: AtomicI64::new(nanos_after(epoch, lease_until)),
             deadline: AtomicI64::new(i64::MAX),
             polls: AtomicU64::new(0),

@@ -30,7 +30,7 @@ pub(super) const START_CHUNK: usize = 512;
 /// Puts `runs`, a chunk of runs due at the same instant, in flight and in the list of their instant; a
 /// new list gets its timer.
 pub(super) fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: Anchor) {
-    let at = runs[0].scheduled_at;
+    let at = runs[0].start_at;
     // In flight before they can start, so that none leaves `in_flight` before it is there.
     shared.in_flight.insert_all(runs.iter().map(|run| {
         let entry = InFlight {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::time::Instant;
 
+use super::backoff::retry_after;
 use super::clock::{Anchor, at_nanos, nanos_after};
 use super::runs::{Ended, Measure};
 use super::shared::Shared;
@@ -61,7 +62,14 @@ pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
                     }
                     let deadline =
                         at_nanos(shared.epoch, run.state.deadline.load(Ordering::Acquire));
-                    blocked.push((*run_id, run.state.job_id, run.state.job, since, deadline));
+                    blocked.push((
+                        *run_id,
+                        run.state.job_id,
+                        run.state.job,
+                        run.state.attempt,
+                        since,
+                        deadline,
+                    ));
                 }
             }
         }
@@ -73,7 +81,7 @@ pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
         });
         let ended: Vec<Ended> = blocked
             .into_iter()
-            .map(|(run_id, job_id, job, since, deadline)| {
+            .map(|(run_id, job_id, job, attempt, since, deadline)| {
                 let index = job;
                 let job = shared.jobs.get(job).map(|(job, _)| job);
                 let timeout = job.map(|job| job.timeout).unwrap_or_default();
@@ -105,6 +113,9 @@ pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
                         error: Some(error),
                         ended_at: None,
                         started_at: started.map(|at| anchor.store_time(at)),
+                        retry_after: job.and_then(|job| {
+                            retry_after(job.retry, attempt, Outcome::TimedOut, run_id)
+                        }),
                     },
                     span,
                     anchor,

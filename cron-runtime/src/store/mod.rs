@@ -100,6 +100,18 @@ pub struct Claim {
     pub skipped: u32,
     /// When the lease on the job's row runs out unless renewed.
     pub lease_expires_at: DateTime<Utc>,
+    /// Which attempt of the occurrence this run is: 1, or more for a retry (docs/runtime.md, "Retries").
+    pub attempt: u32,
+    /// For a retry, the instant it is due, after the backoff; `None` for a first attempt, which is due
+    /// at `scheduled_at`.
+    pub retry_at: Option<DateTime<Utc>>,
+}
+
+impl Claim {
+    /// When the executor starts the run: a first attempt at its occurrence, a retry at its own instant.
+    pub fn start_at(&self) -> DateTime<Utc> {
+        self.retry_at.unwrap_or(self.scheduled_at)
+    }
 }
 
 /// The result of [`Store::claim_due`].
@@ -121,7 +133,8 @@ pub struct Claimed {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The handler returned `Ok`.
     Succeeded,
@@ -137,6 +150,19 @@ pub enum Outcome {
     Abandoned,
     /// Not run: late under `missed = "skip"`.
     Skipped,
+}
+
+/// One ended attempt of an occurrence tried more than once (docs/runtime.md, "Retries").
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Attempt {
+    /// How the attempt ended.
+    pub outcome: Outcome,
+    /// Its error or panic message.
+    pub error: Option<String>,
+    /// When its handler was first polled (its planned start when that was never reported).
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    pub finished_at: DateTime<Utc>,
 }
 
 impl Outcome {
@@ -175,7 +201,17 @@ pub struct Finish {
     /// as the run's `started_at`, in the statement that records the end (docs/operations.md, "The
     /// tables").
     pub started_at: Option<DateTime<Utc>>,
+    /// Try the occurrence again this long after this attempt ended: set by the executor for a failed,
+    /// panicked or timed-out attempt of a job with retries left (docs/runtime.md, "Retries"). The store
+    /// records the attempt and holds the job until the retry ([`Finished::Retrying`]), unless the
+    /// occurrence after this one would come first: the occurrence then ends `failed` with
+    /// [`RETRIES_CUT_SHORT`]. A manual run, or a run of a deployment that is no longer active, is not
+    /// tried again.
+    pub retry_after: Option<Duration>,
 }
+
+/// The error an occurrence ends with when the next occurrence comes before its retry could start.
+pub const RETRIES_CUT_SHORT: &str = "retries cut short by the next occurrence";
 
 /// The result of [`Store::finish`]: how each run was recorded, and the next occurrences it claimed.
 #[derive(Debug)]
@@ -216,6 +252,12 @@ pub enum Finished {
         next_execution: Option<DateTime<Utc>>,
         /// How many occurrences the run skipped.
         skipped: u32,
+    },
+    /// The attempt was recorded, and the occurrence is tried again at `at` ([`Finish::retry_after`]):
+    /// the job is idle until then, held for the retry, which any replica of the deployment claims.
+    Retrying {
+        /// When the retry is due.
+        at: DateTime<Utc>,
     },
     /// Refused: this replica no longer holds the run (its lease expired and the run was recovered).
     Fenced,

@@ -369,6 +369,7 @@ pub async fn a_trigger_runs_once_through_the_claim_and_shows_in_runs_and_status(
                 error: Some("the relay said no".to_owned()),
                 ended_at: None,
                 started_at: None,
+                retry_after: None,
             }],
             None,
         )

@@ -184,6 +184,7 @@ pub async fn a_batch_records_the_same_as_single_finishes(h: impl StoreUnderTest)
         error: (!i.is_multiple_of(3)).then(|| format!("error {i}")),
         ended_at: Some(at + TimeDelta::seconds((i % 4) as i64) + ms(100)),
         started_at: None,
+        retry_after: None,
     };
     let singles: Vec<Finish> = (0..N)
         .map(|i| finish(claim_of(&claimed, &format!("single{i}")), i))

@@ -304,6 +304,7 @@ pub fn ended(claim: &Claim, outcome: Outcome, error: Option<&str>) -> Finish {
         error: error.map(str::to_owned),
         ended_at: None,
         started_at: None,
+        retry_after: None,
     }
 }
 

@@ -8,7 +8,9 @@ use cron_schema::MissedPolicy;
 
 use super::history::RunRecord;
 use super::tables::{Executing, State};
-use crate::store::{Claim, ClaimAction, Outcome, Runner, StoreError, StoreSettings, rules};
+use crate::store::{
+    Claim, ClaimAction, Outcome, RETRIES_CUT_SHORT, Runner, StoreError, StoreSettings, rules,
+};
 
 impl State {
     /// [`Store::claim_due`](crate::store::Store::claim_due) under the lock: the claims, in the order of
@@ -50,8 +52,12 @@ impl State {
         }
         let claims = picked
             .into_iter()
-            .map(|(scheduled_at, job_id)| {
-                self.claim(runner, &module, job_id, scheduled_at, now, settings)
+            .filter_map(|(at, job_id)| {
+                if self.jobs[&job_id].retrying.is_some() {
+                    self.claim_retry(runner, &module, job_id, at, now, settings)
+                } else {
+                    Some(self.claim(runner, &module, job_id, at, now, settings))
+                }
             })
             .collect();
         let next_due = self.first_claimable(runner.deployment_id, &module);
@@ -97,6 +103,7 @@ impl State {
             error: None,
             runner: Arc::clone(&self.runners[&runner.id].name),
             skipped: 0,
+            attempts: Vec::new(),
         };
         let lease_expires_at = now + settings.lease;
         let mut claim = Claim {
@@ -108,6 +115,8 @@ impl State {
             action: ClaimAction::Run,
             skipped: 0,
             lease_expires_at,
+            attempt: 1,
+            retry_at: None,
         };
         if late && job.spec.missed == MissedPolicy::Skip {
             let (next, skipped) = rules::after_skipping(&job.spec.schedule, scheduled_at, now);
@@ -128,6 +137,7 @@ impl State {
             runner_id: runner.id,
             scheduled_at,
             lease_expires_at,
+            retry_at: None,
         });
         self.executing_verbs
             .entry(Arc::clone(module))
@@ -136,5 +146,62 @@ impl State {
         run.started_at = Some(now.max(scheduled_at));
         self.running.insert(run_id, run);
         claim
+    }
+
+    /// Claims the retry due at `retry_at` of the idle job `job_id`: takes its pending run again as the
+    /// next attempt, or, when the occurrence after the run's has come, ends the run `failed` with its
+    /// retries cut short and moves the job to that occurrence (docs/runtime.md, "Retries").
+    fn claim_retry(
+        &mut self,
+        runner: &Runner,
+        module: &Arc<str>,
+        job_id: i64,
+        retry_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        settings: &StoreSettings,
+    ) -> Option<Claim> {
+        let job = self.jobs.get_mut(&job_id).expect("exists");
+        let mut run = job.retrying.take().expect("a pending retry");
+        if let Some(next) = rules::retry_cut_short(&job.spec.schedule, run.scheduled_at, now) {
+            run.outcome = Some(Outcome::Failed);
+            run.error = Some(RETRIES_CUT_SHORT.to_owned());
+            run.finished_at = Some(now);
+            run.started_at = run.attempts.first().and_then(|a| a.started_at);
+            self.set_idle(job_id, Some(next));
+            self.history.record(run);
+            return None;
+        }
+        let verb = Arc::clone(&job.verb);
+        let lease_expires_at = now.max(retry_at) + settings.lease;
+        job.executing = Some(Executing {
+            run_id: run.run_id,
+            runner_id: runner.id,
+            scheduled_at: run.scheduled_at,
+            lease_expires_at,
+            retry_at: Some(retry_at),
+        });
+        let due = self.due.entry(runner.deployment_id).or_default();
+        due.remove(&(retry_at, job_id));
+        self.executing_verbs
+            .entry(Arc::clone(module))
+            .or_default()
+            .insert(Arc::clone(&verb));
+        run.claimed_at = now;
+        run.started_at = Some(now.max(retry_at));
+        run.runner = Arc::clone(&self.runners[&runner.id].name);
+        let claim = Claim {
+            run_id: run.run_id,
+            job_id,
+            verb: verb.to_string(),
+            scheduled_at: run.scheduled_at,
+            late: false,
+            action: ClaimAction::Run,
+            skipped: 0,
+            lease_expires_at,
+            attempt: u32::try_from(run.attempts.len() + 1).unwrap_or(u32::MAX),
+            retry_at: Some(retry_at),
+        };
+        self.running.insert(run.run_id, run);
+        Some(claim)
     }
 }

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::history::RunRecord;
 use super::tables::{DeploymentRow, JobRow, RunnerRow, State, same_schedule};
 use crate::store::{
-    DeploymentSpec, JobSpec, Runner, StoreError, check_job_count, other_schema, rules,
+    DeploymentSpec, JobSpec, Outcome, RETRIES_CUT_SHORT, Runner, StoreError, check_job_count,
+    other_schema, rules,
 };
 
 impl State {
@@ -75,6 +77,7 @@ impl State {
                     spec: job.clone(),
                     next_execution: None,
                     executing: None,
+                    retrying: None,
                 },
             );
             jobs.insert(job.verb.clone(), job_id);
@@ -150,10 +153,16 @@ impl State {
             .find(|(_, d)| &*d.module == module && d.active)
             .map(|(id, _)| *id);
         let mut carried: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
+        // Pending retries go with their verb (docs/runtime.md, "Retries").
+        let mut retries: HashMap<String, (DateTime<Utc>, RunRecord)> = HashMap::new();
         if let Some(previous) = previous {
             let old = self.deployments.get_mut(&previous).expect("exists");
             old.active = false;
             for job_id in old.jobs.values() {
+                let job = self.jobs.get_mut(job_id).expect("exists");
+                if let (Some(run), Some(at)) = (job.retrying.take(), job.next_execution) {
+                    retries.insert(job.spec.verb.clone(), (at, run));
+                }
                 let job = &self.jobs[job_id];
                 let next = match job.executing {
                     // Its in-flight occurrence runs under the old deployment; continue after it.
@@ -189,7 +198,24 @@ impl State {
                 // Added or changed: starts from its (new) schedule.
                 _ => job.spec.schedule.next_after(now),
             };
+            if let Some((at, mut run)) = retries.remove(&job.spec.verb) {
+                run.job_id = job_id;
+                run.deployment_id = winner;
+                self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
+                self.set_idle(job_id, Some(at));
+                continue;
+            }
             self.set_idle(job_id, next);
+        }
+        // A verb the new deployment does not have is never tried again.
+        for (_, (_, mut run)) in retries {
+            run.outcome = Some(Outcome::Failed);
+            run.error = Some(format!(
+                "{RETRIES_CUT_SHORT}: the deployment that took the module over has no verb `{}`",
+                run.verb
+            ));
+            run.finished_at = Some(now);
+            self.history.record(run);
         }
         true
     }

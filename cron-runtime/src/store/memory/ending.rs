@@ -1,11 +1,13 @@
 //! The end of runs in memory: finish, lease renewal, recovery of expired leases, give-back and shutdown.
 //! Each is fenced on the run that holds the job, and each writes through [`State::end_run`].
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
 use crate::store::rules::Start;
-use crate::store::{Finish, Finished, Outcome, Runner, rules};
+use crate::store::{Attempt, Finish, Finished, Outcome, RETRIES_CUT_SHORT, Runner, rules};
 
 /// How a run in flight ends ([`State::end_run`]).
 #[derive(Debug)]
@@ -17,6 +19,10 @@ pub(super) enum End {
         error: Option<String>,
         at: DateTime<Utc>,
         started: Start,
+        /// Try the occurrence again this long after `at` ([`Finish::retry_after`]).
+        ///
+        /// [`Finish::retry_after`]: crate::store::Finish::retry_after
+        retry_after: Option<Duration>,
     },
     /// Its handler was never called: its record is dropped and its job goes back to idle at that same
     /// occurrence, for another replica or the next start to run.
@@ -25,33 +31,77 @@ pub(super) enum End {
 
 impl State {
     /// Ends the run `run_id` in flight, the one writer of every end of a run: records it (or drops it,
-    /// given back) and puts its job back to idle. Returns the job's next occurrence and how many
-    /// occurrences the run skipped ([`Finished::Recorded`]); `None` when the run is not in flight.
+    /// given back), or records its attempt and holds its job for a retry, and puts its job back to
+    /// idle. Returns how it was recorded ([`Finished::Recorded`] with the job's next occurrence and the
+    /// occurrences the run skipped, or [`Finished::Retrying`]); `None` when the run is not in flight.
     /// The caller checks that the runner holds it.
-    pub(super) fn end_run(
-        &mut self,
-        run_id: i64,
-        end: End,
-    ) -> Option<(Option<DateTime<Utc>>, u32)> {
+    pub(super) fn end_run(&mut self, run_id: i64, end: End) -> Option<Finished> {
         let mut run = self.running.remove(&run_id)?;
-        let (outcome, error, at, started) = match end {
+        let retry_of = self.jobs[&run.job_id].executing.and_then(|e| e.retry_at);
+        let (mut outcome, mut error, at, started, retry_after) = match end {
             End::GivenBack => {
+                if let Some(retry_at) = retry_of {
+                    // A retry claimed ahead: pending again, at its instant.
+                    let job_id = run.job_id;
+                    self.set_idle(job_id, Some(retry_at));
+                    self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
+                    return Some(Finished::Recorded {
+                        next_execution: Some(retry_at),
+                        skipped: 0,
+                    });
+                }
                 self.set_idle(run.job_id, Some(run.scheduled_at));
                 self.give_to_active(run.job_id, run.scheduled_at);
-                return Some((Some(run.scheduled_at), 0));
+                return Some(Finished::Recorded {
+                    next_execution: Some(run.scheduled_at),
+                    skipped: 0,
+                });
             }
             End::Recorded {
                 outcome,
                 error,
                 at,
                 started,
-            } => (outcome, error, at, started),
+                retry_after,
+            } => (outcome, error, at, started, retry_after),
         };
         let job = &self.jobs[&run.job_id];
+        run.started_at = started.written(run.started_at);
+        let finished_at = run.started_at.map_or(at, |started| at.max(started));
+        let active = self.deployments[&job.deployment_id].active;
+        let retry = retry_after
+            .filter(|_| active)
+            .map(|after| rules::retry_at(&job.spec.schedule, run.scheduled_at, at, after));
+        if retry.is_some() || !run.attempts.is_empty() {
+            run.attempts.push(Attempt {
+                outcome,
+                error: error.clone(),
+                started_at: run.started_at,
+                finished_at,
+            });
+        }
+        match retry {
+            Some(Some(retry_at)) => {
+                let job_id = run.job_id;
+                run.error = error;
+                run.finished_at = None;
+                self.set_idle(job_id, Some(retry_at));
+                self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
+                return Some(Finished::Retrying { at: retry_at });
+            }
+            Some(None) => {
+                outcome = Outcome::Failed;
+                error = Some(RETRIES_CUT_SHORT.to_owned());
+            }
+            None => {}
+        }
         let (next, skipped) = rules::after_run(&job.spec.schedule, run.scheduled_at, at);
         self.set_idle(run.job_id, next);
-        run.started_at = started.written(run.started_at);
-        run.finished_at = Some(run.started_at.map_or(at, |started| at.max(started)));
+        if let Some(first) = run.attempts.first() {
+            // The occurrence started with its first attempt.
+            run.started_at = first.started_at;
+        }
+        run.finished_at = Some(finished_at);
         run.outcome = Some(outcome);
         run.error = error;
         run.skipped = skipped;
@@ -60,7 +110,10 @@ impl State {
         if let Some(next) = next {
             self.continue_carried(job_id, next);
         }
-        Some((next, skipped))
+        Some(Finished::Recorded {
+            next_execution: next,
+            skipped,
+        })
     }
 
     /// The active deployment's idle row of the verb of `job_id`, with the same schedule, when `job_id`
@@ -119,18 +172,13 @@ impl State {
             error: finish.error.clone(),
             at: rules::ended_at(finish.ended_at, now),
             started: Start::Reported(finish.started_at),
+            retry_after: finish.retry_after,
         };
-        let (next_execution, skipped) = self
+        let finished = self
             .end_run(finish.run_id, end)
             .expect("an executing job has its run in flight");
         let unblocks = !self.deployments[&runner.deployment_id].active;
-        (
-            Finished::Recorded {
-                next_execution,
-                skipped,
-            },
-            unblocks,
-        )
+        (finished, unblocks)
     }
 
     /// [`Store::renew`](crate::store::Store::renew) under the lock: the runs `runner` holds get a lease
@@ -178,6 +226,7 @@ impl State {
                     error: Some("the replica running it stopped renewing its lease".to_owned()),
                     at: now,
                     started: Start::Planned,
+                    retry_after: None,
                 },
             );
         }
@@ -198,12 +247,13 @@ impl State {
     /// [`Store::deregister`](crate::store::Store::deregister) under the lock: ends every run the runner
     /// still holds, the ones given (`cancelled`) and any other, then removes the runner.
     pub(super) fn deregister(&mut self, runner: &Runner, cancelled: &[i64], now: DateTime<Utc>) {
+        // Each run with the instant it starts at: a retry's own, else its occurrence.
         let mut held: Vec<(i64, DateTime<Utc>)> = self
             .jobs
             .values()
             .filter_map(|job| job.executing)
             .filter(|e| e.runner_id == runner.id)
-            .map(|e| (e.run_id, e.scheduled_at))
+            .map(|e| (e.run_id, e.retry_at.unwrap_or(e.scheduled_at)))
             .collect();
         held.sort_unstable();
         for (run_id, scheduled_at) in held {
@@ -216,6 +266,7 @@ impl State {
                     error: Some("cancelled by shutdown after the grace period".to_owned()),
                     at: now,
                     started: Start::Planned,
+                    retry_after: None,
                 }
             } else {
                 End::Recorded {
@@ -223,6 +274,7 @@ impl State {
                     error: Some("the replica shut down without recording how it ended".to_owned()),
                     at: now,
                     started: Start::Planned,
+                    retry_after: None,
                 }
             };
             self.end_run(run_id, end);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::defaults::DEFAULT_HISTORY_LIMIT;
-use crate::store::Outcome;
+use crate::store::{Attempt, Outcome};
 
 /// One run, as the in-memory store records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +42,10 @@ pub struct RunRecord {
     pub runner: Arc<str>,
     /// See [`Finished::Recorded`](crate::store::Finished::Recorded).
     pub skipped: u32,
+    /// The attempts of an occurrence tried more than once, in order (docs/runtime.md, "Retries"): the
+    /// ones ended so far, the last one included once the occurrence has ended. Empty for an occurrence
+    /// that ended at its first attempt. While a retry waits, the run has no outcome.
+    pub attempts: Vec<Attempt>,
 }
 
 /// The finished runs the store keeps, oldest first.

@@ -48,6 +48,9 @@ pub(super) struct JobRow {
     pub(super) spec: JobSpec,
     pub(super) next_execution: Option<DateTime<Utc>>,
     pub(super) executing: Option<Executing>,
+    /// The run of an occurrence whose retry is pending, at `next_execution` (docs/runtime.md,
+    /// "Retries"): the job is held for it.
+    pub(super) retrying: Option<RunRecord>,
 }
 
 /// The run that holds an executing job.
@@ -57,6 +60,8 @@ pub(super) struct Executing {
     pub(super) runner_id: i64,
     pub(super) scheduled_at: DateTime<Utc>,
     pub(super) lease_expires_at: DateTime<Utc>,
+    /// For a retry, the instant it was due ([`Claim::retry_at`](crate::store::Claim::retry_at)).
+    pub(super) retry_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug)]
@@ -145,6 +150,7 @@ impl State {
     pub(super) fn runs(&self) -> Vec<RunRecord> {
         let mut runs: Vec<RunRecord> = self.history.finished().cloned().collect();
         let mut running: Vec<RunRecord> = self.running.values().cloned().collect();
+        running.extend(self.jobs.values().filter_map(|job| job.retrying.clone()));
         running.sort_by_key(|r| r.run_id);
         runs.extend(running);
         runs

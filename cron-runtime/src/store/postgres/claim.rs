@@ -214,6 +214,8 @@ impl PgStore {
                 action,
                 skipped: 0,
                 lease_expires_at: run.lease_expires_at,
+                attempt: 1,
+                retry_at: None,
             });
         }
         if !skipped.is_empty() {
@@ -224,7 +226,7 @@ impl PgStore {
             // The skipped claims, in the order their ends were written: what each row counts.
             let counts = written.results.iter().map(|finished| match finished {
                 Finished::Recorded { skipped, .. } => *skipped,
-                Finished::Fenced => 0,
+                Finished::Retrying { .. } | Finished::Fenced => 0,
             });
             let skips = claims
                 .iter_mut()

@@ -330,6 +330,8 @@ impl PgStore {
                         action: ClaimAction::Run,
                         skipped: 0,
                         lease_expires_at: row.lease_expires_at,
+                        attempt: 1,
+                        retry_at: None,
                     });
                 }
                 // The runs of one instant together, as a claim returns them.

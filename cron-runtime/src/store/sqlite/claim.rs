@@ -217,6 +217,8 @@ impl SqliteStore {
             action: ClaimAction::Run,
             skipped: 0,
             lease_expires_at,
+            attempt: 1,
+            retry_at: None,
         };
         if skip {
             let (next, skipped) = after_skipping(&schedule, scheduled, now);
