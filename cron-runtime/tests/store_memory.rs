@@ -54,6 +54,7 @@ impl StoreUnderTest for Memory {
                 error: run.error,
                 runner: run.runner.to_string(),
                 skipped: run.skipped,
+                attempts: run.attempts,
             })
             .collect();
         runs.sort_by_key(|run| run.run_id);

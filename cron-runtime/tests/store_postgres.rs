@@ -81,6 +81,7 @@ impl StoreUnderTest for Postgres {
                 error: row.error,
                 runner: row.runner,
                 skipped: u32::try_from(row.skipped).unwrap(),
+                attempts: Vec::new(),
             })
             .collect()
     }

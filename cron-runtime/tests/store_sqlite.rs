@@ -99,6 +99,7 @@ impl StoreUnderTest for Sqlite {
                 error: row.error,
                 runner: row.runner,
                 skipped: u32::try_from(row.skipped).unwrap(),
+                attempts: Vec::new(),
             })
             .collect()
     }

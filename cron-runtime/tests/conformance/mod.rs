@@ -17,8 +17,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 use cron_runtime::store::{
-    Change, Claim, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
-    StoreSettings,
+    Attempt, Change, Claim, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner,
+    Store, StoreSettings,
 };
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 
@@ -31,6 +31,7 @@ mod ending;
 mod leases;
 mod missed;
 mod registration;
+mod retries;
 mod shutdown;
 
 pub use chain::*;
@@ -40,6 +41,7 @@ pub use ending::*;
 pub use leases::*;
 pub use missed::*;
 pub use registration::*;
+pub use retries::*;
 pub use shutdown::*;
 
 /// A store under test, and what the cases may observe of it besides [`Store`]'s answers.
@@ -88,6 +90,8 @@ pub struct RunView {
     /// The name of the runner that claimed it.
     pub runner: String,
     pub skipped: u32,
+    /// The attempts of an occurrence tried more than once (docs/runtime.md, "Retries").
+    pub attempts: Vec<Attempt>,
 }
 
 /// Makes one test of each case with `$test`, a macro given the case's name: `$test!(case_name);`.
@@ -135,6 +139,11 @@ macro_rules! every_case {
         $test!(concurrent_first_replicas_take_over_once);
         $test!(a_run_ending_under_an_inactive_deployment_wakes_the_active_one);
         $test!(a_single_low_frequency_job_ending_under_an_inactive_deployment_goes_on_past_what_it_skipped);
+        // Retries
+        $test!(a_failed_attempt_is_retried_at_its_instant_as_the_same_run);
+        $test!(a_retry_due_after_the_next_occurrence_ends_the_occurrence_failed);
+        $test!(a_retry_claimed_after_the_next_occurrence_came_is_cut_short);
+        $test!(a_retry_claimed_ahead_and_given_back_is_pending_again);
     };
 }
 pub(crate) use every_case;

@@ -1,0 +1,165 @@
+//! Retries: a failed attempt asked to be tried again is recorded, its job held until the retry, which a
+//! claim takes at its instant as the next attempt of the same run; a retry that cannot start before the
+//! next occurrence ends the occurrence failed (docs/runtime.md, "Retries").
+
+use std::time::Duration;
+
+use cron_runtime::store::{RETRIES_CUT_SHORT, Store};
+
+use super::*;
+
+/// Due every ten seconds: room for a retry before the next occurrence.
+const TEN_SECONDLY: &str = "*/10 * * * * *";
+
+/// The first claim of a [`TEN_SECONDLY`] job `verb`: waits for its occurrence.
+async fn first_attempt<H: StoreUnderTest>(
+    h: &H,
+    store: &H::Store,
+    runner: &Runner,
+    verb: &str,
+) -> Claim {
+    let at = h.next_execution(MODULE, verb).await.unwrap();
+    sleep_until(h, at + ms(50)).await;
+    let claimed = claim(store, runner).await;
+    let claim = claim_of(&claimed, verb).clone();
+    assert_eq!((claim.attempt, claim.retry_at), (1, None));
+    assert_eq!(claim.start_at(), claim.scheduled_at);
+    claim
+}
+
+fn retried(claim: &Claim, after: Duration) -> Finish {
+    Finish {
+        retry_after: Some(after),
+        ..ended(claim, Outcome::Failed, Some("relay refused"))
+    }
+}
+
+pub async fn a_failed_attempt_is_retried_at_its_instant_as_the_same_run(h: impl StoreUnderTest) {
+    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let first = first_attempt(&h, &store, &runner, "a").await;
+    let ended_at = first.scheduled_at + ms(100);
+    sleep_until(&h, ended_at + ms(50)).await;
+    let finish = Finish {
+        ended_at: Some(ended_at),
+        ..retried(&first, Duration::from_secs(1))
+    };
+    let retry_at = ended_at + ms(1_000);
+    assert_eq!(
+        finish_one(&store, &runner, &finish).await,
+        Finished::Retrying { at: retry_at }
+    );
+    // Held: idle at the retry's instant, which no claim takes before it.
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(retry_at));
+    let pending = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(pending.outcome, None, "{pending:?}");
+    assert_eq!(pending.attempts.len(), 1);
+    assert_eq!(pending.attempts[0].outcome, Outcome::Failed);
+    assert_eq!(pending.attempts[0].error.as_deref(), Some("relay refused"));
+    assert_eq!(pending.attempts[0].finished_at, ended_at);
+    assert!(claim(&store, &runner).await.claims.is_empty());
+
+    // Another replica takes it at its instant, as the second attempt of the same run.
+    let (other, other_runner) = replica(&h, &spec).await;
+    sleep_until(&h, retry_at + ms(50)).await;
+    let claimed = claim(&other, &other_runner).await;
+    let second = claim_of(&claimed, "a");
+    assert_eq!(second.run_id, first.run_id);
+    assert_eq!(second.scheduled_at, first.scheduled_at);
+    assert_eq!((second.attempt, second.retry_at), (2, Some(retry_at)));
+    assert!(!second.late);
+    assert!(claim(&store, &runner).await.claims.is_empty());
+    let finished = finish_one(&other, &other_runner, &succeeded(second)).await;
+    let next = first.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(
+        finished,
+        Finished::Recorded {
+            next_execution: Some(next),
+            skipped: 0
+        }
+    );
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Succeeded));
+    assert_eq!(run.error, None);
+    let outcomes: Vec<Outcome> = run.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Failed, Outcome::Succeeded]);
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+}
+
+pub async fn a_retry_due_after_the_next_occurrence_ends_the_occurrence_failed(
+    h: impl StoreUnderTest,
+) {
+    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let first = first_attempt(&h, &store, &runner, "a").await;
+    let next = first.scheduled_at + TimeDelta::seconds(10);
+    let finished = finish_one(&store, &runner, &retried(&first, Duration::from_secs(30))).await;
+    assert_eq!(
+        finished,
+        Finished::Recorded {
+            next_execution: Some(next),
+            skipped: 0
+        }
+    );
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Failed));
+    assert_eq!(run.error.as_deref(), Some(RETRIES_CUT_SHORT));
+    assert_eq!(run.attempts.len(), 1);
+    assert_eq!(run.attempts[0].error.as_deref(), Some("relay refused"));
+}
+
+pub async fn a_retry_claimed_after_the_next_occurrence_came_is_cut_short(h: impl StoreUnderTest) {
+    // A job due every ten seconds whose retry nobody claimed in time (every replica was down): the
+    // claim ends the occurrence failed and the job goes on at the occurrence that came.
+    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let first = first_attempt(&h, &store, &runner, "a").await;
+    let next = first.scheduled_at + TimeDelta::seconds(10);
+    let finished = finish_one(&store, &runner, &retried(&first, Duration::from_secs(8))).await;
+    let Finished::Retrying { at: retry_at } = finished else {
+        panic!("{finished:?}")
+    };
+    assert!(retry_at < next);
+    sleep_until(&h, next + ms(100)).await;
+    let claimed = claim(&store, &runner).await;
+    // The occurrence that came is claimed (late or not, by the job's policy); the retry is not.
+    assert!(claimed.claims.iter().all(|c| c.run_id != first.run_id));
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Failed));
+    assert_eq!(run.error.as_deref(), Some(RETRIES_CUT_SHORT));
+    // The occurrence that came runs, in this claim or the next.
+    let mut taken: Vec<DateTime<Utc>> = claimed.claims.iter().map(|c| c.scheduled_at).collect();
+    taken.extend(
+        claim(&store, &runner)
+            .await
+            .claims
+            .iter()
+            .map(|c| c.scheduled_at),
+    );
+    assert_eq!(taken, [next]);
+}
+
+pub async fn a_retry_claimed_ahead_and_given_back_is_pending_again(h: impl StoreUnderTest) {
+    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let first = first_attempt(&h, &store, &runner, "a").await;
+    let finished = finish_one(&store, &runner, &retried(&first, Duration::from_secs(3))).await;
+    let Finished::Retrying { at: retry_at } = finished else {
+        panic!("{finished:?}")
+    };
+    sleep_until(&h, retry_at - ms(1_500)).await;
+    let claimed = store
+        .claim_due(&runner, Duration::from_secs(2), 100)
+        .await
+        .unwrap();
+    let second = claim_of(&claimed, "a").clone();
+    assert_eq!((second.attempt, second.retry_at), (2, Some(retry_at)));
+    store.give_back(&runner, &[second.run_id]).await.unwrap();
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(retry_at));
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!((run.outcome, run.attempts.len()), (None, 1));
+    sleep_until(&h, retry_at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let again = claim_of(&claimed, "a");
+    assert_eq!((again.run_id, again.attempt), (first.run_id, 2));
+}
