@@ -43,6 +43,8 @@ fn waited(from: DateTime<Utc>, wait_ms: i64, t: DateTime<Utc>) -> bool {
     t >= from + ms(wait_ms) && t <= from + ms(wait_ms + wait_ms / 5)
 }
 
+type Attempted = std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
 /// A handler that fails its first `failures` calls and then succeeds, noting when each call started
 /// on the store's clock.
 fn failing(
@@ -51,10 +53,7 @@ fn failing(
     took: Duration,
 ) -> (
     Arc<Mutex<Vec<DateTime<Utc>>>>,
-    impl Fn() -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
-    + Send
-    + Sync
-    + 'static,
+    impl Fn() -> Attempted + Send + Sync + 'static,
 ) {
     let starts = Arc::new(Mutex::new(Vec::new()));
     let calls = Arc::new(AtomicUsize::new(0));
@@ -70,7 +69,7 @@ fn failing(
             } else {
                 Ok(())
             }
-        }) as std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
+        }) as Attempted
     };
     (starts, handler)
 }

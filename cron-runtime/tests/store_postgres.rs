@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::{Outcome, StoreSettings};
+use cron_runtime::store::{Attempt, Outcome, StoreSettings};
 use sqlx::PgPool;
 
 use conformance::{RunView, StoreUnderTest};
@@ -29,6 +29,7 @@ struct RunRow {
     error: Option<String>,
     runner: String,
     skipped: i32,
+    attempts: Option<sqlx::types::Json<Vec<Attempt>>>,
 }
 
 fn outcome(text: &str) -> Option<Outcome> {
@@ -63,8 +64,8 @@ impl StoreUnderTest for Postgres {
 
     async fn runs(&self) -> Vec<RunView> {
         let rows: Vec<RunRow> = sqlx::query_as(
-            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped \
-             FROM cron_job_runs ORDER BY id",
+            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped, \
+             attempts FROM cron_job_runs ORDER BY id",
         )
         .fetch_all(&self.pool)
         .await
@@ -81,7 +82,7 @@ impl StoreUnderTest for Postgres {
                 error: row.error,
                 runner: row.runner,
                 skipped: u32::try_from(row.skipped).unwrap(),
-                attempts: Vec::new(),
+                attempts: row.attempts.map(|a| a.0).unwrap_or_default(),
             })
             .collect()
     }

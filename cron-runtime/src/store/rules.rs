@@ -146,6 +146,34 @@ pub(crate) fn runner_name(host: &str, pid: i32) -> String {
     format!("{host}:{pid}")
 }
 
+/// Where the retry of a failed attempt of the occurrence `scheduled_at` goes, the attempt having ended at
+/// `ended` and asking to be tried again `after` it: its instant, or `None` when the occurrence after
+/// `scheduled_at` comes first and the retries are cut short (docs/runtime.md, "Retries").
+pub(crate) fn retry_at(
+    schedule: &ZonedSchedule,
+    scheduled_at: DateTime<Utc>,
+    ended: DateTime<Utc>,
+    after: std::time::Duration,
+) -> Option<DateTime<Utc>> {
+    let at = ended + chrono::TimeDelta::from_std(after).ok()?;
+    match schedule.next_after(scheduled_at) {
+        Some(next) if at >= next => None,
+        _ => Some(at),
+    }
+}
+
+/// Whether a retry of the occurrence `scheduled_at` claimed at `now` is cut short: the occurrence after
+/// it is due (docs/runtime.md, "Retries"). Then its next occurrence is that one.
+pub(crate) fn retry_cut_short(
+    schedule: &ZonedSchedule,
+    scheduled_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    schedule
+        .next_after(scheduled_at)
+        .filter(|next| *next <= now)
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
@@ -222,32 +250,4 @@ mod tests {
         assert_eq!(runner_name("web-1", 42), "web-1:42");
         assert!(!host_name().is_empty());
     }
-}
-
-/// Where the retry of a failed attempt of the occurrence `scheduled_at` goes, the attempt having ended at
-/// `ended` and asking to be tried again `after` it: its instant, or `None` when the occurrence after
-/// `scheduled_at` comes first and the retries are cut short (docs/runtime.md, "Retries").
-pub(crate) fn retry_at(
-    schedule: &ZonedSchedule,
-    scheduled_at: DateTime<Utc>,
-    ended: DateTime<Utc>,
-    after: std::time::Duration,
-) -> Option<DateTime<Utc>> {
-    let at = ended + chrono::TimeDelta::from_std(after).ok()?;
-    match schedule.next_after(scheduled_at) {
-        Some(next) if at >= next => None,
-        _ => Some(at),
-    }
-}
-
-/// Whether a retry of the occurrence `scheduled_at` claimed at `now` is cut short: the occurrence after
-/// it is due (docs/runtime.md, "Retries"). Then its next occurrence is that one.
-pub(crate) fn retry_cut_short(
-    schedule: &ZonedSchedule,
-    scheduled_at: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
-    schedule
-        .next_after(scheduled_at)
-        .filter(|next| *next <= now)
 }

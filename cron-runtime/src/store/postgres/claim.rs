@@ -11,8 +11,8 @@ use super::held::Held;
 use super::notify::notify_due;
 use super::sql::{clock, jobs, runs};
 use super::{PgStore, db};
-use crate::store::rules::next_after_run;
-use crate::store::{Claim, ClaimAction, Claimed, Finished, Runner, StoreError};
+use crate::store::rules::{next_after_run, retry_cut_short};
+use crate::store::{Claim, ClaimAction, Claimed, Finished, RETRIES_CUT_SHORT, Runner, StoreError};
 
 /// A row [`jobs::CLAIM_DUE`] locked.
 #[derive(Debug, sqlx::FromRow)]
@@ -28,6 +28,9 @@ struct Due {
     manual: bool,
     late: bool,
     skip_late: bool,
+    /// The run whose retry is due (docs/runtime.md, "Retries"), with its occurrence.
+    retry_run_id: Option<i64>,
+    retry_of: Option<DateTime<Utc>>,
 }
 
 impl Due {
@@ -35,6 +38,16 @@ impl Due {
     fn skipped(&self) -> bool {
         self.late && self.skip_late
     }
+}
+
+/// What [`runs::RETRY_RUNS`] took for a row.
+#[derive(Debug, sqlx::FromRow)]
+struct Retried {
+    job_id: i64,
+    run_id: i64,
+    retry_at: DateTime<Utc>,
+    attempt: i32,
+    lease_expires_at: DateTime<Utc>,
 }
 
 /// What [`runs::CLAIM_RUNS`] recorded for a row.
@@ -90,6 +103,10 @@ impl PgStore {
         if !newly_refused.is_empty() {
             claimable.refuse(&newly_refused.iter().map(|r| r.job_id).collect::<Vec<_>>());
         }
+        // Retries are taken apart: their runs exist (docs/runtime.md, "Retries").
+        let (retries, due): (Vec<Due>, Vec<Due>) = due
+            .into_iter()
+            .partition(|row| row.retry_run_id.is_some() && row.retry_of.is_some());
 
         let recorded: Vec<Recorded> = if due.is_empty() {
             Vec::new()
@@ -197,6 +214,8 @@ impl PgStore {
                     run_id: Some(run.run_id),
                     scheduled_at: Some(scheduled_at),
                     manual: false,
+                    retry_run_id: None,
+                    retried: false,
                     now,
                     active: true,
                 };
@@ -233,6 +252,79 @@ impl PgStore {
                 .filter(|claim| claim.action == ClaimAction::Skipped);
             for (claim, count) in skips.zip(counts) {
                 claim.skipped = count;
+            }
+        }
+
+        if !retries.is_empty() {
+            let now = claim_now(&mut tx, &mut now).await.map_err(db(context()))?;
+            let mut ids = Vec::with_capacity(retries.len());
+            let mut run_ids = Vec::with_capacity(retries.len());
+            let mut verbs = HashMap::with_capacity(retries.len());
+            for row in retries {
+                let (Some(run_id), Some(occurrence)) = (row.retry_run_id, row.retry_of) else {
+                    continue;
+                };
+                let schedule =
+                    self.shared
+                        .schedules
+                        .of_row(row.job_id, &row.verb, &row.expression, &row.zone);
+                if let Some(next) = schedule
+                    .as_ref()
+                    .and_then(|schedule| retry_cut_short(schedule, occurrence, now))
+                {
+                    tracing::warn!(
+                        job_id = row.job_id,
+                        run_id,
+                        verb = row.verb,
+                        scheduled_at = %occurrence,
+                        "the retry of `{}` at {occurrence} was not taken before its next occurrence: \
+                         {RETRIES_CUT_SHORT}",
+                        row.verb
+                    );
+                    sqlx::query(jobs::CUT_SHORT)
+                        .bind(row.job_id)
+                        .bind(run_id)
+                        .bind(RETRIES_CUT_SHORT)
+                        .bind(next)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db(context()))?;
+                    moved.push((known.module.as_str(), next));
+                    continue;
+                }
+                ids.push(row.job_id);
+                run_ids.push(run_id);
+                verbs.insert(row.job_id, (row.verb, occurrence));
+            }
+            if !ids.is_empty() {
+                let taken: Vec<Retried> = sqlx::query_as(runs::RETRY_RUNS)
+                    .bind(&ids)
+                    .bind(&run_ids)
+                    .bind(&runner.name)
+                    .bind(runner.id)
+                    .bind(settings.lease.as_secs_f64())
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(db(context()))?;
+                for retried in taken {
+                    let Some((verb, scheduled_at)) = verbs.remove(&retried.job_id) else {
+                        continue;
+                    };
+                    claims.push(Claim {
+                        run_id: retried.run_id,
+                        job_id: retried.job_id,
+                        verb,
+                        scheduled_at,
+                        late: false,
+                        action: ClaimAction::Run,
+                        skipped: 0,
+                        lease_expires_at: retried.lease_expires_at,
+                        attempt: u32::try_from(retried.attempt).unwrap_or(1),
+                        retry_at: Some(retried.retry_at),
+                    });
+                }
+                // In the order they start.
+                claims.sort_by_key(|claim| (claim.start_at(), claim.job_id));
             }
         }
 

@@ -9,10 +9,11 @@ use sqlx::PgConnection;
 use super::claimable::Claimable;
 use super::notify::notify;
 use super::schedules::zone_text;
-use super::sql::{clock, deployments, jobs, runners};
+use super::sql::{clock, deployments, jobs, runners, runs};
 use super::{FORGET_RUNNERS_AFTER, Known, PgStore, db};
 use crate::store::{
-    Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema, rules,
+    Beat, DeploymentSpec, RETRIES_CUT_SHORT, Runner, StoreError, check_job_count, other_schema,
+    rules,
 };
 use crate::sync::lock;
 
@@ -85,6 +86,8 @@ struct Previous {
     manual: bool,
     next_execution: Option<DateTime<Utc>>,
     start_time: DateTime<Utc>,
+    /// The run whose retry the row holds (docs/runtime.md, "Retries").
+    retry_run_id: Option<i64>,
 }
 
 /// A job row of the deployment taking its module over ([`jobs::OWN_ROWS`]).
@@ -478,6 +481,13 @@ impl PgStore {
         let mut ids = Vec::with_capacity(mine.len());
         let mut nexts = Vec::with_capacity(mine.len());
         let mut starts = Vec::with_capacity(mine.len());
+        let mut retries = Vec::with_capacity(mine.len());
+        // The pending retries of the previous rows, by verb: each goes with its verb.
+        let mut pending: HashMap<&str, (i64, Option<DateTime<Utc>>)> = previous_rows
+            .iter()
+            .filter(|p| p.state == "idle")
+            .filter_map(|p| Some((p.verb.as_str(), (p.retry_run_id?, p.next_execution))))
+            .collect();
         for row in mine {
             if row.state == "executing" {
                 // Reactivated while a run of its own was in flight: that run's finish schedules it.
@@ -490,6 +500,13 @@ impl PgStore {
             else {
                 continue;
             };
+            if let Some((run_id, at)) = pending.remove(row.verb.as_str()) {
+                ids.push(row.id);
+                nexts.push(at);
+                starts.push(previous[row.verb.as_str()].start_time);
+                retries.push(Some(run_id));
+                continue;
+            }
             let (next, start) = match previous.get(row.verb.as_str()) {
                 Some(p) if p.expression == row.expression && p.zone == row.zone => {
                     let next = if p.state == "executing" && !p.manual {
@@ -506,14 +523,38 @@ impl PgStore {
             ids.push(row.id);
             nexts.push(next);
             starts.push(start);
+            retries.push(None);
         }
         sqlx::query(jobs::START_ROWS)
             .bind(&ids)
             .bind(&nexts)
             .bind(&starts)
+            .bind(&retries)
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
+        if let Some(previous_id) = previous_id
+            && previous_rows.iter().any(|p| p.retry_run_id.is_some())
+        {
+            sqlx::query(jobs::DROP_PREVIOUS_RETRIES)
+                .bind(previous_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+            // A verb the new deployment does not have is never tried again.
+            let orphaned: Vec<i64> = pending.values().map(|(run_id, _)| *run_id).collect();
+            if !orphaned.is_empty() {
+                sqlx::query(runs::END_ORPHANED_RETRIES)
+                    .bind(&orphaned)
+                    .bind(format!(
+                        "{RETRIES_CUT_SHORT}: the deployment that took the module over does not \
+                         have its verb"
+                    ))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(context()))?;
+            }
+        }
         if let Some(previous_id) = previous_id {
             // What operators set is per verb: a pause stays, and a trigger not yet taken moves along.
             sqlx::query(jobs::CARRY_OPERATOR_STATE)

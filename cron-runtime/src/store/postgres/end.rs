@@ -4,6 +4,7 @@
 //! [`PgStore::write_ends`], which writes them all with a constant number of set-based statements.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -13,8 +14,8 @@ use super::claimable::{Chain, may_chain};
 use super::held::Held;
 use super::notify::{notify_due, notify_modules};
 use super::sql::{jobs, runs};
-use crate::store::rules::{Start, after_run, after_skipping, ended_at};
-use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome};
+use crate::store::rules::{Start, after_run, after_skipping, ended_at, retry_at};
+use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome, RETRIES_CUT_SHORT};
 
 /// How a held run ends.
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +30,10 @@ pub(super) enum End<'a> {
         error: Option<&'a str>,
         at: Option<DateTime<Utc>>,
         started: Start,
+        /// Try the occurrence again this long after its end ([`Finish::retry_after`]).
+        ///
+        /// [`Finish::retry_after`]: crate::store::Finish::retry_after
+        retry_after: Option<Duration>,
     },
     /// Recorded `skipped` at its claim (`missed = "skip"`, G5): ended now, and its own occurrence counts
     /// among the skipped ones.
@@ -49,6 +54,19 @@ struct Ending {
     skipped: u32,
     /// The row's schedule parses.
     parsed: bool,
+    /// What becomes of a retry the run asked for (docs/runtime.md, "Retries").
+    retry: Retry,
+}
+
+/// What becomes of a retry a run asked for ([`End::Recorded::retry_after`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// None was asked for, or the run may not retry (a manual run, an inactive deployment's).
+    None,
+    /// Due at `next`: the row holds the run for it.
+    Waits,
+    /// The next occurrence comes first: the occurrence ends `failed`.
+    CutShort,
 }
 
 impl Ending {
@@ -79,13 +97,22 @@ struct JobColumns {
     ids: Vec<i64>,
     next: Vec<Option<DateTime<Utc>>>,
     triggers: Vec<Option<DateTime<Utc>>>,
+    /// The run whose retry the row holds from now on.
+    retries: Vec<Option<i64>>,
 }
 
 impl JobColumns {
-    fn push(&mut self, id: i64, next: Option<DateTime<Utc>>, trigger: Option<DateTime<Utc>>) {
+    fn push(
+        &mut self,
+        id: i64,
+        next: Option<DateTime<Utc>>,
+        trigger: Option<DateTime<Utc>>,
+        retry: Option<i64>,
+    ) {
         self.ids.push(id);
         self.next.push(next);
         self.triggers.push(trigger);
+        self.retries.push(retry);
     }
 }
 
@@ -100,6 +127,12 @@ struct RunColumns<'a> {
     /// Whether the executor reported the run's start, and that start ([`Start`]).
     reported: Vec<bool>,
     started: Vec<Option<DateTime<Utc>>>,
+    /// Retries: whether the attempt is appended to `attempts`, whether the run waits for its retry,
+    /// and the attempt's own outcome and error.
+    push: Vec<bool>,
+    waits: Vec<bool>,
+    attempt_outcomes: Vec<&'a str>,
+    attempt_errors: Vec<Option<&'a str>>,
 }
 
 /// The runs given back ([`runs::DROP_RUNS`], [`jobs::GIVE_BACK_TO_ACTIVE`]), one array per column.
@@ -142,8 +175,9 @@ impl PgStore {
         };
         let scheduled_at = held.scheduled_at.or(held.next_execution).unwrap_or(at);
         if let End::GivenBack = end {
-            // The occurrence is the job's again; a manual run never took `next_execution`.
-            let next = if held.manual {
+            // The occurrence is the job's again; a manual run never took `next_execution`, and a retry
+            // is due at its own instant, which the row keeps.
+            let next = if held.manual || held.is_retry() {
                 held.next_execution
             } else {
                 Some(scheduled_at)
@@ -153,12 +187,43 @@ impl PgStore {
                 next,
                 skipped: 0,
                 parsed: true,
+                retry: Retry::None,
             };
         }
         let schedule =
             self.shared
                 .schedules
                 .of_row(held.job_id, &held.verb, &held.expression, &held.zone);
+        if let (
+            End::Recorded {
+                retry_after: Some(after),
+                ..
+            },
+            Some(schedule),
+        ) = (end, &schedule)
+            && held.active
+            && !held.manual
+        {
+            return match retry_at(schedule, scheduled_at, at, after) {
+                Some(retry) => Ending {
+                    at,
+                    next: Some(retry),
+                    skipped: 0,
+                    parsed: true,
+                    retry: Retry::Waits,
+                },
+                None => {
+                    let (next, skipped) = after_run(schedule, scheduled_at, at);
+                    Ending {
+                        at,
+                        next,
+                        skipped,
+                        parsed: true,
+                        retry: Retry::CutShort,
+                    }
+                }
+            };
+        }
         let (next, skipped) = match &schedule {
             // A manual run leaves the regular schedule alone: the job keeps its next occurrence if it
             // is still ahead; one that came while the run was executing is skipped (overlap), and so
@@ -180,6 +245,7 @@ impl PgStore {
             next,
             skipped,
             parsed: schedule.is_some(),
+            retry: Retry::None,
         }
     }
 
@@ -223,9 +289,18 @@ impl PgStore {
                     ..
                 } => (outcome, error, started),
                 End::Skipped => (Outcome::Skipped, None, Start::Planned),
+                End::GivenBack if held.is_retry() => {
+                    // A retry claimed ahead: its run waits for it again, at its instant.
+                    jobs.push(held.job_id, ending.next, None, held.run_id);
+                    results.push(Finished::Recorded {
+                        next_execution: ending.next,
+                        skipped: 0,
+                    });
+                    continue;
+                }
                 End::GivenBack => {
                     let at = held.scheduled_at.unwrap_or(ending.at);
-                    jobs.push(held.job_id, ending.next, held.manual.then_some(at));
+                    jobs.push(held.job_id, ending.next, held.manual.then_some(at), None);
                     given_back.runs.extend(held.run_id);
                     given_back.jobs.push(held.job_id);
                     given_back.at.push(at);
@@ -240,8 +315,8 @@ impl PgStore {
                     continue;
                 }
             };
-            if let (Some(chain), Some(next), End::Recorded { .. }) =
-                (&chain, ending.reported_next(), end)
+            if let (Some(chain), Some(next), End::Recorded { .. }, Retry::None | Retry::CutShort) =
+                (&chain, ending.reported_next(), end, ending.retry)
                 && may_chain(chain, held, next)
             {
                 chained.insert(held.job_id, (held.verb.as_str(), next));
@@ -249,11 +324,26 @@ impl PgStore {
             if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
                 idle.push((jobs.ids.len(), &held.module, next));
             }
-            jobs.push(held.job_id, ending.next, None);
+            let waits = ending.retry == Retry::Waits;
+            jobs.push(
+                held.job_id,
+                ending.next,
+                None,
+                if waits { held.run_id } else { None },
+            );
             if let Some(run_id) = held.run_id {
                 runs.ids.push(run_id);
-                runs.outcomes.push(outcome.as_str());
-                runs.errors.push(error);
+                runs.push.push(held.retried || ending.retry != Retry::None);
+                runs.waits.push(waits);
+                runs.attempt_outcomes.push(outcome.as_str());
+                runs.attempt_errors.push(error);
+                if ending.retry == Retry::CutShort {
+                    runs.outcomes.push(Outcome::Failed.as_str());
+                    runs.errors.push(Some(RETRIES_CUT_SHORT));
+                } else {
+                    runs.outcomes.push(outcome.as_str());
+                    runs.errors.push(error);
+                }
                 runs.skipped.push(ending.skipped_column());
                 runs.ended.push(ending.at);
                 runs.reported.push(matches!(started, Start::Reported(_)));
@@ -275,9 +365,12 @@ impl PgStore {
                 // The trigger was made while the run was claimed: the claim takes it now.
                 woken.push(&held.module);
             }
-            results.push(Finished::Recorded {
-                next_execution: ending.reported_next(),
-                skipped: ending.skipped,
+            results.push(match (ending.retry, ending.next) {
+                (Retry::Waits, Some(at)) => Finished::Retrying { at },
+                _ => Finished::Recorded {
+                    next_execution: ending.reported_next(),
+                    skipped: ending.skipped,
+                },
             });
         }
         if jobs.ids.is_empty() {
@@ -355,6 +448,7 @@ impl PgStore {
             .bind(&chained_runs)
             .bind(&leases)
             .bind(&jobs.triggers)
+            .bind(&jobs.retries)
             .execute(&mut *tx)
             .await?;
         if !runs.ids.is_empty() {
@@ -366,6 +460,10 @@ impl PgStore {
                 .bind(&runs.ended)
                 .bind(&runs.reported)
                 .bind(&runs.started)
+                .bind(&runs.push)
+                .bind(&runs.waits)
+                .bind(&runs.attempt_outcomes)
+                .bind(&runs.attempt_errors)
                 .execute(&mut *tx)
                 .await?;
         }

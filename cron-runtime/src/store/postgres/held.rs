@@ -25,10 +25,22 @@ pub(super) struct Held {
     pub(super) scheduled_at: Option<DateTime<Utc>>,
     /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
     pub(super) manual: bool,
+    /// The run whose retry the row holds (docs/runtime.md, "Retries"): this run, when it is a retry.
+    pub(super) retry_run_id: Option<i64>,
+    /// The run has attempts recorded: it is an occurrence tried more than once.
+    pub(super) retried: bool,
     /// The transaction's `now()`.
     pub(super) now: DateTime<Utc>,
     /// Whether the row's deployment is active, read by the caller after the lock
     /// ([`sql::deployments::ACTIVE`](super::sql::deployments::ACTIVE)).
     #[sqlx(skip)]
     pub(super) active: bool,
+}
+
+impl Held {
+    /// The run is a retry of its occurrence (docs/runtime.md, "Retries"): due at the row's
+    /// `next_execution`, not at its occurrence.
+    pub(super) fn is_retry(&self) -> bool {
+        self.run_id.is_some() && self.run_id == self.retry_run_id
+    }
 }

@@ -100,6 +100,7 @@ impl PgStore {
                         error: finish.error.as_deref(),
                         at: finish.ended_at,
                         started: Start::Reported(finish.started_at),
+                        retry_after: finish.retry_after,
                     };
                     ends.push((held, end));
                 }
@@ -190,6 +191,7 @@ impl PgStore {
                     error: Some(LEASE_EXPIRED),
                     at: None,
                     started: Start::Planned,
+                    retry_after: None,
                 };
                 ends.push((held, end));
             }
@@ -277,14 +279,21 @@ impl PgStore {
         for mut held in rows {
             held.active = active;
             let Some(run_id) = held.run_id else { continue };
-            let end = match held.scheduled_at {
+            // When it starts: a retry at its own instant, else at its occurrence.
+            let starts = if held.is_retry() {
+                held.next_execution
+            } else {
+                held.scheduled_at
+            };
+            let end = match starts {
                 // Claimed ahead and never started: forget the run and give the occurrence back.
-                Some(scheduled_at) if scheduled_at > held.now && !held.manual => End::GivenBack,
+                Some(starts) if starts > held.now && !held.manual => End::GivenBack,
                 _ if cancelled.contains(&run_id) => End::Recorded {
                     outcome: Outcome::Cancelled,
                     error: Some("cancelled by shutdown after the grace period"),
                     at: None,
                     started: Start::Planned,
+                    retry_after: None,
                 },
                 // Not given: a claim whose answer the replica never got, or a run whose end it could
                 // not record. Its handler may have run: recorded, not given back.
@@ -293,6 +302,7 @@ impl PgStore {
                     error: Some("the replica shut down without recording how it ended"),
                     at: None,
                     started: Start::Planned,
+                    retry_after: None,
                 },
             };
             ends.push((held, end));

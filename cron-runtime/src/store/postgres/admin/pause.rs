@@ -29,10 +29,12 @@ pub(super) const LOCK_FOR_RESUME: &str = "\
     SELECT id, schedule, timezone, state, paused, next_execution, now() AS now \
     FROM cron_jobs WHERE module_name = $1 AND verb = $2 ORDER BY id FOR UPDATE";
 
-/// Resumes row `$1`, whose next occurrence is `$2`.
+/// Resumes row `$1`, whose next occurrence is `$2`; a row holding a pending retry keeps it, and the
+/// claim takes the retry or, when the next occurrence has come, ends it (docs/runtime.md, "Retries").
 pub(super) const RESUME: &str = "\
     UPDATE cron_jobs \
-    SET paused = false, pause_note = NULL, paused_at = NULL, next_execution = $2 \
+    SET paused = false, pause_note = NULL, paused_at = NULL, \
+        next_execution = CASE WHEN retry_run_id IS NULL THEN $2 ELSE next_execution END \
     WHERE id = $1";
 
 /// The pause of verb `$2` of module `$1`, as [`PauseRow`]s: the active deployment's row first, then the

@@ -56,7 +56,8 @@ macro_rules! held_rows {
     () => {
         "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
        j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, r.scheduled_at,
-       coalesce(r.manual, false) AS manual, now() AS now
+       coalesce(r.manual, false) AS manual, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
+       now() AS now
 FROM cron_jobs j
 LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"
     };
@@ -106,7 +107,9 @@ FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
 WITH regular AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
            now() - j.next_execution > make_interval(secs => $5) AS late,
-           j.missed = 'skip' AS skip_late
+           j.missed = 'skip' AS skip_late, j.retry_run_id,
+           CASE WHEN j.retry_run_id IS NOT NULL
+               THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of
     ", claimable_rows!(), regular_occurrence!(), "
       AND j.next_execution <= now() + make_interval(secs => $3)
     ORDER BY j.next_execution, j.id
@@ -116,7 +119,7 @@ WITH regular AS (
 ),
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
-           false AS late, false AS skip_late
+           false AS late, false AS skip_late, NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of
     ", claimable_rows!(), pending_trigger!(), "
       AND NOT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $3), false)
     ORDER BY j.trigger_requested_at, j.id
@@ -165,7 +168,7 @@ WHERE id = $1 AND state = 'idle' AND next_execution = $3
     /// row), in the order of their ids, as finishes and renewals lock them, so that none waits on another
     /// in a cycle. With whether the run in flight is a manual one.
     PREVIOUS_ROWS = "
-SELECT j.verb, j.schedule, j.timezone, j.state, j.next_execution, j.start_time,
+SELECT j.verb, j.schedule, j.timezone, j.state, j.next_execution, j.start_time, j.retry_run_id,
        coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false) AS manual
 FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
 WHERE d.module = $1 AND d.active
@@ -181,9 +184,33 @@ WHERE deployment_id = $1 ORDER BY id FOR UPDATE
 
     /// Takeover: where each idle row of `$1` starts, and since when its schedule counts (`$2`, `$3`).
     START_ROWS = "
-UPDATE cron_jobs j SET next_execution = u.next_execution, start_time = u.start_time
-FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[]) AS u(id, next_execution, start_time)
+UPDATE cron_jobs j SET next_execution = u.next_execution, start_time = u.start_time,
+    retry_run_id = u.retry_run_id
+FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::bigint[])
+    AS u(id, next_execution, start_time, retry_run_id)
 WHERE j.id = u.id AND j.state = 'idle'
+";
+
+    /// Takeover: the pending retries of the previous deployment `$1` went to the new rows (or ended):
+    /// its rows no longer hold them.
+    DROP_PREVIOUS_RETRIES = "
+UPDATE cron_jobs SET retry_run_id = NULL
+WHERE deployment_id = $1 AND state = 'idle' AND retry_run_id IS NOT NULL
+";
+
+    /// A claim found the retry of run `$2` of idle row `$1` cut short (the next occurrence came, docs/
+    /// runtime.md, "Retries"): the run ends `failed` with error `$3`, started with its first attempt,
+    /// and the row goes on at `$4`.
+    CUT_SHORT = "
+WITH ended AS (
+    UPDATE cron_job_runs r
+    SET outcome = 'failed', error = $3, finished_at = now(),
+        started_at = coalesce((r.attempts->0->>'started_at')::timestamptz, r.started_at)
+    WHERE r.id = $2 AND r.outcome = 'running'
+    RETURNING r.id
+)
+UPDATE cron_jobs SET next_execution = $4, retry_run_id = NULL
+WHERE id = $1 AND state = 'idle' AND retry_run_id = $2
 ";
 
     /// At a takeover, carries each verb's pause (with its note) and pending trigger from the previous
@@ -281,16 +308,19 @@ RETURNING held.run_id
     /// The job side of ending runs, one element of each array per run (`end::write`): each job is idle
     /// with its next occurrence, or executing the run [`CHAIN_RUNS`](super::runs::CHAIN_RUNS) recorded
     /// for that occurrence, with that run's lease. A run given back leaves its trigger pending again
-    /// (the last array; NULL for the others, which keep the row's own).
+    /// (`$5`; NULL for the others, which keep the row's own). `$6` is the run whose retry the row now
+    /// holds (docs/runtime.md, "Retries"), NULL for a row whose occurrence has ended.
     END_JOBS = "
 UPDATE cron_jobs j
 SET state = CASE WHEN e.run_id IS NULL THEN 'idle' ELSE 'executing' END,
     next_execution = e.next_execution,
     current_run_id = e.run_id,
     lease_expires_at = e.lease_expires_at,
-    trigger_requested_at = coalesce(j.trigger_requested_at, e.trigger_requested_at)
-FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::timestamptz[], $5::timestamptz[])
-    AS e(id, next_execution, run_id, lease_expires_at, trigger_requested_at)
+    trigger_requested_at = coalesce(j.trigger_requested_at, e.trigger_requested_at),
+    retry_run_id = e.retry_run_id
+FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::timestamptz[], $5::timestamptz[],
+            $6::bigint[])
+    AS e(id, next_execution, run_id, lease_expires_at, trigger_requested_at, retry_run_id)
 WHERE j.id = e.id
 ";
 

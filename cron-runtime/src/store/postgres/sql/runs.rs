@@ -71,15 +71,71 @@ RETURNING r.id AS run_id, r.job_id,
     /// (outcome, error, occurrences skipped), when, never before it started, and when it started: the
     /// executor's measure where it reported one (`reported`, then `started`), else the claim's planned
     /// start stays (docs/operations.md, "The tables"). Only a run still `running` is written.
+    ///
+    /// Retries (docs/runtime.md, "Retries"): where `push` is set, the attempt that ended (its own outcome
+    /// and error, `attempt_outcome` and `attempt_error`, its start and end) is appended to `attempts`;
+    /// a run that `waits` for its retry stays `running` with no end, and a run with attempts that ends
+    /// for good started with its first attempt. A run without attempts is written as before.
     END_RUNS = "
 UPDATE cron_job_runs r
-SET outcome = e.outcome, error = e.error, skipped = e.skipped,
-    started_at = CASE WHEN e.reported THEN e.started ELSE r.started_at END,
-    finished_at = greatest(CASE WHEN e.reported THEN e.started ELSE r.started_at END, e.ended)
+SET outcome = CASE WHEN e.waits THEN 'running' ELSE e.outcome END,
+    error = e.error, skipped = e.skipped,
+    attempts = CASE WHEN e.push THEN coalesce(r.attempts, '[]'::jsonb) || jsonb_build_array(
+            jsonb_build_object(
+                'outcome', e.attempt_outcome,
+                'error', e.attempt_error,
+                'started_at', CASE WHEN e.reported THEN e.started ELSE r.started_at END,
+                'finished_at', greatest(CASE WHEN e.reported THEN e.started ELSE r.started_at END, e.ended)))
+        ELSE r.attempts END,
+    started_at = CASE
+        WHEN e.push AND NOT e.waits THEN coalesce((r.attempts->0->>'started_at')::timestamptz,
+            CASE WHEN e.reported THEN e.started ELSE r.started_at END)
+        WHEN e.reported THEN e.started ELSE r.started_at END,
+    finished_at = CASE WHEN e.waits THEN NULL
+        ELSE greatest(CASE WHEN e.reported THEN e.started ELSE r.started_at END, e.ended) END
 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[], $6::bool[],
-            $7::timestamptz[])
-     AS e(id, outcome, error, skipped, ended, reported, started)
+            $7::timestamptz[], $8::bool[], $9::bool[], $10::text[], $11::text[])
+     AS e(id, outcome, error, skipped, ended, reported, started, push, waits, attempt_outcome,
+          attempt_error)
 WHERE r.id = e.id AND r.outcome = 'running'
+";
+
+    /// The claim's statement for retries (docs/runtime.md, "Retries"): takes the runs `$2` again, one
+    /// per idle row of `$1` holding it for a retry due at the row's `next_execution`, by runner `$3`
+    /// (id `$4`), and moves the rows to `executing` with a lease of `$5` seconds from the later of now
+    /// and the retry's instant. A run that is no longer waiting for its retry is left alone, and so is
+    /// its row. Returns which attempt each run now is.
+    RETRY_RUNS = "
+WITH due AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS d(job_id, run_id)
+),
+runs AS (
+    UPDATE cron_job_runs r
+    SET claimed_at = now(), started_at = greatest(now(), j.next_execution), runner = $3,
+        runner_id = $4, job_id = j.id, deployment_id = j.deployment_id
+    FROM due JOIN cron_jobs j ON j.id = due.job_id
+    WHERE r.id = due.run_id AND r.outcome = 'running' AND r.finished_at IS NULL
+      AND j.retry_run_id = r.id AND j.state = 'idle'
+    RETURNING r.id, j.id AS job_id, j.next_execution AS retry_at,
+              coalesce(jsonb_array_length(r.attempts), 0) + 1 AS attempt
+)
+UPDATE cron_jobs j
+SET state = 'executing',
+    current_run_id = runs.id,
+    lease_expires_at = greatest(now(), runs.retry_at) + make_interval(secs => $5)
+FROM runs
+WHERE j.id = runs.job_id
+RETURNING j.id AS job_id, runs.id AS run_id, runs.retry_at, runs.attempt::integer AS attempt,
+          j.lease_expires_at
+";
+
+    /// At a takeover, the runs `$1` whose retries were pending for verbs the new deployment does not
+    /// have end `failed` with error `$2`, started with their first attempt.
+    END_ORPHANED_RETRIES = "
+UPDATE cron_job_runs r
+SET outcome = 'failed', error = $2, finished_at = now(),
+    started_at = coalesce((r.attempts->0->>'started_at')::timestamptz, r.started_at)
+WHERE r.id = ANY($1::bigint[]) AND r.outcome = 'running'
 ";
 
     /// Drops the records of the runs `$1`, given back before they started (`end::write`).
