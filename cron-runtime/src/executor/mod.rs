@@ -23,6 +23,8 @@
 //! - `record`: recording how runs ended, in batches, and retrying a failed record;
 //! - `maintain`: heartbeats, lease renewals, pruning the history;
 //! - `watch`: the watchdog for handlers that block their thread, and the keeper thread;
+//! - `every_replica`: the jobs on every replica, which this replica runs itself at each occurrence,
+//!   without the store (docs/runtime.md, "Jobs on every replica");
 //! - `shutdown`: the stages of shutdown, giving runs back, deregistering;
 //! - `retry`: how long the executor waits for a store that fails;
 //! - `metrics`: the metrics they emit (docs/metrics.md), each job's handles registered once;
