@@ -436,3 +436,57 @@ async fn runs_on_every_replica_are_counted_like_claimed_runs() {
     }
     assert!(store.runs().is_empty());
 }
+
+/// On the real clock, with two workers: a handler that blocks its thread past its timeout ends
+/// `timed_out` without its cooperation, so the job's next occurrence runs while the thread is still
+/// blocked (docs/runtime.md, "Handlers that block").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_blocks_its_thread_past_its_timeout_does_not_stop_the_job() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let blocking = Arc::new(AtomicBool::new(false));
+    let seen_blocking = Arc::new(Mutex::new(Vec::new()));
+    let (calls_in_job, blocking_in_job, seen_in_job) = (
+        Arc::clone(&calls),
+        Arc::clone(&blocking),
+        Arc::clone(&seen_blocking),
+    );
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .shutdown_grace(Duration::from_secs(1))
+        .job_with(
+            "test::blocks",
+            "* * * * * *",
+            every_replica().timeout(Duration::from_secs(1)),
+            move || {
+                let first = calls_in_job.fetch_add(1, Ordering::SeqCst) == 0;
+                let blocking = Arc::clone(&blocking_in_job);
+                let seen = Arc::clone(&seen_in_job);
+                async move {
+                    seen.lock().unwrap().push(blocking.load(Ordering::SeqCst));
+                    if first {
+                        blocking.store(true, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(3_500));
+                        blocking.store(false, Ordering::SeqCst);
+                    }
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    // The first run blocks for 3.5 s from its instant; it ends `timed_out` 1.1 s after it, and the
+    // occurrences 2 s and 3 s after it run meanwhile.
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    while !seen_blocking.lock().unwrap().iter().any(|b| *b) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no run started while the first one blocked its thread: {:?}",
+            seen_blocking.lock().unwrap()
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
+    handle.shutdown().await.unwrap();
+}

@@ -246,7 +246,6 @@ async fn run_occurrence<S: Store>(
         verb = %job.planned.verb,
         scheduled_at = %at,
         on = "every_replica",
-        late = false,
         lateness_ms = tracing::field::Empty,
         outcome = tracing::field::Empty,
         skipped = tracing::field::Empty,
