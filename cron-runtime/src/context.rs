@@ -84,7 +84,8 @@ impl Context {
         self.scheduled_at
     }
 
-    /// The run's id in the store's history.
+    /// The run's id in the store's history; 0 for a job on every replica, whose runs are not in it
+    /// (docs/runtime.md, "Jobs on every replica").
     pub fn run_id(&self) -> i64 {
         self.run_id
     }

@@ -5,16 +5,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cron_schema::RunOn;
+
 use crate::context::State;
 use crate::job::{Handler, Job, Validated};
 use crate::settings::Settings;
-use crate::store::{DeploymentSpec, Retries};
+use crate::store::{DeploymentSpec, JobSpec, Retries};
 
 /// Everything the executor needs besides the store: the deployment, the jobs' handlers, the state.
 #[derive(Debug)]
 pub(crate) struct Plan {
-    /// The deployment the runtime registers, with every job's spec.
+    /// The deployment the runtime registers, with the spec of every job that runs on one replica per
+    /// occurrence (`on = "one_replica"`); its schema lists every job.
     pub(crate) deployment: DeploymentSpec,
+    /// The specs of the jobs that run on every replica (`on = "every_replica"`): each replica runs them
+    /// itself, and the store never sees them (docs/runtime.md, "Jobs on every replica").
+    pub(crate) every_replica: Vec<JobSpec>,
     /// The deployment's module, shared by every run's context.
     pub(crate) module: Arc<str>,
     /// Each job's handler, by verb.
@@ -51,7 +57,8 @@ impl std::fmt::Debug for PlannedJob {
 
 impl Plan {
     /// The plan of `deployment`, whose jobs are those of `validated`: each job's spec moves into
-    /// `deployment.jobs` (which must be empty), its declaration into the listed jobs.
+    /// `deployment.jobs` (which must be empty), or into `every_replica` for a job on every replica; its
+    /// declaration into the listed jobs.
     pub(crate) fn new(
         mut deployment: DeploymentSpec,
         validated: Vec<Validated>,
@@ -62,6 +69,7 @@ impl Plan {
         let mut listed = Vec::with_capacity(validated.len());
         let mut jobs = HashMap::with_capacity(validated.len());
         deployment.jobs.reserve_exact(validated.len());
+        let mut every_replica = Vec::new();
         for v in validated {
             let verb: Arc<str> = Arc::from(v.spec.verb.as_str());
             let planned = PlannedJob {
@@ -71,12 +79,16 @@ impl Plan {
                 handler: v.handler,
             };
             jobs.insert(verb, Arc::new(planned));
-            deployment.jobs.push(v.spec);
+            match v.spec.on {
+                RunOn::OneReplica => deployment.jobs.push(v.spec),
+                RunOn::EveryReplica => every_replica.push(v.spec),
+            }
             listed.push(v.job);
         }
         Plan {
             module: Arc::from(deployment.module.as_str()),
             deployment,
+            every_replica,
             jobs,
             listed,
             state: Arc::new(state),

@@ -221,6 +221,9 @@ pub(crate) fn deployment_spec(
     if !errors.is_empty() {
         return Err(AdminError::InvalidSchema(errors.join("; ")));
     }
+    // A job on every replica has no row: each replica runs it itself (docs/runtime.md, "Jobs on
+    // every replica"). The schema registered still lists it.
+    jobs.retain(|job| job.on == cron_schema::RunOn::OneReplica);
     let one = Schema {
         version: schema.version,
         modules: vec![chosen.clone()],

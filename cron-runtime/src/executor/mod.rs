@@ -23,6 +23,8 @@
 //! - `record`: recording how runs ended, in batches, and retrying a failed record;
 //! - `maintain`: heartbeats, lease renewals, pruning the history;
 //! - `watch`: the watchdog for handlers that block their thread, and the keeper thread;
+//! - `every_replica`: the jobs on every replica, which this replica runs itself at each occurrence,
+//!   without the store (docs/runtime.md, "Jobs on every replica");
 //! - `shutdown`: the stages of shutdown, giving runs back, deregistering;
 //! - `retry`: how long the executor waits for a store that fails;
 //! - `metrics`: the metrics they emit (docs/metrics.md), each job's handles registered once;
@@ -33,6 +35,7 @@
 mod backoff;
 mod claim;
 mod clock;
+mod every_replica;
 mod handler;
 mod maintain;
 mod metrics;
@@ -93,7 +96,8 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
         module = %plan.deployment.module,
         deployment = %plan.deployment.key,
         runner = %runner.name,
-        jobs = plan.jobs.len(),
+        jobs = plan.deployment.jobs.len(),
+        every_replica = plan.every_replica.len(),
         "cronverb runtime started"
     );
     let shared = Arc::new(Shared::new(store, runner, plan, shutdown.clone(), vitals));
@@ -103,12 +107,22 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     let pruning = tokio::spawn(maintain::prune(Arc::clone(&shared)));
     let recorder = tokio::spawn(record::record_ended(Arc::clone(&shared)));
     let watchdog = tokio::spawn(watch::watch_blocked(Arc::clone(&shared)));
+    let local_loops = every_replica::start(&shared);
 
     claim::claim_loop(&shared, &mut shutdown).await;
     shared.vitals.draining();
 
-    // Shutdown: no more claims. Runs not started yet release themselves; the others get the grace period.
-    shutdown::wind_down(&shared).await;
+    // Shutdown: no more claims, and the jobs on every replica start no more runs (their loops stop
+    // on the same signal). Runs not started yet release themselves; the others get the grace period.
+    tokio::join!(
+        shutdown::wind_down(&shared),
+        shared
+            .every_replica
+            .wind_down(shared.plan.settings.shutdown_grace),
+    );
+    for local_loop in local_loops {
+        local_loop.abort();
+    }
     maintenance.abort();
     pruning.abort();
     watchdog.abort();

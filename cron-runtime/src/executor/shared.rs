@@ -12,6 +12,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::clock::Anchor;
+use super::every_replica::EveryReplica;
 use super::metrics::{JobMetrics, RuntimeMetrics};
 use super::runs::{Chunk, Ended, InFlight, RunState};
 use crate::context::JobContext;
@@ -51,6 +52,8 @@ pub(super) struct Shared<S> {
     pub(super) hint: Hint,
     pub(super) ended: EndedRuns,
     pub(super) stopping: Stopping,
+    /// The runs of the jobs on every replica going on ([`EveryReplica`]).
+    pub(super) every_replica: EveryReplica,
 }
 
 impl<S> Shared<S> {
@@ -125,6 +128,7 @@ impl<S> Shared<S> {
             epoch: Instant::now(),
             waiting: Mutex::new(HashMap::new()),
             anchor: Mutex::new(None),
+            every_replica: EveryReplica::new(),
         }
     }
 

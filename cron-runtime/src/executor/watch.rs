@@ -181,7 +181,8 @@ fn keep_driven<S: Store>(shared: Arc<Shared<S>>) -> Keeper {
             while !stopped.load(Ordering::Acquire) {
                 std::thread::sleep(KEEP_DRIVEN_EVERY);
                 let Some(shared) = weak.upgrade() else { return };
-                let running = !shared.in_flight.lock().is_empty();
+                let running =
+                    !shared.in_flight.lock().is_empty() || shared.every_replica.any_running();
                 drop(shared);
                 if running {
                     drop(runtime.spawn(async {}));
