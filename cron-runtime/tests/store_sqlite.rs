@@ -45,6 +45,7 @@ struct RunRow {
     error: Option<String>,
     runner: String,
     skipped: i64,
+    attempts: Option<String>,
 }
 
 fn at(micros: i64) -> DateTime<Utc> {
@@ -81,7 +82,7 @@ impl StoreUnderTest for Sqlite {
 
     async fn runs(&self) -> Vec<RunView> {
         let rows: Vec<RunRow> = sqlx::query_as(
-            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped \
+            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped, attempts \
              FROM cron_job_runs ORDER BY id",
         )
         .fetch_all(self.observer.pool())
@@ -99,7 +100,10 @@ impl StoreUnderTest for Sqlite {
                 error: row.error,
                 runner: row.runner,
                 skipped: u32::try_from(row.skipped).unwrap(),
-                attempts: Vec::new(),
+                attempts: row
+                    .attempts
+                    .map(|text| serde_json::from_str(&text).unwrap())
+                    .unwrap_or_default(),
             })
             .collect()
     }
@@ -168,8 +172,9 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
         .fetch_one(a.pool())
         .await
         .unwrap();
-    // Each of the two migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`), once.
-    assert_eq!(applied, 2);
+    // Each of the migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`, `0003_retries.sql`),
+    // once.
+    assert_eq!(applied, 3);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
     sqlx::query("UPDATE cron_compatibility SET required_migration = 7")
