@@ -313,6 +313,7 @@ fn trigger_records_a_manual_run_through_the_replicas_claim() {
                     ended_at: None,
                     // Its handler started 300 ms after the trigger's instant.
                     started_at: Some(claim.scheduled_at + chrono::Duration::milliseconds(300)),
+                    retry_after: None,
                 }],
                 None,
             )
