@@ -231,11 +231,13 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
             }
             Key::On => match RunOn::from_str(&value.value()) {
                 Ok(run_on) => on = Some(run_on),
-                Err(error) => errors.at(
+                Err(_) => errors.at(
                     value.span(),
                     format!(
-                        "{error}: `one_replica` (the default) runs each occurrence on one replica, \
-                         `every_replica` on every live replica"
+                        "unknown `on` value `{}`; expected `on = \"one_replica\"` (the default: each \
+                         occurrence runs on one replica) or `on = \"every_replica\"` (on every live \
+                         replica)",
+                        value.value().escape_default()
                     ),
                 ),
             },
@@ -243,9 +245,14 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         }
     }
 
+    // A `retries` that is wrong is reported once, not again as missing beside `backoff`.
+    let retries_wrong = keys_seen.contains(&Key::Retries) && retries.is_none();
     check_combinations(
         retries,
-        backoff.as_ref().map(|(_, assign)| *assign),
+        backoff
+            .as_ref()
+            .map(|(_, assign)| *assign)
+            .filter(|_| !retries_wrong),
         on,
         missed_arg,
         errors,
@@ -283,6 +290,14 @@ fn check_retries(value: &Expr, errors: &mut Errors) -> Option<u32> {
             lit: Lit::Int(lit),
             attrs,
         }) if attrs.is_empty() => lit,
+        _ if string_literal(value).is_some_and(|lit| lit.value().parse::<u32>().is_ok()) => {
+            let count = string_literal(value).map(LitStr::value).unwrap_or_default();
+            errors.spanned(
+                value,
+                format!("`retries` takes an integer, not a string: write `retries = {count}`"),
+            );
+            return None;
+        }
         _ => {
             errors.spanned(
                 value,
@@ -338,7 +353,7 @@ fn check_backoff(lit: &LitStr, errors: &mut Errors) -> bool {
             false
         }
         Err(error) => {
-            errors.at(lit.span(), format!("invalid backoff: {error}"));
+            errors.at(lit.span(), error);
             false
         }
     }
