@@ -126,11 +126,11 @@ fn extraction_follows_modules_and_names_verbs_as_the_registry_does() {
             ),
             (
                 "src/elsewhere/audit_jobs.rs",
-                "#[cron(\"*/15 * * * *\")]\nasync fn sweep() {}\n",
+                "#[cron(\"*/15 * * * *\", retries = 2, backoff = \"1m\")]\nasync fn sweep() {}\n",
             ),
             (
                 "src/bin/billing-worker.rs",
-                "#[cron(\"30 0 3 * * *\")]\nasync fn heartbeat() {}\nfn main() {}\n",
+                "#[cron(\"30 0 3 * * *\", on = \"every_replica\")]\nasync fn heartbeat() {}\nfn main() {}\n",
             ),
             (
                 "examples/demo.rs",
@@ -147,7 +147,7 @@ fn extraction_follows_modules_and_names_verbs_as_the_registry_does() {
         "\
 module billing_app {
   verb audit::sweep(Unit) Unit
-    +cron */15 * * * *
+    +cron */15 * * * * retries=2 backoff=1m
 
   // Sends yesterday's invoices.
   verb billing::send_invoices(Unit) Unit
@@ -163,7 +163,7 @@ module billing_app {
 
 module billing_worker {
   verb heartbeat(Unit) Unit
-    +cron 30 0 3 * * *
+    +cron 30 0 3 * * * on=every_replica
 }
 "
     );
@@ -235,7 +235,7 @@ fn an_invalid_attribute_is_reported_where_it_is_with_the_compilers_message() {
     assert_eq!(
         stderr(&output),
         "src/jobs.rs:3:17: invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead\n\
-         src/jobs.rs:6:21: unknown `#[cron]` argument `tz`; expected one of: `timezone`, `timeout`, `name`, `missed`, `crate`\n\
+         src/jobs.rs:6:21: unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `on`, `crate`\n\
          src/jobs.rs:7:1: the `async` keyword is missing from the function declaration\n"
     );
 }

@@ -3,8 +3,8 @@
 //! `<cronverb>` is `::cronverb` or the path given as `crate = "…"` (for a renamed dependency or a
 //! re-export).
 
-use cron_schema::MissedPolicy;
 use cron_schema::attribute::{self, CronAttribute, DocLine};
+use cron_schema::{MissedPolicy, RunOn};
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote, quote_spanned};
 use syn::ReturnType;
@@ -44,6 +44,12 @@ fn registration(args: &CronAttribute) -> TokenStream {
     let missed = match args.missed {
         MissedPolicy::Once => quote!(__cronverb_private::MissedPolicy::Once),
         MissedPolicy::Skip => quote!(__cronverb_private::MissedPolicy::Skip),
+    };
+    let retries = args.retries;
+    let backoff = optional(args.backoff.as_ref());
+    let on = match args.on {
+        RunOn::OneReplica => quote!(__cronverb_private::RunOn::OneReplica),
+        RunOn::EveryReplica => quote!(__cronverb_private::RunOn::EveryReplica),
     };
     // `line!()` spanned on the function's name gives the function's line, not the attribute's.
     let line = quote_spanned!(ident.span()=> ::core::line!());
@@ -85,6 +91,9 @@ fn registration(args: &CronAttribute) -> TokenStream {
                     timezone: #timezone,
                     timeout: #timeout,
                     missed: #missed,
+                    retries: #retries,
+                    backoff: #backoff,
+                    on: #on,
                     file: ::core::file!(),
                     line: #line,
                     doc: #doc,

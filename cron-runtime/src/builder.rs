@@ -63,14 +63,16 @@ impl JobOptions {
     }
 
     /// The wait before the first retry; each later one waits twice as long, capped at an hour, plus up
-    /// to a fifth of it as jitter (default 10 s; between 1 s and 1 h).
+    /// to a fifth of it as jitter (default 10 s; between 1 s and 1 h). Only with [`retries`](Self::retries):
+    /// a backoff without retries is refused, as `#[cron]` refuses it.
     pub fn backoff(mut self, backoff: Duration) -> JobOptions {
         self.backoff = Some(backoff);
         self
     }
 
     /// On one replica per occurrence (the default), or on every live replica
-    /// (docs/runtime.md, "Jobs on every replica").
+    /// (docs/runtime.md, "Jobs on every replica"). A job on every replica can neither retry nor
+    /// skip missed runs: such a declaration is refused, as `#[cron]` refuses it.
     pub fn on(mut self, on: RunOn) -> JobOptions {
         self.on = on;
         self

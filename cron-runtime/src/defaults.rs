@@ -24,14 +24,14 @@ pub const DEFAULT_HISTORY_LIMIT: usize = 10_000;
 pub const SKIPPED_COUNT_LIMIT: u32 = 100_000;
 
 /// The wait before a job's first retry when it sets `retries` but no `backoff` (docs/runtime.md,
-/// "Retries").
-pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
+/// "Retries"). The attribute checks the same bounds at compile time, so they are defined in cron-schema.
+pub const DEFAULT_BACKOFF: Duration = cron_schema::DEFAULT_BACKOFF;
 
 /// The shortest backoff a job may declare.
-pub const MIN_BACKOFF: Duration = Duration::from_secs(1);
+pub const MIN_BACKOFF: Duration = cron_schema::MIN_BACKOFF;
 
 /// The longest backoff a job may declare, and the cap of the doubling waits between retries.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
+pub const MAX_BACKOFF: Duration = cron_schema::MAX_BACKOFF;
 
 /// The most retries a job may declare.
-pub const MAX_RETRIES: u32 = 100;
+pub const MAX_RETRIES: u32 = cron_schema::MAX_RETRIES;

@@ -77,6 +77,14 @@ pub enum JobError {
         "a job with `on = \"every_replica\"` cannot retry: retries are kept in the store, and a job on every replica claims nothing there"
     )]
     RetriesOnEveryReplica,
+    #[error(
+        "a backoff without retries does nothing: it is the wait before the first retry; set retries, or remove the backoff"
+    )]
+    BackoffWithoutRetries,
+    #[error(
+        "a job with `on = \"every_replica\"` has no missed runs: it is never claimed late, so `missed = \"skip\"` has nothing to decide"
+    )]
+    MissedOnEveryReplica,
 }
 
 /// Why a running runtime stopped with an error.

@@ -124,9 +124,9 @@ fn from_registration(r: &Registration) -> Job {
         timezone: r.timezone.map(str::to_owned),
         timeout: r.timeout.map(str::to_owned),
         missed: r.missed,
-        retries: 0,
-        backoff: None,
-        on: RunOn::OneReplica,
+        retries: r.retries,
+        backoff: r.backoff.map(str::to_owned),
+        on: r.on,
         file: r.file.to_owned(),
         line: r.line,
         doc: r.doc.to_owned(),
@@ -271,8 +271,17 @@ pub(crate) fn job_spec(
     if fields.retries > MAX_RETRIES {
         errors.push(JobError::Retries(fields.retries));
     }
+    // The rules of the attribute (docs/attribute.md): a backoff needs retries, and a job on every
+    // replica neither retries nor skips missed runs. The attribute also refuses `missed = "once"` there;
+    // a declaration cannot tell it from the default.
+    if fields.backoff.is_some() && fields.retries == 0 {
+        errors.push(JobError::BackoffWithoutRetries);
+    }
     if fields.on == RunOn::EveryReplica && fields.retries > 0 {
         errors.push(JobError::RetriesOnEveryReplica);
+    }
+    if fields.on == RunOn::EveryReplica && fields.missed != MissedPolicy::Once {
+        errors.push(JobError::MissedOnEveryReplica);
     }
     match (schedule, zone, timeout, backoff) {
         (Ok(schedule), Ok(zone), Ok(timeout), Ok(backoff)) if errors.is_empty() => Ok(JobSpec {

@@ -26,7 +26,7 @@ mod sync;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::registration::*;
-    pub use cron_schema::MissedPolicy;
+    pub use cron_schema::{MissedPolicy, RunOn};
     pub use inventory;
 }
 

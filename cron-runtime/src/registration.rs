@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use cron_schema::MissedPolicy;
+use cron_schema::{MissedPolicy, RunOn};
 
 /// The future a handler returns, with its outcome already turned into a message on failure.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
@@ -28,6 +28,12 @@ pub struct Registration {
     pub timeout: Option<&'static str>,
     /// `missed = "once" | "skip"`; `once` when not given.
     pub missed: MissedPolicy,
+    /// `retries = n`; 0 when not given.
+    pub retries: u32,
+    /// `backoff = "…"` as written (`30s`); `None` is the runtime's default.
+    pub backoff: Option<&'static str>,
+    /// `on = "one_replica" | "every_replica"`; `one_replica` when not given.
+    pub on: RunOn,
     /// `file!()` of the function.
     pub file: &'static str,
     /// The line of the function's name.

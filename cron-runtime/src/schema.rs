@@ -51,6 +51,9 @@ pub(crate) fn verb(job: Job) -> Verb {
         timezone: job.timezone,
         timeout: job.timeout,
         missed: job.missed,
+        retries: job.retries,
+        backoff: job.backoff,
+        on: job.on,
     };
     Verb::new(job.name, cron)
         .doc(job.doc)

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use cron_runtime::{BuildError, JobOptions, Runtime, jobs};
+use cron_schema::{MissedPolicy, RunOn};
 use support::Logs;
 
 mod support;
@@ -80,6 +81,93 @@ async fn an_invalid_zone_or_timeout_fails() {
     assert!(
         error.to_string().starts_with("job `test::zero` at "),
         "{error}"
+    );
+}
+
+#[tokio::test]
+async fn retries_backoff_and_on_follow_the_attributes_rules() {
+    let refused = |options: JobOptions| async move {
+        Runtime::builder()
+            .registered_jobs(false)
+            .job_with("test::retry", "* * * * *", options, || async {})
+            .build()
+            .await
+            .unwrap_err()
+            .to_string()
+    };
+    for (options, expected) in [
+        (JobOptions::new().retries(101), "retries = 101 is too many"),
+        (
+            JobOptions::new()
+                .retries(3)
+                .backoff(Duration::from_millis(500)),
+            "is out of range: a backoff is at least 1s and at most 1h",
+        ),
+        (
+            JobOptions::new().backoff(Duration::from_secs(30)),
+            "a backoff without retries does nothing",
+        ),
+        (
+            JobOptions::new().retries(2).on(RunOn::EveryReplica),
+            "cannot retry",
+        ),
+        (
+            JobOptions::new()
+                .missed(MissedPolicy::Skip)
+                .on(RunOn::EveryReplica),
+            "has no missed runs",
+        ),
+    ] {
+        let error = refused(options).await;
+        assert!(error.starts_with("job `test::retry` at "), "{error}");
+        assert!(error.contains(expected), "{error}");
+    }
+
+    Runtime::builder()
+        .registered_jobs(false)
+        .job_with(
+            "test::retries",
+            "* * * * *",
+            JobOptions::new()
+                .retries(3)
+                .backoff(Duration::from_secs(90)),
+            || async {},
+        )
+        .job_with(
+            "test::everywhere",
+            "* * * * *",
+            JobOptions::new().on(RunOn::EveryReplica),
+            || async {},
+        )
+        .build()
+        .await
+        .unwrap();
+    let listed = jobs();
+    let retries = listed.iter().find(|j| j.name == "test::retries").unwrap();
+    assert_eq!(
+        (retries.retries, retries.backoff.as_deref(), retries.on),
+        (3, Some("1m30s"), RunOn::OneReplica)
+    );
+    let everywhere = listed
+        .iter()
+        .find(|j| j.name == "test::everywhere")
+        .unwrap();
+    assert_eq!(
+        (
+            everywhere.retries,
+            everywhere.backoff.as_deref(),
+            everywhere.on
+        ),
+        (0, None, RunOn::EveryReplica)
+    );
+    let schema = cron_runtime::schema().to_string();
+    assert!(
+        schema.contains("+cron * * * * * retries=3 backoff=1m30s\n"),
+        "{schema}"
+    );
+    assert!(
+        schema.contains("+cron * * * * * on=every_replica\n"),
+        "{schema}"
     );
 }
 

@@ -35,7 +35,10 @@ mod zoned;
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use error::Error;
 pub use field::Field;
-pub use policy::{MissedPolicy, PolicyError, RunOn, RunOnError};
+pub use policy::{
+    DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF, MissedPolicy, PolicyError, RunOn,
+    RunOnError,
+};
 pub use schedule::{Occurrences, Schedule};
 pub use schema::{
     Change, ChangedVerb, Cron, Diff, Module, ModuleVerb, SCHEMA_VERSION, Schema, SchemaError,

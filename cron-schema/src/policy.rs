@@ -1,5 +1,6 @@
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 /// What a job does when it is claimed more than the missed-run tolerance after its scheduled instant.
 #[derive(
@@ -91,3 +92,16 @@ impl FromStr for RunOn {
         }
     }
 }
+
+/// The most retries a job may declare (`retries = n` of `#[cron]`; docs/attribute.md, "`retries`").
+pub const MAX_RETRIES: u32 = 100;
+
+/// The wait before a job's first retry when it sets `retries` but no `backoff` (docs/attribute.md,
+/// "`backoff`").
+pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The shortest backoff a job may declare.
+pub const MIN_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The longest backoff a job may declare, and the cap of the doubling waits between retries.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);

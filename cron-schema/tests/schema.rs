@@ -1,7 +1,7 @@
 //! The schema types: the text form, the JSON form, the diff, and (with the `syn` feature) the attribute
 //! parser that the macro and `cronverb schema extract` share.
 
-use cron_schema::{Cron, MissedPolicy, Schema, SchemaError, Verb};
+use cron_schema::{Cron, MissedPolicy, RunOn, Schema, SchemaError, Verb};
 
 fn billing() -> Schema {
     Schema::new([
@@ -258,11 +258,279 @@ fn utc_named_or_implied_is_the_same_zone() {
     assert!(implied.diff(&named).is_empty());
 }
 
+/// A schema using `retries`, `backoff` and `on`.
+fn retrying() -> Schema {
+    Schema::new([
+        (
+            "billing",
+            Verb::new(
+                "billing::send_invoices",
+                Cron::new("0 2 * * *")
+                    .timeout("10m")
+                    .retries(3)
+                    .backoff("30s"),
+            ),
+        ),
+        (
+            "billing",
+            Verb::new(
+                "billing::refresh_cache",
+                Cron::new("*/5 * * * *").on(RunOn::EveryReplica),
+            ),
+        ),
+    ])
+}
+
+#[test]
+fn retries_backoff_and_on_are_in_both_forms_only_when_set() {
+    let schema = retrying();
+    assert_eq!(
+        schema.to_string(),
+        "\
+module billing {
+  verb refresh_cache(Unit) Unit
+    +cron */5 * * * * on=every_replica
+
+  verb send_invoices(Unit) Unit
+    +cron 0 2 * * * timeout=10m retries=3 backoff=30s
+}
+"
+    );
+    assert_eq!(Schema::from_text(&schema.to_string()).unwrap(), schema);
+
+    let json = schema.to_json();
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        value["modules"][0]["verbs"][0]["cron"],
+        serde_json::json!({
+            "expression": "*/5 * * * *",
+            "missed": "once",
+            "on": "every_replica",
+        })
+    );
+    assert_eq!(
+        value["modules"][0]["verbs"][1]["cron"],
+        serde_json::json!({
+            "expression": "0 2 * * *",
+            "timeout": "10m",
+            "missed": "once",
+            "retries": 3,
+            "backoff": "30s",
+        })
+    );
+    assert_eq!(Schema::from_json(&json).unwrap(), schema);
+
+    // At their defaults, the fields are left out, as a schema written before they existed has them.
+    let plain = Schema::new([("a", Verb::new("a::x", Cron::new("* * * * *").retries(0)))]);
+    assert!(!plain.to_json().contains("retries"));
+    assert!(!plain.to_json().contains("\"on\""));
+    assert_eq!(
+        plain.to_string(),
+        "module a {\n  verb x(Unit) Unit\n    +cron * * * * *\n}\n"
+    );
+}
+
+#[test]
+fn a_schema_written_before_retries_and_on_reads_with_their_defaults() {
+    let old = r#"{
+  "version": 1,
+  "modules": [
+    { "name": "billing", "verbs": [
+      { "name": "billing::send_invoices", "cron": { "expression": "0 2 * * *", "missed": "skip" } }
+    ] }
+  ]
+}"#;
+    let schema = Schema::from_json(old).unwrap();
+    let cron = &schema.modules[0].verbs[0].cron;
+    assert_eq!(cron.retries, 0);
+    assert_eq!(cron.backoff, None);
+    assert_eq!(cron.on, RunOn::OneReplica);
+    assert_eq!(
+        cron,
+        &Cron::new("0 2 * * *").missed(MissedPolicy::Skip),
+        "the same job as one declared without them"
+    );
+}
+
+#[test]
+fn bad_retries_and_on_in_the_text_form_are_refused() {
+    for (cron, message) in [
+        (
+            "0 2 * * * retries=many",
+            "line 3: `retries=many` is not a number of retries; expected such as `retries=3`",
+        ),
+        (
+            "0 2 * * * on=all",
+            "line 3: unknown `on` value `all`; expected `one_replica` or `every_replica`",
+        ),
+    ] {
+        let text = format!("module a {{\n  verb x(Unit) Unit\n    +cron {cron}\n}}\n");
+        let error = Schema::from_text(&text).unwrap_err();
+        assert_eq!(error.to_string(), message);
+    }
+}
+
+#[test]
+fn diff_reports_retries_backoff_and_on() {
+    let old = retrying();
+    // The same backoff written another way is no change.
+    let respelled = Schema::new([
+        (
+            "billing",
+            Verb::new(
+                "billing::send_invoices",
+                Cron::new("0 2 * * *")
+                    .timeout("10m")
+                    .retries(3)
+                    .backoff("0m30s"),
+            ),
+        ),
+        (
+            "billing",
+            Verb::new(
+                "billing::refresh_cache",
+                Cron::new("*/5 * * * *").on(RunOn::EveryReplica),
+            ),
+        ),
+    ]);
+    assert!(old.diff(&respelled).is_empty());
+
+    let new = Schema::new([
+        (
+            "billing",
+            Verb::new(
+                "billing::send_invoices",
+                Cron::new("0 2 * * *")
+                    .timeout("10m")
+                    .retries(5)
+                    .backoff("1m"),
+            ),
+        ),
+        (
+            "billing",
+            Verb::new("billing::refresh_cache", Cron::new("*/5 * * * *")),
+        ),
+    ]);
+    let diff = old.diff(&new);
+    assert_eq!(
+        diff.to_string(),
+        "\
+~ billing billing::refresh_cache: on `every_replica` -> `one_replica`
+~ billing billing::send_invoices: retries `3` -> `5`, backoff `30s` -> `1m`
+"
+    );
+    let json = serde_json::to_value(&diff).unwrap();
+    assert_eq!(
+        json["changed"][1]["changes"],
+        serde_json::json!([
+            {"field": "retries", "old": "3", "new": "5"},
+            {"field": "backoff", "old": "30s", "new": "1m"},
+        ])
+    );
+    // Added and removed verbs show them as the text form does.
+    let diff = Schema::new([("a", Verb::new("a::x", Cron::new("* * * * *")))]).diff(&old);
+    assert_eq!(
+        diff.to_string(),
+        "\
++ billing billing::refresh_cache: */5 * * * * on=every_replica
++ billing billing::send_invoices: 0 2 * * * timeout=10m retries=3 backoff=30s
+- a a::x: * * * * *
+"
+    );
+}
+
 #[cfg(feature = "syn")]
 mod attribute {
     use cron_schema::attribute::{self, DocLine};
-    use cron_schema::{MissedPolicy, Schedule};
+    use cron_schema::{MissedPolicy, RunOn, Schedule};
     use quote::quote;
+
+    #[test]
+    fn retries_backoff_and_on_are_given_or_default() {
+        let cron = attribute::parse(
+            quote!("0 2 * * *", retries = 3, backoff = "30s"),
+            quote!(
+                async fn f() {}
+            ),
+        )
+        .unwrap();
+        assert_eq!(cron.retries, 3);
+        assert_eq!(cron.backoff.unwrap().value(), "30s");
+        assert_eq!(cron.on, RunOn::OneReplica);
+
+        let cron = attribute::parse(
+            quote!("0 2 * * *", on = "every_replica"),
+            quote!(
+                async fn f() {}
+            ),
+        )
+        .unwrap();
+        assert_eq!((cron.retries, cron.backoff.is_none()), (0, true));
+        assert_eq!(cron.on, RunOn::EveryReplica);
+    }
+
+    #[test]
+    fn retries_backoff_and_on_are_refused_alone_and_together() {
+        let messages = |args: proc_macro2::TokenStream| -> Vec<String> {
+            attribute::parse(
+                args,
+                quote!(
+                    async fn f() {}
+                ),
+            )
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect()
+        };
+        assert_eq!(
+            messages(quote!("0 2 * * *", retries = 101, backoff = "0s")),
+            [
+                "`retries = 101` is too many: a job retries at most 100 times; with the backoff doubling up to an hour, a few retries, such as `retries = 3`, cover most outages",
+                "duration `0s` is zero; it must be at least one second",
+            ]
+        );
+        assert_eq!(
+            messages(quote!("0 2 * * *", retries = 3u8)),
+            ["`retries` takes an integer literal without a suffix, such as `retries = 3`"]
+        );
+        assert_eq!(
+            messages(quote!("0 2 * * *", retries = 99999999999)),
+            [
+                "`retries = 99999999999` is too many: a job retries at most 100 times; with the backoff doubling up to an hour, a few retries, such as `retries = 3`, cover most outages"
+            ]
+        );
+        assert_eq!(
+            messages(quote!("0 2 * * *", retries = 2, backoff = "3601s")),
+            [
+                "backoff `3601s` is out of range: the wait before the first retry is at least 1s and at most 1h, such as `backoff = \"30s\"`"
+            ]
+        );
+        // A problem with one argument is reported alone, not again as a combination.
+        assert_eq!(
+            messages(quote!(
+                "0 2 * * *",
+                retries = "3",
+                backoff = "30s",
+                on = "every_replica"
+            ))
+            .len(),
+            1
+        );
+        assert_eq!(
+            messages(quote!(
+                "0 2 * * *",
+                on = "every_replica",
+                retries = 1,
+                backoff = "30s",
+                missed = "once"
+            )),
+            [
+                "a job with `on = \"every_replica\"` cannot retry: retries are kept in the store, and a job on every replica claims nothing there; remove `retries`, or run the job on one replica",
+                "a job with `on = \"every_replica\"` has no missed runs to decide about: every live replica runs each occurrence when it comes, and none is claimed late; remove `missed`",
+            ]
+        );
+    }
 
     #[test]
     fn a_valid_attribute_gives_its_validated_values() {
@@ -311,7 +579,7 @@ mod attribute {
             messages,
             [
                 "invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead",
-                "unknown `#[cron]` argument `tz`; expected one of: `timezone`, `timeout`, `name`, `missed`, `crate`",
+                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `on`, `crate`",
                 "duration `0s` is zero; it must be at least one second",
                 "the `async` keyword is missing from the function declaration",
                 "`#[cron]` functions take no parameters; reach application state with `cronverb::context().state::<T>()`",

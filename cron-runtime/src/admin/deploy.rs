@@ -246,9 +246,9 @@ fn fields<'a>(name: &'a str, cron: &'a Cron) -> Fields<'a> {
         timezone: cron.timezone.as_deref(),
         timeout: cron.timeout.as_deref().map(Timeout::Text),
         missed: cron.missed,
-        retries: 0,
-        backoff: None,
-        on: cron_schema::RunOn::OneReplica,
+        retries: cron.retries,
+        backoff: cron.backoff.as_deref().map(Timeout::Text),
+        on: cron.on,
     }
 }
 

@@ -28,8 +28,8 @@ pub fn check_job_count(what: &str, jobs: usize) -> Result<(), String> {
 ///
 /// Two schemas are the same when [`Schema::diff`] finds nothing: the same verbs, each with the same
 /// expression (fields compared with whitespace normalized), zone (none is `UTC`), timeout (compared as
-/// durations; none is the replica's default) and missed-run policy. Doc comments and source locations do
-/// not count. A text that is not a cronverb schema is compared as JSON.
+/// durations; none is the replica's default), missed-run policy, retries, backoff (compared as
+/// durations) and `on`. Doc comments and source locations do not count. A text that is not a cronverb schema is compared as JSON.
 pub(crate) fn other_schema(key: &str, registered: &str, new: &str) -> Option<String> {
     if registered == new {
         return None;
@@ -67,7 +67,8 @@ pub(crate) fn other_schema(key: &str, registered: &str, new: &str) -> Option<Str
 /// It is computed from the schema's text form (docs/schema.md), not from Rust's `Debug` or `Hash`, so
 /// that it is the same across builds and Rust versions: the text form of the schema with every verb
 /// reduced to what [`other_schema`] compares (the expression's fields separated by one space, no zone
-/// for `UTC`, a timeout as [`format_duration`] writes its duration, the missed-run policy; no doc
+/// for `UTC`, a timeout and a backoff as [`format_duration`] writes their durations, the missed-run
+/// policy, retries and `on`, each left out at its default as the text form does; no doc
 /// comment, no source location), hashed with 64-bit FNV-1a over its UTF-8 bytes and folded to 32 bits
 /// (the high half XOR the low half).
 pub(crate) fn fingerprint(schema: &Schema) -> u32 {
@@ -97,6 +98,15 @@ fn canonical(schema: &Schema) -> Schema {
                     Err(_) => timeout.clone(),
                 }),
             missed: cron.missed,
+            retries: cron.retries,
+            backoff: cron
+                .backoff
+                .as_ref()
+                .map(|backoff| match parse_duration(backoff) {
+                    Ok(duration) => format_duration(duration),
+                    Err(_) => backoff.clone(),
+                }),
+            on: cron.on,
         };
         (module.name.clone(), Verb::new(verb.name.clone(), cron))
     }))

@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use cron_runtime::admin::{Admin, AdminError, RunFilter};
 use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Store};
-use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
+use cron_schema::{Cron, MissedPolicy, RunOn, Schedule, Schema, Verb, ZonedSchedule};
 
 use crate::support::schema_of;
 
@@ -144,6 +144,32 @@ pub async fn deploy_registers_ahead_and_refuses_what_a_key_cannot_be(db: &impl A
             .starts_with("invalid schema: verb `billing::x`: expression `*/0 * * * *`"),
         "{error}"
     );
+    // Retries, backoff and `on` are the schema's, validated as the attribute validates them.
+    let retrying = |cron: Cron| Schema::new([("billing", Verb::new("billing::x", cron))]);
+    let error = admin
+        .deploy(
+            "billing@2",
+            &retrying(Cron::new(HOURLY).backoff("30s")),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid schema: verb `billing::x`: a backoff without retries does nothing: it is the wait \
+         before the first retry; set retries, or remove the backoff"
+    );
+    let error = admin
+        .deploy(
+            "billing@2",
+            &retrying(Cron::new(HOURLY).retries(101).on(RunOn::EveryReplica)),
+            None,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("retries = 101 is too many"), "{error}");
+    assert!(error.contains("cannot retry"), "{error}");
     let error = admin.deploy(" billing@2", &first, None).await.unwrap_err();
     assert!(matches!(error, AdminError::InvalidKey { .. }), "{error}");
 

@@ -7,10 +7,10 @@ use std::str::FromStr;
 use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
-use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token};
+use syn::{Expr, ExprAssign, ExprLit, Ident, Lit, LitStr, Path, Token};
 
 use super::errors::Errors;
-use crate::{MissedPolicy, Schedule};
+use crate::{MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF, MissedPolicy, RunOn, Schedule};
 
 /// The arguments, every one of them valid.
 pub(super) struct Args {
@@ -20,10 +20,13 @@ pub(super) struct Args {
     pub(super) timeout: Option<LitStr>,
     pub(super) name: Option<LitStr>,
     pub(super) missed: MissedPolicy,
+    pub(super) retries: u32,
+    pub(super) backoff: Option<LitStr>,
+    pub(super) on: RunOn,
     pub(super) crate_path: Option<Path>,
 }
 
-const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`, `crate`";
+const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `on`, `crate`";
 
 /// The named arguments.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -32,6 +35,9 @@ enum Key {
     Timeout,
     Name,
     Missed,
+    Retries,
+    Backoff,
+    On,
     Crate,
 }
 
@@ -42,7 +48,34 @@ impl Key {
             "timeout" => Some(Key::Timeout),
             "name" => Some(Key::Name),
             "missed" => Some(Key::Missed),
+            "retries" => Some(Key::Retries),
+            "backoff" => Some(Key::Backoff),
+            "on" => Some(Key::On),
             "crate" => Some(Key::Crate),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Key::Timezone => "timezone",
+            Key::Timeout => "timeout",
+            Key::Name => "name",
+            Key::Missed => "missed",
+            Key::Retries => "retries",
+            Key::Backoff => "backoff",
+            Key::On => "on",
+            Key::Crate => "crate",
+        }
+    }
+
+    /// The key meant by a name other schedulers use for it.
+    fn similar(ident: &Ident) -> Option<Key> {
+        match ident.to_string().as_str() {
+            "tz" | "zone" | "time_zone" => Some(Key::Timezone),
+            "retry" | "max_retries" | "attempts" | "max_attempts" => Some(Key::Retries),
+            "retry_delay" | "retry_backoff" | "delay" | "backoff_delay" => Some(Key::Backoff),
+            "run_on" | "replicas" | "runs_on" | "mode" => Some(Key::On),
             _ => None,
         }
     }
@@ -54,6 +87,9 @@ impl Key {
             Key::Timeout => "5m",
             Key::Name => "billing::send_invoices",
             Key::Missed => "skip",
+            Key::Retries => "3",
+            Key::Backoff => "30s",
+            Key::On => "every_replica",
             Key::Crate => "cv",
         }
     }
@@ -76,8 +112,13 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
     let mut timeout = None;
     let mut name = None;
     let mut missed = MissedPolicy::default();
+    let mut retries = None;
+    let mut backoff = None;
+    let mut on = None;
     let mut crate_path = None;
     let mut keys_seen = Vec::new();
+    // The arguments whose combination with another one is checked once all are read.
+    let mut missed_arg = None;
 
     for (index, arg) in list.iter().enumerate() {
         let Expr::Assign(assign) = arg else {
@@ -128,9 +169,13 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
             continue;
         };
         let Some(key) = Key::from_ident(ident) else {
+            let hint = match Key::similar(ident) {
+                Some(key) => format!(" (did you mean `{}`?)", key.as_str()),
+                None => String::new(),
+            };
             errors.spanned(
                 ident,
-                format!("unknown `#[cron]` argument `{ident}`; expected one of: {KEYS}"),
+                format!("unknown `#[cron]` argument `{ident}`{hint}; expected one of: {KEYS}"),
             );
             continue;
         };
@@ -140,6 +185,12 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         }
         keys_seen.push(key);
 
+        if key == Key::Retries {
+            if let Some(count) = check_retries(&assign.right, errors) {
+                retries = Some((count, assign));
+            }
+            continue;
+        }
         let Some(value) = string_literal(&assign.right) else {
             errors.spanned(
                 &assign.right,
@@ -166,12 +217,46 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
                 }
             }
             Key::Missed => match MissedPolicy::from_str(&value.value()) {
-                Ok(policy) => missed = policy,
+                Ok(policy) => {
+                    missed = policy;
+                    missed_arg = Some(assign);
+                }
                 Err(error) => errors.at(value.span(), error),
+            },
+            Key::Retries => {}
+            Key::Backoff => {
+                if check_backoff(value, errors) {
+                    backoff = Some((value.clone(), assign));
+                }
+            }
+            Key::On => match RunOn::from_str(&value.value()) {
+                Ok(run_on) => on = Some(run_on),
+                Err(_) => errors.at(
+                    value.span(),
+                    format!(
+                        "unknown `on` value `{}`; expected `on = \"one_replica\"` (the default: each \
+                         occurrence runs on one replica) or `on = \"every_replica\"` (on every live \
+                         replica)",
+                        value.value().escape_default()
+                    ),
+                ),
             },
             Key::Crate => crate_path = check_crate_path(value, errors),
         }
     }
+
+    // A `retries` that is wrong is reported once, not again as missing beside `backoff`.
+    let retries_wrong = keys_seen.contains(&Key::Retries) && retries.is_none();
+    check_combinations(
+        retries,
+        backoff
+            .as_ref()
+            .map(|(_, assign)| *assign)
+            .filter(|_| !retries_wrong),
+        on,
+        missed_arg,
+        errors,
+    );
 
     if !expression_seen {
         errors.at(
@@ -191,8 +276,132 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         timeout,
         name,
         missed,
+        retries: retries.map_or(0, |(count, _)| count),
+        backoff: backoff.map(|(value, _)| value),
+        on: on.unwrap_or_default(),
         crate_path,
     })
+}
+
+/// `retries = n`: an integer literal from 0 to [`MAX_RETRIES`].
+fn check_retries(value: &Expr, errors: &mut Errors) -> Option<u32> {
+    let lit = match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(lit),
+            attrs,
+        }) if attrs.is_empty() => lit,
+        _ if string_literal(value).is_some_and(|lit| lit.value().parse::<u32>().is_ok()) => {
+            let count = string_literal(value).map(LitStr::value).unwrap_or_default();
+            errors.spanned(
+                value,
+                format!("`retries` takes an integer, not a string: write `retries = {count}`"),
+            );
+            return None;
+        }
+        _ => {
+            errors.spanned(
+                value,
+                format!(
+                    "`retries` takes an integer literal from 0 to {MAX_RETRIES}, such as `retries = 3`: \
+                     how many more times a failed, panicked or timed-out run is tried"
+                ),
+            );
+            return None;
+        }
+    };
+    if !lit.suffix().is_empty() {
+        errors.at(
+            lit.span(),
+            format!(
+                "`retries` takes an integer literal without a suffix, such as `retries = {}`",
+                lit.base10_digits()
+            ),
+        );
+        return None;
+    }
+    match lit.base10_parse::<u32>() {
+        Ok(count) if count <= MAX_RETRIES => Some(count),
+        _ => {
+            errors.at(
+        lit.span(),
+        format!(
+            "`retries = {}` is too many: a job retries at most {MAX_RETRIES} times; with the backoff \
+             doubling up to an hour, a few retries, such as `retries = 3`, cover most outages",
+                    lit.base10_digits()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// `backoff = "…"`: a duration from [`MIN_BACKOFF`] to [`MAX_BACKOFF`].
+fn check_backoff(lit: &LitStr, errors: &mut Errors) -> bool {
+    match crate::parse_duration(&lit.value()) {
+        Ok(backoff) if (MIN_BACKOFF..=MAX_BACKOFF).contains(&backoff) => true,
+        Ok(_) => {
+            errors.at(
+                lit.span(),
+                format!(
+                    "backoff `{}` is out of range: the wait before the first retry is at least {} and \
+                     at most {}, such as `backoff = \"30s\"`",
+                    lit.value().escape_default(),
+                    crate::format_duration(MIN_BACKOFF),
+                    crate::format_duration(MAX_BACKOFF),
+                ),
+            );
+            false
+        }
+        Err(error) => {
+            errors.at(lit.span(), error);
+            false
+        }
+    }
+}
+
+/// The arguments that are valid alone but not together: `backoff` needs `retries`, and a job on every
+/// replica neither retries nor has missed runs (docs/attribute.md, "`on`").
+fn check_combinations(
+    retries: Option<(u32, &ExprAssign)>,
+    backoff: Option<&ExprAssign>,
+    on: Option<RunOn>,
+    missed: Option<&ExprAssign>,
+    errors: &mut Errors,
+) {
+    if let Some(backoff) = backoff {
+        match retries {
+            None => errors.spanned(
+                backoff,
+                "`backoff` does nothing without `retries`: it is the wait before the first retry; \
+                 add `retries = 3`, say, or remove `backoff`",
+            ),
+            Some((0, _)) => errors.spanned(
+                backoff,
+                "`backoff` does nothing with `retries = 0`: it is the wait before the first retry; \
+                 set `retries = 3`, say, or remove `backoff`",
+            ),
+            Some(_) => {}
+        }
+    }
+    if on != Some(RunOn::EveryReplica) {
+        return;
+    }
+    if let Some((count, retries)) = retries
+        && count > 0
+    {
+        errors.spanned(
+            retries,
+            "a job with `on = \"every_replica\"` cannot retry: retries are kept in the store, and a job \
+             on every replica claims nothing there; remove `retries`, or run the job on one replica",
+        );
+    }
+    if let Some(missed) = missed {
+        errors.spanned(
+            missed,
+            "a job with `on = \"every_replica\"` has no missed runs to decide about: every live replica \
+             runs each occurrence when it comes, and none is claimed late; remove `missed`",
+        );
+    }
 }
 
 fn string_literal(expr: &Expr) -> Option<&LitStr> {

@@ -41,7 +41,7 @@ use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::{Attribute, Expr, ExprLit, ItemFn, Lit, LitStr, Meta, Path};
 
-use crate::{MissedPolicy, Schedule};
+use crate::{MissedPolicy, RunOn, Schedule};
 
 use errors::Errors;
 
@@ -63,6 +63,13 @@ pub struct CronAttribute {
     pub name: Option<LitStr>,
     /// `missed = "once" | "skip"`; `once` when not given.
     pub missed: MissedPolicy,
+    /// `retries = n`: how many more times a failed, panicked or timed-out run is tried; 0 when not given.
+    pub retries: u32,
+    /// `backoff = "…"`, as written: the wait before the first retry; `None` is the runtime's default
+    /// (10 s). Only given together with `retries`.
+    pub backoff: Option<LitStr>,
+    /// `on = "one_replica" | "every_replica"`; `one_replica` when not given.
+    pub on: RunOn,
     /// `crate = "…"`: the path of the cronverb crate in the generated code, for a renamed dependency or a
     /// re-export; `None` is `::cronverb`. It changes nothing about the job.
     pub crate_path: Option<Path>,
@@ -78,6 +85,9 @@ impl fmt::Debug for CronAttribute {
             .field("timeout", &self.timeout.as_ref().map(LitStr::value))
             .field("name", &self.name.as_ref().map(LitStr::value))
             .field("missed", &self.missed)
+            .field("retries", &self.retries)
+            .field("backoff", &self.backoff.as_ref().map(LitStr::value))
+            .field("on", &self.on)
             .field(
                 "crate_path",
                 &self
@@ -111,6 +121,9 @@ pub fn parse(args: TokenStream, item: TokenStream) -> syn::Result<CronAttribute>
             timeout: args.timeout,
             name: args.name,
             missed: args.missed,
+            retries: args.retries,
+            backoff: args.backoff,
+            on: args.on,
             crate_path: args.crate_path,
             function,
         }),

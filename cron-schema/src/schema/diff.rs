@@ -12,7 +12,8 @@ use crate::parse_duration;
 ///
 /// A verb is identified by its module and its full name. It has changed when its expression (fields
 /// compared with whitespace normalized), zone (none is `UTC`), timeout (compared as durations: `90s` is
-/// `1m30s`; none is the runtime's default) or missed-run policy differ. Doc comments and source locations
+/// `1m30s`; none is the runtime's default), missed-run policy, retries, backoff (compared as durations;
+/// none is the runtime's default) or `on` differ. Doc comments and source locations
 /// are not compared: moving a function does not change its schedule.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diff {
@@ -40,7 +41,7 @@ pub struct ChangedVerb {
 /// One field of the cron metadata, before and after. A timeout of `None` is the runtime's default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
-    /// `expression`, `timezone`, `timeout` or `missed`.
+    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff` or `on`.
     pub field: String,
     pub old: Option<String>,
     pub new: Option<String>,
@@ -114,14 +115,7 @@ fn changes(old: &Cron, new: &Cron) -> Vec<Change> {
     if zone(old) != zone(new) {
         push("timezone", Some(zone(old)), Some(zone(new)));
     }
-    let same_timeout = match (&old.timeout, &new.timeout) {
-        (Some(a), Some(b)) => match (parse_duration(a), parse_duration(b)) {
-            (Ok(a), Ok(b)) => a == b,
-            _ => a == b,
-        },
-        (a, b) => a == b,
-    };
-    if !same_timeout {
+    if !same_duration(&old.timeout, &new.timeout) {
         push("timeout", old.timeout.clone(), new.timeout.clone());
     }
     if old.missed != new.missed {
@@ -131,7 +125,32 @@ fn changes(old: &Cron, new: &Cron) -> Vec<Change> {
             Some(new.missed.to_string()),
         );
     }
+    if old.retries != new.retries {
+        push(
+            "retries",
+            Some(old.retries.to_string()),
+            Some(new.retries.to_string()),
+        );
+    }
+    if !same_duration(&old.backoff, &new.backoff) {
+        push("backoff", old.backoff.clone(), new.backoff.clone());
+    }
+    if old.on != new.on {
+        push("on", Some(old.on.to_string()), Some(new.on.to_string()));
+    }
     changes
+}
+
+/// Two durations as written, compared as durations (`90s` is `1m30s`); `None` (the default) only equals
+/// `None`.
+fn same_duration(old: &Option<String>, new: &Option<String>) -> bool {
+    match (old, new) {
+        (Some(a), Some(b)) => match (parse_duration(a), parse_duration(b)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => a == b,
+        },
+        (a, b) => a == b,
+    }
 }
 
 /// One line per verb: `+ added`, `- removed`, `~ changed: field old -> new, …`. Nothing when equal.
@@ -174,7 +193,7 @@ impl fmt::Display for Change {
     }
 }
 
-/// `0 2 * * * Europe/Berlin timeout=10m missed=skip`, as on a `+cron` line.
+/// `0 2 * * * Europe/Berlin timeout=10m missed=skip retries=3`, as on a `+cron` line.
 fn summary(cron: &Cron) -> String {
     let mut text = cron
         .expression
@@ -189,6 +208,15 @@ fn summary(cron: &Cron) -> String {
     }
     if cron.missed != crate::MissedPolicy::default() {
         text.push_str(&format!(" missed={}", cron.missed));
+    }
+    if cron.retries != 0 {
+        text.push_str(&format!(" retries={}", cron.retries));
+    }
+    if let Some(backoff) = &cron.backoff {
+        text.push_str(&format!(" backoff={backoff}"));
+    }
+    if cron.on != crate::RunOn::default() {
+        text.push_str(&format!(" on={}", cron.on));
     }
     text
 }

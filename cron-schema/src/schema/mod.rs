@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::MissedPolicy;
+use crate::{MissedPolicy, RunOn};
 
 pub use diff::{Change, ChangedVerb, Diff, ModuleVerb};
 
@@ -76,6 +76,23 @@ pub struct Cron {
     pub timeout: Option<String>,
     #[serde(default)]
     pub missed: MissedPolicy,
+    /// `retries = n`; 0 (no retry) when absent, and then left out of both forms.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// The wait before the first retry, as written; `None` is the runtime's default (10 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
+    /// `on = "…"`; `one_replica` when absent, and then left out of both forms.
+    #[serde(default, skip_serializing_if = "is_one_replica")]
+    pub on: RunOn,
+}
+
+fn is_zero(retries: &u32) -> bool {
+    *retries == 0
+}
+
+fn is_one_replica(on: &RunOn) -> bool {
+    *on == RunOn::OneReplica
 }
 
 /// A source location: the file relative to the root of the cargo workspace (what `file!()` gives), and
@@ -225,13 +242,17 @@ impl Verb {
 }
 
 impl Cron {
-    /// An expression in UTC, with the runtime's default timeout and `missed = "once"`.
+    /// An expression in UTC, with the runtime's default timeout, `missed = "once"`, no retry and
+    /// `on = "one_replica"`.
     pub fn new(expression: impl Into<String>) -> Cron {
         Cron {
             expression: expression.into(),
             timezone: None,
             timeout: None,
             missed: MissedPolicy::Once,
+            retries: 0,
+            backoff: None,
+            on: RunOn::OneReplica,
         }
     }
 
@@ -247,6 +268,21 @@ impl Cron {
 
     pub fn missed(mut self, missed: MissedPolicy) -> Cron {
         self.missed = missed;
+        self
+    }
+
+    pub fn retries(mut self, retries: u32) -> Cron {
+        self.retries = retries;
+        self
+    }
+
+    pub fn backoff(mut self, backoff: impl Into<String>) -> Cron {
+        self.backoff = Some(backoff.into());
+        self
+    }
+
+    pub fn on(mut self, on: RunOn) -> Cron {
+        self.on = on;
         self
     }
 }

@@ -4,14 +4,14 @@
 //! module billing {
 //!   // Sends yesterday's invoices.
 //!   verb send_invoices(Unit) Unit
-//!     +cron 0 2 * * * Europe/Berlin timeout=10m
+//!     +cron 0 2 * * * Europe/Berlin timeout=10m retries=3 backoff=30s
 //! }
 //! ```
 
 use std::fmt;
 
 use super::{Cron, Module, SCHEMA_VERSION, Schema, SchemaError, Verb};
-use crate::MissedPolicy;
+use crate::{MissedPolicy, RunOn};
 
 pub(super) fn write(schema: &Schema, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     for (index, module) in schema.modules.iter().enumerate() {
@@ -53,6 +53,15 @@ fn write_verb(module: &str, verb: &Verb, f: &mut fmt::Formatter<'_>) -> fmt::Res
     }
     if cron.missed != MissedPolicy::default() {
         write!(f, " missed={}", cron.missed)?;
+    }
+    if cron.retries != 0 {
+        write!(f, " retries={}", cron.retries)?;
+    }
+    if let Some(backoff) = &cron.backoff {
+        write!(f, " backoff={backoff}")?;
+    }
+    if cron.on != RunOn::default() {
+        write!(f, " on={}", cron.on)?;
     }
     writeln!(f)
 }
@@ -166,20 +175,35 @@ pub(super) fn parse(text: &str) -> Result<Schema, SchemaError> {
     })
 }
 
-/// `<expression> [<zone>] [timeout=<duration>] [missed=<policy>]`. Expression fields never contain a
+/// `<expression> [<zone>] [timeout=<duration>] [missed=<policy>] [retries=<n>] [backoff=<duration>]
+/// [on=<replicas>]`. Expression fields never contain a
 /// letter, so a last word with a letter is the zone.
 fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut words: Vec<&str> = Vec::new();
     let mut timeout = None;
     let mut missed = MissedPolicy::default();
+    let mut retries = 0;
+    let mut backoff = None;
+    let mut on = RunOn::default();
     for word in text.split_whitespace() {
         if let Some(value) = word.strip_prefix("timeout=") {
             timeout = Some(value.to_owned());
         } else if let Some(value) = word.strip_prefix("missed=") {
             missed = value.parse().map_err(|e| format!("{e}"))?;
+        } else if let Some(value) = word.strip_prefix("retries=") {
+            retries = value.parse().map_err(|_| {
+                format!(
+                    "`retries={value}` is not a number of retries; expected such as `retries=3`"
+                )
+            })?;
+        } else if let Some(value) = word.strip_prefix("backoff=") {
+            backoff = Some(value.to_owned());
+        } else if let Some(value) = word.strip_prefix("on=") {
+            on = value.parse().map_err(|e| format!("{e}"))?;
         } else if word.contains('=') {
             return Err(format!(
-                "unknown `+cron` option `{word}`; expected `timeout=…` or `missed=…`"
+                "unknown `+cron` option `{word}`; expected `timeout=…`, `missed=…`, `retries=…`, \
+                 `backoff=…` or `on=…`"
             ));
         } else {
             words.push(word);
@@ -199,5 +223,8 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
         timezone,
         timeout,
         missed,
+        retries,
+        backoff,
+        on,
     })
 }

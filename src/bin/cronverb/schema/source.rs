@@ -209,6 +209,9 @@ impl Walker<'_> {
                 timezone: cron.timezone.map(str::to_owned),
                 timeout: cron.timeout.as_ref().map(|timeout| timeout.value()),
                 missed: cron.missed,
+                retries: cron.retries,
+                backoff: cron.backoff.as_ref().map(|backoff| backoff.value()),
+                on: cron.on,
             },
         )
         .doc(doc.join("\n"))

@@ -1,0 +1,6 @@
+use cronverb::cron;
+
+#[cron("0 2 * * *", backoff = "30s")]
+async fn send_invoices() {}
+
+fn main() {}
