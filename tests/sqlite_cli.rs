@@ -246,6 +246,7 @@ fn deploy_status_pause_resume_trigger_runs_and_prune_on_a_file() {
                     ended_at: None,
                     // Its handler started 300 ms after the trigger's instant.
                     started_at: Some(claim.scheduled_at + chrono::Duration::milliseconds(300)),
+                    retry_after: None,
                 }],
                 None,
             )
