@@ -141,9 +141,9 @@ fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0002)\n"
+        "cronverb's tables are up to date (migration 0003)\n"
     );
-    assert_eq!(file.json(&["migrate"])["version"], 2);
+    assert_eq!(file.json(&["migrate"])["version"], 3);
     let output = file.cronverb(&["status"]);
     assert_eq!(stdout(&output), "no deployment is registered\n");
 

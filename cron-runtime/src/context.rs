@@ -21,6 +21,7 @@ pub struct Context {
     pub(crate) job: Arc<JobContext>,
     pub(crate) scheduled_at: DateTime<Utc>,
     pub(crate) run_id: i64,
+    pub(crate) attempt: u32,
 }
 
 /// What every run of one job shares. One reference per run rather than one per field: with thousands of
@@ -64,6 +65,7 @@ impl Context {
             module: None,
             scheduled_at: None,
             run_id: 0,
+            attempt: 1,
             state: State::default(),
         }
     }
@@ -88,6 +90,13 @@ impl Context {
     /// (docs/runtime.md, "Jobs on every replica").
     pub fn run_id(&self) -> i64 {
         self.run_id
+    }
+
+    /// Which attempt of its occurrence this run is: 1, then 2 and on for the retries of a job that
+    /// retries (docs/runtime.md, "Retries"). The scheduled instant and the run id stay the same across
+    /// attempts.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
     }
 
     /// A clone of the value of type `T` given to
@@ -154,6 +163,7 @@ pub struct TestContext {
     module: Option<String>,
     scheduled_at: Option<DateTime<Utc>>,
     run_id: i64,
+    attempt: u32,
     state: State,
 }
 
@@ -173,6 +183,12 @@ impl TestContext {
     /// The id [`Context::run_id`] returns.
     pub fn run_id(mut self, id: i64) -> TestContext {
         self.run_id = id;
+        self
+    }
+
+    /// The attempt [`Context::attempt`] returns (default 1).
+    pub fn attempt(mut self, attempt: u32) -> TestContext {
+        self.attempt = attempt;
         self
     }
 
@@ -200,6 +216,7 @@ impl TestContext {
                 .scheduled_at
                 .unwrap_or_else(|| Utc::now().trunc_subsecs(0)),
             run_id: self.run_id,
+            attempt: self.attempt,
         }
     }
 

@@ -322,3 +322,37 @@ async fn a_job_without_retries_records_no_attempts() {
             .all(|r| r.outcome == Some(Outcome::Failed) && r.attempts.is_empty())
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_reads_which_attempt_it_is() {
+    let store = MemoryStore::starting_at(at(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let noted = Arc::clone(&seen);
+    let runtime = builder(&store)
+        .job_with(
+            "test::attempts",
+            "0 * * * * *",
+            JobOptions::new().retries(2).backoff(Duration::from_secs(1)),
+            move || {
+                let cx = cron_runtime::context();
+                noted
+                    .lock()
+                    .unwrap()
+                    .push((cx.attempt(), cx.run_id(), cx.scheduled_at()));
+                async { Err::<(), _>("no") }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(70)).await;
+    handle.shutdown().await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "{seen:?}"
+    );
+    assert!(seen.iter().all(|s| s.1 == seen[0].1 && s.2 == at(60)));
+}

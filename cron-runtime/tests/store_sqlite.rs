@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use cron_runtime::store::sqlite::{SqliteStore, connect_options, pool_options};
-use cron_runtime::store::{Outcome, StoreSettings};
+use cron_runtime::store::{Finish, Finished, Outcome, StoreSettings};
 
 use conformance::{RunView, StoreUnderTest};
 
@@ -45,6 +45,7 @@ struct RunRow {
     error: Option<String>,
     runner: String,
     skipped: i64,
+    attempts: Option<String>,
 }
 
 fn at(micros: i64) -> DateTime<Utc> {
@@ -81,7 +82,7 @@ impl StoreUnderTest for Sqlite {
 
     async fn runs(&self) -> Vec<RunView> {
         let rows: Vec<RunRow> = sqlx::query_as(
-            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped \
+            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped, attempts \
              FROM cron_job_runs ORDER BY id",
         )
         .fetch_all(self.observer.pool())
@@ -99,7 +100,10 @@ impl StoreUnderTest for Sqlite {
                 error: row.error,
                 runner: row.runner,
                 skipped: u32::try_from(row.skipped).unwrap(),
-                attempts: Vec::new(),
+                attempts: row
+                    .attempts
+                    .map(|text| serde_json::from_str(&text).unwrap())
+                    .unwrap_or_default(),
             })
             .collect()
     }
@@ -168,8 +172,9 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
         .fetch_one(a.pool())
         .await
         .unwrap();
-    // Each of the two migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`), once.
-    assert_eq!(applied, 2);
+    // Each of the migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`, `0003_retries.sql`),
+    // once.
+    assert_eq!(applied, 3);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
     sqlx::query("UPDATE cron_compatibility SET required_migration = 7")
@@ -225,4 +230,142 @@ async fn the_builder_picks_the_sqlite_store_by_the_urls_scheme() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("use the in-memory store"), "{error}");
+}
+
+/// A file an earlier release migrated (up to `0002_run_claimed_at.sql`), with its history: this build
+/// adds `0003_retries.sql` and keeps working on it, and the rows an earlier release writes (which name
+/// none of 0003's columns) still fit the migrated tables (docs/operations.md, "Migrations across
+/// releases").
+#[tokio::test]
+async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_keeps_working() {
+    use conformance::*;
+
+    let db = TempDb::new();
+    let observer = SqliteStore::connect(&db.url).await.unwrap();
+    let earlier = std::env::temp_dir().join(format!(
+        "cronverb-migrations-{}-{}",
+        std::process::id(),
+        db.path.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir_all(&earlier).unwrap();
+    let ours = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
+    for name in ["0001_cron_tables.sql", "0002_run_claimed_at.sql"] {
+        std::fs::copy(ours.join(name), earlier.join(name)).unwrap();
+    }
+    sqlx::migrate::Migrator::new(earlier.as_path())
+        .await
+        .unwrap()
+        .run(observer.pool())
+        .await
+        .unwrap();
+    std::fs::remove_dir_all(&earlier).unwrap();
+    // An earlier release's run, recorded with the columns it knows.
+    let old_run = "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, claimed_at, started_at, \
+                   finished_at, outcome, runner, runner_id) \
+                   VALUES ('billing', 'old', ?1, ?1, ?1, ?1, 'succeeded', 'host:1', 1)";
+    sqlx::query(old_run)
+        .bind(1_000_000_i64)
+        .execute(observer.pool())
+        .await
+        .unwrap();
+
+    observer.migrate().await.unwrap();
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(observer.pool())
+            .await
+            .unwrap();
+    assert_eq!(applied, [1, 2, 3]);
+    // What an earlier release writes still fits.
+    sqlx::query(old_run)
+        .bind(2_000_000_i64)
+        .execute(observer.pool())
+        .await
+        .unwrap();
+
+    let h = Sqlite { db, observer };
+    let runs = h.runs().await;
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|run| run.attempts.is_empty()));
+    // This build retries on the migrated file.
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let first = claim_of(&claimed, "a").clone();
+    let finish = Finish {
+        retry_after: Some(std::time::Duration::from_millis(200)),
+        ..ended(&first, Outcome::Failed, Some("relay refused"))
+    };
+    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {
+        panic!("not retried")
+    };
+    sleep_until(&h, retry_at + ms(20)).await;
+    let claimed = claim(&store, &runner).await;
+    let second = claim_of(&claimed, "a");
+    assert_eq!((second.run_id, second.attempt), (first.run_id, 2));
+    finish_one(&store, &runner, &succeeded(second)).await;
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Succeeded));
+    assert_eq!(run.attempts.len(), 2);
+}
+
+/// A takeover moves a pending retry to the new deployment's row of its verb, at its instant; a
+/// deployment without the verb ends the occurrence failed, its retries cut short (docs/runtime.md,
+/// "Retries").
+#[tokio::test]
+async fn a_takeover_carries_a_pending_retry_or_cuts_it_short() {
+    use conformance::*;
+    use cron_runtime::store::RETRIES_CUT_SHORT;
+
+    let h = Sqlite::new().await;
+    let (store, runner) = replica(&h, &deployment("billing@1", vec![job("a", SECONDLY)])).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let first = claim_of(&claimed, "a").clone();
+    let finish = Finish {
+        retry_after: Some(std::time::Duration::from_millis(300)),
+        ..ended(&first, Outcome::Failed, Some("relay refused"))
+    };
+    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {
+        panic!("not retried")
+    };
+
+    let v2 = deployment("billing@2", vec![job("a", SECONDLY), job("b", YEARLY)]);
+    let (_, runner2) = replica(&h, &v2).await;
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(retry_at));
+    let (job_id, deployment_id): (Option<i64>, Option<i64>) =
+        sqlx::query_as("SELECT job_id, deployment_id FROM cron_job_runs WHERE id = ?")
+            .bind(first.run_id)
+            .fetch_one(h.observer.pool())
+            .await
+            .unwrap();
+    assert_eq!(deployment_id, Some(runner2.deployment_id));
+    let held: Option<i64> =
+        sqlx::query_scalar("SELECT retry_run_id FROM cron_jobs WHERE id = ? AND deployment_id = ?")
+            .bind(job_id)
+            .bind(runner2.deployment_id)
+            .fetch_one(h.observer.pool())
+            .await
+            .unwrap();
+    assert_eq!(held, Some(first.run_id));
+    assert_eq!(run_of(&h, first.run_id).await.unwrap().outcome, None);
+
+    let (_, _) = replica(&h, &deployment("billing@3", vec![job("b", YEARLY)])).await;
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Failed));
+    let error = run.error.unwrap();
+    assert!(
+        error.starts_with(RETRIES_CUT_SHORT) && error.contains("no verb `a`"),
+        "{error}"
+    );
+    assert_eq!(run.attempts.len(), 1);
+    let pending: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM cron_jobs WHERE retry_run_id IS NOT NULL")
+            .fetch_one(h.observer.pool())
+            .await
+            .unwrap();
+    assert_eq!(pending, 0);
 }

@@ -263,6 +263,7 @@ async fn run_occurrence<S: Store>(
         scheduled_at: at,
         // Not in the store's history: no run id.
         run_id: 0,
+        attempt: 1,
     };
     let mut handle =
         tokio::spawn(call_handler(Arc::clone(&job.planned), context).instrument(span.clone()));

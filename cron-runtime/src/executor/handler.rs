@@ -72,6 +72,7 @@ pub(super) fn start_one<S: Store>(
         job: job_context,
         scheduled_at: run.scheduled_at,
         run_id: run.run_id,
+        attempt: run.state.attempt,
     };
     let first = run.span.in_scope(|| {
         context.sync_scope(|| {
@@ -152,6 +153,7 @@ async fn pending_task<S: Store>(
         job: Arc::clone(job_context),
         scheduled_at: run.scheduled_at,
         run_id: run.run_id,
+        attempt: run.state.attempt,
     };
     let guarded = AssertUnwindSafe(Watched {
         handler,

@@ -8,9 +8,10 @@ use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 
 use super::deploy::next_due;
+use super::end::{end_pending, read_attempts};
 use super::{SqliteStore, db, instant, micros};
-use crate::store::rules::{after_skipping, is_late, next_after_run};
-use crate::store::{Claim, ClaimAction, Claimed, Runner, StoreError};
+use crate::store::rules::{after_skipping, is_late, next_after_run, retry_cut_short};
+use crate::store::{Claim, ClaimAction, Claimed, RETRIES_CUT_SHORT, Runner, StoreError};
 
 /// Which rows a claim may take: the idle rows of deployment `?1` of module `?2`, of no verb executing
 /// under another deployment of the module (no overlap across a deploy). A statement adds which
@@ -24,8 +25,9 @@ macro_rules! claimable_rows {
     };
 }
 
-/// A due row: `(id, verb, schedule, timezone, scheduled_at, missed, manual)`.
-type Due = (i64, String, String, String, i64, String, bool);
+/// A due row: `(id, verb, schedule, timezone, scheduled_at, missed, manual, retry_run_id)`; for a
+/// pending retry (`retry_run_id` set, not manual), `scheduled_at` is the retry's instant.
+type Due = (i64, String, String, String, i64, String, bool, Option<i64>);
 
 impl SqliteStore {
     pub(super) async fn claim(
@@ -78,7 +80,7 @@ impl SqliteStore {
         let horizon = micros(now + ahead);
         let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut due: Vec<Due> = sqlx::query_as(concat!(
-            "SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution, j.missed, 0 ",
+            "SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution, j.missed, 0, j.retry_run_id ",
             claimable_rows!(),
             " AND j.paused = 0 AND j.next_execution IS NOT NULL AND j.next_execution <= ?3
              ORDER BY j.next_execution, j.id LIMIT ?4"
@@ -93,7 +95,7 @@ impl SqliteStore {
         // A pending trigger is due too, paused or not; unless a regular occurrence is due with it (which
         // then runs and satisfies the trigger), its run is manual: at the trigger's instant, never late.
         let manual: Vec<Due> = sqlx::query_as(concat!(
-            "SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at, j.missed, 1 ",
+            "SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at, j.missed, 1, NULL ",
             claimable_rows!(),
             " AND j.trigger_requested_at IS NOT NULL
               AND NOT coalesce(j.paused = 0 AND j.next_execution <= ?3, 0)
@@ -112,11 +114,14 @@ impl SqliteStore {
         let full = due.len() >= limit;
         let mut claims = Vec::with_capacity(due.len());
         for row in due {
-            if let Some(claim) = self
-                .claim_row(&mut tx, runner, &module, row, now)
-                .await
-                .map_err(db(context))?
-            {
+            let claimed = match row.7 {
+                Some(retry_run_id) if !row.6 => {
+                    self.claim_retry(&mut tx, runner, &module, row, retry_run_id, now)
+                        .await
+                }
+                _ => self.claim_row(&mut tx, runner, &module, row, now).await,
+            };
+            if let Some(claim) = claimed.map_err(db(context))? {
                 claims.push(claim);
             }
         }
@@ -145,7 +150,7 @@ impl SqliteStore {
         tx: &mut SqliteConnection,
         runner: &Runner,
         module: &str,
-        (job_id, verb, expression, zone, scheduled_at, missed, manual): Due,
+        (job_id, verb, expression, zone, scheduled_at, missed, manual, _): Due,
         now: DateTime<Utc>,
     ) -> Result<Option<Claim>, sqlx::Error> {
         let Some(schedule) = self.schedule(job_id, &expression, &zone) else {
@@ -250,6 +255,97 @@ impl SqliteStore {
         .execute(&mut *tx)
         .await?;
         Ok(Some(claim))
+    }
+}
+
+impl SqliteStore {
+    /// Claims the retry due at `retry_at` of the idle row `job_id`, held for run `retry_run_id`: takes
+    /// that run again as the next attempt, or, when the occurrence after the run's has come, ends the
+    /// run `failed` with its retries cut short and moves the row to that occurrence (docs/runtime.md,
+    /// "Retries"). A row whose run is no longer pending (an older build ran the row meanwhile) forgets
+    /// it and is claimed as any other.
+    async fn claim_retry(
+        &self,
+        tx: &mut SqliteConnection,
+        runner: &Runner,
+        module: &str,
+        row: Due,
+        retry_run_id: i64,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Claim>, sqlx::Error> {
+        let (job_id, verb, expression, zone, retry_at, _, _, _) = &row;
+        let (job_id, retry_at) = (*job_id, *retry_at);
+        let run: Option<(i64, Option<String>)> = sqlx::query_as(
+            "SELECT scheduled_at, attempts FROM cron_job_runs WHERE id = ? AND outcome = 'running'",
+        )
+        .bind(retry_run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((scheduled_at, attempts)) = run else {
+            tracing::warn!(
+                job_id,
+                verb,
+                run_id = retry_run_id,
+                "the retry of `{verb}` held for run {retry_run_id} has no pending run; claiming the row as is"
+            );
+            sqlx::query("UPDATE cron_jobs SET retry_run_id = NULL WHERE id = ?")
+                .bind(job_id)
+                .execute(&mut *tx)
+                .await?;
+            return self.claim_row(tx, runner, module, row, now).await;
+        };
+        let Some(schedule) = self.schedule(job_id, expression, zone) else {
+            return Ok(None);
+        };
+        let scheduled = instant(scheduled_at);
+        if let Some(next) = retry_cut_short(&schedule, scheduled, now) {
+            end_pending(tx, retry_run_id, RETRIES_CUT_SHORT, now).await?;
+            sqlx::query(
+                "UPDATE cron_jobs SET retry_run_id = NULL, next_execution = ? WHERE id = ?",
+            )
+            .bind(micros(next))
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await?;
+            return Ok(None);
+        }
+        let due = instant(retry_at);
+        let start = now.max(due);
+        let lease_expires_at = start + self.settings.lease;
+        sqlx::query(
+            "UPDATE cron_job_runs SET claimed_at = ?, started_at = ?, runner = ?, runner_id = ?
+             WHERE id = ?",
+        )
+        .bind(micros(now))
+        .bind(micros(start))
+        .bind(&runner.name)
+        .bind(runner.id)
+        .bind(retry_run_id)
+        .execute(&mut *tx)
+        .await?;
+        // `next_execution` stays the retry's instant while it runs: a give-back returns the row there.
+        sqlx::query(
+            "UPDATE cron_jobs SET state = 'executing', current_run_id = ?, lease_expires_at = ?
+             WHERE id = ?",
+        )
+        .bind(retry_run_id)
+        .bind(micros(lease_expires_at))
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await?;
+        let ended = read_attempts(retry_run_id, attempts.as_deref()).len();
+        Ok(Some(Claim {
+            run_id: retry_run_id,
+            job_id,
+            verb: verb.clone(),
+            scheduled_at: scheduled,
+            late: false,
+            action: ClaimAction::Run,
+            skipped: 0,
+            lease_expires_at,
+            attempt: u32::try_from(ended + 1).unwrap_or(u32::MAX),
+            retry_at: Some(due),
+        }))
     }
 }
 

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use cron_schema::MissedPolicy;
 use sqlx::SqliteConnection;
 
+use super::end::move_retry;
 use super::{SqliteStore, db, instant, micros, micros_of};
 use crate::store::{
     Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema, rules,
@@ -28,6 +29,7 @@ struct PreviousRow {
     next_execution: Option<i64>,
     run_scheduled_at: Option<i64>,
     manual: Option<bool>,
+    retry_run_id: Option<i64>,
 }
 
 impl SqliteStore {
@@ -189,7 +191,7 @@ impl SqliteStore {
         if let Some(previous) = previous {
             let rows: Vec<PreviousRow> = sqlx::query_as(
                 "SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.next_execution,
-                        r.scheduled_at AS run_scheduled_at, r.manual
+                        r.scheduled_at AS run_scheduled_at, r.manual, j.retry_run_id
                  FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id
                  WHERE j.deployment_id = ?",
             )
@@ -246,6 +248,18 @@ impl SqliteStore {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        }
+        // Pending retries go with their verb, to its row of the new deployment, at their instant; a
+        // verb the new deployment does not have is never tried again (docs/runtime.md, "Retries").
+        let mut pending: Vec<&PreviousRow> = carried
+            .values()
+            .filter(|old| old.state == "idle" && old.retry_run_id.is_some())
+            .collect();
+        pending.sort_by_key(|old| old.id);
+        for old in pending {
+            if let (Some(run_id), Some(at)) = (old.retry_run_id, old.next_execution) {
+                move_retry(tx, old.id, run_id, at, now).await?;
+            }
         }
         if let Some(previous) = previous {
             // The operator's state of each verb (a pause, with its note; a pending trigger) goes with it.

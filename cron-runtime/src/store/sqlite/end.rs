@@ -8,14 +8,15 @@ use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 
 use super::{SqliteStore, db, instant, micros, micros_of};
-use crate::store::rules::{Start, after_run, ended_at};
-use crate::store::{Finish, Finished, Outcome, Runner, StoreError};
+use crate::store::rules::{Start, after_run, ended_at, retry_at};
+use crate::store::{Attempt, Finish, Finished, Outcome, RETRIES_CUT_SHORT, Runner, StoreError};
 
 /// An executing job row with the run that holds it, and whether its deployment is the active one.
 macro_rules! held_rows {
     () => {
         "SELECT j.id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution, j.paused,
-                j.current_run_id AS run_id, r.scheduled_at, r.manual, d.active
+                j.current_run_id AS run_id, r.scheduled_at, r.manual, d.active, j.retry_run_id,
+                r.attempts, r.started_at AS run_started_at
          FROM cron_jobs j
          JOIN cron_job_runs r ON r.id = j.current_run_id
          JOIN cron_deployments d ON d.id = j.deployment_id
@@ -36,6 +37,50 @@ pub(super) struct Held {
     scheduled_at: i64,
     manual: bool,
     active: bool,
+    /// The run whose retry the row holds: `run_id` while that retry is the run in flight.
+    retry_run_id: Option<i64>,
+    /// The run's attempts ended so far (`cron_job_runs.attempts`).
+    attempts: Option<String>,
+    /// The run's `started_at`: the claim's planned start until its end is recorded.
+    run_started_at: Option<i64>,
+}
+
+impl Held {
+    /// For a retry in flight, the instant it was due: the row's `next_execution`, which the claim
+    /// leaves as it found it (docs/runtime.md, "Retries").
+    fn retry_at(&self) -> Option<i64> {
+        if self.retry_run_id == Some(self.run_id) {
+            self.next_execution
+        } else {
+            None
+        }
+    }
+
+    /// When the run starts: a retry at its own instant, any other run at its occurrence.
+    fn start_at(&self) -> i64 {
+        self.retry_at().unwrap_or(self.scheduled_at)
+    }
+}
+
+/// The attempts of a run as `cron_job_runs.attempts` holds them; none for NULL (or for text this build
+/// cannot read, which it then overwrites).
+pub(super) fn read_attempts(run_id: i64, text: Option<&str>) -> Vec<Attempt> {
+    let Some(text) = text else {
+        return Vec::new();
+    };
+    serde_json::from_str(text).unwrap_or_else(|error| {
+        tracing::warn!(run_id, %error, "the attempts of run {run_id} do not parse; ignoring them");
+        Vec::new()
+    })
+}
+
+/// `cron_job_runs.attempts` for `attempts`: NULL for none.
+pub(super) fn write_attempts(attempts: &[Attempt]) -> Option<String> {
+    if attempts.is_empty() {
+        None
+    } else {
+        Some(serde_json::to_string(attempts).expect("attempts serialize"))
+    }
 }
 
 /// How a held run ends ([`SqliteStore::end_run`]).
@@ -48,6 +93,8 @@ pub(super) enum End<'a> {
         error: Option<&'a str>,
         at: DateTime<Utc>,
         started: Start,
+        /// Try the occurrence again this long after `at` ([`Finish::retry_after`]).
+        retry_after: Option<Duration>,
     },
     /// Its handler was never called: its record is dropped and its job goes back to idle at that same
     /// occurrence (a manual run's trigger is pending again), or to the active deployment's row.
@@ -83,15 +130,13 @@ impl SqliteStore {
                 error: finish.error.as_deref(),
                 at: ended_at(finish.ended_at, now),
                 started: Start::Reported(finish.started_at),
+                retry_after: finish.retry_after,
             };
-            let (next_execution, skipped) = self
+            let finished = self
                 .end_run(&mut tx, &held, end)
                 .await
                 .map_err(db(context))?;
-            results.push(Finished::Recorded {
-                next_execution,
-                skipped,
-            });
+            results.push(finished);
         }
         self.commit(tx, context).await?;
         Ok(results)
@@ -171,8 +216,8 @@ impl SqliteStore {
         .await
         .map_err(db(context))?;
         for held in held {
-            let end = if instant(held.scheduled_at) > now {
-                // Claimed ahead and never started: the next process runs the occurrence.
+            let end = if instant(held.start_at()) > now {
+                // Claimed ahead and never started: the next process runs the occurrence (or the retry).
                 End::GivenBack
             } else if cancelled.contains(&held.run_id) {
                 End::Recorded {
@@ -180,6 +225,7 @@ impl SqliteStore {
                     error: Some("cancelled by shutdown after the grace period"),
                     at: now,
                     started: Start::Planned,
+                    retry_after: None,
                 }
             } else {
                 End::Recorded {
@@ -187,6 +233,7 @@ impl SqliteStore {
                     error: Some("the replica shut down without recording how it ended"),
                     at: now,
                     started: Start::Planned,
+                    retry_after: None,
                 }
             };
             self.end_run(&mut tx, &held, end)
@@ -228,23 +275,47 @@ impl SqliteStore {
                 error: Some("the replica running it stopped renewing its lease"),
                 at: now,
                 started: Start::Planned,
+                retry_after: None,
             };
             self.end_run(tx, held, end).await?;
         }
         Ok(expired.into_iter().map(|held| held.verb).collect())
     }
 
-    /// Ends the held run: records it (or drops it, given back) and puts its job back to idle. Returns the
-    /// job's next occurrence and how many occurrences the run skipped ([`Finished::Recorded`]).
+    /// Ends the held run: records it (or drops it, given back), or records its attempt and holds its
+    /// job for a retry, and puts its job back to idle. Returns how it was recorded
+    /// ([`Finished::Recorded`] with the job's next occurrence and the occurrences the run skipped, or
+    /// [`Finished::Retrying`]).
     pub(super) async fn end_run(
         &self,
         tx: &mut SqliteConnection,
         held: &Held,
         end: End<'_>,
-    ) -> Result<(Option<DateTime<Utc>>, u32), sqlx::Error> {
+    ) -> Result<Finished, sqlx::Error> {
         let scheduled_at = instant(held.scheduled_at);
-        let (outcome, error, at, started) = match end {
+        let (mut outcome, error, at, started, retry_after) = match end {
             End::GivenBack => {
+                if let Some(retry_at) = held.retry_at() {
+                    // A retry claimed ahead: pending again at its instant; its run stays (docs/runtime.md,
+                    // "Retries").
+                    sqlx::query(
+                        "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL,
+                             lease_expires_at = NULL, next_execution = ?
+                         WHERE id = ?",
+                    )
+                    .bind(retry_at)
+                    .bind(held.id)
+                    .execute(&mut *tx)
+                    .await?;
+                    if !held.active {
+                        // The takeover has moved the pending retries on; this one follows them.
+                        move_retry(tx, held.id, held.run_id, retry_at, super::now()).await?;
+                    }
+                    return Ok(Finished::Recorded {
+                        next_execution: Some(instant(retry_at)),
+                        skipped: 0,
+                    });
+                }
                 sqlx::query("DELETE FROM cron_job_runs WHERE id = ?")
                     .bind(held.run_id)
                     .execute(&mut *tx)
@@ -271,22 +342,84 @@ impl SqliteStore {
                 if !held.active {
                     give_to_active(tx, held).await?;
                 }
-                return Ok((next.map(instant), 0));
+                return Ok(Finished::Recorded {
+                    next_execution: next.map(instant),
+                    skipped: 0,
+                });
             }
             End::Recorded {
                 outcome,
                 error,
                 at,
                 started,
-            } => (outcome, error, at, started),
+                retry_after,
+            } => (outcome, error, at, started, retry_after),
         };
         let schedule = self.schedule(held.id, &held.schedule, &held.timezone);
+        // The start the executor reported, else the claim's planned one (docs/operations.md, "The
+        // tables"); the end is never before the start.
+        let mut started_at = started.written(held.run_started_at.map(instant));
+        let finished_at = started_at.map_or(at, |started| at.max(started));
+        let mut error = error.map(str::to_owned);
+        // Retries (docs/runtime.md, "Retries"): of a regular run of the active deployment only.
+        let retry = match (&schedule, retry_after) {
+            (Some(schedule), Some(after)) if held.active && !held.manual => {
+                Some(retry_at(schedule, scheduled_at, at, after))
+            }
+            _ => None,
+        };
+        let mut attempts = read_attempts(held.run_id, held.attempts.as_deref());
+        if retry.is_some() || !attempts.is_empty() {
+            attempts.push(Attempt {
+                outcome,
+                error: error.clone(),
+                started_at,
+                finished_at,
+            });
+        }
+        match retry {
+            Some(Some(retry_at)) => {
+                // The run waits, `running`, with its attempt's error; its job is idle until the retry.
+                sqlx::query(
+                    "UPDATE cron_job_runs SET error = ?1, started_at = ?2, attempts = ?3
+                     WHERE id = ?4 AND outcome = 'running'",
+                )
+                .bind(error.as_deref())
+                .bind(started_at.map(micros))
+                .bind(write_attempts(&attempts))
+                .bind(held.run_id)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
+                         next_execution = ?, retry_run_id = ?
+                     WHERE id = ?",
+                )
+                .bind(micros(retry_at))
+                .bind(held.run_id)
+                .bind(held.id)
+                .execute(&mut *tx)
+                .await?;
+                return Ok(Finished::Retrying { at: retry_at });
+            }
+            Some(None) => {
+                outcome = Outcome::Failed;
+                error = Some(RETRIES_CUT_SHORT.to_owned());
+            }
+            None => {}
+        }
+        if let Some(first) = attempts.first() {
+            // The occurrence started with its first attempt.
+            started_at = first.started_at;
+        }
+        // A retry pending on the row (a manual run ended while it waits) keeps the row at its instant.
+        let retry_pending = held.retry_run_id.is_some_and(|run| run != held.run_id);
         let (next, skipped) = match &schedule {
             // A manual run leaves the regular schedule alone: the job keeps its next occurrence if it
             // is still ahead; one that came while the run was executing is skipped (overlap), and so
             // are the ones after it up to now. A paused job keeps its row as it is.
             Some(schedule) if held.manual => match held.next_execution.map(instant) {
-                Some(regular) if regular > at || held.paused => (Some(regular), 0),
+                Some(regular) if regular > at || held.paused || retry_pending => (Some(regular), 0),
                 Some(regular) => crate::store::rules::after_skipping(schedule, regular, at),
                 None => (None, 0),
             },
@@ -294,29 +427,28 @@ impl SqliteStore {
             // A row whose schedule no longer parses keeps its `next_execution` (G8).
             None => (held.next_execution.map(instant), 0),
         };
-        // The start the executor reported (`?6`: `?7`), else the claim's planned one (docs/operations.md,
-        // "The tables"); the end is never before the start.
         sqlx::query(
-            "UPDATE cron_job_runs SET outcome = ?1, error = ?2, skipped = ?3,
-                 started_at = CASE WHEN ?6 THEN ?7 ELSE started_at END,
-                 finished_at = max(coalesce(CASE WHEN ?6 THEN ?7 ELSE started_at END, ?4), ?4)
-             WHERE id = ?5 AND outcome = 'running'",
+            "UPDATE cron_job_runs SET outcome = ?1, error = ?2, skipped = ?3, started_at = ?4,
+                 finished_at = ?5, attempts = ?6
+             WHERE id = ?7 AND outcome = 'running'",
         )
         .bind(outcome.as_str())
-        .bind(error)
+        .bind(error.as_deref())
         .bind(i64::from(skipped))
-        .bind(micros(at))
+        .bind(started_at.map(micros))
+        .bind(micros(finished_at))
+        .bind(write_attempts(&attempts))
         .bind(held.run_id)
-        .bind(matches!(started, Start::Reported(_)))
-        .bind(started.written(None).map(micros))
         .execute(&mut *tx)
         .await?;
         sqlx::query(
             "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
-                 next_execution = ?
-             WHERE id = ?",
+                 next_execution = ?1,
+                 retry_run_id = CASE WHEN retry_run_id = ?2 THEN NULL ELSE retry_run_id END
+             WHERE id = ?3",
         )
         .bind(next.map(micros))
+        .bind(held.run_id)
         .bind(held.id)
         .execute(&mut *tx)
         .await?;
@@ -330,7 +462,8 @@ impl SqliteStore {
                  WHERE id IN (
                      SELECT n.id FROM cron_jobs n JOIN cron_deployments d ON d.id = n.deployment_id
                      WHERE d.active = 1 AND n.module_name = ?2 AND n.verb = ?3 AND n.schedule = ?4
-                       AND n.timezone = ?5 AND n.state = 'idle' AND n.next_execution < ?1)",
+                       AND n.timezone = ?5 AND n.state = 'idle' AND n.next_execution < ?1
+                       AND n.retry_run_id IS NULL)",
             )
             .bind(micros(next))
             .bind(&held.module_name)
@@ -340,7 +473,10 @@ impl SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
-        Ok((reported, skipped))
+        Ok(Finished::Recorded {
+            next_execution: reported,
+            skipped,
+        })
     }
 
     /// Deletes finished runs that finished more than `older_than` ago, in batches of 1,000 and at most
@@ -386,7 +522,7 @@ async fn give_to_active(tx: &mut SqliteConnection, held: &Held) -> Result<(), sq
          FROM cron_deployments AS nd
          WHERE nd.id = n.deployment_id AND nd.module = ?3 AND nd.active = 1
            AND n.verb = ?4 AND n.state = 'idle'
-           AND (?1 OR (n.schedule = ?5 AND n.timezone = ?6))",
+           AND (?1 OR (n.schedule = ?5 AND n.timezone = ?6 AND n.retry_run_id IS NULL))",
     )
     .bind(held.manual)
     .bind(held.scheduled_at)
@@ -394,6 +530,94 @@ async fn give_to_active(tx: &mut SqliteConnection, held: &Held) -> Result<(), sq
     .bind(&held.verb)
     .bind(&held.schedule)
     .bind(&held.timezone)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Moves the retry of run `run_id`, pending at the instant `retry_at` on row `job_id` of a deployment
+/// that is no longer active, to the active deployment's idle row of its verb (docs/runtime.md,
+/// "Retries"). When that deployment has no such row to hold it, the occurrence ends `failed`, its
+/// retries cut short, at `now`.
+pub(super) async fn move_retry(
+    tx: &mut SqliteConnection,
+    job_id: i64,
+    run_id: i64,
+    retry_at: i64,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE cron_jobs SET retry_run_id = NULL WHERE id = ? AND retry_run_id = ?")
+        .bind(job_id)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+    let to: Option<(i64, i64, String)> = sqlx::query_as(
+        "SELECT n.id, n.deployment_id, n.state FROM cron_jobs o
+         JOIN cron_jobs n ON n.module_name = o.module_name AND n.verb = o.verb
+         JOIN cron_deployments d ON d.id = n.deployment_id
+         WHERE o.id = ? AND d.active = 1",
+    )
+    .bind(job_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let verb: String = sqlx::query_scalar("SELECT verb FROM cron_job_runs WHERE id = ?")
+        .bind(run_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    let why = match to {
+        Some((to, deployment_id, state)) if state == "idle" => {
+            let moved = sqlx::query(
+                "UPDATE cron_jobs SET retry_run_id = ?, next_execution = ?
+                 WHERE id = ? AND retry_run_id IS NULL",
+            )
+            .bind(run_id)
+            .bind(retry_at)
+            .bind(to)
+            .execute(&mut *tx)
+            .await?;
+            if moved.rows_affected() == 1 {
+                sqlx::query("UPDATE cron_job_runs SET job_id = ?, deployment_id = ? WHERE id = ?")
+                    .bind(to)
+                    .bind(deployment_id)
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?;
+                return Ok(());
+            }
+            format!("the deployment that took the module over holds another retry of `{verb}`")
+        }
+        Some(_) => format!("the deployment that took the module over is running `{verb}`"),
+        None => format!("the deployment that took the module over has no verb `{verb}`"),
+    };
+    end_pending(tx, run_id, &format!("{RETRIES_CUT_SHORT}: {why}"), now).await
+}
+
+/// Ends run `run_id`, whose retry was pending, `failed` with `error` at `now`: started with its first
+/// attempt, with the attempts it has (docs/runtime.md, "Retries").
+pub(super) async fn end_pending(
+    tx: &mut SqliteConnection,
+    run_id: i64,
+    error: &str,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let attempts: Option<String> =
+        sqlx::query_scalar("SELECT attempts FROM cron_job_runs WHERE id = ?")
+            .bind(run_id)
+            .fetch_one(&mut *tx)
+            .await?;
+    let attempts = read_attempts(run_id, attempts.as_deref());
+    let started_at = attempts.first().and_then(|first| first.started_at);
+    sqlx::query(
+        "UPDATE cron_job_runs SET outcome = 'failed', error = ?1,
+             started_at = CASE WHEN ?2 THEN ?3 ELSE started_at END,
+             finished_at = max(?4, coalesce(?3, ?4))
+         WHERE id = ?5 AND outcome = 'running'",
+    )
+    .bind(error)
+    .bind(!attempts.is_empty())
+    .bind(started_at.map(micros))
+    .bind(micros(now))
+    .bind(run_id)
     .execute(&mut *tx)
     .await?;
     Ok(())

@@ -25,7 +25,7 @@ const PAUSE: &str = "\
 
 /// The rows of verb `?2` of module `?1`, as [`ResumeRow`]s.
 const SELECT_FOR_RESUME: &str = "\
-    SELECT id, schedule, timezone, state, paused, next_execution \
+    SELECT id, schedule, timezone, state, paused, next_execution, retry_run_id \
     FROM cron_jobs WHERE module_name = ?1 AND verb = ?2 ORDER BY id";
 
 /// Resumes row `?1`, whose next occurrence is `?2`.
@@ -76,6 +76,9 @@ struct ResumeRow {
     state: String,
     paused: bool,
     next_execution: Option<i64>,
+    /// A pending retry (docs/runtime.md, "Retries") keeps the row at its instant: the claim ends it
+    /// cut short if the next occurrence has come meanwhile.
+    retry_run_id: Option<i64>,
 }
 
 /// A row of [`SELECT_PAUSE`], its instants as the tables store them.
@@ -165,7 +168,7 @@ impl SqliteAdmin {
             changed = true;
             let next = resumed_next(
                 row_schedule(&row.schedule, &row.timezone),
-                row.state == "idle",
+                row.state == "idle" && row.retry_run_id.is_none(),
                 row.next_execution.map(instant),
                 now,
             );

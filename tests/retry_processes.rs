@@ -1,0 +1,146 @@
+//! Retries survive the replica, with real processes on PostgreSQL (docs/runtime.md, "Retries"): a job
+//! due every ten seconds whose first attempt fails; the replica that ran it is killed with SIGKILL
+//! while the retry waits, and another replica, started after, takes the retry at its instant. What the
+//! handlers did is recorded in the side table with the database's clock.
+//!
+//! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
+
+mod support;
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use cronverb::JobOptions;
+use support::{Cluster, TestDb, t, wait_for};
+
+const MODULE: &str = "rt";
+const KEY: &str = "rt@1";
+const SEND: &str = "rt::send";
+
+#[test]
+fn replica_main() {
+    support::replica_entry(|builder, _| {
+        builder.job_with(
+            SEND,
+            "*/10 * * * * *",
+            JobOptions::new().retries(2).backoff(Duration::from_secs(4)),
+            || async {
+                let attempt = cronverb::context().attempt();
+                support::execute(0, Duration::ZERO).await?;
+                if attempt == 1 {
+                    Err("the first attempt fails".to_owned())
+                } else {
+                    Ok(())
+                }
+            },
+        )
+    });
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct RunRow {
+    id: i64,
+    scheduled_at: DateTime<Utc>,
+    outcome: String,
+    attempts: Option<serde_json::Value>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_pending_when_its_replica_is_killed_is_taken_by_another_at_its_instant()
+-> anyhow::Result<()> {
+    let db = TestDb::create("rt").await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    println!("replica logs: {}", cluster.logs_dir().display());
+
+    cluster.spawn("r1", KEY, "jobs")?;
+    // The first attempt has failed and its retry waits: kill the replica that ran it.
+    let pending: RunRow = wait_for("a retry to wait", Duration::from_secs(30), || async {
+        Ok(sqlx::query_as::<_, RunRow>(
+            "SELECT id, scheduled_at, outcome, attempts FROM cron_job_runs \
+             WHERE attempts IS NOT NULL AND outcome = 'running'",
+        )
+        .fetch_optional(&db.pool)
+        .await?)
+    })
+    .await?;
+    cluster.kill9("r1")?;
+    let retry_at: DateTime<Utc> = sqlx::query_scalar(
+        "SELECT next_execution FROM cron_jobs WHERE retry_run_id = $1 AND state = 'idle'",
+    )
+    .bind(pending.id)
+    .fetch_one(&db.pool)
+    .await?;
+    println!(
+        "run {} of {}: retry due at {}",
+        pending.id,
+        t(pending.scheduled_at),
+        t(retry_at)
+    );
+    assert!(retry_at < pending.scheduled_at + TimeDelta::seconds(10));
+
+    cluster.spawn("r2", KEY, "jobs")?;
+    let ended: RunRow = wait_for("the retry to succeed", Duration::from_secs(30), || async {
+        Ok(sqlx::query_as::<_, RunRow>(
+            "SELECT id, scheduled_at, outcome, attempts FROM cron_job_runs \
+             WHERE id = $1 AND outcome <> 'running'",
+        )
+        .bind(pending.id)
+        .fetch_optional(&db.pool)
+        .await?)
+    })
+    .await?;
+    // Past the next occurrence too, to see that nothing ran the retried one again.
+    let next = pending.scheduled_at + TimeDelta::seconds(10);
+    wait_for(
+        "the next occurrence to run",
+        Duration::from_secs(30),
+        || async {
+            let ran: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM cron_job_runs WHERE scheduled_at = $1 AND outcome <> 'running'",
+            )
+            .bind(next)
+            .fetch_optional(&db.pool)
+            .await?;
+            Ok(ran.map(|_| ()))
+        },
+    )
+    .await?;
+    cluster.stop(&["r2"], Duration::from_secs(10))?;
+
+    assert_eq!(ended.outcome, "succeeded");
+    let attempts = ended.attempts.expect("the attempts are recorded");
+    let outcomes: Vec<&str> = attempts
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["failed", "succeeded"]);
+    assert_eq!(attempts[0]["error"], "the first attempt fails");
+
+    // Each attempt ran once: the first on the killed replica, the retry on the other, at its instant.
+    let executions: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT replica, started_at FROM test_executions WHERE run_id = $1 ORDER BY id",
+    )
+    .bind(pending.id)
+    .fetch_all(&db.pool)
+    .await?;
+    println!("executions of run {}: {executions:?}", pending.id);
+    assert_eq!(
+        executions.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
+        ["r1", "r2"]
+    );
+    assert!(
+        executions[1].1 >= retry_at,
+        "the retry started at {}, before its instant {}",
+        t(executions[1].1),
+        t(retry_at)
+    );
+    let runs_of_occurrence: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM cron_job_runs WHERE scheduled_at = $1")
+            .bind(pending.scheduled_at)
+            .fetch_one(&db.pool)
+            .await?;
+    assert_eq!(runs_of_occurrence, 1);
+    Ok(())
+}
