@@ -595,7 +595,10 @@ fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry() {
     assert_eq!(runs[1]["error"], "retries cut short by the next occurrence");
     assert_eq!(runs[1]["attempts"].as_array().unwrap().len(), 2);
     assert_eq!(runs[1]["attempts"][1]["outcome"], "timed_out");
-    assert_eq!(runs[1]["attempts"][0]["finished_at"], "2026-03-08T10:00:01.500Z");
+    assert_eq!(
+        runs[1]["attempts"][0]["finished_at"],
+        "2026-03-08T10:00:01.500Z"
+    );
 
     let output = db.cronverb(&["runs"]);
     let text = stdout(&output);
@@ -605,7 +608,9 @@ fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry() {
         "{text}"
     );
     assert!(
-        text.contains("\n  attempt 1  failed     2026-03-08T11:00:00Z  2.000s  the relay said no\n"),
+        text.contains(
+            "\n  attempt 1  failed     2026-03-08T11:00:00Z  2.000s  the relay said no\n"
+        ),
         "{text}"
     );
     assert!(

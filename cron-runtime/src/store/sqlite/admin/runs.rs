@@ -2,7 +2,7 @@
 
 use super::{SqliteAdmin, admin_db};
 use crate::admin::{AdminError, Run, RunFilter, Since};
-use crate::store::Attempt;
+use crate::store::sqlite::end::read_attempts;
 use crate::store::sqlite::{instant, micros, micros_of, now};
 
 /// Whether verb `?1` has any run (of module `?2` unless it is null).
@@ -79,18 +79,6 @@ impl From<RunRow> for Run {
         }
         .with_lateness()
     }
-}
-
-/// The attempts of run `run_id` as `cron_job_runs.attempts` holds them: none for NULL, or for text this
-/// build cannot read (logged; the run is still listed).
-fn read_attempts(run_id: i64, text: Option<&str>) -> Vec<Attempt> {
-    let Some(text) = text else {
-        return Vec::new();
-    };
-    serde_json::from_str(text).unwrap_or_else(|error| {
-        tracing::warn!(run_id, %error, "the attempts of run {run_id} do not parse; ignoring them");
-        Vec::new()
-    })
 }
 
 impl SqliteAdmin {
