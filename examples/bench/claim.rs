@@ -76,6 +76,7 @@ pub(crate) async fn finish_each(
             ended_at: None,
             // As the executor's finishes do: a start to write with the end.
             started_at: Some(claim.scheduled_at),
+            retry_after: None,
         };
         store
             .finish(runner, std::slice::from_ref(&finish), None)
