@@ -157,6 +157,61 @@ async fn handler_text_is_escaped(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_retried_run_shows_its_attempts_and_a_pending_retry_when_it_is_due(pool: PgPool) {
+    let store = seed(&pool).await;
+    // An occurrence that ended after two attempts (the first one's error a hostile text), and one whose
+    // retry is pending: the job row is held idle at the retry's instant for it.
+    sqlx::raw_sql(
+        r#"INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, outcome,
+                                      error, runner, runner_id, attempts)
+           VALUES ('billing', 'billing::send', '2026-03-08T10:00:00Z', '2026-03-08T10:00:00Z',
+                   '2026-03-08T10:00:35Z', 'succeeded', NULL, 'host:1', 1,
+                   '[{"outcome":"panicked","error":"<img src=x onerror=alert(1)>","started_at":"2026-03-08T10:00:00Z","finished_at":"2026-03-08T10:00:01.500Z"},
+                     {"outcome":"succeeded","error":null,"started_at":"2026-03-08T10:00:05Z","finished_at":"2026-03-08T10:00:35Z"}]');
+           INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, outcome, runner,
+                                      runner_id, attempts)
+           VALUES ('billing', 'billing::send', '2026-03-08T11:00:00Z', '2026-03-08T11:00:00Z', 'running',
+                   'host:1', 1,
+                   '[{"outcome":"timed_out","error":"ran past its timeout","started_at":"2026-03-08T11:00:00Z","finished_at":"2026-03-08T11:00:30Z"}]');
+           UPDATE cron_jobs SET next_execution = '2026-03-08T11:00:42Z',
+                                retry_run_id = (SELECT id FROM cron_job_runs WHERE scheduled_at = '2026-03-08T11:00:00Z')
+           WHERE verb = 'billing::send';"#,
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let router = dashboard::router(store.admin());
+    let reply = get(&router, JOB).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let body = &reply.body;
+    assert!(
+        body.contains("outcome-retrying\">retrying</span>"),
+        "{body}"
+    );
+    assert!(
+        body.contains("next attempt due 2026-03-08 11:00:42 UTC"),
+        "{body}"
+    );
+    assert_eq!(body.matches("<tr class=\"attempt\">").count(), 3, "{body}");
+    assert!(
+        body.contains("<span class=\"tag\">2 attempts</span>")
+            && body.contains("<span class=\"tag\">1 attempt so far</span>"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "outcome-panicked\">panicked</span></td><td>2026-03-08 10:00:00 UTC</td><td>1.5 s</td>"
+        ),
+        "{body}"
+    );
+    assert!(!body.contains("<img"), "{body}");
+    assert!(
+        body.contains("&#60;img src=x onerror=alert(1)&#62;"),
+        "{body}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
 async fn every_response_has_the_csp_and_no_inline_script_or_style(pool: PgPool) {
     let store = seed(&pool).await;
     runs(&pool, 3, "succeeded", None).await;

@@ -559,6 +559,76 @@ fn no_form_of_connection_string_shows_its_password() {
     assert!(!stderr(&output).contains("S3cret"), "{}", stderr(&output));
 }
 
+#[test]
+fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry() {
+    let db = Database::migrated("attempts");
+    let runtime = current_thread();
+    let (_store, _runner) = runtime.block_on(replica(&db.url));
+    // An occurrence whose retries the next occurrence cut short, and one whose retry is pending: the
+    // job row is held idle at the retry's instant for it.
+    db.admin_in(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, outcome, \
+         error, runner, runner_id, attempts) SELECT module_name, verb, '2026-03-08T10:00:00Z', \
+         '2026-03-08T10:00:00Z', '2026-03-08T10:00:35Z', 'failed', \
+         'retries cut short by the next occurrence', 'h:1', 1, \
+         '[{\"outcome\":\"failed\",\"error\":\"boom\",\"started_at\":\"2026-03-08T10:00:00Z\",\
+         \"finished_at\":\"2026-03-08T10:00:01.500Z\"},{\"outcome\":\"timed_out\",\"error\":\"ran past \
+         its timeout of 30s\",\"started_at\":\"2026-03-08T10:00:05Z\",\"finished_at\":\
+         \"2026-03-08T10:00:35Z\"}]' FROM cron_jobs; \
+         INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, outcome, runner, \
+         runner_id, attempts) SELECT module_name, verb, '2026-03-08T11:00:00Z', '2026-03-08T11:00:00Z', \
+         'running', 'h:1', 1, '[{\"outcome\":\"failed\",\"error\":\"the relay said no\",\
+         \"started_at\":\"2026-03-08T11:00:00Z\",\"finished_at\":\"2026-03-08T11:00:02Z\"}]' \
+         FROM cron_jobs; \
+         UPDATE cron_jobs SET next_execution = '2026-03-08T11:00:12Z', retry_run_id = \
+         (SELECT id FROM cron_job_runs WHERE scheduled_at = '2026-03-08T11:00:00Z')",
+    );
+
+    let runs = db.json(&["runs"]);
+    assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+    assert_eq!(runs[0]["outcome"], "retrying");
+    assert_eq!(runs[0]["retry_at"], "2026-03-08T11:00:12Z");
+    assert_eq!(runs[0]["finished_at"], Value::Null);
+    assert_eq!(runs[0]["attempts"][0]["error"], "the relay said no");
+    assert_eq!(runs[1]["outcome"], "failed");
+    assert_eq!(runs[1]["retry_at"], Value::Null);
+    assert_eq!(runs[1]["error"], "retries cut short by the next occurrence");
+    assert_eq!(runs[1]["attempts"].as_array().unwrap().len(), 2);
+    assert_eq!(runs[1]["attempts"][1]["outcome"], "timed_out");
+    assert_eq!(
+        runs[1]["attempts"][0]["finished_at"],
+        "2026-03-08T10:00:01.500Z"
+    );
+
+    let output = db.cronverb(&["runs"]);
+    let text = stdout(&output);
+    assert!(text.contains(" ATTEMPTS "), "{text}");
+    assert!(
+        text.contains("retrying  1+ ") && text.contains("retry at 2026-03-08T11:00:12Z"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\n  attempt 1  failed     2026-03-08T11:00:00Z  2.000s  the relay said no\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("failed    2  ") && text.contains("retries cut short by the next occurrence"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  attempt 1  failed     2026-03-08T10:00:00Z  1.500s  boom\n")
+            && text.contains(
+                "\n  attempt 2  timed_out  2026-03-08T10:00:05Z  30.000s  ran past its timeout of 30s\n"
+            ),
+        "{text}"
+    );
+    // Paging by verb still reads the same runs.
+    let runs = db.json(&["runs", "--verb", "heartbeat", "--limit", "1"]);
+    assert_eq!(runs[0]["outcome"], "retrying");
+}
+
 const ESC: &str = "\u{1b}";
 
 #[test]

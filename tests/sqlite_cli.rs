@@ -303,3 +303,75 @@ fn deploy_status_pause_resume_trigger_runs_and_prune_on_a_file() {
     assert_eq!(runs[0]["manual"], true);
     drop(store);
 }
+
+#[test]
+fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry_on_a_file() {
+    let file = File::new("attempts");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, _runner) = runtime.block_on(replica(&file.url));
+    let at = |text: &str| {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .timestamp_micros()
+    };
+    // An occurrence whose retries the next occurrence cut short, and one whose retry is pending: the
+    // job row is held idle at the retry's instant for it.
+    runtime.block_on(async {
+        sqlx::query(
+            "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, \
+             outcome, error, runner, runner_id, attempts) VALUES ('billing', 'billing::heartbeat', \
+             ?1, ?1, ?2, 'failed', 'retries cut short by the next occurrence', 'h:1', 0, ?3)",
+        )
+        .bind(at("2026-03-08T10:00:00Z"))
+        .bind(at("2026-03-08T10:00:35Z"))
+        .bind(
+            r#"[{"outcome":"failed","error":"boom","started_at":"2026-03-08T10:00:00Z","finished_at":"2026-03-08T10:00:01.500Z"},{"outcome":"timed_out","error":"ran past its timeout of 30s","started_at":"2026-03-08T10:00:05Z","finished_at":"2026-03-08T10:00:35Z"}]"#,
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let pending: i64 = sqlx::query_scalar(
+            "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, outcome, \
+             runner, runner_id, attempts) VALUES ('billing', 'billing::heartbeat', ?1, ?1, \
+             'running', 'h:1', 0, ?2) RETURNING id",
+        )
+        .bind(at("2026-03-08T11:00:00Z"))
+        .bind(
+            r#"[{"outcome":"failed","error":"the relay said no","started_at":"2026-03-08T11:00:00Z","finished_at":"2026-03-08T11:00:02Z"}]"#,
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        sqlx::query("UPDATE cron_jobs SET next_execution = ?1, retry_run_id = ?2")
+            .bind(at("2026-03-08T11:00:12Z"))
+            .bind(pending)
+            .execute(store.pool())
+            .await
+            .unwrap();
+    });
+
+    let runs = file.json(&["runs"]);
+    assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+    assert_eq!(runs[0]["outcome"], "retrying");
+    assert_eq!(runs[0]["retry_at"], "2026-03-08T11:00:12Z");
+    assert_eq!(runs[0]["attempts"][0]["error"], "the relay said no");
+    assert_eq!(runs[1]["outcome"], "failed");
+    assert_eq!(runs[1]["retry_at"], Value::Null);
+    assert_eq!(runs[1]["attempts"].as_array().unwrap().len(), 2);
+    assert_eq!(runs[1]["attempts"][1]["outcome"], "timed_out");
+
+    let output = file.cronverb(&["runs", "--verb", "heartbeat"]);
+    let text = stdout(&output);
+    assert!(
+        text.contains("retrying  1+ ") && text.contains("retry at 2026-03-08T11:00:12Z"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\n  attempt 2  timed_out  2026-03-08T10:00:05Z  30.000s  ran past its timeout of 30s\n"
+        ),
+        "{text}"
+    );
+    drop(store);
+}

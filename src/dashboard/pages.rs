@@ -338,6 +338,20 @@ struct RunView {
     runner: String,
     deployment: String,
     error: Option<String>,
+    /// Each attempt of an occurrence tried more than once; empty otherwise.
+    attempts: Vec<AttemptView>,
+    /// When the pending retry of a `retrying` run is due.
+    retry_at: Option<String>,
+}
+
+/// One attempt of a run tried more than once.
+struct AttemptView {
+    number: usize,
+    outcome: &'static str,
+    class: String,
+    started: String,
+    duration: String,
+    error: Option<String>,
 }
 
 impl RunView {
@@ -357,6 +371,20 @@ impl RunView {
             runner: run.runner.clone(),
             deployment: run.deployment.clone().unwrap_or_else(|| "—".to_owned()),
             error: run.error.clone(),
+            attempts: run
+                .attempts
+                .iter()
+                .enumerate()
+                .map(|(i, attempt)| AttemptView {
+                    number: i + 1,
+                    outcome: attempt.outcome.as_str(),
+                    class: format!("outcome-{}", attempt.outcome.as_str()),
+                    started: format::utc(attempt.started_at),
+                    duration: format::span(attempt.started_at, Some(attempt.finished_at)),
+                    error: attempt.error.clone(),
+                })
+                .collect(),
+            retry_at: run.retry_at.map(|at| format::utc(Some(at))),
         }
     }
 }

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::rfc3339;
+use crate::store::Attempt;
 
 /// Which runs [`Admin::runs`](super::Admin::runs) returns: the latest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,10 +126,26 @@ pub struct Run {
     /// When it ended; `None` while it runs.
     #[serde(with = "rfc3339::option")]
     pub finished_at: Option<DateTime<Utc>>,
-    /// `running`, `succeeded`, `failed`, `panicked`, `timed_out`, `cancelled`, `abandoned`, `skipped`.
+    /// `running`, `retrying`, `succeeded`, `failed`, `panicked`, `timed_out`, `cancelled`, `abandoned`,
+    /// `skipped`: the occurrence's final outcome once it ended, whatever its attempts. `retrying` is an
+    /// occurrence between two attempts (docs/runtime.md, "Retries"): an attempt ended, and the job is
+    /// held idle for its next one at [`Run::retry_at`]; the table's `outcome` still reads `running`.
+    /// `running` is an attempt executing.
     pub outcome: String,
-    /// Why it failed.
+    /// Why it failed: for an occurrence tried more than once, its final error (`retries cut short by
+    /// the next occurrence` when the next occurrence came before its retry; the last attempt keeps its
+    /// own error in [`Run::attempts`]).
     pub error: Option<String>,
+    /// The attempts ended so far of an occurrence tried more than once, in order, each with its
+    /// outcome, error, start and end: the last one included once the occurrence ended. Empty for an
+    /// occurrence that ended at its first attempt (or that is at its first attempt). While it is
+    /// `retrying`, `started_at` is the first attempt's start and `finished_at` is `None`.
+    #[sqlx(json)]
+    pub attempts: Vec<Attempt>,
+    /// When the pending retry of a `retrying` occurrence is due: the `next_execution` of the job row
+    /// holding it (`cron_jobs.retry_run_id`, idle); `None` for any other run.
+    #[serde(with = "rfc3339::option")]
+    pub retry_at: Option<DateTime<Utc>>,
     /// `host:pid`.
     pub runner: String,
     /// It was claimed more than the missed-run tolerance after `scheduled_at`.
@@ -140,12 +157,18 @@ pub struct Run {
 }
 
 impl Run {
-    /// The run with its [`Run::lateness_ms`] computed from its other fields: every store's
+    /// The run with its [`Run::lateness_ms`] computed from its other fields, and its outcome
+    /// `retrying` while a retry is pending ([`Run::retry_at`]): every store's
     /// [`Admin::runs`](crate::admin::Admin::runs) returns its runs through it.
     pub(crate) fn with_lateness(mut self) -> Run {
         self.lateness_ms = self
             .started_at
             .map(|started| (started - self.scheduled_at).num_milliseconds());
+        if self.outcome == "running" && self.finished_at.is_none() && self.retry_at.is_some() {
+            self.outcome = "retrying".to_owned();
+        } else {
+            self.retry_at = None;
+        }
         self
     }
 }

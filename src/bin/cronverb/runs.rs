@@ -4,8 +4,10 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 use cron_runtime::admin::{Run, RunFilter, Since};
+use cron_runtime::store::Attempt;
 
 use crate::db::{self, Connection};
+use crate::escape::escape;
 
 /// Show the history of runs, latest first
 #[derive(Debug, clap::Args)]
@@ -43,7 +45,7 @@ pub fn run(args: Args) -> ExitCode {
             db::print("no run\n")
         } else {
             let rows: Vec<Vec<String>> = runs.iter().map(row).collect();
-            db::print(&db::table(
+            let table = db::table(
                 "",
                 &[
                     "ID",
@@ -51,14 +53,66 @@ pub fn run(args: Args) -> ExitCode {
                     "SCHEDULED (UTC)",
                     "LATENESS",
                     "OUTCOME",
+                    "ATTEMPTS",
                     "DURATION",
                     "RUNNER",
                     "NOTES",
                 ],
                 &rows,
-            ))
+            );
+            db::print(&with_attempts(&table, &runs))
         }
     })
+}
+
+/// `table` (a header line, then a line for each of `runs`) with, under each run tried more than once,
+/// a line for each of its attempts.
+fn with_attempts(table: &str, runs: &[Run]) -> String {
+    let mut lines = table.lines();
+    let mut text = String::with_capacity(table.len());
+    for line in lines.by_ref().take(1) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    for (line, run) in lines.zip(runs) {
+        text.push_str(line);
+        text.push('\n');
+        for (number, attempt) in run.attempts.iter().enumerate() {
+            text.push_str(&attempt_line(number + 1, attempt));
+            text.push('\n');
+        }
+    }
+    text
+}
+
+/// One attempt under its run: `  attempt 2  failed     2026-11-24T17:00:05Z  0.300s  boom`, its error's
+/// first line escaped.
+fn attempt_line(number: usize, attempt: &Attempt) -> String {
+    let duration = attempt.started_at.map_or_else(
+        || "-".to_owned(),
+        |started| seconds((attempt.finished_at - started).num_milliseconds()),
+    );
+    let mut line = format!(
+        "  attempt {number}  {:<9}  {}  {duration}",
+        attempt.outcome.as_str(),
+        db::instant(attempt.started_at.or(Some(attempt.finished_at))),
+    );
+    if let Some(error) = &attempt.error {
+        line.push_str("  ");
+        line.push_str(&escape(error.lines().next().unwrap_or_default()));
+    }
+    line
+}
+
+/// The ATTEMPTS cell: how many attempts the occurrence had (`1` when it ended at its first, or is at
+/// its first), the one executing counted; `2+` while another is pending after two.
+fn attempts(run: &Run) -> String {
+    match (run.attempts.len(), run.outcome.as_str()) {
+        (0, _) => "1".to_owned(),
+        (n, "retrying") => format!("{n}+"),
+        (n, "running") => (n + 1).to_string(),
+        (n, _) => n.to_string(),
+    }
 }
 
 fn row(run: &Run) -> Vec<String> {
@@ -78,6 +132,9 @@ fn row(run: &Run) -> Vec<String> {
     if run.skipped > 0 {
         notes.push(format!("skipped {}", run.skipped));
     }
+    if let Some(at) = run.retry_at {
+        notes.push(format!("retry at {}", db::instant(Some(at))));
+    }
     if let Some(error) = &run.error {
         notes.push(error.lines().next().unwrap_or_default().to_owned());
     }
@@ -87,6 +144,7 @@ fn row(run: &Run) -> Vec<String> {
         db::instant(Some(run.scheduled_at)),
         lateness,
         run.outcome.clone(),
+        attempts(run),
         duration,
         run.runner.clone(),
         notes.join("; "),

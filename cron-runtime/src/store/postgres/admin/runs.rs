@@ -12,10 +12,17 @@ pub(super) const HAS_HISTORY: &str = "\
 /// the instant `$3` or within `$4` seconds of now (no bound when null), and before the run
 /// `($6 scheduled_at, $7 id)` in the history's order (from the newest when null). The cursor is always
 /// a row comparison, so that even a generic plan reads the index from it (`cron_job_runs_verb` or
-/// `cron_job_runs_scheduled`) instead of skipping rows.
+/// `cron_job_runs_scheduled`) instead of skipping rows. A run that is `running` after an attempt ended
+/// (it has attempts) looks up the job row holding its pending retry (idle, `retry_run_id` its id;
+/// after a takeover, another deployment's row than `job_id`): that subquery runs for those runs only.
 pub(super) const SELECT_RUNS: &str = "\
     SELECT r.id, r.module_name AS module, r.verb, d.key AS deployment, r.scheduled_at, r.claimed_at, \
-           r.started_at, r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual \
+           r.started_at, r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual, \
+           coalesce(r.attempts, '[]'::jsonb) AS attempts, \
+           CASE WHEN r.outcome = 'running' AND r.attempts IS NOT NULL THEN \
+               (SELECT j.next_execution FROM cron_jobs j \
+                WHERE j.retry_run_id = r.id AND j.state = 'idle' LIMIT 1) \
+           END AS retry_at \
     FROM cron_job_runs r \
     LEFT JOIN cron_deployments d ON d.id = r.deployment_id \
     WHERE ($1::text IS NULL OR r.module_name = $1) \

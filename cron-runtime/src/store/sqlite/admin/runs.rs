@@ -2,6 +2,7 @@
 
 use super::{SqliteAdmin, admin_db};
 use crate::admin::{AdminError, Run, RunFilter, Since};
+use crate::store::sqlite::end::read_attempts;
 use crate::store::sqlite::{instant, micros, micros_of, now};
 
 /// Whether verb `?1` has any run (of module `?2` unless it is null).
@@ -12,10 +13,18 @@ const HAS_HISTORY: &str = "\
 /// The latest `?4` runs, as [`RunRow`]s: of module `?1` and verb `?2` (any when null), scheduled at or
 /// after the instant `?3` (no bound when null), and before the run `(?5 scheduled_at, ?6 id)` in the
 /// history's order (from the newest when null). The cursor is always a row comparison, so that the
-/// index (`cron_job_runs_verb` or `cron_job_runs_scheduled`) is read from it.
+/// index (`cron_job_runs_verb` or `cron_job_runs_scheduled`) is read from it. A run that is `running`
+/// after an attempt ended (it has attempts) looks up the job row holding its pending retry (idle,
+/// `retry_run_id` its id; after a takeover, another deployment's row than `job_id`): that subquery runs
+/// for those runs only.
 const SELECT_RUNS: &str = "\
     SELECT r.id, r.module_name AS module, r.verb, d.key AS deployment, r.scheduled_at, r.claimed_at, \
-           r.started_at, r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual \
+           r.started_at, r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual, \
+           r.attempts, \
+           CASE WHEN r.outcome = 'running' AND r.attempts IS NOT NULL THEN \
+               (SELECT j.next_execution FROM cron_jobs j \
+                WHERE j.retry_run_id = r.id AND j.state = 'idle' LIMIT 1) \
+           END AS retry_at \
     FROM cron_job_runs r \
     LEFT JOIN cron_deployments d ON d.id = r.deployment_id \
     WHERE (?1 IS NULL OR r.module_name = ?1) \
@@ -42,6 +51,9 @@ struct RunRow {
     late: bool,
     skipped: i32,
     manual: bool,
+    /// `cron_job_runs.attempts`: JSON text, or NULL.
+    attempts: Option<String>,
+    retry_at: Option<i64>,
 }
 
 impl From<RunRow> for Run {
@@ -62,6 +74,8 @@ impl From<RunRow> for Run {
             late: row.late,
             skipped: row.skipped,
             manual: row.manual,
+            attempts: read_attempts(row.id, row.attempts.as_deref()),
+            retry_at: row.retry_at.map(instant),
         }
         .with_lateness()
     }
