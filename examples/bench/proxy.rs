@@ -20,6 +20,16 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// The sum of two proxies' counts.
+    pub(crate) fn plus(mut self, other: &Counts) -> Counts {
+        self.statements += other.statements;
+        self.round_trips += other.round_trips;
+        for (kind, n) in &other.kinds {
+            *self.kinds.entry(kind.clone()).or_default() += n;
+        }
+        self
+    }
+
     pub(crate) fn minus_kinds(&self, before: &Counts) -> Vec<(String, u64)> {
         let mut kinds: Vec<(String, u64)> = self
             .kinds
