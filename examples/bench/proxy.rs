@@ -247,7 +247,7 @@ pub(crate) fn statement_kinds(before: &Counts, after: &Counts, per: f64) -> Stri
     for (kind, n) in after.minus_kinds(before) {
         let mark = if is_heartbeat(&kind) { " `*`" } else { "" };
         table.push_str(&format!(
-            "| `{}`{mark} | {:.1} |\n",
+            "| `{}`{mark} | {:.2} |\n",
             kind.replace('|', "\\|"),
             n as f64 / per.max(1e-9)
         ));
