@@ -6,14 +6,17 @@
 //! $ cargo run --release --example bench -- --scenario throughput --jobs 10000 --replicas 1 --seconds 30
 //! ```
 //!
-//! Options: `--scenario all|throughput|idle|limit|scale|register` (repeatable), `--seconds N` (throughput window,
-//! default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`, `--limit-seconds 10`,
-//! `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`, `--count-statements` (every throughput row through the counting proxy),
-//! `--no-extra` (skip the extra throughput rows: counted statements, `synchronous_commit = off`, a pool of
-//! 40 connections, `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N`
-//! (the replicas' `claim_ahead`), `--max-concurrent-runs N` (the replicas' cap), `--replica-pool N` (each replica's own pool of N connections instead of
+//! Options: `--scenario all|throughput|idle|limit|scale|register` (repeatable), `--seconds N`
+//! (throughput window, default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`,
+//! `--idle-replicas 2` (replica processes per idle row: `1,16` compares one idle replica with sixteen),
+//! `--limit-seconds 10`, `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`,
+//! `--count-statements` (every throughput row through the counting proxies), `--no-extra` (skip the extra
+//! throughput rows: counted statements, `synchronous_commit = off`, a pool of 40 connections,
+//! `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N` (the
+//! replicas' `claim_ahead`), `--max-concurrent-runs N` (the replicas' cap), `--replica-pool N` (each
+//! replica's own pool of N connections, through `Runtime::builder().postgres(pool)`, instead of
 //! `database_url`'s 10; by default 80 / replicas where replicas x 10 would pass 80, so that 16 replicas
-//! fit in a stock `max_connections = 100`), `--idle-replicas 1,16` (idle rows), `--database-url`.
+//! fit in a stock `max_connections = 100`), `--database-url`.
 //! `BENCH_PER_SECOND=1` in the environment makes each replica print every second's fires and worst
 //! lateness to stderr after its window.
 //! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) must allow `CREATE DATABASE`;
