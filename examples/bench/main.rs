@@ -6,12 +6,17 @@
 //! $ cargo run --release --example bench -- --scenario throughput --jobs 10000 --replicas 1 --seconds 30
 //! ```
 //!
-//! Options: `--scenario all|throughput|idle|limit|scale|register` (repeatable), `--seconds N` (throughput window,
-//! default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`, `--limit-seconds 10`,
-//! `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`, `--count-statements` (every throughput row through the counting proxy),
-//! `--no-extra` (skip the extra throughput rows: counted statements, `synchronous_commit = off`, a pool of
-//! 40 connections, `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N`
-//! (the replicas' `claim_ahead`), `--database-url`.
+//! Options: `--scenario all|throughput|idle|limit|scale|register` (repeatable), `--seconds N`
+//! (throughput window, default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`,
+//! `--idle-replicas 2` (replica processes per idle row: `1,16` compares one idle replica with sixteen),
+//! `--limit-seconds 10`, `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`,
+//! `--count-statements` (every throughput row through the counting proxies), `--no-extra` (skip the extra
+//! throughput rows: counted statements, `synchronous_commit = off`, a pool of 40 connections,
+//! `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N` (the
+//! replicas' `claim_ahead`), `--max-concurrent-runs N` (the replicas' cap), `--replica-pool N` (each
+//! replica's own pool of N connections, through `Runtime::builder().postgres(pool)`, instead of
+//! `database_url`'s 10; by default 80 / replicas where replicas x 10 would pass 80, so that 16 replicas
+//! fit in a stock `max_connections = 100`), `--database-url`.
 //! `BENCH_PER_SECOND=1` in the environment makes each replica print every second's fires and worst
 //! lateness to stderr after its window.
 //! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) must allow `CREATE DATABASE`;
@@ -32,7 +37,13 @@
 //!   (extended protocol) and `Query` (simple protocol) message, by statement text. It costs a hop per
 //!   round trip, so it is used only where the table says so (the idle scenario, and one throughput row).
 //! - **PostgreSQL CPU**: user + system time of every `postgres` process on the machine over the window
-//!   (other databases' work included).
+//!   (other databases' work included); and of the bench database's client backends alone (their pids from
+//!   `pg_stat_activity`, their times from `/proc/<pid>/stat`; the bench's own sampling connection
+//!   included). **Machine busy**: the share of all cores not idle over the window (`/proc/stat`), and of it the
+//!   niced share (other builds on the machine, run under `nice -n 19`).
+//! - **Share of runs**: each replica's share of the window's `succeeded` runs, by the `runner`
+//!   (`host:pid`) recorded in `cron_job_runs`; the lowest and highest (0% when a replica recorded none).
+//! - **Statements per run** of a row: the sum over all of its replicas' proxies (one proxy per replica).
 //! - **Where the database waits**: `pg_stat_activity` of the bench database sampled every 200 ms.
 //!
 //! The parts: `replica` (the child process and the protocol between it and this one), `throughput`,
@@ -73,6 +84,9 @@ cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
   --jobs 1000,10000      jobs due every second, per throughput row
   --replicas 1,2         replica processes, per throughput row
   --idle-seconds N       idle window (default 60)
+  --idle-replicas 1,16   idle replica processes, per idle row (default 2)
+  --replica-pool N       each replica's own pool of N connections (default: database_url's 10, or
+                         80 / replicas where replicas x 10 > 80)
   --limit-seconds N      pgbench duration per batch size (default 10)
   --scale-rows N         job rows of the scale scenario (default 1000000)
   --register-verbs 10000,100000   verbs of one deployment, per row of the register scenario
@@ -80,6 +94,7 @@ cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
   --no-extra             skip the extra throughput rows (counted, batch_limit 100, sync off, pool 40)
   --batch-limit N        the replicas' batch_limit (default: the runtime's)
   --claim-ahead-ms N     the replicas' claim_ahead in milliseconds (default: the runtime's)
+  --max-concurrent-runs N   the replicas' max_concurrent_runs (default: none)
   --database-url URL     default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres
   --scenario sqlite      (with --features sqlite) --jobs on one process with a SQLite file, no PostgreSQL;
                          not part of `all`
@@ -96,6 +111,9 @@ struct Args {
     jobs: Vec<usize>,
     replicas: Vec<usize>,
     idle_seconds: u32,
+    idle_replicas: Vec<usize>,
+    /// Each replica's pool size; `None`: the runtime's own (10) unless too many replicas for that.
+    replica_pool: Option<u32>,
     limit_seconds: u32,
     scale_rows: u64,
     register_verbs: Vec<usize>,
@@ -105,6 +123,8 @@ struct Args {
     batch_limit: usize,
     /// The replicas' `claim_ahead` in milliseconds (0: the runtime's default).
     claim_ahead_ms: u64,
+    /// The replicas' `max_concurrent_runs` (0: none).
+    max_concurrent_runs: usize,
     url: String,
     /// Where the SQLite scenario makes its file (default `target/`).
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
@@ -118,6 +138,8 @@ fn args() -> Args {
         jobs: vec![1000, 10_000],
         replicas: vec![1, 2],
         idle_seconds: 60,
+        idle_replicas: vec![2],
+        replica_pool: None,
         limit_seconds: 10,
         scale_rows: 1_000_000,
         register_verbs: vec![10_000, 25_000, 50_000, 100_000],
@@ -125,6 +147,7 @@ fn args() -> Args {
         extra: true,
         batch_limit: 0,
         claim_ahead_ms: 0,
+        max_concurrent_runs: 0,
         url: std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned()),
         sqlite_dir: None,
     };
@@ -142,6 +165,10 @@ fn args() -> Args {
             "--jobs" => args.jobs = list(value()),
             "--replicas" => args.replicas = list(value()),
             "--idle-seconds" => args.idle_seconds = value().parse().expect("--idle-seconds N"),
+            "--idle-replicas" => args.idle_replicas = list(value()),
+            "--replica-pool" => {
+                args.replica_pool = Some(value().parse().expect("--replica-pool N"));
+            }
             "--limit-seconds" => args.limit_seconds = value().parse().expect("--limit-seconds N"),
             "--scale-rows" => args.scale_rows = value().parse().expect("--scale-rows N"),
             "--register-verbs" => args.register_verbs = list(value()),
@@ -151,6 +178,9 @@ fn args() -> Args {
             "--claim-ahead-ms" => {
                 args.claim_ahead_ms = value().parse().expect("--claim-ahead-ms N");
             }
+            "--max-concurrent-runs" => {
+                args.max_concurrent_runs = value().parse().expect("--max-concurrent-runs N");
+            }
             "--database-url" => args.url = value(),
             "--sqlite-dir" => args.sqlite_dir = Some(value().into()),
             "--help" | "-h" => {
@@ -159,9 +189,10 @@ fn args() -> Args {
             }
             other => panic!(
                 "unknown option `{other}`; expected one of: `--scenario`, `--seconds`, `--jobs`, \
-                 `--replicas`, `--idle-seconds`, `--limit-seconds`, `--scale-rows`, `--register-verbs`, \
+                 `--replicas`, `--idle-seconds`, `--idle-replicas`, `--replica-pool`, `--limit-seconds`, \
+                 `--scale-rows`, `--register-verbs`, \
                  `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
-                 `--database-url`, `--sqlite-dir`"
+                 `--max-concurrent-runs`, `--database-url`, `--sqlite-dir`"
             ),
         }
     }
@@ -252,6 +283,10 @@ struct Bench {
     limit: Mutex<Vec<(u32, f64)>>,
 }
 
+/// Connections the replicas of one row may hold together when `--replica-pool` is not given: a stock
+/// server allows 100, and the bench itself holds a few.
+const REPLICA_CONNECTIONS: u32 = 80;
+
 /// A fresh database, dropped by [`Bench::drop_db`].
 struct Db {
     name: String,
@@ -259,6 +294,17 @@ struct Db {
 }
 
 impl Bench {
+    /// Each replica's pool size for a row of `replicas` (0: the runtime's own pool of 10).
+    fn replica_pool(&self, replicas: usize) -> u32 {
+        match self.args.replica_pool {
+            Some(pool) => pool,
+            None if replicas as u32 * 10 > REPLICA_CONNECTIONS => {
+                (REPLICA_CONNECTIONS / replicas as u32).max(2)
+            }
+            None => 0,
+        }
+    }
+
     async fn create_db(&self) -> AnyResult<Db> {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let name = format!("cronverb_bench_{}_{n}", std::process::id());

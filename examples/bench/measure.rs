@@ -130,3 +130,92 @@ pub(crate) fn machine() -> String {
         mem_kib as f64 / 1024.0 / 1024.0
     )
 }
+
+/// User + system ticks (10 ms) of one process, from `/proc/<pid>/stat`.
+fn process_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.rfind(')')?;
+    let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+    let n = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    Some(n(11)? + n(12)?)
+}
+
+/// The CPU ticks of the backends connected to one database, by pid: the bench database's share of
+/// PostgreSQL's CPU, without other databases' work or the server's background processes.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct BackendCpu(HashMap<i32, u64>);
+
+impl BackendCpu {
+    pub(crate) async fn read(pool: &PgPool, name: &str) -> AnyResult<BackendCpu> {
+        let pids: Vec<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'",
+        )
+        .bind(name)
+        .fetch_all(pool)
+        .await?;
+        Ok(BackendCpu(
+            pids.into_iter()
+                .filter_map(|pid| Some((pid, process_ticks(pid)?)))
+                .collect(),
+        ))
+    }
+
+    /// CPU time since `before`: a backend not there before counts whole (it started in the window); one
+    /// that has exited since is lost (the replicas' pools keep theirs open).
+    pub(crate) fn since(&self, before: &BackendCpu) -> Duration {
+        let ticks: u64 = self
+            .0
+            .iter()
+            .map(|(pid, t)| t.saturating_sub(before.0.get(pid).copied().unwrap_or(0)))
+            .sum();
+        Duration::from_millis(ticks * 10)
+    }
+
+    pub(crate) fn backends(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Busy and total jiffies of all cores (`/proc/stat`): how full the machine was over a window.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct MachineCpu {
+    busy: u64,
+    nice: u64,
+    total: u64,
+}
+
+impl MachineCpu {
+    pub(crate) fn read() -> MachineCpu {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+            return MachineCpu::default();
+        };
+        let fields: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        let total: u64 = fields.iter().take(8).sum();
+        // idle and iowait
+        let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+        MachineCpu {
+            busy: total - idle,
+            nice: fields.get(1).copied().unwrap_or(0),
+            total,
+        }
+    }
+
+    /// The share of all cores busy since `before`, and of it the share of niced processes (other
+    /// work on the machine at the lowest priority, such as builds under `nice -n 19`), in %.
+    pub(crate) fn busy_since(&self, before: &MachineCpu) -> (f64, f64) {
+        let total = self.total.saturating_sub(before.total);
+        if total == 0 {
+            return (0.0, 0.0);
+        }
+        let pct = |n: u64| n as f64 / total as f64 * 100.0;
+        (
+            pct(self.busy.saturating_sub(before.busy)),
+            pct(self.nice.saturating_sub(before.nice)),
+        )
+    }
+}

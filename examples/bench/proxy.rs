@@ -20,6 +20,16 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// The sum of two proxies' counts.
+    pub(crate) fn plus(mut self, other: &Counts) -> Counts {
+        self.statements += other.statements;
+        self.round_trips += other.round_trips;
+        for (kind, n) in &other.kinds {
+            *self.kinds.entry(kind.clone()).or_default() += n;
+        }
+        self
+    }
+
     pub(crate) fn minus_kinds(&self, before: &Counts) -> Vec<(String, u64)> {
         let mut kinds: Vec<(String, u64)> = self
             .kinds
@@ -237,7 +247,7 @@ pub(crate) fn statement_kinds(before: &Counts, after: &Counts, per: f64) -> Stri
     for (kind, n) in after.minus_kinds(before) {
         let mark = if is_heartbeat(&kind) { " `*`" } else { "" };
         table.push_str(&format!(
-            "| `{}`{mark} | {:.1} |\n",
+            "| `{}`{mark} | {:.2} |\n",
             kind.replace('|', "\\|"),
             n as f64 / per.max(1e-9)
         ));

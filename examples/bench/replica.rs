@@ -33,6 +33,8 @@ pub(crate) struct ReplicaConfig {
     pub(crate) pool: u32,
     pub(crate) batch_limit: usize,
     pub(crate) claim_ahead_ms: u64,
+    /// The replica's `max_concurrent_runs` (0: none, the runtime's default).
+    pub(crate) max_concurrent_runs: usize,
 }
 
 pub(crate) struct ReplicaProcess {
@@ -63,6 +65,10 @@ impl ReplicaProcess {
             .env("BENCH_POOL", config.pool.to_string())
             .env("BENCH_BATCH_LIMIT", config.batch_limit.to_string())
             .env("BENCH_CLAIM_AHEAD_MS", config.claim_ahead_ms.to_string())
+            .env(
+                "BENCH_MAX_CONCURRENT",
+                config.max_concurrent_runs.to_string(),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -214,6 +220,7 @@ async fn run() -> AnyResult<String> {
     let pool: u32 = env("BENCH_POOL");
     let batch_limit: usize = env("BENCH_BATCH_LIMIT");
     let claim_ahead_ms: u64 = env("BENCH_CLAIM_AHEAD_MS");
+    let max_concurrent: usize = env("BENCH_MAX_CONCURRENT");
     let recorder = Arc::new(Recorder {
         window_start: AtomicI64::new(i64::MAX),
         seconds,
@@ -236,6 +243,9 @@ async fn run() -> AnyResult<String> {
     };
     if batch_limit > 0 {
         builder = builder.batch_limit(batch_limit);
+    }
+    if max_concurrent > 0 {
+        builder = builder.max_concurrent_runs(max_concurrent);
     }
     if claim_ahead_ms > 0 {
         builder = builder.claim_ahead(Duration::from_millis(claim_ahead_ms));

@@ -114,6 +114,7 @@ impl Bench {
             pool: 0,
             batch_limit: 0,
             claim_ahead_ms: 0,
+            max_concurrent_runs: 0,
         });
         match spawned {
             Ok(mut child) => {

@@ -1,6 +1,8 @@
 //! Throughput: N jobs due every second on R replica processes over a window. Per row: the fires missed,
 //! the handlers' lateness, runs per second (and as a share of the physical limit), transactions, tuple
-//! writes, statements and round trips per run, each replica's CPU and peak RSS, PostgreSQL's CPU, and
+//! writes, statements and round trips per run (of all replicas together), each replica's share of the
+//! runs (by the `runner` recorded in `cron_job_runs`), each replica's CPU and peak RSS, PostgreSQL's CPU
+//! (all its processes, and the bench database's backends alone), how busy the machine's cores were, and
 //! where the bench database's backends waited.
 
 use std::time::Duration;
@@ -9,7 +11,7 @@ use chrono::{DateTime, Utc};
 use cron_runtime::store::postgres::PgStore;
 use sqlx::{PgPool, Row};
 
-use crate::measure::{db_stats, load, postgres_cpu, sample_waits};
+use crate::measure::{BackendCpu, MachineCpu, db_stats, load, postgres_cpu, sample_waits};
 use crate::proxy::{Counts, Proxy, statement_kinds};
 use crate::replica::{ReplicaConfig, ReplicaProcess, sleep_until_second, wait_for_runners};
 use crate::stats::{Histogram, ms};
@@ -23,11 +25,11 @@ impl Bench {
         );
         println!(
             "| jobs | replicas | note | expected | missed | late p50 | p99 | max | runs/s | % of limit b1/b100 \
-             | xacts/run | tuple writes/run | stmts/run | round trips/run | CPU %/replica | RSS MB/replica \
-             | PG CPU % | load |"
+             | xacts/run | tuple writes/run | stmts/run | round trips/run | share of runs min–max \
+             | CPU %/replica | RSS MB/replica | PG CPU % | bench backends CPU % | machine busy % | load |"
         );
         println!(
-            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"
         );
         let mut waits = Vec::new();
         let mut plan: Vec<(usize, usize, Variant, u32)> = Vec::new();
@@ -95,6 +97,11 @@ impl Bench {
             pool.close().await;
         }
         let pool = PgPool::connect(&db.url).await?;
+        let replica_pool = if variant == Variant::Pool40 {
+            40
+        } else {
+            self.replica_pool(replicas)
+        };
         let mut proxies = Vec::new();
         let mut children = Vec::new();
         for _ in 0..replicas {
@@ -114,16 +121,23 @@ impl Bench {
                 key: "bench@1".to_owned(),
                 seconds,
                 settle: 3,
-                pool: if variant == Variant::Pool40 { 40 } else { 0 },
+                pool: replica_pool,
                 batch_limit: if variant == Variant::Batch100 {
                     100
                 } else {
                     self.args.batch_limit
                 },
                 claim_ahead_ms: self.args.claim_ahead_ms,
+                max_concurrent_runs: self.args.max_concurrent_runs,
             })?);
         }
-        wait_for_runners(&pool, replicas, Duration::from_secs(60)).await?;
+        // Registration of the same deployment by many replicas at once takes a while.
+        wait_for_runners(
+            &pool,
+            replicas,
+            Duration::from_secs(60 + 10 * replicas as u64),
+        )
+        .await?;
         // Warm-up: the window starts at the second whole second from now.
         let window_start = Utc::now().timestamp() + 3;
         for child in &mut children {
@@ -133,8 +147,14 @@ impl Bench {
         let stats_before = db_stats(&pool, &db.name).await?;
         let counts_before: Vec<Counts> = proxies.iter().map(|p| p.snapshot()).collect();
         let pg_cpu_before = postgres_cpu();
+        let machine_before = MachineCpu::read();
+        let backends_before = BackendCpu::read(&pool, &db.name).await?;
         let waits = sample_waits(&pool, &db.name, window_start + i64::from(seconds)).await?;
         let pg_cpu = (postgres_cpu() - pg_cpu_before).as_secs_f64() / f64::from(seconds) * 100.0;
+        let backends_after = BackendCpu::read(&pool, &db.name).await?;
+        let backends_cpu =
+            backends_after.since(&backends_before).as_secs_f64() / f64::from(seconds) * 100.0;
+        let (machine_busy, machine_nice) = MachineCpu::read().busy_since(&machine_before);
         let stats_after = db_stats(&pool, &db.name).await?;
         let counts_after: Vec<Counts> = proxies.iter().map(|p| p.snapshot()).collect();
         let load = load();
@@ -157,7 +177,17 @@ impl Bench {
         .await?;
         let ran: i64 = row.try_get("ran")?;
         let finished: i64 = row.try_get("finished")?;
+        // Each replica's share of the window's runs, by the runner (`host:pid`) that recorded them.
+        let by_runner: Vec<i64> = sqlx::query_scalar(
+            "SELECT count(*) FROM cron_job_runs \
+             WHERE scheduled_at >= $1 AND scheduled_at < $2 AND outcome = 'succeeded' GROUP BY runner",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_all(&pool)
+        .await?;
         pool.close().await;
+        let share = share(&by_runner, replicas);
 
         let expected = (jobs as i64) * i64::from(seconds);
         let missed = expected - ran;
@@ -178,7 +208,12 @@ impl Bench {
         let delta = stats_after.minus(&stats_before);
         let per_run = |n: i64| {
             if finished > 0 {
-                format!("{:.2}", n as f64 / finished as f64)
+                let per = n as f64 / finished as f64;
+                if per < 0.1 {
+                    format!("{per:.4}")
+                } else {
+                    format!("{per:.2}")
+                }
             } else {
                 "—".to_owned()
             }
@@ -194,22 +229,29 @@ impl Bench {
             }
             (per_run(statements as i64), per_run(round_trips as i64))
         };
-        let cpu: Vec<String> = results
+        let cpu: Vec<f64> = results
             .iter()
-            .map(|r| format!("{:.0}", r.cpu_ms as f64 / r.window_ms.max(1) as f64 * 100.0))
+            .map(|r| r.cpu_ms as f64 / r.window_ms.max(1) as f64 * 100.0)
             .collect();
-        let rss: Vec<String> = results
-            .iter()
-            .map(|r| format!("{:.0}", r.rss_kib as f64 / 1024.0))
-            .collect();
+        let rss: Vec<f64> = results.iter().map(|r| r.rss_kib as f64 / 1024.0).collect();
         let mut note = variant.note().to_owned();
+        if replica_pool > 0 && variant != Variant::Pool40 {
+            note.push_str(&format!(", pool {replica_pool}"));
+        }
+        if self.args.max_concurrent_runs > 0 {
+            note.push_str(&format!(
+                ", max_concurrent_runs {}",
+                self.args.max_concurrent_runs
+            ));
+        }
         let dup = fired as i64 - ran;
         if dup > 0 {
             note.push_str(&format!("; {dup} handler starts not recorded succeeded"));
         }
         let row = format!(
             "| {jobs} | {replicas} | {note} | {expected} | {missed} | {} | {} | {} | {runs_per_s:.0} | {}/{} \
-             | {} | {} | {stmts} | {trips} | {} | {} | {pg_cpu:.0} | {load} |",
+             | {} | {} | {stmts} | {trips} | {share} | {} | {} | {pg_cpu:.0} | {backends_cpu:.0} ({} backends) \
+             | {machine_busy:.0} ({machine_nice:.0} niced) | {load} |",
             ms(hist.quantile(0.50)),
             ms(hist.quantile(0.99)),
             ms(hist.max),
@@ -217,23 +259,61 @@ impl Bench {
             of(100),
             per_run(delta.xact_commit),
             per_run(delta.tuple_writes),
-            cpu.join(" / "),
-            rss.join(" / "),
+            per_replica(&cpu),
+            per_replica(&rss),
+            backends_after.backends(),
         );
         let mut waits = waits;
         if !proxies.is_empty() {
+            let before = counts_before
+                .iter()
+                .fold(Counts::default(), |sum, c| sum.plus(c));
+            let after = counts_after
+                .iter()
+                .fold(Counts::default(), |sum, c| sum.plus(c));
             waits.push_str(&format!(
-                "\n\n  Statements of replica 1 over the window, per 1,000 runs:\n\n{}",
-                statement_kinds(
-                    &counts_before[0],
-                    &counts_after[0],
-                    finished as f64 / f64::from(replicas as u32) / 1000.0,
-                )
+                "\n\n  Statements of all {replicas} replica(s) over the window, per 1,000 runs:\n\n{}",
+                statement_kinds(&before, &after, finished as f64 / 1000.0)
             ));
         }
         drop(proxies);
         Ok((row, waits))
     }
+}
+
+/// Each replica's share of the runs, lowest and highest (a replica that recorded none counts 0%).
+fn share(by_runner: &[i64], replicas: usize) -> String {
+    let total: i64 = by_runner.iter().sum();
+    if total == 0 {
+        return "—".to_owned();
+    }
+    let pct = |n: i64| n as f64 / total as f64 * 100.0;
+    let max = by_runner.iter().copied().max().unwrap_or(0);
+    let min = if by_runner.len() < replicas {
+        0
+    } else {
+        by_runner.iter().copied().min().unwrap_or(0)
+    };
+    format!(
+        "{:.1}–{:.1}% ({} of {replicas} ran)",
+        pct(min),
+        pct(max),
+        by_runner.len()
+    )
+}
+
+/// One figure per replica for up to two replicas; beyond, their sum and the highest.
+fn per_replica(values: &[f64]) -> String {
+    if values.len() <= 2 {
+        return values
+            .iter()
+            .map(|v| format!("{v:.0}"))
+            .collect::<Vec<_>>()
+            .join(" / ");
+    }
+    let sum: f64 = values.iter().sum();
+    let max = values.iter().copied().fold(0.0, f64::max);
+    format!("Σ {sum:.0}, max {max:.0}")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
