@@ -10,7 +10,6 @@
 //! [`Shared::in_flight`](super::shared::Shared::in_flight): they hold no lease and no slot of the
 //! replica's cap. Shutdown waits for them beside the claimed runs ([`EveryReplica::wind_down`]).
 
-use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,7 +25,9 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::clock::Anchor;
+use super::handler::panic_message;
 use super::metrics::{JobMetrics, SkipReason};
+use super::record::log_outcome;
 use super::shared::Shared;
 use crate::context::{Context, JobContext};
 use crate::plan::PlannedJob;
@@ -337,18 +338,6 @@ async fn run_occurrence<S: Store>(
     }
 }
 
-/// Logs a run's end at the level docs/runtime.md gives it ("Logs and traces"), as claimed runs'.
-fn log_outcome(outcome: Outcome, error: &str, skipped: u32) {
-    match outcome {
-        Outcome::Succeeded if skipped == 0 => tracing::info!("run succeeded"),
-        Outcome::Succeeded => tracing::warn!("run succeeded; occurrences were skipped"),
-        Outcome::Failed => tracing::error!(error, "run failed"),
-        Outcome::Panicked => tracing::error!(error, "run panicked"),
-        Outcome::TimedOut => tracing::warn!(error, "run timed out"),
-        _ => tracing::warn!(error, "run ended"),
-    }
-}
-
 /// Calls `job`'s handler in `context` and awaits it, catching a panic in the call or in any poll;
 /// the outcome with its error.
 async fn call_handler(job: Arc<PlannedJob>, context: Context) -> (Outcome, Option<String>) {
@@ -380,19 +369,5 @@ impl Future for InHandler {
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         let handler = &mut self.0;
         crate::panics::in_handler(|| handler.as_mut().poll(cx))
-    }
-}
-
-/// The error text of a handler's panic, as claimed runs record it: its message, and where it was
-/// raised when the panic hook saw it. Read on the thread that caught the panic, which raised it.
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    let message = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic with a non-string payload".to_owned());
-    match crate::panics::take_location() {
-        Some(location) => format!("panicked at {location}: {message}"),
-        None => format!("panicked: {message}"),
     }
 }

@@ -349,7 +349,7 @@ fn lease_lost(span: &tracing::Span) {
 
 /// The error text of a handler's panic: its message, and where it was raised when the panic hook
 /// saw it ([`crate::panics`]). Read on the thread that caught the panic, which raised it.
-fn panic_message(panic: &(dyn Any + Send)) -> String {
+pub(super) fn panic_message(panic: &(dyn Any + Send)) -> String {
     let message = panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

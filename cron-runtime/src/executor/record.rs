@@ -200,7 +200,11 @@ fn recorded_as(finish: &Finish, finished: Finished, span: &tracing::Span) -> Opt
             skipped,
         } => {
             span.record("skipped", skipped);
-            log_outcome(finish, skipped);
+            log_outcome(
+                finish.outcome,
+                finish.error.as_deref().unwrap_or(""),
+                skipped,
+            );
             next_execution
         }
         Finished::Retrying { at } => {
@@ -305,10 +309,10 @@ async fn retry_finish<S: Store>(
     shared.in_flight.remove(finish.run_id);
 }
 
-/// Logs a run's outcome at the level docs/runtime.md gives it ("Logs and traces").
-fn log_outcome(finish: &Finish, skipped: u32) {
-    let error = finish.error.as_deref().unwrap_or("");
-    match finish.outcome {
+/// Logs a run's outcome at the level docs/runtime.md gives it ("Logs and traces"): a claimed run's
+/// and a run on every replica's alike.
+pub(super) fn log_outcome(outcome: Outcome, error: &str, skipped: u32) {
+    match outcome {
         Outcome::Succeeded if skipped == 0 => tracing::info!("run succeeded"),
         Outcome::Succeeded => tracing::warn!("run succeeded; occurrences were skipped"),
         Outcome::Failed => tracing::error!(error, "run failed"),
