@@ -73,7 +73,21 @@ async fn set_next(pool: &PgPool, deployment_id: i64, verb: &str, sql: &str) -> D
 
 /// Due now (the current minute's start) and not late: for `MINUTELY` jobs.
 async fn due_now(pool: &PgPool, deployment_id: i64, verb: &str) -> DateTime<Utc> {
+    clear_of_the_next_minute(pool).await;
     set_next(pool, deployment_id, verb, "date_trunc('minute', now())").await
+}
+
+/// Waits, when the database's clock is in the last ten seconds of a minute, for the next one to begin:
+/// a case that makes a `MINUTELY` job due at the current minute and expects its next occurrence one
+/// minute later must not see that next minute come while it runs.
+async fn clear_of_the_next_minute(pool: &PgPool) {
+    let second: f64 = sqlx::query_scalar("SELECT extract(second FROM clock_timestamp())::float8")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    if second >= 50.0 {
+        tokio::time::sleep(Duration::from_secs_f64(60.0 - second + 0.05)).await;
+    }
 }
 
 /// Due ten hours ago: late, with ten more `HOURLY` occurrences up to now.
