@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
 
 use crate::defaults::SKIPPED_COUNT_LIMIT;
+use crate::store::{Outcome, RETRIES_CUT_SHORT};
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
 /// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules.
@@ -146,19 +147,59 @@ pub(crate) fn runner_name(host: &str, pid: i32) -> String {
     format!("{host}:{pid}")
 }
 
-/// Where the retry of a failed attempt of the occurrence `scheduled_at` goes, the attempt having ended at
-/// `ended` and asking to be tried again `after` it: its instant, or `None` when the occurrence after
-/// `scheduled_at` comes first and the retries are cut short (docs/runtime.md, "Retries").
-pub(crate) fn retry_at(
-    schedule: &ZonedSchedule,
-    scheduled_at: DateTime<Utc>,
-    ended: DateTime<Utc>,
-    after: std::time::Duration,
-) -> Option<DateTime<Utc>> {
-    let at = ended + chrono::TimeDelta::from_std(after).ok()?;
-    match schedule.next_after(scheduled_at) {
-        Some(next) if at >= next => None,
-        _ => Some(at),
+/// What becomes of an occurrence when one of its attempts ends (docs/runtime.md, "Retries"): the one
+/// rule of every store, which each writes in its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterAttempt {
+    /// The occurrence ends with the attempt: no retry was asked for, or the run may not retry.
+    Ends,
+    /// The occurrence is tried again at this instant, and its job is held until then.
+    Retries(DateTime<Utc>),
+    /// The retry would come at or after the next occurrence: the occurrence ends `failed` with
+    /// [`RETRIES_CUT_SHORT`](crate::store::RETRIES_CUT_SHORT).
+    CutShort,
+}
+
+impl AfterAttempt {
+    /// For an attempt of the occurrence `scheduled_at` that ended at `ended` and asks to be tried again
+    /// `retry_after` it ([`Finish::retry_after`](crate::store::Finish::retry_after)). Only a regular run
+    /// of the active deployment (`may_retry`) whose row's schedule parses retries.
+    pub(crate) fn of(
+        schedule: Option<&ZonedSchedule>,
+        scheduled_at: DateTime<Utc>,
+        ended: DateTime<Utc>,
+        retry_after: Option<Duration>,
+        may_retry: bool,
+    ) -> AfterAttempt {
+        let (Some(schedule), Some(after), true) = (schedule, retry_after, may_retry) else {
+            return AfterAttempt::Ends;
+        };
+        let Ok(after) = chrono::TimeDelta::from_std(after) else {
+            return AfterAttempt::CutShort;
+        };
+        let at = ended + after;
+        match schedule.next_after(scheduled_at) {
+            Some(next) if at >= next => AfterAttempt::CutShort,
+            _ => AfterAttempt::Retries(at),
+        }
+    }
+
+    /// Whether the attempt goes into the run's list of attempts: when the occurrence has more than one,
+    /// or had its retries cut short (`earlier`: attempts are listed already).
+    pub(crate) fn listed(self, earlier: bool) -> bool {
+        earlier || self != AfterAttempt::Ends
+    }
+
+    /// The occurrence's outcome and error, from those of the attempt that ended it.
+    pub(crate) fn occurrence(
+        self,
+        outcome: Outcome,
+        error: Option<&str>,
+    ) -> (Outcome, Option<&str>) {
+        match self {
+            AfterAttempt::CutShort => (Outcome::Failed, Some(RETRIES_CUT_SHORT)),
+            _ => (outcome, error),
+        }
     }
 }
 
@@ -249,5 +290,54 @@ mod tests {
     fn a_runner_is_named_by_host_and_process() {
         assert_eq!(runner_name("web-1", 42), "web-1:42");
         assert!(!host_name().is_empty());
+    }
+
+    #[test]
+    fn an_attempt_retries_before_the_next_occurrence_and_is_cut_short_at_it() {
+        let nightly = schedule("0 2 * * *");
+        let occurrence = at(2, 0, 0);
+        let ended = at(2, 0, 5);
+        let retry = |after: u64, may_retry: bool| {
+            AfterAttempt::of(
+                Some(&nightly),
+                occurrence,
+                ended,
+                Some(Duration::from_secs(after)),
+                may_retry,
+            )
+        };
+        assert_eq!(retry(30, true), AfterAttempt::Retries(at(2, 0, 35)));
+        // The next occurrence is at 02:00 the next day: a retry at or after it is cut short.
+        assert_eq!(retry(24 * 3600 - 5, true), AfterAttempt::CutShort);
+        assert_eq!(
+            retry(24 * 3600 - 6, true),
+            AfterAttempt::Retries(at(2, 0, 0) + chrono::TimeDelta::seconds(24 * 3600 - 1))
+        );
+        // A manual run, an inactive deployment's, no retry asked, or a row that does not parse.
+        assert_eq!(retry(30, false), AfterAttempt::Ends);
+        assert_eq!(
+            AfterAttempt::of(Some(&nightly), occurrence, ended, None, true),
+            AfterAttempt::Ends
+        );
+        assert_eq!(
+            AfterAttempt::of(None, occurrence, ended, Some(Duration::from_secs(30)), true),
+            AfterAttempt::Ends
+        );
+    }
+
+    #[test]
+    fn an_attempt_is_listed_when_the_occurrence_has_several_and_a_cut_short_one_fails() {
+        assert!(!AfterAttempt::Ends.listed(false));
+        assert!(AfterAttempt::Ends.listed(true));
+        assert!(AfterAttempt::CutShort.listed(false));
+        assert!(AfterAttempt::Retries(at(2, 0, 0)).listed(false));
+        assert_eq!(
+            AfterAttempt::CutShort.occurrence(Outcome::TimedOut, Some("slow")),
+            (Outcome::Failed, Some(RETRIES_CUT_SHORT))
+        );
+        assert_eq!(
+            AfterAttempt::Ends.occurrence(Outcome::TimedOut, Some("slow")),
+            (Outcome::TimedOut, Some("slow"))
+        );
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
-use crate::store::rules::Start;
-use crate::store::{Attempt, Finish, Finished, Outcome, RETRIES_CUT_SHORT, Runner, rules};
+use crate::store::rules::{AfterAttempt, Start};
+use crate::store::{Attempt, Finish, Finished, Outcome, Runner, rules};
 
 /// How a run in flight ends ([`State::end_run`]).
 #[derive(Debug)]
@@ -38,7 +38,7 @@ impl State {
     pub(super) fn end_run(&mut self, run_id: i64, end: End) -> Option<Finished> {
         let mut run = self.running.remove(&run_id)?;
         let retry_of = self.jobs[&run.job_id].executing.and_then(|e| e.retry_at);
-        let (mut outcome, mut error, at, started, retry_after) = match end {
+        let (outcome, error, at, started, retry_after) = match end {
             End::GivenBack => {
                 if let Some(retry_at) = retry_of {
                     // A retry claimed ahead: pending again, at its instant.
@@ -69,10 +69,14 @@ impl State {
         run.started_at = started.written(run.started_at);
         let finished_at = run.started_at.map_or(at, |started| at.max(started));
         let active = self.deployments[&job.deployment_id].active;
-        let retry = retry_after
-            .filter(|_| active)
-            .map(|after| rules::retry_at(&job.spec.schedule, run.scheduled_at, at, after));
-        if retry.is_some() || !run.attempts.is_empty() {
+        let after = AfterAttempt::of(
+            Some(&job.spec.schedule),
+            run.scheduled_at,
+            at,
+            retry_after,
+            active,
+        );
+        if after.listed(!run.attempts.is_empty()) {
             run.attempts.push(Attempt {
                 outcome,
                 error: error.clone(),
@@ -80,21 +84,16 @@ impl State {
                 finished_at,
             });
         }
-        match retry {
-            Some(Some(retry_at)) => {
-                let job_id = run.job_id;
-                run.error = error;
-                run.finished_at = None;
-                self.set_idle(job_id, Some(retry_at));
-                self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
-                return Some(Finished::Retrying { at: retry_at });
-            }
-            Some(None) => {
-                outcome = Outcome::Failed;
-                error = Some(RETRIES_CUT_SHORT.to_owned());
-            }
-            None => {}
+        if let AfterAttempt::Retries(retry_at) = after {
+            let job_id = run.job_id;
+            run.error = error;
+            run.finished_at = None;
+            self.set_idle(job_id, Some(retry_at));
+            self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
+            return Some(Finished::Retrying { at: retry_at });
         }
+        let (outcome, error) = after.occurrence(outcome, error.as_deref());
+        let error = error.map(str::to_owned);
         let (next, skipped) = rules::after_run(&job.spec.schedule, run.scheduled_at, at);
         self.set_idle(run.job_id, next);
         if let Some(first) = run.attempts.first() {

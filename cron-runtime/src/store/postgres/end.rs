@@ -14,8 +14,8 @@ use super::claimable::{Chain, may_chain};
 use super::held::Held;
 use super::notify::{notify_due, notify_modules};
 use super::sql::{jobs, runs};
-use crate::store::rules::{Start, after_run, after_skipping, ended_at, retry_at};
-use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome, RETRIES_CUT_SHORT};
+use crate::store::rules::{AfterAttempt, Start, after_run, after_skipping, ended_at};
+use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome};
 
 /// How a held run ends.
 #[derive(Debug, Clone, Copy)]
@@ -54,19 +54,8 @@ struct Ending {
     skipped: u32,
     /// The row's schedule parses.
     parsed: bool,
-    /// What becomes of a retry the run asked for (docs/runtime.md, "Retries").
-    retry: Retry,
-}
-
-/// What becomes of a retry a run asked for ([`End::Recorded::retry_after`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Retry {
-    /// None was asked for, or the run may not retry (a manual run, an inactive deployment's).
-    None,
-    /// Due at `next`: the row holds the run for it.
-    Waits,
-    /// The next occurrence comes first: the occurrence ends `failed`.
-    CutShort,
+    /// What becomes of the occurrence (docs/runtime.md, "Retries").
+    after: AfterAttempt,
 }
 
 impl Ending {
@@ -187,42 +176,39 @@ impl PgStore {
                 next,
                 skipped: 0,
                 parsed: true,
-                retry: Retry::None,
+                after: AfterAttempt::Ends,
             };
         }
         let schedule =
             self.shared
                 .schedules
                 .of_row(held.job_id, &held.verb, &held.expression, &held.zone);
-        if let (
-            End::Recorded {
-                retry_after: Some(after),
-                ..
-            },
-            Some(schedule),
-        ) = (end, &schedule)
-            && held.active
-            && !held.manual
-        {
-            return match retry_at(schedule, scheduled_at, at, after) {
-                Some(retry) => Ending {
-                    at,
-                    next: Some(retry),
-                    skipped: 0,
-                    parsed: true,
-                    retry: Retry::Waits,
-                },
-                None => {
-                    let (next, skipped) = after_run(schedule, scheduled_at, at);
-                    Ending {
+        if let End::Recorded { retry_after, .. } = end {
+            let may_retry = held.active && !held.manual;
+            match AfterAttempt::of(schedule.as_ref(), scheduled_at, at, retry_after, may_retry) {
+                AfterAttempt::Ends => {}
+                AfterAttempt::Retries(retry) => {
+                    return Ending {
+                        at,
+                        next: Some(retry),
+                        skipped: 0,
+                        parsed: true,
+                        after: AfterAttempt::Retries(retry),
+                    };
+                }
+                AfterAttempt::CutShort => {
+                    let (next, skipped) = schedule
+                        .as_ref()
+                        .map_or((held.next_execution, 0), |s| after_run(s, scheduled_at, at));
+                    return Ending {
                         at,
                         next,
                         skipped,
                         parsed: true,
-                        retry: Retry::CutShort,
-                    }
+                        after: AfterAttempt::CutShort,
+                    };
                 }
-            };
+            }
         }
         let (next, skipped) = match &schedule {
             // A manual run leaves the regular schedule alone: the job keeps its next occurrence if it
@@ -245,7 +231,7 @@ impl PgStore {
             next,
             skipped,
             parsed: schedule.is_some(),
-            retry: Retry::None,
+            after: AfterAttempt::Ends,
         }
     }
 
@@ -315,16 +301,19 @@ impl PgStore {
                     continue;
                 }
             };
-            if let (Some(chain), Some(next), End::Recorded { .. }, Retry::None | Retry::CutShort) =
-                (&chain, ending.reported_next(), end, ending.retry)
-                && may_chain(chain, held, next)
+            if let (Some(chain), Some(next), End::Recorded { .. }, false) = (
+                &chain,
+                ending.reported_next(),
+                end,
+                matches!(ending.after, AfterAttempt::Retries(_)),
+            ) && may_chain(chain, held, next)
             {
                 chained.insert(held.job_id, (held.verb.as_str(), next));
             }
             if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
                 idle.push((jobs.ids.len(), &held.module, next));
             }
-            let waits = ending.retry == Retry::Waits;
+            let waits = matches!(ending.after, AfterAttempt::Retries(_));
             jobs.push(
                 held.job_id,
                 ending.next,
@@ -333,17 +322,13 @@ impl PgStore {
             );
             if let Some(run_id) = held.run_id {
                 runs.ids.push(run_id);
-                runs.push.push(held.retried || ending.retry != Retry::None);
+                runs.push.push(ending.after.listed(held.retried));
                 runs.waits.push(waits);
                 runs.attempt_outcomes.push(outcome.as_str());
                 runs.attempt_errors.push(error);
-                if ending.retry == Retry::CutShort {
-                    runs.outcomes.push(Outcome::Failed.as_str());
-                    runs.errors.push(Some(RETRIES_CUT_SHORT));
-                } else {
-                    runs.outcomes.push(outcome.as_str());
-                    runs.errors.push(error);
-                }
+                let (outcome, error) = ending.after.occurrence(outcome, error);
+                runs.outcomes.push(outcome.as_str());
+                runs.errors.push(error);
                 runs.skipped.push(ending.skipped_column());
                 runs.ended.push(ending.at);
                 runs.reported.push(matches!(started, Start::Reported(_)));
@@ -365,8 +350,8 @@ impl PgStore {
                 // The trigger was made while the run was claimed: the claim takes it now.
                 woken.push(&held.module);
             }
-            results.push(match (ending.retry, ending.next) {
-                (Retry::Waits, Some(at)) => Finished::Retrying { at },
+            results.push(match ending.after {
+                AfterAttempt::Retries(at) => Finished::Retrying { at },
                 _ => Finished::Recorded {
                     next_execution: ending.reported_next(),
                     skipped: ending.skipped,

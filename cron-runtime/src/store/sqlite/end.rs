@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 
 use super::{SqliteStore, db, instant, micros, micros_of};
-use crate::store::rules::{Start, after_run, ended_at, retry_at};
+use crate::store::rules::{AfterAttempt, Start, after_run, ended_at};
 use crate::store::{Attempt, Finish, Finished, Outcome, RETRIES_CUT_SHORT, Runner, StoreError};
 
 /// An executing job row with the run that holds it, and whether its deployment is the active one.
@@ -293,7 +293,7 @@ impl SqliteStore {
         end: End<'_>,
     ) -> Result<Finished, sqlx::Error> {
         let scheduled_at = instant(held.scheduled_at);
-        let (mut outcome, error, at, started, retry_after) = match end {
+        let (outcome, error, at, started, retry_after) = match end {
             End::GivenBack => {
                 if let Some(retry_at) = held.retry_at() {
                     // A retry claimed ahead: pending again at its instant; its run stays (docs/runtime.md,
@@ -360,31 +360,31 @@ impl SqliteStore {
         // tables"); the end is never before the start.
         let mut started_at = started.written(held.run_started_at.map(instant));
         let finished_at = started_at.map_or(at, |started| at.max(started));
-        let mut error = error.map(str::to_owned);
         // Retries (docs/runtime.md, "Retries"): of a regular run of the active deployment only.
-        let retry = match (&schedule, retry_after) {
-            (Some(schedule), Some(after)) if held.active && !held.manual => {
-                Some(retry_at(schedule, scheduled_at, at, after))
-            }
-            _ => None,
-        };
+        let after = AfterAttempt::of(
+            schedule.as_ref(),
+            scheduled_at,
+            at,
+            retry_after,
+            held.active && !held.manual,
+        );
         let mut attempts = read_attempts(held.run_id, held.attempts.as_deref());
-        if retry.is_some() || !attempts.is_empty() {
+        if after.listed(!attempts.is_empty()) {
             attempts.push(Attempt {
                 outcome,
-                error: error.clone(),
+                error: error.map(str::to_owned),
                 started_at,
                 finished_at,
             });
         }
-        match retry {
-            Some(Some(retry_at)) => {
+        match after {
+            AfterAttempt::Retries(retry_at) => {
                 // The run waits, `running`, with its attempt's error; its job is idle until the retry.
                 sqlx::query(
                     "UPDATE cron_job_runs SET error = ?1, started_at = ?2, attempts = ?3
                      WHERE id = ?4 AND outcome = 'running'",
                 )
-                .bind(error.as_deref())
+                .bind(error)
                 .bind(started_at.map(micros))
                 .bind(write_attempts(&attempts))
                 .bind(held.run_id)
@@ -402,12 +402,9 @@ impl SqliteStore {
                 .await?;
                 return Ok(Finished::Retrying { at: retry_at });
             }
-            Some(None) => {
-                outcome = Outcome::Failed;
-                error = Some(RETRIES_CUT_SHORT.to_owned());
-            }
-            None => {}
+            AfterAttempt::Ends | AfterAttempt::CutShort => {}
         }
+        let (outcome, error) = after.occurrence(outcome, error);
         if let Some(first) = attempts.first() {
             // The occurrence started with its first attempt.
             started_at = first.started_at;
@@ -433,7 +430,7 @@ impl SqliteStore {
              WHERE id = ?7 AND outcome = 'running'",
         )
         .bind(outcome.as_str())
-        .bind(error.as_deref())
+        .bind(error)
         .bind(i64::from(skipped))
         .bind(started_at.map(micros))
         .bind(micros(finished_at))
