@@ -356,3 +356,55 @@ async fn a_handler_reads_which_attempt_it_is() {
     );
     assert!(seen.iter().all(|s| s.1 == seen[0].1 && s.2 == at(60)));
 }
+
+/// On the real clock, with two workers: a handler that blocks its thread past its timeout is recorded
+/// `timed_out` by the watchdog without its cooperation, and that attempt is retried like any other,
+/// while its thread is still blocked (docs/runtime.md, "Handlers that block").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_that_blocks_its_thread_past_its_timeout_is_retried() {
+    // The store's clock starts 200 ms before the minute's occurrence.
+    let store = MemoryStore::starting_at(at(59) + ms(800));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let (counted, noted, clock) = (Arc::clone(&calls), Arc::clone(&starts), store.clone());
+    let runtime = builder(&store)
+        .shutdown_grace(Duration::from_secs(1))
+        .job_with(
+            "test::blocks",
+            "0 * * * * *",
+            JobOptions::new()
+                .timeout(Duration::from_secs(1))
+                .retries(1)
+                .backoff(Duration::from_secs(1)),
+            move || {
+                let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+                noted.lock().unwrap().push(clock.now());
+                async move {
+                    if first {
+                        std::thread::sleep(Duration::from_millis(4_000));
+                    }
+                    Ok::<(), String>(())
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    tokio::time::sleep(Duration::from_millis(5_000)).await;
+    handle.shutdown().await.unwrap();
+
+    let starts = starts.lock().unwrap().clone();
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    assert!(
+        starts[1] < starts[0] + ms(4_000),
+        "the retry did not wait for the blocked thread: {starts:?}"
+    );
+    let runs = runs_of(&store, "test::blocks");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let run = &runs[0];
+    assert_eq!(run.outcome, Some(Outcome::Succeeded));
+    assert_eq!(outcomes(run), [Outcome::TimedOut, Outcome::Succeeded]);
+    let blocked = run.attempts[0].error.as_deref().unwrap_or_default();
+    assert!(blocked.contains("did not yield"), "{blocked}");
+}
