@@ -55,6 +55,7 @@ impl StoreUnderTest for Memory {
                 runner: run.runner.to_string(),
                 skipped: run.skipped,
                 attempts: run.attempts,
+                manual: run.manual,
             })
             .collect();
         runs.sort_by_key(|run| run.run_id);
@@ -63,6 +64,20 @@ impl StoreUnderTest for Memory {
 
     async fn next_execution(&self, module: &str, verb: &str) -> Option<DateTime<Utc>> {
         self.store.next_execution(module, verb)
+    }
+
+    async fn trigger(&self, verb: &str) -> Result<DateTime<Utc>, String> {
+        self.store
+            .trigger(conformance::MODULE, verb)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn pause(&self, verb: &str) {
+        self.store.pause(conformance::MODULE, verb).unwrap();
+    }
+
+    async fn resume(&self, verb: &str) {
+        self.store.resume(conformance::MODULE, verb).unwrap();
     }
 }
 

@@ -29,6 +29,7 @@ struct RunRow {
     error: Option<String>,
     runner: String,
     skipped: i32,
+    manual: bool,
     attempts: Option<sqlx::types::Json<Vec<Attempt>>>,
 }
 
@@ -65,7 +66,7 @@ impl StoreUnderTest for Postgres {
     async fn runs(&self) -> Vec<RunView> {
         let rows: Vec<RunRow> = sqlx::query_as(
             "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped, \
-             attempts FROM cron_job_runs ORDER BY id",
+             manual, attempts FROM cron_job_runs ORDER BY id",
         )
         .fetch_all(&self.pool)
         .await
@@ -82,6 +83,7 @@ impl StoreUnderTest for Postgres {
                 error: row.error,
                 runner: row.runner,
                 skipped: u32::try_from(row.skipped).unwrap(),
+                manual: row.manual,
                 attempts: row.attempts.map(|a| a.0).unwrap_or_default(),
             })
             .collect()
@@ -99,6 +101,31 @@ impl StoreUnderTest for Postgres {
         .await
         .unwrap()
         .flatten()
+    }
+
+    async fn trigger(&self, verb: &str) -> Result<DateTime<Utc>, String> {
+        PgStore::from_pool(self.pool.clone())
+            .admin()
+            .trigger(verb, Some(conformance::MODULE))
+            .await
+            .map(|triggered| triggered.requested_at)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn pause(&self, verb: &str) {
+        PgStore::from_pool(self.pool.clone())
+            .admin()
+            .pause(verb, Some(conformance::MODULE), None)
+            .await
+            .unwrap();
+    }
+
+    async fn resume(&self, verb: &str) {
+        PgStore::from_pool(self.pool.clone())
+            .admin()
+            .resume(verb, Some(conformance::MODULE))
+            .await
+            .unwrap();
     }
 }
 

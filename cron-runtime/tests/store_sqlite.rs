@@ -45,6 +45,7 @@ struct RunRow {
     error: Option<String>,
     runner: String,
     skipped: i64,
+    manual: bool,
     attempts: Option<String>,
 }
 
@@ -82,7 +83,7 @@ impl StoreUnderTest for Sqlite {
 
     async fn runs(&self) -> Vec<RunView> {
         let rows: Vec<RunRow> = sqlx::query_as(
-            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped, attempts \
+            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped, manual, attempts \
              FROM cron_job_runs ORDER BY id",
         )
         .fetch_all(self.observer.pool())
@@ -100,6 +101,7 @@ impl StoreUnderTest for Sqlite {
                 error: row.error,
                 runner: row.runner,
                 skipped: u32::try_from(row.skipped).unwrap(),
+                manual: row.manual,
                 attempts: row
                     .attempts
                     .map(|text| serde_json::from_str(&text).unwrap())
@@ -121,6 +123,31 @@ impl StoreUnderTest for Sqlite {
         .unwrap()
         .flatten()
         .map(at)
+    }
+
+    async fn trigger(&self, verb: &str) -> Result<DateTime<Utc>, String> {
+        self.observer
+            .admin()
+            .trigger(verb, Some(conformance::MODULE))
+            .await
+            .map(|triggered| triggered.requested_at)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn pause(&self, verb: &str) {
+        self.observer
+            .admin()
+            .pause(verb, Some(conformance::MODULE), None)
+            .await
+            .unwrap();
+    }
+
+    async fn resume(&self, verb: &str) {
+        self.observer
+            .admin()
+            .resume(verb, Some(conformance::MODULE))
+            .await
+            .unwrap();
     }
 }
 

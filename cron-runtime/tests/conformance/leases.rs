@@ -116,3 +116,34 @@ pub async fn a_heartbeat_says_when_a_job_is_next_due_and_when_a_held_lease_ends<
     }
     assert!(!beat.changed);
 }
+
+pub async fn a_run_claimed_ahead_holds_its_lease_from_its_instant(h: impl StoreUnderTest) {
+    // G4 (docs/operations.md): the lease of a run claimed ahead runs from its scheduled instant, so a
+    // replica that claims a second early does not lose the run a second sooner than one that claims on
+    // time.
+    settle(&h).await;
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica_with(&h, short_lease(), &spec).await;
+    let (other, other_runner) = replica_with(&h, short_lease(), &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    let claimed = claim_ahead(&store, &runner).await;
+    let c = claim_of(&claimed, "a");
+    assert!(
+        at > claimed.now,
+        "claimed ahead of its instant: {claimed:?}"
+    );
+    assert_eq!(
+        c.lease_expires_at,
+        at + TimeDelta::seconds(2),
+        "{claimed:?}"
+    );
+    // Past two seconds from the claim, within two seconds of the instant: still held.
+    sleep_until(&h, at + ms(1_500)).await;
+    other.heartbeat(&other_runner).await.unwrap();
+    assert_eq!(run_of(&h, c.run_id).await.unwrap().outcome, None);
+    let finished = finish_one(&store, &runner, &succeeded(c)).await;
+    assert!(
+        matches!(finished, Finished::Recorded { .. }),
+        "the replica that claimed ahead still holds its run: {finished:?}"
+    );
+}

@@ -30,6 +30,7 @@ mod deploys;
 mod ending;
 mod leases;
 mod missed;
+mod operator;
 mod registration;
 mod retries;
 mod shutdown;
@@ -40,6 +41,7 @@ pub use deploys::*;
 pub use ending::*;
 pub use leases::*;
 pub use missed::*;
+pub use operator::*;
 pub use registration::*;
 pub use retries::*;
 pub use shutdown::*;
@@ -70,6 +72,16 @@ pub trait StoreUnderTest {
         module: &str,
         verb: &str,
     ) -> impl Future<Output = Option<DateTime<Utc>>>;
+
+    /// Asks for one run of `verb` of [`MODULE`] now, as `cronverb trigger` does; the instant the manual
+    /// run is scheduled at, or why it was refused.
+    fn trigger(&self, verb: &str) -> impl Future<Output = Result<DateTime<Utc>, String>>;
+
+    /// Pauses `verb` of [`MODULE`], as `cronverb pause` does.
+    fn pause(&self, verb: &str) -> impl Future<Output = ()>;
+
+    /// Resumes `verb` of [`MODULE`], as `cronverb resume` does.
+    fn resume(&self, verb: &str) -> impl Future<Output = ()>;
 }
 
 /// A run as every store records it.
@@ -92,6 +104,8 @@ pub struct RunView {
     pub skipped: u32,
     /// The attempts of an occurrence tried more than once (docs/runtime.md, "Retries").
     pub attempts: Vec<Attempt>,
+    /// A manual run (`cronverb trigger`).
+    pub manual: bool,
 }
 
 /// Makes one test of each case with `$test`, a macro given the case's name: `$test!(case_name);`.
@@ -125,6 +139,7 @@ macro_rules! every_case {
         $test!(renew_extends_only_the_runs_a_runner_holds);
         $test!(an_expired_lease_is_recovered_and_the_late_finish_is_fenced);
         $test!(a_heartbeat_says_when_a_job_is_next_due_and_when_a_held_lease_ends);
+        $test!(a_run_claimed_ahead_holds_its_lease_from_its_instant);
         // Shutdown
         $test!(give_back_returns_runs_that_never_started_to_the_store);
         $test!(deregister_records_cancelled_runs_and_gives_back_the_ones_not_started);
@@ -144,6 +159,11 @@ macro_rules! every_case {
         $test!(a_retry_due_after_the_next_occurrence_ends_the_occurrence_failed);
         $test!(a_retry_claimed_after_the_next_occurrence_came_is_cut_short);
         $test!(a_retry_claimed_ahead_and_given_back_is_pending_again);
+        // Operators
+        $test!(a_trigger_runs_once_now_as_a_manual_run_and_leaves_the_schedule_alone);
+        $test!(a_paused_job_is_not_claimed_runs_when_triggered_and_resumes_after_now);
+        $test!(a_manual_run_ending_before_a_pending_retry_leaves_the_retry_at_its_instant);
+        $test!(a_manual_run_ending_after_a_pending_retrys_instant_leaves_the_retry_to_the_claim);
     };
 }
 pub(crate) use every_case;

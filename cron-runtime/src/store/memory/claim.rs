@@ -37,6 +37,8 @@ impl State {
             return Ok((Vec::new(), None));
         }
         let module = deployment.module.clone();
+        // Regular occurrences (and pending retries) due by the horizon, then pending triggers: each
+        // `(instant, job, manual)`.
         let mut picked = Vec::new();
         if let Some(due) = self.due.get(&runner.deployment_id) {
             for &(at, job_id) in due.iter() {
@@ -47,14 +49,29 @@ impl State {
                     // Still running under another deployment; its finish wakes us.
                     continue;
                 }
-                picked.push((at, job_id));
+                picked.push((at, job_id, false));
             }
         }
+        let regular = picked.len();
+        if let Some(triggered) = self.triggered.get(&runner.deployment_id) {
+            for &(at, job_id) in triggered.iter() {
+                if picked.len() >= regular + limit {
+                    break;
+                }
+                if self.takes_trigger(&module, job_id, horizon) {
+                    picked.push((at, job_id, true));
+                }
+            }
+        }
+        picked.sort_unstable();
+        picked.truncate(limit);
         let claims = picked
             .into_iter()
-            .filter_map(|(at, job_id)| {
-                if self.jobs[&job_id].retrying.is_some() {
-                    self.claim_retry(runner, &module, job_id, at, now, settings)
+            .filter_map(|(at, job_id, manual)| {
+                if manual {
+                    Some(self.claim_manual(runner, &module, job_id, at, now, settings))
+                } else if self.jobs[&job_id].retrying.is_some() {
+                    self.claim_retry(runner, job_id, at, now, settings)
                 } else {
                     Some(self.claim(runner, &module, job_id, at, now, settings))
                 }
@@ -64,13 +81,124 @@ impl State {
         Ok((claims, next_due))
     }
 
-    /// The earliest occurrence of an idle job of the deployment that nothing blocks.
+    /// The earliest occurrence (or pending trigger) of an idle job of the deployment that nothing
+    /// blocks.
     fn first_claimable(&self, deployment_id: i64, module: &str) -> Option<DateTime<Utc>> {
-        self.due
-            .get(&deployment_id)?
-            .iter()
-            .find(|(_, job_id)| !self.is_executing(module, &self.jobs[job_id].spec.verb))
-            .map(|(at, _)| *at)
+        let regular = self.due.get(&deployment_id).and_then(|due| {
+            due.iter()
+                .find(|(_, job_id)| !self.is_executing(module, &self.jobs[job_id].spec.verb))
+                .map(|(at, _)| *at)
+        });
+        let triggered = self.triggered.get(&deployment_id).and_then(|triggered| {
+            triggered
+                .iter()
+                .find(|(_, job_id)| !self.is_executing(module, &self.jobs[job_id].spec.verb))
+                .map(|(at, _)| *at)
+        });
+        regular.into_iter().chain(triggered).min()
+    }
+
+    /// Whether a claim with this horizon takes the pending trigger of `job_id` as a manual run: the job
+    /// is idle, no run of its verb is in flight under any deployment, and no regular occurrence of it
+    /// is due with the trigger (that one runs, and satisfies the trigger).
+    fn takes_trigger(&self, module: &str, job_id: i64, horizon: DateTime<Utc>) -> bool {
+        let job = &self.jobs[&job_id];
+        let regular_due = !job.paused && job.next_execution.is_some_and(|next| next <= horizon);
+        job.executing.is_none() && !self.is_executing(module, &job.spec.verb) && !regular_due
+    }
+
+    /// The run a claim records for the occurrence `scheduled_at` of `job_id`.
+    fn new_run(
+        &mut self,
+        runner: &Runner,
+        module: &Arc<str>,
+        job_id: i64,
+        scheduled_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        manual: bool,
+    ) -> RunRecord {
+        let run_id = self.id();
+        RunRecord {
+            run_id,
+            job_id,
+            deployment_id: runner.deployment_id,
+            module: Arc::clone(module),
+            verb: Arc::clone(&self.jobs[&job_id].verb),
+            scheduled_at,
+            claimed_at: now,
+            started_at: None,
+            finished_at: None,
+            outcome: None,
+            error: None,
+            runner: Arc::clone(&self.runners[&runner.id].name),
+            skipped: 0,
+            attempts: Vec::new(),
+            manual,
+        }
+    }
+
+    /// Marks `job_id` executing `run`, held by `runner` until `lease_expires_at`, and puts the run in
+    /// flight, planned to start at `start_at`.
+    fn execute(
+        &mut self,
+        runner: &Runner,
+        mut run: RunRecord,
+        start_at: DateTime<Utc>,
+        lease_expires_at: DateTime<Utc>,
+        retry_at: Option<DateTime<Utc>>,
+    ) {
+        let job = self.jobs.get_mut(&run.job_id).expect("exists");
+        if let Some(next) = job.next_execution
+            && let Some(due) = self.due.get_mut(&job.deployment_id)
+        {
+            due.remove(&(next, run.job_id));
+        }
+        job.executing = Some(Executing {
+            run_id: run.run_id,
+            runner_id: runner.id,
+            scheduled_at: run.scheduled_at,
+            lease_expires_at,
+            retry_at,
+            manual: run.manual,
+        });
+        self.executing_verbs
+            .entry(Arc::clone(&run.module))
+            .or_default()
+            .insert(Arc::clone(&run.verb));
+        run.started_at = Some(start_at);
+        self.running.insert(run.run_id, run);
+    }
+
+    /// Claims the pending trigger of `job_id`, requested at `requested_at`, as a manual run scheduled
+    /// at that instant: never late, and the job's `next_execution` stays as it is (docs/operations.md,
+    /// "Manual runs").
+    fn claim_manual(
+        &mut self,
+        runner: &Runner,
+        module: &Arc<str>,
+        job_id: i64,
+        requested_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        settings: &StoreSettings,
+    ) -> Claim {
+        self.set_trigger(job_id, None);
+        let run = self.new_run(runner, module, job_id, requested_at, now, true);
+        let start_at = now.max(requested_at);
+        let lease_expires_at = start_at + settings.lease;
+        let claim = Claim {
+            run_id: run.run_id,
+            job_id,
+            verb: run.verb.to_string(),
+            scheduled_at: requested_at,
+            late: false,
+            action: ClaimAction::Run,
+            skipped: 0,
+            lease_expires_at,
+            attempt: 1,
+            retry_at: None,
+        };
+        self.execute(runner, run, start_at, lease_expires_at, None);
+        claim
     }
 
     /// Claims the occurrence `scheduled_at` of the idle job `job_id` for `runner`: records its run and
@@ -85,31 +213,15 @@ impl State {
         now: DateTime<Utc>,
         settings: &StoreSettings,
     ) -> Claim {
-        let run_id = self.id();
+        let mut run = self.new_run(runner, module, job_id, scheduled_at, now, false);
         let job = &self.jobs[&job_id];
         let late = rules::is_late(scheduled_at, now, settings.missed_tolerance);
-        let verb = Arc::clone(&job.verb);
-        let mut run = RunRecord {
-            run_id,
-            job_id,
-            deployment_id: runner.deployment_id,
-            module: Arc::clone(module),
-            verb: Arc::clone(&verb),
-            scheduled_at,
-            claimed_at: now,
-            started_at: None,
-            finished_at: None,
-            outcome: None,
-            error: None,
-            runner: Arc::clone(&self.runners[&runner.id].name),
-            skipped: 0,
-            attempts: Vec::new(),
-        };
-        let lease_expires_at = now + settings.lease;
+        // G4 (docs/operations.md): a run claimed ahead holds its lease from its instant.
+        let lease_expires_at = now.max(scheduled_at) + settings.lease;
         let mut claim = Claim {
-            run_id,
+            run_id: run.run_id,
             job_id,
-            verb: verb.to_string(),
+            verb: run.verb.to_string(),
             scheduled_at,
             late,
             action: ClaimAction::Run,
@@ -119,6 +231,7 @@ impl State {
             retry_at: None,
         };
         if late && job.spec.missed == MissedPolicy::Skip {
+            // A trigger pending on the job stays pending: the next claim takes it.
             let (next, skipped) = rules::after_skipping(&job.spec.schedule, scheduled_at, now);
             run.skipped = skipped;
             run.finished_at = Some(now);
@@ -129,22 +242,9 @@ impl State {
             claim.skipped = skipped;
             return claim;
         }
-        let due = self.due.entry(runner.deployment_id).or_default();
-        due.remove(&(scheduled_at, job_id));
-        let job = self.jobs.get_mut(&job_id).expect("exists");
-        job.executing = Some(Executing {
-            run_id,
-            runner_id: runner.id,
-            scheduled_at,
-            lease_expires_at,
-            retry_at: None,
-        });
-        self.executing_verbs
-            .entry(Arc::clone(module))
-            .or_default()
-            .insert(verb);
-        run.started_at = Some(now.max(scheduled_at));
-        self.running.insert(run_id, run);
+        // The run satisfies a pending trigger.
+        self.set_trigger(job_id, None);
+        self.execute(runner, run, now.max(scheduled_at), lease_expires_at, None);
         claim
     }
 
@@ -154,7 +254,6 @@ impl State {
     fn claim_retry(
         &mut self,
         runner: &Runner,
-        module: &Arc<str>,
         job_id: i64,
         retry_at: DateTime<Utc>,
         now: DateTime<Utc>,
@@ -171,28 +270,13 @@ impl State {
             self.history.record(run);
             return None;
         }
-        let verb = Arc::clone(&job.verb);
         let lease_expires_at = now.max(retry_at) + settings.lease;
-        job.executing = Some(Executing {
-            run_id: run.run_id,
-            runner_id: runner.id,
-            scheduled_at: run.scheduled_at,
-            lease_expires_at,
-            retry_at: Some(retry_at),
-        });
-        let due = self.due.entry(runner.deployment_id).or_default();
-        due.remove(&(retry_at, job_id));
-        self.executing_verbs
-            .entry(Arc::clone(module))
-            .or_default()
-            .insert(Arc::clone(&verb));
         run.claimed_at = now;
-        run.started_at = Some(now.max(retry_at));
         run.runner = Arc::clone(&self.runners[&runner.id].name);
         let claim = Claim {
             run_id: run.run_id,
             job_id,
-            verb: verb.to_string(),
+            verb: run.verb.to_string(),
             scheduled_at: run.scheduled_at,
             late: false,
             action: ClaimAction::Run,
@@ -201,7 +285,13 @@ impl State {
             attempt: u32::try_from(run.attempts.len() + 1).unwrap_or(u32::MAX),
             retry_at: Some(retry_at),
         };
-        self.running.insert(run.run_id, run);
+        self.execute(
+            runner,
+            run,
+            now.max(retry_at),
+            lease_expires_at,
+            Some(retry_at),
+        );
         Some(claim)
     }
 }

@@ -78,6 +78,8 @@ impl State {
                     next_execution: None,
                     executing: None,
                     retrying: None,
+                    paused: false,
+                    trigger: None,
                 },
             );
             jobs.insert(job.verb.clone(), job_id);
@@ -153,6 +155,9 @@ impl State {
             .find(|(_, d)| &*d.module == module && d.active)
             .map(|(id, _)| *id);
         let mut carried: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
+        // An operator's pause and pending trigger go with their verb, changed or not (docs/operations.md,
+        // "Pause and resume", "Manual runs").
+        let mut operated: HashMap<String, (bool, Option<DateTime<Utc>>)> = HashMap::new();
         // Pending retries go with their verb (docs/runtime.md, "Retries").
         let mut retries: HashMap<String, (DateTime<Utc>, RunRecord)> = HashMap::new();
         if let Some(previous) = previous {
@@ -164,6 +169,7 @@ impl State {
                     retries.insert(job.spec.verb.clone(), (at, run));
                 }
                 let job = &self.jobs[job_id];
+                operated.insert(job.spec.verb.clone(), (job.paused, job.trigger));
                 let next = match job.executing {
                     // Its in-flight occurrence runs under the old deployment; continue after it.
                     Some(e) => job.spec.schedule.next_after(e.scheduled_at),
@@ -183,8 +189,21 @@ impl State {
             })
             .unwrap_or_default();
         self.deployments.get_mut(&winner).expect("exists").active = true;
+        if let Some(previous) = previous {
+            // The triggers go with their verbs to the new rows.
+            let old: Vec<i64> = self.deployments[&previous].jobs.values().copied().collect();
+            for job_id in old {
+                self.set_trigger(job_id, None);
+            }
+        }
         let job_ids: Vec<i64> = self.deployments[&winner].jobs.values().copied().collect();
         for job_id in job_ids {
+            if let Some((paused, trigger)) = operated.remove(&self.jobs[&job_id].spec.verb) {
+                let job = self.jobs.get_mut(&job_id).expect("exists");
+                job.paused |= paused;
+                let trigger = job.trigger.or(trigger);
+                self.set_trigger(job_id, trigger);
+            }
             let job = &self.jobs[&job_id];
             if job.executing.is_some() {
                 // Reactivated while a run of it was still in flight: its finish schedules it.

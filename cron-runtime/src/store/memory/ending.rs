@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
-use crate::store::rules::{AfterAttempt, Start};
+use crate::store::rules::{AfterAttempt, EndOf, HeldRun, RetryHeld, Start};
 use crate::store::{Attempt, Finish, Finished, Outcome, Runner, rules};
 
 /// How a run in flight ends ([`State::end_run`]).
@@ -24,9 +24,9 @@ pub(super) enum End {
         /// [`Finish::retry_after`]: crate::store::Finish::retry_after
         retry_after: Option<Duration>,
     },
-    /// Its handler was never called: its record is dropped and its job goes back to idle at that same
-    /// occurrence, for another replica or the next start to run.
-    GivenBack,
+    /// Its handler was never called (shutdown at `now`): its record is dropped and its job goes back
+    /// to idle at that same occurrence, for another replica or the next start to run.
+    GivenBack { now: DateTime<Utc> },
 }
 
 impl State {
@@ -37,46 +37,63 @@ impl State {
     /// The caller checks that the runner holds it.
     pub(super) fn end_run(&mut self, run_id: i64, end: End) -> Option<Finished> {
         let mut run = self.running.remove(&run_id)?;
-        let retry_of = self.jobs[&run.job_id].executing.and_then(|e| e.retry_at);
-        let (outcome, error, at, started, retry_after) = match end {
-            End::GivenBack => {
-                if let Some(retry_at) = retry_of {
-                    // A retry claimed ahead: pending again, at its instant.
-                    let job_id = run.job_id;
-                    self.set_idle(job_id, Some(retry_at));
-                    self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
-                    return Some(Finished::Recorded {
-                        next_execution: Some(retry_at),
-                        skipped: 0,
-                    });
-                }
-                self.set_idle(run.job_id, Some(run.scheduled_at));
-                self.give_to_active(run.job_id, run.scheduled_at);
-                return Some(Finished::Recorded {
-                    next_execution: Some(run.scheduled_at),
-                    skipped: 0,
-                });
-            }
+        let job_id = run.job_id;
+        let job = &self.jobs[&job_id];
+        let executing = job.executing.expect("a run in flight holds its job");
+        let held = HeldRun {
+            scheduled_at: run.scheduled_at,
+            next_execution: job.next_execution,
+            manual: executing.manual,
+            paused: job.paused,
+            active: self.deployments[&job.deployment_id].active,
+            retry: if executing.retry_at.is_some() {
+                RetryHeld::ThisRun
+            } else if job.retrying.is_some() {
+                RetryHeld::OtherRun
+            } else {
+                RetryHeld::Nothing
+            },
+        };
+        let (outcome, error, started, end_of) = match end {
+            End::GivenBack { now } => (None, None, Start::Planned, EndOf::GivenBack { now }),
             End::Recorded {
                 outcome,
                 error,
                 at,
                 started,
                 retry_after,
-            } => (outcome, error, at, started, retry_after),
+            } => (
+                Some(outcome),
+                error,
+                started,
+                EndOf::Recorded {
+                    ended: at,
+                    retry_after,
+                },
+            ),
         };
-        let job = &self.jobs[&run.job_id];
+        let ending = held.ending(Some(&job.spec.schedule), end_of);
+        let Some(outcome) = outcome else {
+            // Given back: the occurrence is the job's again (a retry pending again, a trigger pending
+            // again), and its record is dropped.
+            self.set_idle(job_id, ending.next);
+            if held.retry == RetryHeld::ThisRun {
+                self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
+            } else if held.manual {
+                self.give_trigger_back(job_id, run.scheduled_at);
+            } else {
+                self.give_to_active(job_id, run.scheduled_at);
+            }
+            return Some(Finished::Recorded {
+                next_execution: ending.next,
+                skipped: 0,
+            });
+        };
         run.started_at = started.written(run.started_at);
-        let finished_at = run.started_at.map_or(at, |started| at.max(started));
-        let active = self.deployments[&job.deployment_id].active;
-        let after = AfterAttempt::of(
-            Some(&job.spec.schedule),
-            run.scheduled_at,
-            at,
-            retry_after,
-            active,
-        );
-        if after.listed(!run.attempts.is_empty()) {
+        let finished_at = run
+            .started_at
+            .map_or(ending.at, |started| ending.at.max(started));
+        if ending.after.listed(!run.attempts.is_empty()) {
             run.attempts.push(Attempt {
                 outcome,
                 error: error.clone(),
@@ -84,18 +101,15 @@ impl State {
                 finished_at,
             });
         }
-        if let AfterAttempt::Retries(retry_at) = after {
-            let job_id = run.job_id;
+        self.set_idle(job_id, ending.next);
+        if let AfterAttempt::Retries(retry_at) = ending.after {
             run.error = error;
             run.finished_at = None;
-            self.set_idle(job_id, Some(retry_at));
             self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
             return Some(Finished::Retrying { at: retry_at });
         }
-        let (outcome, error) = after.occurrence(outcome, error.as_deref());
+        let (outcome, error) = ending.after.occurrence(outcome, error.as_deref());
         let error = error.map(str::to_owned);
-        let (next, skipped) = rules::after_run(&job.spec.schedule, run.scheduled_at, at);
-        self.set_idle(run.job_id, next);
         if let Some(first) = run.attempts.first() {
             // The occurrence started with its first attempt.
             run.started_at = first.started_at;
@@ -103,15 +117,14 @@ impl State {
         run.finished_at = Some(finished_at);
         run.outcome = Some(outcome);
         run.error = error;
-        run.skipped = skipped;
-        let job_id = run.job_id;
+        run.skipped = ending.skipped;
         self.history.record(run);
-        if let Some(next) = next {
+        if let Some(next) = ending.reported_next() {
             self.continue_carried(job_id, next);
         }
         Some(Finished::Recorded {
-            next_execution: next,
-            skipped,
+            next_execution: ending.reported_next(),
+            skipped: ending.skipped,
         })
     }
 
@@ -139,6 +152,22 @@ impl State {
             .filter(|id| self.jobs[id].next_execution.is_some_and(|at| at < next));
         if let Some(id) = carried {
             self.set_idle(id, Some(next));
+        }
+    }
+
+    /// A manual run given back: its trigger is pending again, on the active deployment's row of the
+    /// verb (the takeover moved the triggers there).
+    fn give_trigger_back(&mut self, job_id: i64, requested_at: DateTime<Utc>) {
+        let job = &self.jobs[&job_id];
+        let row = if self.deployments[&job.deployment_id].active {
+            Some(job_id)
+        } else {
+            self.active_deployment(&job.module)
+                .and_then(|d| d.jobs.get(&job.spec.verb).copied())
+        };
+        if let Some(id) = row {
+            let trigger = self.jobs[&id].trigger.unwrap_or(requested_at);
+            self.set_trigger(id, Some(trigger));
         }
     }
 
@@ -176,7 +205,10 @@ impl State {
         let finished = self
             .end_run(finish.run_id, end)
             .expect("an executing job has its run in flight");
-        let unblocks = !self.deployments[&runner.deployment_id].active;
+        // A verb that finished under an inactive deployment may unblock the active one, and a trigger
+        // made while the run was claimed is the claim's now.
+        let unblocks = !self.deployments[&runner.deployment_id].active
+            || self.jobs[&finish.job_id].trigger.is_some();
         (finished, unblocks)
     }
 
@@ -234,12 +266,12 @@ impl State {
 
     /// [`Store::give_back`](crate::store::Store::give_back) of one run under the lock; a run `runner`
     /// does not hold is left alone.
-    pub(super) fn give_back(&mut self, runner: &Runner, run_id: i64) {
+    pub(super) fn give_back(&mut self, runner: &Runner, run_id: i64, now: DateTime<Utc>) {
         let Some(job_id) = self.running.get(&run_id).map(|r| r.job_id) else {
             return;
         };
         if self.holds(runner.id, job_id, run_id) {
-            self.end_run(run_id, End::GivenBack);
+            self.end_run(run_id, End::GivenBack { now });
         }
     }
 
@@ -258,7 +290,7 @@ impl State {
         for (run_id, scheduled_at) in held {
             let end = if scheduled_at > now {
                 // Claimed ahead and never started: release the occurrence so that the next replica runs it.
-                End::GivenBack
+                End::GivenBack { now }
             } else if cancelled.contains(&run_id) {
                 End::Recorded {
                     outcome: Outcome::Cancelled,

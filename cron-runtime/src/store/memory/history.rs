@@ -46,6 +46,9 @@ pub struct RunRecord {
     /// ones ended so far, the last one included once the occurrence has ended. Empty for an occurrence
     /// that ended at its first attempt. While a retry waits, the run has no outcome.
     pub attempts: Vec<Attempt>,
+    /// A manual run (asked for with [`MemoryStore::trigger`](super::MemoryStore::trigger)), scheduled
+    /// at the trigger's instant.
+    pub manual: bool,
 }
 
 /// The finished runs the store keeps, oldest first.

@@ -3,12 +3,14 @@
 //!
 //! One mutex holds the tables ([`tables`]); each step of the store's protocol is one method under it:
 //! registration and election ([`deploy`]), claims ([`claim`]), the end of runs ([`ending`]: finish,
-//! recovery, give-back and shutdown all go through one writer) and the bounded history ([`history`]).
+//! recovery, give-back and shutdown all go through one writer), an operator's pause, resume and trigger
+//! ([`operator`]) and the bounded history ([`history`]).
 
 mod claim;
 mod deploy;
 mod ending;
 mod history;
+mod operator;
 mod tables;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -114,6 +116,34 @@ impl MemoryStore {
         self.lock().next_execution(module, verb)
     }
 
+    /// Pauses `verb` of `module`: its regular occurrences are not claimed until it is resumed; a run in
+    /// flight finishes (docs/operations.md, "Pause and resume"). What `cronverb pause` does to a
+    /// database store.
+    pub fn pause(&self, module: &str, verb: &str) -> Result<(), StoreError> {
+        self.lock().pause(module, verb)?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Resumes `verb` of `module` at its first occurrence after now: the occurrences that came while it
+    /// was paused are not run (docs/operations.md, "Pause and resume").
+    pub fn resume(&self, module: &str, verb: &str) -> Result<(), StoreError> {
+        let now = self.now();
+        self.lock().resume(module, verb, now)?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Asks for one run of `verb` of `module` now, paused or not, without changing its schedule; the
+    /// next claim records it as a manual run scheduled at the returned instant (docs/operations.md,
+    /// "Manual runs"). Refused while a run of the verb is in flight.
+    pub fn trigger(&self, module: &str, verb: &str) -> Result<DateTime<Utc>, StoreError> {
+        let now = self.now();
+        let requested_at = self.lock().trigger(module, verb, now)?;
+        self.wake();
+        Ok(requested_at)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         crate::sync::lock(&self.inner.state)
     }
@@ -202,9 +232,10 @@ impl Store for MemoryStore {
     }
 
     async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
+        let now = self.now();
         let mut state = self.lock();
         for run_id in run_ids {
-            state.give_back(runner, *run_id);
+            state.give_back(runner, *run_id, now);
         }
         drop(state);
         self.wake();

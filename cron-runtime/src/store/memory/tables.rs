@@ -17,8 +17,11 @@ pub(super) struct State {
     pub(super) deployments: HashMap<i64, DeploymentRow>,
     pub(super) deployment_keys: HashMap<String, i64>,
     pub(super) jobs: HashMap<i64, JobRow>,
-    /// Idle jobs with a next occurrence, per deployment, ordered by that occurrence.
+    /// Idle jobs with a next occurrence that are not paused, per deployment, ordered by that occurrence.
     pub(super) due: HashMap<i64, BTreeSet<(DateTime<Utc>, i64)>>,
+    /// Jobs with a pending trigger (a manual run asked for), per deployment, ordered by the trigger's
+    /// instant: idle or not, paused or not.
+    pub(super) triggered: HashMap<i64, BTreeSet<(DateTime<Utc>, i64)>>,
     /// The executing verbs of each module, whatever their deployment (no verb runs twice at once, also
     /// across deployments: docs/runtime.md, "Overlap").
     pub(super) executing_verbs: HashMap<Arc<str>, HashSet<Arc<str>>>,
@@ -51,6 +54,11 @@ pub(super) struct JobRow {
     /// The run of an occurrence whose retry is pending, at `next_execution` (docs/runtime.md,
     /// "Retries"): the job is held for it.
     pub(super) retrying: Option<RunRecord>,
+    /// Paused by an operator: its regular occurrences are not claimed (docs/operations.md, "Pause and
+    /// resume").
+    pub(super) paused: bool,
+    /// A manual run asked for at this instant and not claimed yet (docs/operations.md, "Manual runs").
+    pub(super) trigger: Option<DateTime<Utc>>,
 }
 
 /// The run that holds an executing job.
@@ -62,6 +70,8 @@ pub(super) struct Executing {
     pub(super) lease_expires_at: DateTime<Utc>,
     /// For a retry, the instant it was due ([`Claim::retry_at`](crate::store::Claim::retry_at)).
     pub(super) retry_at: Option<DateTime<Utc>>,
+    /// A manual run: it did not take the job's `next_execution`.
+    pub(super) manual: bool,
 }
 
 #[derive(Debug)]
@@ -102,7 +112,8 @@ impl State {
             .is_some_and(|e| e.run_id == run_id && e.runner_id == runner_id)
     }
 
-    /// Puts a job back to idle at `next` (no longer executing), and indexes it there.
+    /// Puts a job back to idle at `next` (no longer executing), and indexes it there unless it is
+    /// paused.
     pub(super) fn set_idle(&mut self, job_id: i64, next: Option<DateTime<Utc>>) {
         let job = self.jobs.get_mut(&job_id).expect("job exists");
         if job.executing.take().is_some()
@@ -115,8 +126,31 @@ impl State {
             due.remove(&(old, job_id));
         }
         job.next_execution = next;
-        if let Some(next) = next {
+        if let (Some(next), false) = (next, job.paused) {
             due.insert((next, job_id));
+        }
+    }
+
+    /// Pauses or resumes an idle or executing job: an idle one leaves or rejoins the claim's index at
+    /// `next` (a resumed job's next occurrence).
+    pub(super) fn set_paused(&mut self, job_id: i64, paused: bool, next: Option<DateTime<Utc>>) {
+        let job = self.jobs.get_mut(&job_id).expect("job exists");
+        job.paused = paused;
+        if job.executing.is_none() {
+            self.set_idle(job_id, next);
+        }
+    }
+
+    /// Sets or clears the pending trigger of a job, and indexes it.
+    pub(super) fn set_trigger(&mut self, job_id: i64, trigger: Option<DateTime<Utc>>) {
+        let job = self.jobs.get_mut(&job_id).expect("job exists");
+        let triggered = self.triggered.entry(job.deployment_id).or_default();
+        if let Some(old) = job.trigger {
+            triggered.remove(&(old, job_id));
+        }
+        job.trigger = trigger;
+        if let Some(at) = trigger {
+            triggered.insert((at, job_id));
         }
     }
 

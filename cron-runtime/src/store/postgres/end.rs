@@ -14,7 +14,7 @@ use super::claimable::{Chain, may_chain};
 use super::held::Held;
 use super::notify::{notify_due, notify_modules};
 use super::sql::{jobs, runs};
-use crate::store::rules::{AfterAttempt, Start, after_run, after_skipping, ended_at};
+use crate::store::rules::{AfterAttempt, EndOf, Ending, HeldRun, Start, ended_at};
 use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome};
 
 /// How a held run ends.
@@ -42,33 +42,6 @@ pub(super) enum End<'a> {
     /// occurrence (a manual run's trigger is pending again), or, when its deployment is no longer active,
     /// to the active deployment's row of the verb.
     GivenBack,
-}
-
-/// How a held run ends, as [`PgStore::ending`] computes it.
-#[derive(Debug, Clone, Copy)]
-struct Ending {
-    /// When it ended: `finished_at`.
-    at: DateTime<Utc>,
-    /// The job's `next_execution` from now on (the row's own when its schedule does not parse).
-    next: Option<DateTime<Utc>>,
-    skipped: u32,
-    /// The row's schedule parses.
-    parsed: bool,
-    /// What becomes of the occurrence (docs/runtime.md, "Retries").
-    after: AfterAttempt,
-}
-
-impl Ending {
-    /// The next occurrence reported in [`Finished::Recorded`]: none for a row that does not parse. It is
-    /// also where the active deployment's unchanged verb continues after a run of an inactive one.
-    fn reported_next(&self) -> Option<DateTime<Utc>> {
-        if self.parsed { self.next } else { None }
-    }
-
-    /// `cron_job_runs.skipped`.
-    fn skipped_column(&self) -> i32 {
-        i32::try_from(self.skipped).unwrap_or(i32::MAX)
-    }
 }
 
 /// What [`PgStore::write_ends`] wrote: one result per run, in order, and the occurrences it claimed.
@@ -155,84 +128,40 @@ struct ChainedRun {
 }
 
 impl PgStore {
-    /// How a held run ends at `end`: its job's next occurrence and the occurrences it skipped (G3, G5),
-    /// and when it ended (a recorded run: when its handler ended, never after the store's now).
+    /// How a held run ends at `end`: the one decision of every store ([`HeldRun::ending`]) on the
+    /// facts of the locked row, with the row's schedule parsed once by its text (G8).
     fn ending(&self, held: &Held, end: End<'_>) -> Ending {
-        let at = match end {
-            End::Recorded { at, .. } => ended_at(at, held.now),
-            End::Skipped | End::GivenBack => held.now,
-        };
-        let scheduled_at = held.scheduled_at.or(held.next_execution).unwrap_or(at);
-        if let End::GivenBack = end {
-            // The occurrence is the job's again; a manual run never took `next_execution`, and a retry
-            // is due at its own instant, which the row keeps.
-            let next = if held.manual || held.is_retry() {
-                held.next_execution
-            } else {
-                Some(scheduled_at)
-            };
-            return Ending {
-                at,
-                next,
-                skipped: 0,
-                parsed: true,
-                after: AfterAttempt::Ends,
-            };
-        }
-        let schedule =
-            self.shared
-                .schedules
-                .of_row(held.job_id, &held.verb, &held.expression, &held.zone);
-        if let End::Recorded { retry_after, .. } = end {
-            let may_retry = held.active && !held.manual;
-            match AfterAttempt::of(schedule.as_ref(), scheduled_at, at, retry_after, may_retry) {
-                AfterAttempt::Ends => {}
-                AfterAttempt::Retries(retry) => {
-                    return Ending {
-                        at,
-                        next: Some(retry),
-                        skipped: 0,
-                        parsed: true,
-                        after: AfterAttempt::Retries(retry),
-                    };
-                }
-                AfterAttempt::CutShort => {
-                    let (next, skipped) = schedule
-                        .as_ref()
-                        .map_or((held.next_execution, 0), |s| after_run(s, scheduled_at, at));
-                    return Ending {
-                        at,
-                        next,
-                        skipped,
-                        parsed: true,
-                        after: AfterAttempt::CutShort,
-                    };
-                }
-            }
-        }
-        let (next, skipped) = match &schedule {
-            // A manual run leaves the regular schedule alone: the job keeps its next occurrence if it
-            // is still ahead; one that came while the run was executing is skipped (overlap), and so
-            // are the ones after it up to now. A paused job keeps its row as it is (resume reschedules).
-            Some(schedule) if held.manual => match held.next_execution {
-                Some(regular) if regular > at || held.paused => (Some(regular), 0),
-                Some(regular) => after_skipping(schedule, regular, at),
-                None => (None, 0),
+        let end_of = match end {
+            End::Recorded {
+                at, retry_after, ..
+            } => EndOf::Recorded {
+                ended: ended_at(at, held.now),
+                retry_after,
             },
-            Some(schedule) if matches!(end, End::Skipped) => {
-                after_skipping(schedule, scheduled_at, at)
-            }
-            Some(schedule) => after_run(schedule, scheduled_at, at),
-            // A row whose schedule no longer parses keeps its `next_execution` (G8).
-            None => (held.next_execution, 0),
+            End::Skipped => EndOf::Skipped { now: held.now },
+            End::GivenBack => EndOf::GivenBack { now: held.now },
         };
-        Ending {
-            at,
-            next,
-            skipped,
-            parsed: schedule.is_some(),
-            after: AfterAttempt::Ends,
-        }
+        let facts = HeldRun {
+            scheduled_at: held
+                .scheduled_at
+                .or(held.next_execution)
+                .unwrap_or(held.now),
+            next_execution: held.next_execution,
+            manual: held.manual,
+            paused: held.paused,
+            active: held.active,
+            retry: HeldRun::retry_of(held.retry_run_id, held.run_id),
+        };
+        let schedule = match end {
+            // A run given back changes no schedule: its row needs no parsing.
+            End::GivenBack => None,
+            _ => {
+                self.shared
+                    .schedules
+                    .of_row(held.job_id, &held.verb, &held.expression, &held.zone)
+            }
+        };
+        facts.ending(schedule.as_ref(), end_of)
     }
 
     /// Ends the runs of `ends` on their rows, which the caller holds locked in this transaction, with
@@ -277,7 +206,12 @@ impl PgStore {
                 End::Skipped => (Outcome::Skipped, None, Start::Planned),
                 End::GivenBack if held.is_retry() => {
                     // A retry claimed ahead: its run waits for it again, at its instant.
-                    jobs.push(held.job_id, ending.next, None, held.run_id);
+                    jobs.push(
+                        held.job_id,
+                        ending.next,
+                        None,
+                        ending.retry_run(held.run_id, held.retry_run_id),
+                    );
                     results.push(Finished::Recorded {
                         next_execution: ending.next,
                         skipped: 0,
@@ -286,7 +220,12 @@ impl PgStore {
                 }
                 End::GivenBack => {
                     let at = held.scheduled_at.unwrap_or(ending.at);
-                    jobs.push(held.job_id, ending.next, held.manual.then_some(at), None);
+                    jobs.push(
+                        held.job_id,
+                        ending.next,
+                        held.manual.then_some(at),
+                        ending.retry_run(held.run_id, held.retry_run_id),
+                    );
                     given_back.runs.extend(held.run_id);
                     given_back.jobs.push(held.job_id);
                     given_back.at.push(at);
@@ -301,24 +240,23 @@ impl PgStore {
                     continue;
                 }
             };
-            if let (Some(chain), Some(next), End::Recorded { .. }, false) = (
-                &chain,
-                ending.reported_next(),
-                end,
-                matches!(ending.after, AfterAttempt::Retries(_)),
-            ) && may_chain(chain, held, next)
+            if let (Some(chain), Some(next), End::Recorded { .. }, false) =
+                (&chain, ending.reported_next(), end, ending.waits())
+                && may_chain(chain, held, next)
             {
                 chained.insert(held.job_id, (held.verb.as_str(), next));
             }
             if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
                 idle.push((jobs.ids.len(), &held.module, next));
             }
-            let waits = matches!(ending.after, AfterAttempt::Retries(_));
+            let waits = ending.waits();
+            // The row holds this run's retry, or keeps another occurrence's that is pending while a
+            // manual run ended (docs/runtime.md, "Retries").
             jobs.push(
                 held.job_id,
                 ending.next,
                 None,
-                if waits { held.run_id } else { None },
+                ending.retry_run(held.run_id, held.retry_run_id),
             );
             if let Some(run_id) = held.run_id {
                 runs.ids.push(run_id);
@@ -329,7 +267,8 @@ impl PgStore {
                 let (outcome, error) = ending.after.occurrence(outcome, error);
                 runs.outcomes.push(outcome.as_str());
                 runs.errors.push(error);
-                runs.skipped.push(ending.skipped_column());
+                runs.skipped
+                    .push(i32::try_from(ending.skipped).unwrap_or(i32::MAX));
                 runs.ended.push(ending.at);
                 runs.reported.push(matches!(started, Start::Reported(_)));
                 runs.started.push(started.written(None));

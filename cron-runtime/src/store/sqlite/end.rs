@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 
 use super::{SqliteStore, db, instant, micros, micros_of};
-use crate::store::rules::{AfterAttempt, Start, after_run, ended_at};
+use crate::store::rules::{AfterAttempt, EndOf, Ending, HeldRun, RetryHeld, Start, ended_at};
 use crate::store::{Attempt, Finish, Finished, Outcome, RETRIES_CUT_SHORT, Runner, StoreError};
 
 /// An executing job row with the run that holds it, and whether its deployment is the active one.
@@ -292,60 +292,18 @@ impl SqliteStore {
         held: &Held,
         end: End<'_>,
     ) -> Result<Finished, sqlx::Error> {
-        let scheduled_at = instant(held.scheduled_at);
-        let (outcome, error, at, started, retry_after) = match end {
+        let facts = HeldRun {
+            scheduled_at: instant(held.scheduled_at),
+            next_execution: held.next_execution.map(instant),
+            manual: held.manual,
+            paused: held.paused,
+            active: held.active,
+            retry: HeldRun::retry_of(held.retry_run_id, Some(held.run_id)),
+        };
+        let (outcome, error, started, end_of) = match end {
             End::GivenBack => {
-                if let Some(retry_at) = held.retry_at() {
-                    // A retry claimed ahead: pending again at its instant; its run stays (docs/runtime.md,
-                    // "Retries").
-                    sqlx::query(
-                        "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL,
-                             lease_expires_at = NULL, next_execution = ?
-                         WHERE id = ?",
-                    )
-                    .bind(retry_at)
-                    .bind(held.id)
-                    .execute(&mut *tx)
-                    .await?;
-                    if !held.active {
-                        // The takeover has moved the pending retries on; this one follows them.
-                        move_retry(tx, held.id, held.run_id, retry_at, super::now()).await?;
-                    }
-                    return Ok(Finished::Recorded {
-                        next_execution: Some(instant(retry_at)),
-                        skipped: 0,
-                    });
-                }
-                sqlx::query("DELETE FROM cron_job_runs WHERE id = ?")
-                    .bind(held.run_id)
-                    .execute(&mut *tx)
-                    .await?;
-                // The occurrence is the job's again; a manual run never took `next_execution`.
-                let next = if held.manual {
-                    held.next_execution
-                } else {
-                    Some(held.scheduled_at)
-                };
-                sqlx::query(
-                    "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
-                         next_execution = ?,
-                         trigger_requested_at = CASE WHEN ? THEN coalesce(trigger_requested_at, ?)
-                                                    ELSE trigger_requested_at END
-                     WHERE id = ?",
-                )
-                .bind(next)
-                .bind(held.manual)
-                .bind(held.scheduled_at)
-                .bind(held.id)
-                .execute(&mut *tx)
-                .await?;
-                if !held.active {
-                    give_to_active(tx, held).await?;
-                }
-                return Ok(Finished::Recorded {
-                    next_execution: next.map(instant),
-                    skipped: 0,
-                });
+                let ending = facts.ending(None, EndOf::GivenBack { now: super::now() });
+                return self.give_back_run(tx, held, &ending).await;
             }
             End::Recorded {
                 outcome,
@@ -353,23 +311,25 @@ impl SqliteStore {
                 at,
                 started,
                 retry_after,
-            } => (outcome, error, at, started, retry_after),
+            } => (
+                outcome,
+                error,
+                started,
+                EndOf::Recorded {
+                    ended: at,
+                    retry_after,
+                },
+            ),
         };
         let schedule = self.schedule(held.id, &held.schedule, &held.timezone);
+        let ending = facts.ending(schedule.as_ref(), end_of);
+        let at = ending.at;
         // The start the executor reported, else the claim's planned one (docs/operations.md, "The
         // tables"); the end is never before the start.
         let mut started_at = started.written(held.run_started_at.map(instant));
         let finished_at = started_at.map_or(at, |started| at.max(started));
-        // Retries (docs/runtime.md, "Retries"): of a regular run of the active deployment only.
-        let after = AfterAttempt::of(
-            schedule.as_ref(),
-            scheduled_at,
-            at,
-            retry_after,
-            held.active && !held.manual,
-        );
         let mut attempts = read_attempts(held.run_id, held.attempts.as_deref());
-        if after.listed(!attempts.is_empty()) {
+        if ending.after.listed(!attempts.is_empty()) {
             attempts.push(Attempt {
                 outcome,
                 error: error.map(str::to_owned),
@@ -377,53 +337,37 @@ impl SqliteStore {
                 finished_at,
             });
         }
-        match after {
-            AfterAttempt::Retries(retry_at) => {
-                // The run waits, `running`, with its attempt's error; its job is idle until the retry.
-                sqlx::query(
-                    "UPDATE cron_job_runs SET error = ?1, started_at = ?2, attempts = ?3
-                     WHERE id = ?4 AND outcome = 'running'",
-                )
-                .bind(error)
-                .bind(started_at.map(micros))
-                .bind(write_attempts(&attempts))
-                .bind(held.run_id)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query(
-                    "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
-                         next_execution = ?, retry_run_id = ?
-                     WHERE id = ?",
-                )
-                .bind(micros(retry_at))
-                .bind(held.run_id)
-                .bind(held.id)
-                .execute(&mut *tx)
-                .await?;
-                return Ok(Finished::Retrying { at: retry_at });
-            }
-            AfterAttempt::Ends | AfterAttempt::CutShort => {}
+        let retry_run = ending.retry_run(Some(held.run_id), held.retry_run_id);
+        if let AfterAttempt::Retries(retry_at) = ending.after {
+            // The run waits, `running`, with its attempt's error; its job is idle until the retry.
+            sqlx::query(
+                "UPDATE cron_job_runs SET error = ?1, started_at = ?2, attempts = ?3
+                 WHERE id = ?4 AND outcome = 'running'",
+            )
+            .bind(error)
+            .bind(started_at.map(micros))
+            .bind(write_attempts(&attempts))
+            .bind(held.run_id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
+                     next_execution = ?, retry_run_id = ?
+                 WHERE id = ?",
+            )
+            .bind(micros(retry_at))
+            .bind(retry_run)
+            .bind(held.id)
+            .execute(&mut *tx)
+            .await?;
+            return Ok(Finished::Retrying { at: retry_at });
         }
-        let (outcome, error) = after.occurrence(outcome, error);
+        let (outcome, error) = ending.after.occurrence(outcome, error);
         if let Some(first) = attempts.first() {
             // The occurrence started with its first attempt.
             started_at = first.started_at;
         }
-        // A retry pending on the row (a manual run ended while it waits) keeps the row at its instant.
-        let retry_pending = held.retry_run_id.is_some_and(|run| run != held.run_id);
-        let (next, skipped) = match &schedule {
-            // A manual run leaves the regular schedule alone: the job keeps its next occurrence if it
-            // is still ahead; one that came while the run was executing is skipped (overlap), and so
-            // are the ones after it up to now. A paused job keeps its row as it is.
-            Some(schedule) if held.manual => match held.next_execution.map(instant) {
-                Some(regular) if regular > at || held.paused || retry_pending => (Some(regular), 0),
-                Some(regular) => crate::store::rules::after_skipping(schedule, regular, at),
-                None => (None, 0),
-            },
-            Some(schedule) => after_run(schedule, scheduled_at, at),
-            // A row whose schedule no longer parses keeps its `next_execution` (G8).
-            None => (held.next_execution.map(instant), 0),
-        };
+        let (next, skipped) = (ending.next, ending.skipped);
         sqlx::query(
             "UPDATE cron_job_runs SET outcome = ?1, error = ?2, skipped = ?3, started_at = ?4,
                  finished_at = ?5, attempts = ?6
@@ -440,16 +384,15 @@ impl SqliteStore {
         .await?;
         sqlx::query(
             "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
-                 next_execution = ?1,
-                 retry_run_id = CASE WHEN retry_run_id = ?2 THEN NULL ELSE retry_run_id END
+                 next_execution = ?1, retry_run_id = ?2
              WHERE id = ?3",
         )
         .bind(next.map(micros))
-        .bind(held.run_id)
+        .bind(retry_run)
         .bind(held.id)
         .execute(&mut *tx)
         .await?;
-        let reported = if schedule.is_some() { next } else { None };
+        let reported = ending.reported_next();
         if let (false, Some(next)) = (held.active, reported) {
             // A run of a deployment that is no longer active ended: the active deployment's unchanged
             // verb goes on at the run's next occurrence when that is later, so that an occurrence the
@@ -474,6 +417,60 @@ impl SqliteStore {
             next_execution: reported,
             skipped,
         })
+    }
+
+    /// Gives back the held run, claimed ahead and never started, as `ending` says: a retry is pending
+    /// again at its instant and its run stays; any other run's record is dropped and the occurrence
+    /// (a manual run's trigger) is the row's again, or the active deployment's when the run's
+    /// deployment is no longer active.
+    async fn give_back_run(
+        &self,
+        tx: &mut SqliteConnection,
+        held: &Held,
+        ending: &Ending,
+    ) -> Result<Finished, sqlx::Error> {
+        let next = ending.next.map(micros);
+        let given_back = Finished::Recorded {
+            next_execution: ending.next,
+            skipped: 0,
+        };
+        if let (RetryHeld::ThisRun, Some(retry_at)) = (ending.retry, next) {
+            sqlx::query(
+                "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL,
+                     lease_expires_at = NULL, next_execution = ?
+                 WHERE id = ?",
+            )
+            .bind(retry_at)
+            .bind(held.id)
+            .execute(&mut *tx)
+            .await?;
+            if !held.active {
+                // The takeover has moved the pending retries on; this one follows them.
+                move_retry(tx, held.id, held.run_id, retry_at, super::now()).await?;
+            }
+            return Ok(given_back);
+        }
+        sqlx::query("DELETE FROM cron_job_runs WHERE id = ?")
+            .bind(held.run_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
+                 next_execution = ?,
+                 trigger_requested_at = CASE WHEN ? THEN coalesce(trigger_requested_at, ?)
+                                            ELSE trigger_requested_at END
+             WHERE id = ?",
+        )
+        .bind(next)
+        .bind(held.manual)
+        .bind(held.scheduled_at)
+        .bind(held.id)
+        .execute(&mut *tx)
+        .await?;
+        if !held.active {
+            give_to_active(tx, held).await?;
+        }
+        Ok(given_back)
     }
 
     /// Deletes finished runs that finished more than `older_than` ago, in batches of 1,000 and at most

@@ -309,7 +309,8 @@ RETURNING held.run_id
     /// with its next occurrence, or executing the run [`CHAIN_RUNS`](super::runs::CHAIN_RUNS) recorded
     /// for that occurrence, with that run's lease. A run given back leaves its trigger pending again
     /// (`$5`; NULL for the others, which keep the row's own). `$6` is the run whose retry the row now
-    /// holds (docs/runtime.md, "Retries"), NULL for a row whose occurrence has ended.
+    /// holds (docs/runtime.md, "Retries"): the ended run's, or the one a manual run found pending
+    /// (`rules::Ending::retry_run`); NULL when none is pending.
     END_JOBS = "
 UPDATE cron_jobs j
 SET state = CASE WHEN e.run_id IS NULL THEN 'idle' ELSE 'executing' END,

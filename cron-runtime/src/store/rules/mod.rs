@@ -1,6 +1,6 @@
 //! The rules every store computes the same way, in Rust: when a job is next due after a run, how many
-//! occurrences a run skipped, when a claim is late, when a run ended, and how a runner is named. Each
-//! store calls these; what a store decides in its own query language (PostgreSQL's claim, for one) is
+//! occurrences a run skipped, when a claim is late, when a run ended, how a held run ends
+//! ([`HeldRun::ending`]), and how a runner is named. Each store calls these; what a store decides in its own query language (PostgreSQL's claim, for one) is
 //! pinned to the same rules by the store conformance suite (`cron-runtime/tests/conformance`).
 //!
 //! docs/runtime.md ("Overlap", "Missed runs") says what these rules mean for a user.
@@ -12,6 +12,10 @@ use cron_schema::ZonedSchedule;
 
 use crate::defaults::SKIPPED_COUNT_LIMIT;
 use crate::store::{Outcome, RETRIES_CUT_SHORT};
+
+mod ending;
+
+pub(crate) use ending::{EndOf, Ending, HeldRun, RetryHeld};
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
 /// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules.
