@@ -129,6 +129,23 @@ impl StoreUnderTest for Postgres {
     }
 }
 
+impl conformance::RowsUnderTest for Postgres {
+    async fn edit_row(&self, verb: &str, expression: &str, next_execution: DateTime<Utc>) {
+        sqlx::query(
+            "UPDATE cron_jobs j SET schedule = $3, next_execution = $4 \
+             FROM cron_deployments d \
+             WHERE d.id = j.deployment_id AND d.active AND d.module = $1 AND j.verb = $2",
+        )
+        .bind(conformance::MODULE)
+        .bind(verb)
+        .bind(expression)
+        .bind(next_execution)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+}
+
 macro_rules! postgres_case {
     ($case:ident) => {
         #[sqlx::test(migrations = "./migrations")]
@@ -139,3 +156,4 @@ macro_rules! postgres_case {
 }
 
 conformance::every_case!(postgres_case);
+conformance::every_row_case!(postgres_case);

@@ -151,6 +151,23 @@ impl StoreUnderTest for Sqlite {
     }
 }
 
+impl conformance::RowsUnderTest for Sqlite {
+    async fn edit_row(&self, verb: &str, expression: &str, next_execution: DateTime<Utc>) {
+        sqlx::query(
+            "UPDATE cron_jobs SET schedule = ?3, next_execution = ?4 \
+             WHERE verb = ?2 AND deployment_id IN \
+                 (SELECT id FROM cron_deployments WHERE active = 1 AND module = ?1)",
+        )
+        .bind(conformance::MODULE)
+        .bind(verb)
+        .bind(expression)
+        .bind(next_execution.timestamp_micros())
+        .execute(self.observer.pool())
+        .await
+        .unwrap();
+    }
+}
+
 macro_rules! sqlite_case {
     ($case:ident) => {
         #[tokio::test]
@@ -161,6 +178,7 @@ macro_rules! sqlite_case {
 }
 
 conformance::every_case!(sqlite_case);
+conformance::every_row_case!(sqlite_case);
 
 // ---------------------------------------------------------------------------------------------------
 // What only the SQLite store does: opening the file, migrating it, the builder picking it.

@@ -465,6 +465,8 @@ mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub(crate) mod rules;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) mod schedules;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 

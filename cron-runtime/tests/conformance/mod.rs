@@ -33,6 +33,7 @@ mod missed;
 mod operator;
 mod registration;
 mod retries;
+mod rows;
 mod shutdown;
 
 pub use chain::*;
@@ -44,6 +45,9 @@ pub use missed::*;
 pub use operator::*;
 pub use registration::*;
 pub use retries::*;
+// The in-memory store's binary has no row cases.
+#[allow(unused_imports)]
+pub use rows::*;
 pub use shutdown::*;
 
 /// A store under test, and what the cases may observe of it besides [`Store`]'s answers.
@@ -167,6 +171,17 @@ macro_rules! every_case {
     };
 }
 pub(crate) use every_case;
+
+/// Makes one test of each case that edits rows as text ([`RowsUnderTest`]), for the database stores.
+#[allow(unused_macros)]
+macro_rules! every_row_case {
+    ($test:ident) => {
+        $test!(a_bad_text_on_two_rows_is_reported_once_per_row_and_both_are_left_alone);
+        $test!(a_row_edited_by_hand_to_another_schedule_is_reported_once_and_wins);
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use every_row_case;
 
 // ---------------------------------------------------------------------------------------------------
 // Jobs and deployments

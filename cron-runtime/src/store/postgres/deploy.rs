@@ -8,9 +8,9 @@ use sqlx::PgConnection;
 
 use super::claimable::Claimable;
 use super::notify::notify;
-use super::schedules::zone_text;
 use super::sql::{clock, deployments, jobs, runners, runs};
 use super::{FORGET_RUNNERS_AFTER, Known, PgStore, db};
+use crate::store::schedules::zone_text;
 use crate::store::{
     Beat, DeploymentSpec, RETRIES_CUT_SHORT, Runner, StoreError, check_job_count, other_schema,
     rules,
@@ -333,23 +333,9 @@ impl PgStore {
                     }
                     false
                 }
-                Some(job) if job.expression == *expression && zone_text(job) == *zone => true,
-                Some(job) => {
-                    let parses = schedules.of_row(id, verb, expression, zone).is_some();
-                    if parses && schedules.first_report(id, expression, zone) {
-                        tracing::warn!(
-                            job_id = id,
-                            verb,
-                            schedule = expression,
-                            timezone = zone,
-                            "job row {id} of `{verb}` says `{expression}` in `{zone}` but this \
-                             build declares `{}` in `{}`; the row wins",
-                            job.expression,
-                            zone_text(job)
-                        );
-                    }
-                    parses
-                }
+                Some(job) => schedules
+                    .checked(id, verb, expression, zone, Some(job))
+                    .is_some(),
             };
             if takes {
                 seen.note(&row);

@@ -22,7 +22,6 @@ mod listen;
 mod migrate;
 mod notify;
 mod runs;
-mod schedules;
 mod sql;
 
 use std::collections::HashMap;
@@ -37,8 +36,8 @@ use super::{
     StoreSettings, rules,
 };
 use crate::redact::{redact, scrub};
+use crate::store::schedules::{self, Schedules};
 use crate::sync::lock;
-use schedules::Schedules;
 
 pub use migrate::{MIGRATOR, newest_known};
 

@@ -153,7 +153,9 @@ impl SqliteStore {
         (job_id, verb, expression, zone, scheduled_at, missed, manual, _): Due,
         now: DateTime<Utc>,
     ) -> Result<Option<Claim>, sqlx::Error> {
-        let Some(schedule) = self.schedule(job_id, &expression, &zone) else {
+        let Some(schedule) =
+            self.claimed_schedule(runner.deployment_id, job_id, &verb, &expression, &zone)
+        else {
             return Ok(None);
         };
         let scheduled = instant(scheduled_at);
@@ -294,7 +296,9 @@ impl SqliteStore {
                 .await?;
             return self.claim_row(tx, runner, module, row, now).await;
         };
-        let Some(schedule) = self.schedule(job_id, expression, zone) else {
+        let Some(schedule) =
+            self.claimed_schedule(runner.deployment_id, job_id, verb, expression, zone)
+        else {
             return Ok(None);
         };
         let scheduled = instant(scheduled_at);

@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use cron_schema::MissedPolicy;
 use sqlx::SqliteConnection;
@@ -39,9 +41,7 @@ impl SqliteStore {
     ) -> Result<Runner, StoreError> {
         check_job_count(&format!("deployment `{}`", spec.key), spec.jobs.len())
             .map_err(StoreError::Invalid)?;
-        for job in &spec.jobs {
-            lock_schedule(self, job);
-        }
+        self.shared.schedules.learn(&spec.jobs);
         let context = format!("registering deployment `{}`", spec.key);
         let (mut tx, now) = self.write(&context).await?;
         let registered: Option<(i64, String, String)> =
@@ -83,6 +83,8 @@ impl SqliteStore {
             .await
             .map_err(db(&context))?;
         self.commit(tx, &context).await?;
+        let jobs = spec.jobs.iter().map(|job| (job.verb.clone(), job.clone()));
+        crate::sync::lock(&self.shared.builds).insert(deployment_id, Arc::new(jobs.collect()));
         Ok(Runner {
             id: runner_id,
             deployment_id,
@@ -229,13 +231,13 @@ impl SqliteStore {
                 Some(old) if unchanged => match (old.state.as_str(), old.run_scheduled_at) {
                     // Its regular occurrence in flight runs under the old deployment: continue after it.
                     ("executing", Some(at)) if old.manual != Some(true) => self
-                        .schedule(old.id, &old.schedule, &old.timezone)
+                        .schedule(old.id, &verb, &old.schedule, &old.timezone)
                         .and_then(|s| s.next_after(instant(at))),
                     _ => old.next_execution.map(instant),
                 },
                 // Added or changed: starts from its (new) schedule.
                 _ => self
-                    .schedule(id, &expression, &zone)
+                    .schedule(id, &verb, &expression, &zone)
                     .and_then(|s| s.next_after(now)),
             };
             sqlx::query(
@@ -287,14 +289,6 @@ impl SqliteStore {
         }
         Ok(true)
     }
-}
-
-/// Remembers a build's schedule, so that rows that match it are never re-parsed.
-fn lock_schedule(store: &SqliteStore, job: &crate::store::JobSpec) {
-    crate::sync::lock(&store.shared.schedules).insert(
-        (job.expression.clone(), job.zone.name().to_owned()),
-        Some(job.schedule.clone()),
-    );
 }
 
 /// Adds a deployment with its jobs, none of them scheduled until the deployment is elected.

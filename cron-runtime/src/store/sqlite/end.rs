@@ -321,7 +321,7 @@ impl SqliteStore {
                 },
             ),
         };
-        let schedule = self.schedule(held.id, &held.schedule, &held.timezone);
+        let schedule = self.schedule(held.id, &held.verb, &held.schedule, &held.timezone);
         let ending = facts.ending(schedule.as_ref(), end_of);
         let at = ending.at;
         // The start the executor reported, else the claim's planned one (docs/operations.md, "The

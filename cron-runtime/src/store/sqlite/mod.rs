@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cron_schema::{Schedule, ZonedSchedule, parse_timezone};
+use cron_schema::ZonedSchedule;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -43,6 +43,8 @@ use super::{
     StoreSettings, rules,
 };
 use crate::redact::{redact, scrub};
+use crate::store::JobSpec;
+use crate::store::schedules::Schedules;
 use crate::sync::lock;
 
 pub use migrate::{MIGRATOR, newest_known};
@@ -67,8 +69,11 @@ struct Shared {
     pid: i32,
     /// The options the pool connects with: [`Store::changed`] opens its own connection with them.
     options: SqliteConnectOptions,
-    /// Parsed schedules by `(expression, zone)` text; `None` for a text that does not parse.
-    schedules: Mutex<HashMap<(String, String), Option<ZonedSchedule>>>,
+    /// The rows' schedules, parsed once by their text, and the bad rows reported (G8).
+    schedules: Schedules,
+    /// The jobs of each deployment registered through this store, by verb: a claimed row is checked
+    /// against its build's job ([`Schedules::checked`]).
+    builds: Mutex<HashMap<i64, Arc<HashMap<String, JobSpec>>>>,
     /// Write transactions this store committed: [`Store::changed`] tells its own writes from other
     /// processes'.
     commits: AtomicU64,
@@ -106,7 +111,8 @@ impl SqliteStore {
                 host: rules::host_name(),
                 pid: rules::process_id(),
                 options,
-                schedules: Mutex::new(HashMap::new()),
+                schedules: Schedules::default(),
+                builds: Mutex::new(HashMap::new()),
                 commits: AtomicU64::new(0),
                 watch: watch::Watch::default(),
             }),
@@ -178,29 +184,33 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// The schedule a row's text describes; `None` (reported once) when it does not parse (G8,
-    /// docs/operations.md: such a row is left alone).
-    fn schedule(&self, job_id: i64, expression: &str, zone: &str) -> Option<ZonedSchedule> {
-        let key = (expression.to_owned(), zone.to_owned());
-        let mut parsed = lock(&self.shared.schedules);
-        if let Some(found) = parsed.get(&key) {
-            return found.clone();
-        }
-        let schedule = match (Schedule::parse(expression), parse_timezone(zone)) {
-            (Ok(schedule), Ok(zone)) => Some(ZonedSchedule::new(schedule, zone)),
-            _ => {
-                tracing::error!(
-                    job_id,
-                    schedule = expression,
-                    timezone = zone,
-                    "job row {job_id} has a schedule that does not parse (`{expression}` in \
-                     `{zone}`); it is left alone until it is fixed"
-                );
-                None
-            }
-        };
-        parsed.insert(key, schedule.clone());
-        schedule
+    /// The schedule a row of `verb` describes; `None` (reported once per row and text) when it does not
+    /// parse (G8, docs/operations.md: such a row is left alone).
+    fn schedule(
+        &self,
+        job_id: i64,
+        verb: &str,
+        expression: &str,
+        zone: &str,
+    ) -> Option<ZonedSchedule> {
+        self.shared.schedules.of_row(job_id, verb, expression, zone)
+    }
+
+    /// The schedule of a row of `verb` that deployment `deployment_id` claims, checked against that
+    /// deployment's build as every store checks it ([`Schedules::checked`]).
+    fn claimed_schedule(
+        &self,
+        deployment_id: i64,
+        job_id: i64,
+        verb: &str,
+        expression: &str,
+        zone: &str,
+    ) -> Option<ZonedSchedule> {
+        let build = lock(&self.shared.builds).get(&deployment_id).cloned();
+        let job = build.as_ref().and_then(|jobs| jobs.get(verb));
+        self.shared
+            .schedules
+            .checked(job_id, verb, expression, zone, job)
     }
 }
 

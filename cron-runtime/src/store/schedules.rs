@@ -1,5 +1,8 @@
-//! The schedules of job rows: parsed once, cached by their text, and reported once when a row's text no
-//! longer parses (G8, docs/operations.md: such a row is reported and left alone).
+//! The schedules of job rows, as the database stores read them: parsed once and cached by their text,
+//! and checked against the build with one rule for every store (G8, docs/operations.md): a row whose
+//! text does not parse is reported and left alone; a row edited by hand to another schedule that parses
+//! is reported and wins. Each report is made once per row and text, whatever the number of rows that
+//! share a text.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -11,14 +14,14 @@ use crate::sync::lock;
 
 /// Parsed schedules by `(expression, zone)` text, and the bad rows already reported.
 #[derive(Debug, Default)]
-pub(super) struct Schedules {
+pub(crate) struct Schedules {
     parsed: Mutex<HashMap<(String, String), Result<ZonedSchedule, String>>>,
     reported: Mutex<HashSet<(i64, String, String)>>,
 }
 
 impl Schedules {
     /// Remembers the schedules of a build's jobs, so that rows that match them are never re-parsed.
-    pub(super) fn learn(&self, jobs: &[JobSpec]) {
+    pub(crate) fn learn(&self, jobs: &[JobSpec]) {
         let mut parsed = lock(&self.parsed);
         for job in jobs {
             parsed.insert(
@@ -29,7 +32,7 @@ impl Schedules {
     }
 
     /// The schedule a row's text describes, or why it does not parse.
-    pub(super) fn parse(&self, expression: &str, zone: &str) -> Result<ZonedSchedule, String> {
+    pub(crate) fn parse(&self, expression: &str, zone: &str) -> Result<ZonedSchedule, String> {
         let key = (expression.to_owned(), zone.to_owned());
         if let Some(found) = lock(&self.parsed).get(&key) {
             return found.clone();
@@ -40,12 +43,46 @@ impl Schedules {
     }
 
     /// Whether this is the first report about this row with this text (reports are made once).
-    pub(super) fn first_report(&self, job_id: i64, expression: &str, zone: &str) -> bool {
+    pub(crate) fn first_report(&self, job_id: i64, expression: &str, zone: &str) -> bool {
         lock(&self.reported).insert((job_id, expression.to_owned(), zone.to_owned()))
     }
 
+    /// The schedule of a row of `verb`, checked against `build`, the build's job of that verb (`None`
+    /// when this store does not know the build's jobs): the build's own when the row says the same, the
+    /// row's when it was edited by hand to another schedule that parses (reported once per row and text:
+    /// the row wins), `None` when the row does not parse (reported by [`Schedules::of_row`]).
+    pub(crate) fn checked(
+        &self,
+        job_id: i64,
+        verb: &str,
+        expression: &str,
+        zone: &str,
+        build: Option<&JobSpec>,
+    ) -> Option<ZonedSchedule> {
+        let Some(job) = build else {
+            return self.of_row(job_id, verb, expression, zone);
+        };
+        if job.expression == expression && zone_text(job) == zone {
+            return Some(job.schedule.clone());
+        }
+        let schedule = self.of_row(job_id, verb, expression, zone)?;
+        if self.first_report(job_id, expression, zone) {
+            tracing::warn!(
+                job_id,
+                verb,
+                schedule = expression,
+                timezone = zone,
+                "job row {job_id} of `{verb}` says `{expression}` in `{zone}` but this build \
+                 declares `{}` in `{}`; the row wins",
+                job.expression,
+                zone_text(job)
+            );
+        }
+        Some(schedule)
+    }
+
     /// The schedule of a row, reporting it (once per row and text) when it does not parse.
-    pub(super) fn of_row(
+    pub(crate) fn of_row(
         &self,
         job_id: i64,
         verb: &str,
@@ -73,6 +110,6 @@ impl Schedules {
 }
 
 /// The zone as stored in `cron_jobs.timezone`.
-pub(super) fn zone_text(job: &JobSpec) -> String {
+pub(crate) fn zone_text(job: &JobSpec) -> String {
     job.zone.name().to_owned()
 }

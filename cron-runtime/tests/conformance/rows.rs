@@ -1,0 +1,103 @@
+//! Rows edited in the database (G8, docs/operations.md): a row whose schedule text no longer parses is
+//! reported once per row and text and left alone while the others run; a row edited by hand to another
+//! schedule that parses is reported once and wins. These cases need a store whose rows are text: the
+//! database stores ([`RowsUnderTest`]); the in-memory store holds its schedules parsed.
+
+use std::time::Duration;
+
+use cron_runtime::store::Store;
+
+use super::*;
+use crate::support::Logs;
+
+/// A store whose job rows can be edited as an operator would with SQL.
+pub trait RowsUnderTest: StoreUnderTest {
+    /// Sets the schedule text of `verb`'s row in the active deployment of [`MODULE`], and its next
+    /// occurrence to `next_execution`.
+    fn edit_row(
+        &self,
+        verb: &str,
+        expression: &str,
+        next_execution: DateTime<Utc>,
+    ) -> impl Future<Output = ()>;
+}
+
+/// The log lines that mention `needle`.
+fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
+    text.lines().filter(|line| line.contains(needle)).collect()
+}
+
+pub async fn a_bad_text_on_two_rows_is_reported_once_per_row_and_both_are_left_alone(
+    h: impl RowsUnderTest,
+) {
+    let logs = Logs::capture(tracing::Level::WARN);
+    let spec = deployment(
+        "billing@1",
+        vec![job("a", YEARLY), job("b", YEARLY), job("c", SECONDLY)],
+    );
+    let (store, runner) = replica(&h, &spec).await;
+    // To the millisecond, which every store keeps exactly.
+    let now = DateTime::from_timestamp_millis(h.now().await.timestamp_millis()).unwrap();
+    h.edit_row("a", "61 * * * * *", now).await;
+    h.edit_row("b", "61 * * * * *", now).await;
+    for _ in 0..2 {
+        store.heartbeat(&runner).await.unwrap();
+        let at = h.next_execution(MODULE, "c").await.unwrap();
+        sleep_until(&h, at + ms(50)).await;
+        let claimed = claim(&store, &runner).await;
+        assert_eq!(
+            verbs(&claimed),
+            ["c"],
+            "only the good row runs: {claimed:?}"
+        );
+        finish_one(&store, &runner, &succeeded(&claimed.claims[0])).await;
+    }
+    let text = logs.text();
+    let reports = lines_with(&text, "does not parse");
+    assert_eq!(reports.len(), 2, "one report per row: {text}");
+    assert_eq!(lines_with(&text, "of `a`").len(), 1, "{text}");
+    assert_eq!(lines_with(&text, "of `b`").len(), 1, "{text}");
+    // Left alone: idle at the instant they had.
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(now));
+    assert_eq!(h.next_execution(MODULE, "b").await, Some(now));
+}
+
+pub async fn a_row_edited_by_hand_to_another_schedule_is_reported_once_and_wins(
+    h: impl RowsUnderTest,
+) {
+    let logs = Logs::capture(tracing::Level::WARN);
+    let spec = deployment("billing@1", vec![job("a", YEARLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let now = h.now().await;
+    let due = next_second(now);
+    h.edit_row("a", SECONDLY, due).await;
+    for round in 0..2 {
+        store.heartbeat(&runner).await.unwrap();
+        let at = h.next_execution(MODULE, "a").await.unwrap();
+        sleep_until(&h, at + ms(50)).await;
+        let claimed = claim(&store, &runner).await;
+        let a = claim_of(&claimed, "a");
+        assert_eq!(a.scheduled_at, at, "round {round}: {claimed:?}");
+        // The row's schedule, not the build's, decides what comes next.
+        let finished = finish_one(&store, &runner, &succeeded(a)).await;
+        let Finished::Recorded {
+            next_execution: Some(next),
+            ..
+        } = finished
+        else {
+            panic!("{finished:?}")
+        };
+        assert!(
+            next - at <= TimeDelta::seconds(2),
+            "every second, as the row says: {next} after {at}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let text = logs.text();
+    let reports = lines_with(&text, "the row wins");
+    assert_eq!(reports.len(), 1, "reported once: {text}");
+    assert!(
+        reports[0].contains("`a`") && reports[0].contains(SECONDLY),
+        "{text}"
+    );
+}
