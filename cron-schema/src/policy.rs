@@ -16,6 +16,8 @@ pub enum MissedPolicy {
 }
 
 impl MissedPolicy {
+    /// The policy as `#[cron(missed = "…")]` writes it, and as every store keeps it (`cron_jobs.missed`):
+    /// `once` or `skip`, what [`FromStr`] reads back.
     pub fn as_str(self) -> &'static str {
         match self {
             MissedPolicy::Once => "once",

@@ -462,6 +462,8 @@ pub(crate) mod sealed {
 
 mod key;
 mod memory;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod migrate;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub(crate) mod rules;

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use cron_schema::MissedPolicy;
 use sqlx::SqliteConnection;
 
 use super::end::move_retry;
@@ -291,39 +290,47 @@ impl SqliteStore {
     }
 }
 
-/// Adds a deployment with its jobs, none of them scheduled until the deployment is elected.
-async fn insert_deployment(
+/// Registers deployment `?1` of module `?2` with schema `?3` at the instant `?4`, inactive; returns its
+/// id.
+const INSERT_DEPLOYMENT: &str = "\
+    INSERT INTO cron_deployments (key, module, schema, created_at) VALUES (?1, ?2, ?3, ?4) \
+    RETURNING id";
+
+/// Adds the row of one verb to deployment `?1` of module `?2`: its expression `?4`, zone `?5`, timeout
+/// `?6` (milliseconds) and missed-run policy `?7`, counting from `?8`, next due at `?9`.
+const INSERT_JOB: &str = "\
+    INSERT INTO cron_jobs (deployment_id, module_name, verb, schedule, timezone, timeout, missed, \
+                           start_time, next_execution) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+
+/// Adds a deployment with its jobs, inactive, each row at its first occurrence after `now` as
+/// PostgreSQL's (`insert_jobs`): what `cronverb deploy` and `cronverb status` show until a takeover
+/// recomputes or carries it. Both registrations write it: a replica's and `cronverb deploy`'s.
+pub(super) async fn insert_deployment(
     tx: &mut SqliteConnection,
     spec: &DeploymentSpec,
     now: DateTime<Utc>,
 ) -> Result<i64, sqlx::Error> {
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO cron_deployments (key, module, schema, created_at) VALUES (?, ?, ?, ?) RETURNING id",
-    )
-    .bind(&spec.key)
-    .bind(&spec.module)
-    .bind(&spec.schema)
-    .bind(micros(now))
-    .fetch_one(&mut *tx)
-    .await?;
-    for job in &spec.jobs {
-        sqlx::query(
-            "INSERT INTO cron_jobs (deployment_id, module_name, verb, schedule, timezone, timeout, missed, start_time)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(id)
+    let id: i64 = sqlx::query_scalar(INSERT_DEPLOYMENT)
+        .bind(&spec.key)
         .bind(&spec.module)
-        .bind(&job.verb)
-        .bind(&job.expression)
-        .bind(job.zone.name())
-        .bind(i64::try_from(job.timeout.as_millis()).unwrap_or(i64::MAX))
-        .bind(match job.missed {
-            MissedPolicy::Once => "once",
-            MissedPolicy::Skip => "skip",
-        })
+        .bind(&spec.schema)
         .bind(micros(now))
-        .execute(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
+    for job in &spec.jobs {
+        sqlx::query(INSERT_JOB)
+            .bind(id)
+            .bind(&spec.module)
+            .bind(&job.verb)
+            .bind(&job.expression)
+            .bind(job.zone.name())
+            .bind(i64::try_from(job.timeout.as_millis()).unwrap_or(i64::MAX))
+            .bind(job.missed.as_str())
+            .bind(micros(now))
+            .bind(job.schedule.next_after(now).map(micros))
+            .execute(&mut *tx)
+            .await?;
     }
     Ok(id)
 }

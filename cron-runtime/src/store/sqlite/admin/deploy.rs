@@ -1,30 +1,18 @@
 //! `deploy`: registering a deployment of a module of a schema ahead of a rollout, and what it changes
 //! relative to the module's active deployment.
 
-use cron_schema::{MissedPolicy, Schema};
+use cron_schema::Schema;
 
 use super::{SqliteAdmin, admin_db};
 use crate::admin::AdminError;
 use crate::admin::Deployed;
 use crate::admin::deploy::{ActiveSchema, RegisteredJob, deployed, deployment_spec};
 use crate::store::other_schema;
-use crate::store::sqlite::{db, instant, micros};
+use crate::store::sqlite::deploy::insert_deployment;
+use crate::store::sqlite::{db, instant};
 
 /// The module and registered schema of deployment `?1`, with its id.
 const SELECT_KEY: &str = "SELECT id, module, schema FROM cron_deployments WHERE key = ?1";
-
-/// Registers deployment `?1` of module `?2` with schema `?3` at the instant `?4`, inactive; returns its
-/// id.
-const INSERT_DEPLOYMENT: &str = "\
-    INSERT INTO cron_deployments (key, module, schema, created_at) VALUES (?1, ?2, ?3, ?4) \
-    RETURNING id";
-
-/// Adds the row of one verb to deployment `?1` of module `?2`: its expression `?4`, zone `?5`, timeout
-/// `?6` (milliseconds) and missed-run policy `?7`, counting from `?8`, next due at `?9`.
-const INSERT_JOB: &str = "\
-    INSERT INTO cron_jobs (deployment_id, module_name, verb, schedule, timezone, timeout, missed, \
-                           start_time, next_execution) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 /// The job rows of deployment `?1`, as [`DeployedRow`]s.
 const SELECT_DEPLOYED_JOBS: &str = "\
@@ -78,34 +66,9 @@ impl SqliteAdmin {
                 (id, false)
             }
             None => {
-                let id: i64 = sqlx::query_scalar(INSERT_DEPLOYMENT)
-                    .bind(&spec.key)
-                    .bind(&spec.module)
-                    .bind(&spec.schema)
-                    .bind(micros(now))
-                    .fetch_one(&mut *tx)
+                let id = insert_deployment(&mut tx, &spec, now)
                     .await
                     .map_err(db(&context))?;
-                // Each row's first occurrence after the registration, as PostgreSQL's; a takeover
-                // recomputes or carries it.
-                for job in &spec.jobs {
-                    sqlx::query(INSERT_JOB)
-                        .bind(id)
-                        .bind(&spec.module)
-                        .bind(&job.verb)
-                        .bind(&job.expression)
-                        .bind(job.zone.name())
-                        .bind(i64::try_from(job.timeout.as_millis()).unwrap_or(i64::MAX))
-                        .bind(match job.missed {
-                            MissedPolicy::Once => "once",
-                            MissedPolicy::Skip => "skip",
-                        })
-                        .bind(micros(now))
-                        .bind(job.schedule.next_after(now).map(micros))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db(&context))?;
-                }
                 (id, true)
             }
         };
