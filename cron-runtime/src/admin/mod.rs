@@ -21,10 +21,14 @@
 //! # }
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use cron_schema::Schema;
 
+use self::backend::Backend;
+
+pub(crate) mod backend;
 pub(crate) mod deploy;
 pub(crate) mod deployment;
 mod error;
@@ -57,42 +61,16 @@ pub const PRUNE_BATCH: u32 = 1000;
 /// shares the pool.
 #[derive(Debug, Clone)]
 pub struct Admin {
-    backend: Backend,
-}
-
-/// The database an [`Admin`] works on.
-#[derive(Debug, Clone)]
-enum Backend {
-    #[cfg(feature = "postgres")]
-    Postgres(crate::store::postgres::admin::PgAdmin),
-    #[cfg(feature = "sqlite")]
-    Sqlite(crate::store::sqlite::admin::SqliteAdmin),
-}
-
-/// Runs `$call` on the backend's implementation.
-macro_rules! dispatch {
-    ($self:ident, $admin:ident => $call:expr) => {
-        match &$self.backend {
-            #[cfg(feature = "postgres")]
-            Backend::Postgres($admin) => $call,
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite($admin) => $call,
-        }
-    };
+    /// The store's implementation of the commands.
+    backend: Arc<dyn Backend>,
 }
 
 impl Admin {
-    #[cfg(feature = "postgres")]
-    pub(crate) fn postgres(admin: crate::store::postgres::admin::PgAdmin) -> Admin {
+    /// The operator API on the database of the store that implements `backend`.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) fn new(backend: impl Backend + 'static) -> Admin {
         Admin {
-            backend: Backend::Postgres(admin),
-        }
-    }
-
-    #[cfg(feature = "sqlite")]
-    pub(crate) fn sqlite(admin: crate::store::sqlite::admin::SqliteAdmin) -> Admin {
-        Admin {
-            backend: Backend::Sqlite(admin),
+            backend: Arc::new(backend),
         }
     }
 
@@ -110,24 +88,24 @@ impl Admin {
         schema: &Schema,
         module: Option<&str>,
     ) -> Result<Deployed, AdminError> {
-        dispatch!(self, admin => admin.deploy(key, schema, module).await)
+        self.backend.deploy(key, schema, module).await
     }
 
     /// The modules, their deployments (active, live replicas) and the jobs of their active deployment.
     /// `module` restricts it to one module.
     pub async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
-        dispatch!(self, admin => admin.status(module).await)
+        self.backend.status(module).await
     }
 
     /// Deployment `key`: its replicas, its schema and its difference from its module's active
     /// deployment. `None` when no deployment has that key.
     pub async fn deployment(&self, key: &str) -> Result<Option<Deployment>, AdminError> {
-        dispatch!(self, admin => admin.deployment(key).await)
+        self.backend.deployment(key).await
     }
 
     /// The history, latest first.
     pub async fn runs(&self, filter: &RunFilter) -> Result<Vec<Run>, AdminError> {
-        dispatch!(self, admin => admin.runs(filter).await)
+        self.backend.runs(filter).await
     }
 
     /// Pauses `verb`: its regular occurrences are not claimed until it is resumed (a run in flight
@@ -140,14 +118,14 @@ impl Admin {
         module: Option<&str>,
         note: Option<&str>,
     ) -> Result<Pause, AdminError> {
-        dispatch!(self, admin => admin.pause(verb, module, note).await)
+        self.backend.pause(verb, module, note).await
     }
 
     /// Resumes `verb` in every deployment of its module. It continues from its first occurrence after
     /// now: the occurrences that came while it was paused are not run (and an idle row whose next
     /// occurrence is still ahead keeps it).
     pub async fn resume(&self, verb: &str, module: Option<&str>) -> Result<Pause, AdminError> {
-        dispatch!(self, admin => admin.resume(verb, module).await)
+        self.backend.resume(verb, module).await
     }
 
     /// Asks for one run of `verb` now, through the replicas' claim: the active deployment's row is
@@ -157,13 +135,13 @@ impl Admin {
     /// has not started (the trigger is then taken when that run ends). The regular schedule is
     /// unchanged; see docs/operations.md for the details.
     pub async fn trigger(&self, verb: &str, module: Option<&str>) -> Result<Triggered, AdminError> {
-        dispatch!(self, admin => admin.trigger(verb, module).await)
+        self.backend.trigger(verb, module).await
     }
 
     /// Deletes the runs that finished more than `older_than` ago (never a running one), `batch` per
     /// statement so that no statement holds many locks for long ([`PRUNE_BATCH`] is the runtime's).
     /// Returns how many it deleted.
     pub async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
-        dispatch!(self, admin => admin.prune(older_than, batch).await)
+        self.backend.prune(older_than, batch).await
     }
 }

@@ -14,8 +14,7 @@ use super::retry::{CLAIM_RETRY, RETRY_MAX};
 use super::runs::{Run, RunState};
 use super::shared::Shared;
 use super::start::{START_CHUNK, wait_for_instant};
-use super::ticking;
-use crate::health::TICK_EVERY;
+use crate::health::{TICK_EVERY, Vitals};
 use crate::store::{Change, Claim, ClaimAction, Claimed, Outcome, Store};
 use crate::sync::lock;
 
@@ -221,4 +220,21 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
 /// How late a run skipped at the claim was, in milliseconds.
 fn lateness_ms(now: DateTime<Utc>, scheduled_at: DateTime<Utc>) -> i64 {
     (now - scheduled_at).num_milliseconds().max(0)
+}
+
+/// Awaits `future`, marking the claim loop's tick every [`TICK_EVERY`] meanwhile: a loop waiting for a
+/// store that does not answer, or for its next due instant, is live; one whose task is no longer polled
+/// is not (docs/operations.md, "Health checks").
+pub(super) async fn ticking<F: Future>(vitals: &Vitals, future: F) -> F::Output {
+    vitals.tick();
+    tokio::pin!(future);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + TICK_EVERY, TICK_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            output = &mut future => return output,
+            _ = ticks.tick() => vitals.tick(),
+        }
+    }
 }

@@ -8,19 +8,20 @@
 //! A run has a task for its handler, and one that watches it ([`run_occurrence`]): its timeout, a
 //! handler that blocks its thread past it, shutdown's grace period. These runs are not in
 //! [`Shared::in_flight`](super::shared::Shared::in_flight): they hold no lease and no slot of the
-//! replica's cap. Shutdown waits for them beside the claimed runs ([`EveryReplica::wind_down`]).
+//! replica's cap. Shutdown waits for them beside the claimed runs
+//! ([`EveryReplica::wind_down`](super::shared::EveryReplica::wind_down)).
 
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
 use futures_util::FutureExt;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -41,74 +42,6 @@ const BLOCKED_AFTER: Duration = Duration::from_millis(100);
 
 /// How often a job's loop looks for the store's clock before the first claim has read it.
 const ANCHOR_POLL: Duration = Duration::from_millis(50);
-
-/// After the grace period, how long shutdown waits for the runs it cancelled to end.
-const CANCEL_WAIT: Duration = Duration::from_secs(1);
-
-/// The runs of every-replica jobs going on in this replica, for shutdown and the keeper thread.
-pub(super) struct EveryReplica {
-    /// Runs whose end is not yet known: started, neither ended, timed out nor cancelled.
-    running: AtomicUsize,
-    /// Signalled when `running` drops to zero.
-    idle: Notify,
-    /// Turns `true` when shutdown's grace period is over: the runs still going are cancelled.
-    grace_over: watch::Sender<bool>,
-}
-
-impl EveryReplica {
-    pub(super) fn new() -> EveryReplica {
-        EveryReplica {
-            running: AtomicUsize::new(0),
-            idle: Notify::new(),
-            grace_over: watch::Sender::new(false),
-        }
-    }
-
-    /// Whether a run of an every-replica job is going on (the keeper thread wakes workers meanwhile).
-    pub(super) fn any_running(&self) -> bool {
-        self.running.load(Ordering::Acquire) > 0
-    }
-
-    fn started(&self) {
-        self.running.fetch_add(1, Ordering::AcqRel);
-    }
-
-    fn ended(&self) {
-        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.idle.notify_waiters();
-        }
-    }
-
-    async fn wait_idle(&self) {
-        loop {
-            let idle = self.idle.notified();
-            tokio::pin!(idle);
-            idle.as_mut().enable();
-            if !self.any_running() {
-                return;
-            }
-            idle.await;
-        }
-    }
-
-    /// Shutdown, once the job loops have stopped starting runs: the runs going on get `grace`, then
-    /// are cancelled; a handler that blocks its thread is left to it (nothing is held in the store).
-    pub(super) async fn wind_down(&self, grace: Duration) {
-        if tokio::time::timeout(grace, self.wait_idle()).await.is_ok() {
-            return;
-        }
-        self.grace_over.send_replace(true);
-        if tokio::time::timeout(CANCEL_WAIT, self.wait_idle())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "runs of jobs on every replica are still blocking their threads after the grace period; \
-                 stopping without them"
-            );
-        }
-    }
-}
 
 /// One every-replica job, as its loop and its runs see it.
 struct LocalJob {

@@ -10,27 +10,27 @@
 //! (docs/runtime.md, "Handlers that block"). How runs ended is recorded in batches by one task, after the
 //! runs due at the same instant have started.
 //!
-//! This module starts the executor's tasks and stops them ([`run`]); the parts below it do the work.
-//! The parts use `shared`, `runs` and `clock`; besides, a part uses another only down one chain:
-//! `record` (which queues what a batch of finishes claimed) → `claim` (which hands runs to the timers
-//! of their instants) → `start` → `handler`, and `start` → `shutdown` (a timer that sees shutdown gives
-//! its runs back). `retry` holds the waits they share.
+//! This module starts the executor's tasks and stops them ([`run`]); its parts do the work. Each part
+//! uses only the parts above it in this list and never this module, so imports run one way
+//! (docs/architecture.md; `scripts/check-cycles` fails on a cycle):
 //!
-//! - `claim`: the claim loop, and putting claimed runs in the lists of their instants;
-//! - `start`: the timer per instant and its starters, which take the runs one at a time;
+//! - `clock`: the store's clock on the local one, and instants packed into atomics;
+//! - `retry`: how long the executor waits for a store that fails;
+//! - `backoff`: how long a failed run waits for its retry;
+//! - `metrics`: the metrics the parts emit (docs/metrics.md), each job's handles registered once;
+//! - `runs`: a run as it passes between the tasks: waiting, in flight, ended;
+//! - `shared`: what the tasks share ([`Shared`]), the runs of the jobs on every replica included;
+//! - `watch`: the watchdog for handlers that block their thread, and the keeper thread;
+//! - `maintain`: heartbeats, lease renewals, pruning the history;
 //! - `handler`: running one handler, its first poll in place, the rest in a task of its own under its
 //!   timeout, its lease and shutdown's cancellation;
-//! - `record`: recording how runs ended, in batches, and retrying a failed record;
-//! - `maintain`: heartbeats, lease renewals, pruning the history;
-//! - `watch`: the watchdog for handlers that block their thread, and the keeper thread;
-//! - `every_replica`: the jobs on every replica, which this replica runs itself at each occurrence,
-//!   without the store (docs/runtime.md, "Jobs on every replica");
 //! - `shutdown`: the stages of shutdown, giving runs back, deregistering;
-//! - `retry`: how long the executor waits for a store that fails;
-//! - `metrics`: the metrics they emit (docs/metrics.md), each job's handles registered once;
-//! - `shared`: what the tasks share ([`Shared`](shared::Shared));
-//! - `runs`: a run as it passes between the tasks: waiting, in flight, ended;
-//! - `clock`: the store's clock on the local one, and instants packed into atomics.
+//! - `start`: the timer per instant and its starters, which take the runs one at a time;
+//! - `claim`: the claim loop, and putting claimed runs in the lists of their instants;
+//! - `record`: recording how runs ended, in batches (queuing what a batch of finishes claimed), and
+//!   retrying a failed record;
+//! - `every_replica`: the jobs on every replica, which this replica runs itself at each occurrence,
+//!   without the store (docs/runtime.md, "Jobs on every replica").
 
 mod backoff;
 mod claim;
@@ -54,11 +54,12 @@ use std::sync::Arc;
 
 use tokio::sync::watch as channel;
 
+use self::claim::ticking;
 use self::metrics::Operation;
 use self::retry::{CLAIM_RETRY, RETRY_MAX};
 use self::shared::Shared;
 use crate::error::RuntimeError;
-use crate::health::{TICK_EVERY, Vitals};
+use crate::health::Vitals;
 use crate::plan::Plan;
 use crate::store::{Runner, Store, StoreError};
 
@@ -168,23 +169,6 @@ async fn register<S: Store>(
                 }
                 delay = (delay * 2).min(RETRY_MAX);
             }
-        }
-    }
-}
-
-/// Awaits `future`, marking the claim loop's tick every [`TICK_EVERY`] meanwhile: a loop waiting for a
-/// store that does not answer, or for its next due instant, is live; one whose task is no longer polled
-/// is not (docs/operations.md, "Health checks").
-async fn ticking<F: Future>(vitals: &Vitals, future: F) -> F::Output {
-    vitals.tick();
-    tokio::pin!(future);
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + TICK_EVERY, TICK_EVERY);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            biased;
-            output = &mut future => return output,
-            _ = ticks.tick() => vitals.tick(),
         }
     }
 }

@@ -30,10 +30,9 @@ pub(super) struct Run {
     pub(super) late: bool,
     /// When its handler was called, once it was.
     pub(super) started: Option<Instant>,
-    /// Its lease (renewals extend it: [`Shared::lease_until`](super::shared::Shared::lease_until)), its
-    /// deadline and whether it ended.
+    /// Its lease (renewals extend it), its deadline and whether it ended.
     pub(super) state: Arc<RunState>,
-    /// Where its job is in [`Shared::jobs`](super::shared::Shared::jobs), with the context its handler
+    /// Where its job is in the executor's jobs (the deployment's order), with the context its handler
     /// will get (taken now, so that no reference count is touched when thousands of runs start), or why
     /// there is none.
     pub(super) job: Result<(usize, Arc<JobContext>), String>,
@@ -59,12 +58,11 @@ pub(super) struct InFlight {
 }
 
 /// What a run's task, the renewals and the watchdog share about a run in flight. Instants are on the
-/// local clock, in nanoseconds after [`Shared::epoch`](super::shared::Shared::epoch).
+/// local clock, in nanoseconds after the executor's `epoch`, which its methods take.
 #[derive(Debug)]
 pub(super) struct RunState {
     pub(super) job_id: i64,
-    /// Where its job is in [`Shared::jobs`](super::shared::Shared::jobs); `usize::MAX` if this build
-    /// has no handler for it.
+    /// Where its job is in the executor's jobs; `usize::MAX` if this build has no handler for it.
     pub(super) job: usize,
     /// Which attempt of its occurrence it is ([`Claim::attempt`](crate::store::Claim::attempt)).
     pub(super) attempt: u32,
@@ -75,7 +73,7 @@ pub(super) struct RunState {
     pub(super) deadline: AtomicI64,
     /// Counts the starts and ends of the handler's polls: odd while it is being polled. A poll the
     /// watchdog finds going on at two of its rounds past the deadline is a handler that blocks its
-    /// thread ([`watch_blocked`](super::watch::watch_blocked)).
+    /// thread.
     pub(super) polls: AtomicU64,
     /// Set by whichever ends the run first: its task, or the watchdog.
     pub(super) ended: AtomicBool,
@@ -133,8 +131,7 @@ pub(super) struct Ended {
 /// What a run's metrics need once it is recorded (docs/metrics.md).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Measure {
-    /// Where its job is in [`Shared::jobs`](super::shared::Shared::jobs); `usize::MAX` if this build
-    /// has no handler for it.
+    /// Where its job is in the executor's jobs; `usize::MAX` if this build has no handler for it.
     pub(super) job: usize,
     /// It was claimed late ([`Run::late`]).
     pub(super) late: bool,

@@ -1,6 +1,7 @@
 //! What the executor's tasks share: [`Shared`], grouped by concern: the runs in flight
 //! ([`InFlightRuns`]), when to claim next ([`Hint`]), the runs waiting to be recorded
-//! ([`EndedRuns`]) and shutdown ([`Stopping`]).
+//! ([`EndedRuns`]), shutdown ([`Stopping`]) and the runs of the jobs on every replica
+//! ([`EveryReplica`]). It is data: it names none of the tasks that use it (docs/architecture.md).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -12,7 +13,6 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::clock::Anchor;
-use super::every_replica::EveryReplica;
 use super::metrics::{JobMetrics, RuntimeMetrics};
 use super::runs::{Chunk, Ended, InFlight, RunState};
 use crate::context::JobContext;
@@ -23,6 +23,9 @@ use crate::sync::lock;
 
 /// Ended runs wait for recording in this many queues ([`EndedRuns::shards`]).
 const ENDED_SHARDS: usize = 8;
+
+/// After the grace period, how long shutdown waits for the every-replica runs it cancelled to end.
+const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
 /// What the executor's loop and its tasks share.
 pub(super) struct Shared<S> {
@@ -45,8 +48,8 @@ pub(super) struct Shared<S> {
     pub(super) epoch: Instant,
     /// The clock anchor of the latest claim, to place what a heartbeat reports on the local clock.
     pub(super) anchor: Mutex<Option<Anchor>>,
-    /// The runs waiting for their instant, by instant, in chunks; each instant has its timer
-    /// ([`start_at_instant`](super::start::start_at_instant)).
+    /// The runs waiting for their instant, by instant, in chunks; each instant has a timer, which takes
+    /// its chunks at the instant.
     pub(super) waiting: Mutex<HashMap<DateTime<Utc>, Vec<Chunk>>>,
     pub(super) in_flight: InFlightRuns,
     pub(super) hint: Hint,
@@ -314,15 +317,14 @@ impl Hint {
     }
 }
 
-/// Runs whose handler has ended, for the recorder ([`record_ended`](super::record::record_ended)).
+/// Runs whose handler has ended, waiting for the one task that records them in batches.
 pub(super) struct EndedRuns {
-    /// In shards, one per starter of an instant ([`start_runs`](super::start::start_runs)), so that
-    /// starters never take turns at one lock.
+    /// In shards, one per task starting the runs of an instant, so that those tasks never take turns at
+    /// one lock.
     pub(super) shards: Vec<Mutex<Vec<Ended>>>,
     /// Wakes the recorder.
     pub(super) wake: Notify,
-    /// Tasks starting runs ([`start_runs`](super::start::start_runs)): the recorder holds back while
-    /// there are some.
+    /// Tasks starting the runs of an instant: the recorder holds back while there are some.
     pub(super) starting: AtomicUsize,
 }
 
@@ -379,5 +381,70 @@ impl Stopping {
     /// The runs to release when this replica deregisters, locked.
     pub(super) fn to_release(&self) -> MutexGuard<'_, Vec<i64>> {
         lock(&self.to_release)
+    }
+}
+
+/// The runs of every-replica jobs going on in this replica, for shutdown and the keeper thread.
+pub(super) struct EveryReplica {
+    /// Runs whose end is not yet known: started, neither ended, timed out nor cancelled.
+    running: AtomicUsize,
+    /// Signalled when `running` drops to zero.
+    idle: Notify,
+    /// Turns `true` when shutdown's grace period is over: the runs still going are cancelled.
+    pub(super) grace_over: watch::Sender<bool>,
+}
+
+impl EveryReplica {
+    pub(super) fn new() -> EveryReplica {
+        EveryReplica {
+            running: AtomicUsize::new(0),
+            idle: Notify::new(),
+            grace_over: watch::Sender::new(false),
+        }
+    }
+
+    /// Whether a run of an every-replica job is going on (the keeper thread wakes workers meanwhile).
+    pub(super) fn any_running(&self) -> bool {
+        self.running.load(Ordering::Acquire) > 0
+    }
+
+    pub(super) fn started(&self) {
+        self.running.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(super) fn ended(&self) {
+        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    async fn wait_idle(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if !self.any_running() {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    /// Shutdown, once the job loops have stopped starting runs: the runs going on get `grace`, then
+    /// are cancelled; a handler that blocks its thread is left to it (nothing is held in the store).
+    pub(super) async fn wind_down(&self, grace: Duration) {
+        if tokio::time::timeout(grace, self.wait_idle()).await.is_ok() {
+            return;
+        }
+        self.grace_over.send_replace(true);
+        if tokio::time::timeout(CANCEL_WAIT, self.wait_idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "runs of jobs on every replica are still blocking their threads after the grace period; \
+                 stopping without them"
+            );
+        }
     }
 }

@@ -164,7 +164,7 @@ impl PgStore {
     /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
     /// store's database, with its liveness window.
     pub fn admin(&self) -> crate::admin::Admin {
-        crate::admin::Admin::postgres(admin::PgAdmin::new(self.pool.clone(), self.liveness()))
+        crate::admin::Admin::new(admin::PgAdmin::new(self.pool.clone(), self.liveness()))
     }
 
     /// A handle on the same pool and registrations that claims with this lease duration and missed-run

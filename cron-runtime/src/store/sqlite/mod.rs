@@ -131,7 +131,7 @@ impl SqliteStore {
     /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
     /// store's file, counting a replica alive while its last heartbeat is at most a lease old.
     pub fn admin(&self) -> crate::admin::Admin {
-        crate::admin::Admin::sqlite(admin::SqliteAdmin::new(
+        crate::admin::Admin::new(admin::SqliteAdmin::new(
             self.pool.clone(),
             self.settings.lease,
         ))

@@ -2,7 +2,9 @@
 //! cronverb's tables (docs/operations.md, "Operator commands").
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use cron_schema::Schema;
 use sqlx::PgPool;
 
 use super::schedules::Schedules;
@@ -26,7 +28,8 @@ mod status;
 
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
 
-use crate::admin::AdminError;
+use crate::admin::backend::{Answer, Backend};
+use crate::admin::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
 use crate::store::StoreError;
 use crate::store::postgres::db;
 
@@ -84,8 +87,9 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The operator commands on a PostgreSQL store's database, behind [`Admin`](crate::admin::Admin). Made
-/// by [`PgStore::admin`](super::PgStore::admin); cloning is cheap and shares the pool.
+/// The operator commands on a PostgreSQL store's database, the [`Backend`] of the
+/// [`Admin`](crate::admin::Admin) that [`PgStore::admin`](super::PgStore::admin) makes; cloning is cheap
+/// and shares the pool.
 #[derive(Debug, Clone)]
 pub(crate) struct PgAdmin {
     pool: PgPool,
@@ -104,6 +108,50 @@ impl PgAdmin {
             liveness_secs,
             schedules: Arc::default(),
         }
+    }
+}
+
+impl Backend for PgAdmin {
+    fn deploy<'a>(
+        &'a self,
+        key: &'a str,
+        schema: &'a Schema,
+        module: Option<&'a str>,
+    ) -> Answer<'a, Deployed> {
+        Box::pin(self.deploy(key, schema, module))
+    }
+
+    fn status<'a>(&'a self, module: Option<&'a str>) -> Answer<'a, Status> {
+        Box::pin(self.status(module))
+    }
+
+    fn deployment<'a>(&'a self, key: &'a str) -> Answer<'a, Option<Deployment>> {
+        Box::pin(self.deployment(key))
+    }
+
+    fn runs<'a>(&'a self, filter: &'a RunFilter) -> Answer<'a, Vec<Run>> {
+        Box::pin(self.runs(filter))
+    }
+
+    fn pause<'a>(
+        &'a self,
+        verb: &'a str,
+        module: Option<&'a str>,
+        note: Option<&'a str>,
+    ) -> Answer<'a, Pause> {
+        Box::pin(self.pause(verb, module, note))
+    }
+
+    fn resume<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Pause> {
+        Box::pin(self.resume(verb, module))
+    }
+
+    fn trigger<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Triggered> {
+        Box::pin(self.trigger(verb, module))
+    }
+
+    fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
+        Box::pin(self.prune(older_than, batch))
     }
 }
 

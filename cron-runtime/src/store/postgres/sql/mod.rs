@@ -6,6 +6,11 @@
 //! Each module declares its statements through [`statements!`], which also lists them in the module's
 //! `STATEMENTS`; [`super::statements`] gathers those lists for the test that prepares every statement
 //! against the migrated schema (cron-runtime/tests/pg_statements.rs).
+//!
+//! A statement that goes with one of another family says so once, on the side that names the other:
+//! `jobs` names `runs` (the claim's two statements, the two sides of ending runs) and `deployments`;
+//! `runs` and `deployments` name no other family, so no family names one that names it back
+//! (docs/architecture.md).
 
 /// Declares a module's statements as constants, and lists them as `STATEMENTS: &[(name, SQL)]`, the
 /// names prefixed with `$family` (`runs::END_RUNS`), so that no statement can be left out of the list.

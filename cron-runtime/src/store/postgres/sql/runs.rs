@@ -10,12 +10,12 @@ statements! { "runs";
     /// claim ends `skipped` at once; the claim clears a pending trigger unless the occurrence it took is
     /// skipped.
     ///
-    /// The rows are the ones [`CLAIM_DUE`](super::jobs::CLAIM_DUE) locked, so nothing can change them in
-    /// between. Its only inputs are arrays of the same length, so it is prepared once per connection: no
-    /// large constant to plan. Both halves reach the job rows through the primary key, one probe per row
-    /// (the `LIMIT 1` keeps the lateral subquery from being flattened into a join, and `= ANY($1)` gives
-    /// the update an index path), where joins would hash the whole table for a batch of a thousand rows
-    /// (docs/benchmarks.md).
+    /// The rows are the ones the claim's first statement locked in the same transaction, so nothing can
+    /// change them in between. Its only inputs are arrays of the same length, so it is prepared once per
+    /// connection: no large constant to plan. Both halves reach the job rows through the primary key, one
+    /// probe per row (the `LIMIT 1` keeps the lateral subquery from being flattened into a join, and
+    /// `= ANY($1)` gives the update an index path), where joins would hash the whole table for a batch of
+    /// a thousand rows (docs/benchmarks.md).
     CLAIM_RUNS = "
 WITH due AS (
     SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[], $4::bool[], $5::bool[])

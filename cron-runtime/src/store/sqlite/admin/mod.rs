@@ -10,10 +10,12 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use cron_schema::Schema;
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::{db, micros, micros_of, now};
-use crate::admin::AdminError;
+use crate::admin::backend::{Answer, Backend};
+use crate::admin::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
 use crate::store::StoreError;
 
 mod deploy;
@@ -34,8 +36,8 @@ macro_rules! live_replicas {
 }
 use live_replicas;
 
-/// The operator commands on a SQLite store's file, behind [`Admin`](crate::admin::Admin). Made by
-/// [`SqliteStore::admin`](super::SqliteStore::admin); cloning is cheap and shares the pool.
+/// The operator commands on a SQLite store's file, the [`Backend`] of the [`Admin`](crate::admin::Admin)
+/// that [`SqliteStore::admin`](super::SqliteStore::admin) makes; cloning is cheap and shares the pool.
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteAdmin {
     pool: SqlitePool,
@@ -67,6 +69,50 @@ impl SqliteAdmin {
             .await
             .map_err(admin_db(context))?;
         Ok((tx, now()))
+    }
+}
+
+impl Backend for SqliteAdmin {
+    fn deploy<'a>(
+        &'a self,
+        key: &'a str,
+        schema: &'a Schema,
+        module: Option<&'a str>,
+    ) -> Answer<'a, Deployed> {
+        Box::pin(self.deploy(key, schema, module))
+    }
+
+    fn status<'a>(&'a self, module: Option<&'a str>) -> Answer<'a, Status> {
+        Box::pin(self.status(module))
+    }
+
+    fn deployment<'a>(&'a self, key: &'a str) -> Answer<'a, Option<Deployment>> {
+        Box::pin(self.deployment(key))
+    }
+
+    fn runs<'a>(&'a self, filter: &'a RunFilter) -> Answer<'a, Vec<Run>> {
+        Box::pin(self.runs(filter))
+    }
+
+    fn pause<'a>(
+        &'a self,
+        verb: &'a str,
+        module: Option<&'a str>,
+        note: Option<&'a str>,
+    ) -> Answer<'a, Pause> {
+        Box::pin(self.pause(verb, module, note))
+    }
+
+    fn resume<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Pause> {
+        Box::pin(self.resume(verb, module))
+    }
+
+    fn trigger<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Triggered> {
+        Box::pin(self.trigger(verb, module))
+    }
+
+    fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
+        Box::pin(self.prune(older_than, batch))
     }
 }
 
