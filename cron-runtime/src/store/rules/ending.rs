@@ -54,7 +54,9 @@ pub(crate) enum EndOf {
         retry_after: Option<Duration>,
     },
     /// Recorded `skipped` at its claim (`missed = "skip"`) at `now`: its own occurrence counts among
-    /// the skipped ones.
+    /// the skipped ones. (The in-memory and SQLite stores record such a run in their claim, where
+    /// nothing is held yet.)
+    #[cfg(feature = "postgres")]
     Skipped { now: DateTime<Utc> },
     /// Claimed ahead and never started (shutdown, at `now`): its record is dropped and the occurrence
     /// (a manual run's trigger, a retry) is the row's again.
@@ -87,11 +89,13 @@ impl Ending {
     }
 
     /// The occurrence waits for a retry: its run stays `running`.
+    #[cfg(feature = "postgres")]
     pub(crate) fn waits(&self) -> bool {
         matches!(self.after, AfterAttempt::Retries(_))
     }
 
     /// The run whose retry the row holds from now on, given the ending run and the one the row held.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn retry_run(&self, run: Option<i64>, held: Option<i64>) -> Option<i64> {
         match self.retry {
             RetryHeld::Nothing => None,
@@ -103,6 +107,7 @@ impl Ending {
 
 impl HeldRun {
     /// The run whose retry a row holds, relative to the run that holds the row.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn retry_of(row_retry: Option<i64>, run: Option<i64>) -> RetryHeld {
         match row_retry {
             None => RetryHeld::Nothing,
@@ -142,6 +147,7 @@ impl HeldRun {
                 };
             }
             EndOf::Recorded { ended, retry_after } => (ended, retry_after, false),
+            #[cfg(feature = "postgres")]
             EndOf::Skipped { now } => (now, None, true),
         };
         let ends = |next, skipped, after| Ending {
