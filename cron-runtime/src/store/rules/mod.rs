@@ -15,9 +15,9 @@ use crate::store::{Outcome, RETRIES_CUT_SHORT};
 
 mod ending;
 
-pub(crate) use ending::{EndOf, HeldRun, RetryHeld};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use ending::Ending;
+pub(crate) use ending::{EndOf, HeldRun, RetryHeld};
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
 /// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules.
