@@ -2,82 +2,41 @@
 //! replica"): not registered with the store, they claim nothing and record nothing there. Each replica
 //! runs them itself, whichever deployment of its module is active: one loop per job ([`job_loop`])
 //! sleeps until the job's next occurrence on the store's clock as the executor maps it ([`Anchor`],
-//! from the latest claim) and starts the handler ([`run_occurrence`]) unless the previous run of the
-//! job on this replica is still going, in which case that occurrence is skipped.
+//! from the latest claim) and starts a run ([`start_run`]) unless the previous run of the job on this
+//! replica is still going, in which case that occurrence is skipped.
 //!
-//! A run has a task for its handler, and one that watches it ([`run_occurrence`]): its timeout, a
-//! handler that blocks its thread past it, shutdown's grace period. These runs are not in
+//! A run is a task, in which its handler runs the one way every handler runs
+//! ([`handler`](super::handler)): its timeout, shutdown's grace period, the watchdog for a handler
+//! that blocks its thread are those of claimed runs. Only what becomes of how it ended differs: it is
+//! logged and counted ([`ended`]), and nothing is written to the store. These runs are not in
 //! [`Shared::in_flight`](super::shared::Shared::in_flight): they hold no lease and no slot of the
-//! replica's cap. Shutdown waits for them beside the claimed runs
-//! ([`EveryReplica::wind_down`](super::shared::EveryReplica::wind_down)).
+//! replica's cap; they are in [`EveryReplica`](super::shared::EveryReplica), which the watchdog and
+//! shutdown look at beside the claimed runs.
 
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::task::Poll;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cron_schema::ZonedSchedule;
-use futures_util::FutureExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use super::clock::Anchor;
-use super::handler::panic_message;
-use super::metrics::{JobMetrics, SkipReason};
-use super::record::log_outcome;
+use super::handler::{self, Called, Ending};
+use super::metrics::SkipReason;
+use super::runs::{LocalRun, RunState};
 use super::shared::Shared;
-use crate::context::{Context, JobContext};
-use crate::plan::PlannedJob;
-use crate::registration::HandlerFuture;
+use crate::context::Context;
 use crate::store::{Outcome, Store};
 use crate::sync::lock;
-
-/// How long a run whose timeout has come is given to notice its cancellation before it is taken for a
-/// handler that blocks its thread (docs/runtime.md, "Handlers that block").
-const BLOCKED_AFTER: Duration = Duration::from_millis(100);
 
 /// How often a job's loop looks for the store's clock before the first claim has read it.
 const ANCHOR_POLL: Duration = Duration::from_millis(50);
 
-/// One every-replica job, as its loop and its runs see it.
-struct LocalJob {
-    planned: Arc<PlannedJob>,
-    context: Arc<JobContext>,
-    schedule: ZonedSchedule,
-    metrics: JobMetrics,
-    /// A run of the job is going on in this replica: its occurrences are skipped meanwhile.
-    running: AtomicBool,
-    /// Occurrences skipped while the run going on runs.
-    skipped: AtomicU32,
-}
-
-/// Starts a loop for each every-replica job of the plan ([`job_loop`]); they stop when shutdown
-/// begins.
+/// Starts a loop for each job on every replica ([`job_loop`]); they stop when shutdown begins.
 pub(super) fn start<S: Store>(shared: &Arc<Shared<S>>) -> Vec<tokio::task::JoinHandle<()>> {
-    let plan = &shared.plan;
-    plan.every_replica
-        .iter()
-        .filter_map(|spec| {
-            let planned = plan.jobs.get(spec.verb.as_str())?;
-            let context = Arc::new(JobContext {
-                module: Arc::clone(&plan.module),
-                verb: Arc::clone(&planned.verb),
-                state: Arc::clone(&plan.state),
-            });
-            let job = Arc::new(LocalJob {
-                planned: Arc::clone(planned),
-                context,
-                schedule: spec.schedule.clone(),
-                metrics: JobMetrics::new(&spec.verb),
-                running: AtomicBool::new(false),
-                skipped: AtomicU32::new(0),
-            });
-            Some(tokio::spawn(job_loop(Arc::clone(shared), job)))
-        })
+    (0..shared.every_replica.jobs.len())
+        .map(|job| tokio::spawn(job_loop(Arc::clone(shared), job)))
         .collect()
 }
 
@@ -98,14 +57,15 @@ async fn anchor<S>(shared: &Shared<S>, shutdown: &mut watch::Receiver<bool>) -> 
     }
 }
 
-/// Runs `job` at each of its occurrences until shutdown: sleeps until the next one, then starts its
+/// Runs the job at `index` at each of its occurrences until shutdown: sleeps until the next one, then starts its
 /// handler, or skips the occurrence while the job's previous run on this replica is still going.
 ///
 /// Occurrences are on the store's clock, mapped onto the local one through the anchor of the
 /// executor's latest claim (as claimed runs' instants are). After each occurrence the next is the
 /// first after it, or after now when the loop woke late: an occurrence this replica slept through
 /// (frozen, suspended) is not run.
-async fn job_loop<S: Store>(shared: Arc<Shared<S>>, job: Arc<LocalJob>) {
+async fn job_loop<S: Store>(shared: Arc<Shared<S>>, index: usize) {
+    let job = &shared.every_replica.jobs[index];
     let mut shutdown = shared.stopping.signal.clone();
     let mut last: Option<DateTime<Utc>> = None;
     loop {
@@ -129,7 +89,7 @@ async fn job_loop<S: Store>(shared: Arc<Shared<S>>, job: Arc<LocalJob>) {
             return;
         }
         last = Some(at);
-        if job.running.load(Ordering::Acquire) {
+        if shared.every_replica.running(index) {
             job.skipped.fetch_add(1, Ordering::AcqRel);
             job.metrics.skipped(SkipReason::Overlap, 1);
             tracing::debug!(
@@ -141,35 +101,16 @@ async fn job_loop<S: Store>(shared: Arc<Shared<S>>, job: Arc<LocalJob>) {
             );
             continue;
         }
-        job.running.store(true, Ordering::Release);
         job.skipped.store(0, Ordering::Release);
-        shared.every_replica.started();
-        tokio::spawn(run_occurrence(
-            Arc::clone(&shared),
-            Arc::clone(&job),
-            at,
-            start_at,
-            anchor,
-        ));
+        start_run(&shared, index, at, start_at, anchor);
     }
 }
 
-/// How a run of an every-replica job ended.
-enum Ending {
-    /// Its handler returned, failed or panicked.
-    Ended(Outcome, Option<String>),
-    /// Its timeout came first; whether its handler then failed to notice it (it blocks its thread).
-    TimedOut { blocked: bool },
-    /// Shutdown's grace period ended first.
-    Cancelled,
-}
-
-/// Runs the occurrence `at` of `job`: its handler in a task of its own, in the run's span and
-/// context, watched here for its timeout and shutdown's grace period; then logs and counts how it
-/// ended. Nothing is written to the store.
-async fn run_occurrence<S: Store>(
-    shared: Arc<Shared<S>>,
-    job: Arc<LocalJob>,
+/// Starts the run of the occurrence `at` of the job at `index`: a task of its own ([`run_occurrence`]),
+/// in the runs going on, with the span of its run.
+fn start_run<S: Store>(
+    shared: &Arc<Shared<S>>,
+    index: usize,
     at: DateTime<Utc>,
     start_at: Instant,
     anchor: Anchor,
@@ -177,13 +118,45 @@ async fn run_occurrence<S: Store>(
     let span = tracing::info_span!(
         "cron_run",
         module = %shared.plan.module,
-        verb = %job.planned.verb,
+        verb = %shared.every_replica.jobs[index].planned.verb,
         scheduled_at = %at,
         on = "every_replica",
         lateness_ms = tracing::field::Empty,
         outcome = tracing::field::Empty,
         skipped = tracing::field::Empty,
     );
+    let state = RunState::unleased(index);
+    // Spawned under the lock, so that the run cannot end before it is among the runs going on.
+    let mut runs = shared.every_replica.lock();
+    let task = tokio::spawn(run_occurrence(
+        Arc::clone(shared),
+        index,
+        at,
+        start_at,
+        Arc::clone(&state),
+        span.clone(),
+    ));
+    let run = LocalRun {
+        state,
+        abort: task.abort_handle(),
+        span,
+        anchor,
+    };
+    runs.insert(index, run);
+}
+
+/// Runs the occurrence `at` of the job at `index`: its handler, the one way every handler runs
+/// ([`handler::call`], then [`handler::Pending::finish`]), in this task; then logs and counts how it
+/// ended ([`ended`]), unless the watchdog ended it.
+async fn run_occurrence<S: Store>(
+    shared: Arc<Shared<S>>,
+    index: usize,
+    at: DateTime<Utc>,
+    start_at: Instant,
+    state: Arc<RunState>,
+    span: tracing::Span,
+) {
+    let job = &shared.every_replica.jobs[index];
     let started = Instant::now();
     let late = started.saturating_duration_since(start_at);
     span.record(
@@ -191,116 +164,54 @@ async fn run_occurrence<S: Store>(
         i64::try_from(late.as_millis()).unwrap_or(i64::MAX),
     );
     job.metrics.started(late);
-    let deadline = started + job.planned.timeout;
-    let context = Context {
+    let context = || Context {
         job: Arc::clone(&job.context),
         scheduled_at: at,
         // Not in the store's history: no run id.
         run_id: 0,
         attempt: 1,
     };
-    let mut handle =
-        tokio::spawn(call_handler(Arc::clone(&job.planned), context).instrument(span.clone()));
-    let mut grace_over = shared.every_replica.grace_over.subscribe();
-    let ending = tokio::select! {
-        biased;
-        joined = &mut handle => match joined {
-            Ok((outcome, error)) => Ending::Ended(outcome, error),
-            Err(error) => Ending::Ended(Outcome::Panicked, Some(format!("panicked: {error}"))),
+    let ending = match handler::call(&shared, &job.planned, context(), &span, &state, started) {
+        Called::Ended(ending) => ending,
+        Called::Pending(pending) => match pending.finish(&shared, context(), &span, &state).await {
+            Some(ending) => ending,
+            None => return,
         },
-        () = tokio::time::sleep_until(deadline) => {
-            handle.abort();
-            match tokio::time::timeout(BLOCKED_AFTER, &mut handle).await {
-                Ok(_) => Ending::TimedOut { blocked: false },
-                Err(_) => Ending::TimedOut { blocked: true },
-            }
-        }
-        () = async { drop(grace_over.wait_for(|over| *over).await) } => {
-            handle.abort();
-            Ending::Cancelled
-        }
+        Called::Discarded => return,
     };
-    let ended_at = Instant::now();
-    let took = ended_at.saturating_duration_since(started);
+    ended(&shared, index, ending, Instant::now());
+}
+
+/// What the every-replica path does with how a run of the job at `index` ended at `at`: logs it in its
+/// span and counts it (docs/metrics.md); nothing goes to the store. The job's next occurrence on this
+/// replica may then start. Called once per run, by its task or by the watchdog
+/// (docs/runtime.md, "Handlers that block").
+pub(super) fn ended<S>(shared: &Shared<S>, index: usize, ending: Ending, at: Instant) {
+    let every_replica = &shared.every_replica;
+    let job = &every_replica.jobs[index];
+    let run = every_replica.lock().get(&index).map(|run| {
+        let started = handler::called_at(shared.epoch, &run.state, job.planned.timeout);
+        (run.span.clone(), run.anchor, started)
+    });
+    let Some((span, anchor, started)) = run else {
+        return;
+    };
+    let Some((outcome, error)) = ending.outcome(job.planned.timeout) else {
+        // Its lease ran out: a run on every replica holds none, so this does not happen.
+        every_replica.remove(index);
+        return;
+    };
     let skipped = job.skipped.swap(0, Ordering::AcqRel);
     span.record("skipped", skipped);
-    let blocked = matches!(ending, Ending::TimedOut { blocked: true });
-    let (outcome, error) = match ending {
-        Ending::Ended(outcome, error) => (outcome, error),
-        Ending::TimedOut { blocked: false } => (
-            Outcome::TimedOut,
-            Some(format!("timed out after {:?}", job.planned.timeout)),
-        ),
-        Ending::TimedOut { blocked: true } => (
-            Outcome::TimedOut,
-            Some(format!(
-                "timed out after {:?}: the handler did not yield, so it could not be cancelled (it \
-                 blocks its thread; see docs/runtime.md, \"Handlers that block\")",
-                job.planned.timeout
-            )),
-        ),
-        Ending::Cancelled => (
-            Outcome::Cancelled,
-            Some("cancelled: the shutdown grace period is over".to_owned()),
-        ),
-    };
     span.record("outcome", tracing::field::display(outcome.as_str()));
-    job.metrics.recorded(outcome, Some(took));
+    job.metrics.recorded(
+        outcome,
+        started.map(|started| at.saturating_duration_since(started)),
+    );
     if outcome == Outcome::Succeeded {
-        job.metrics.succeeded_at(anchor.store_time(ended_at));
+        job.metrics.succeeded_at(anchor.store_time(at));
     }
-    span.in_scope(|| log_outcome(outcome, error.as_deref().unwrap_or(""), skipped));
-    // Ended: the job's next occurrence on this replica may start.
-    job.running.store(false, Ordering::Release);
-    shared.every_replica.ended();
-    if blocked {
-        // The blocked handler's task was aborted, which takes effect if it ever yields; whatever it
-        // returns when its thread comes back is discarded.
-        tokio::spawn(
-            async move {
-                if let Ok(_discarded) = handle.await {
-                    tracing::warn!(
-                        after = ?started.elapsed(),
-                        "a handler that blocked its thread past its timeout returned; the run ended \
-                         `timed_out` at its timeout and this result is discarded"
-                    );
-                }
-            }
-            .instrument(span),
-        );
-    }
-}
-
-/// Calls `job`'s handler in `context` and awaits it, catching a panic in the call or in any poll;
-/// the outcome with its error.
-async fn call_handler(job: Arc<PlannedJob>, context: Context) -> (Outcome, Option<String>) {
-    let called = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        context
-            .clone()
-            .sync_scope(|| crate::panics::in_handler(|| (job.handler)()))
-    }));
-    let handler = match called {
-        Ok(handler) => handler,
-        Err(panic) => return (Outcome::Panicked, Some(panic_message(panic.as_ref()))),
-    };
-    let polled = context
-        .scope(AssertUnwindSafe(InHandler(handler)).catch_unwind())
-        .await;
-    match polled {
-        Ok(Ok(())) => (Outcome::Succeeded, None),
-        Ok(Err(message)) => (Outcome::Failed, Some(message)),
-        Err(panic) => (Outcome::Panicked, Some(panic_message(panic.as_ref()))),
-    }
-}
-
-/// A handler's future whose polls are marked as handler code, for the panic hook ([`crate::panics`]).
-struct InHandler(HandlerFuture);
-
-impl Future for InHandler {
-    type Output = Result<(), String>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
-        let handler = &mut self.0;
-        crate::panics::in_handler(|| handler.as_mut().poll(cx))
-    }
+    span.in_scope(|| handler::log_outcome(outcome, error.as_deref().unwrap_or(""), skipped));
+    // After its skips were taken: the next run counts its own.
+    every_replica.remove(index);
 }

@@ -1,227 +1,210 @@
-//! Running one handler: its first poll where the run starts ([`start_one`]), the rest in a task of its
-//! own under its timeout, its lease and shutdown's cancellation ([`spawn_pending`]), and how it ended
-//! ([`Ended`]) for the recorder.
+//! Running a handler, the one way for claimed runs and runs on every replica alike (docs/runtime.md,
+//! "Timeouts", "Handlers that block", "Failures", "Shutdown"): [`call`] calls it and polls it once in
+//! place; one still pending goes on in a task of its own, under its timeout, its lease (a run on every
+//! replica holds none) and shutdown's cancellation ([`Pending::finish`]). A panic in the call or in any
+//! poll is caught ([`crate::panics`]), and each is watched: the [`Watchdog`] rule ends a run whose
+//! handler blocks its thread past its timeout. How a run ended is one value, [`Ending`], with one set
+//! of texts ([`Ending::outcome`], [`log_outcome`]); the claimed path records it in the store, the
+//! every-replica path logs and counts it.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 use futures_util::FutureExt;
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::backoff::retry_after;
-use super::clock::nanos_after;
-use super::runs::{Ended, Measure, Run, RunState};
+use super::clock::{at_nanos, nanos_after};
+use super::runs::RunState;
 use super::shared::Shared;
 use crate::context::Context;
+use crate::plan::PlannedJob;
 use crate::registration::HandlerFuture;
-use crate::store::{Finish, Outcome, Retries, Store};
+use crate::store::Outcome;
 
-/// What starting a run came to. Not boxed: an `Ended` moves on into the recorder's batch, and a box
-/// would cost an allocation per run on the path that starts thousands of them at one instant.
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Started {
-    /// The handler ended on its first poll, or there is none: record it once the clock says when.
-    Ended(Ended),
-    /// The handler goes on in a task of its own ([`spawn_pending`]).
-    Spawned,
-    /// Nothing to record here: its lease ran out before the start, or the watchdog recorded it.
-    Nothing,
-}
+/// The error of a run still going when shutdown's grace period ends.
+const CANCELLED: &str = "cancelled: the shutdown grace period is over";
 
-/// Starts one run: calls its handler and polls it once, in the run's span and context, catching a
-/// panic in either, and returns how it ended for the recorder. A handler that does not end on that
-/// first poll goes on in a task of its own ([`spawn_pending`]): most end at once, and a task each would
-/// cost more than the rest of starting them (docs/benchmarks.md, "Handlers that cannot stall the
-/// runtime").
-///
-/// The handler is never called once the run's lease has run out on the local clock (less a margin):
-/// a replica frozen past its lease (SIGSTOP, a suspended VM) must leave the run to the others.
-pub(super) fn start_one<S: Store>(
-    shared: &Arc<Shared<S>>,
-    mut run: Run,
-    start_at: Instant,
-    now: Instant,
-) -> Started {
-    if !run.span.is_disabled() {
-        let late = now.saturating_duration_since(start_at).as_millis();
-        run.span
-            .record("lateness_ms", i64::try_from(late).unwrap_or(i64::MAX));
-    }
-    let (index, job_context) = match std::mem::replace(&mut run.job, Err(String::new())) {
-        Ok(job) => job,
-        Err(error) => return Started::Ended(ended_run(run, Outcome::Failed, Some(error), None)),
-    };
-    if now >= shared.lease_until(&run.state) {
-        lease_lost(&run.span);
-        shared.in_flight.remove(run.run_id);
-        return Started::Nothing;
-    }
-    let job = &shared.jobs[index].0;
-    shared.job_metrics[index].started(now.saturating_duration_since(start_at));
-    run.started = Some(now);
-    let deadline = now + job.timeout;
-    run.state
-        .deadline
-        .store(nanos_after(shared.epoch, deadline), Ordering::Release);
-    let context = Context {
-        job: job_context,
-        scheduled_at: run.scheduled_at,
-        run_id: run.run_id,
-        attempt: run.state.attempt,
-    };
-    let first = run.span.in_scope(|| {
-        context.sync_scope(|| {
-            std::panic::catch_unwind(AssertUnwindSafe(|| {
-                let mut handler = crate::panics::in_handler(|| (job.handler)());
-                // Unconstrained: runs started together share this task's poll, not its coop budget.
-                // The waker does nothing: a handler still pending is polled again by its own task,
-                // which registers that task's waker.
-                let poll = watched(&run.state, || {
-                    tokio::task::unconstrained(handler.as_mut())
-                        .poll_unpin(&mut std::task::Context::from_waker(Waker::noop()))
-                });
-                (handler, poll)
-            }))
-        })
-    });
-    let (outcome, error) = match first {
-        Ok((handler, Poll::Pending)) => {
-            if run.state.ended.load(Ordering::Acquire) {
-                // The watchdog recorded it `timed_out` while its first poll blocked: dropped here.
-                discarded(&run.span, now);
-                return Started::Nothing;
-            }
-            spawn_pending(shared, run, index, handler, deadline);
-            return Started::Spawned;
-        }
-        Ok((_, Poll::Ready(result))) => outcome_of(result),
-        Err(panic) => (Outcome::Panicked, Some(panic_message(panic.as_ref()))),
-    };
-    if !run.state.end() {
-        discarded(&run.span, now);
-        return Started::Nothing;
-    }
-    let retry = Some(job.retry);
-    Started::Ended(ended_run(run, outcome, error, retry))
-}
-
-/// Gives a handler still pending after its first poll a task of its own ([`pending_task`]).
-fn spawn_pending<S: Store>(
-    shared: &Arc<Shared<S>>,
-    run: Run,
-    index: usize,
-    handler: HandlerFuture,
-    deadline: Instant,
-) {
-    let run_id = run.run_id;
-    // Spawned under the lock, so that the run cannot leave `in_flight` before its task is there.
-    let mut in_flight = shared.in_flight.lock();
-    let task = tokio::spawn(pending_task(
-        Arc::clone(shared),
-        run,
-        index,
-        handler,
-        deadline,
-    ));
-    match in_flight.get_mut(&run_id) {
-        Some(entry) => entry.abort = Some(task.abort_handle()),
-        // A renewal found its lease lost meanwhile ([`maintain`](super::maintain::maintain)): it must
-        // not go on.
-        None => task.abort(),
-    }
-}
-
-/// The task of a handler that did not end on its first poll: the rest of the handler, under its
-/// timeout, its lease and the shutdown's cancellation ([`until_timeout`]); then hands how it ended to
-/// the recorder, unless the watchdog already recorded it
-/// ([`watch_blocked`](super::watch::watch_blocked)).
-async fn pending_task<S: Store>(
-    shared: Arc<Shared<S>>,
-    run: Run,
-    index: usize,
-    handler: HandlerFuture,
-    deadline: Instant,
-) {
-    let started = Instant::now();
-    let (job, job_context) = &shared.jobs[index];
-    let context = Context {
-        job: Arc::clone(job_context),
-        scheduled_at: run.scheduled_at,
-        run_id: run.run_id,
-        attempt: run.state.attempt,
-    };
-    let guarded = AssertUnwindSafe(Watched {
-        handler,
-        state: &run.state,
-    })
-    .catch_unwind();
-    tokio::pin!(guarded);
-    let until = context
-        .scope(until_timeout(&shared, deadline, &run.state, guarded))
-        .instrument(run.span.clone())
-        .await;
-    if !run.state.end() {
-        discarded(&run.span, started);
-        return;
-    }
-    let (outcome, error) = match until {
-        Until::Ended(Ok(result)) => outcome_of(result),
-        Until::Ended(Err(panic)) => (Outcome::Panicked, Some(panic_message(panic.as_ref()))),
-        Until::TimedOut => (
-            Outcome::TimedOut,
-            Some(format!("timed out after {:?}", job.timeout)),
-        ),
-        Until::Cancelled => {
-            // Recorded `cancelled` when this replica deregisters (docs/runtime.md, "Shutdown").
-            let took = run.started.map(|started| started.elapsed());
-            shared.job_metrics[index].recorded(Outcome::Cancelled, took);
-            run.span.in_scope(|| {
-                tracing::warn!(
-                    outcome = "cancelled",
-                    "cancelled: the shutdown grace period is over"
-                );
-            });
-            shared.stopping.to_release().push(run.run_id);
-            shared.in_flight.remove(run.run_id);
-            return;
-        }
-        Until::LeaseLost => {
-            lease_lost(&run.span);
-            shared.in_flight.remove(run.run_id);
-            return;
-        }
-    };
-    let mut ended = ended_run(run, outcome, error, Some(job.retry));
-    ended.ended_at(Instant::now());
-    let shard = ended.finish.run_id as usize;
-    shared.ended.push(shard, [ended]);
-}
-
-/// How the rest of a handler came to an end.
-enum Until<T> {
-    /// The handler returned (or panicked).
-    Ended(T),
-    /// Its timeout came first.
+/// How a handler's run ended: the one value both paths act on.
+#[derive(Debug)]
+pub(super) enum Ending {
+    /// It returned `Ok` (or `()`).
+    Succeeded,
+    /// It returned an error: its message.
+    Failed(String),
+    /// It panicked: the message and where ([`panic_message`]).
+    Panicked(String),
+    /// Its timeout came first, and it was cancelled.
     TimedOut,
+    /// The [`Watchdog`] found it inside one poll past its timeout, for `stuck` at least: it blocks its
+    /// thread, so it could not be cancelled.
+    Blocked { stuck: Duration },
     /// Shutdown's grace period ended first.
     Cancelled,
-    /// Its lease ran out first.
+    /// Its lease ran out first (a claimed run's only).
     LeaseLost,
 }
 
-/// The rest of a handler that did not end on its first poll: under its timeout, its lease and the
-/// shutdown's cancellation. Every poll of the handler checks the lease first.
-async fn until_timeout<S, F: Future>(
+impl Ending {
+    fn returned(result: Result<(), String>) -> Ending {
+        match result {
+            Ok(()) => Ending::Succeeded,
+            Err(message) => Ending::Failed(message),
+        }
+    }
+
+    /// Read on the thread that caught the panic, which raised it ([`panic_message`]).
+    fn panicked(panic: &(dyn Any + Send)) -> Ending {
+        Ending::Panicked(panic_message(panic))
+    }
+
+    /// The run's outcome and its error, the texts that both paths log and the claimed path records, for
+    /// a job whose runs have `timeout`. `None` when its lease ran out: a run that is no longer this
+    /// replica's has no outcome here (docs/operations.md, G4).
+    pub(super) fn outcome(self, timeout: Duration) -> Option<(Outcome, Option<String>)> {
+        Some(match self {
+            Ending::Succeeded => (Outcome::Succeeded, None),
+            Ending::Failed(message) => (Outcome::Failed, Some(message)),
+            Ending::Panicked(message) => (Outcome::Panicked, Some(message)),
+            Ending::TimedOut => (
+                Outcome::TimedOut,
+                Some(format!("timed out after {timeout:?}")),
+            ),
+            Ending::Blocked { stuck } => (
+                Outcome::TimedOut,
+                Some(format!(
+                    "timed out after {timeout:?}: the handler did not yield, in one poll for {stuck:?} \
+                     at least, so it could not be cancelled (it blocks its thread; see \
+                     docs/runtime.md, \"Handlers that block\")"
+                )),
+            ),
+            Ending::Cancelled => (Outcome::Cancelled, Some(CANCELLED.to_owned())),
+            Ending::LeaseLost => return None,
+        })
+    }
+}
+
+/// What calling a handler and polling it once came to ([`call`]).
+pub(super) enum Called {
+    /// It ended on its first poll.
+    Ended(Ending),
+    /// It goes on ([`Pending::finish`]).
+    Pending(Pending),
+    /// The watchdog ended the run while its first poll blocked the thread: what it came to is
+    /// discarded.
+    Discarded,
+}
+
+/// A handler still pending after its first poll.
+pub(super) struct Pending {
+    handler: HandlerFuture,
+    /// When it was called.
+    started: Instant,
+    /// When its timeout ends.
+    deadline: Instant,
+}
+
+/// Calls `job`'s handler for a run that starts `now`, in the run's span and context, and polls it once,
+/// catching a panic in either; both are watched ([`watched`]). Its deadline, `now` plus the job's
+/// timeout, goes into `state` for the watchdog.
+///
+/// The poll is unconstrained: runs started together share the caller's poll, not its coop budget. Its
+/// waker does nothing: a handler still pending is polled again by the task that finishes it, which
+/// registers that task's waker.
+pub(super) fn call<S>(
+    shared: &Shared<S>,
+    job: &PlannedJob,
+    context: Context,
+    span: &tracing::Span,
+    state: &RunState,
+    now: Instant,
+) -> Called {
+    let deadline = now + job.timeout;
+    state
+        .deadline
+        .store(nanos_after(shared.epoch, deadline), Ordering::Release);
+    let first = span.in_scope(|| {
+        context.sync_scope(|| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| {
+                watched(state, || {
+                    let mut handler = (job.handler)();
+                    let poll = tokio::task::unconstrained(handler.as_mut())
+                        .poll_unpin(&mut std::task::Context::from_waker(Waker::noop()));
+                    (handler, poll)
+                })
+            }))
+        })
+    });
+    let ending = match first {
+        Ok((handler, Poll::Pending)) => {
+            if state.ended.load(Ordering::Acquire) {
+                discarded(span, now);
+                return Called::Discarded;
+            }
+            return Called::Pending(Pending {
+                handler,
+                started: now,
+                deadline,
+            });
+        }
+        Ok((_, Poll::Ready(result))) => Ending::returned(result),
+        Err(panic) => Ending::panicked(panic.as_ref()),
+    };
+    if !state.end() {
+        discarded(span, now);
+        return Called::Discarded;
+    }
+    Called::Ended(ending)
+}
+
+impl Pending {
+    /// The rest of the handler, in the task that awaits this: polled in the run's span and context, each
+    /// poll watched and a panic in it caught, under its timeout, its lease and shutdown's cancellation
+    /// ([`until_timeout`]). `None` when the watchdog ended the run meanwhile: what it came to is
+    /// discarded.
+    pub(super) async fn finish<S>(
+        self,
+        shared: &Shared<S>,
+        context: Context,
+        span: &tracing::Span,
+        state: &RunState,
+    ) -> Option<Ending> {
+        let Pending {
+            handler,
+            started,
+            deadline,
+        } = self;
+        let guarded = AssertUnwindSafe(Watched { handler, state }).catch_unwind();
+        tokio::pin!(guarded);
+        let ending = context
+            .scope(until_timeout(shared, deadline, state, guarded))
+            .instrument(span.clone())
+            .await;
+        if !state.end() {
+            discarded(span, started);
+            return None;
+        }
+        Some(ending)
+    }
+}
+
+/// The rest of a handler: under its timeout, its lease and shutdown's cancellation. Every poll of the
+/// handler checks the lease first.
+async fn until_timeout<S, F>(
     shared: &Shared<S>,
     deadline: Instant,
     lease: &RunState,
     mut handler: Pin<&mut F>,
-) -> Until<F::Output> {
+) -> Ending
+where
+    F: Future<Output = std::thread::Result<Result<(), String>>>,
+{
     loop {
         let lease_until = shared.lease_until(lease);
         let handler_step = std::future::poll_fn(|cx| {
@@ -232,27 +215,27 @@ async fn until_timeout<S, F: Future>(
         });
         tokio::select! {
             biased;
-            () = shared.stopping.grace_over() => return Until::Cancelled,
+            () = shared.stopping.grace_over() => return Ending::Cancelled,
             step = handler_step => return match step {
-                Some(ended) => Until::Ended(ended),
-                None => Until::LeaseLost,
+                Some(Ok(result)) => Ending::returned(result),
+                Some(Err(panic)) => Ending::panicked(panic.as_ref()),
+                None => Ending::LeaseLost,
             },
             () = tokio::time::sleep_until(deadline.min(lease_until)) => {
                 if Instant::now() >= deadline {
-                    return Until::TimedOut;
+                    return Ending::TimedOut;
                 }
                 // The lease's end came first: stop unless a renewal moved it meanwhile.
                 if Instant::now() >= shared.lease_until(lease) {
-                    return Until::LeaseLost;
+                    return Ending::LeaseLost;
                 }
             }
         }
     }
 }
 
-/// Runs `poll`, one poll of a handler: while it goes on, [`RunState::polls`] is odd, for the watchdog
-/// ([`watch_blocked`](super::watch::watch_blocked)), and a panic in it is the handler's
-/// ([`crate::panics`]).
+/// Runs `poll`, a call or a poll of a handler: while it goes on, [`RunState::polls`] is odd, for the
+/// [`Watchdog`], and a panic in it is the handler's ([`crate::panics`]).
 fn watched<T>(state: &RunState, poll: impl FnOnce() -> T) -> T {
     state.polls.fetch_add(1, Ordering::AcqRel);
     // Even again also when the handler panics.
@@ -284,72 +267,106 @@ impl Drop for Polled<'_> {
     }
 }
 
-/// The outcome of a handler's result, with its error.
-fn outcome_of(result: Result<(), String>) -> (Outcome, Option<String>) {
-    match result {
-        Ok(()) => (Outcome::Succeeded, None),
-        Err(message) => (Outcome::Failed, Some(message)),
+/// The rule for handlers that block their thread (docs/runtime.md, "Handlers that block"), over the
+/// runs of one path, looked at every round of the watchdog: a handler inside the same poll past its
+/// deadline at two rounds blocks its thread. Such a handler cannot be cancelled, and its own task
+/// cannot see the deadline pass; the run is ended without it ([`Ending::Blocked`]).
+#[derive(Default)]
+pub(super) struct Watchdog {
+    /// The polls going on at the last round past their deadline: by run, the count of polls, and since
+    /// when they have been seen.
+    polling: HashMap<i64, (u64, Instant)>,
+}
+
+impl Watchdog {
+    /// One round over `runs` (a key for each, its state and the abort handle of its task): ends the runs
+    /// whose handler blocks its thread, and aborts their tasks, which takes effect if they ever yield;
+    /// whatever such a handler returns is discarded. Returns them, each with how long its poll has been
+    /// seen going on.
+    pub(super) fn round<'a>(
+        &mut self,
+        epoch: Instant,
+        now: Instant,
+        runs: impl Iterator<Item = (i64, &'a RunState, Option<&'a AbortHandle>)>,
+    ) -> Vec<(i64, Duration)> {
+        let now_nanos = nanos_after(epoch, now);
+        let mut blocked = Vec::new();
+        let mut seen = HashMap::new();
+        for (key, state, abort) in runs {
+            let polls = state.polls.load(Ordering::Acquire);
+            if polls % 2 == 0 || state.deadline.load(Ordering::Acquire) > now_nanos {
+                continue;
+            }
+            // In a poll past its deadline: blocked if it is the same poll as at the last round.
+            let since = match self.polling.get(&key) {
+                Some(&(last, since)) if last == polls => since,
+                _ => {
+                    seen.insert(key, (polls, now));
+                    continue;
+                }
+            };
+            if state.end() {
+                if let Some(abort) = abort {
+                    abort.abort();
+                }
+                blocked.push((key, now.saturating_duration_since(since)));
+            }
+        }
+        self.polling = seen;
+        blocked
     }
 }
 
-/// A run whose handler has ended, on its way to the store; [`Ended::ended_at`] says when. With its
-/// job's retries (none when this build has no handler for it), a failed attempt asks to be tried again.
-fn ended_run(run: Run, outcome: Outcome, error: Option<String>, retry: Option<Retries>) -> Ended {
-    run.span
-        .record("outcome", tracing::field::display(outcome.as_str()));
-    let retry_after =
-        retry.and_then(|retry| retry_after(retry, run.state.attempt, outcome, run.run_id));
-    Ended {
-        measure: Measure {
-            job: run.state.job,
-            late: run.late,
-            started: run.started,
-            took: None,
-        },
-        finish: Finish {
-            run_id: run.run_id,
-            job_id: run.job_id,
-            outcome,
-            error,
-            ended_at: None,
-            // Its first poll, on the store's clock: the run's `started_at` (docs/operations.md, "The
-            // tables").
-            started_at: run.started.map(|at| run.anchor.store_time(at)),
-            retry_after,
-        },
-        span: run.span,
-        anchor: run.anchor,
+/// When the handler of a run whose job has `timeout` was called, from the deadline in its `state`;
+/// `None` before it was.
+pub(super) fn called_at(epoch: Instant, state: &RunState, timeout: Duration) -> Option<Instant> {
+    let deadline = state.deadline.load(Ordering::Acquire);
+    if deadline == i64::MAX {
+        return None;
     }
+    at_nanos(epoch, deadline).checked_sub(timeout)
 }
 
-/// Logs that a handler the watchdog recorded `timed_out` has returned
-/// ([`watch_blocked`](super::watch::watch_blocked)).
+/// Logs, in a run's span, that its handler blocks its thread past its timeout ([`Watchdog`]); its end
+/// is logged as any run's ([`log_outcome`]).
+pub(super) fn log_blocked(span: &tracing::Span, stuck: Duration) {
+    span.in_scope(|| {
+        tracing::error!(
+            ?stuck,
+            "a handler blocks its thread past its timeout; it cannot be cancelled and the run ends \
+             `timed_out` without it"
+        );
+    });
+}
+
+/// Logs that a handler the watchdog ended has returned ([`Watchdog`]).
 fn discarded(span: &tracing::Span, started: Instant) {
     span.in_scope(|| {
         tracing::warn!(
             after = ?started.elapsed(),
-            "a handler that blocked its thread past its timeout returned; the run was recorded \
-             `timed_out` at its timeout and this result is discarded"
+            "a handler that blocked its thread past its timeout returned; the run ended `timed_out` \
+             at its timeout and this result is discarded"
         );
     });
 }
 
-/// Logs that a run's lease ran out before its handler ended (G4, docs/operations.md).
-fn lease_lost(span: &tracing::Span) {
-    span.in_scope(|| {
-        // Not recorded: the run may already be another replica's to recover, and a finish would be
-        // fenced anyway. Its row is taken back as `abandoned` once the lease expires.
-        tracing::warn!(
-            outcome = "abandoned",
-            "lost the lease of a run: this replica could not renew it in time (frozen, or cut off from \
-             the store); its handler was stopped and the run is left to recovery"
-        );
-    });
+/// Logs a run's outcome at the level docs/runtime.md gives it ("Logs and traces"): a claimed run's
+/// and a run on every replica's alike.
+pub(super) fn log_outcome(outcome: Outcome, error: &str, skipped: u32) {
+    match outcome {
+        Outcome::Succeeded if skipped == 0 => tracing::info!("run succeeded"),
+        Outcome::Succeeded => tracing::warn!("run succeeded; occurrences were skipped"),
+        Outcome::Failed => tracing::error!(error, "run failed"),
+        Outcome::Panicked => tracing::error!(error, "run panicked"),
+        Outcome::TimedOut => tracing::warn!(error, "run timed out"),
+        Outcome::Cancelled => tracing::warn!(error, "run cancelled"),
+        _ => tracing::warn!(error, "run ended"),
+    }
 }
 
 /// The error text of a handler's panic: its message, and where it was raised when the panic hook
 /// saw it ([`crate::panics`]). Read on the thread that caught the panic, which raised it.
-pub(super) fn panic_message(panic: &(dyn Any + Send)) -> String {
+fn panic_message(panic: &(dyn Any + Send)) -> String {
     let message = panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -358,5 +375,121 @@ pub(super) fn panic_message(panic: &(dyn Any + Send)) -> String {
     match crate::panics::take_location() {
         Some(location) => format!("panicked at {location}: {message}"),
         None => format!("panicked: {message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::{Ending, Watchdog, watched};
+    use crate::executor::clock::nanos_after;
+    use crate::executor::runs::RunState;
+    use crate::store::Outcome;
+
+    /// A run whose handler was called at `epoch` with a timeout of one second.
+    fn run_called_at(epoch: Instant) -> std::sync::Arc<RunState> {
+        let state = RunState::unleased(0);
+        let deadline = epoch + Duration::from_secs(1);
+        state
+            .deadline
+            .store(nanos_after(epoch, deadline), Ordering::Release);
+        state
+    }
+
+    #[test]
+    fn a_handler_inside_one_poll_past_its_deadline_at_two_rounds_blocks_its_thread() {
+        let epoch = Instant::now();
+        let state = run_called_at(epoch);
+        let mut watchdog = Watchdog::default();
+        let round = |watchdog: &mut Watchdog, at: u64| {
+            let now = epoch + Duration::from_millis(at);
+            watchdog.round(epoch, now, [(7, &*state, None)].into_iter())
+        };
+        watched(&state, || {
+            assert!(round(&mut watchdog, 900).is_empty(), "before its deadline");
+            assert!(
+                round(&mut watchdog, 1_000).is_empty(),
+                "seen once in this poll"
+            );
+            assert_eq!(
+                round(&mut watchdog, 1_100),
+                [(7, Duration::from_millis(100))],
+                "the same poll at the next round"
+            );
+            assert!(state.ended.load(Ordering::Acquire), "the watchdog ended it");
+            assert!(round(&mut watchdog, 1_200).is_empty(), "ended once");
+        });
+        assert!(
+            !state.end(),
+            "its task finds it ended: what it returns is discarded"
+        );
+    }
+
+    #[test]
+    fn a_handler_that_yields_past_its_deadline_is_left_to_its_own_task() {
+        let epoch = Instant::now();
+        let state = run_called_at(epoch);
+        let mut watchdog = Watchdog::default();
+        for at in [1_000, 1_100, 1_200] {
+            // A poll at each round, but never the same one.
+            watched(&state, || {
+                let now = epoch + Duration::from_millis(at);
+                assert!(
+                    watchdog
+                        .round(epoch, now, [(7, &*state, None)].into_iter())
+                        .is_empty()
+                );
+            });
+        }
+        let now = epoch + Duration::from_millis(1_300);
+        assert!(
+            watchdog
+                .round(epoch, now, [(7, &*state, None)].into_iter())
+                .is_empty(),
+            "not in a poll"
+        );
+        assert!(state.end(), "nothing ended it");
+    }
+
+    #[test]
+    fn both_paths_read_one_outcome_and_one_text_from_an_ending() {
+        let timeout = Duration::from_secs(2);
+        let text = |ending: Ending| ending.outcome(timeout);
+        assert_eq!(text(Ending::Succeeded), Some((Outcome::Succeeded, None)));
+        assert_eq!(
+            text(Ending::Failed("no rates".to_owned())),
+            Some((Outcome::Failed, Some("no rates".to_owned())))
+        );
+        assert_eq!(
+            text(Ending::TimedOut),
+            Some((Outcome::TimedOut, Some("timed out after 2s".to_owned())))
+        );
+        let Some((Outcome::TimedOut, Some(blocked))) = text(Ending::Blocked {
+            stuck: Duration::from_millis(150),
+        }) else {
+            panic!("a blocked handler ends `timed_out`");
+        };
+        assert!(
+            blocked.starts_with(
+                "timed out after 2s: the handler did not yield, in one poll for 150ms"
+            ),
+            "{blocked}"
+        );
+        assert_eq!(
+            text(Ending::Cancelled),
+            Some((
+                Outcome::Cancelled,
+                Some("cancelled: the shutdown grace period is over".to_owned())
+            ))
+        );
+        assert_eq!(
+            text(Ending::LeaseLost),
+            None,
+            "not this replica's to record"
+        );
     }
 }

@@ -6,9 +6,10 @@
 //! takes the list at the instant and starts the runs, a chunk per task so that every worker helps. Each
 //! handler runs in a task of its own, under its timeout and its lease, so that a handler that blocks its
 //! thread holds up nothing but itself: heartbeats, renewals, claims and the other runs of the instant go
-//! on, on the other workers. A watchdog records a run whose handler blocks past its timeout
-//! (docs/runtime.md, "Handlers that block"). How runs ended is recorded in batches by one task, after the
-//! runs due at the same instant have started.
+//! on, on the other workers. A watchdog ends a run whose handler blocks past its timeout
+//! (docs/runtime.md, "Handlers that block"). How runs ended is recorded in batches by one task, after
+//! the runs due at the same instant have started. The jobs on every replica run their handlers the
+//! same way, and only log and count how they ended.
 //!
 //! This module starts the executor's tasks and stops them ([`run`]); its parts do the work. Each part
 //! uses only the parts above it in this list and never this module, so imports run one way
@@ -18,22 +19,27 @@
 //! - `retry`: how long the executor waits for a store that fails;
 //! - `backoff`: how long a failed run waits for its retry;
 //! - `metrics`: the metrics the parts emit (docs/metrics.md), each job's handles registered once;
-//! - `runs`: a run as it passes between the tasks: waiting, in flight, ended;
-//! - `shared`: what the tasks share ([`Shared`]), the runs of the jobs on every replica included;
-//! - `watch`: the watchdog for handlers that block their thread, and the keeper thread;
+//! - `runs`: a run as it passes between the tasks: waiting, in flight, ended; a run on every replica;
+//! - `shared`: what the tasks share ([`Shared`]), the jobs on every replica and their runs included;
 //! - `maintain`: heartbeats, lease renewals, pruning the history;
-//! - `handler`: running one handler, its first poll in place, the rest in a task of its own under its
-//!   timeout, its lease and shutdown's cancellation;
+//! - `handler`: the one way a handler runs, a claimed run's and a run on every replica's alike: its
+//!   first poll in place, the rest under its timeout, its lease and shutdown's cancellation, panics
+//!   caught, the rule for a handler that blocks its thread; how it ended as one value (`Ending`), with
+//!   its texts;
 //! - `shutdown`: the stages of shutdown, giving runs back, deregistering;
+//! - `claimed`: a claimed run's handler, started through `handler`, and how it ended made a record;
 //! - `start`: the timer per instant and its starters, which take the runs one at a time;
 //! - `claim`: the claim loop, and putting claimed runs in the lists of their instants;
 //! - `record`: recording how runs ended, in batches (queuing what a batch of finishes claimed), and
 //!   retrying a failed record;
 //! - `every_replica`: the jobs on every replica, which this replica runs itself at each occurrence,
-//!   without the store (docs/runtime.md, "Jobs on every replica").
+//!   through `handler`, without the store (docs/runtime.md, "Jobs on every replica");
+//! - `watch`: the watchdog's task, which ends the runs of both kinds whose handler blocks its thread,
+//!   and the keeper thread.
 
 mod backoff;
 mod claim;
+mod claimed;
 mod clock;
 mod every_replica;
 mod handler;
@@ -115,12 +121,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
 
     // Shutdown: no more claims, and the jobs on every replica start no more runs (their loops stop
     // on the same signal). Runs not started yet release themselves; the others get the grace period.
-    tokio::join!(
-        shutdown::wind_down(&shared),
-        shared
-            .every_replica
-            .wind_down(shared.plan.settings.shutdown_grace),
-    );
+    shutdown::wind_down(&shared).await;
     for local_loop in local_loops {
         local_loop.abort();
     }

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use super::claim::queue_claimed;
+use super::handler::log_outcome;
 use super::metrics::{self, Operation, SkipReason};
 use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
 use super::runs::{Ended, Measure};
@@ -307,17 +308,4 @@ async fn retry_finish<S: Store>(
         }
     }
     shared.in_flight.remove(finish.run_id);
-}
-
-/// Logs a run's outcome at the level docs/runtime.md gives it ("Logs and traces"): a claimed run's
-/// and a run on every replica's alike.
-pub(super) fn log_outcome(outcome: Outcome, error: &str, skipped: u32) {
-    match outcome {
-        Outcome::Succeeded if skipped == 0 => tracing::info!("run succeeded"),
-        Outcome::Succeeded => tracing::warn!("run succeeded; occurrences were skipped"),
-        Outcome::Failed => tracing::error!(error, "run failed"),
-        Outcome::Panicked => tracing::error!(error, "run panicked"),
-        Outcome::TimedOut => tracing::warn!(error, "run timed out"),
-        _ => tracing::warn!(error, "run ended"),
-    }
 }

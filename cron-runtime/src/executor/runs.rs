@@ -1,6 +1,6 @@
 //! A run on its way through the executor: claimed and waiting for its instant ([`Run`], in a
 //! [`Chunk`]), in flight ([`InFlight`], with the [`RunState`] its tasks share), ended and waiting to be
-//! recorded ([`Ended`]).
+//! recorded ([`Ended`]); and a run of a job on every replica going on ([`LocalRun`]).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,17 +57,20 @@ pub(super) struct InFlight {
     pub(super) state: Arc<RunState>,
 }
 
-/// What a run's task, the renewals and the watchdog share about a run in flight. Instants are on the
-/// local clock, in nanoseconds after the executor's `epoch`, which its methods take.
+/// What a run's task, the renewals and the watchdog share about a run whose handler runs: a claimed run
+/// in flight, or a run of a job on every replica ([`RunState::unleased`]). Instants are on the local
+/// clock, in nanoseconds after the executor's `epoch`, which its methods take.
 #[derive(Debug)]
 pub(super) struct RunState {
+    /// Its job's row; 0 for a job on every replica, which has none.
     pub(super) job_id: i64,
-    /// Where its job is in the executor's jobs; `usize::MAX` if this build has no handler for it.
+    /// Where its job is in the executor's jobs (or in the jobs on every replica); `usize::MAX` if this
+    /// build has no handler for it.
     pub(super) job: usize,
     /// Which attempt of its occurrence it is ([`Claim::attempt`](crate::store::Claim::attempt)).
     pub(super) attempt: u32,
     /// Until when the run holds its lease: the lease its claim took, extended by each renewal that
-    /// returned the run.
+    /// returned the run; `i64::MAX`, for ever, for a run that holds none.
     pub(super) lease: AtomicI64,
     /// When its timeout ends; `i64::MAX` until its handler starts.
     pub(super) deadline: AtomicI64,
@@ -98,6 +101,20 @@ impl RunState {
         })
     }
 
+    /// The state of a run of the job on every replica at `job` in their list: it holds no lease, and is
+    /// its occurrence's only attempt.
+    pub(super) fn unleased(job: usize) -> Arc<RunState> {
+        Arc::new(RunState {
+            job_id: 0,
+            job,
+            attempt: 1,
+            lease: AtomicI64::new(i64::MAX),
+            deadline: AtomicI64::new(i64::MAX),
+            polls: AtomicU64::new(0),
+            ended: AtomicBool::new(false),
+        })
+    }
+
     /// Until when the run holds its lease.
     #[inline]
     pub(super) fn until(&self, epoch: Instant) -> Instant {
@@ -116,6 +133,17 @@ impl RunState {
     pub(super) fn end(&self) -> bool {
         !self.ended.swap(true, Ordering::AcqRel)
     }
+}
+
+/// A run of a job on every replica going on in this replica; nothing of it is in the store.
+pub(super) struct LocalRun {
+    /// What its task and the watchdog share.
+    pub(super) state: Arc<RunState>,
+    /// Its task.
+    pub(super) abort: AbortHandle,
+    pub(super) span: tracing::Span,
+    /// The clock anchor its occurrence was placed with: when it ended, on the store's clock.
+    pub(super) anchor: Anchor,
 }
 
 /// A run whose handler has ended, on its way to the store.

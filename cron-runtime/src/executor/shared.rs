@@ -4,17 +4,18 @@
 //! ([`EveryReplica`]). It is data: it names none of the tasks that use it (docs/architecture.md).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use cron_schema::ZonedSchedule;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::clock::Anchor;
 use super::metrics::{JobMetrics, RuntimeMetrics};
-use super::runs::{Chunk, Ended, InFlight, RunState};
+use super::runs::{Chunk, Ended, InFlight, LocalRun, RunState};
 use crate::context::JobContext;
 use crate::health::Vitals;
 use crate::plan::{Plan, PlannedJob};
@@ -23,9 +24,6 @@ use crate::sync::lock;
 
 /// Ended runs wait for recording in this many queues ([`EndedRuns::shards`]).
 const ENDED_SHARDS: usize = 8;
-
-/// After the grace period, how long shutdown waits for the every-replica runs it cancelled to end.
-const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
 /// What the executor's loop and its tasks share.
 pub(super) struct Shared<S> {
@@ -55,7 +53,7 @@ pub(super) struct Shared<S> {
     pub(super) hint: Hint,
     pub(super) ended: EndedRuns,
     pub(super) stopping: Stopping,
-    /// The runs of the jobs on every replica going on ([`EveryReplica`]).
+    /// The jobs on every replica and their runs going on ([`EveryReplica`]).
     pub(super) every_replica: EveryReplica,
 }
 
@@ -99,7 +97,6 @@ impl<S> Shared<S> {
         Shared {
             store,
             runner,
-            plan,
             in_flight: InFlightRuns {
                 runs: Mutex::new(HashMap::new()),
                 idle: Notify::new(),
@@ -131,7 +128,8 @@ impl<S> Shared<S> {
             epoch: Instant::now(),
             waiting: Mutex::new(HashMap::new()),
             anchor: Mutex::new(None),
-            every_replica: EveryReplica::new(),
+            every_replica: EveryReplica::new(&plan),
+            plan,
         }
     }
 
@@ -384,41 +382,82 @@ impl Stopping {
     }
 }
 
-/// The runs of every-replica jobs going on in this replica, for shutdown and the keeper thread.
+/// The jobs on every replica and their runs going on in this replica, for their loops, the watchdog,
+/// shutdown and the keeper thread.
 pub(super) struct EveryReplica {
-    /// Runs whose end is not yet known: started, neither ended, timed out nor cancelled.
-    running: AtomicUsize,
-    /// Signalled when `running` drops to zero.
+    /// The jobs, in the plan's order.
+    pub(super) jobs: Vec<LocalJob>,
+    /// The run of each job going on, by its place in `jobs`: at most one (docs/runtime.md, "Jobs on every
+    /// replica": overlap is skipped per replica).
+    runs: Mutex<HashMap<usize, LocalRun>>,
+    /// Signalled when `runs` becomes empty.
     idle: Notify,
-    /// Turns `true` when shutdown's grace period is over: the runs still going are cancelled.
-    pub(super) grace_over: watch::Sender<bool>,
+}
+
+/// One job on every replica, as its loop and its runs see it.
+pub(super) struct LocalJob {
+    pub(super) planned: Arc<PlannedJob>,
+    pub(super) context: Arc<JobContext>,
+    pub(super) schedule: ZonedSchedule,
+    pub(super) metrics: JobMetrics,
+    /// Occurrences skipped while its run going on runs.
+    pub(super) skipped: AtomicU32,
 }
 
 impl EveryReplica {
-    pub(super) fn new() -> EveryReplica {
+    /// The jobs on every replica of `plan`, none running.
+    fn new(plan: &Plan) -> EveryReplica {
+        let jobs = plan
+            .every_replica
+            .iter()
+            .filter_map(|spec| {
+                let planned = plan.jobs.get(spec.verb.as_str())?;
+                Some(LocalJob {
+                    planned: Arc::clone(planned),
+                    context: Arc::new(JobContext {
+                        module: Arc::clone(&plan.module),
+                        verb: Arc::clone(&planned.verb),
+                        state: Arc::clone(&plan.state),
+                    }),
+                    schedule: spec.schedule.clone(),
+                    metrics: JobMetrics::new(&spec.verb),
+                    skipped: AtomicU32::new(0),
+                })
+            })
+            .collect();
         EveryReplica {
-            running: AtomicUsize::new(0),
+            jobs,
+            runs: Mutex::new(HashMap::new()),
             idle: Notify::new(),
-            grace_over: watch::Sender::new(false),
         }
     }
 
-    /// Whether a run of an every-replica job is going on (the keeper thread wakes workers meanwhile).
+    /// The runs going on, by job, locked.
+    pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<usize, LocalRun>> {
+        lock(&self.runs)
+    }
+
+    /// Whether a run of the job at `job` is going on.
+    pub(super) fn running(&self, job: usize) -> bool {
+        self.lock().contains_key(&job)
+    }
+
+    /// Whether a run of a job on every replica is going on (the keeper thread wakes workers meanwhile).
     pub(super) fn any_running(&self) -> bool {
-        self.running.load(Ordering::Acquire) > 0
+        !self.lock().is_empty()
     }
 
-    pub(super) fn started(&self) {
-        self.running.fetch_add(1, Ordering::AcqRel);
-    }
-
-    pub(super) fn ended(&self) {
-        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+    /// The run of the job at `job` has ended: its next occurrence may start.
+    pub(super) fn remove(&self, job: usize) {
+        let mut runs = self.lock();
+        runs.remove(&job);
+        if runs.is_empty() {
             self.idle.notify_waiters();
         }
     }
 
-    async fn wait_idle(&self) {
+    /// Resolves once no run of a job on every replica is going on.
+    pub(super) async fn wait_idle(&self) {
         loop {
             let idle = self.idle.notified();
             tokio::pin!(idle);
@@ -427,24 +466,6 @@ impl EveryReplica {
                 return;
             }
             idle.await;
-        }
-    }
-
-    /// Shutdown, once the job loops have stopped starting runs: the runs going on get `grace`, then
-    /// are cancelled; a handler that blocks its thread is left to it (nothing is held in the store).
-    pub(super) async fn wind_down(&self, grace: Duration) {
-        if tokio::time::timeout(grace, self.wait_idle()).await.is_ok() {
-            return;
-        }
-        self.grace_over.send_replace(true);
-        if tokio::time::timeout(CANCEL_WAIT, self.wait_idle())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "runs of jobs on every replica are still blocking their threads after the grace period; \
-                 stopping without them"
-            );
         }
     }
 }

@@ -17,9 +17,10 @@ use crate::store::Store;
 /// tasks to notice (a handler blocking its thread cannot notice).
 const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
-/// The three stages of shutdown for the runs in flight: waits for them for the grace period, then
-/// cancels those left and waits [`CANCEL_WAIT`] for them to notice, then aborts what can be aborted
-/// and leaves the rest to [`deregister`].
+/// The three stages of shutdown for the runs going on, claimed and on every replica alike: waits for
+/// them for the grace period, then cancels those left and waits [`CANCEL_WAIT`] for them to notice,
+/// then aborts what can be aborted; the claimed runs left are released by [`deregister`], and nothing
+/// of the others is held in the store.
 pub(super) async fn wind_down<S: Store>(shared: &Shared<S>) {
     let settings = shared.plan.settings;
     let in_flight = shared.in_flight.lock().len();
@@ -28,25 +29,42 @@ pub(super) async fn wind_down<S: Store>(shared: &Shared<S>) {
         grace = ?settings.shutdown_grace,
         "shutting down: waiting for runs in flight"
     );
-    if tokio::time::timeout(settings.shutdown_grace, shared.in_flight.wait_idle())
+    let idle = || async {
+        tokio::join!(
+            shared.in_flight.wait_idle(),
+            shared.every_replica.wait_idle()
+        );
+    };
+    if tokio::time::timeout(settings.shutdown_grace, idle())
         .await
-        .is_err()
+        .is_ok()
     {
-        shared.stopping.end_grace();
-        if tokio::time::timeout(CANCEL_WAIT, shared.in_flight.wait_idle())
-            .await
-            .is_err()
-        {
-            // Handlers that block their thread: abort what can be aborted and release the rows anyway.
-            let in_flight = shared.in_flight.lock();
-            let mut to_release = shared.stopping.to_release();
-            for (run_id, run) in in_flight.iter() {
-                if let Some(abort) = &run.abort {
-                    abort.abort();
-                }
-                to_release.push(*run_id);
+        return;
+    }
+    shared.stopping.end_grace();
+    if tokio::time::timeout(CANCEL_WAIT, idle()).await.is_ok() {
+        return;
+    }
+    // Handlers that block their thread: abort what can be aborted and release the rows anyway.
+    {
+        let in_flight = shared.in_flight.lock();
+        let mut to_release = shared.stopping.to_release();
+        for (run_id, run) in in_flight.iter() {
+            if let Some(abort) = &run.abort {
+                abort.abort();
             }
+            to_release.push(*run_id);
         }
+    }
+    let runs = shared.every_replica.lock();
+    for run in runs.values() {
+        run.abort.abort();
+    }
+    if !runs.is_empty() {
+        tracing::warn!(
+            "runs of jobs on every replica are still blocking their threads after the grace period; \
+             stopping without them"
+        );
     }
 }
 

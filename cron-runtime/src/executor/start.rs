@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::claimed::{Started, start_one};
 use super::clock::Anchor;
-use super::handler::{Started, start_one};
 use super::runs::{Chunk, Ended, InFlight, Run};
 use super::shared::Shared;
 use super::shutdown::give_back;

@@ -1,8 +1,8 @@
-//! Guards against handlers that block their thread (docs/runtime.md, "Handlers that block"): the
-//! watchdog records `timed_out` a run whose handler blocks past its timeout ([`watch_blocked`]), and
-//! the keeper thread keeps tokio's timers and I/O driven meanwhile ([`start_keeper`]).
+//! The watchdog's task, for handlers that block their thread (docs/runtime.md, "Handlers that block"):
+//! it applies the one rule ([`Watchdog`]) to the claimed runs and to the runs of the jobs on every
+//! replica alike, and hands each run it ends to its path ([`watch_blocked`]); and the keeper thread,
+//! which keeps tokio's timers and I/O driven meanwhile ([`start_keeper`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -10,11 +10,13 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::time::Instant;
 
-use super::backoff::retry_after;
-use super::clock::{Anchor, at_nanos, nanos_after};
-use super::runs::{Ended, Measure};
+use super::claimed;
+use super::clock::Anchor;
+use super::every_replica;
+use super::handler::{self, Ending, Watchdog};
+use super::runs::{Ended, RunState};
 use super::shared::Shared;
-use crate::store::{Finish, Outcome, Store};
+use crate::store::Store;
 use crate::sync::lock;
 
 /// How often the watchdog looks for handlers that block their thread past their timeout
@@ -25,113 +27,69 @@ const WATCH_EVERY: Duration = Duration::from_millis(100);
 /// ([`keep_driven`]).
 const KEEP_DRIVEN_EVERY: Duration = Duration::from_millis(100);
 
-/// Records `timed_out` the runs whose handler has been inside one poll since before its deadline: a
-/// handler that blocks its thread (or loops without yielding) cannot be cancelled, and its own task
-/// cannot see the deadline pass. Its task is aborted, which takes effect if it ever yields; whatever
-/// it returns is discarded (docs/runtime.md, "Handlers that block").
+/// Every [`WATCH_EVERY`], ends the runs whose handler blocks its thread past its timeout ([`Watchdog`])
+/// with [`Ending::Blocked`]: a claimed run goes to the recorder, to be recorded `timed_out`
+/// ([`claimed::blocked`]); a run on every replica is logged and counted ([`every_replica::ended`]).
 pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
     let mut interval = tokio::time::interval(WATCH_EVERY);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The polls going on at the last round, past their deadline: run id, the count of polls, and since
-    // when they have been seen.
-    let mut polling: HashMap<i64, (u64, Instant)> = HashMap::new();
+    let mut claimed_runs = Watchdog::default();
+    let mut local_runs = Watchdog::default();
     loop {
         interval.tick().await;
         let now = Instant::now();
-        let now_nanos = nanos_after(shared.epoch, now);
-        let mut blocked = Vec::new();
-        let mut seen = HashMap::new();
-        {
+        let blocked: Vec<(i64, Arc<RunState>, Duration)> = {
             let in_flight = shared.in_flight.lock();
-            for (run_id, run) in in_flight.iter() {
-                let polls = run.state.polls.load(Ordering::Acquire);
-                if polls % 2 == 0 || run.state.deadline.load(Ordering::Acquire) > now_nanos {
-                    continue;
-                }
-                // In a poll past its deadline: blocked if it is the same poll as at the last round.
-                let since = match polling.get(run_id) {
-                    Some(&(last, since)) if last == polls => since,
-                    _ => {
-                        seen.insert(*run_id, (polls, now));
-                        continue;
-                    }
-                };
-                if run.state.end() {
-                    if let Some(abort) = &run.abort {
-                        abort.abort();
-                    }
-                    let deadline =
-                        at_nanos(shared.epoch, run.state.deadline.load(Ordering::Acquire));
-                    blocked.push((
-                        *run_id,
-                        run.state.job_id,
-                        run.state.job,
-                        run.state.attempt,
-                        since,
-                        deadline,
-                    ));
-                }
-            }
+            let runs = in_flight
+                .iter()
+                .map(|(run_id, run)| (*run_id, &*run.state, run.abort.as_ref()));
+            claimed_runs
+                .round(shared.epoch, now, runs)
+                .into_iter()
+                .filter_map(|(run_id, stuck)| {
+                    let state = Arc::clone(&in_flight.get(&run_id)?.state);
+                    Some((run_id, state, stuck))
+                })
+                .collect()
+        };
+        if !blocked.is_empty() {
+            // The latest claim's anchor: claims' anchors differ by the clocks' drift only.
+            let anchor = (*lock(&shared.anchor)).unwrap_or(Anchor {
+                instant: now,
+                store_now: Utc::now(),
+            });
+            let ended: Vec<Ended> = blocked
+                .into_iter()
+                .map(|(run_id, state, stuck)| {
+                    let ended = claimed::blocked(&shared, run_id, &state, stuck, now, anchor);
+                    handler::log_blocked(&ended.span, stuck);
+                    ended
+                })
+                .collect();
+            shared.ended.push(0, ended);
         }
-        polling = seen;
-        // The latest claim's anchor: claims' anchors differ by the clocks' drift only.
-        let anchor = (*lock(&shared.anchor)).unwrap_or(Anchor {
-            instant: now,
-            store_now: Utc::now(),
-        });
-        let ended: Vec<Ended> = blocked
-            .into_iter()
-            .map(|(run_id, job_id, job, attempt, since, deadline)| {
-                let index = job;
-                let job = shared.jobs.get(job).map(|(job, _)| job);
-                let timeout = job.map(|job| job.timeout).unwrap_or_default();
-                // Its handler was called its timeout before its deadline.
-                let started = deadline.checked_sub(timeout);
-                let verb = job.map_or("", |job| &job.verb);
-                let error = format!(
-                    "timed out after {timeout:?}: the handler did not yield, in one poll for {:?} \
-                     at least, so it could not be cancelled (it blocks its thread; see \
-                     docs/runtime.md, \"Handlers that block\")",
-                    now.saturating_duration_since(since),
-                );
-                let span = tracing::error_span!(
-                    "cron_run",
-                    module = %shared.plan.module,
-                    verb,
-                    run_id,
-                    outcome = Outcome::TimedOut.as_str(),
-                    skipped = tracing::field::Empty,
-                );
-                span.in_scope(|| {
-                    tracing::error!(%error, "a handler blocks its thread past its timeout");
-                });
-                let mut ended = Ended {
-                    finish: Finish {
-                        run_id,
-                        job_id,
-                        outcome: Outcome::TimedOut,
-                        error: Some(error),
-                        ended_at: None,
-                        started_at: started.map(|at| anchor.store_time(at)),
-                        retry_after: job.and_then(|job| {
-                            retry_after(job.retry, attempt, Outcome::TimedOut, run_id)
-                        }),
-                    },
-                    span,
-                    anchor,
-                    measure: Measure {
-                        job: index,
-                        // Only a late run's own claim knows; its skips are counted as overlap.
-                        late: false,
-                        started,
-                        took: None,
-                    },
-                };
-                ended.ended_at(now);
-                ended
-            })
-            .collect();
-        shared.ended.push(0, ended);
+        let blocked: Vec<(usize, tracing::Span, Duration)> = {
+            let runs = shared.every_replica.lock();
+            let watched = runs.iter().map(|(job, run)| {
+                (
+                    i64::try_from(*job).unwrap_or(i64::MAX),
+                    &*run.state,
+                    Some(&run.abort),
+                )
+            });
+            local_runs
+                .round(shared.epoch, now, watched)
+                .into_iter()
+                .filter_map(|(job, stuck)| {
+                    let job = usize::try_from(job).ok()?;
+                    Some((job, runs.get(&job)?.span.clone(), stuck))
+                })
+                .collect()
+        };
+        for (job, span, stuck) in blocked {
+            handler::log_blocked(&span, stuck);
+            every_replica::ended(&shared, job, Ending::Blocked { stuck }, now);
+        }
     }
 }
 
