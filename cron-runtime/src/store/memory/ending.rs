@@ -44,7 +44,7 @@ impl State {
                     // A retry claimed ahead: pending again, at its instant.
                     let job_id = run.job_id;
                     self.set_idle(job_id, Some(retry_at));
-                    self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
+                    self.jobs.get_mut(&job_id).expect("exists").retrying = Some(Box::new(run));
                     return Some(Finished::Recorded {
                         next_execution: Some(retry_at),
                         skipped: 0,
@@ -89,7 +89,7 @@ impl State {
             run.error = error;
             run.finished_at = None;
             self.set_idle(job_id, Some(retry_at));
-            self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
+            self.jobs.get_mut(&job_id).expect("exists").retrying = Some(Box::new(run));
             return Some(Finished::Retrying { at: retry_at });
         }
         let (outcome, error) = after.occurrence(outcome, error.as_deref());
