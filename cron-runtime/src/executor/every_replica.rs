@@ -139,7 +139,7 @@ pub(super) fn start<S: Store>(shared: &Arc<Shared<S>>) -> Vec<tokio::task::JoinH
                 planned: Arc::clone(planned),
                 context,
                 schedule: spec.schedule.clone(),
-                metrics: JobMetrics::new(&spec.verb),
+                metrics: JobMetrics::new(&planned.verb),
                 running: AtomicBool::new(false),
                 skipped: AtomicU32::new(0),
             });
