@@ -388,7 +388,9 @@ impl RuntimeBuilder {
             })
             .unwrap_or_else(|| format!("{module}+{:08x}", fingerprint(&schema)));
         // As JSON text only: the schema's tree of thousands of verbs is not kept while the runtime is built.
-        let schema = serde_json::to_string(&schema).expect("a schema always serializes");
+        // Kept for as long as the runtime runs, so without the room left from growing it.
+        let mut schema = serde_json::to_string(&schema).expect("a schema always serializes");
+        schema.shrink_to_fit();
         let deployment = DeploymentSpec {
             key,
             module: module.clone(),

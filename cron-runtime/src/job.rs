@@ -82,6 +82,8 @@ pub(crate) fn remember(new: impl IntoIterator<Item = Job>) {
         let mut known = ByName::new(&added[..]);
         new.iter().map(|job| known.insert(job)).collect()
     };
+    // Kept for the life of the process: room for exactly the jobs added, not a doubled buffer.
+    added.reserve_exact(fresh.iter().filter(|&&fresh| fresh).count());
     added.extend(
         new.into_iter()
             .zip(fresh)

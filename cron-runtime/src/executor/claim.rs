@@ -132,9 +132,14 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
         store_now: claimed.now,
     };
     *lock(&shared.anchor) = Some(anchor);
-    // Runs of one instant, in a row, wait together, in chunks of `START_CHUNK`.
-    let mut due: Vec<Run> = Vec::new();
+    // Runs of one instant, in a row, wait together, in chunks of `START_CHUNK`, each chunk's list made
+    // with room for as many runs as are left rather than grown by doubling.
+    let chunk_room = |left: usize| Vec::with_capacity(left.min(START_CHUNK));
+    let mut left = claimed.claims.len();
+    let mut due: Vec<Run> = chunk_room(left);
     for claim in claimed.claims {
+        // The claims after this one.
+        left -= 1;
         match claim.action {
             ClaimAction::Run => {
                 if due.len() == START_CHUNK
@@ -142,7 +147,8 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
                         .last()
                         .is_some_and(|run| run.start_at != claim.start_at())
                 {
-                    wait_for_instant(shared, std::mem::take(&mut due), anchor);
+                    let room = chunk_room(left + 1);
+                    wait_for_instant(shared, std::mem::replace(&mut due, room), anchor);
                 }
                 due.push(prepare_run(shared, claim, anchor));
             }

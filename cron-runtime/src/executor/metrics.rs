@@ -6,7 +6,7 @@
 //! `failed` series), and kept: emitting one costs an atomic operation in the recorder, with no label
 //! built per run (10,000 jobs due every second on one replica is a benchmarked shape).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ::metrics::{Counter, Gauge, Histogram, Unit};
@@ -144,7 +144,7 @@ pub(super) fn lease_recovered(verb: &str) {
     ::metrics::counter!(LEASES_RECOVERED, "job" => verb.to_owned()).increment(1);
 }
 
-/// The outcomes, in the order of [`JobMetrics::runs`].
+/// The outcomes, in the order of [`RareMetrics::runs`].
 const OUTCOMES: [Outcome; 7] = [
     Outcome::Succeeded,
     Outcome::Failed,
@@ -168,47 +168,72 @@ fn outcome_index(outcome: Outcome) -> usize {
 }
 
 /// The handles of one job, each registered at its first use.
+///
+/// One per job, so kept small (docs/benchmarks.md, "Where the memory went"): the verb is the job's own
+/// `Arc`, and the handles a run that succeeds uses sit inline, while those of the other outcomes, of
+/// skips and of retries are allocated at the job's first such event.
 pub(super) struct JobMetrics {
-    verb: String,
+    verb: Arc<str>,
+    succeeded: OnceLock<Counter>,
+    succeeded_duration: OnceLock<Histogram>,
+    lateness: OnceLock<Histogram>,
+    next_run: OnceLock<Gauge>,
+    last_success: OnceLock<Gauge>,
+    rare: OnceLock<Box<RareMetrics>>,
+}
+
+/// A job's handles for what most of its runs never do: end otherwise than succeeded, skip, retry.
+#[derive(Default)]
+struct RareMetrics {
+    /// By outcome, in the order of [`OUTCOMES`]; the first (succeeded) is in [`JobMetrics`].
     runs: [OnceLock<Counter>; OUTCOMES.len()],
     durations: [OnceLock<Histogram>; OUTCOMES.len()],
-    lateness: OnceLock<Histogram>,
     skipped_overlap: OnceLock<Counter>,
     skipped_missed: OnceLock<Counter>,
     retries: OnceLock<Counter>,
-    next_run: OnceLock<Gauge>,
-    last_success: OnceLock<Gauge>,
 }
 
 impl JobMetrics {
-    pub(super) fn new(verb: &str) -> JobMetrics {
+    pub(super) fn new(verb: &Arc<str>) -> JobMetrics {
         JobMetrics {
-            verb: verb.to_owned(),
-            runs: Default::default(),
-            durations: Default::default(),
+            verb: Arc::clone(verb),
+            succeeded: OnceLock::new(),
+            succeeded_duration: OnceLock::new(),
             lateness: OnceLock::new(),
-            skipped_overlap: OnceLock::new(),
-            skipped_missed: OnceLock::new(),
-            retries: OnceLock::new(),
             next_run: OnceLock::new(),
             last_success: OnceLock::new(),
+            rare: OnceLock::new(),
         }
+    }
+
+    /// The handles of the rare events, allocated at the first of them.
+    fn rare(&self) -> &RareMetrics {
+        self.rare.get_or_init(Box::default)
+    }
+
+    /// The verb as a label value.
+    fn job(&self) -> String {
+        self.verb.to_string()
     }
 
     /// A run was recorded with `outcome`, its handler having run for `took` (none for a run whose
     /// handler never ran).
     pub(super) fn recorded(&self, outcome: Outcome, took: Option<Duration>) {
-        let index = outcome_index(outcome);
         let label = || outcome.as_str();
-        self.runs[index]
-            .get_or_init(
-                || ::metrics::counter!(RUNS, "job" => self.verb.clone(), "outcome" => label()),
-            )
+        let (runs, durations) = match outcome {
+            Outcome::Succeeded => (&self.succeeded, &self.succeeded_duration),
+            _ => {
+                let rare = self.rare();
+                let index = outcome_index(outcome);
+                (&rare.runs[index], &rare.durations[index])
+            }
+        };
+        runs.get_or_init(|| ::metrics::counter!(RUNS, "job" => self.job(), "outcome" => label()))
             .increment(1);
         if let Some(took) = took {
-            self.durations[index]
+            durations
                 .get_or_init(|| {
-                    ::metrics::histogram!(RUN_DURATION, "job" => self.verb.clone(), "outcome" => label())
+                    ::metrics::histogram!(RUN_DURATION, "job" => self.job(), "outcome" => label())
                 })
                 .record(took.as_secs_f64());
         }
@@ -217,7 +242,7 @@ impl JobMetrics {
     /// A handler started `late` after its scheduled instant.
     pub(super) fn started(&self, late: Duration) {
         self.lateness
-            .get_or_init(|| ::metrics::histogram!(RUN_LATENESS, "job" => self.verb.clone()))
+            .get_or_init(|| ::metrics::histogram!(RUN_LATENESS, "job" => self.job()))
             .record(late.as_secs_f64());
     }
 
@@ -226,34 +251,36 @@ impl JobMetrics {
         if count == 0 {
             return;
         }
+        let rare = self.rare();
         let (cell, label) = match reason {
-            SkipReason::Overlap => (&self.skipped_overlap, "overlap"),
-            SkipReason::Missed => (&self.skipped_missed, "missed"),
+            SkipReason::Overlap => (&rare.skipped_overlap, "overlap"),
+            SkipReason::Missed => (&rare.skipped_missed, "missed"),
         };
         cell.get_or_init(
-            || ::metrics::counter!(RUNS_SKIPPED, "job" => self.verb.clone(), "reason" => label),
+            || ::metrics::counter!(RUNS_SKIPPED, "job" => self.job(), "reason" => label),
         )
         .increment(u64::from(count));
     }
 
-    /// The job's next occurrence is `at`.
     /// A failed attempt will be tried again.
     pub(super) fn retried(&self) {
-        self.retries
-            .get_or_init(|| ::metrics::counter!(RETRIES, "job" => self.verb.clone()))
+        self.rare()
+            .retries
+            .get_or_init(|| ::metrics::counter!(RETRIES, "job" => self.job()))
             .increment(1);
     }
 
+    /// The job's next occurrence is `at`.
     pub(super) fn next_run(&self, at: DateTime<Utc>) {
         self.next_run
-            .get_or_init(|| ::metrics::gauge!(NEXT_RUN, "job" => self.verb.clone()))
+            .get_or_init(|| ::metrics::gauge!(NEXT_RUN, "job" => self.job()))
             .set(seconds(at));
     }
 
     /// A run of the job succeeded at `at`.
     pub(super) fn succeeded_at(&self, at: DateTime<Utc>) {
         self.last_success
-            .get_or_init(|| ::metrics::gauge!(LAST_SUCCESS, "job" => self.verb.clone()))
+            .get_or_init(|| ::metrics::gauge!(LAST_SUCCESS, "job" => self.job()))
             .set(seconds(at));
     }
 }

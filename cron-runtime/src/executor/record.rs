@@ -61,18 +61,21 @@ pub(super) async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
             // A sleep, not a yield: a task yielding in a loop keeps its worker from stealing others' work.
             tokio::time::sleep(HOLD_STEP).await;
         }
-        let mut ended: Vec<Ended> = Vec::new();
-        for shard in &shared.ended.shards {
-            let taken = std::mem::take(&mut *lock(shard));
-            if ended.is_empty() {
-                ended = taken;
-            } else {
-                ended.extend(taken);
-            }
-        }
-        while !ended.is_empty() {
-            let rest = ended.split_off(ended.len().min(FINISH_BATCH));
-            let batch = std::mem::replace(&mut ended, rest);
+        let taken: Vec<Vec<Ended>> = shared
+            .ended
+            .shards
+            .iter()
+            .map(|shard| std::mem::take(&mut *lock(shard)))
+            .collect();
+        let mut left: usize = taken.iter().map(Vec::len).sum();
+        let mut ended = taken.into_iter().flatten();
+        // Each batch in a buffer of its own size: split off the queues, every batch would keep a whole
+        // queue's room until recorded (docs/benchmarks.md, "Where the memory went").
+        while left > 0 {
+            let size = left.min(FINISH_BATCH);
+            let mut batch = Vec::with_capacity(size);
+            batch.extend(ended.by_ref().take(size));
+            left -= size;
             while batches.len() >= RECORDING_BATCHES {
                 batches.join_next().await;
             }

@@ -327,6 +327,11 @@ pub(super) struct EndedRuns {
 }
 
 impl EndedRuns {
+    /// Makes room for `additional` more ended runs in shard `shard` (taken modulo the shards).
+    pub(super) fn reserve(&self, shard: usize, additional: usize) {
+        lock(&self.shards[shard % self.shards.len()]).reserve(additional);
+    }
+
     /// Hands ended runs to the recorder, in shard `shard` (any number: it is taken modulo the shards).
     /// Returns whether it woke the recorder.
     pub(super) fn push(&self, shard: usize, ended: impl IntoIterator<Item = Ended>) -> bool {
@@ -420,7 +425,7 @@ impl EveryReplica {
                         state: Arc::clone(&plan.state),
                     }),
                     schedule: spec.schedule.clone(),
-                    metrics: JobMetrics::new(&spec.verb),
+                    metrics: JobMetrics::new(&planned.verb),
                     skipped: AtomicU32::new(0),
                 })
             })

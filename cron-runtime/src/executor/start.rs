@@ -166,6 +166,13 @@ fn start_runs<S: Store>(
     let order = (starter..chunks.len())
         .step_by(starters)
         .chain(0..chunks.len());
+    // Room for the runs of this starter's own chunks at once: grown by doubling, a starter's queue of
+    // 5,000 ended runs held room for 8,192 (docs/benchmarks.md, "Where the memory went").
+    let own: usize = (starter..chunks.len())
+        .step_by(starters)
+        .map(|index| chunks[index].runs.len())
+        .sum();
+    shared.ended.reserve(starter, own);
     let mut unstamped: Option<Ended> = None;
     // Whether a task this starter spawned or woke last (a handler's own, the recorder) may be in this
     // worker's LIFO slot: it leaves it before the next handler, which may block this worker.

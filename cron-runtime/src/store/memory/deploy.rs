@@ -159,7 +159,7 @@ impl State {
         // "Pause and resume", "Manual runs").
         let mut operated: HashMap<String, (bool, Option<DateTime<Utc>>)> = HashMap::new();
         // Pending retries go with their verb (docs/runtime.md, "Retries").
-        let mut retries: HashMap<String, (DateTime<Utc>, RunRecord)> = HashMap::new();
+        let mut retries: HashMap<String, (DateTime<Utc>, Box<RunRecord>)> = HashMap::new();
         if let Some(previous) = previous {
             let old = self.deployments.get_mut(&previous).expect("exists");
             old.active = false;
@@ -234,7 +234,7 @@ impl State {
                 run.verb
             ));
             run.finished_at = Some(now);
-            self.history.record(run);
+            self.history.record(*run);
         }
         true
     }

@@ -78,7 +78,7 @@ impl State {
             // again), and its record is dropped.
             self.set_idle(job_id, ending.next);
             if held.retry == RetryHeld::ThisRun {
-                self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
+                self.jobs.get_mut(&job_id).expect("exists").retrying = Some(Box::new(run));
             } else if held.manual {
                 self.give_trigger_back(job_id, run.scheduled_at);
             } else {
@@ -105,7 +105,7 @@ impl State {
         if let AfterAttempt::Retries(retry_at) = ending.after {
             run.error = error;
             run.finished_at = None;
-            self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
+            self.jobs.get_mut(&job_id).expect("exists").retrying = Some(Box::new(run));
             return Some(Finished::Retrying { at: retry_at });
         }
         let (outcome, error) = ending.after.occurrence(outcome, error.as_deref());

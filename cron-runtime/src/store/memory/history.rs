@@ -79,10 +79,58 @@ impl History {
     }
 
     /// Adds a finished run, forgetting the oldest one beyond the limit.
+    ///
+    /// The queue grows by doubling, but never past the limit: doubled at 8,192 runs of a 10,000 limit it
+    /// would hold room for 16,384 (docs/benchmarks.md, "Where the memory went").
     pub(super) fn record(&mut self, run: RunRecord) {
         if self.runs.len() >= self.limit {
             self.runs.pop_front();
+        } else if self.runs.len() == self.runs.capacity() {
+            let grown = (self.runs.len() * 2).max(4).min(self.limit);
+            self.runs.reserve_exact(grown - self.runs.len());
         }
         self.runs.push_back(run);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(run_id: i64) -> RunRecord {
+        let at = DateTime::<Utc>::UNIX_EPOCH;
+        RunRecord {
+            run_id,
+            job_id: 1,
+            deployment_id: 1,
+            module: Arc::from("m"),
+            verb: Arc::from("m::v"),
+            scheduled_at: at,
+            claimed_at: at,
+            started_at: Some(at),
+            finished_at: Some(at),
+            outcome: Some(Outcome::Succeeded),
+            error: None,
+            runner: Arc::from("host:1"),
+            skipped: 0,
+            attempts: Vec::new(),
+            manual: false,
+        }
+    }
+
+    #[test]
+    fn keeps_the_last_runs_in_room_for_no_more_than_the_limit() {
+        let mut history = History::default();
+        history.set_limit(10);
+        for run_id in 1..=25 {
+            history.record(run(run_id));
+            assert!(
+                history.runs.capacity() <= 10,
+                "room for {}",
+                history.runs.capacity()
+            );
+        }
+        let kept: Vec<i64> = history.finished().map(|r| r.run_id).collect();
+        assert_eq!(kept, (16..=25).collect::<Vec<_>>());
     }
 }

@@ -1,7 +1,7 @@
 //! The in-memory store's tables: deployments, jobs, replicas and runs in flight, with the indexes its
 //! claims walk (idle jobs by occurrence, executing verbs by module).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,8 +26,10 @@ pub(super) struct State {
     /// across deployments: docs/runtime.md, "Overlap").
     pub(super) executing_verbs: HashMap<Arc<str>, HashSet<Arc<str>>>,
     pub(super) runners: HashMap<i64, RunnerRow>,
-    /// Runs in flight, by run id.
-    pub(super) running: HashMap<i64, RunRecord>,
+    /// Runs in flight, by run id. Ordered, not hashed: ids only grow, and a hash table that thousands of
+    /// runs a second enter and leave fills with deleted slots and doubles past what it holds
+    /// (docs/benchmarks.md, "Where the memory went").
+    pub(super) running: BTreeMap<i64, RunRecord>,
     /// Finished runs, the last ones only.
     pub(super) history: History,
 }
@@ -52,8 +54,9 @@ pub(super) struct JobRow {
     pub(super) next_execution: Option<DateTime<Utc>>,
     pub(super) executing: Option<Executing>,
     /// The run of an occurrence whose retry is pending, at `next_execution` (docs/runtime.md,
-    /// "Retries"): the job is held for it.
-    pub(super) retrying: Option<RunRecord>,
+    /// "Retries"): the job is held for it. Boxed: rare, and every job row would otherwise carry a run's
+    /// room.
+    pub(super) retrying: Option<Box<RunRecord>>,
     /// Paused by an operator: its regular occurrences are not claimed (docs/operations.md, "Pause and
     /// resume").
     pub(super) paused: bool,
@@ -184,7 +187,11 @@ impl State {
     pub(super) fn runs(&self) -> Vec<RunRecord> {
         let mut runs: Vec<RunRecord> = self.history.finished().cloned().collect();
         let mut running: Vec<RunRecord> = self.running.values().cloned().collect();
-        running.extend(self.jobs.values().filter_map(|job| job.retrying.clone()));
+        running.extend(
+            self.jobs
+                .values()
+                .filter_map(|job| job.retrying.as_deref().cloned()),
+        );
         running.sort_by_key(|r| r.run_id);
         runs.extend(running);
         runs
