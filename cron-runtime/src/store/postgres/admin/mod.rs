@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cron_schema::Schema;
-use sqlx::PgPool;
+use sqlx::{PgPool, Postgres, Transaction};
 
 use super::schedules::Schedules;
 
@@ -28,10 +28,12 @@ mod status;
 
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
 
-use crate::admin::backend::{Answer, Backend};
-use crate::admin::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
+use crate::admin::backend::Backend;
+use crate::admin::tables::{Tables, Write};
+use crate::admin::{AdminError, Deployed, Deployment, Run, RunFilter, Status};
 use crate::store::StoreError;
 use crate::store::postgres::db;
+use crate::store::postgres::notify::notify;
 
 /// The database's clock, as the runtime reads it.
 use super::sql::clock::NOW;
@@ -111,47 +113,71 @@ impl PgAdmin {
     }
 }
 
+impl Tables for PgAdmin {
+    type Write = PgWrite;
+
+    async fn write(&self, context: &str) -> Result<PgWrite, StoreError> {
+        Ok(PgWrite {
+            tx: self.pool.begin().await.map_err(db(context))?,
+            liveness_secs: self.liveness_secs,
+            schedules: Arc::clone(&self.schedules),
+        })
+    }
+
+    async fn resolve_verb(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+    ) -> Result<(String, String), AdminError> {
+        PgAdmin::resolve_verb(self, verb, module).await
+    }
+}
+
 impl Backend for PgAdmin {
-    fn deploy<'a>(
-        &'a self,
-        key: &'a str,
-        schema: &'a Schema,
-        module: Option<&'a str>,
-    ) -> Answer<'a, Deployed> {
-        Box::pin(self.deploy(key, schema, module))
+    async fn deploy(
+        &self,
+        key: &str,
+        schema: &Schema,
+        module: Option<&str>,
+    ) -> Result<Deployed, AdminError> {
+        PgAdmin::deploy(self, key, schema, module).await
     }
 
-    fn status<'a>(&'a self, module: Option<&'a str>) -> Answer<'a, Status> {
-        Box::pin(self.status(module))
+    async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
+        PgAdmin::status(self, module).await
     }
 
-    fn deployment<'a>(&'a self, key: &'a str) -> Answer<'a, Option<Deployment>> {
-        Box::pin(self.deployment(key))
+    async fn deployment(&self, key: &str) -> Result<Option<Deployment>, AdminError> {
+        PgAdmin::deployment(self, key).await
     }
 
-    fn runs<'a>(&'a self, filter: &'a RunFilter) -> Answer<'a, Vec<Run>> {
-        Box::pin(self.runs(filter))
+    async fn runs(&self, filter: &RunFilter) -> Result<Vec<Run>, AdminError> {
+        PgAdmin::runs(self, filter).await
     }
 
-    fn pause<'a>(
-        &'a self,
-        verb: &'a str,
-        module: Option<&'a str>,
-        note: Option<&'a str>,
-    ) -> Answer<'a, Pause> {
-        Box::pin(self.pause(verb, module, note))
+    async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
+        PgAdmin::prune(self, older_than, batch).await
+    }
+}
+
+/// A write transaction of the operator API on PostgreSQL: its statements lock the rows they decide on,
+/// and [`notify`] wakes the replicas at commit.
+#[derive(Debug)]
+pub(crate) struct PgWrite {
+    tx: Transaction<'static, Postgres>,
+    /// The store's liveness window, in seconds.
+    liveness_secs: f64,
+    /// The store's parsed schedules.
+    schedules: Arc<Schedules>,
+}
+
+impl Write for PgWrite {
+    async fn notify(&mut self, module: &str) -> Result<(), sqlx::Error> {
+        notify(&mut self.tx, module).await
     }
 
-    fn resume<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Pause> {
-        Box::pin(self.resume(verb, module))
-    }
-
-    fn trigger<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Triggered> {
-        Box::pin(self.trigger(verb, module))
-    }
-
-    fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
-        Box::pin(self.prune(older_than, batch))
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
     }
 }
 

@@ -45,7 +45,7 @@ impl SqliteAdmin {
     ) -> Result<Deployed, AdminError> {
         let (spec, chosen) = deployment_spec(key, schema, module)?;
         let context = format!("registering deployment `{key}`");
-        let (mut tx, now) = self.write(&context).await?;
+        let (mut tx, now) = self.begin(&context).await?;
         let registered: Option<(i64, String, String)> = sqlx::query_as(SELECT_KEY)
             .bind(key)
             .fetch_optional(&mut *tx)

@@ -14,8 +14,9 @@ use cron_schema::Schema;
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::{db, micros, micros_of, now};
-use crate::admin::backend::{Answer, Backend};
-use crate::admin::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
+use crate::admin::backend::Backend;
+use crate::admin::tables::{Tables, Write};
+use crate::admin::{AdminError, Deployed, Deployment, Run, RunFilter, Status};
 use crate::store::StoreError;
 
 mod deploy;
@@ -59,60 +60,87 @@ impl SqliteAdmin {
 
     /// Begins a write transaction that holds the file until it ends (`BEGIN IMMEDIATE`), and reads the
     /// store's clock once it does.
-    async fn write(
+    async fn begin(
         &self,
         context: &str,
     ) -> Result<(Transaction<'static, Sqlite>, DateTime<Utc>), AdminError> {
+        let write = Tables::write(self, context).await?;
+        Ok((write.tx, write.now))
+    }
+}
+
+impl Tables for SqliteAdmin {
+    type Write = SqliteWrite;
+
+    async fn write(&self, context: &str) -> Result<SqliteWrite, StoreError> {
         let tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(admin_db(context))?;
-        Ok((tx, now()))
+        let now = now();
+        Ok(SqliteWrite {
+            tx,
+            now,
+            alive_since: self.alive_since(now),
+        })
+    }
+
+    async fn resolve_verb(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+    ) -> Result<(String, String), AdminError> {
+        SqliteAdmin::resolve_verb(self, verb, module).await
     }
 }
 
 impl Backend for SqliteAdmin {
-    fn deploy<'a>(
-        &'a self,
-        key: &'a str,
-        schema: &'a Schema,
-        module: Option<&'a str>,
-    ) -> Answer<'a, Deployed> {
-        Box::pin(self.deploy(key, schema, module))
+    async fn deploy(
+        &self,
+        key: &str,
+        schema: &Schema,
+        module: Option<&str>,
+    ) -> Result<Deployed, AdminError> {
+        SqliteAdmin::deploy(self, key, schema, module).await
     }
 
-    fn status<'a>(&'a self, module: Option<&'a str>) -> Answer<'a, Status> {
-        Box::pin(self.status(module))
+    async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
+        SqliteAdmin::status(self, module).await
     }
 
-    fn deployment<'a>(&'a self, key: &'a str) -> Answer<'a, Option<Deployment>> {
-        Box::pin(self.deployment(key))
+    async fn deployment(&self, key: &str) -> Result<Option<Deployment>, AdminError> {
+        SqliteAdmin::deployment(self, key).await
     }
 
-    fn runs<'a>(&'a self, filter: &'a RunFilter) -> Answer<'a, Vec<Run>> {
-        Box::pin(self.runs(filter))
+    async fn runs(&self, filter: &RunFilter) -> Result<Vec<Run>, AdminError> {
+        SqliteAdmin::runs(self, filter).await
     }
 
-    fn pause<'a>(
-        &'a self,
-        verb: &'a str,
-        module: Option<&'a str>,
-        note: Option<&'a str>,
-    ) -> Answer<'a, Pause> {
-        Box::pin(self.pause(verb, module, note))
+    async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
+        SqliteAdmin::prune(self, older_than, batch).await
+    }
+}
+
+/// A write transaction of the operator API on SQLite: it holds the file from its start (`BEGIN
+/// IMMEDIATE`), and its instant is the store's clock read then. Replicas hear its commit through their
+/// `data_version` watch, so [`Write::notify`] has nothing to do.
+#[derive(Debug)]
+pub(crate) struct SqliteWrite {
+    tx: Transaction<'static, Sqlite>,
+    /// The store's clock once the transaction held the file.
+    now: DateTime<Utc>,
+    /// The oldest heartbeat, as the tables store instants, of a replica alive at `now`.
+    alive_since: i64,
+}
+
+impl Write for SqliteWrite {
+    async fn notify(&mut self, _module: &str) -> Result<(), sqlx::Error> {
+        Ok(())
     }
 
-    fn resume<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Pause> {
-        Box::pin(self.resume(verb, module))
-    }
-
-    fn trigger<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Triggered> {
-        Box::pin(self.trigger(verb, module))
-    }
-
-    fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
-        Box::pin(self.prune(older_than, batch))
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
     }
 }
 

@@ -24,7 +24,7 @@ impl SqliteAdmin {
         let batch = batch.max(1);
         let mut deleted = 0;
         loop {
-            let (mut tx, now) = self.write(context).await?;
+            let (mut tx, now) = self.begin(context).await?;
             let done = sqlx::query(PRUNE)
                 .bind(micros(now) - micros_of(older_than))
                 .bind(i64::from(batch))
