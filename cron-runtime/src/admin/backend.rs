@@ -12,13 +12,14 @@ use std::time::Duration;
 use cron_schema::Schema;
 use futures_util::future::BoxFuture;
 
+use super::lookup::Lookup;
 use super::pause::PauseTx;
 use super::tables::Tables;
 use super::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
 
 /// A store's tables with the statements of every command, from which [`Commands`] makes the
 /// commands.
-pub(crate) trait Backend: Tables<Write: PauseTx> {
+pub(crate) trait Backend: Lookup + Tables<Write: PauseTx> {
     /// [`Admin::deploy`](super::Admin::deploy).
     fn deploy(
         &self,

@@ -10,7 +10,8 @@ use cron_schema::ZonedSchedule;
 use serde::Serialize;
 
 use super::AdminError;
-use super::tables::{Tables, Write, db};
+use super::lookup::{Lookup, resolve_verb};
+use super::tables::{Write, db};
 use crate::rfc3339;
 
 /// The result of [`Admin::pause`](super::Admin::pause) and [`Admin::resume`](super::Admin::resume).
@@ -181,10 +182,10 @@ pub(crate) async fn pause<B>(
     note: Option<&str>,
 ) -> Result<Pause, AdminError>
 where
-    B: Tables,
+    B: Lookup,
     B::Write: PauseTx,
 {
-    let (module, verb) = backend.resolve_verb(verb, module).await?;
+    let (module, verb) = resolve_verb(backend, verb, module).await?;
     let context = format!("pausing `{verb}`");
     let mut tx = backend.write(&context).await?;
     let was_paused = tx.lock_paused(&module, &verb).await.map_err(db(&context))?;
@@ -209,10 +210,10 @@ pub(crate) async fn resume<B>(
     module: Option<&str>,
 ) -> Result<Pause, AdminError>
 where
-    B: Tables,
+    B: Lookup,
     B::Write: PauseTx,
 {
-    let (module, verb) = backend.resolve_verb(verb, module).await?;
+    let (module, verb) = resolve_verb(backend, verb, module).await?;
     let context = format!("resuming `{verb}`");
     let mut tx = backend.write(&context).await?;
     let rows = tx
@@ -249,10 +250,10 @@ pub(crate) async fn trigger<B>(
     module: Option<&str>,
 ) -> Result<Triggered, AdminError>
 where
-    B: Tables,
+    B: Lookup,
     B::Write: PauseTx,
 {
-    let (module, verb) = backend.resolve_verb(verb, module).await?;
+    let (module, verb) = resolve_verb(backend, verb, module).await?;
     let context = format!("triggering `{verb}`");
     let mut tx = backend.write(&context).await?;
     let Some(active) = tx.active_deployment(&module).await.map_err(db(&context))? else {

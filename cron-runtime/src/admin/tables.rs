@@ -5,7 +5,6 @@
 use std::fmt::Debug;
 use std::future::Future;
 
-use super::AdminError;
 use crate::store::StoreError;
 
 /// A store's tables, as every operator command reads and writes them.
@@ -16,12 +15,10 @@ pub(crate) trait Tables: Debug + Send + Sync + 'static {
     /// Begins a write transaction; `context` says what the command is doing, for its error.
     fn write(&self, context: &str) -> impl Future<Output = Result<Self::Write, StoreError>> + Send;
 
-    /// The module and full name of the verb an operator named.
-    fn resolve_verb(
-        &self,
-        verb: &str,
-        module: Option<&str>,
-    ) -> impl Future<Output = Result<(String, String), AdminError>> + Send;
+    /// The error of a read, `context` saying what the command was doing: a command's first statement is
+    /// where a database without cronverb's tables shows, and then the error says to run `cronverb
+    /// migrate`.
+    fn unmigrated(context: &str, error: sqlx::Error) -> StoreError;
 }
 
 /// A write transaction of [`Tables`]: what every command that writes does with it.
@@ -40,4 +37,10 @@ pub(crate) fn db(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
         context: context.to_owned(),
         source: Box::new(source),
     }
+}
+
+/// The error of a read of [`Tables`] `T` (a command's first statement, where missing tables show), with
+/// what the command was doing.
+pub(crate) fn read<T: Tables>(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+    move |source| T::unmigrated(context, source)
 }

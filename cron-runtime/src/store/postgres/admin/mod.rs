@@ -124,12 +124,8 @@ impl Tables for PgAdmin {
         })
     }
 
-    async fn resolve_verb(
-        &self,
-        verb: &str,
-        module: Option<&str>,
-    ) -> Result<(String, String), AdminError> {
-        PgAdmin::resolve_verb(self, verb, module).await
+    fn unmigrated(context: &str, error: sqlx::Error) -> StoreError {
+        admin_db(context)(error)
     }
 }
 

@@ -1,6 +1,7 @@
 //! `runs`: the history of runs, latest first, filtered by module, verb and age.
 
 use super::{AdminError, PgAdmin, admin_db};
+use crate::admin::lookup;
 use crate::admin::{Run, RunFilter, Since};
 
 /// Whether verb `$1` has any run (of module `$2` unless it is null).
@@ -38,7 +39,7 @@ impl PgAdmin {
     pub(crate) async fn runs(&self, filter: &RunFilter) -> Result<Vec<Run>, AdminError> {
         let context = || "reading the history".to_owned();
         if let Some(module) = &filter.module {
-            self.check_module(module).await?;
+            lookup::check_module(self, module).await?;
         }
         let verb = match &filter.verb {
             None => None,
@@ -53,7 +54,11 @@ impl PgAdmin {
                 if has_history {
                     Some(verb.clone())
                 } else {
-                    Some(self.resolve_verb(verb, filter.module.as_deref()).await?.1)
+                    Some(
+                        lookup::resolve_verb(self, verb, filter.module.as_deref())
+                            .await?
+                            .1,
+                    )
                 }
             }
         };

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use super::{AdminError, NOW, PgAdmin, admin_db};
 use std::collections::BTreeMap;
 
+use crate::admin::lookup;
 use crate::admin::status::{JobRow, Modules, RECENT_DEPLOYMENTS};
 use crate::admin::{DeploymentStatus, Replica, Status};
 use crate::store::rules::runner_name;
@@ -92,7 +93,7 @@ impl PgAdmin {
     pub(crate) async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
         let context = || "reading the status".to_owned();
         if let Some(module) = module {
-            self.check_module(module).await?;
+            lookup::check_module(self, module).await?;
         }
         let now: DateTime<Utc> = sqlx::query_scalar(NOW)
             .fetch_one(&self.pool)

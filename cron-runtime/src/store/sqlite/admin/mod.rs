@@ -86,12 +86,8 @@ impl Tables for SqliteAdmin {
         })
     }
 
-    async fn resolve_verb(
-        &self,
-        verb: &str,
-        module: Option<&str>,
-    ) -> Result<(String, String), AdminError> {
-        SqliteAdmin::resolve_verb(self, verb, module).await
+    fn unmigrated(context: &str, error: sqlx::Error) -> StoreError {
+        admin_db(context)(error)
     }
 }
 

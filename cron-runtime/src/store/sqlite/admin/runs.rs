@@ -1,6 +1,7 @@
 //! `runs`: the history of runs, latest first, filtered by module, verb and age.
 
 use super::{SqliteAdmin, admin_db};
+use crate::admin::lookup;
 use crate::admin::{AdminError, Run, RunFilter, Since};
 use crate::store::sqlite::end::read_attempts;
 use crate::store::sqlite::{instant, micros, micros_of, now};
@@ -86,7 +87,7 @@ impl SqliteAdmin {
     pub(crate) async fn runs(&self, filter: &RunFilter) -> Result<Vec<Run>, AdminError> {
         let context = || "reading the history".to_owned();
         if let Some(module) = &filter.module {
-            self.check_module(module).await?;
+            lookup::check_module(self, module).await?;
         }
         let verb = match &filter.verb {
             None => None,
@@ -101,7 +102,11 @@ impl SqliteAdmin {
                 if has_history {
                     Some(verb.clone())
                 } else {
-                    Some(self.resolve_verb(verb, filter.module.as_deref()).await?.1)
+                    Some(
+                        lookup::resolve_verb(self, verb, filter.module.as_deref())
+                            .await?
+                            .1,
+                    )
                 }
             }
         };

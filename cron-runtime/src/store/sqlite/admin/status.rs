@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{SqliteAdmin, admin_db, live_replicas};
+use crate::admin::lookup;
 use crate::admin::status::{JobRow, Modules, RECENT_DEPLOYMENTS};
 use crate::admin::{AdminError, DeploymentStatus, Replica, Status};
 use crate::store::rules::{row_schedule, runner_name};
@@ -154,7 +155,7 @@ impl SqliteAdmin {
     pub(crate) async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
         let context = || "reading the status".to_owned();
         if let Some(module) = module {
-            self.check_module(module).await?;
+            lookup::check_module(self, module).await?;
         }
         let now = now();
         let deployments: Vec<DeploymentRow> = sqlx::query_as(SELECT_DEPLOYMENTS)
