@@ -12,6 +12,7 @@ use std::time::Duration;
 use cron_schema::Schema;
 use futures_util::future::BoxFuture;
 
+use super::deployment::DeploymentReads;
 use super::lookup::Lookup;
 use super::pause::PauseTx;
 use super::tables::Tables;
@@ -19,7 +20,7 @@ use super::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Tri
 
 /// A store's tables with the statements of every command, from which [`Commands`] makes the
 /// commands.
-pub(crate) trait Backend: Lookup + Tables<Write: PauseTx> {
+pub(crate) trait Backend: Lookup + DeploymentReads + Tables<Write: PauseTx> {
     /// [`Admin::deploy`](super::Admin::deploy).
     fn deploy(
         &self,
@@ -33,12 +34,6 @@ pub(crate) trait Backend: Lookup + Tables<Write: PauseTx> {
         &self,
         module: Option<&str>,
     ) -> impl Future<Output = Result<Status, AdminError>> + Send;
-
-    /// [`Admin::deployment`](super::Admin::deployment).
-    fn deployment(
-        &self,
-        key: &str,
-    ) -> impl Future<Output = Result<Option<Deployment>, AdminError>> + Send;
 
     /// [`Admin::runs`](super::Admin::runs).
     fn runs(&self, filter: &RunFilter)
@@ -94,7 +89,7 @@ impl<B: Backend> Commands for B {
     }
 
     fn deployment<'a>(&'a self, key: &'a str) -> Answer<'a, Option<Deployment>> {
-        Box::pin(Backend::deployment(self, key))
+        Box::pin(super::deployment::deployment(self, key))
     }
 
     fn runs<'a>(&'a self, filter: &'a RunFilter) -> Answer<'a, Vec<Run>> {
