@@ -15,12 +15,15 @@ use futures_util::future::BoxFuture;
 use super::deployment::DeploymentReads;
 use super::lookup::Lookup;
 use super::pause::PauseTx;
+use super::runs::History;
 use super::tables::Tables;
 use super::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
 
 /// A store's tables with the statements of every command, from which [`Commands`] makes the
 /// commands.
-pub(crate) trait Backend: Lookup + DeploymentReads + Tables<Write: PauseTx> {
+pub(crate) trait Backend:
+    Lookup + DeploymentReads + History + Tables<Write: PauseTx>
+{
     /// [`Admin::deploy`](super::Admin::deploy).
     fn deploy(
         &self,
@@ -34,10 +37,6 @@ pub(crate) trait Backend: Lookup + DeploymentReads + Tables<Write: PauseTx> {
         &self,
         module: Option<&str>,
     ) -> impl Future<Output = Result<Status, AdminError>> + Send;
-
-    /// [`Admin::runs`](super::Admin::runs).
-    fn runs(&self, filter: &RunFilter)
-    -> impl Future<Output = Result<Vec<Run>, AdminError>> + Send;
 
     /// [`Admin::prune`](super::Admin::prune).
     fn prune(
@@ -93,7 +92,7 @@ impl<B: Backend> Commands for B {
     }
 
     fn runs<'a>(&'a self, filter: &'a RunFilter) -> Answer<'a, Vec<Run>> {
-        Box::pin(Backend::runs(self, filter))
+        Box::pin(super::runs::runs(self, filter))
     }
 
     fn pause<'a>(
