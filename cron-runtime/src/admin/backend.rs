@@ -16,13 +16,14 @@ use super::deployment::DeploymentReads;
 use super::lookup::Lookup;
 use super::pause::PauseTx;
 use super::runs::History;
+use super::status::StatusReads;
 use super::tables::Tables;
 use super::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
 
 /// A store's tables with the statements of every command, from which [`Commands`] makes the
 /// commands.
 pub(crate) trait Backend:
-    Lookup + DeploymentReads + History + Tables<Write: PauseTx>
+    Lookup + DeploymentReads + History + StatusReads + Tables<Write: PauseTx>
 {
     /// [`Admin::deploy`](super::Admin::deploy).
     fn deploy(
@@ -31,12 +32,6 @@ pub(crate) trait Backend:
         schema: &Schema,
         module: Option<&str>,
     ) -> impl Future<Output = Result<Deployed, AdminError>> + Send;
-
-    /// [`Admin::status`](super::Admin::status).
-    fn status(
-        &self,
-        module: Option<&str>,
-    ) -> impl Future<Output = Result<Status, AdminError>> + Send;
 
     /// [`Admin::prune`](super::Admin::prune).
     fn prune(
@@ -84,7 +79,7 @@ impl<B: Backend> Commands for B {
     }
 
     fn status<'a>(&'a self, module: Option<&'a str>) -> Answer<'a, Status> {
-        Box::pin(Backend::status(self, module))
+        Box::pin(super::status::status(self, module))
     }
 
     fn deployment<'a>(&'a self, key: &'a str) -> Answer<'a, Option<Deployment>> {

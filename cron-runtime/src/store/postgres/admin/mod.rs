@@ -30,7 +30,7 @@ pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_bat
 
 use crate::admin::backend::Backend;
 use crate::admin::tables::{Tables, Write};
-use crate::admin::{AdminError, Deployed, Status};
+use crate::admin::{AdminError, Deployed};
 use crate::store::StoreError;
 use crate::store::postgres::db;
 use crate::store::postgres::notify::notify;
@@ -137,10 +137,6 @@ impl Backend for PgAdmin {
         module: Option<&str>,
     ) -> Result<Deployed, AdminError> {
         PgAdmin::deploy(self, key, schema, module).await
-    }
-
-    async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
-        PgAdmin::status(self, module).await
     }
 
     async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {

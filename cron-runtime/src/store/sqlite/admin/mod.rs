@@ -16,7 +16,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use super::{db, micros, micros_of, now};
 use crate::admin::backend::Backend;
 use crate::admin::tables::{Tables, Write};
-use crate::admin::{AdminError, Deployed, Status};
+use crate::admin::{AdminError, Deployed};
 use crate::store::StoreError;
 
 mod deploy;
@@ -99,10 +99,6 @@ impl Backend for SqliteAdmin {
         module: Option<&str>,
     ) -> Result<Deployed, AdminError> {
         SqliteAdmin::deploy(self, key, schema, module).await
-    }
-
-    async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
-        SqliteAdmin::status(self, module).await
     }
 
     async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
