@@ -12,6 +12,7 @@ use std::time::Duration;
 use cron_schema::Schema;
 use futures_util::future::BoxFuture;
 
+use super::deploy::DeployReads;
 use super::deployment::DeploymentReads;
 use super::lookup::Lookup;
 use super::pause::PauseTx;
@@ -23,16 +24,8 @@ use super::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Tri
 /// A store's tables with the statements of every command, from which [`Commands`] makes the
 /// commands.
 pub(crate) trait Backend:
-    Lookup + DeploymentReads + History + StatusReads + Tables<Write: PauseTx>
+    Lookup + DeployReads + DeploymentReads + History + StatusReads + Tables<Write: PauseTx>
 {
-    /// [`Admin::deploy`](super::Admin::deploy).
-    fn deploy(
-        &self,
-        key: &str,
-        schema: &Schema,
-        module: Option<&str>,
-    ) -> impl Future<Output = Result<Deployed, AdminError>> + Send;
-
     /// [`Admin::prune`](super::Admin::prune).
     fn prune(
         &self,
@@ -75,7 +68,7 @@ impl<B: Backend> Commands for B {
         schema: &'a Schema,
         module: Option<&'a str>,
     ) -> Answer<'a, Deployed> {
-        Box::pin(Backend::deploy(self, key, schema, module))
+        Box::pin(super::deploy::deploy(self, key, schema, module))
     }
 
     fn status<'a>(&'a self, module: Option<&'a str>) -> Answer<'a, Status> {

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cron_schema::Schema;
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::schedules::Schedules;
@@ -28,9 +27,9 @@ mod status;
 
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
 
+use crate::admin::AdminError;
 use crate::admin::backend::Backend;
 use crate::admin::tables::{Tables, Write};
-use crate::admin::{AdminError, Deployed};
 use crate::store::StoreError;
 use crate::store::postgres::db;
 use crate::store::postgres::notify::notify;
@@ -130,15 +129,6 @@ impl Tables for PgAdmin {
 }
 
 impl Backend for PgAdmin {
-    async fn deploy(
-        &self,
-        key: &str,
-        schema: &Schema,
-        module: Option<&str>,
-    ) -> Result<Deployed, AdminError> {
-        PgAdmin::deploy(self, key, schema, module).await
-    }
-
     async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
         PgAdmin::prune(self, older_than, batch).await
     }

@@ -10,13 +10,12 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cron_schema::Schema;
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::{db, micros, micros_of, now};
+use crate::admin::AdminError;
 use crate::admin::backend::Backend;
 use crate::admin::tables::{Tables, Write};
-use crate::admin::{AdminError, Deployed};
 use crate::store::StoreError;
 
 mod deploy;
@@ -92,15 +91,6 @@ impl Tables for SqliteAdmin {
 }
 
 impl Backend for SqliteAdmin {
-    async fn deploy(
-        &self,
-        key: &str,
-        schema: &Schema,
-        module: Option<&str>,
-    ) -> Result<Deployed, AdminError> {
-        SqliteAdmin::deploy(self, key, schema, module).await
-    }
-
     async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
         SqliteAdmin::prune(self, older_than, batch).await
     }
