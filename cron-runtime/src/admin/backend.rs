@@ -6,7 +6,6 @@
 //! API and it imports none of them (docs/architecture.md).
 
 use std::fmt::Debug;
-use std::future::Future;
 use std::time::Duration;
 
 use cron_schema::Schema;
@@ -16,6 +15,7 @@ use super::deploy::DeployReads;
 use super::deployment::DeploymentReads;
 use super::lookup::Lookup;
 use super::pause::PauseTx;
+use super::prune::Prune;
 use super::runs::History;
 use super::status::StatusReads;
 use super::tables::Tables;
@@ -24,14 +24,19 @@ use super::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Tri
 /// A store's tables with the statements of every command, from which [`Commands`] makes the
 /// commands.
 pub(crate) trait Backend:
-    Lookup + DeployReads + DeploymentReads + History + StatusReads + Tables<Write: PauseTx>
+    Lookup + DeployReads + DeploymentReads + History + Prune + StatusReads + Tables<Write: PauseTx>
 {
-    /// [`Admin::prune`](super::Admin::prune).
-    fn prune(
-        &self,
-        older_than: Duration,
-        batch: u32,
-    ) -> impl Future<Output = Result<u64, AdminError>> + Send;
+}
+
+impl<T> Backend for T where
+    T: Lookup
+        + DeployReads
+        + DeploymentReads
+        + History
+        + Prune
+        + StatusReads
+        + Tables<Write: PauseTx>
+{
 }
 
 /// What a command of a [`Commands`] returns: its result, once the database has answered.
@@ -101,6 +106,6 @@ impl<B: Backend> Commands for B {
     }
 
     fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
-        Box::pin(Backend::prune(self, older_than, batch))
+        Box::pin(super::prune::prune(self, older_than, batch))
     }
 }

@@ -30,7 +30,7 @@ pub(crate) trait DeployReads: Tables<Write: DeployTx> {
 pub(crate) trait DeployTx: Write {
     /// Registers deployment `spec` and its job rows at the transaction's instant, unless its key is
     /// registered: then the registered deployment if it has the same module and jobs, else why not. An
-    /// error's context is `registering deployment `key``.
+    /// error says it was registering deployment `spec.key`, as the command's own errors do.
     fn register(
         &mut self,
         spec: &DeploymentSpec,

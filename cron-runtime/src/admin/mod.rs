@@ -34,6 +34,7 @@ pub(crate) mod deployment;
 mod error;
 pub(crate) mod lookup;
 pub(crate) mod pause;
+pub(crate) mod prune;
 pub(crate) mod runs;
 pub(crate) mod status;
 pub(crate) mod suggest;

@@ -1,8 +1,8 @@
-//! The operator API on PostgreSQL: each command of [`Admin`](crate::admin::Admin) as statements on
-//! cronverb's tables (docs/operations.md, "Operator commands").
+//! The operator API's statements on PostgreSQL: each command of [`Admin`](crate::admin::Admin) is
+//! written once in `crate::admin` over primitives (`Tables`, and a trait per command) that the files
+//! here implement with cronverb's tables (docs/operations.md, "Operator commands").
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use sqlx::{PgPool, Postgres, Transaction};
 
@@ -27,8 +27,6 @@ mod status;
 
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
 
-use crate::admin::AdminError;
-use crate::admin::backend::Backend;
 use crate::admin::tables::{Tables, Write};
 use crate::store::StoreError;
 use crate::store::postgres::db;
@@ -88,7 +86,7 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The operator commands on a PostgreSQL store's database, the [`Backend`] of the
+/// The statements of the operator commands on a PostgreSQL store's database, the `admin::Backend` of the
 /// [`Admin`](crate::admin::Admin) that [`PgStore::admin`](super::PgStore::admin) makes; cloning is cheap
 /// and shares the pool.
 #[derive(Debug, Clone)]
@@ -125,12 +123,6 @@ impl Tables for PgAdmin {
 
     fn unmigrated(context: &str, error: sqlx::Error) -> StoreError {
         admin_db(context)(error)
-    }
-}
-
-impl Backend for PgAdmin {
-    async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
-        PgAdmin::prune(self, older_than, batch).await
     }
 }
 

@@ -1,6 +1,7 @@
-//! The operator API on SQLite: each command of [`Admin`](crate::admin::Admin) as statements on
-//! cronverb's tables in the file (docs/operations.md, "Operator commands"), with the same rules, results
-//! and errors as PostgreSQL's: what is not SQL is shared in `crate::admin`.
+//! The operator API's statements on SQLite: each command of [`Admin`](crate::admin::Admin) is written
+//! once in `crate::admin` over primitives (`Tables`, and a trait per command) that the files here
+//! implement with cronverb's tables in the file (docs/operations.md, "Operator commands"), so its
+//! rules, results and errors are PostgreSQL's.
 //!
 //! Every command that writes is one write transaction (`BEGIN IMMEDIATE`), read with the store's clock
 //! once it holds the file. Replicas hear a pause, a resume or a trigger as they hear any other process's
@@ -13,8 +14,6 @@ use chrono::{DateTime, Utc};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::{db, micros, micros_of, now};
-use crate::admin::AdminError;
-use crate::admin::backend::Backend;
 use crate::admin::tables::{Tables, Write};
 use crate::store::StoreError;
 
@@ -36,8 +35,9 @@ macro_rules! live_replicas {
 }
 use live_replicas;
 
-/// The operator commands on a SQLite store's file, the [`Backend`] of the [`Admin`](crate::admin::Admin)
-/// that [`SqliteStore::admin`](super::SqliteStore::admin) makes; cloning is cheap and shares the pool.
+/// The statements of the operator commands on a SQLite store's file, the `admin::Backend` of the
+/// [`Admin`](crate::admin::Admin) that [`SqliteStore::admin`](super::SqliteStore::admin) makes; cloning
+/// is cheap and shares the pool.
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteAdmin {
     pool: SqlitePool,
@@ -55,16 +55,6 @@ impl SqliteAdmin {
     /// The oldest heartbeat, as the tables store instants, of a replica alive at `now`.
     fn alive_since(&self, now: DateTime<Utc>) -> i64 {
         micros(now) - micros_of(self.liveness)
-    }
-
-    /// Begins a write transaction that holds the file until it ends (`BEGIN IMMEDIATE`), and reads the
-    /// store's clock once it does.
-    async fn begin(
-        &self,
-        context: &str,
-    ) -> Result<(Transaction<'static, Sqlite>, DateTime<Utc>), AdminError> {
-        let write = Tables::write(self, context).await?;
-        Ok((write.tx, write.now))
     }
 }
 
@@ -87,12 +77,6 @@ impl Tables for SqliteAdmin {
 
     fn unmigrated(context: &str, error: sqlx::Error) -> StoreError {
         admin_db(context)(error)
-    }
-}
-
-impl Backend for SqliteAdmin {
-    async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
-        SqliteAdmin::prune(self, older_than, batch).await
     }
 }
 
