@@ -1,18 +1,117 @@
-//! What `deploy` reports (the deployment registered and how its jobs differ from the active one's), and
-//! what every store's `deploy` shares: validating the schema into a deployment, and the report.
+//! `deploy`, on every store: validating the schema into a deployment, registering it through the
+//! statements of [`DeployTx`] in one write transaction, and what it reports (the deployment registered
+//! and how its jobs differ from the active one's).
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 
 use chrono::{DateTime, Utc};
 use cron_schema::{Cron, Schema};
 use serde::Serialize;
 
 use super::AdminError;
+use super::tables::{Tables, Write, db, read};
 use crate::defaults::DEFAULT_TIMEOUT;
 use crate::error::JobError;
 use crate::job::{Fields, Timeout, job_spec};
 use crate::rfc3339;
-use crate::store::{DeploymentSpec, JobSpec, check_job_count};
+use crate::store::{DeploymentSpec, JobSpec, StoreError, check_job_count};
+
+/// The statements of `deploy`: one read before the write transaction, and the transaction's.
+pub(crate) trait DeployReads: Tables<Write: DeployTx> {
+    /// The module deployment `key` is registered for.
+    fn module_of_key(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send;
+}
+
+/// The statements of `deploy` on a write transaction.
+pub(crate) trait DeployTx: Write {
+    /// Registers deployment `spec` and its job rows at the transaction's instant, unless its key is
+    /// registered: then the registered deployment if it has the same module and jobs, else why not. An
+    /// error says it was registering deployment `spec.key`, as the command's own errors do.
+    fn register(
+        &mut self,
+        spec: &DeploymentSpec,
+    ) -> impl Future<Output = Result<Registration, StoreError>> + Send;
+
+    /// The job rows of deployment `deployment_id`, by verb.
+    fn deployed_jobs(
+        &mut self,
+        deployment_id: i64,
+    ) -> impl Future<Output = Result<Vec<RegisteredJob>, sqlx::Error>> + Send;
+
+    /// Whether deployment `deployment_id` is its module's active one.
+    fn is_active(
+        &mut self,
+        deployment_id: i64,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+    /// The key and registered schema of module `module`'s active deployment.
+    fn active_schema(
+        &mut self,
+        module: &str,
+    ) -> impl Future<Output = Result<Option<ActiveSchema>, sqlx::Error>> + Send;
+}
+
+/// What [`DeployTx::register`] did with a deployment.
+#[derive(Debug)]
+pub(crate) enum Registration {
+    /// The deployment `id`, which this call `created`, or registered before with the same jobs.
+    Registered { id: i64, created: bool },
+    /// The key is registered for module `registered`.
+    OtherModule { registered: String },
+    /// The key is registered with other jobs; the text says what differs.
+    OtherJobs(String),
+}
+
+/// [`Admin::deploy`](super::Admin::deploy).
+pub(crate) async fn deploy<B: DeployReads>(
+    backend: &B,
+    key: &str,
+    schema: &Schema,
+    module: Option<&str>,
+) -> Result<Deployed, AdminError> {
+    let (spec, chosen) = deployment_spec(key, schema, module)?;
+    let context = format!("registering deployment `{key}`");
+    let registered = backend
+        .module_of_key(key)
+        .await
+        .map_err(read::<B>(&context))?;
+    if let Some(registered) = registered
+        && registered != spec.module
+    {
+        return Err(AdminError::KeyTaken {
+            key: key.to_owned(),
+            registered,
+            module: spec.module,
+        });
+    }
+    let mut tx = backend.write(&context).await?;
+    let (deployment_id, created) = match tx.register(&spec).await? {
+        Registration::Registered { id, created } => (id, created),
+        // Registered meanwhile for another module.
+        Registration::OtherModule { registered } => {
+            return Err(AdminError::KeyTaken {
+                key: spec.key,
+                registered,
+                module: spec.module,
+            });
+        }
+        Registration::OtherJobs(refusal) => {
+            return Err(AdminError::KeyRegisteredWithOtherJobs(refusal));
+        }
+    };
+    let rows = tx
+        .deployed_jobs(deployment_id)
+        .await
+        .map_err(db(&context))?;
+    let active = tx.is_active(deployment_id).await.map_err(db(&context))?;
+    let current = tx.active_schema(&spec.module).await.map_err(db(&context))?;
+    tx.commit().await.map_err(db(&context))?;
+    Ok(deployed(spec, &chosen, created, active, rows, current))
+}
 
 /// The result of [`Admin::deploy`](super::Admin::deploy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -113,7 +212,7 @@ pub(crate) struct RegisteredJob {
 /// What `deploy` reports about deployment `spec` (of the module's schema `chosen`): its job rows `rows`
 /// as the database now holds them, whether this call `created` it, whether it is `active`, and what it
 /// changes relative to the module's active deployment `current`. The same for every store.
-pub(crate) fn deployed(
+fn deployed(
     spec: DeploymentSpec,
     chosen: &Schema,
     created: bool,
@@ -165,7 +264,7 @@ pub(crate) fn deployed(
 /// The deployment of one module of `schema`, every verb validated as the runtime validates it
 /// ([`job_spec`], with [`DEFAULT_TIMEOUT`] for a verb without a timeout); every error is reported at
 /// once. With the schema of that module alone, as it is registered.
-pub(crate) fn deployment_spec(
+fn deployment_spec(
     key: &str,
     schema: &Schema,
     module: Option<&str>,

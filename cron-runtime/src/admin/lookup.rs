@@ -1,14 +1,58 @@
 //! The verbs and modules operators name: a verb by its full name or by its name inside its module, a
 //! module by its name; an unknown or ambiguous one is refused with what it may have meant. Every store
-//! reads the names and hands them here, so that each refuses the same names with the same message.
+//! reads the names ([`Lookup`]) and the rules here refuse them, so that each store refuses the same
+//! names with the same message.
+
+use std::future::Future;
 
 use super::AdminError;
 use super::suggest::close_to;
+use super::tables::{Tables, read};
+
+/// The names a store reads for [`resolve_verb`] and [`check_module`].
+pub(crate) trait Lookup: Tables {
+    /// Every verb of the job rows, as `(module, full name)` by module and name; those of `module`
+    /// alone when it is given.
+    fn verbs(
+        &self,
+        module: Option<&str>,
+    ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
+
+    /// Every module that has a deployment, by name.
+    fn modules(&self) -> impl Future<Output = Result<Vec<String>, sqlx::Error>> + Send;
+}
+
+/// The module and full name of the verb an operator named: its full name, or its name inside its
+/// module (`send_invoices` for `billing::send_invoices`) when only one verb has it. `module`, when
+/// given, must have a deployment.
+pub(crate) async fn resolve_verb<B: Lookup>(
+    backend: &B,
+    verb: &str,
+    module: Option<&str>,
+) -> Result<(String, String), AdminError> {
+    if let Some(module) = module {
+        check_module(backend, module).await?;
+    }
+    let known = backend
+        .verbs(module)
+        .await
+        .map_err(read::<B>(&format!("looking up verb `{verb}`")))?;
+    resolve(verb, module, &known)
+}
+
+/// Refuses a module that has no deployment.
+pub(crate) async fn check_module<B: Lookup>(backend: &B, module: &str) -> Result<(), AdminError> {
+    let known = backend
+        .modules()
+        .await
+        .map_err(read::<B>(&format!("looking up module `{module}`")))?;
+    known_module(module, known)
+}
 
 /// The module and full name of the verb an operator named, among the `known` verbs (as `(module, full
 /// name)`, of `module` alone when one was given): its full name, or its name inside its module
 /// (`send_invoices` for `billing::send_invoices`) when only one verb has it.
-pub(crate) fn resolve_verb(
+fn resolve(
     verb: &str,
     module: Option<&str>,
     known: &[(String, String)],
@@ -46,7 +90,7 @@ pub(crate) fn resolve_verb(
 }
 
 /// Refuses `module` unless it is one of the `known` modules (those that have a deployment).
-pub(crate) fn check_module(module: &str, known: Vec<String>) -> Result<(), AdminError> {
+fn known_module(module: &str, known: Vec<String>) -> Result<(), AdminError> {
     if known.iter().any(|m| m == module) {
         Ok(())
     } else {

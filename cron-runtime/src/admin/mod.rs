@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use cron_schema::Schema;
 
-use self::backend::Backend;
+use self::backend::{Backend, Commands};
 
 pub(crate) mod backend;
 pub(crate) mod deploy;
@@ -34,9 +34,11 @@ pub(crate) mod deployment;
 mod error;
 pub(crate) mod lookup;
 pub(crate) mod pause;
-mod runs;
+pub(crate) mod prune;
+pub(crate) mod runs;
 pub(crate) mod status;
 pub(crate) mod suggest;
+pub(crate) mod tables;
 
 pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob};
 pub use deployment::Deployment;
@@ -61,8 +63,8 @@ pub const PRUNE_BATCH: u32 = 1000;
 /// shares the pool.
 #[derive(Debug, Clone)]
 pub struct Admin {
-    /// The store's implementation of the commands.
-    backend: Arc<dyn Backend>,
+    /// The commands, over the store's statements.
+    backend: Arc<dyn Commands>,
 }
 
 impl Admin {

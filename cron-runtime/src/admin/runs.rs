@@ -1,14 +1,71 @@
 //! What `runs` takes and returns: a filter over the history, and its runs.
 
 use std::fmt;
+use std::future::Future;
 use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::AdminError;
+use super::lookup::{Lookup, check_module, resolve_verb};
+use super::tables::read;
 use crate::rfc3339;
 use crate::store::Attempt;
+
+/// The statements of `runs`.
+pub(crate) trait History: Lookup {
+    /// Whether verb `verb` has any run (of `module` when it is given).
+    fn has_history(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+    /// The latest runs that `filter` chooses, its verb being `verb` (a full name), latest first, their
+    /// lateness not yet computed.
+    fn latest_runs(
+        &self,
+        filter: &RunFilter,
+        verb: Option<&str>,
+    ) -> impl Future<Output = Result<Vec<Run>, sqlx::Error>> + Send;
+}
+
+/// [`Admin::runs`](super::Admin::runs).
+pub(crate) async fn runs<B: History>(
+    backend: &B,
+    filter: &RunFilter,
+) -> Result<Vec<Run>, AdminError> {
+    let context = "reading the history";
+    if let Some(module) = &filter.module {
+        check_module(backend, module).await?;
+    }
+    let verb = match &filter.verb {
+        None => None,
+        Some(verb) => {
+            // A verb with history only (removed from every deployment) is still one to ask about.
+            let has_history = backend
+                .has_history(verb, filter.module.as_deref())
+                .await
+                .map_err(read::<B>(context))?;
+            if has_history {
+                Some(verb.clone())
+            } else {
+                Some(
+                    resolve_verb(backend, verb, filter.module.as_deref())
+                        .await?
+                        .1,
+                )
+            }
+        }
+    };
+    let runs = backend
+        .latest_runs(filter, verb.as_deref())
+        .await
+        .map_err(read::<B>(context))?;
+    Ok(runs.into_iter().map(Run::with_lateness).collect())
+}
 
 /// Which runs [`Admin::runs`](super::Admin::runs) returns: the latest first.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,14 +1,97 @@
-//! What `status` reports (the modules, their deployments and the jobs of each module's active one), and
-//! how every store builds it from the rows it reads, flagging the rows that are broken or overdue.
+//! `status`, on every store: the modules, their deployments and the jobs of each module's active one,
+//! built from the rows the statements of [`StatusReads`] read, flagging the rows that are broken or
+//! overdue.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use cron_schema::{ZonedSchedule, parse_timezone};
 use serde::Serialize;
 
+use super::AdminError;
+use super::lookup::{Lookup, check_module};
+use super::tables::read;
 use crate::rfc3339;
+
+/// The statements of `status`. Each reads with the store's clock; `now` is that clock's instant at the
+/// start of the command.
+pub(crate) trait StatusReads: Lookup {
+    /// The store's clock.
+    fn clock(&self) -> impl Future<Output = Result<DateTime<Utc>, sqlx::Error>> + Send;
+
+    /// The deployments `status` lists, by module and newest first: of `module` (every module when
+    /// `None`), those that are active or have a live replica, and the [`RECENT_DEPLOYMENTS`] most
+    /// recent others; their replicas not yet read.
+    fn listed_deployments(
+        &self,
+        module: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<ListedDeployment>, sqlx::Error>> + Send;
+
+    /// The live replicas of the deployments `ids`, as `(deployment id, replica)` by deployment and name.
+    fn live_replicas(
+        &self,
+        ids: &[i64],
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<(i64, Replica)>, sqlx::Error>> + Send;
+
+    /// The job rows of the deployments `ids`, by module and verb, each with the latest run of its verb
+    /// under any deployment of its module.
+    fn job_rows(
+        &self,
+        ids: &[i64],
+    ) -> impl Future<Output = Result<Vec<JobRow>, sqlx::Error>> + Send;
+
+    /// The schedule a row's text describes, or why it does not parse.
+    fn schedule(&self, expression: &str, zone: &str) -> Result<ZonedSchedule, String>;
+}
+
+/// A deployment `status` lists.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ListedDeployment {
+    pub(crate) id: i64,
+    pub(crate) module: String,
+    #[sqlx(flatten)]
+    pub(crate) status: DeploymentStatus,
+}
+
+/// [`Admin::status`](super::Admin::status).
+pub(crate) async fn status<B: StatusReads>(
+    backend: &B,
+    module: Option<&str>,
+) -> Result<Status, AdminError> {
+    let context = "reading the status";
+    if let Some(module) = module {
+        check_module(backend, module).await?;
+    }
+    let now = backend.clock().await.map_err(read::<B>(context))?;
+    let deployments = backend
+        .listed_deployments(module, now)
+        .await
+        .map_err(read::<B>(context))?;
+    let listed: Vec<i64> = deployments.iter().map(|d| d.id).collect();
+    let replicas = backend
+        .live_replicas(&listed, now)
+        .await
+        .map_err(read::<B>(context))?;
+    let mut replicas_of: BTreeMap<i64, Vec<Replica>> = BTreeMap::new();
+    for (id, replica) in replicas {
+        replicas_of.entry(id).or_default().push(replica);
+    }
+    let modules = Modules::new(deployments.into_iter().map(|mut row| {
+        row.status.replicas = replicas_of.remove(&row.id).unwrap_or_default();
+        (row.id, row.module, row.status)
+    }));
+    let jobs = backend
+        .job_rows(&modules.shown())
+        .await
+        .map_err(read::<B>(context))?;
+    Ok(modules.status(now, jobs, |expression, zone| {
+        backend.schedule(expression, zone)
+    }))
+}
 
 /// How far past its `next_execution` an idle, unpaused row of the active deployment must be for `status`
 /// to call it overdue: a live replica claims a due occurrence within about a second, so a row idle this

@@ -1,15 +1,14 @@
-//! `deploy`: registering a deployment of a module of a schema ahead of a rollout, and what it changes
-//! relative to the module's active deployment.
+//! The statements of `deploy` on PostgreSQL, which `crate::admin::deploy` runs: the deployment and its
+//! job rows are inserted as a replica's registration inserts them.
 
 use chrono::{DateTime, Utc};
-use cron_schema::Schema;
 
-use super::{AdminError, NOW, PgAdmin, admin_db};
-use crate::admin::Deployed;
-use crate::admin::deploy::{ActiveSchema, RegisteredJob, deployed, deployment_spec};
+use super::{NOW, PgAdmin, PgWrite};
+use crate::admin::deploy::{ActiveSchema, DeployReads, DeployTx, RegisteredJob, Registration};
 use crate::store::postgres::db;
 use crate::store::postgres::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use crate::store::postgres::sql::deployments;
+use crate::store::{DeploymentSpec, StoreError};
 
 /// The module deployment `$1` is registered for.
 pub(super) const SELECT_MODULE_OF_KEY: &str = "SELECT module FROM cron_deployments WHERE key = $1";
@@ -23,72 +22,56 @@ pub(super) const SELECT_DEPLOYED_JOBS: &str = "\
 pub(super) const SELECT_ACTIVE_SCHEMA: &str =
     "SELECT key, schema::text AS schema FROM cron_deployments WHERE module = $1 AND active";
 
-impl PgAdmin {
-    /// [`Admin::deploy`](crate::admin::Admin::deploy) on PostgreSQL.
-    pub(crate) async fn deploy(
-        &self,
-        key: &str,
-        schema: &Schema,
-        module: Option<&str>,
-    ) -> Result<Deployed, AdminError> {
-        let (spec, chosen) = deployment_spec(key, schema, module)?;
-        let context = || format!("registering deployment `{key}`");
-        let registered: Option<String> = sqlx::query_scalar(SELECT_MODULE_OF_KEY)
+impl DeployReads for PgAdmin {
+    async fn module_of_key(&self, key: &str) -> Result<Option<String>, sqlx::Error> {
+        sqlx::query_scalar(SELECT_MODULE_OF_KEY)
             .bind(key)
             .fetch_optional(&self.pool)
             .await
-            .map_err(admin_db(context()))?;
-        if let Some(registered) = registered
-            && registered != spec.module
-        {
-            return Err(AdminError::KeyTaken {
-                key: key.to_owned(),
-                registered,
-                module: spec.module,
-            });
-        }
+    }
+}
 
-        let mut tx = self.pool.begin().await.map_err(db(context()))?;
+impl DeployTx for PgWrite {
+    async fn register(&mut self, spec: &DeploymentSpec) -> Result<Registration, StoreError> {
+        let context = || format!("registering deployment `{}`", spec.key);
         let now: DateTime<Utc> = sqlx::query_scalar(NOW)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut *self.tx)
             .await
             .map_err(db(context()))?;
-        let (deployment_id, created) = match insert_deployment(&mut tx, &spec).await? {
-            Ok(registered) => registered,
-            // Registered meanwhile for another module.
-            Err(KeyConflict::Module { registered }) => {
-                return Err(AdminError::KeyTaken {
-                    key: spec.key,
-                    registered,
-                    module: spec.module,
-                });
+        Ok(match insert_deployment(&mut self.tx, spec).await? {
+            Ok((id, true)) => {
+                insert_jobs(&mut self.tx, id, spec, now)
+                    .await
+                    .map_err(db(context()))?;
+                Registration::Registered { id, created: true }
             }
-            Err(KeyConflict::Schema(refusal)) => {
-                return Err(AdminError::KeyRegisteredWithOtherJobs(refusal));
-            }
-        };
-        if created {
-            insert_jobs(&mut tx, deployment_id, &spec, now)
-                .await
-                .map_err(db(context()))?;
-        }
-        let rows: Vec<RegisteredJob> = sqlx::query_as(SELECT_DEPLOYED_JOBS)
-            .bind(deployment_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db(context()))?;
-        let active: bool = sqlx::query_scalar(deployments::ACTIVE)
-            .bind(deployment_id)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db(context()))?;
-        let current: Option<ActiveSchema> = sqlx::query_as(SELECT_ACTIVE_SCHEMA)
-            .bind(&spec.module)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db(context()))?;
-        tx.commit().await.map_err(db(context()))?;
+            Ok((id, false)) => Registration::Registered { id, created: false },
+            Err(KeyConflict::Module { registered }) => Registration::OtherModule { registered },
+            Err(KeyConflict::Schema(refusal)) => Registration::OtherJobs(refusal),
+        })
+    }
 
-        Ok(deployed(spec, &chosen, created, active, rows, current))
+    async fn deployed_jobs(
+        &mut self,
+        deployment_id: i64,
+    ) -> Result<Vec<RegisteredJob>, sqlx::Error> {
+        sqlx::query_as(SELECT_DEPLOYED_JOBS)
+            .bind(deployment_id)
+            .fetch_all(&mut *self.tx)
+            .await
+    }
+
+    async fn is_active(&mut self, deployment_id: i64) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(deployments::ACTIVE)
+            .bind(deployment_id)
+            .fetch_one(&mut *self.tx)
+            .await
+    }
+
+    async fn active_schema(&mut self, module: &str) -> Result<Option<ActiveSchema>, sqlx::Error> {
+        sqlx::query_as(SELECT_ACTIVE_SCHEMA)
+            .bind(module)
+            .fetch_optional(&mut *self.tx)
+            .await
     }
 }

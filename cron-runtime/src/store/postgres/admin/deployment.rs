@@ -1,12 +1,11 @@
-//! `deployment`: one deployment, its replicas, its schema and its difference from the active one.
+//! The statements of `deployment` on PostgreSQL, which `crate::admin::deployment` runs.
 
+use super::PgAdmin;
 use super::deploy::SELECT_ACTIVE_SCHEMA;
 use super::status::ReplicaRow;
-use super::{AdminError, PgAdmin, admin_db};
-use crate::admin::Deployment;
+use crate::admin::Replica;
 use crate::admin::deploy::ActiveSchema;
-use crate::admin::deployment::compared;
-use chrono::{DateTime, Utc};
+use crate::admin::deployment::{DeploymentReads, DeploymentRow};
 
 /// Deployment `$1` (its key), as a [`DeploymentRow`].
 pub(super) const SELECT_DEPLOYMENT: &str = "\
@@ -21,57 +20,27 @@ pub(super) const SELECT_REPLICAS: &str = "\
     FROM cron_runners WHERE deployment_id = $1 \
     ORDER BY host, pid";
 
-/// A row of [`SELECT_DEPLOYMENT`].
-#[derive(Debug, sqlx::FromRow)]
-struct DeploymentRow {
-    id: i64,
-    key: String,
-    module: String,
-    active: bool,
-    created_at: DateTime<Utc>,
-    activated_at: Option<DateTime<Utc>>,
-    schema: String,
-}
-
-impl PgAdmin {
-    /// [`Admin::deployment`](crate::admin::Admin::deployment) on PostgreSQL.
-    pub(crate) async fn deployment(&self, key: &str) -> Result<Option<Deployment>, AdminError> {
-        let context = || format!("reading deployment `{key}`");
-        let row: Option<DeploymentRow> = sqlx::query_as(SELECT_DEPLOYMENT)
+impl DeploymentReads for PgAdmin {
+    async fn deployment_row(&self, key: &str) -> Result<Option<DeploymentRow>, sqlx::Error> {
+        sqlx::query_as(SELECT_DEPLOYMENT)
             .bind(key)
             .fetch_optional(&self.pool)
             .await
-            .map_err(admin_db(context()))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let replicas: Vec<ReplicaRow> = sqlx::query_as(SELECT_REPLICAS)
-            .bind(row.id)
+    }
+
+    async fn replicas(&self, deployment_id: i64) -> Result<Vec<Replica>, sqlx::Error> {
+        let rows: Vec<ReplicaRow> = sqlx::query_as(SELECT_REPLICAS)
+            .bind(deployment_id)
             .bind(self.liveness_secs)
             .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(ReplicaRow::replica).collect())
+    }
+
+    async fn active_schema(&self, module: &str) -> Result<Option<ActiveSchema>, sqlx::Error> {
+        sqlx::query_as(SELECT_ACTIVE_SCHEMA)
+            .bind(module)
+            .fetch_optional(&self.pool)
             .await
-            .map_err(admin_db(context()))?;
-        let active: Option<ActiveSchema> = if row.active {
-            None
-        } else {
-            sqlx::query_as(SELECT_ACTIVE_SCHEMA)
-                .bind(&row.module)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(admin_db(context()))?
-        };
-        let (schema, active_deployment, diff) =
-            compared(&row.key, &row.schema, row.active, active)?;
-        Ok(Some(Deployment {
-            key: row.key,
-            module: row.module,
-            active: row.active,
-            created_at: row.created_at,
-            activated_at: row.activated_at,
-            replicas: replicas.into_iter().map(ReplicaRow::replica).collect(),
-            schema,
-            active_deployment,
-            diff,
-        }))
     }
 }

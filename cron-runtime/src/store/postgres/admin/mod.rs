@@ -1,11 +1,10 @@
-//! The operator API on PostgreSQL: each command of [`Admin`](crate::admin::Admin) as statements on
-//! cronverb's tables (docs/operations.md, "Operator commands").
+//! The operator API's statements on PostgreSQL: each command of [`Admin`](crate::admin::Admin) is
+//! written once in `crate::admin` over primitives (`Tables`, and a trait per command) that the files
+//! here implement with cronverb's tables (docs/operations.md, "Operator commands").
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use cron_schema::Schema;
-use sqlx::PgPool;
+use sqlx::{PgPool, Postgres, Transaction};
 
 use super::schedules::Schedules;
 
@@ -28,10 +27,10 @@ mod status;
 
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
 
-use crate::admin::backend::{Answer, Backend};
-use crate::admin::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
+use crate::admin::tables::{Tables, Write};
 use crate::store::StoreError;
 use crate::store::postgres::db;
+use crate::store::postgres::notify::notify;
 
 /// The database's clock, as the runtime reads it.
 use super::sql::clock::NOW;
@@ -87,7 +86,7 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The operator commands on a PostgreSQL store's database, the [`Backend`] of the
+/// The statements of the operator commands on a PostgreSQL store's database, the `admin::Backend` of the
 /// [`Admin`](crate::admin::Admin) that [`PgStore::admin`](super::PgStore::admin) makes; cloning is cheap
 /// and shares the pool.
 #[derive(Debug, Clone)]
@@ -111,47 +110,40 @@ impl PgAdmin {
     }
 }
 
-impl Backend for PgAdmin {
-    fn deploy<'a>(
-        &'a self,
-        key: &'a str,
-        schema: &'a Schema,
-        module: Option<&'a str>,
-    ) -> Answer<'a, Deployed> {
-        Box::pin(self.deploy(key, schema, module))
+impl Tables for PgAdmin {
+    type Write = PgWrite;
+
+    async fn write(&self, context: &str) -> Result<PgWrite, StoreError> {
+        Ok(PgWrite {
+            tx: self.pool.begin().await.map_err(db(context))?,
+            liveness_secs: self.liveness_secs,
+            schedules: Arc::clone(&self.schedules),
+        })
     }
 
-    fn status<'a>(&'a self, module: Option<&'a str>) -> Answer<'a, Status> {
-        Box::pin(self.status(module))
+    fn unmigrated(context: &str, error: sqlx::Error) -> StoreError {
+        admin_db(context)(error)
+    }
+}
+
+/// A write transaction of the operator API on PostgreSQL: its statements lock the rows they decide on,
+/// and [`notify`] wakes the replicas at commit.
+#[derive(Debug)]
+pub(crate) struct PgWrite {
+    tx: Transaction<'static, Postgres>,
+    /// The store's liveness window, in seconds.
+    liveness_secs: f64,
+    /// The store's parsed schedules.
+    schedules: Arc<Schedules>,
+}
+
+impl Write for PgWrite {
+    async fn notify(&mut self, module: &str) -> Result<(), sqlx::Error> {
+        notify(&mut self.tx, module).await
     }
 
-    fn deployment<'a>(&'a self, key: &'a str) -> Answer<'a, Option<Deployment>> {
-        Box::pin(self.deployment(key))
-    }
-
-    fn runs<'a>(&'a self, filter: &'a RunFilter) -> Answer<'a, Vec<Run>> {
-        Box::pin(self.runs(filter))
-    }
-
-    fn pause<'a>(
-        &'a self,
-        verb: &'a str,
-        module: Option<&'a str>,
-        note: Option<&'a str>,
-    ) -> Answer<'a, Pause> {
-        Box::pin(self.pause(verb, module, note))
-    }
-
-    fn resume<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Pause> {
-        Box::pin(self.resume(verb, module))
-    }
-
-    fn trigger<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Triggered> {
-        Box::pin(self.trigger(verb, module))
-    }
-
-    fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
-        Box::pin(self.prune(older_than, batch))
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
     }
 }
 

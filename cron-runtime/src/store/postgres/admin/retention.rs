@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::{AdminError, PgAdmin, admin_db};
+use super::{PgAdmin, admin_db};
+use crate::admin::prune::Prune;
 use crate::store::StoreError;
 
 /// How many pruning statements one call of the runtime's retention runs at most.
@@ -26,15 +27,24 @@ pub(super) const PRUNE: &str = "\
         ORDER BY scheduled_at \
         LIMIT $2)";
 
-impl PgAdmin {
-    /// [`Admin::prune`](crate::admin::Admin::prune) on PostgreSQL.
-    pub(crate) async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
-        Ok(prune_batches(&self.pool, older_than, batch, u32::MAX).await?)
+impl Prune for PgAdmin {
+    async fn prune_batch(&self, older_than: Duration, batch: u32) -> Result<u64, sqlx::Error> {
+        delete_batch(&self.pool, older_than, batch).await
     }
 }
 
-/// [`Admin::prune`](crate::admin::Admin::prune), stopping after `max_batches` statements: the runtime's periodic retention does a
-/// bounded amount of work per call ([`PRUNE_BATCHES_PER_CALL`]) and continues at the next.
+/// Runs [`PRUNE`]: deletes up to `batch` runs that finished more than `older_than` ago.
+async fn delete_batch(pool: &PgPool, older_than: Duration, batch: u32) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query(PRUNE)
+        .bind(older_than.as_secs_f64())
+        .bind(i64::from(batch))
+        .execute(pool)
+        .await?
+        .rows_affected())
+}
+
+/// The runtime's periodic retention: [`Admin::prune`](crate::admin::Admin::prune)'s batches, stopping
+/// after `max_batches` statements, so that each call does a bounded amount of work ([`PRUNE_BATCHES_PER_CALL`]) and continues at the next.
 pub(in crate::store::postgres) async fn prune_batches(
     pool: &PgPool,
     older_than: Duration,
@@ -45,13 +55,9 @@ pub(in crate::store::postgres) async fn prune_batches(
     let context = || "pruning the run history".to_owned();
     let mut deleted = 0;
     for _ in 0..max_batches.max(1) {
-        let done = sqlx::query(PRUNE)
-            .bind(older_than.as_secs_f64())
-            .bind(i64::from(batch))
-            .execute(pool)
+        let done = delete_batch(pool, older_than, batch)
             .await
-            .map_err(admin_db(context()))?
-            .rows_affected();
+            .map_err(admin_db(context()))?;
         deleted += done;
         if done < u64::from(batch) {
             break;

@@ -1,6 +1,8 @@
-//! `runs`: the history of runs, latest first, filtered by module, verb and age.
+//! The statements of `runs` on PostgreSQL, which `crate::admin::runs` runs: the history of runs, latest
+//! first, filtered by module, verb and age.
 
-use super::{AdminError, PgAdmin, admin_db};
+use super::PgAdmin;
+use crate::admin::runs::History;
 use crate::admin::{Run, RunFilter, Since};
 
 /// Whether verb `$1` has any run (of module `$2` unless it is null).
@@ -33,38 +35,28 @@ pub(super) const SELECT_RUNS: &str = "\
     ORDER BY r.scheduled_at DESC, r.id DESC \
     LIMIT $5";
 
-impl PgAdmin {
-    /// [`Admin::runs`](crate::admin::Admin::runs) on PostgreSQL.
-    pub(crate) async fn runs(&self, filter: &RunFilter) -> Result<Vec<Run>, AdminError> {
-        let context = || "reading the history".to_owned();
-        if let Some(module) = &filter.module {
-            self.check_module(module).await?;
-        }
-        let verb = match &filter.verb {
-            None => None,
-            Some(verb) => {
-                // A verb with history only (removed from every deployment) is still one to ask about.
-                let has_history: bool = sqlx::query_scalar(HAS_HISTORY)
-                    .bind(verb)
-                    .bind(filter.module.as_deref())
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(admin_db(context()))?;
-                if has_history {
-                    Some(verb.clone())
-                } else {
-                    Some(self.resolve_verb(verb, filter.module.as_deref()).await?.1)
-                }
-            }
-        };
+impl History for PgAdmin {
+    async fn has_history(&self, verb: &str, module: Option<&str>) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(HAS_HISTORY)
+            .bind(verb)
+            .bind(module)
+            .fetch_one(&self.pool)
+            .await
+    }
+
+    async fn latest_runs(
+        &self,
+        filter: &RunFilter,
+        verb: Option<&str>,
+    ) -> Result<Vec<Run>, sqlx::Error> {
         let (since_instant, since_secs) = match filter.since {
             None => (None, None),
             Some(Since::Instant(at)) => (Some(at), None),
             Some(Since::Ago(ago)) => (None, Some(ago.as_secs_f64())),
         };
-        let runs: Vec<Run> = sqlx::query_as(SELECT_RUNS)
+        sqlx::query_as(SELECT_RUNS)
             .bind(filter.module.as_deref())
-            .bind(verb.as_deref())
+            .bind(verb)
             .bind(since_instant)
             .bind(since_secs)
             .bind(i64::from(filter.limit))
@@ -72,7 +64,5 @@ impl PgAdmin {
             .bind(filter.before.map(|c| c.id))
             .fetch_all(&self.pool)
             .await
-            .map_err(admin_db(context()))?;
-        Ok(runs.into_iter().map(Run::with_lateness).collect())
     }
 }

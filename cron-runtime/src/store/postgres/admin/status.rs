@@ -1,16 +1,15 @@
-//! `status`: the modules, their deployments (active, live replicas) and the jobs of the deployment
-//! each module runs, with the rows that are broken or overdue.
+//! The statements of `status` on PostgreSQL, which `crate::admin::status` runs: the modules, their
+//! deployments (active, live replicas) and the jobs of the deployment each module runs.
 
 use chrono::{DateTime, Utc};
+use cron_schema::ZonedSchedule;
 
-use super::{AdminError, NOW, PgAdmin, admin_db};
-use std::collections::BTreeMap;
-
-use crate::admin::status::{JobRow, Modules, RECENT_DEPLOYMENTS};
-use crate::admin::{DeploymentStatus, Replica, Status};
+use super::{NOW, PgAdmin};
+use crate::admin::Replica;
+use crate::admin::status::{JobRow, ListedDeployment, RECENT_DEPLOYMENTS, StatusReads};
 use crate::store::rules::runner_name;
 
-/// The deployments `status` lists, as [`DeploymentRow`]s, by module and newest first: of module `$1`
+/// The deployments `status` lists, as [`ListedDeployment`]s, by module and newest first: of module `$1`
 /// (every module when null), those that are active or have a replica alive within `$2` seconds, and the
 /// `$3` most recent others.
 pub(super) const SELECT_DEPLOYMENTS: &str = concat!(
@@ -78,60 +77,48 @@ impl ReplicaRow {
     }
 }
 
-/// A row of [`SELECT_DEPLOYMENTS`].
-#[derive(Debug, sqlx::FromRow)]
-struct DeploymentRow {
-    id: i64,
-    module: String,
-    #[sqlx(flatten)]
-    status: DeploymentStatus,
-}
+impl StatusReads for PgAdmin {
+    async fn clock(&self) -> Result<DateTime<Utc>, sqlx::Error> {
+        sqlx::query_scalar(NOW).fetch_one(&self.pool).await
+    }
 
-impl PgAdmin {
-    /// [`Admin::status`](crate::admin::Admin::status) on PostgreSQL.
-    pub(crate) async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
-        let context = || "reading the status".to_owned();
-        if let Some(module) = module {
-            self.check_module(module).await?;
-        }
-        let now: DateTime<Utc> = sqlx::query_scalar(NOW)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(admin_db(context()))?;
-        let deployments: Vec<DeploymentRow> = sqlx::query_as(SELECT_DEPLOYMENTS)
+    async fn listed_deployments(
+        &self,
+        module: Option<&str>,
+        _now: DateTime<Utc>,
+    ) -> Result<Vec<ListedDeployment>, sqlx::Error> {
+        sqlx::query_as(SELECT_DEPLOYMENTS)
             .bind(module)
             .bind(self.liveness_secs)
             .bind(RECENT_DEPLOYMENTS)
             .fetch_all(&self.pool)
             .await
-            .map_err(admin_db(context()))?;
+    }
 
-        let listed: Vec<i64> = deployments.iter().map(|d| d.id).collect();
-        let replicas: Vec<ReplicaRow> = sqlx::query_as(SELECT_LIVE_REPLICAS)
-            .bind(&listed)
+    async fn live_replicas(
+        &self,
+        ids: &[i64],
+        _now: DateTime<Utc>,
+    ) -> Result<Vec<(i64, Replica)>, sqlx::Error> {
+        let rows: Vec<ReplicaRow> = sqlx::query_as(SELECT_LIVE_REPLICAS)
+            .bind(ids)
             .bind(self.liveness_secs)
             .fetch_all(&self.pool)
-            .await
-            .map_err(admin_db(context()))?;
-        let mut replicas_of: BTreeMap<i64, Vec<Replica>> = BTreeMap::new();
-        for row in replicas {
-            replicas_of
-                .entry(row.deployment_id)
-                .or_default()
-                .push(row.replica());
-        }
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| (row.deployment_id, row.replica()))
+            .collect())
+    }
 
-        let modules = Modules::new(deployments.into_iter().map(|mut row| {
-            row.status.replicas = replicas_of.remove(&row.id).unwrap_or_default();
-            (row.id, row.module, row.status)
-        }));
-        let jobs: Vec<JobRow> = sqlx::query_as(SELECT_JOBS)
-            .bind(modules.shown())
+    async fn job_rows(&self, ids: &[i64]) -> Result<Vec<JobRow>, sqlx::Error> {
+        sqlx::query_as(SELECT_JOBS)
+            .bind(ids)
             .fetch_all(&self.pool)
             .await
-            .map_err(admin_db(context()))?;
-        Ok(modules.status(now, jobs, |expression, zone| {
-            self.schedules.parse(expression, zone)
-        }))
+    }
+
+    fn schedule(&self, expression: &str, zone: &str) -> Result<ZonedSchedule, String> {
+        self.schedules.parse(expression, zone)
     }
 }

@@ -1,15 +1,14 @@
-//! `deploy`: registering a deployment of a module of a schema ahead of a rollout, and what it changes
-//! relative to the module's active deployment.
+//! The statements of `deploy` on SQLite, which `crate::admin::deploy` runs: the deployment and its job
+//! rows are inserted by the one insert a replica's registration uses.
 
-use cron_schema::Schema;
-
-use super::{SqliteAdmin, admin_db};
-use crate::admin::AdminError;
-use crate::admin::Deployed;
-use crate::admin::deploy::{ActiveSchema, RegisteredJob, deployed, deployment_spec};
-use crate::store::other_schema;
+use super::{SqliteAdmin, SqliteWrite, admin_db};
+use crate::admin::deploy::{ActiveSchema, DeployReads, DeployTx, RegisteredJob, Registration};
 use crate::store::sqlite::deploy::insert_deployment;
 use crate::store::sqlite::{db, instant};
+use crate::store::{DeploymentSpec, StoreError, other_schema};
+
+/// The module deployment `?1` is registered for.
+const SELECT_MODULE_OF_KEY: &str = "SELECT module FROM cron_deployments WHERE key = ?1";
 
 /// The module and registered schema of deployment `?1`, with its id.
 const SELECT_KEY: &str = "SELECT id, module, schema FROM cron_deployments WHERE key = ?1";
@@ -35,60 +34,49 @@ struct DeployedRow {
     next_execution: Option<i64>,
 }
 
-impl SqliteAdmin {
-    /// [`Admin::deploy`](crate::admin::Admin::deploy) on SQLite: one write transaction.
-    pub(crate) async fn deploy(
-        &self,
-        key: &str,
-        schema: &Schema,
-        module: Option<&str>,
-    ) -> Result<Deployed, AdminError> {
-        let (spec, chosen) = deployment_spec(key, schema, module)?;
-        let context = format!("registering deployment `{key}`");
-        let (mut tx, now) = self.write(&context).await?;
-        let registered: Option<(i64, String, String)> = sqlx::query_as(SELECT_KEY)
+impl DeployReads for SqliteAdmin {
+    async fn module_of_key(&self, key: &str) -> Result<Option<String>, sqlx::Error> {
+        sqlx::query_scalar(SELECT_MODULE_OF_KEY)
             .bind(key)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&self.pool)
+            .await
+    }
+}
+
+impl DeployTx for SqliteWrite {
+    async fn register(&mut self, spec: &DeploymentSpec) -> Result<Registration, StoreError> {
+        let context = format!("registering deployment `{}`", spec.key);
+        let registered: Option<(i64, String, String)> = sqlx::query_as(SELECT_KEY)
+            .bind(&spec.key)
+            .fetch_optional(&mut *self.tx)
             .await
             .map_err(admin_db(&context))?;
-        let (deployment_id, created) = match registered {
+        Ok(match registered {
             Some((_, registered, _)) if registered != spec.module => {
-                return Err(AdminError::KeyTaken {
-                    key: spec.key,
-                    registered,
-                    module: spec.module,
-                });
+                Registration::OtherModule { registered }
             }
-            Some((id, _, schema)) => {
-                if let Some(refusal) = other_schema(&spec.key, &schema, &spec.schema) {
-                    return Err(AdminError::KeyRegisteredWithOtherJobs(refusal));
-                }
-                (id, false)
-            }
+            Some((id, _, schema)) => match other_schema(&spec.key, &schema, &spec.schema) {
+                Some(refusal) => Registration::OtherJobs(refusal),
+                None => Registration::Registered { id, created: false },
+            },
             None => {
-                let id = insert_deployment(&mut tx, &spec, now)
+                let id = insert_deployment(&mut self.tx, spec, self.now)
                     .await
                     .map_err(db(&context))?;
-                (id, true)
+                Registration::Registered { id, created: true }
             }
-        };
+        })
+    }
+
+    async fn deployed_jobs(
+        &mut self,
+        deployment_id: i64,
+    ) -> Result<Vec<RegisteredJob>, sqlx::Error> {
         let rows: Vec<DeployedRow> = sqlx::query_as(SELECT_DEPLOYED_JOBS)
             .bind(deployment_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db(&context))?;
-        let active: bool = sqlx::query_scalar(SELECT_ACTIVE)
-            .bind(deployment_id)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db(&context))?;
-        let current: Option<ActiveSchema> = sqlx::query_as(SELECT_ACTIVE_SCHEMA)
-            .bind(&spec.module)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db(&context))?;
-        tx.commit().await.map_err(db(&context))?;
-        let rows = rows
+            .fetch_all(&mut *self.tx)
+            .await?;
+        Ok(rows
             .into_iter()
             .map(|row| RegisteredJob {
                 verb: row.verb,
@@ -96,7 +84,20 @@ impl SqliteAdmin {
                 timezone: row.timezone,
                 next_execution: row.next_execution.map(instant),
             })
-            .collect();
-        Ok(deployed(spec, &chosen, created, active, rows, current))
+            .collect())
+    }
+
+    async fn is_active(&mut self, deployment_id: i64) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(SELECT_ACTIVE)
+            .bind(deployment_id)
+            .fetch_one(&mut *self.tx)
+            .await
+    }
+
+    async fn active_schema(&mut self, module: &str) -> Result<Option<ActiveSchema>, sqlx::Error> {
+        sqlx::query_as(SELECT_ACTIVE_SCHEMA)
+            .bind(module)
+            .fetch_optional(&mut *self.tx)
+            .await
     }
 }

@@ -1,6 +1,7 @@
-//! The operator API on SQLite: each command of [`Admin`](crate::admin::Admin) as statements on
-//! cronverb's tables in the file (docs/operations.md, "Operator commands"), with the same rules, results
-//! and errors as PostgreSQL's: what is not SQL is shared in `crate::admin`.
+//! The operator API's statements on SQLite: each command of [`Admin`](crate::admin::Admin) is written
+//! once in `crate::admin` over primitives (`Tables`, and a trait per command) that the files here
+//! implement with cronverb's tables in the file (docs/operations.md, "Operator commands"), so its
+//! rules, results and errors are PostgreSQL's.
 //!
 //! Every command that writes is one write transaction (`BEGIN IMMEDIATE`), read with the store's clock
 //! once it holds the file. Replicas hear a pause, a resume or a trigger as they hear any other process's
@@ -10,12 +11,10 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cron_schema::Schema;
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::{db, micros, micros_of, now};
-use crate::admin::backend::{Answer, Backend};
-use crate::admin::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
+use crate::admin::tables::{Tables, Write};
 use crate::store::StoreError;
 
 mod deploy;
@@ -36,8 +35,9 @@ macro_rules! live_replicas {
 }
 use live_replicas;
 
-/// The operator commands on a SQLite store's file, the [`Backend`] of the [`Admin`](crate::admin::Admin)
-/// that [`SqliteStore::admin`](super::SqliteStore::admin) makes; cloning is cheap and shares the pool.
+/// The statements of the operator commands on a SQLite store's file, the `admin::Backend` of the
+/// [`Admin`](crate::admin::Admin) that [`SqliteStore::admin`](super::SqliteStore::admin) makes; cloning
+/// is cheap and shares the pool.
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteAdmin {
     pool: SqlitePool,
@@ -56,63 +56,49 @@ impl SqliteAdmin {
     fn alive_since(&self, now: DateTime<Utc>) -> i64 {
         micros(now) - micros_of(self.liveness)
     }
+}
 
-    /// Begins a write transaction that holds the file until it ends (`BEGIN IMMEDIATE`), and reads the
-    /// store's clock once it does.
-    async fn write(
-        &self,
-        context: &str,
-    ) -> Result<(Transaction<'static, Sqlite>, DateTime<Utc>), AdminError> {
+impl Tables for SqliteAdmin {
+    type Write = SqliteWrite;
+
+    async fn write(&self, context: &str) -> Result<SqliteWrite, StoreError> {
         let tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(admin_db(context))?;
-        Ok((tx, now()))
+        let now = now();
+        Ok(SqliteWrite {
+            tx,
+            now,
+            alive_since: self.alive_since(now),
+        })
+    }
+
+    fn unmigrated(context: &str, error: sqlx::Error) -> StoreError {
+        admin_db(context)(error)
     }
 }
 
-impl Backend for SqliteAdmin {
-    fn deploy<'a>(
-        &'a self,
-        key: &'a str,
-        schema: &'a Schema,
-        module: Option<&'a str>,
-    ) -> Answer<'a, Deployed> {
-        Box::pin(self.deploy(key, schema, module))
+/// A write transaction of the operator API on SQLite: it holds the file from its start (`BEGIN
+/// IMMEDIATE`), and its instant is the store's clock read then. Replicas hear its commit through their
+/// `data_version` watch, so [`Write::notify`] has nothing to do.
+#[derive(Debug)]
+pub(crate) struct SqliteWrite {
+    tx: Transaction<'static, Sqlite>,
+    /// The store's clock once the transaction held the file.
+    now: DateTime<Utc>,
+    /// The oldest heartbeat, as the tables store instants, of a replica alive at `now`.
+    alive_since: i64,
+}
+
+impl Write for SqliteWrite {
+    async fn notify(&mut self, _module: &str) -> Result<(), sqlx::Error> {
+        Ok(())
     }
 
-    fn status<'a>(&'a self, module: Option<&'a str>) -> Answer<'a, Status> {
-        Box::pin(self.status(module))
-    }
-
-    fn deployment<'a>(&'a self, key: &'a str) -> Answer<'a, Option<Deployment>> {
-        Box::pin(self.deployment(key))
-    }
-
-    fn runs<'a>(&'a self, filter: &'a RunFilter) -> Answer<'a, Vec<Run>> {
-        Box::pin(self.runs(filter))
-    }
-
-    fn pause<'a>(
-        &'a self,
-        verb: &'a str,
-        module: Option<&'a str>,
-        note: Option<&'a str>,
-    ) -> Answer<'a, Pause> {
-        Box::pin(self.pause(verb, module, note))
-    }
-
-    fn resume<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Pause> {
-        Box::pin(self.resume(verb, module))
-    }
-
-    fn trigger<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Triggered> {
-        Box::pin(self.trigger(verb, module))
-    }
-
-    fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
-        Box::pin(self.prune(older_than, batch))
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
     }
 }
 

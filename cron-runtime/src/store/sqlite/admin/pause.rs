@@ -1,14 +1,14 @@
-//! `pause`, `resume` and `trigger`: stopping and restarting a verb's regular runs, and asking for one
-//! run now. A pause is the `paused` column the claim honours; a trigger is taken by the replicas' own
-//! claim. Each is one write transaction, whose commit the replicas' stores see (see the module above).
+//! The statements of `pause`, `resume` and `trigger` on SQLite, which `crate::admin::pause` runs: the
+//! write transaction holds the file, and its instant is the store's clock read then.
 
-use sqlx::SqliteConnection;
+use chrono::{DateTime, Utc};
 
-use super::{SqliteAdmin, live_replicas};
-use crate::admin::pause::{PauseRow, pause_state, resumed_next};
-use crate::admin::{AdminError, Pause, Triggered};
+use super::{SqliteWrite, live_replicas};
+use crate::admin::pause::{
+    ActiveDeployment, ExecutingRow, PauseRow, PauseTx, ResumeRow, TriggerRow,
+};
 use crate::store::rules::row_schedule;
-use crate::store::sqlite::{db, instant, micros};
+use crate::store::sqlite::{instant, micros};
 
 /// Whether each row of verb `?2` of module `?1` (one per deployment that has it) is paused.
 const SELECT_PAUSED: &str =
@@ -23,7 +23,7 @@ const PAUSE: &str = "\
         paused_at = CASE WHEN paused = 1 THEN paused_at ELSE ?4 END \
     WHERE module_name = ?1 AND verb = ?2";
 
-/// The rows of verb `?2` of module `?1`, as [`ResumeRow`]s.
+/// The rows of verb `?2` of module `?1`, as [`ResumeText`]s.
 const SELECT_FOR_RESUME: &str = "\
     SELECT id, schedule, timezone, state, paused, next_execution, retry_run_id \
     FROM cron_jobs WHERE module_name = ?1 AND verb = ?2 ORDER BY id";
@@ -50,12 +50,12 @@ const SELECT_ACTIVE_DEPLOYMENT: &str = concat!(
     " AS live_replicas FROM cron_deployments d WHERE module = ?1 AND active = 1"
 );
 
-/// The row of verb `?2` in deployment `?1`, as a [`TriggerRow`].
+/// The row of verb `?2` in deployment `?1`, as a [`SqliteTriggerRow`].
 const SELECT_TRIGGER_ROW: &str = "\
     SELECT id, trigger_requested_at FROM cron_jobs WHERE deployment_id = ?1 AND verb = ?2";
 
 /// A run of verb `?2` of module `?1` that refuses a trigger at the instant `?3`, as an
-/// [`ExecutingRow`]: the run of an executing row, unless it is a regular run claimed ahead that has not
+/// [`SqliteExecutingRow`]: the run of an executing row, unless it is a regular run claimed ahead that has not
 /// started.
 const SELECT_EXECUTING: &str = "\
     SELECT j.current_run_id, r.started_at FROM cron_jobs j \
@@ -67,17 +67,15 @@ const SELECT_EXECUTING: &str = "\
 /// Marks row `?1` triggered at the instant `?2`.
 const REQUEST_TRIGGER: &str = "UPDATE cron_jobs SET trigger_requested_at = ?2 WHERE id = ?1";
 
-/// A row of [`SELECT_FOR_RESUME`].
+/// A row of [`SELECT_FOR_RESUME`], its schedule as text and its instant as the tables store it.
 #[derive(Debug, sqlx::FromRow)]
-struct ResumeRow {
+struct ResumeText {
     id: i64,
     schedule: String,
     timezone: String,
     state: String,
     paused: bool,
     next_execution: Option<i64>,
-    /// A pending retry (docs/runtime.md, "Retries") keeps the row at its instant: the claim ends it
-    /// cut short if the next occurrence has come meanwhile.
     retry_run_id: Option<i64>,
 }
 
@@ -91,194 +89,153 @@ struct SqlitePauseRow {
     active: bool,
 }
 
-/// A row of [`SELECT_ACTIVE_DEPLOYMENT`].
+/// A row of [`SELECT_TRIGGER_ROW`], its instant as the tables store it.
 #[derive(Debug, sqlx::FromRow)]
-struct ActiveDeployment {
-    id: i64,
-    key: String,
-    live_replicas: i64,
-}
-
-/// A row of [`SELECT_TRIGGER_ROW`].
-#[derive(Debug, sqlx::FromRow)]
-struct TriggerRow {
+struct SqliteTriggerRow {
     id: i64,
     trigger_requested_at: Option<i64>,
 }
 
-/// A row of [`SELECT_EXECUTING`].
+/// A row of [`SELECT_EXECUTING`], its instant as the tables store it.
 #[derive(Debug, sqlx::FromRow)]
-struct ExecutingRow {
+struct SqliteExecutingRow {
     current_run_id: i64,
     started_at: Option<i64>,
 }
 
-impl SqliteAdmin {
-    /// [`Admin::pause`](crate::admin::Admin::pause) on SQLite.
-    pub(crate) async fn pause(
-        &self,
+impl PauseTx for SqliteWrite {
+    async fn lock_paused(&mut self, module: &str, verb: &str) -> Result<Vec<bool>, sqlx::Error> {
+        sqlx::query_scalar(SELECT_PAUSED)
+            .bind(module)
+            .bind(verb)
+            .fetch_all(&mut *self.tx)
+            .await
+    }
+
+    async fn set_paused(
+        &mut self,
+        module: &str,
         verb: &str,
-        module: Option<&str>,
         note: Option<&str>,
-    ) -> Result<Pause, AdminError> {
-        let (module, verb) = self.resolve_verb(verb, module).await?;
-        let context = format!("pausing `{verb}`");
-        let (mut tx, now) = self.write(&context).await?;
-        let was_paused: Vec<bool> = sqlx::query_scalar(SELECT_PAUSED)
-            .bind(&module)
-            .bind(&verb)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db(&context))?;
+    ) -> Result<(), sqlx::Error> {
         sqlx::query(PAUSE)
-            .bind(&module)
-            .bind(&verb)
+            .bind(module)
+            .bind(verb)
             .bind(note)
-            .bind(micros(now))
-            .execute(&mut *tx)
-            .await
-            .map_err(db(&context))?;
-        let pause = read_pause(&mut tx, &module, &verb, was_paused.iter().any(|p| !p))
-            .await
-            .map_err(db(&context))?;
-        tx.commit().await.map_err(db(&context))?;
-        Ok(pause)
+            .bind(micros(self.now))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
     }
 
-    /// [`Admin::resume`](crate::admin::Admin::resume) on SQLite.
-    pub(crate) async fn resume(
-        &self,
+    async fn lock_for_resume(
+        &mut self,
+        module: &str,
         verb: &str,
-        module: Option<&str>,
-    ) -> Result<Pause, AdminError> {
-        let (module, verb) = self.resolve_verb(verb, module).await?;
-        let context = format!("resuming `{verb}`");
-        let (mut tx, now) = self.write(&context).await?;
-        let rows: Vec<ResumeRow> = sqlx::query_as(SELECT_FOR_RESUME)
-            .bind(&module)
-            .bind(&verb)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db(&context))?;
-        let mut changed = false;
-        for row in rows {
-            if !row.paused {
-                continue;
-            }
-            changed = true;
-            let next = resumed_next(
-                row_schedule(&row.schedule, &row.timezone),
-                row.state == "idle" && row.retry_run_id.is_none(),
-                row.next_execution.map(instant),
-                now,
-            );
-            sqlx::query(RESUME)
-                .bind(row.id)
-                .bind(next.map(micros))
-                .execute(&mut *tx)
-                .await
-                .map_err(db(&context))?;
-        }
-        let pause = read_pause(&mut tx, &module, &verb, changed)
-            .await
-            .map_err(db(&context))?;
-        tx.commit().await.map_err(db(&context))?;
-        Ok(pause)
+    ) -> Result<Vec<ResumeRow>, sqlx::Error> {
+        let rows: Vec<ResumeText> = sqlx::query_as(SELECT_FOR_RESUME)
+            .bind(module)
+            .bind(verb)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| ResumeRow {
+                id: row.id,
+                schedule: row_schedule(&row.schedule, &row.timezone),
+                idle: row.state == "idle",
+                retry_pending: row.retry_run_id.is_some(),
+                paused: row.paused,
+                next_execution: row.next_execution.map(instant),
+            })
+            .collect())
     }
 
-    /// [`Admin::trigger`](crate::admin::Admin::trigger) on SQLite.
-    pub(crate) async fn trigger(
-        &self,
+    async fn now(&mut self) -> Result<DateTime<Utc>, sqlx::Error> {
+        Ok(self.now)
+    }
+
+    async fn set_resumed(
+        &mut self,
+        id: i64,
+        next: Option<DateTime<Utc>>,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(RESUME)
+            .bind(id)
+            .bind(next.map(micros))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn pause_rows(&mut self, module: &str, verb: &str) -> Result<Vec<PauseRow>, sqlx::Error> {
+        let rows: Vec<SqlitePauseRow> = sqlx::query_as(SELECT_PAUSE)
+            .bind(module)
+            .bind(verb)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| PauseRow {
+                paused: row.paused,
+                pause_note: row.pause_note,
+                paused_at: row.paused_at.map(instant),
+                next_execution: row.next_execution.map(instant),
+                active: row.active,
+            })
+            .collect())
+    }
+
+    async fn active_deployment(
+        &mut self,
+        module: &str,
+    ) -> Result<Option<ActiveDeployment>, sqlx::Error> {
+        sqlx::query_as(SELECT_ACTIVE_DEPLOYMENT)
+            .bind(module)
+            .bind(self.alive_since)
+            .fetch_optional(&mut *self.tx)
+            .await
+    }
+
+    async fn lock_trigger_row(
+        &mut self,
+        deployment_id: i64,
         verb: &str,
-        module: Option<&str>,
-    ) -> Result<Triggered, AdminError> {
-        let (module, verb) = self.resolve_verb(verb, module).await?;
-        let context = format!("triggering `{verb}`");
-        let (mut tx, now) = self.write(&context).await?;
-        let active: Option<ActiveDeployment> = sqlx::query_as(SELECT_ACTIVE_DEPLOYMENT)
-            .bind(&module)
-            .bind(self.alive_since(now))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db(&context))?;
-        let Some(active) = active else {
-            return Err(AdminError::NoActiveDeployment { module });
-        };
-        let row: Option<TriggerRow> = sqlx::query_as(SELECT_TRIGGER_ROW)
-            .bind(active.id)
-            .bind(&verb)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db(&context))?;
-        let Some(row) = row else {
-            return Err(AdminError::NotInActiveDeployment {
-                module,
-                verb,
-                deployment: active.key,
-            });
-        };
-        // A regular run claimed ahead of its instant has not started: it does not refuse the trigger,
-        // which is taken when that run ends.
-        let executing: Option<ExecutingRow> = sqlx::query_as(SELECT_EXECUTING)
-            .bind(&module)
-            .bind(&verb)
-            .bind(micros(now))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db(&context))?;
-        if let Some(executing) = executing {
-            return Err(AdminError::Executing {
-                verb,
-                run_id: executing.current_run_id,
-                started_at: executing.started_at.map(instant),
-            });
-        }
-        let pending = row.trigger_requested_at.map(instant);
-        let requested_at = match pending {
-            Some(at) => at,
-            None => {
-                sqlx::query(REQUEST_TRIGGER)
-                    .bind(row.id)
-                    .bind(micros(now))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db(&context))?;
-                now
-            }
-        };
-        tx.commit().await.map_err(db(&context))?;
-        Ok(Triggered {
-            module,
-            verb,
-            deployment: active.key,
-            requested_at,
-            already_pending: pending.is_some(),
-            live_replicas: active.live_replicas,
-        })
+    ) -> Result<Option<TriggerRow>, sqlx::Error> {
+        let row: Option<SqliteTriggerRow> = sqlx::query_as(SELECT_TRIGGER_ROW)
+            .bind(deployment_id)
+            .bind(verb)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        Ok(row.map(|row| TriggerRow {
+            id: row.id,
+            trigger_requested_at: row.trigger_requested_at.map(instant),
+        }))
     }
-}
 
-/// The verb's pause as its rows say after a change: the active deployment's row, else the newest.
-async fn read_pause(
-    tx: &mut SqliteConnection,
-    module: &str,
-    verb: &str,
-    changed: bool,
-) -> Result<Pause, sqlx::Error> {
-    let rows: Vec<SqlitePauseRow> = sqlx::query_as(SELECT_PAUSE)
-        .bind(module)
-        .bind(verb)
-        .fetch_all(&mut *tx)
-        .await?;
-    let rows: Vec<PauseRow> = rows
-        .into_iter()
-        .map(|row| PauseRow {
-            paused: row.paused,
-            pause_note: row.pause_note,
-            paused_at: row.paused_at.map(instant),
-            next_execution: row.next_execution.map(instant),
-            active: row.active,
-        })
-        .collect();
-    Ok(pause_state(module, verb, changed, &rows))
+    async fn executing(
+        &mut self,
+        module: &str,
+        verb: &str,
+    ) -> Result<Option<ExecutingRow>, sqlx::Error> {
+        let row: Option<SqliteExecutingRow> = sqlx::query_as(SELECT_EXECUTING)
+            .bind(module)
+            .bind(verb)
+            .bind(micros(self.now))
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        Ok(row.map(|row| ExecutingRow {
+            current_run_id: row.current_run_id,
+            started_at: row.started_at.map(instant),
+        }))
+    }
+
+    async fn request_trigger(&mut self, id: i64) -> Result<DateTime<Utc>, sqlx::Error> {
+        sqlx::query(REQUEST_TRIGGER)
+            .bind(id)
+            .bind(micros(self.now))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(self.now)
+    }
 }

@@ -1,10 +1,11 @@
-//! `prune`: deleting the runs that finished long ago (docs/operations.md, "Retention").
+//! The statement of `prune` on SQLite, which `crate::admin::prune` runs: deleting the runs that finished
+//! long ago (docs/operations.md, "Retention").
 
 use std::time::Duration;
 
-use super::{SqliteAdmin, admin_db};
-use crate::admin::AdminError;
-use crate::store::sqlite::{db, micros, micros_of};
+use super::SqliteAdmin;
+use crate::admin::prune::Prune;
+use crate::store::sqlite::{micros, micros_of, now};
 
 /// Deletes up to `?2` runs that were scheduled and finished before the instant `?1`, never a running
 /// one, the oldest first. A run finishes after its scheduled instant, so the runs that finished before
@@ -16,27 +17,17 @@ const PRUNE: &str = "\
         ORDER BY scheduled_at \
         LIMIT ?2)";
 
-impl SqliteAdmin {
-    /// [`Admin::prune`](crate::admin::Admin::prune) on SQLite: each batch its own write transaction, so
-    /// that the replicas' claims wait for one batch at most.
-    pub(crate) async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
-        let context = "pruning the run history";
-        let batch = batch.max(1);
-        let mut deleted = 0;
-        loop {
-            let (mut tx, now) = self.write(context).await?;
-            let done = sqlx::query(PRUNE)
-                .bind(micros(now) - micros_of(older_than))
-                .bind(i64::from(batch))
-                .execute(&mut *tx)
-                .await
-                .map_err(admin_db(context))?
-                .rows_affected();
-            tx.commit().await.map_err(db(context))?;
-            deleted += done;
-            if done < u64::from(batch) {
-                return Ok(deleted);
-            }
-        }
+impl Prune for SqliteAdmin {
+    /// One write transaction per batch.
+    async fn prune_batch(&self, older_than: Duration, batch: u32) -> Result<u64, sqlx::Error> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let done = sqlx::query(PRUNE)
+            .bind(micros(now()) - micros_of(older_than))
+            .bind(i64::from(batch))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(done)
     }
 }

@@ -1,7 +1,9 @@
-//! `runs`: the history of runs, latest first, filtered by module, verb and age.
+//! The statements of `runs` on SQLite, which `crate::admin::runs` runs: the history of runs, latest
+//! first, filtered by module, verb and age.
 
-use super::{SqliteAdmin, admin_db};
-use crate::admin::{AdminError, Run, RunFilter, Since};
+use super::SqliteAdmin;
+use crate::admin::runs::History;
+use crate::admin::{Run, RunFilter, Since};
 use crate::store::sqlite::end::read_attempts;
 use crate::store::sqlite::{instant, micros, micros_of, now};
 
@@ -77,48 +79,36 @@ impl From<RunRow> for Run {
             attempts: read_attempts(row.id, row.attempts.as_deref()),
             retry_at: row.retry_at.map(instant),
         }
-        .with_lateness()
     }
 }
 
-impl SqliteAdmin {
-    /// [`Admin::runs`](crate::admin::Admin::runs) on SQLite.
-    pub(crate) async fn runs(&self, filter: &RunFilter) -> Result<Vec<Run>, AdminError> {
-        let context = || "reading the history".to_owned();
-        if let Some(module) = &filter.module {
-            self.check_module(module).await?;
-        }
-        let verb = match &filter.verb {
-            None => None,
-            Some(verb) => {
-                // A verb with history only (removed from every deployment) is still one to ask about.
-                let has_history: bool = sqlx::query_scalar(HAS_HISTORY)
-                    .bind(verb)
-                    .bind(filter.module.as_deref())
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(admin_db(context()))?;
-                if has_history {
-                    Some(verb.clone())
-                } else {
-                    Some(self.resolve_verb(verb, filter.module.as_deref()).await?.1)
-                }
-            }
-        };
+impl History for SqliteAdmin {
+    async fn has_history(&self, verb: &str, module: Option<&str>) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(HAS_HISTORY)
+            .bind(verb)
+            .bind(module)
+            .fetch_one(&self.pool)
+            .await
+    }
+
+    async fn latest_runs(
+        &self,
+        filter: &RunFilter,
+        verb: Option<&str>,
+    ) -> Result<Vec<Run>, sqlx::Error> {
         let since = filter.since.map(|since| match since {
             Since::Instant(at) => micros(at),
             Since::Ago(ago) => micros(now()) - micros_of(ago),
         });
         let rows: Vec<RunRow> = sqlx::query_as(SELECT_RUNS)
             .bind(filter.module.as_deref())
-            .bind(verb.as_deref())
+            .bind(verb)
             .bind(since)
             .bind(i64::from(filter.limit))
             .bind(filter.before.map(|c| micros(c.scheduled_at)))
             .bind(filter.before.map(|c| c.id))
             .fetch_all(&self.pool)
-            .await
-            .map_err(admin_db(context()))?;
+            .await?;
         Ok(rows.into_iter().map(Run::from).collect())
     }
 }

@@ -1,11 +1,12 @@
-//! `status`: the modules, their deployments (active, live replicas) and the jobs of the deployment each
-//! module runs, flagged by [`Modules`] as PostgreSQL's are.
+//! The statements of `status` on SQLite, which `crate::admin::status` runs: the modules, their
+//! deployments (active, live replicas) and the jobs of the deployment each module runs.
 
-use std::collections::BTreeMap;
+use chrono::{DateTime, Utc};
+use cron_schema::ZonedSchedule;
 
-use super::{SqliteAdmin, admin_db, live_replicas};
-use crate::admin::status::{JobRow, Modules, RECENT_DEPLOYMENTS};
-use crate::admin::{AdminError, DeploymentStatus, Replica, Status};
+use super::{SqliteAdmin, live_replicas};
+use crate::admin::status::{JobRow, ListedDeployment, RECENT_DEPLOYMENTS, StatusReads};
+use crate::admin::{DeploymentStatus, Replica};
 use crate::store::rules::{row_schedule, runner_name};
 use crate::store::sqlite::{instant, now};
 
@@ -149,55 +150,67 @@ impl From<SqliteJobRow> for JobRow {
     }
 }
 
-impl SqliteAdmin {
-    /// [`Admin::status`](crate::admin::Admin::status) on SQLite.
-    pub(crate) async fn status(&self, module: Option<&str>) -> Result<Status, AdminError> {
-        let context = || "reading the status".to_owned();
-        if let Some(module) = module {
-            self.check_module(module).await?;
-        }
-        let now = now();
-        let deployments: Vec<DeploymentRow> = sqlx::query_as(SELECT_DEPLOYMENTS)
+impl StatusReads for SqliteAdmin {
+    async fn clock(&self) -> Result<DateTime<Utc>, sqlx::Error> {
+        Ok(now())
+    }
+
+    async fn listed_deployments(
+        &self,
+        module: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ListedDeployment>, sqlx::Error> {
+        let rows: Vec<DeploymentRow> = sqlx::query_as(SELECT_DEPLOYMENTS)
             .bind(module)
             .bind(self.alive_since(now))
             .bind(RECENT_DEPLOYMENTS)
             .fetch_all(&self.pool)
-            .await
-            .map_err(admin_db(context()))?;
-        let listed: Vec<i64> = deployments.iter().map(|d| d.id).collect();
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| ListedDeployment {
+                id: row.id,
+                module: row.module,
+                status: DeploymentStatus {
+                    key: row.key,
+                    active: row.active,
+                    live_replicas: row.live_replicas,
+                    created_at: instant(row.created_at),
+                    activated_at: row.activated_at.map(instant),
+                    replicas: Vec::new(),
+                },
+            })
+            .collect())
+    }
+
+    async fn live_replicas(
+        &self,
+        ids: &[i64],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(i64, Replica)>, sqlx::Error> {
         let alive_since = self.alive_since(now);
-        let replicas: Vec<ReplicaRow> = sqlx::query_as(SELECT_REPLICAS)
-            .bind(json_ids(&listed))
+        let rows: Vec<ReplicaRow> = sqlx::query_as(SELECT_REPLICAS)
+            .bind(json_ids(ids))
             .bind(alive_since)
             .bind(alive_since)
             .fetch_all(&self.pool)
-            .await
-            .map_err(admin_db(context()))?;
-        let mut replicas_of: BTreeMap<i64, Vec<Replica>> = BTreeMap::new();
-        for row in replicas {
-            replicas_of
-                .entry(row.deployment_id)
-                .or_default()
-                .push(row.replica());
-        }
-        let modules = Modules::new(deployments.into_iter().map(|row| {
-            let status = DeploymentStatus {
-                key: row.key,
-                active: row.active,
-                live_replicas: row.live_replicas,
-                created_at: instant(row.created_at),
-                activated_at: row.activated_at.map(instant),
-                replicas: replicas_of.remove(&row.id).unwrap_or_default(),
-            };
-            (row.id, row.module, status)
-        }));
-        let jobs: Vec<SqliteJobRow> = sqlx::query_as(SELECT_JOBS)
-            .bind(json_ids(&modules.shown()))
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| (row.deployment_id, row.replica()))
+            .collect())
+    }
+
+    async fn job_rows(&self, ids: &[i64]) -> Result<Vec<JobRow>, sqlx::Error> {
+        let rows: Vec<SqliteJobRow> = sqlx::query_as(SELECT_JOBS)
+            .bind(json_ids(ids))
             .fetch_all(&self.pool)
-            .await
-            .map_err(admin_db(context()))?;
-        let jobs = jobs.into_iter().map(JobRow::from).collect();
-        Ok(modules.status(now, jobs, row_schedule))
+            .await?;
+        Ok(rows.into_iter().map(JobRow::from).collect())
+    }
+
+    fn schedule(&self, expression: &str, zone: &str) -> Result<ZonedSchedule, String> {
+        row_schedule(expression, zone)
     }
 }
 
