@@ -63,8 +63,12 @@ impl State {
                 }
             }
         }
-        picked.sort_unstable();
-        picked.truncate(limit);
+        if picked.len() > regular {
+            // Triggers among the regular occurrences, in the order of their instants; the regular
+            // ones alone come ordered from their index.
+            picked.sort_unstable();
+            picked.truncate(limit);
+        }
         // Room for every pick at once: thousands of claims grown by doubling would hold room for up to
         // twice as many.
         let mut claims = Vec::with_capacity(picked.len());
