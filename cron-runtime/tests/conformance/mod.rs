@@ -188,6 +188,8 @@ pub(crate) use every_row_case;
 
 /// Due every second: the cases' unit of time.
 pub const SECONDLY: &str = "* * * * * *";
+/// Due every ten seconds: room for a retry, or a manual run, before the next occurrence.
+pub const TEN_SECONDLY: &str = "*/10 * * * * *";
 /// Never due while a case runs (the cases take seconds, not a year).
 pub const YEARLY: &str = "0 0 1 1 *";
 /// The module of [`deployment`].

@@ -6,9 +6,6 @@ use std::time::Duration;
 
 use super::*;
 
-/// Due every ten seconds: room for a retry and a manual run before the next occurrence.
-const TEN_SECONDLY: &str = "*/10 * * * * *";
-
 /// The first attempt of a [`TEN_SECONDLY`] job `verb`, failed and waiting for its retry `after` its
 /// end; returns its claim and the retry's instant.
 async fn failed_first_attempt<H: StoreUnderTest>(

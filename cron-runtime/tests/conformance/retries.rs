@@ -8,9 +8,6 @@ use cron_runtime::store::{RETRIES_CUT_SHORT, Store};
 
 use super::*;
 
-/// Due every ten seconds: room for a retry before the next occurrence.
-const TEN_SECONDLY: &str = "*/10 * * * * *";
-
 /// The first claim of a [`TEN_SECONDLY`] job `verb`: waits for its occurrence.
 async fn first_attempt<H: StoreUnderTest>(
     h: &H,
