@@ -80,8 +80,8 @@ impl<D: Dialect> Commands for SqlAdmin<D> {
     }
 
     fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
-        Box::pin(async move {
-            Ok(super::prune::prune(self.pool(), older_than, batch, None).await?)
-        })
+        Box::pin(
+            async move { Ok(super::prune::prune(self.pool(), older_than, batch, None).await?) },
+        )
     }
 }

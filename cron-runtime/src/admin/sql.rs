@@ -19,7 +19,9 @@ use cron_schema::ZonedSchedule;
 use futures_util::future::BoxFuture;
 use sqlx::error::{BoxDynError, DatabaseError};
 use sqlx::pool::PoolConnection;
-use sqlx::{Arguments, Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
+use sqlx::{
+    Arguments, Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction, Type,
+};
 
 use super::rows::{
     ActiveDeployment, ActiveSchema, Ago, At, ExecutingRow, Ids, JobRow, ListedDeployment, PauseRow,
@@ -286,7 +288,11 @@ impl<D: Dialect> Statement<D> {
         D: Reads<R>,
     {
         let (sql, arguments) = self.arguments()?;
-        D::rows(conn, sql, arguments).await?.iter().map(D::read).collect()
+        D::rows(conn, sql, arguments)
+            .await?
+            .iter()
+            .map(D::read)
+            .collect()
     }
 
     /// Its first row, if any, on `conn`.

@@ -20,12 +20,14 @@ impl State {
             .filter_map(|d| d.jobs.get(verb).copied())
             .collect();
         if rows.is_empty() {
-            let mut known: Vec<String> = deployments()
-                .flat_map(|d| d.jobs.keys().cloned())
-                .collect();
+            let mut known: Vec<String> =
+                deployments().flat_map(|d| d.jobs.keys().cloned()).collect();
             if known.is_empty() {
-                let mut modules: Vec<String> =
-                    self.deployments.values().map(|d| d.module.to_string()).collect();
+                let mut modules: Vec<String> = self
+                    .deployments
+                    .values()
+                    .map(|d| d.module.to_string())
+                    .collect();
                 modules.sort();
                 modules.dedup();
                 return Err(StoreError::Invalid(unknown_module(module, &modules)));

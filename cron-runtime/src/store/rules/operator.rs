@@ -79,12 +79,27 @@ mod tests {
         let at = |h, m| Some(Utc.with_ymd_and_hms(2026, 1, 1, h, m, 0).unwrap());
         let now = at(10, 30).unwrap();
         // Idle: the occurrences that came while paused are not run; one still ahead is kept.
-        assert_eq!(resumed_next(Some(&hourly), true, false, at(8, 0), now), at(11, 0));
-        assert_eq!(resumed_next(Some(&hourly), true, false, None, now), at(11, 0));
-        assert_eq!(resumed_next(Some(&hourly), true, false, at(12, 0), now), at(12, 0));
+        assert_eq!(
+            resumed_next(Some(&hourly), true, false, at(8, 0), now),
+            at(11, 0)
+        );
+        assert_eq!(
+            resumed_next(Some(&hourly), true, false, None, now),
+            at(11, 0)
+        );
+        assert_eq!(
+            resumed_next(Some(&hourly), true, false, at(12, 0), now),
+            at(12, 0)
+        );
         // Executing, holding a retry, or not parsing: the row keeps its instant.
-        assert_eq!(resumed_next(Some(&hourly), false, false, at(8, 0), now), at(8, 0));
-        assert_eq!(resumed_next(Some(&hourly), true, true, at(8, 0), now), at(8, 0));
+        assert_eq!(
+            resumed_next(Some(&hourly), false, false, at(8, 0), now),
+            at(8, 0)
+        );
+        assert_eq!(
+            resumed_next(Some(&hourly), true, true, at(8, 0), now),
+            at(8, 0)
+        );
         assert_eq!(resumed_next(None, true, false, at(8, 0), now), at(8, 0));
     }
 }

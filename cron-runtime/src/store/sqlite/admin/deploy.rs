@@ -6,7 +6,8 @@
 pub(super) const SELECT_MODULE_OF_KEY: &str = "SELECT module FROM cron_deployments WHERE key = ?1";
 
 /// The module and registered schema of deployment `?1`, with its id.
-pub(super) const SELECT_KEY: &str = "SELECT id, module, schema FROM cron_deployments WHERE key = ?1";
+pub(super) const SELECT_KEY: &str =
+    "SELECT id, module, schema FROM cron_deployments WHERE key = ?1";
 
 /// The job rows of deployment `?1`, as `RegisteredJob`s.
 pub(super) const SELECT_DEPLOYED_JOBS: &str = "\

@@ -7,4 +7,5 @@ pub(super) const SELECT_VERBS: &str = "\
     WHERE ?1 IS NULL OR module_name = ?1 ORDER BY module_name, verb";
 
 /// Every module that has a deployment.
-pub(super) const SELECT_MODULES: &str = "SELECT DISTINCT module FROM cron_deployments ORDER BY module";
+pub(super) const SELECT_MODULES: &str =
+    "SELECT DISTINCT module FROM cron_deployments ORDER BY module";

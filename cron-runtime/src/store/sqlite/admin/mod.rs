@@ -125,7 +125,8 @@ impl Dialect for Sqlite {
     }
 
     fn unmigrated(error: &dyn DatabaseError) -> bool {
-        error.message().starts_with("no such table") || error.message().starts_with("no such column")
+        error.message().starts_with("no such table")
+            || error.message().starts_with("no such column")
     }
 }
 

@@ -58,4 +58,5 @@ pub(super) const SELECT_EXECUTING: &str = "\
     LIMIT 1";
 
 /// Marks row `?1` triggered at the instant `?2`.
-pub(super) const REQUEST_TRIGGER: &str = "UPDATE cron_jobs SET trigger_requested_at = ?2 WHERE id = ?1";
+pub(super) const REQUEST_TRIGGER: &str =
+    "UPDATE cron_jobs SET trigger_requested_at = ?2 WHERE id = ?1";
