@@ -206,6 +206,13 @@ pub(crate) trait Run: Database {
         arguments: Self::Arguments<'static>,
     ) -> BoxFuture<'c, Result<Vec<Self::Row>, sqlx::Error>>;
 
+    /// The first row of `sql` with `arguments`, if any, on `conn`.
+    fn first_row<'c>(
+        conn: &'c mut Self::Connection,
+        sql: &'static str,
+        arguments: Self::Arguments<'static>,
+    ) -> BoxFuture<'c, Result<Option<Self::Row>, sqlx::Error>>;
+
     /// Runs `sql` with `arguments` on `conn`.
     fn execute<'c>(
         conn: &'c mut Self::Connection,
@@ -224,6 +231,14 @@ where
         arguments: DB::Arguments<'static>,
     ) -> BoxFuture<'c, Result<Vec<DB::Row>, sqlx::Error>> {
         conn.fetch_all(sqlx::query_with(sql, Bound::<DB>(arguments)))
+    }
+
+    fn first_row<'c>(
+        conn: &'c mut DB::Connection,
+        sql: &'static str,
+        arguments: DB::Arguments<'static>,
+    ) -> BoxFuture<'c, Result<Option<DB::Row>, sqlx::Error>> {
+        conn.fetch_optional(sqlx::query_with(sql, Bound::<DB>(arguments)))
     }
 
     fn execute<'c>(
@@ -304,9 +319,9 @@ impl<D: Dialect> Statement<D> {
         D: Reads<R>,
     {
         let (sql, arguments) = self.arguments()?;
-        D::rows(conn, sql, arguments)
+        D::first_row(conn, sql, arguments)
             .await?
-            .first()
+            .as_ref()
             .map(D::read)
             .transpose()
     }

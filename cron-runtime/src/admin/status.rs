@@ -224,13 +224,13 @@ pub struct LastRun {
 }
 
 /// How many deployments of a module `status` lists besides the active one and those with live replicas.
-pub(crate) const RECENT_DEPLOYMENTS: i64 = 5;
+const RECENT_DEPLOYMENTS: i64 = 5;
 
 /// The modules of a status being read: their deployments, and which deployment's jobs each shows (the
 /// active one, else the newest). Every store lists the deployments, reads the shown ones' job rows, and
 /// builds the [`Status`] here, so that each flags the same rows.
 #[derive(Debug, Default)]
-pub(crate) struct Modules {
+struct Modules {
     modules: BTreeMap<String, ModuleStatus>,
     shown: BTreeMap<String, i64>,
 }
@@ -238,9 +238,7 @@ pub(crate) struct Modules {
 impl Modules {
     /// The modules of the deployments `status` lists, as `(id, module, status)`, by module and newest
     /// first.
-    pub(crate) fn new(
-        deployments: impl IntoIterator<Item = (i64, String, DeploymentStatus)>,
-    ) -> Self {
+    fn new(deployments: impl IntoIterator<Item = (i64, String, DeploymentStatus)>) -> Self {
         let mut this = Modules::default();
         for (id, name, deployment) in deployments {
             let status = this
@@ -264,13 +262,13 @@ impl Modules {
     }
 
     /// The ids of the deployments whose jobs are shown.
-    pub(crate) fn shown(&self) -> Vec<i64> {
+    fn shown(&self) -> Vec<i64> {
         self.shown.values().copied().collect()
     }
 
     /// The status at `now` with the shown deployments' job rows `jobs`, each checked with `parse` (the
     /// schedule its text describes, or why not) for whether it is broken or overdue.
-    pub(crate) fn status(
+    fn status(
         mut self,
         now: DateTime<Utc>,
         jobs: Vec<JobRow>,

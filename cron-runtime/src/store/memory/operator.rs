@@ -125,3 +125,51 @@ impl State {
         Ok(now)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono_tz::Tz;
+    use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
+
+    use crate::store::{DeploymentSpec, JobSpec, MemoryStore, Store};
+
+    /// The operator API's refusals (tests/admin/mod.rs pins the same texts on the database stores).
+    #[tokio::test]
+    async fn an_unknown_verb_or_module_is_refused_as_the_operator_api_refuses_it() {
+        let store = MemoryStore::new();
+        let job = JobSpec {
+            verb: "billing::send_invoices".to_owned(),
+            expression: "0 * * * *".to_owned(),
+            zone: Tz::UTC,
+            schedule: ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap()),
+            timeout: Duration::from_secs(60),
+            missed: MissedPolicy::Once,
+            retry: Default::default(),
+            on: Default::default(),
+        };
+        let spec = DeploymentSpec {
+            key: "billing@1".to_owned(),
+            module: "billing".to_owned(),
+            schema: "{}".to_owned(),
+            jobs: vec![job],
+        };
+        store.register(&spec).await.unwrap();
+        assert_eq!(
+            store
+                .trigger("billing", "billing::send_invoice")
+                .unwrap_err()
+                .to_string(),
+            "unknown verb `billing::send_invoice` in module `billing`; did you mean \
+             `billing::send_invoices`?"
+        );
+        assert_eq!(
+            store
+                .pause("shipping", "billing::send_invoices")
+                .unwrap_err()
+                .to_string(),
+            "unknown module `shipping`; expected one of: `billing`"
+        );
+    }
+}

@@ -10,8 +10,8 @@ use cron_schema::ZonedSchedule;
 mod suggest;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
-pub(crate) use suggest::ambiguous;
-pub(crate) use suggest::{close_to, expected, list, unknown_verb};
+pub(crate) use suggest::{ambiguous, list};
+pub(crate) use suggest::{close_to, expected, unknown_verb};
 
 /// The next occurrence of a paused row that a resume at `now` resumes: an idle row without a pending
 /// retry goes on at its first occurrence after now (the ones that came while it was paused are not run),

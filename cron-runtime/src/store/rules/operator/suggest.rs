@@ -124,7 +124,7 @@ pub(crate) fn list(items: &[String], separator: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{ambiguous, close_to, edit_distance};
+    use super::{close_to, edit_distance};
 
     #[test]
     fn close_names_are_suggested() {
@@ -148,7 +148,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     fn an_ambiguous_name_says_what_tells_the_verbs_apart() {
+        use super::ambiguous;
+
         let candidates = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
             pairs
                 .iter()
