@@ -1,9 +1,8 @@
-//! What a database store gives the operator API: statements, not commands. Each command of
-//! [`Admin`](super::Admin) is written once in `crate::admin`, its decisions, refusals and order of
-//! steps over the primitives here; each store implements them beside its SQL (`store/postgres/admin/`,
-//! `store/sqlite/admin/`), as sqlx's `Migrator::run` holds the policy over each driver's `Migrate`.
-//! `Admin` holds a backend without naming the store it comes from, so the stores import the operator
-//! API and it imports none of them (docs/architecture.md).
+//! The operator commands as [`Admin`](super::Admin) holds them: each written once in `crate::admin`
+//! (its decisions, refusals and order of steps) over the statement runner ([`SqlAdmin`]), whatever the
+//! database, as sqlx's `Migrator::run` holds the policy over each driver's `Migrate`. `Admin` holds
+//! them without naming the database, so the stores import the operator API and it imports none of
+//! them (docs/architecture.md).
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -11,40 +10,15 @@ use std::time::Duration;
 use cron_schema::Schema;
 use futures_util::future::BoxFuture;
 
-use super::deploy::DeployReads;
-use super::deployment::DeploymentReads;
-use super::lookup::Lookup;
-use super::pause::PauseTx;
-use super::prune::Prune;
-use super::runs::History;
-use super::status::StatusReads;
-use super::tables::Tables;
+use super::sql::{Dialect, SqlAdmin};
 use super::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
-
-/// A store's tables with the statements of every command, from which [`Commands`] makes the
-/// commands.
-pub(crate) trait Backend:
-    Lookup + DeployReads + DeploymentReads + History + Prune + StatusReads + Tables<Write: PauseTx>
-{
-}
-
-impl<T> Backend for T where
-    T: Lookup
-        + DeployReads
-        + DeploymentReads
-        + History
-        + Prune
-        + StatusReads
-        + Tables<Write: PauseTx>
-{
-}
 
 /// What a command of a [`Commands`] returns: its result, once the database has answered.
 type Answer<'a, T> = BoxFuture<'a, Result<T, AdminError>>;
 
 /// The operator commands on one store's database, each with the meaning, the rules and the errors
-/// that [`Admin`](super::Admin)'s method of the same name documents: what `Admin` holds, made from any
-/// [`Backend`].
+/// that [`Admin`](super::Admin)'s method of the same name documents: what `Admin` holds, made from a
+/// [`SqlAdmin`] on any database.
 pub(crate) trait Commands: Debug + Send + Sync {
     fn deploy<'a>(
         &'a self,
@@ -66,7 +40,7 @@ pub(crate) trait Commands: Debug + Send + Sync {
     fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64>;
 }
 
-impl<B: Backend> Commands for B {
+impl<D: Dialect> Commands for SqlAdmin<D> {
     fn deploy<'a>(
         &'a self,
         key: &'a str,
@@ -106,6 +80,8 @@ impl<B: Backend> Commands for B {
     }
 
     fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
-        Box::pin(super::prune::prune(self, older_than, batch))
+        Box::pin(
+            async move { Ok(super::prune::prune(self.pool(), older_than, batch, None).await?) },
+        )
     }
 }

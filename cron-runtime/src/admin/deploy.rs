@@ -1,85 +1,39 @@
-//! `deploy`, on every store: validating the schema into a deployment, registering it through the
-//! statements of [`DeployTx`] in one write transaction, and what it reports (the deployment registered
+//! `deploy`, on every store: validating the schema into a deployment, registering it in one write
+//! transaction through the store's own registration, and what it reports (the deployment registered
 //! and how its jobs differ from the active one's).
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 
 use chrono::{DateTime, Utc};
 use cron_schema::{Cron, Schema};
 use serde::Serialize;
 
 use super::AdminError;
-use super::tables::{Tables, Write, db, read};
+use super::rows::{ActiveSchema, RegisteredJob, Registration};
+use super::sql::{Dialect, SqlAdmin, Statement, db, unmigrated};
 use crate::defaults::DEFAULT_TIMEOUT;
 use crate::error::JobError;
 use crate::job::{Fields, Timeout, job_spec};
 use crate::rfc3339;
-use crate::store::{DeploymentSpec, JobSpec, StoreError, check_job_count};
-
-/// The statements of `deploy`: one read before the write transaction, and the transaction's.
-pub(crate) trait DeployReads: Tables<Write: DeployTx> {
-    /// The module deployment `key` is registered for.
-    fn module_of_key(
-        &self,
-        key: &str,
-    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send;
-}
-
-/// The statements of `deploy` on a write transaction.
-pub(crate) trait DeployTx: Write {
-    /// Registers deployment `spec` and its job rows at the transaction's instant, unless its key is
-    /// registered: then the registered deployment if it has the same module and jobs, else why not. An
-    /// error says it was registering deployment `spec.key`, as the command's own errors do.
-    fn register(
-        &mut self,
-        spec: &DeploymentSpec,
-    ) -> impl Future<Output = Result<Registration, StoreError>> + Send;
-
-    /// The job rows of deployment `deployment_id`, by verb.
-    fn deployed_jobs(
-        &mut self,
-        deployment_id: i64,
-    ) -> impl Future<Output = Result<Vec<RegisteredJob>, sqlx::Error>> + Send;
-
-    /// Whether deployment `deployment_id` is its module's active one.
-    fn is_active(
-        &mut self,
-        deployment_id: i64,
-    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
-
-    /// The key and registered schema of module `module`'s active deployment.
-    fn active_schema(
-        &mut self,
-        module: &str,
-    ) -> impl Future<Output = Result<Option<ActiveSchema>, sqlx::Error>> + Send;
-}
-
-/// What [`DeployTx::register`] did with a deployment.
-#[derive(Debug)]
-pub(crate) enum Registration {
-    /// The deployment `id`, which this call `created`, or registered before with the same jobs.
-    Registered { id: i64, created: bool },
-    /// The key is registered for module `registered`.
-    OtherModule { registered: String },
-    /// The key is registered with other jobs; the text says what differs.
-    OtherJobs(String),
-}
+use crate::store::{DeploymentSpec, JobSpec, check_job_count};
 
 /// [`Admin::deploy`](super::Admin::deploy).
-pub(crate) async fn deploy<B: DeployReads>(
-    backend: &B,
+pub(crate) async fn deploy<D: Dialect>(
+    admin: &SqlAdmin<D>,
     key: &str,
     schema: &Schema,
     module: Option<&str>,
 ) -> Result<Deployed, AdminError> {
     let (spec, chosen) = deployment_spec(key, schema, module)?;
     let context = format!("registering deployment `{key}`");
-    let registered = backend
-        .module_of_key(key)
+    let mut conn = admin.read(&context).await?;
+    let registered: Option<(String,)> = Statement::<D>::new(D::SQL.module_of_key)
+        .bind(key.to_owned())
+        .fetch_optional(&mut conn)
         .await
-        .map_err(read::<B>(&context))?;
-    if let Some(registered) = registered
+        .map_err(unmigrated::<D>(&context))?;
+    drop(conn);
+    if let Some((registered,)) = registered
         && registered != spec.module
     {
         return Err(AdminError::KeyTaken {
@@ -88,8 +42,8 @@ pub(crate) async fn deploy<B: DeployReads>(
             module: spec.module,
         });
     }
-    let mut tx = backend.write(&context).await?;
-    let (deployment_id, created) = match tx.register(&spec).await? {
+    let mut tx = admin.write(&context).await?;
+    let (deployment_id, created) = match D::register(&mut tx.tx, &spec, tx.now).await? {
         Registration::Registered { id, created } => (id, created),
         // Registered meanwhile for another module.
         Registration::OtherModule { registered } => {
@@ -103,12 +57,21 @@ pub(crate) async fn deploy<B: DeployReads>(
             return Err(AdminError::KeyRegisteredWithOtherJobs(refusal));
         }
     };
-    let rows = tx
-        .deployed_jobs(deployment_id)
+    let rows: Vec<RegisteredJob> = Statement::<D>::new(D::SQL.deployed_jobs)
+        .bind(deployment_id)
+        .fetch_all(&mut tx.tx)
         .await
         .map_err(db(&context))?;
-    let active = tx.is_active(deployment_id).await.map_err(db(&context))?;
-    let current = tx.active_schema(&spec.module).await.map_err(db(&context))?;
+    let (active,): (bool,) = Statement::<D>::new(D::SQL.is_active)
+        .bind(deployment_id)
+        .fetch_one(&mut tx.tx)
+        .await
+        .map_err(db(&context))?;
+    let current: Option<ActiveSchema> = Statement::<D>::new(D::SQL.active_schema)
+        .bind(spec.module.clone())
+        .fetch_optional(&mut tx.tx)
+        .await
+        .map_err(db(&context))?;
     tx.commit().await.map_err(db(&context))?;
     Ok(deployed(spec, &chosen, created, active, rows, current))
 }
@@ -191,24 +154,6 @@ pub struct DeployedJob {
     pub change: Option<&'static str>,
 }
 
-/// The key and registered schema of a module's active deployment, which `deploy` compares with.
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct ActiveSchema {
-    /// The active deployment's key.
-    pub(crate) key: String,
-    /// Its registered schema, as JSON text.
-    pub(crate) schema: String,
-}
-
-/// A job row of the deployment `deploy` registered, as the database holds it.
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct RegisteredJob {
-    pub(crate) verb: String,
-    pub(crate) schedule: String,
-    pub(crate) timezone: String,
-    pub(crate) next_execution: Option<DateTime<Utc>>,
-}
-
 /// What `deploy` reports about deployment `spec` (of the module's schema `chosen`): its job rows `rows`
 /// as the database now holds them, whether this call `created` it, whether it is `active`, and what it
 /// changes relative to the module's active deployment `current`. The same for every store.
@@ -248,7 +193,7 @@ fn deployed(
             verb: row.verb,
             expression: row.schedule,
             timezone: row.timezone,
-            next_execution: row.next_execution,
+            next_execution: row.next_execution.map(DateTime::from),
         });
     }
     Deployed {

@@ -1,14 +1,12 @@
 //! `deployment`, on every store: one deployment, its replicas, its schema and how it differs from its
-//! module's active deployment, read through the statements of [`DeploymentReads`].
-
-use std::future::Future;
+//! module's active deployment.
 
 use chrono::{DateTime, Utc};
 use cron_schema::{Diff, Schema};
 use serde::Serialize;
 
-use super::deploy::ActiveSchema;
-use super::tables::{Tables, read};
+use super::rows::{ActiveSchema, RegisteredDeployment, ReplicaRow};
+use super::sql::{Dialect, SqlAdmin, Statement, unmigrated};
 use super::{AdminError, Replica};
 use crate::rfc3339;
 use crate::store::StoreError;
@@ -39,73 +37,45 @@ pub struct Deployment {
     pub diff: Option<Diff>,
 }
 
-/// The statements of `deployment`.
-pub(crate) trait DeploymentReads: Tables {
-    /// The deployment whose key is `key`.
-    fn deployment_row(
-        &self,
-        key: &str,
-    ) -> impl Future<Output = Result<Option<DeploymentRow>, sqlx::Error>> + Send;
-
-    /// The registered replicas of deployment `deployment_id`, live or not, by name.
-    fn replicas(
-        &self,
-        deployment_id: i64,
-    ) -> impl Future<Output = Result<Vec<Replica>, sqlx::Error>> + Send;
-
-    /// The key and registered schema of module `module`'s active deployment.
-    fn active_schema(
-        &self,
-        module: &str,
-    ) -> impl Future<Output = Result<Option<ActiveSchema>, sqlx::Error>> + Send;
-}
-
-/// A deployment's row, as `deployment` reads it.
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct DeploymentRow {
-    pub(crate) id: i64,
-    pub(crate) key: String,
-    pub(crate) module: String,
-    pub(crate) active: bool,
-    pub(crate) created_at: DateTime<Utc>,
-    pub(crate) activated_at: Option<DateTime<Utc>>,
-    /// Its registered schema, as JSON text.
-    pub(crate) schema: String,
-}
-
 /// [`Admin::deployment`](super::Admin::deployment).
-pub(crate) async fn deployment<B: DeploymentReads>(
-    backend: &B,
+pub(crate) async fn deployment<D: Dialect>(
+    admin: &SqlAdmin<D>,
     key: &str,
 ) -> Result<Option<Deployment>, AdminError> {
     let context = format!("reading deployment `{key}`");
-    let Some(row) = backend
-        .deployment_row(key)
+    let read = || unmigrated::<D>(&context);
+    let mut conn = admin.read(&context).await?;
+    let Some(row): Option<RegisteredDeployment> = Statement::<D>::new(D::SQL.deployment)
+        .bind(key.to_owned())
+        .fetch_optional(&mut conn)
         .await
-        .map_err(read::<B>(&context))?
+        .map_err(read())?
     else {
         return Ok(None);
     };
-    let replicas = backend
-        .replicas(row.id)
+    let replicas: Vec<ReplicaRow> = Statement::<D>::new(D::SQL.replicas)
+        .bind(row.id)
+        .bind(admin.alive())
+        .fetch_all(&mut conn)
         .await
-        .map_err(read::<B>(&context))?;
+        .map_err(read())?;
     let active = if row.active {
         None
     } else {
-        backend
-            .active_schema(&row.module)
+        Statement::<D>::new(D::SQL.active_schema)
+            .bind(row.module.clone())
+            .fetch_optional(&mut conn)
             .await
-            .map_err(read::<B>(&context))?
+            .map_err(read())?
     };
     let (schema, active_deployment, diff) = compared(&row.key, &row.schema, row.active, active)?;
     Ok(Some(Deployment {
         key: row.key,
         module: row.module,
         active: row.active,
-        created_at: row.created_at,
-        activated_at: row.activated_at,
-        replicas,
+        created_at: row.created_at.0,
+        activated_at: row.activated_at.map(DateTime::from),
+        replicas: replicas.into_iter().map(Replica::from).collect(),
         schema,
         active_deployment,
         diff,

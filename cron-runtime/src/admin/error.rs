@@ -1,9 +1,12 @@
 //! Why an operator command did nothing, and the database errors it reports.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 
-use super::suggest::{ambiguous, expected, list, unknown_verb};
 use crate::store::StoreError;
+use crate::store::rules::operator::{
+    ambiguous, executing, list, no_active_deployment, not_in_active_deployment, unknown_module,
+    unknown_verb,
+};
 
 /// Why an operator command did nothing. [`AdminError::is_invalid_input`] tells what was given wrong (an
 /// unknown verb, a schema that does not validate) from a state that refuses it or a database failure.
@@ -39,7 +42,7 @@ pub enum AdminError {
         modules: Vec<String>,
     },
     /// No deployment has the module given.
-    #[error("unknown module `{module}`; {}", expected(.known))]
+    #[error("{}", unknown_module(.module, .known))]
     UnknownModule {
         /// The name given.
         module: String,
@@ -78,15 +81,13 @@ pub enum AdminError {
     #[error("{0}")]
     KeyRegisteredWithOtherJobs(String),
     /// No replica of the module has run, so no deployment of it is active.
-    #[error("module `{module}` has no active deployment: no replica of it has run yet")]
+    #[error("{}", no_active_deployment(.module))]
     NoActiveDeployment {
         /// The verb's module.
         module: String,
     },
     /// The verb is not one of the jobs of its module's active deployment.
-    #[error(
-        "verb `{verb}` is not in deployment `{deployment}`, the active deployment of module `{module}`"
-    )]
+    #[error("{}", not_in_active_deployment(.module, .verb, .deployment))]
     NotInActiveDeployment {
         /// The verb's module.
         module: String,
@@ -96,10 +97,7 @@ pub enum AdminError {
         deployment: String,
     },
     /// A run of the verb has started and not ended: a job never overlaps itself.
-    #[error(
-        "`{verb}` is executing (run {run_id}{}); a job never overlaps itself: trigger it again when the run has ended",
-        since(.started_at)
-    )]
+    #[error("{}", executing(.verb, *.run_id, *.started_at))]
     Executing {
         /// The verb's full name.
         verb: String,
@@ -128,16 +126,5 @@ impl AdminError {
                 | AdminError::KeyTaken { .. }
                 | AdminError::KeyRegisteredWithOtherJobs(_)
         )
-    }
-}
-
-/// ` started at …` for [`AdminError::Executing`], or nothing before the run started.
-fn since(started_at: &Option<DateTime<Utc>>) -> String {
-    match started_at {
-        Some(at) => format!(
-            " started at {}",
-            at.to_rfc3339_opts(SecondsFormat::Secs, true)
-        ),
-        None => String::new(),
     }
 }

@@ -1,52 +1,45 @@
 //! The verbs and modules operators name: a verb by its full name or by its name inside its module, a
 //! module by its name; an unknown or ambiguous one is refused with what it may have meant. Every store
-//! reads the names ([`Lookup`]) and the rules here refuse them, so that each store refuses the same
+//! reads the names (`Statements::verbs`, `Statements::modules`) and the rules here refuse them, so that each store refuses the same
 //! names with the same message.
 
-use std::future::Future;
-
 use super::AdminError;
-use super::suggest::close_to;
-use super::tables::{Tables, read};
-
-/// The names a store reads for [`resolve_verb`] and [`check_module`].
-pub(crate) trait Lookup: Tables {
-    /// Every verb of the job rows, as `(module, full name)` by module and name; those of `module`
-    /// alone when it is given.
-    fn verbs(
-        &self,
-        module: Option<&str>,
-    ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
-
-    /// Every module that has a deployment, by name.
-    fn modules(&self) -> impl Future<Output = Result<Vec<String>, sqlx::Error>> + Send;
-}
+use super::sql::{Dialect, SqlAdmin, Statement, unmigrated};
+use crate::store::rules::operator::close_to;
 
 /// The module and full name of the verb an operator named: its full name, or its name inside its
 /// module (`send_invoices` for `billing::send_invoices`) when only one verb has it. `module`, when
 /// given, must have a deployment.
-pub(crate) async fn resolve_verb<B: Lookup>(
-    backend: &B,
+pub(crate) async fn resolve_verb<D: Dialect>(
+    admin: &SqlAdmin<D>,
     verb: &str,
     module: Option<&str>,
 ) -> Result<(String, String), AdminError> {
     if let Some(module) = module {
-        check_module(backend, module).await?;
+        check_module(admin, module).await?;
     }
-    let known = backend
-        .verbs(module)
+    let context = format!("looking up verb `{verb}`");
+    let mut conn = admin.read(&context).await?;
+    let known = Statement::<D>::new(D::SQL.verbs)
+        .bind(module.map(str::to_owned))
+        .fetch_all(&mut conn)
         .await
-        .map_err(read::<B>(&format!("looking up verb `{verb}`")))?;
+        .map_err(unmigrated::<D>(&context))?;
     resolve(verb, module, &known)
 }
 
 /// Refuses a module that has no deployment.
-pub(crate) async fn check_module<B: Lookup>(backend: &B, module: &str) -> Result<(), AdminError> {
-    let known = backend
-        .modules()
+pub(crate) async fn check_module<D: Dialect>(
+    admin: &SqlAdmin<D>,
+    module: &str,
+) -> Result<(), AdminError> {
+    let context = format!("looking up module `{module}`");
+    let mut conn = admin.read(&context).await?;
+    let known: Vec<(String,)> = Statement::<D>::new(D::SQL.modules)
+        .fetch_all(&mut conn)
         .await
-        .map_err(read::<B>(&format!("looking up module `{module}`")))?;
-    known_module(module, known)
+        .map_err(unmigrated::<D>(&context))?;
+    known_module(module, known.into_iter().map(|(m,)| m).collect())
 }
 
 /// The module and full name of the verb an operator named, among the `known` verbs (as `(module, full

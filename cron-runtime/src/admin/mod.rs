@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use cron_schema::Schema;
 
-use self::backend::{Backend, Commands};
+use self::backend::Commands;
 
 pub(crate) mod backend;
 pub(crate) mod deploy;
@@ -35,10 +35,10 @@ mod error;
 pub(crate) mod lookup;
 pub(crate) mod pause;
 pub(crate) mod prune;
+pub(crate) mod rows;
 pub(crate) mod runs;
+pub(crate) mod sql;
 pub(crate) mod status;
-pub(crate) mod suggest;
-pub(crate) mod tables;
 
 pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob};
 pub use deployment::Deployment;
@@ -68,11 +68,10 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// The operator API on the database of the store that implements `backend`.
-    #[cfg(any(feature = "postgres", feature = "sqlite"))]
-    pub(crate) fn new(backend: impl Backend + 'static) -> Admin {
+    /// The operator API on the database of the store whose statements `admin` runs.
+    pub(crate) fn new<D: sql::Dialect>(admin: sql::SqlAdmin<D>) -> Admin {
         Admin {
-            backend: Arc::new(backend),
+            backend: Arc::new(admin),
         }
     }
 

@@ -1,41 +1,38 @@
-//! `prune`, on every store: deleting the runs that finished long ago, a batch at a time, through the
-//! statement of [`Prune`] (docs/operations.md, "Retention").
+//! `prune`, on every store: deleting the runs that finished long ago, a batch at a time
+//! (docs/operations.md, "Retention"). The runtime's own periodic retention runs the same batches.
 
-use std::future::Future;
 use std::time::Duration;
 
-use super::AdminError;
-use super::tables::{Tables, read};
+use sqlx::Pool;
 
-/// The statement of `prune`.
-pub(crate) trait Prune: Tables {
-    /// Deletes up to `batch` runs that were scheduled and finished more than `older_than` ago, never a
-    /// running one, the oldest first, and returns how many: one statement, committed on its own so that
-    /// the replicas' claims wait for one batch at most.
-    fn prune_batch(
-        &self,
-        older_than: Duration,
-        batch: u32,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
-}
+use super::rows::Ago;
+use super::sql::{Dialect, Statement, unmigrated};
+use crate::store::StoreError;
 
-/// [`Admin::prune`](super::Admin::prune).
-pub(crate) async fn prune<B: Prune>(
-    backend: &B,
+/// Deletes the runs that finished more than `older_than` ago on `pool`, `batch` per statement (each
+/// committed on its own, so that the replicas' claims wait for one batch at most), until a statement
+/// deletes fewer or `max_batches` statements ran. Returns how many it deleted.
+pub(crate) async fn prune<D: Dialect>(
+    pool: &Pool<D>,
     older_than: Duration,
     batch: u32,
-) -> Result<u64, AdminError> {
+    max_batches: Option<u32>,
+) -> Result<u64, StoreError> {
     let context = "pruning the run history";
     let batch = batch.max(1);
+    let mut conn = pool.acquire().await.map_err(unmigrated::<D>(context))?;
     let mut deleted = 0;
-    loop {
-        let done = backend
-            .prune_batch(older_than, batch)
+    for _ in 0..max_batches.map_or(u32::MAX, |max| max.max(1)) {
+        let done = Statement::<D>::new(D::SQL.prune)
+            .bind(Ago(older_than))
+            .bind(i64::from(batch))
+            .execute(&mut conn)
             .await
-            .map_err(read::<B>(context))?;
+            .map_err(unmigrated::<D>(context))?;
         deleted += done;
         if done < u64::from(batch) {
-            return Ok(deleted);
+            break;
         }
     }
+    Ok(deleted)
 }

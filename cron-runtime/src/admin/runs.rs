@@ -1,7 +1,6 @@
 //! What `runs` takes and returns: a filter over the history, and its runs.
 
 use std::fmt;
-use std::future::Future;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -9,62 +8,58 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::AdminError;
-use super::lookup::{Lookup, check_module, resolve_verb};
-use super::tables::read;
+use super::lookup::{check_module, resolve_verb};
+use super::rows::{Ago, At, RunRow};
+use super::sql::{Dialect, SqlAdmin, Statement, unmigrated};
 use crate::rfc3339;
 use crate::store::Attempt;
 
-/// The statements of `runs`.
-pub(crate) trait History: Lookup {
-    /// Whether verb `verb` has any run (of `module` when it is given).
-    fn has_history(
-        &self,
-        verb: &str,
-        module: Option<&str>,
-    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
-
-    /// The latest runs that `filter` chooses, its verb being `verb` (a full name), latest first, their
-    /// lateness not yet computed.
-    fn latest_runs(
-        &self,
-        filter: &RunFilter,
-        verb: Option<&str>,
-    ) -> impl Future<Output = Result<Vec<Run>, sqlx::Error>> + Send;
-}
-
 /// [`Admin::runs`](super::Admin::runs).
-pub(crate) async fn runs<B: History>(
-    backend: &B,
+pub(crate) async fn runs<D: Dialect>(
+    admin: &SqlAdmin<D>,
     filter: &RunFilter,
 ) -> Result<Vec<Run>, AdminError> {
     let context = "reading the history";
     if let Some(module) = &filter.module {
-        check_module(backend, module).await?;
+        check_module(admin, module).await?;
     }
     let verb = match &filter.verb {
         None => None,
         Some(verb) => {
             // A verb with history only (removed from every deployment) is still one to ask about.
-            let has_history = backend
-                .has_history(verb, filter.module.as_deref())
+            let mut conn = admin.read(context).await?;
+            let (has_history,): (bool,) = Statement::<D>::new(D::SQL.has_history)
+                .bind(verb.clone())
+                .bind(filter.module.clone())
+                .fetch_one(&mut conn)
                 .await
-                .map_err(read::<B>(context))?;
+                .map_err(unmigrated::<D>(context))?;
+            drop(conn);
             if has_history {
                 Some(verb.clone())
             } else {
-                Some(
-                    resolve_verb(backend, verb, filter.module.as_deref())
-                        .await?
-                        .1,
-                )
+                Some(resolve_verb(admin, verb, filter.module.as_deref()).await?.1)
             }
         }
     };
-    let runs = backend
-        .latest_runs(filter, verb.as_deref())
+    let (since_instant, since_ago) = match filter.since {
+        None => (None, None),
+        Some(Since::Instant(at)) => (Some(At(at)), None),
+        Some(Since::Ago(ago)) => (None, Some(Ago(ago))),
+    };
+    let mut conn = admin.read(context).await?;
+    let rows: Vec<RunRow> = Statement::<D>::new(D::SQL.runs)
+        .bind(filter.module.clone())
+        .bind(verb)
+        .bind(since_instant)
+        .bind(since_ago)
+        .bind(i64::from(filter.limit))
+        .bind(filter.before.map(|c| At(c.scheduled_at)))
+        .bind(filter.before.map(|c| c.id))
+        .fetch_all(&mut conn)
         .await
-        .map_err(read::<B>(context))?;
-    Ok(runs.into_iter().map(Run::with_lateness).collect())
+        .map_err(unmigrated::<D>(context))?;
+    Ok(rows.into_iter().map(Run::from).collect())
 }
 
 /// Which runs [`Admin::runs`](super::Admin::runs) returns: the latest first.
@@ -153,7 +148,7 @@ impl FromStr for RunCursor {
 }
 
 /// One run of the history.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Run {
     /// The run's id.
     pub id: i64,
@@ -178,7 +173,6 @@ pub struct Run {
     pub started_at: Option<DateTime<Utc>>,
     /// How late its handler started: `started_at - scheduled_at` in milliseconds (negative if it
     /// started early on a clock ahead of the database's); `None` without a start.
-    #[sqlx(skip)]
     pub lateness_ms: Option<i64>,
     /// When it ended; `None` while it runs.
     #[serde(with = "rfc3339::option")]
@@ -197,7 +191,6 @@ pub struct Run {
     /// outcome, error, start and end: the last one included once the occurrence ended. Empty for an
     /// occurrence that ended at its first attempt (or that is at its first attempt). While it is
     /// `retrying`, `started_at` is the first attempt's start and `finished_at` is `None`.
-    #[sqlx(json)]
     pub attempts: Vec<Attempt>,
     /// When the pending retry of a `retrying` occurrence is due: the `next_execution` of the job row
     /// holding it (`cron_jobs.retry_run_id`, idle); `None` for any other run.
@@ -213,21 +206,50 @@ pub struct Run {
     pub manual: bool,
 }
 
-impl Run {
-    /// The run with its [`Run::lateness_ms`] computed from its other fields, and its outcome
-    /// `retrying` while a retry is pending ([`Run::retry_at`]): every store's
-    /// [`Admin::runs`](crate::admin::Admin::runs) returns its runs through it.
-    pub(crate) fn with_lateness(mut self) -> Run {
-        self.lateness_ms = self
-            .started_at
-            .map(|started| (started - self.scheduled_at).num_milliseconds());
-        if self.outcome == "running" && self.finished_at.is_none() && self.retry_at.is_some() {
-            self.outcome = "retrying".to_owned();
-        } else {
-            self.retry_at = None;
+impl From<RunRow> for Run {
+    /// The run a row of the history reads, with its [`Run::lateness_ms`] computed from its other
+    /// fields, and its outcome `retrying` while a retry is pending ([`Run::retry_at`]).
+    fn from(row: RunRow) -> Run {
+        let scheduled_at = row.scheduled_at.0;
+        let started_at = row.started_at.map(DateTime::from);
+        let finished_at = row.finished_at.map(DateTime::from);
+        let retrying = row.outcome == "running" && finished_at.is_none() && row.retry_at.is_some();
+        Run {
+            id: row.id,
+            module: row.module,
+            verb: row.verb,
+            deployment: row.deployment,
+            scheduled_at,
+            claimed_at: row.claimed_at.map(DateTime::from),
+            started_at,
+            lateness_ms: started_at.map(|started| (started - scheduled_at).num_milliseconds()),
+            finished_at,
+            outcome: if retrying {
+                "retrying".to_owned()
+            } else {
+                row.outcome
+            },
+            error: row.error,
+            attempts: attempts(row.id, row.attempts.as_deref()),
+            retry_at: row.retry_at.filter(|_| retrying).map(DateTime::from),
+            runner: row.runner,
+            late: row.late,
+            skipped: row.skipped,
+            manual: row.manual,
         }
-        self
     }
+}
+
+/// The attempts of run `run_id` that its row's `attempts` (JSON text, or NULL for none) holds; text
+/// that does not parse (a row edited by hand) is reported and read as none (G8, docs/operations.md).
+fn attempts(run_id: i64, text: Option<&str>) -> Vec<Attempt> {
+    let Some(text) = text else {
+        return Vec::new();
+    };
+    serde_json::from_str(text).unwrap_or_else(|error| {
+        tracing::warn!(run_id, %error, "the attempts of run {run_id} do not parse; ignoring them");
+        Vec::new()
+    })
 }
 
 #[cfg(test)]

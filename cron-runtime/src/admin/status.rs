@@ -3,7 +3,6 @@
 //! overdue.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -11,85 +10,64 @@ use cron_schema::{ZonedSchedule, parse_timezone};
 use serde::Serialize;
 
 use super::AdminError;
-use super::lookup::{Lookup, check_module};
-use super::tables::read;
+use super::lookup::check_module;
+use super::rows::{Ids, JobRow, ListedDeployment, ReplicaRow};
+use super::sql::{Dialect, SqlAdmin, Statement, unmigrated};
 use crate::rfc3339;
+use crate::store::rules::runner_name;
 
-/// The statements of `status`. Each reads with the store's clock; `now` is that clock's instant at the
+/// [`Admin::status`](super::Admin::status): read with the store's clock, `now` being its instant at the
 /// start of the command.
-pub(crate) trait StatusReads: Lookup {
-    /// The store's clock.
-    fn clock(&self) -> impl Future<Output = Result<DateTime<Utc>, sqlx::Error>> + Send;
-
-    /// The deployments `status` lists, by module and newest first: of `module` (every module when
-    /// `None`), those that are active or have a live replica, and the [`RECENT_DEPLOYMENTS`] most
-    /// recent others; their replicas not yet read.
-    fn listed_deployments(
-        &self,
-        module: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Vec<ListedDeployment>, sqlx::Error>> + Send;
-
-    /// The live replicas of the deployments `ids`, as `(deployment id, replica)` by deployment and name.
-    fn live_replicas(
-        &self,
-        ids: &[i64],
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Vec<(i64, Replica)>, sqlx::Error>> + Send;
-
-    /// The job rows of the deployments `ids`, by module and verb, each with the latest run of its verb
-    /// under any deployment of its module.
-    fn job_rows(
-        &self,
-        ids: &[i64],
-    ) -> impl Future<Output = Result<Vec<JobRow>, sqlx::Error>> + Send;
-
-    /// The schedule a row's text describes, or why it does not parse.
-    fn schedule(&self, expression: &str, zone: &str) -> Result<ZonedSchedule, String>;
-}
-
-/// A deployment `status` lists.
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct ListedDeployment {
-    pub(crate) id: i64,
-    pub(crate) module: String,
-    #[sqlx(flatten)]
-    pub(crate) status: DeploymentStatus,
-}
-
-/// [`Admin::status`](super::Admin::status).
-pub(crate) async fn status<B: StatusReads>(
-    backend: &B,
+pub(crate) async fn status<D: Dialect>(
+    admin: &SqlAdmin<D>,
     module: Option<&str>,
 ) -> Result<Status, AdminError> {
     let context = "reading the status";
     if let Some(module) = module {
-        check_module(backend, module).await?;
+        check_module(admin, module).await?;
     }
-    let now = backend.clock().await.map_err(read::<B>(context))?;
-    let deployments = backend
-        .listed_deployments(module, now)
+    let read = unmigrated::<D>;
+    let mut conn = admin.read(context).await?;
+    let now = D::clock(&mut conn).await.map_err(read(context))?;
+    let deployments: Vec<ListedDeployment> = Statement::<D>::new(D::SQL.deployments)
+        .bind(module.map(str::to_owned))
+        .bind(admin.alive())
+        .bind(RECENT_DEPLOYMENTS)
+        .fetch_all(&mut conn)
         .await
-        .map_err(read::<B>(context))?;
-    let listed: Vec<i64> = deployments.iter().map(|d| d.id).collect();
-    let replicas = backend
-        .live_replicas(&listed, now)
+        .map_err(read(context))?;
+    let listed = Ids(deployments.iter().map(|d| d.id).collect());
+    let replicas: Vec<ReplicaRow> = Statement::<D>::new(D::SQL.live_replicas)
+        .bind(listed)
+        .bind(admin.alive())
+        .fetch_all(&mut conn)
         .await
-        .map_err(read::<B>(context))?;
+        .map_err(read(context))?;
     let mut replicas_of: BTreeMap<i64, Vec<Replica>> = BTreeMap::new();
-    for (id, replica) in replicas {
-        replicas_of.entry(id).or_default().push(replica);
+    for row in replicas {
+        replicas_of
+            .entry(row.deployment_id)
+            .or_default()
+            .push(Replica::from(row));
     }
-    let modules = Modules::new(deployments.into_iter().map(|mut row| {
-        row.status.replicas = replicas_of.remove(&row.id).unwrap_or_default();
-        (row.id, row.module, row.status)
+    let modules = Modules::new(deployments.into_iter().map(|row| {
+        let status = DeploymentStatus {
+            key: row.key,
+            active: row.active,
+            live_replicas: row.live_replicas,
+            created_at: row.created_at.0,
+            activated_at: row.activated_at.map(DateTime::from),
+            replicas: replicas_of.remove(&row.id).unwrap_or_default(),
+        };
+        (row.id, row.module, status)
     }));
-    let jobs = backend
-        .job_rows(&modules.shown())
+    let jobs = Statement::<D>::new(D::SQL.jobs)
+        .bind(Ids(modules.shown()))
+        .fetch_all(&mut conn)
         .await
-        .map_err(read::<B>(context))?;
+        .map_err(read(context))?;
     Ok(modules.status(now, jobs, |expression, zone| {
-        backend.schedule(expression, zone)
+        admin.schedule(expression, zone)
     }))
 }
 
@@ -122,7 +100,7 @@ pub struct ModuleStatus {
 }
 
 /// One deployment in [`ModuleStatus`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeploymentStatus {
     /// The deployment's key.
     pub key: String,
@@ -137,8 +115,18 @@ pub struct DeploymentStatus {
     #[serde(with = "rfc3339::option")]
     pub activated_at: Option<DateTime<Utc>>,
     /// Its live replicas (those counted in `live_replicas`), by name.
-    #[sqlx(skip)]
     pub replicas: Vec<Replica>,
+}
+
+impl From<ReplicaRow> for Replica {
+    fn from(row: ReplicaRow) -> Replica {
+        Replica {
+            name: runner_name(&row.host, row.pid),
+            started_at: row.started_at.0,
+            last_seen: row.last_seen.0,
+            live: row.live,
+        }
+    }
 }
 
 /// A replica of a deployment: one process running its jobs, known by its heartbeats.
@@ -236,13 +224,13 @@ pub struct LastRun {
 }
 
 /// How many deployments of a module `status` lists besides the active one and those with live replicas.
-pub(crate) const RECENT_DEPLOYMENTS: i64 = 5;
+const RECENT_DEPLOYMENTS: i64 = 5;
 
 /// The modules of a status being read: their deployments, and which deployment's jobs each shows (the
 /// active one, else the newest). Every store lists the deployments, reads the shown ones' job rows, and
 /// builds the [`Status`] here, so that each flags the same rows.
 #[derive(Debug, Default)]
-pub(crate) struct Modules {
+struct Modules {
     modules: BTreeMap<String, ModuleStatus>,
     shown: BTreeMap<String, i64>,
 }
@@ -250,9 +238,7 @@ pub(crate) struct Modules {
 impl Modules {
     /// The modules of the deployments `status` lists, as `(id, module, status)`, by module and newest
     /// first.
-    pub(crate) fn new(
-        deployments: impl IntoIterator<Item = (i64, String, DeploymentStatus)>,
-    ) -> Self {
+    fn new(deployments: impl IntoIterator<Item = (i64, String, DeploymentStatus)>) -> Self {
         let mut this = Modules::default();
         for (id, name, deployment) in deployments {
             let status = this
@@ -276,13 +262,13 @@ impl Modules {
     }
 
     /// The ids of the deployments whose jobs are shown.
-    pub(crate) fn shown(&self) -> Vec<i64> {
+    fn shown(&self) -> Vec<i64> {
         self.shown.values().copied().collect()
     }
 
     /// The status at `now` with the shown deployments' job rows `jobs`, each checked with `parse` (the
     /// schedule its text describes, or why not) for whether it is broken or overdue.
-    pub(crate) fn status(
+    fn status(
         mut self,
         now: DateTime<Utc>,
         jobs: Vec<JobRow>,
@@ -317,39 +303,10 @@ impl Modules {
     }
 }
 
-/// A job row of a shown deployment, with the latest run of its verb under any deployment of its module;
-/// the `run_id` … `manual` fields are `None` when the verb has no run.
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct JobRow {
-    pub(crate) module_name: String,
-    pub(crate) verb: String,
-    pub(crate) key: String,
-    pub(crate) active: bool,
-    pub(crate) schedule: String,
-    pub(crate) timezone: String,
-    pub(crate) missed: String,
-    pub(crate) state: String,
-    pub(crate) paused: bool,
-    pub(crate) pause_note: Option<String>,
-    pub(crate) paused_at: Option<DateTime<Utc>>,
-    pub(crate) next_execution: Option<DateTime<Utc>>,
-    pub(crate) trigger_requested_at: Option<DateTime<Utc>>,
-    pub(crate) current_run_id: Option<i64>,
-    pub(crate) lease_expires_at: Option<DateTime<Utc>>,
-    pub(crate) current_runner: Option<String>,
-    pub(crate) current_started_at: Option<DateTime<Utc>>,
-    pub(crate) run_id: Option<i64>,
-    pub(crate) scheduled_at: Option<DateTime<Utc>>,
-    pub(crate) started_at: Option<DateTime<Utc>>,
-    pub(crate) finished_at: Option<DateTime<Utc>>,
-    pub(crate) outcome: Option<String>,
-    pub(crate) error: Option<String>,
-    pub(crate) manual: Option<bool>,
-}
-
 /// The status of a job row, before [`Modules::status`] checks whether it is broken or overdue.
 fn job_status(row: JobRow) -> JobStatus {
-    let next_execution_local = match (row.next_execution, parse_timezone(&row.timezone)) {
+    let next_execution = row.next_execution.map(DateTime::from);
+    let next_execution_local = match (next_execution, parse_timezone(&row.timezone)) {
         (Some(next), Ok(zone)) => Some(
             next.with_timezone(&zone)
                 .to_rfc3339_opts(SecondsFormat::AutoSi, false),
@@ -359,9 +316,9 @@ fn job_status(row: JobRow) -> JobStatus {
     let last_run = match (row.run_id, row.scheduled_at, row.outcome, row.manual) {
         (Some(id), Some(scheduled_at), Some(outcome), Some(manual)) => Some(LastRun {
             id,
-            scheduled_at,
-            started_at: row.started_at,
-            finished_at: row.finished_at,
+            scheduled_at: scheduled_at.0,
+            started_at: row.started_at.map(DateTime::from),
+            finished_at: row.finished_at.map(DateTime::from),
             outcome,
             error: row.error,
             manual,
@@ -372,8 +329,8 @@ fn job_status(row: JobRow) -> JobStatus {
     let running = row.current_run_id.map(|run_id| Running {
         run_id,
         runner: row.current_runner.unwrap_or_default(),
-        started_at: row.current_started_at,
-        lease_expires_at: row.lease_expires_at,
+        started_at: row.current_started_at.map(DateTime::from),
+        lease_expires_at: row.lease_expires_at.map(DateTime::from),
     });
     JobStatus {
         verb: row.verb,
@@ -385,10 +342,10 @@ fn job_status(row: JobRow) -> JobStatus {
         running,
         paused: row.paused,
         pause_note: row.pause_note,
-        paused_at: row.paused_at,
-        next_execution: row.next_execution,
+        paused_at: row.paused_at.map(DateTime::from),
+        next_execution,
         next_execution_local,
-        trigger_requested_at: row.trigger_requested_at,
+        trigger_requested_at: row.trigger_requested_at.map(DateTime::from),
         last_run,
         broken: None,
         overdue_secs: None,

@@ -1,23 +1,45 @@
 //! What an operator does in memory: pause and resume a verb, and ask for a manual run of it
-//! (docs/operations.md, "Pause and resume" and "Manual runs"), with the rules the database stores keep.
+//! (docs/operations.md, "Pause and resume" and "Manual runs"), with the rules and the refusals of the
+//! operator API on the database stores (`crate::store::rules::operator`).
 
 use chrono::{DateTime, Utc};
 
 use super::tables::State;
 use crate::store::StoreError;
+use crate::store::rules::operator::{
+    close_to, executing, no_active_deployment, not_in_active_deployment, resumed_next,
+    unknown_module, unknown_verb,
+};
 
 impl State {
-    /// The job rows of `verb` of `module`, one per deployment that has it; refused when none has.
+    /// The job rows of `verb` of `module`, one per deployment that has it; refused as the operator API
+    /// refuses an unknown module or verb when none has.
     fn rows_of(&self, module: &str, verb: &str) -> Result<Vec<i64>, StoreError> {
-        let mut rows: Vec<i64> = self
-            .deployments
-            .values()
-            .filter(|d| &*d.module == module)
+        let deployments = || self.deployments.values().filter(|d| &*d.module == module);
+        let mut rows: Vec<i64> = deployments()
             .filter_map(|d| d.jobs.get(verb).copied())
             .collect();
         if rows.is_empty() {
-            return Err(StoreError::Invalid(format!(
-                "unknown verb `{verb}` in module `{module}`"
+            let mut known: Vec<String> =
+                deployments().flat_map(|d| d.jobs.keys().cloned()).collect();
+            if known.is_empty() {
+                let mut modules: Vec<String> = self
+                    .deployments
+                    .values()
+                    .map(|d| d.module.to_string())
+                    .collect();
+                modules.sort();
+                modules.dedup();
+                return Err(StoreError::Invalid(unknown_module(module, &modules)));
+            }
+            known.sort();
+            known.dedup();
+            let close = close_to(verb, &known);
+            return Err(StoreError::Invalid(unknown_verb(
+                verb,
+                Some(module),
+                &close,
+                &known,
             )));
         }
         rows.sort_unstable();
@@ -34,9 +56,8 @@ impl State {
         Ok(())
     }
 
-    /// Resumes `verb` in every deployment of `module` at `now`: an idle row goes on at its first
-    /// occurrence after now (the ones that came while it was paused are not run), unless its next
-    /// occurrence is still ahead or it holds a pending retry, which keep their instant.
+    /// Resumes `verb` in every deployment of `module` at `now`, each row going on where
+    /// [`resumed_next`] says.
     pub(super) fn resume(
         &mut self,
         module: &str,
@@ -48,11 +69,13 @@ impl State {
             if !job.paused {
                 continue;
             }
-            let next = match job.next_execution {
-                _ if job.retrying.is_some() => job.next_execution,
-                Some(next) if next > now => Some(next),
-                _ => job.spec.schedule.next_after(now),
-            };
+            let next = resumed_next(
+                Some(&job.spec.schedule),
+                job.executing.is_none(),
+                job.retrying.is_some(),
+                job.next_execution,
+                now,
+            );
             self.set_paused(job_id, false, next);
         }
         Ok(())
@@ -69,31 +92,84 @@ impl State {
         verb: &str,
         now: DateTime<Utc>,
     ) -> Result<DateTime<Utc>, StoreError> {
+        let rows = self.rows_of(module, verb)?;
         let Some(active) = self.active_deployment(module) else {
-            return Err(StoreError::Invalid(format!(
-                "module `{module}` has no active deployment"
-            )));
+            return Err(StoreError::Invalid(no_active_deployment(module)));
         };
         let Some(&job_id) = active.jobs.get(verb) else {
-            return Err(StoreError::Invalid(format!(
-                "the active deployment of `{module}` has no verb `{verb}`"
+            let key = self
+                .deployment_keys
+                .iter()
+                .find(|(_, id)| {
+                    self.deployments
+                        .get(id)
+                        .is_some_and(|d| d.active && &*d.module == module)
+                })
+                .map_or("", |(key, _)| key.as_str());
+            return Err(StoreError::Invalid(not_in_active_deployment(
+                module, verb, key,
             )));
         };
-        let running = self.rows_of(module, verb)?.into_iter().find_map(|id| {
+        let running = rows.into_iter().find_map(|id| {
             self.jobs[&id]
                 .executing
                 .filter(|e| e.manual || e.retry_at.unwrap_or(e.scheduled_at) <= now)
         });
-        if let Some(executing) = running {
-            return Err(StoreError::Invalid(format!(
-                "`{verb}` is executing (run {}); a trigger waits for no run",
-                executing.run_id
-            )));
+        if let Some(run) = running {
+            return Err(StoreError::Invalid(executing(verb, run.run_id, None)));
         }
         if let Some(pending) = self.jobs[&job_id].trigger {
             return Ok(pending);
         }
         self.set_trigger(job_id, Some(now));
         Ok(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono_tz::Tz;
+    use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
+
+    use crate::store::{DeploymentSpec, JobSpec, MemoryStore, Store};
+
+    /// The operator API's refusals (tests/admin/mod.rs pins the same texts on the database stores).
+    #[tokio::test]
+    async fn an_unknown_verb_or_module_is_refused_as_the_operator_api_refuses_it() {
+        let store = MemoryStore::new();
+        let job = JobSpec {
+            verb: "billing::send_invoices".to_owned(),
+            expression: "0 * * * *".to_owned(),
+            zone: Tz::UTC,
+            schedule: ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap()),
+            timeout: Duration::from_secs(60),
+            missed: MissedPolicy::Once,
+            retry: Default::default(),
+            on: Default::default(),
+        };
+        let spec = DeploymentSpec {
+            key: "billing@1".to_owned(),
+            module: "billing".to_owned(),
+            schema: "{}".to_owned(),
+            jobs: vec![job],
+        };
+        store.register(&spec).await.unwrap();
+        assert_eq!(
+            store
+                .trigger("billing", "billing::send_invoice")
+                .unwrap_err()
+                .to_string(),
+            "unknown verb `billing::send_invoice` in module `billing`; did you mean \
+             `billing::send_invoices`?"
+        );
+        assert_eq!(
+            store
+                .pause("shipping", "billing::send_invoices")
+                .unwrap_err()
+                .to_string(),
+            "unknown module `shipping`; expected one of: `billing`"
+        );
     }
 }

@@ -36,7 +36,7 @@ use super::{
     StoreSettings, rules,
 };
 use crate::redact::{redact, scrub};
-use crate::store::schedules::{self, Schedules};
+use crate::store::schedules::Schedules;
 use crate::sync::lock;
 
 pub use migrate::{MIGRATOR, newest_known};

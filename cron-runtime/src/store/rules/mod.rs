@@ -14,6 +14,7 @@ use crate::defaults::SKIPPED_COUNT_LIMIT;
 use crate::store::{Outcome, RETRIES_CUT_SHORT};
 
 mod ending;
+pub(crate) mod operator;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use ending::Ending;

@@ -1,9 +1,6 @@
 //! The statements of verb lookup on PostgreSQL: the verbs and modules operators name, read from the job
 //! rows and checked by `crate::admin::lookup`.
 
-use super::PgAdmin;
-use crate::admin::lookup::Lookup;
-
 /// Every verb of the job rows, as `(module, full name)`; only those of module `$1` unless it is null.
 pub(super) const SELECT_VERBS: &str = "\
     SELECT DISTINCT module_name, verb FROM cron_jobs \
@@ -12,18 +9,3 @@ pub(super) const SELECT_VERBS: &str = "\
 /// Every module that has a deployment.
 pub(super) const SELECT_MODULES: &str =
     "SELECT DISTINCT module FROM cron_deployments ORDER BY module";
-
-impl Lookup for PgAdmin {
-    async fn verbs(&self, module: Option<&str>) -> Result<Vec<(String, String)>, sqlx::Error> {
-        sqlx::query_as(SELECT_VERBS)
-            .bind(module)
-            .fetch_all(&self.pool)
-            .await
-    }
-
-    async fn modules(&self) -> Result<Vec<String>, sqlx::Error> {
-        sqlx::query_scalar(SELECT_MODULES)
-            .fetch_all(&self.pool)
-            .await
-    }
-}

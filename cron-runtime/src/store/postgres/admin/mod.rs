@@ -1,12 +1,16 @@
 //! The operator API's statements on PostgreSQL: each command of [`Admin`](crate::admin::Admin) is
-//! written once in `crate::admin` over primitives (`Tables`, and a trait per command) that the files
-//! here implement with cronverb's tables (docs/operations.md, "Operator commands").
+//! written once in `crate::admin`, and runs the statements here through the runner there
+//! (`crate::admin::sql`), with what PostgreSQL's driver decides: instants are `timestamptz`, a span
+//! back from now is seconds the statement subtracts from the database's `now()`, ids bind as an
+//! `int8[]`, and a write wakes the replicas with `NOTIFY` (docs/operations.md, "Operator commands").
 
-use std::sync::Arc;
+use std::time::Duration;
 
-use sqlx::{PgPool, Postgres, Transaction};
-
-use super::schedules::Schedules;
+use chrono::{DateTime, Utc};
+use sqlx::encode::IsNull;
+use sqlx::error::{BoxDynError, DatabaseError};
+use sqlx::postgres::{PgArgumentBuffer, PgQueryResult, PgTypeInfo, PgValueRef};
+use sqlx::{Decode, Encode, PgConnection, PgPool, Postgres, Type};
 
 /// The live replicas of deployment `d`, a subquery: its replicas whose last heartbeat is within `$2`
 /// seconds (the liveness window). A macro so that statements can include it with `concat!`.
@@ -27,10 +31,12 @@ mod status;
 
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
 
-use crate::admin::tables::{Tables, Write};
-use crate::store::StoreError;
-use crate::store::postgres::db;
+use crate::admin::rows::{Ago, At, Ids, Registration};
+use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
+use crate::store::postgres::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use crate::store::postgres::notify::notify;
+use crate::store::postgres::sql::deployments;
+use crate::store::{DeploymentSpec, StoreError};
 
 /// The database's clock, as the runtime reads it.
 use super::sql::clock::NOW;
@@ -86,84 +92,135 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The statements of the operator commands on a PostgreSQL store's database, the `admin::Backend` of the
-/// [`Admin`](crate::admin::Admin) that [`PgStore::admin`](super::PgStore::admin) makes; cloning is cheap
-/// and shares the pool.
-#[derive(Debug, Clone)]
-pub(crate) struct PgAdmin {
-    pool: PgPool,
-    /// A replica is alive while its last heartbeat is at most this many seconds old: the store's.
-    liveness_secs: f64,
-    /// The schedules of the rows `status` and `resume` read, parsed once per text.
-    schedules: Arc<Schedules>,
-}
+/// The operator commands on a PostgreSQL store's database, the [`Admin`](crate::admin::Admin) that
+/// [`PgStore::admin`](super::PgStore::admin) makes.
+pub(crate) type PgAdmin = SqlAdmin<Postgres>;
 
-impl PgAdmin {
+impl SqlAdmin<Postgres> {
     /// The operator API on `pool`, counting a replica alive while its last heartbeat is at most
     /// `liveness_secs` old.
     pub(super) fn new(pool: PgPool, liveness_secs: f64) -> PgAdmin {
-        PgAdmin {
-            pool,
-            liveness_secs,
-            schedules: Arc::default(),
-        }
+        SqlAdmin::on(pool, Duration::from_secs_f64(liveness_secs))
     }
 }
 
-impl Tables for PgAdmin {
-    type Write = PgWrite;
+impl Dialect for Postgres {
+    const SQL: Statements = Statements {
+        verbs: lookup::SELECT_VERBS,
+        modules: lookup::SELECT_MODULES,
+        module_of_key: deploy::SELECT_MODULE_OF_KEY,
+        deployed_jobs: deploy::SELECT_DEPLOYED_JOBS,
+        is_active: deployments::ACTIVE,
+        active_schema: deploy::SELECT_ACTIVE_SCHEMA,
+        deployment: deployment::SELECT_DEPLOYMENT,
+        replicas: deployment::SELECT_REPLICAS,
+        has_history: runs::HAS_HISTORY,
+        runs: runs::SELECT_RUNS,
+        prune: retention::PRUNE,
+        deployments: status::SELECT_DEPLOYMENTS,
+        jobs: status::SELECT_JOBS,
+        live_replicas: status::SELECT_LIVE_REPLICAS,
+        lock_paused: pause::LOCK_PAUSED,
+        pause: pause::PAUSE,
+        lock_for_resume: pause::LOCK_FOR_RESUME,
+        resume: pause::RESUME,
+        pause_state: pause::SELECT_PAUSE,
+        active_deployment: pause::SELECT_ACTIVE_DEPLOYMENT,
+        lock_trigger_row: pause::LOCK_TRIGGER_ROW,
+        executing: pause::SELECT_EXECUTING,
+        request_trigger: pause::REQUEST_TRIGGER,
+    };
 
-    async fn write(&self, context: &str) -> Result<PgWrite, StoreError> {
-        Ok(PgWrite {
-            tx: self.pool.begin().await.map_err(db(context))?,
-            liveness_secs: self.liveness_secs,
-            schedules: Arc::clone(&self.schedules),
+    const BEGIN: &'static str = "BEGIN";
+
+    async fn clock(conn: &mut PgConnection) -> Result<DateTime<Utc>, sqlx::Error> {
+        sqlx::query_scalar(NOW).fetch_one(conn).await
+    }
+
+    fn rows_affected(result: &PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    async fn notify(conn: &mut PgConnection, module: &str) -> Result<(), sqlx::Error> {
+        notify(conn, module).await
+    }
+
+    async fn register(
+        conn: &mut PgConnection,
+        spec: &DeploymentSpec,
+        now: DateTime<Utc>,
+    ) -> Result<Registration, StoreError> {
+        Ok(match insert_deployment(conn, spec).await? {
+            Ok((id, true)) => {
+                insert_jobs(conn, id, spec, now)
+                    .await
+                    .map_err(super::db(format!("registering deployment `{}`", spec.key)))?;
+                Registration::Registered { id, created: true }
+            }
+            Ok((id, false)) => Registration::Registered { id, created: false },
+            Err(KeyConflict::Module { registered }) => Registration::OtherModule { registered },
+            Err(KeyConflict::Schema(refusal)) => Registration::OtherJobs(refusal),
         })
     }
 
-    fn unmigrated(context: &str, error: sqlx::Error) -> StoreError {
-        admin_db(context)(error)
+    /// An undefined table or column.
+    fn unmigrated(error: &dyn DatabaseError) -> bool {
+        matches!(error.code().as_deref(), Some("42P01" | "42703"))
     }
 }
 
-/// A write transaction of the operator API on PostgreSQL: its statements lock the rows they decide on,
-/// and [`notify`] wakes the replicas at commit.
-#[derive(Debug)]
-pub(crate) struct PgWrite {
-    tx: Transaction<'static, Postgres>,
-    /// The store's liveness window, in seconds.
-    liveness_secs: f64,
-    /// The store's parsed schedules.
-    schedules: Arc<Schedules>,
-}
-
-impl Write for PgWrite {
-    async fn notify(&mut self, module: &str) -> Result<(), sqlx::Error> {
-        notify(&mut self.tx, module).await
-    }
-
-    async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
+/// An instant is a `timestamptz`.
+impl Type<Postgres> for At {
+    fn type_info() -> PgTypeInfo {
+        <DateTime<Utc> as Type<Postgres>>::type_info()
     }
 }
 
-/// [`db`], saying what to do when cronverb's tables are missing or older than this code: the first
-/// statement of a command is where an unmigrated database shows.
+impl Encode<'_, Postgres> for At {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <DateTime<Utc> as Encode<Postgres>>::encode_by_ref(&self.0, buf)
+    }
+}
+
+impl Decode<'_, Postgres> for At {
+    fn decode(value: PgValueRef<'_>) -> Result<At, BoxDynError> {
+        Ok(At(<DateTime<Utc> as Decode<Postgres>>::decode(value)?))
+    }
+}
+
+/// A span back from now is seconds, which the statement subtracts from the database's `now()`.
+impl Type<Postgres> for Ago {
+    fn type_info() -> PgTypeInfo {
+        <f64 as Type<Postgres>>::type_info()
+    }
+}
+
+impl Encode<'_, Postgres> for Ago {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <f64 as Encode<Postgres>>::encode_by_ref(&self.0.as_secs_f64(), buf)
+    }
+}
+
+/// Ids are an `int8[]`.
+impl Type<Postgres> for Ids {
+    fn type_info() -> PgTypeInfo {
+        <Vec<i64> as Type<Postgres>>::type_info()
+    }
+}
+
+impl Encode<'_, Postgres> for Ids {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <Vec<i64> as Encode<Postgres>>::encode_by_ref(&self.0, buf)
+    }
+}
+
+/// The error of a command's first statement, saying what to do when cronverb's tables are missing or
+/// older than this code.
 pub(in crate::store::postgres) fn admin_db(
     context: impl Into<String>,
 ) -> impl FnOnce(sqlx::Error) -> StoreError {
     let context = context.into();
-    move |source| {
-        if let sqlx::Error::Database(e) = &source
-            && matches!(e.code().as_deref(), Some("42P01" | "42703"))
-        {
-            return StoreError::Invalid(format!(
-                "while {context}: {e}; cronverb's tables are missing or out of date in this \
-                 database: run `cronverb migrate`"
-            ));
-        }
-        db(context)(source)
-    }
+    move |source| unmigrated::<Postgres>(&context)(source)
 }
 
 #[cfg(test)]

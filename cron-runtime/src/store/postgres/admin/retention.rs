@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::{PgAdmin, admin_db};
-use crate::admin::prune::Prune;
+use crate::admin::prune::prune;
 use crate::store::StoreError;
 
 /// How many pruning statements one call of the runtime's retention runs at most.
@@ -27,41 +26,14 @@ pub(super) const PRUNE: &str = "\
         ORDER BY scheduled_at \
         LIMIT $2)";
 
-impl Prune for PgAdmin {
-    async fn prune_batch(&self, older_than: Duration, batch: u32) -> Result<u64, sqlx::Error> {
-        delete_batch(&self.pool, older_than, batch).await
-    }
-}
-
-/// Runs [`PRUNE`]: deletes up to `batch` runs that finished more than `older_than` ago.
-async fn delete_batch(pool: &PgPool, older_than: Duration, batch: u32) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query(PRUNE)
-        .bind(older_than.as_secs_f64())
-        .bind(i64::from(batch))
-        .execute(pool)
-        .await?
-        .rows_affected())
-}
-
 /// The runtime's periodic retention: [`Admin::prune`](crate::admin::Admin::prune)'s batches, stopping
-/// after `max_batches` statements, so that each call does a bounded amount of work ([`PRUNE_BATCHES_PER_CALL`]) and continues at the next.
+/// after `max_batches` statements, so that each call does a bounded amount of work
+/// ([`PRUNE_BATCHES_PER_CALL`]) and continues at the next.
 pub(in crate::store::postgres) async fn prune_batches(
     pool: &PgPool,
     older_than: Duration,
     batch: u32,
     max_batches: u32,
 ) -> Result<u64, StoreError> {
-    let batch = batch.max(1);
-    let context = || "pruning the run history".to_owned();
-    let mut deleted = 0;
-    for _ in 0..max_batches.max(1) {
-        let done = delete_batch(pool, older_than, batch)
-            .await
-            .map_err(admin_db(context()))?;
-        deleted += done;
-        if done < u64::from(batch) {
-            break;
-        }
-    }
-    Ok(deleted)
+    prune(pool, older_than, batch, Some(max_batches)).await
 }

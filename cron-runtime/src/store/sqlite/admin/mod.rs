@@ -1,7 +1,8 @@
 //! The operator API's statements on SQLite: each command of [`Admin`](crate::admin::Admin) is written
-//! once in `crate::admin` over primitives (`Tables`, and a trait per command) that the files here
-//! implement with cronverb's tables in the file (docs/operations.md, "Operator commands"), so its
-//! rules, results and errors are PostgreSQL's.
+//! once in `crate::admin`, and runs the statements here through the runner there (`crate::admin::sql`),
+//! so its rules, results and errors are PostgreSQL's; what SQLite's driver decides is here: instants
+//! are microseconds since the Unix epoch, a span back from now binds as the instant the store's clock
+//! gives less the span, and ids bind as a JSON array (docs/operations.md, "Operator commands").
 //!
 //! Every command that writes is one write transaction (`BEGIN IMMEDIATE`), read with the store's clock
 //! once it holds the file. Replicas hear a pause, a resume or a trigger as they hear any other process's
@@ -11,11 +12,16 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::encode::IsNull;
+use sqlx::error::{BoxDynError, DatabaseError};
+use sqlx::sqlite::{SqliteArgumentValue, SqliteQueryResult, SqliteTypeInfo, SqliteValueRef};
+use sqlx::{Decode, Encode, Sqlite, SqliteConnection, SqlitePool, Type};
 
-use super::{db, micros, micros_of, now};
-use crate::admin::tables::{Tables, Write};
-use crate::store::StoreError;
+use super::deploy::insert_deployment;
+use super::{db, instant, micros, micros_of, now};
+use crate::admin::rows::{Ago, At, Ids, Registration};
+use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
+use crate::store::{DeploymentSpec, StoreError, other_schema};
 
 mod deploy;
 mod deployment;
@@ -35,88 +41,141 @@ macro_rules! live_replicas {
 }
 use live_replicas;
 
-/// The statements of the operator commands on a SQLite store's file, the `admin::Backend` of the
-/// [`Admin`](crate::admin::Admin) that [`SqliteStore::admin`](super::SqliteStore::admin) makes; cloning
-/// is cheap and shares the pool.
-#[derive(Debug, Clone)]
-pub(crate) struct SqliteAdmin {
-    pool: SqlitePool,
-    /// A replica is alive while its last heartbeat is at most this old: the store's lease.
-    liveness: Duration,
-}
+/// The operator commands on a SQLite store's file, the [`Admin`](crate::admin::Admin) that
+/// [`SqliteStore::admin`](super::SqliteStore::admin) makes.
+pub(crate) type SqliteAdmin = SqlAdmin<Sqlite>;
 
-impl SqliteAdmin {
+impl SqlAdmin<Sqlite> {
     /// The operator API on `pool`, counting a replica alive while its last heartbeat is at most
     /// `liveness` old.
     pub(super) fn new(pool: SqlitePool, liveness: Duration) -> SqliteAdmin {
-        SqliteAdmin { pool, liveness }
-    }
-
-    /// The oldest heartbeat, as the tables store instants, of a replica alive at `now`.
-    fn alive_since(&self, now: DateTime<Utc>) -> i64 {
-        micros(now) - micros_of(self.liveness)
+        SqlAdmin::on(pool, liveness)
     }
 }
 
-impl Tables for SqliteAdmin {
-    type Write = SqliteWrite;
+impl Dialect for Sqlite {
+    const SQL: Statements = Statements {
+        verbs: lookup::SELECT_VERBS,
+        modules: lookup::SELECT_MODULES,
+        module_of_key: deploy::SELECT_MODULE_OF_KEY,
+        deployed_jobs: deploy::SELECT_DEPLOYED_JOBS,
+        is_active: deploy::SELECT_ACTIVE,
+        active_schema: deploy::SELECT_ACTIVE_SCHEMA,
+        deployment: deployment::SELECT_DEPLOYMENT,
+        replicas: deployment::SELECT_REPLICAS,
+        has_history: runs::HAS_HISTORY,
+        runs: runs::SELECT_RUNS,
+        prune: retention::PRUNE,
+        deployments: status::SELECT_DEPLOYMENTS,
+        jobs: status::SELECT_JOBS,
+        live_replicas: status::SELECT_LIVE_REPLICAS,
+        lock_paused: pause::SELECT_PAUSED,
+        pause: pause::PAUSE,
+        lock_for_resume: pause::SELECT_FOR_RESUME,
+        resume: pause::RESUME,
+        pause_state: pause::SELECT_PAUSE,
+        active_deployment: pause::SELECT_ACTIVE_DEPLOYMENT,
+        lock_trigger_row: pause::SELECT_TRIGGER_ROW,
+        executing: pause::SELECT_EXECUTING,
+        request_trigger: pause::REQUEST_TRIGGER,
+    };
 
-    async fn write(&self, context: &str) -> Result<SqliteWrite, StoreError> {
-        let tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(admin_db(context))?;
-        let now = now();
-        Ok(SqliteWrite {
-            tx,
-            now,
-            alive_since: self.alive_since(now),
-        })
+    /// A write holds the file from its start, so that its reads are those it decides on.
+    const BEGIN: &'static str = "BEGIN IMMEDIATE";
+
+    async fn clock(_conn: &mut SqliteConnection) -> Result<DateTime<Utc>, sqlx::Error> {
+        Ok(now())
     }
 
-    fn unmigrated(context: &str, error: sqlx::Error) -> StoreError {
-        admin_db(context)(error)
+    fn rows_affected(result: &SqliteQueryResult) -> u64 {
+        result.rows_affected()
     }
-}
 
-/// A write transaction of the operator API on SQLite: it holds the file from its start (`BEGIN
-/// IMMEDIATE`), and its instant is the store's clock read then. Replicas hear its commit through their
-/// `data_version` watch, so [`Write::notify`] has nothing to do.
-#[derive(Debug)]
-pub(crate) struct SqliteWrite {
-    tx: Transaction<'static, Sqlite>,
-    /// The store's clock once the transaction held the file.
-    now: DateTime<Utc>,
-    /// The oldest heartbeat, as the tables store instants, of a replica alive at `now`.
-    alive_since: i64,
-}
-
-impl Write for SqliteWrite {
-    async fn notify(&mut self, _module: &str) -> Result<(), sqlx::Error> {
+    /// Replicas hear a commit through their `data_version` watch: nothing to do.
+    async fn notify(_conn: &mut SqliteConnection, _module: &str) -> Result<(), sqlx::Error> {
         Ok(())
     }
 
-    async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
+    async fn register(
+        conn: &mut SqliteConnection,
+        spec: &DeploymentSpec,
+        now: DateTime<Utc>,
+    ) -> Result<Registration, StoreError> {
+        let context = format!("registering deployment `{}`", spec.key);
+        let registered: Option<(i64, String, String)> = sqlx::query_as(deploy::SELECT_KEY)
+            .bind(&spec.key)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(unmigrated::<Sqlite>(&context))?;
+        Ok(match registered {
+            Some((_, registered, _)) if registered != spec.module => {
+                Registration::OtherModule { registered }
+            }
+            Some((id, _, schema)) => match other_schema(&spec.key, &schema, &spec.schema) {
+                Some(refusal) => Registration::OtherJobs(refusal),
+                None => Registration::Registered { id, created: false },
+            },
+            None => {
+                let id = insert_deployment(conn, spec, now)
+                    .await
+                    .map_err(db(&context))?;
+                Registration::Registered { id, created: true }
+            }
+        })
+    }
+
+    fn unmigrated(error: &dyn DatabaseError) -> bool {
+        error.message().starts_with("no such table")
+            || error.message().starts_with("no such column")
     }
 }
 
-/// [`db`], saying what to do when cronverb's tables are missing or older than this code: the first
-/// statement of a command is where an unmigrated file shows.
-fn admin_db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
-    let context = context.into();
-    move |source| {
-        if let sqlx::Error::Database(e) = &source
-            && (e.message().starts_with("no such table")
-                || e.message().starts_with("no such column"))
-        {
-            return StoreError::Invalid(format!(
-                "while {context}: {}; cronverb's tables are missing or out of date in this \
-                 database: run `cronverb migrate`",
-                e.message()
-            ));
-        }
-        db(context)(source)
+/// An instant is microseconds since the Unix epoch.
+impl Type<Sqlite> for At {
+    fn type_info() -> SqliteTypeInfo {
+        <i64 as Type<Sqlite>>::type_info()
+    }
+
+    fn compatible(ty: &SqliteTypeInfo) -> bool {
+        <i64 as Type<Sqlite>>::compatible(ty)
+    }
+}
+
+impl<'q> Encode<'q, Sqlite> for At {
+    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
+        <i64 as Encode<Sqlite>>::encode(micros(self.0), buf)
+    }
+}
+
+impl Decode<'_, Sqlite> for At {
+    fn decode(value: SqliteValueRef<'_>) -> Result<At, BoxDynError> {
+        Ok(At(instant(<i64 as Decode<Sqlite>>::decode(value)?)))
+    }
+}
+
+/// A span back from now is the instant the store's clock gives less the span.
+impl Type<Sqlite> for Ago {
+    fn type_info() -> SqliteTypeInfo {
+        <i64 as Type<Sqlite>>::type_info()
+    }
+}
+
+impl<'q> Encode<'q, Sqlite> for Ago {
+    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
+        <i64 as Encode<Sqlite>>::encode(micros(now()) - micros_of(self.0), buf)
+    }
+}
+
+/// Ids are the JSON array that `json_each` reads: SQLite has no array parameters.
+impl Type<Sqlite> for Ids {
+    fn type_info() -> SqliteTypeInfo {
+        <String as Type<Sqlite>>::type_info()
+    }
+}
+
+impl<'q> Encode<'q, Sqlite> for Ids {
+    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
+        let ids: Vec<String> = self.0.iter().map(i64::to_string).collect();
+        <String as Encode<Sqlite>>::encode(format!("[{}]", ids.join(",")), buf)
     }
 }

@@ -1,4 +1,4 @@
-//! Did-you-mean: the names close to one an operator mistyped, and the texts of the errors that name
+//! Did-you-mean: the names close to one an operator mistyped, and the texts of the refusals that name
 //! verbs and modules.
 
 /// Names close to `wanted`: within a small edit distance of it, in full or inside their module, or
@@ -35,7 +35,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// No verb is `verb`: the verbs it may have meant, else what is known.
-pub(super) fn unknown_verb(
+pub(crate) fn unknown_verb(
     verb: &str,
     module: Option<&str>,
     close: &[String],
@@ -62,7 +62,8 @@ pub(super) fn unknown_verb(
 
 /// Why a verb's name inside its module is not enough, and what is: its full name when the candidates'
 /// full names differ, `--module` when their modules do.
-pub(super) fn ambiguous(verb: &str, candidates: &[(String, String)]) -> String {
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) fn ambiguous(verb: &str, candidates: &[(String, String)]) -> String {
     let unique = |key: fn(&(String, String)) -> &String| {
         let mut keys: Vec<&String> = candidates.iter().map(key).collect();
         keys.sort();
@@ -85,7 +86,7 @@ pub(super) fn ambiguous(verb: &str, candidates: &[(String, String)]) -> String {
 }
 
 /// What an unknown module could have been.
-pub(super) fn expected(known: &[String]) -> String {
+pub(crate) fn expected(known: &[String]) -> String {
     if known.is_empty() {
         "no module is registered".to_owned()
     } else {
@@ -107,7 +108,7 @@ fn either(items: &[String]) -> String {
 }
 
 /// The items in backticks (unless already), joined with `separator`.
-pub(super) fn list(items: &[String], separator: &str) -> String {
+pub(crate) fn list(items: &[String], separator: &str) -> String {
     items
         .iter()
         .map(|item| {
@@ -123,7 +124,7 @@ pub(super) fn list(items: &[String], separator: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{ambiguous, close_to, edit_distance};
+    use super::{close_to, edit_distance};
 
     #[test]
     fn close_names_are_suggested() {
@@ -147,7 +148,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     fn an_ambiguous_name_says_what_tells_the_verbs_apart() {
+        use super::ambiguous;
+
         let candidates = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
             pairs
                 .iter()

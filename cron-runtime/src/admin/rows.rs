@@ -1,0 +1,193 @@
+//! What the operator API's statements bind and read, on every database: the values ([`At`], [`Ago`],
+//! [`Ids`]) whose encoding each driver gives, and the rows, each read by one `#[derive(FromRow)]` on
+//! every database (docs/architecture.md). The commands turn them into their results.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// An instant as a statement binds and reads it: a `timestamptz` on PostgreSQL, microseconds since the
+/// Unix epoch on SQLite (each store's admin module implements its encoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct At(pub(crate) DateTime<Utc>);
+
+impl From<At> for DateTime<Utc> {
+    fn from(at: At) -> DateTime<Utc> {
+        at.0
+    }
+}
+
+/// A span back from the store's clock, for "within the liveness window" or "finished long ago": on
+/// PostgreSQL seconds that the statement subtracts from the database's `now()`, on SQLite the instant
+/// the store's clock gives less the span, read as the statement is bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ago(pub(crate) Duration);
+
+/// Ids bound as one parameter: an `int8[]` on PostgreSQL, a JSON array that `json_each` reads on SQLite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ids(pub(crate) Vec<i64>);
+
+/// A deployment as registered, with its schema, as `deployment` reads it.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RegisteredDeployment {
+    pub(crate) id: i64,
+    pub(crate) key: String,
+    pub(crate) module: String,
+    pub(crate) active: bool,
+    pub(crate) created_at: At,
+    pub(crate) activated_at: Option<At>,
+    /// Its registered schema, as JSON text.
+    pub(crate) schema: String,
+}
+
+/// A deployment as `status` lists it, with its live replicas counted.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ListedDeployment {
+    pub(crate) id: i64,
+    pub(crate) module: String,
+    pub(crate) key: String,
+    pub(crate) active: bool,
+    pub(crate) live_replicas: i64,
+    pub(crate) created_at: At,
+    pub(crate) activated_at: Option<At>,
+}
+
+/// The key and registered schema of a module's active deployment, which `deploy` and `deployment`
+/// compare with.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ActiveSchema {
+    /// The active deployment's key.
+    pub(crate) key: String,
+    /// Its registered schema, as JSON text.
+    pub(crate) schema: String,
+}
+
+/// A job row of the deployment `deploy` registered.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RegisteredJob {
+    pub(crate) verb: String,
+    pub(crate) schedule: String,
+    pub(crate) timezone: String,
+    pub(crate) next_execution: Option<At>,
+}
+
+/// What a store's registration did with a deployment `deploy` registers.
+#[derive(Debug)]
+pub(crate) enum Registration {
+    /// The deployment `id`, which this call `created`, or registered before with the same jobs.
+    Registered { id: i64, created: bool },
+    /// The key is registered for module `registered`.
+    OtherModule { registered: String },
+    /// The key is registered with other jobs; the text says what differs.
+    OtherJobs(String),
+}
+
+/// A replica of a deployment, `live` when its last heartbeat is within the liveness window.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ReplicaRow {
+    pub(crate) deployment_id: i64,
+    pub(crate) host: String,
+    pub(crate) pid: i32,
+    pub(crate) started_at: At,
+    pub(crate) last_seen: At,
+    pub(crate) live: bool,
+}
+
+/// A run of the history, with the instant of its pending retry (`retry_at`, for a run `running` after an
+/// attempt ended).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RunRow {
+    pub(crate) id: i64,
+    pub(crate) module: String,
+    pub(crate) verb: String,
+    pub(crate) deployment: Option<String>,
+    pub(crate) scheduled_at: At,
+    pub(crate) claimed_at: Option<At>,
+    pub(crate) started_at: Option<At>,
+    pub(crate) finished_at: Option<At>,
+    pub(crate) outcome: String,
+    pub(crate) error: Option<String>,
+    pub(crate) runner: String,
+    pub(crate) late: bool,
+    pub(crate) skipped: i32,
+    pub(crate) manual: bool,
+    /// `cron_job_runs.attempts` as JSON text, or NULL.
+    pub(crate) attempts: Option<String>,
+    pub(crate) retry_at: Option<At>,
+}
+
+/// A job row of a deployment `status` shows, with the latest run of its verb under any deployment of its
+/// module; the `run_id` … `manual` fields are `None` when the verb has no run.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct JobRow {
+    pub(crate) module_name: String,
+    pub(crate) verb: String,
+    pub(crate) key: String,
+    pub(crate) active: bool,
+    pub(crate) schedule: String,
+    pub(crate) timezone: String,
+    pub(crate) missed: String,
+    pub(crate) state: String,
+    pub(crate) paused: bool,
+    pub(crate) pause_note: Option<String>,
+    pub(crate) paused_at: Option<At>,
+    pub(crate) next_execution: Option<At>,
+    pub(crate) trigger_requested_at: Option<At>,
+    pub(crate) current_run_id: Option<i64>,
+    pub(crate) lease_expires_at: Option<At>,
+    pub(crate) current_runner: Option<String>,
+    pub(crate) current_started_at: Option<At>,
+    pub(crate) run_id: Option<i64>,
+    pub(crate) scheduled_at: Option<At>,
+    pub(crate) started_at: Option<At>,
+    pub(crate) finished_at: Option<At>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) error: Option<String>,
+    pub(crate) manual: Option<bool>,
+}
+
+/// A row of a verb as `resume` reads it, its schedule as text.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ResumeRow {
+    pub(crate) id: i64,
+    pub(crate) schedule: String,
+    pub(crate) timezone: String,
+    pub(crate) state: String,
+    pub(crate) paused: bool,
+    pub(crate) next_execution: Option<At>,
+    pub(crate) retry_run_id: Option<i64>,
+}
+
+/// A row of a verb as `pause` and `resume` report its state: the active deployment's row, else the
+/// newest.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct PauseRow {
+    pub(crate) paused: bool,
+    pub(crate) pause_note: Option<String>,
+    pub(crate) paused_at: Option<At>,
+    pub(crate) next_execution: Option<At>,
+    pub(crate) active: bool,
+}
+
+/// A module's active deployment, as `trigger` reads it.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ActiveDeployment {
+    pub(crate) id: i64,
+    pub(crate) key: String,
+    /// Its replicas whose last heartbeat is within the store's liveness window.
+    pub(crate) live_replicas: i64,
+}
+
+/// The row `trigger` marks.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct TriggerRow {
+    pub(crate) id: i64,
+    pub(crate) trigger_requested_at: Option<At>,
+}
+
+/// The run that refuses a trigger.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ExecutingRow {
+    pub(crate) current_run_id: i64,
+    pub(crate) started_at: Option<At>,
+}

@@ -1,0 +1,465 @@
+//! The operator API's statement runner, once for every database: the commands (`crate::admin::*`) bind
+//! and run the statements here, generic over sqlx's [`Database`] the way sqlx itself is (an
+//! [`Executor`], values that [`Encode`] with their [`Type`], rows read [`FromRow`]). A store gives a
+//! [`Dialect`]: the text of each statement ([`Statements`], one named constant per statement beside its
+//! store) and the few details its driver decides (how an instant, a span back from now and a list of
+//! ids bind, how a write transaction begins, the clock, the wake-up, the registration insert, the error
+//! of a database without cronverb's tables). docs/architecture.md.
+//!
+//! sqlx states its bounds where a query runs; here they are supertraits of [`Dialect`] ([`Bind`],
+//! [`Reads`], [`Run`], each with a blanket impl), so that a command needs only `D: Dialect` and a
+//! store's `impl Dialect` is where the compiler checks that its driver binds and reads every value.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cron_schema::ZonedSchedule;
+use futures_util::future::BoxFuture;
+use sqlx::error::{BoxDynError, DatabaseError};
+use sqlx::pool::PoolConnection;
+use sqlx::{
+    Arguments, Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction, Type,
+};
+
+use super::rows::{
+    ActiveDeployment, ActiveSchema, Ago, At, ExecutingRow, Ids, JobRow, ListedDeployment, PauseRow,
+    RegisteredDeployment, RegisteredJob, Registration, ReplicaRow, ResumeRow, RunRow, TriggerRow,
+};
+use crate::store::schedules::Schedules;
+use crate::store::{DeploymentSpec, StoreError};
+
+/// The text of every statement of the operator API on one database, each binding its parameters in the
+/// order given (`$1`, `$2`, … on PostgreSQL, `?1`, `?2`, … on SQLite) and reading the row named.
+/// Instants bind as [`At`], spans back from the store's clock as [`Ago`], lists of ids as [`Ids`].
+#[derive(Debug)]
+pub(crate) struct Statements {
+    /// Every verb of the job rows, as `(module, full name)` by module and name; only those of module
+    /// `1` unless it is null.
+    pub(crate) verbs: &'static str,
+    /// Every module that has a deployment, by name.
+    pub(crate) modules: &'static str,
+    /// The module deployment `1` (its key) is registered for.
+    pub(crate) module_of_key: &'static str,
+    /// The job rows of deployment `1`, as [`RegisteredJob`]s by verb.
+    pub(crate) deployed_jobs: &'static str,
+    /// Whether deployment `1` is its module's active one.
+    pub(crate) is_active: &'static str,
+    /// The key and registered schema of module `1`'s active deployment, as an [`ActiveSchema`].
+    pub(crate) active_schema: &'static str,
+    /// Deployment `1` (its key), as a [`RegisteredDeployment`].
+    pub(crate) deployment: &'static str,
+    /// The replicas of deployment `1` (its id), as [`ReplicaRow`]s by name, each live when its last
+    /// heartbeat is within the span `2`.
+    pub(crate) replicas: &'static str,
+    /// Whether verb `1` has any run (of module `2` unless it is null).
+    pub(crate) has_history: &'static str,
+    /// The latest `5` runs, as [`RunRow`]s latest first: of module `1` and verb `2` (any when null),
+    /// scheduled at or after the instant `3` and within the span `4` (no bound when null), and before
+    /// the run `(6 scheduled_at, 7 id)` in the history's order (from the newest when null), read from the
+    /// index as a row comparison. A run `running` after an attempt ended (it has attempts) reads the
+    /// `next_execution` of the idle job row holding its retry (`retry_run_id`) as `retry_at`.
+    pub(crate) runs: &'static str,
+    /// Deletes up to `2` runs that were scheduled and finished longer ago than the span `1`, never a
+    /// running one, the oldest first: a run finishes after its scheduled instant, so they are among
+    /// those scheduled before the cutoff, which the index on `scheduled_at` reads oldest first.
+    pub(crate) prune: &'static str,
+    /// The deployments `status` lists, as [`ListedDeployment`]s by module and newest first: of module
+    /// `1` (every module when null), those that are active or have a replica alive within the span `2`,
+    /// and the `3` most recent others.
+    pub(crate) deployments: &'static str,
+    /// The job rows of the deployments `1` (ids), as [`JobRow`]s by module and verb, each with the latest
+    /// run of its verb under any deployment of its module.
+    pub(crate) jobs: &'static str,
+    /// The live replicas of the deployments `1` (ids), as [`ReplicaRow`]s by deployment and name: those
+    /// whose last heartbeat is within the span `2`.
+    pub(crate) live_replicas: &'static str,
+    /// Whether each row of verb `2` of module `1` (one per deployment that has it) is paused, locking
+    /// the rows where the database locks rows.
+    pub(crate) lock_paused: &'static str,
+    /// Pauses the rows of verb `2` of module `1` with the note `3` at the instant `4`: a row already
+    /// paused keeps its instant, and its note unless `3` is given.
+    pub(crate) pause: &'static str,
+    /// The rows of verb `2` of module `1`, as [`ResumeRow`]s, locking them where the database locks
+    /// rows.
+    pub(crate) lock_for_resume: &'static str,
+    /// Resumes row `1` (clearing its pause and note), whose next occurrence is `2`.
+    pub(crate) resume: &'static str,
+    /// The pause of verb `2` of module `1`, as [`PauseRow`]s: the active deployment's row first, then
+    /// the newest.
+    pub(crate) pause_state: &'static str,
+    /// Module `1`'s active deployment, as an [`ActiveDeployment`] whose live replicas are those seen
+    /// within the span `2`.
+    pub(crate) active_deployment: &'static str,
+    /// The row of verb `2` in deployment `1`, as a [`TriggerRow`], locking it where the database locks
+    /// rows.
+    pub(crate) lock_trigger_row: &'static str,
+    /// A run of verb `2` of module `1` that refuses a trigger at the instant `3`, as an
+    /// [`ExecutingRow`]: the run of an executing row, unless it is a regular run claimed ahead that has
+    /// not started.
+    pub(crate) executing: &'static str,
+    /// Marks row `1` triggered at the instant `2`.
+    pub(crate) request_trigger: &'static str,
+}
+
+/// A database the operator API runs on: its statements, and what its driver decides.
+pub(crate) trait Dialect:
+    Run
+    + Bind<i64>
+    + Bind<String>
+    + Bind<Option<String>>
+    + Bind<Option<i64>>
+    + Bind<At>
+    + Bind<Option<At>>
+    + Bind<Ago>
+    + Bind<Option<Ago>>
+    + Bind<Ids>
+    + Reads<(String,)>
+    + Reads<(String, String)>
+    + Reads<(bool,)>
+    + Reads<RegisteredJob>
+    + Reads<ActiveSchema>
+    + Reads<RegisteredDeployment>
+    + Reads<ListedDeployment>
+    + Reads<ReplicaRow>
+    + Reads<RunRow>
+    + Reads<JobRow>
+    + Reads<ResumeRow>
+    + Reads<PauseRow>
+    + Reads<ActiveDeployment>
+    + Reads<TriggerRow>
+    + Reads<ExecutingRow>
+{
+    /// The statements.
+    const SQL: Statements;
+
+    /// The statement that begins a write transaction.
+    const BEGIN: &'static str;
+
+    /// The store's clock, read on `conn` (in a transaction: its instant).
+    fn clock(
+        conn: &mut Self::Connection,
+    ) -> impl Future<Output = Result<DateTime<Utc>, sqlx::Error>> + Send;
+
+    /// How many rows a statement changed.
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Wakes the replicas of `module` once the transaction on `conn` commits, where the store does not
+    /// hear commits by itself.
+    fn notify(
+        conn: &mut Self::Connection,
+        module: &str,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// Registers deployment `spec` and its job rows at `now` on the transaction `conn`, as a replica's
+    /// registration does, unless its key is registered: then the registered deployment if it has the
+    /// same module and jobs, else why not. An error says it was registering deployment `spec.key`.
+    fn register(
+        conn: &mut Self::Connection,
+        spec: &DeploymentSpec,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Registration, StoreError>> + Send;
+
+    /// Whether `error` says that cronverb's tables are missing or older than this code.
+    fn unmigrated(error: &dyn DatabaseError) -> bool;
+}
+
+/// A database that binds `T` as a statement's parameter: every `T` that is sqlx's [`Encode`] and
+/// [`Type`] there.
+pub(crate) trait Bind<T>: Database {
+    /// Adds `value` to `arguments`.
+    fn bind(arguments: &mut Self::Arguments<'static>, value: T) -> Result<(), BoxDynError>;
+}
+
+impl<DB: Database, T> Bind<T> for DB
+where
+    T: 'static + Send + Encode<'static, DB> + Type<DB>,
+{
+    fn bind(arguments: &mut DB::Arguments<'static>, value: T) -> Result<(), BoxDynError> {
+        arguments.add(value)
+    }
+}
+
+/// A database whose rows read as `R`: every `R` that is sqlx's [`FromRow`] there.
+pub(crate) trait Reads<R>: Database {
+    /// `row` as an `R`.
+    fn read(row: &Self::Row) -> Result<R, sqlx::Error>;
+}
+
+impl<DB: Database, R> Reads<R> for DB
+where
+    R: for<'r> FromRow<'r, DB::Row>,
+{
+    fn read(row: &DB::Row) -> Result<R, sqlx::Error> {
+        R::from_row(row)
+    }
+}
+
+/// A database whose connections run statements: every one whose `&mut Connection` is sqlx's
+/// [`Executor`].
+pub(crate) trait Run: Database {
+    /// The rows of `sql` with `arguments`, on `conn`.
+    fn rows<'c>(
+        conn: &'c mut Self::Connection,
+        sql: &'static str,
+        arguments: Self::Arguments<'static>,
+    ) -> BoxFuture<'c, Result<Vec<Self::Row>, sqlx::Error>>;
+
+    /// The first row of `sql` with `arguments`, if any, on `conn`.
+    fn first_row<'c>(
+        conn: &'c mut Self::Connection,
+        sql: &'static str,
+        arguments: Self::Arguments<'static>,
+    ) -> BoxFuture<'c, Result<Option<Self::Row>, sqlx::Error>>;
+
+    /// Runs `sql` with `arguments` on `conn`.
+    fn execute<'c>(
+        conn: &'c mut Self::Connection,
+        sql: &'static str,
+        arguments: Self::Arguments<'static>,
+    ) -> BoxFuture<'c, Result<Self::QueryResult, sqlx::Error>>;
+}
+
+impl<DB: Database> Run for DB
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    fn rows<'c>(
+        conn: &'c mut DB::Connection,
+        sql: &'static str,
+        arguments: DB::Arguments<'static>,
+    ) -> BoxFuture<'c, Result<Vec<DB::Row>, sqlx::Error>> {
+        conn.fetch_all(sqlx::query_with(sql, Bound::<DB>(arguments)))
+    }
+
+    fn first_row<'c>(
+        conn: &'c mut DB::Connection,
+        sql: &'static str,
+        arguments: DB::Arguments<'static>,
+    ) -> BoxFuture<'c, Result<Option<DB::Row>, sqlx::Error>> {
+        conn.fetch_optional(sqlx::query_with(sql, Bound::<DB>(arguments)))
+    }
+
+    fn execute<'c>(
+        conn: &'c mut DB::Connection,
+        sql: &'static str,
+        arguments: DB::Arguments<'static>,
+    ) -> BoxFuture<'c, Result<DB::QueryResult, sqlx::Error>> {
+        conn.execute(sqlx::query_with(sql, Bound::<DB>(arguments)))
+    }
+}
+
+/// A statement's arguments, as sqlx's [`IntoArguments`] takes them.
+struct Bound<DB: Database>(DB::Arguments<'static>);
+
+impl<DB: Database> IntoArguments<'static, DB> for Bound<DB> {
+    fn into_arguments(self) -> DB::Arguments<'static> {
+        self.0
+    }
+}
+
+/// One statement of [`Statements`] with its parameters, bound in order.
+pub(crate) struct Statement<D: Database> {
+    sql: &'static str,
+    arguments: D::Arguments<'static>,
+    /// The first value that did not bind.
+    unbound: Option<BoxDynError>,
+}
+
+impl<D: Dialect> Statement<D> {
+    /// Statement `sql`, no parameter bound yet.
+    pub(crate) fn new(sql: &'static str) -> Self {
+        Statement {
+            sql,
+            arguments: Default::default(),
+            unbound: None,
+        }
+    }
+
+    /// Binds `value` as the next parameter.
+    pub(crate) fn bind<T>(mut self, value: T) -> Self
+    where
+        D: Bind<T>,
+    {
+        if self.unbound.is_none()
+            && let Err(error) = D::bind(&mut self.arguments, value)
+        {
+            self.unbound = Some(error);
+        }
+        self
+    }
+
+    fn arguments(self) -> Result<(&'static str, D::Arguments<'static>), sqlx::Error> {
+        match self.unbound {
+            Some(error) => Err(sqlx::Error::Encode(error)),
+            None => Ok((self.sql, self.arguments)),
+        }
+    }
+
+    /// Its rows, on `conn`.
+    pub(crate) async fn fetch_all<R>(self, conn: &mut D::Connection) -> Result<Vec<R>, sqlx::Error>
+    where
+        D: Reads<R>,
+    {
+        let (sql, arguments) = self.arguments()?;
+        D::rows(conn, sql, arguments)
+            .await?
+            .iter()
+            .map(D::read)
+            .collect()
+    }
+
+    /// Its first row, if any, on `conn`.
+    pub(crate) async fn fetch_optional<R>(
+        self,
+        conn: &mut D::Connection,
+    ) -> Result<Option<R>, sqlx::Error>
+    where
+        D: Reads<R>,
+    {
+        let (sql, arguments) = self.arguments()?;
+        D::first_row(conn, sql, arguments)
+            .await?
+            .as_ref()
+            .map(D::read)
+            .transpose()
+    }
+
+    /// Its first row, on `conn`; none is [`sqlx::Error::RowNotFound`].
+    pub(crate) async fn fetch_one<R>(self, conn: &mut D::Connection) -> Result<R, sqlx::Error>
+    where
+        D: Reads<R>,
+    {
+        self.fetch_optional(conn)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)
+    }
+
+    /// Runs it on `conn`; returns how many rows it changed.
+    pub(crate) async fn execute(self, conn: &mut D::Connection) -> Result<u64, sqlx::Error> {
+        let (sql, arguments) = self.arguments()?;
+        Ok(D::rows_affected(&D::execute(conn, sql, arguments).await?))
+    }
+}
+
+/// The operator API on a store's database `D`: what [`Admin`](super::Admin) holds. Cloning shares the
+/// pool.
+#[derive(Debug)]
+pub(crate) struct SqlAdmin<D: Database> {
+    pool: Pool<D>,
+    /// A replica is alive while its last heartbeat is at most this old: the store's lease.
+    liveness: Duration,
+    /// The schedules of the rows `status` and `resume` read, parsed once per text.
+    schedules: Arc<Schedules>,
+}
+
+impl<D: Database> Clone for SqlAdmin<D> {
+    fn clone(&self) -> Self {
+        SqlAdmin {
+            pool: self.pool.clone(),
+            liveness: self.liveness,
+            schedules: Arc::clone(&self.schedules),
+        }
+    }
+}
+
+impl<D: Dialect> SqlAdmin<D> {
+    /// The operator API on `pool`, counting a replica alive while its last heartbeat is at most
+    /// `liveness` old.
+    pub(crate) fn on(pool: Pool<D>, liveness: Duration) -> Self {
+        SqlAdmin {
+            pool,
+            liveness,
+            schedules: Arc::default(),
+        }
+    }
+
+    /// A connection for a command's reads; `context` says what the command is doing, for its error.
+    pub(crate) async fn read(&self, context: &str) -> Result<PoolConnection<D>, StoreError> {
+        self.pool.acquire().await.map_err(db(context))
+    }
+
+    /// Begins a write transaction, reading its instant; `context` says what the command is doing.
+    pub(crate) async fn write(&self, context: &str) -> Result<Write<D>, StoreError> {
+        let mut tx = self
+            .pool
+            .begin_with(D::BEGIN)
+            .await
+            .map_err(unmigrated::<D>(context))?;
+        let now = D::clock(&mut *tx).await.map_err(unmigrated::<D>(context))?;
+        Ok(Write {
+            tx,
+            now,
+            liveness: self.liveness,
+        })
+    }
+
+    /// The liveness window, as the statements bind it.
+    pub(crate) fn alive(&self) -> Ago {
+        Ago(self.liveness)
+    }
+
+    /// The schedule a row's text describes, or why it does not parse.
+    pub(crate) fn schedule(&self, expression: &str, zone: &str) -> Result<ZonedSchedule, String> {
+        self.schedules.parse(expression, zone)
+    }
+
+    /// The pool, for the runtime's own retention.
+    pub(crate) fn pool(&self) -> &Pool<D> {
+        &self.pool
+    }
+}
+
+/// A write transaction of the operator API: the rows it reads are locked where the database locks rows
+/// (SQLite's holds the file from its start), and its instant is the store's clock read when it began.
+#[derive(Debug)]
+pub(crate) struct Write<D: Database> {
+    pub(crate) tx: Transaction<'static, D>,
+    /// The store's clock when the transaction began.
+    pub(crate) now: DateTime<Utc>,
+    /// The store's liveness window.
+    liveness: Duration,
+}
+
+impl<D: Dialect> Write<D> {
+    /// The liveness window, as the statements bind it.
+    pub(crate) fn alive(&self) -> Ago {
+        Ago(self.liveness)
+    }
+
+    /// Wakes the replicas of `module` once the transaction commits.
+    pub(crate) async fn notify(&mut self, module: &str) -> Result<(), sqlx::Error> {
+        D::notify(&mut *self.tx, module).await
+    }
+
+    /// Commits the transaction.
+    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+}
+
+/// The error of a statement after a command's first: the database's, with what the command was doing.
+pub(crate) fn db(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+    move |source| StoreError::Database {
+        context: context.to_owned(),
+        source: Box::new(source),
+    }
+}
+
+/// The error of a command's first statement on database `D`, where a database without cronverb's tables
+/// shows: then it says to run `cronverb migrate`. Otherwise [`db`].
+pub(crate) fn unmigrated<D: Dialect>(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+    move |source| {
+        if let sqlx::Error::Database(e) = &source
+            && D::unmigrated(e.as_ref())
+        {
+            return StoreError::Invalid(format!(
+                "while {context}: {}; cronverb's tables are missing or out of date in this \
+                 database: run `cronverb migrate`",
+                e.message()
+            ));
+        }
+        db(context)(source)
+    }
+}
