@@ -395,4 +395,27 @@ mod tests {
         assert!(connect_options("sqlite://").is_err());
         assert!(connect_options("sqlite://target/cron.db").is_ok());
     }
+
+    #[tokio::test]
+    async fn connect_existing_never_creates_the_file() {
+        let dir = std::env::temp_dir().join(format!("cronverb-existing-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cron.db");
+        let _ = std::fs::remove_file(&path);
+        let url = format!("sqlite://{}", path.display());
+        assert!(SqliteStore::connect_existing(&url).await.unwrap().is_none());
+        assert!(!path.exists());
+        assert!(matches!(
+            SqliteStore::connect_existing("sqlite::memory:").await,
+            Err(StoreError::Invalid(_))
+        ));
+        SqliteStore::connect(&url)
+            .await
+            .unwrap()
+            .pool()
+            .close()
+            .await;
+        assert!(SqliteStore::connect_existing(&url).await.unwrap().is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
