@@ -61,30 +61,34 @@ pub use cron_runtime::admin;
 pub use cron_runtime::redact;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
-pub use cron_runtime::schema;
-/// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
-pub use cron_runtime::sqlx;
+/// The PostgreSQL store (feature `postgres`, a default): replicas coordinated through one database
+/// (docs/runtime.md, "Which store"). The runtime opens it from a URL ([`RuntimeBuilder::database_url`])
+/// or a pool ([`RuntimeBuilder::postgres`]); `PgStore::admin` gives the operator API.
 #[cfg(feature = "postgres")]
-pub use cron_runtime::store::postgres::PgStore;
+pub use cron_runtime::PgStore;
 /// The SQLite store (feature `sqlite`): durable state in one file for the processes of one host
 /// (docs/runtime.md, "Which store"). The runtime opens it from a `sqlite://` URL
 /// ([`RuntimeBuilder::database_url`]).
 #[cfg(feature = "sqlite")]
-pub use cron_runtime::store::sqlite::SqliteStore;
-pub use cron_runtime::store::{
-    MemoryStore, Outcome, Retries, RunRecord, StoreError, StoreSettings,
-};
+pub use cron_runtime::SqliteStore;
+/// The most jobs a deployment may have (docs/operations.md, "Deployment keys"): a larger one is
+/// refused by [`RuntimeBuilder::build`], by a store's registration and by `cronverb deploy`.
+pub use cron_runtime::defaults::MAX_JOBS_PER_DEPLOYMENT;
+pub use cron_runtime::schema;
+/// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub use cron_runtime::sqlx;
 pub use cron_runtime::{
-    BuildError, Context, DEFAULT_MODULE, Health, HealthCheck, IntoOutcome, Job, JobError,
-    JobOptions, Runtime, RuntimeBuilder, RuntimeError, RuntimeHandle, StoreHealth, Tz, chrono,
-    context, job, jobs, try_context,
+    Attempt, BuildError, Context, DEFAULT_MODULE, Health, HealthCheck, IntoOutcome, Job, JobError,
+    JobOptions, MemoryStore, Outcome, RunRecord, Runtime, RuntimeBuilder, RuntimeError,
+    RuntimeHandle, StoreError, StoreHealth, StoreSettings, Tz, chrono, context, job, jobs,
+    try_context,
 };
 /// Why an expression was rejected ([`Schedule::parse`], [`JobError::Expression`]), with the byte range
 /// of the offending text.
 pub use cron_schema::Error as ExpressionError;
 pub use cron_schema::{
-    Change, ChangedVerb, Cron, Diff, DurationError, Field, MissedPolicy, Module, ModuleVerb,
+    ChangedVerb, Cron, Diff, DurationError, Field, FieldChange, MissedPolicy, Module, ModuleVerb,
     Occurrences, PolicyError, RunOn, RunOnError, Schedule, Schema, SchemaError, Source, Verb,
     ZoneError, ZonedOccurrences, ZonedSchedule,
 };

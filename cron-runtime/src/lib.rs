@@ -1,7 +1,16 @@
-//! The cronverb runtime: job registry, stores (in-memory and PostgreSQL), executor, recovery, history.
+//! The cronverb runtime: job registry, stores (in memory, SQLite, PostgreSQL), executor, recovery,
+//! history.
 //!
-//! Use it through the `cronverb` crate. The behaviour a user must know (overlap, missed runs, timeouts,
-//! shutdown, failures) is in `docs/runtime.md`.
+//! Use it through the `cronverb` crate, which re-exports what an application needs: the runtime and its
+//! builder, the stores it picks ([`MemoryStore`], `PgStore` with feature `postgres`, `SqliteStore`
+//! with feature `sqlite`), the runs they record ([`RunRecord`], [`Outcome`], [`Attempt`]) and the
+//! operator API (`admin`). The behaviour a user must know (overlap, missed runs, timeouts, shutdown,
+//! failures) is in `docs/runtime.md`.
+//!
+//! The store protocol the executor is written against (`Store`, the claims, finishes and heartbeats it
+//! exchanges) is this crate's own: its stores are pinned by one conformance suite and the trait is
+//! sealed (docs/runtime.md, "The store seam"). It is not public API; the feature `testing` shows it, for
+//! this workspace's tests and benchmarks only, outside semver.
 
 /// The operator API (docs/operations.md, "Operator commands"), on the database stores.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -31,7 +40,14 @@ pub mod __private {
 }
 
 pub mod redact;
+// The store protocol and the test helpers are not public API: the stores an application picks and the
+// types it reads are re-exported below; the rest is for this workspace's tests and benchmarks (feature
+// `testing`).
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub mod store;
+#[cfg(not(any(test, feature = "testing")))]
+mod store;
 
 pub use builder::{JobOptions, RuntimeBuilder};
 pub use context::{Context, TestContext, context, try_context};
@@ -42,12 +58,16 @@ pub use job::{Job, job, jobs};
 pub use registration::IntoOutcome;
 pub use runtime::{Runtime, RuntimeHandle};
 pub use schema::schema;
+#[cfg(feature = "postgres")]
+pub use store::postgres::PgStore;
+#[cfg(feature = "sqlite")]
+pub use store::sqlite::SqliteStore;
+pub use store::{Attempt, MemoryStore, Outcome, RunRecord, StoreError, StoreSettings};
 
 /// The chrono this crate is built with: instants in its API are `chrono::DateTime<Utc>`.
 pub use chrono;
-/// A time zone of the IANA database (`chrono_tz::Tz`), as a job's
-/// [`schedule`](Job::schedule) and [`JobSpec::zone`](store::JobSpec::zone) have it: parse one with
-/// `"Europe/Berlin".parse::<Tz>()`.
+/// A time zone of the IANA database (`chrono_tz::Tz`), as a job's [`schedule`](Job::schedule) has it:
+/// parse one with `"Europe/Berlin".parse::<Tz>()`.
 pub use chrono_tz::Tz;
 /// The cron-schema this crate is built with: the schedules, schema and validation errors in its API
 /// ([`MissedPolicy`](cron_schema::MissedPolicy), [`ZonedSchedule`](cron_schema::ZonedSchedule),

@@ -41,7 +41,7 @@ pub use policy::{
 };
 pub use schedule::{Occurrences, Schedule};
 pub use schema::{
-    Change, ChangedVerb, Cron, Diff, Module, ModuleVerb, SCHEMA_VERSION, Schema, SchemaError,
+    ChangedVerb, Cron, Diff, FieldChange, Module, ModuleVerb, SCHEMA_VERSION, Schema, SchemaError,
     Source, Verb, module_of,
 };
 pub use timezone::{ZoneError, parse_timezone};

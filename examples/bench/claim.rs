@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use cron_runtime::store::postgres::PgStore;
+use cron_runtime::PgStore;
 use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Runner, Store};
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use sqlx::postgres::PgArguments;

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use cron_runtime::store::postgres::PgStore;
+use cron_runtime::PgStore;
 use sqlx::PgPool;
 
 use crate::measure::{BackendCpu, db_stats, load, postgres_cpu};

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use cron_runtime::store::postgres::PgStore;
+use cron_runtime::PgStore;
 use sqlx::PgPool;
 
 use crate::measure::load;

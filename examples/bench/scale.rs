@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use cron_runtime::PgStore;
 use cron_runtime::store::Store;
-use cron_runtime::store::postgres::PgStore;
 use sqlx::PgPool;
 
 use crate::claim::{deployment_spec, explain_claim, explain_claim_n, finish_each, make_due};

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::Utc;
-use cron_runtime::store::sqlite::SqliteStore;
+use cron_runtime::SqliteStore;
 use sqlx::SqlitePool;
 
 use crate::replica::{ReplicaConfig, ReplicaProcess, sleep_until_second};

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cron_runtime::store::postgres::PgStore;
+use cron_runtime::PgStore;
 use sqlx::{PgPool, Row};
 
 use crate::measure::{BackendCpu, MachineCpu, db_stats, load, postgres_cpu, sample_waits};

@@ -129,7 +129,7 @@ pub struct ChangedJob {
     /// The verb's full name.
     pub verb: String,
     /// Each field that differs.
-    pub changes: Vec<cron_schema::Change>,
+    pub changes: Vec<cron_schema::FieldChange>,
 }
 
 /// One verb of a deployment registered by [`Admin::deploy`](super::Admin::deploy), as its row now says.

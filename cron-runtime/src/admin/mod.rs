@@ -52,7 +52,7 @@ pub use status::{
 /// The database failure inside [`AdminError::Store`].
 pub use crate::store::StoreError;
 /// A field's change between two schemas, as [`ChangedJob::changes`] lists them.
-pub use cron_schema::Change;
+pub use cron_schema::FieldChange;
 
 /// How many runs one pruning statement deletes: `cronverb prune`'s batch and the runtime's.
 pub const PRUNE_BATCH: u32 = 1000;

@@ -13,7 +13,7 @@ const NAMED: usize = 5;
 
 /// Refuses a deployment of more than [`MAX_JOBS_PER_DEPLOYMENT`] jobs; `what` names it (`deployment
 /// `billing@1``, `this runtime`).
-pub fn check_job_count(what: &str, jobs: usize) -> Result<(), String> {
+pub(crate) fn check_job_count(what: &str, jobs: usize) -> Result<(), String> {
     if jobs > MAX_JOBS_PER_DEPLOYMENT {
         return Err(format!(
             "{what} has {jobs} jobs, more than the {MAX_JOBS_PER_DEPLOYMENT} a deployment may have \

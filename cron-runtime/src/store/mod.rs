@@ -1,9 +1,14 @@
 //! Where job state, runs and replicas live. The executor is written against [`Store`]; the in-memory store
-//! is the embedded default and PostgreSQL the coordinator between replicas. Both keep every guarantee of
-//! docs/operations.md ("The guarantees", G1–G9); only durability differs. The rules they compute
-//! alike are written once (`store/rules.rs`), and the store conformance suite
-//! (`cron-runtime/tests/conformance`) runs the same cases against each store (docs/runtime.md, "The store
-//! seam").
+//! is the embedded default, SQLite keeps the processes of one host in one file, and PostgreSQL is the
+//! coordinator between replicas. All three keep every guarantee of docs/operations.md ("The
+//! guarantees", G1–G9); only durability and reach differ. The rules they compute alike are written once
+//! (`store/rules/`), and the store conformance suite (`cron-runtime/tests/conformance`) runs the same
+//! cases against each store (docs/runtime.md, "The store seam").
+//!
+//! Not public API: the crate's root re-exports the stores and the types an application reads (the
+//! store types, [`StoreError`], [`StoreSettings`], [`RunRecord`], [`Outcome`], [`Attempt`]); this module,
+//! with the protocol and the test helpers, is public only under the feature `testing`, for this
+//! workspace's tests and benchmarks.
 
 use std::future::Future;
 use std::time::Duration;
@@ -290,7 +295,9 @@ pub enum Change {
     /// Something may be due now (a takeover, a trigger, rows taken back): claim.
     Claim,
     /// A job of this replica's module became idle with its next occurrence at this instant (another
-    /// replica recorded how its run ended): nothing to claim before then.
+    /// replica recorded how its run ended): nothing to claim before then. Only PostgreSQL says so
+    /// (docs/runtime.md, "Waking up").
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     DueAt(DateTime<Utc>),
 }
 
@@ -337,9 +344,10 @@ impl Default for StoreSettings {
 /// Job state, runs and replicas. Every method is one logical step of the store's protocol
 /// (docs/operations.md, "The guarantees") and keeps its rules on its own; the executor composes them.
 ///
-/// The trait is sealed: the stores are this crate's (the in-memory store and PostgreSQL), each pinned by
-/// the same conformance tests. It is public so that tests and tools can drive a store the way the
-/// executor does; docs/runtime.md ("The store seam") says why it is not open to other crates.
+/// The trait is sealed: the stores are this crate's (in memory, SQLite and PostgreSQL), each pinned by
+/// the same conformance tests. It is not public API: the feature `testing` shows it so that this
+/// workspace's tests and benchmarks can drive a store the way the executor does; docs/runtime.md ("The
+/// store seam") says why it is not open to other crates.
 pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// Registers this replica (a row in `cron_runners`) and its deployment with its jobs (idempotent for a
     /// key already registered), and takes the module over if this deployment should be active
@@ -472,7 +480,6 @@ pub(crate) mod schedules;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use key::check_job_count;
-pub(crate) use key::{fingerprint, other_schema};
+pub(crate) use key::{check_job_count, fingerprint, other_schema};
 
 pub use memory::{MemoryStore, RunRecord};

@@ -35,12 +35,12 @@ pub struct ModuleVerb {
 pub struct ChangedVerb {
     pub module: String,
     pub name: String,
-    pub changes: Vec<Change>,
+    pub changes: Vec<FieldChange>,
 }
 
 /// One field of the cron metadata, before and after. A timeout of `None` is the runtime's default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
+pub struct FieldChange {
     /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff` or `on`.
     pub field: String,
     pub old: Option<String>,
@@ -93,10 +93,10 @@ pub(super) fn diff(old: &Schema, new: &Schema) -> Diff {
     diff
 }
 
-fn changes(old: &Cron, new: &Cron) -> Vec<Change> {
+fn changes(old: &Cron, new: &Cron) -> Vec<FieldChange> {
     let mut changes = Vec::new();
     let mut push = |field: &str, old: Option<String>, new: Option<String>| {
-        changes.push(Change {
+        changes.push(FieldChange {
             field: field.to_owned(),
             old,
             new,
@@ -163,7 +163,7 @@ impl fmt::Display for Diff {
             writeln!(f, "- {module} {}: {}", verb.name, summary(&verb.cron))?;
         }
         for changed in &self.changed {
-            let changes: Vec<String> = changed.changes.iter().map(Change::to_string).collect();
+            let changes: Vec<String> = changed.changes.iter().map(FieldChange::to_string).collect();
             writeln!(
                 f,
                 "~ {} {}: {}",
@@ -177,7 +177,7 @@ impl fmt::Display for Diff {
 }
 
 /// `expression `0 2 * * *` -> `0 3 * * *``; a value of `None` is `the default`.
-impl fmt::Display for Change {
+impl fmt::Display for FieldChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let show = |value: &Option<String>| match value {
             Some(value) => format!("`{value}`"),

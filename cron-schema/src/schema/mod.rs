@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{MissedPolicy, RunOn};
 
-pub use diff::{Change, ChangedVerb, Diff, ModuleVerb};
+pub use diff::{ChangedVerb, Diff, FieldChange, ModuleVerb};
 
 /// The version of the JSON form this crate writes, and the only one it reads.
 pub const SCHEMA_VERSION: u32 = 1;

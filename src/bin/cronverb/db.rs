@@ -12,13 +12,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cron_runtime::admin::{Admin, AdminError};
-use cron_runtime::redact::redact;
-use cron_runtime::sqlx::migrate::Migrator;
-use cron_runtime::store::StoreError;
-use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::sqlite::SqliteStore;
-use cron_runtime::store::{postgres, sqlite};
+use cronverb::admin::{Admin, AdminError};
+use cronverb::redact::redact;
+use cronverb::sqlx::migrate::Migrator;
+use cronverb::{PgStore, SqliteStore, StoreError};
 
 use crate::escape::escape;
 
@@ -104,8 +101,8 @@ impl Database {
     /// The migrations the runtime embeds for this database.
     pub fn migrator(&self) -> &'static Migrator {
         match self {
-            Database::Postgres(_) => &postgres::MIGRATOR,
-            Database::Sqlite(_) => &sqlite::MIGRATOR,
+            Database::Postgres(_) => PgStore::migrator(),
+            Database::Sqlite(_) => SqliteStore::migrator(),
         }
     }
 }
@@ -180,46 +177,32 @@ where
                 })?,
         };
         let kind = kind(&url)?;
-        // A URL that is not one is what was typed wrong; its message shows it redacted.
-        let sqlite_options = match kind {
-            Kind::Postgres => {
-                postgres::connect_options(&url).map_err(|e| Failure::Invalid(e.to_string()))?;
-                None
-            }
-            Kind::Sqlite => Some(
-                sqlite::connect_options(&url)
-                    .map_err(|e| Failure::Invalid(e.to_string()))?
-                    .create_if_missing(create),
-            ),
-        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Failure::Other(format!("while starting the async runtime: {e}")))?;
         runtime.block_on(async {
-            let database = match sqlite_options {
-                None => {
-                    Database::Postgres(PgStore::connect_with_timeout(&url, CONNECT_TIMEOUT).await?)
+            let database = match kind {
+                Kind::Postgres => Database::Postgres(
+                    PgStore::connect_with_timeout(&url, CONNECT_TIMEOUT)
+                        .await
+                        .map_err(connecting)?,
+                ),
+                Kind::Sqlite if create => {
+                    Database::Sqlite(SqliteStore::connect(&url).await.map_err(connecting)?)
                 }
-                Some(options) => {
-                    if !create && !options.get_filename().exists() {
+                Kind::Sqlite => match SqliteStore::connect_existing(&url)
+                    .await
+                    .map_err(connecting)?
+                {
+                    Some(store) => Database::Sqlite(store),
+                    None => {
                         return Err(Failure::Other(format!(
                             "no SQLite database at `{}`: `cronverb migrate` creates it",
                             redact(&url)
                         )));
                     }
-                    let pool = sqlite::pool_options()
-                        .connect_with(options)
-                        .await
-                        .map_err(|e| {
-                            Failure::Other(format!(
-                                "while opening {}: {}",
-                                redact(&url),
-                                cron_runtime::redact::scrub(&e.to_string(), &url)
-                            ))
-                        })?;
-                    Database::Sqlite(SqliteStore::from_pool(pool))
-                }
+                },
             };
             command(database).await
         })
@@ -233,6 +216,15 @@ where
                 Failure::Other(_) => ExitCode::FAILURE,
             }
         }
+    }
+}
+
+/// A failure to open the database: a URL that is not one is what was typed wrong (the store's message
+/// shows it redacted); anything else is the database's.
+fn connecting(error: StoreError) -> Failure {
+    match error {
+        StoreError::Invalid(message) => Failure::Invalid(message),
+        error => Failure::Other(error.to_string()),
     }
 }
 

@@ -4,9 +4,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cron_runtime::admin::Deployed;
-use cron_runtime::store::check_job_count;
-use cron_schema::Schema;
+use cronverb::admin::Deployed;
+use cronverb::{MAX_JOBS_PER_DEPLOYMENT, Schema};
 
 use crate::db::{self, Connection, Failure};
 
@@ -48,16 +47,23 @@ pub fn run(args: Args) -> ExitCode {
     })
 }
 
-/// Refuses, before connecting, a module with more verbs than a deployment may have.
+/// Refuses, before connecting, a module with more verbs than a deployment may have: a file too large
+/// is reported whatever the database does (the operator API refuses it too, once connected).
 fn check_size(schema: Schema, args: &Args) -> Result<Schema, Failure> {
     for module in &schema.modules {
-        if args
-            .module
-            .as_deref()
-            .is_none_or(|name| name == module.name)
+        let jobs = module.verbs.len();
+        if jobs > MAX_JOBS_PER_DEPLOYMENT
+            && args
+                .module
+                .as_deref()
+                .is_none_or(|name| name == module.name)
         {
-            check_job_count(&format!("module `{}`", module.name), module.verbs.len())
-                .map_err(|e| Failure::Invalid(format!("invalid schema: {e}")))?;
+            return Err(Failure::Invalid(format!(
+                "invalid schema: module `{}` has {jobs} jobs, more than the \
+                 {MAX_JOBS_PER_DEPLOYMENT} a deployment may have (docs/operations.md): split them \
+                 into several modules",
+                module.name
+            )));
         }
     }
     Ok(schema)

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use cron_runtime::admin::Pause;
+use cronverb::admin::Pause;
 
 use crate::db::{self, Connection};
 use crate::escape::escape;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use cron_runtime::admin::PRUNE_BATCH;
+use cronverb::admin::PRUNE_BATCH;
 
 use crate::db::{self, Connection};
 

@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
-use cron_runtime::admin::{Run, RunFilter, Since};
-use cron_runtime::store::Attempt;
+use cronverb::Attempt;
+use cronverb::admin::{Run, RunFilter, Since};
 
 use crate::db::{self, Connection};
 use crate::escape::escape;

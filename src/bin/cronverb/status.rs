@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use cron_runtime::admin::{JobStatus, ModuleStatus, Status};
+use cronverb::admin::{JobStatus, ModuleStatus, Status};
 
 use crate::db::{self, Connection};
 use crate::escape::escape;

@@ -16,11 +16,6 @@ use crate::store::migrate::{self as policy, CHECKING, MigrationTarget};
 /// The embedded migrations that create and upgrade cronverb's tables.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
-/// The newest migration this build embeds.
-pub fn newest_known() -> i64 {
-    policy::newest_known(&MIGRATOR)
-}
-
 /// Applies the migrations this build knows and the database lacks, then checks that the database is one
 /// this build can use. Serialized with sqlx's advisory lock, so every replica may run it at once.
 pub(super) async fn migrate(conn: &mut PgConnection) -> Result<(), StoreError> {

@@ -39,18 +39,18 @@ use crate::redact::{redact, scrub};
 use crate::store::schedules::Schedules;
 use crate::sync::lock;
 
-pub use migrate::{MIGRATOR, newest_known};
+pub use migrate::MIGRATOR;
 
 /// The channel cronverb notifies on when jobs of a module may be due now (a takeover, a trigger, rows
 /// taken back); the payload is the module's name.
-pub const NOTIFY_CHANNEL: &str = "cronverb";
+pub(crate) const NOTIFY_CHANNEL: &str = "cronverb";
 
 /// The channel cronverb notifies on when a run ended and left its job idle with a later next
 /// occurrence; the payload is the module's name, a tab, and that instant in microseconds since the
 /// Unix epoch. The other replicas of the module wake up then without asking the database
 /// (docs/runtime.md, "Waking up"). A replica that does not listen to it (an older release) still
 /// wakes on [`NOTIFY_CHANNEL`] and at its heartbeats.
-pub const DUE_CHANNEL: &str = "cronverb_due";
+pub(crate) const DUE_CHANNEL: &str = "cronverb_due";
 
 /// Job state, runs and replicas in PostgreSQL.
 ///
@@ -161,6 +161,14 @@ impl PgStore {
         &self.pool
     }
 
+    /// The migrations this build embeds (the `.sql` files of `cron-runtime/migrations`), as
+    /// [`PgStore::migrate`] applies them: for a tool that lists them (`cronverb migrate --json`). Apply
+    /// them with [`PgStore::migrate`], which also refuses a database a newer release contracted;
+    /// sqlx's `Migrator::run` does not check that, and refuses the migrations of a newer release.
+    pub fn migrator() -> &'static sqlx::migrate::Migrator {
+        &MIGRATOR
+    }
+
     /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
     /// store's database, with its liveness window.
     pub fn admin(&self) -> crate::admin::Admin {
@@ -266,7 +274,7 @@ fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
 /// shows the URL redacted). Every message about it shows it through [`redact`]: sqlx's own errors are
 /// scrubbed of its secrets, and a secret query parameter sqlx does not read (`sslpassword`) is taken out
 /// before sqlx sees it, as sqlx would log its value while ignoring it.
-pub fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
+pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
     let invalid = |reason: String| {
         let expected = if url.contains("://") {
             ""
@@ -335,8 +343,9 @@ fn without_unread_secrets(url: &str) -> std::borrow::Cow<'_, str> {
 
 /// Every SQL statement of the PostgreSQL store, as `(name, SQL)`: the runtime's and the operator
 /// commands'. For the test that prepares each against the migrated schema
-/// (cron-runtime/tests/pg_statements.rs), so that a typo fails the suite.
-#[doc(hidden)]
+/// (cron-runtime/tests/pg_statements.rs), so that a typo fails the suite. Without the feature
+/// `testing` nothing calls it; it stays compiled so that the statement tables it reads do too.
+#[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
 pub fn statements() -> Vec<(&'static str, &'static str)> {
     sql::FAMILIES
         .iter()

@@ -18,11 +18,6 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
 /// The oldest migration a build must know to use the tables.
 const REQUIRED_MIGRATION: &str = "SELECT required_migration FROM cron_compatibility";
 
-/// The newest migration this build embeds.
-pub fn newest_known() -> i64 {
-    policy::newest_known(&MIGRATOR)
-}
-
 pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
     let mut tx = pool
         .begin_with("BEGIN IMMEDIATE")

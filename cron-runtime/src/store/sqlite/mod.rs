@@ -47,10 +47,10 @@ use crate::store::JobSpec;
 use crate::store::schedules::Schedules;
 use crate::sync::lock;
 
-pub use migrate::{MIGRATOR, newest_known};
+pub use migrate::MIGRATOR;
 
 /// How long a write waits for another process's write transaction before it fails.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Job state, runs and replicas in a SQLite file.
 ///
@@ -87,7 +87,25 @@ impl SqliteStore {
     /// An in-memory database (`sqlite::memory:`, `mode=memory`) is refused: it would live and die with one
     /// connection of this process, which is the in-memory store's job (build the runtime without a URL).
     pub async fn connect(url: &str) -> Result<SqliteStore, StoreError> {
-        let options = connect_options(url)?;
+        SqliteStore::open(url, connect_options(url)?).await
+    }
+
+    /// Opens the SQLite file at `url` as [`SqliteStore::connect`] does, but only if it exists: `None`
+    /// when there is no file there. For a tool that works on the file of running processes (`cronverb
+    /// status`), where a mistyped path should be reported rather than become an empty database.
+    ///
+    /// A `url` that is not a SQLite file's URL is refused with [`StoreError::Invalid`]; a file that
+    /// cannot be opened is a [`StoreError::Database`].
+    pub async fn connect_existing(url: &str) -> Result<Option<SqliteStore>, StoreError> {
+        let options = connect_options(url)?.create_if_missing(false);
+        if !options.get_filename().exists() {
+            return Ok(None);
+        }
+        SqliteStore::open(url, options).await.map(Some)
+    }
+
+    /// Opens a pool on the file of `url` with `options`.
+    async fn open(url: &str, options: SqliteConnectOptions) -> Result<SqliteStore, StoreError> {
         let pool = pool_options()
             .connect_with(options)
             .await
@@ -101,8 +119,8 @@ impl SqliteStore {
         Ok(SqliteStore::from_pool(pool))
     }
 
-    /// A store on an existing pool, which should connect with [`connect_options`] (WAL, a busy
-    /// timeout, foreign keys).
+    /// A store on an existing pool, which should connect with the options [`SqliteStore::connect`]
+    /// uses: WAL, a busy timeout and foreign keys.
     pub fn from_pool(pool: SqlitePool) -> SqliteStore {
         let options = (*pool.connect_options()).clone();
         SqliteStore {
@@ -121,7 +139,7 @@ impl SqliteStore {
     }
 
     /// Creates or upgrades cronverb's tables (the embedded migrations), then checks that this build may
-    /// use them, as [`PgStore::migrate`](crate::store::postgres::PgStore) does (docs/operations.md,
+    /// use them, as the PostgreSQL store's `migrate` does (docs/operations.md,
     /// "Migrations across releases"). Safe to run from every process at once: it is one write
     /// transaction.
     pub async fn migrate(&self) -> Result<(), StoreError> {
@@ -151,6 +169,13 @@ impl SqliteStore {
     /// The pool the store uses.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// The migrations this build embeds for SQLite (`cron-runtime/migrations/sqlite`), as
+    /// [`SqliteStore::migrate`] applies them: for a tool that lists them (`cronverb migrate --json`).
+    /// Apply them with [`SqliteStore::migrate`], which also refuses a file a newer release contracted.
+    pub fn migrator() -> &'static sqlx::migrate::Migrator {
+        &MIGRATOR
     }
 
     /// A handle on the same file that claims with this lease duration and missed-run tolerance. The
@@ -369,5 +394,28 @@ mod tests {
         }
         assert!(connect_options("sqlite://").is_err());
         assert!(connect_options("sqlite://target/cron.db").is_ok());
+    }
+
+    #[tokio::test]
+    async fn connect_existing_never_creates_the_file() {
+        let dir = std::env::temp_dir().join(format!("cronverb-existing-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cron.db");
+        let _ = std::fs::remove_file(&path);
+        let url = format!("sqlite://{}", path.display());
+        assert!(SqliteStore::connect_existing(&url).await.unwrap().is_none());
+        assert!(!path.exists());
+        assert!(matches!(
+            SqliteStore::connect_existing("sqlite::memory:").await,
+            Err(StoreError::Invalid(_))
+        ));
+        SqliteStore::connect(&url)
+            .await
+            .unwrap()
+            .pool()
+            .close()
+            .await;
+        assert!(SqliteStore::connect_existing(&url).await.unwrap().is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
