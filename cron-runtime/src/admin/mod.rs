@@ -10,7 +10,7 @@
 //! runtime's own retention.
 //!
 //! ```no_run
-//! # async fn example(store: cron_runtime::store::postgres::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn example(store: cron_runtime::PgStore) -> Result<(), Box<dyn std::error::Error>> {
 //! let admin = store.admin();
 //! let status = admin.status(Some("billing")).await?;
 //! for job in &status.modules[0].jobs {
