@@ -101,3 +101,30 @@ pub async fn a_row_edited_by_hand_to_another_schedule_is_reported_once_and_wins(
         "{text}"
     );
 }
+
+pub async fn a_row_put_back_on_an_occurrence_that_ran_is_moved_past_it(h: impl RowsUnderTest) {
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(100)).await;
+    let claimed = claim(&store, &runner).await;
+    finish_one(&store, &runner, &succeeded(claim_of(&claimed, "a"))).await;
+    // Put back by hand on the occurrence that ran: a claim does not run it again, and moves the row
+    // past it, as an overlap would.
+    h.edit_row("a", SECONDLY, at).await;
+    let again = claim(&store, &runner).await;
+    assert!(
+        again.claims.iter().all(|c| c.scheduled_at != at),
+        "ran twice: {again:?}"
+    );
+    let runs: Vec<RunView> = h
+        .runs()
+        .await
+        .into_iter()
+        .filter(|r| r.scheduled_at == at)
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    if let Some(next) = h.next_execution(MODULE, "a").await {
+        assert!(next > at, "{next} is not past {at}");
+    }
+}
