@@ -715,37 +715,3 @@ async fn a_finish_claims_nothing_for_an_edited_row_or_an_occurrence_that_ran(poo
         assert_eq!(row.scheduling(), ("idle", Some(next), None, None), "{verb}");
     }
 }
-
-// ---------------------------------------------------------------------------------------------------
-// Takeover logs
-
-#[sqlx::test(migrations = "./migrations")]
-async fn a_takeover_is_logged_by_key_on_both_sides(pool: PgPool) {
-    let logs = Logs::capture(tracing::Level::INFO);
-    let (old, old_runner) = replica(&pool, &deployment("billing@1", vec![job("a", HOURLY)])).await;
-    let (_new, _) = replica(&pool, &deployment("billing@2", vec![job("a", HOURLY)])).await;
-    // The superseded replica learns it at its heartbeats, and says so once.
-    old.heartbeat(&old_runner).await.unwrap();
-    old.heartbeat(&old_runner).await.unwrap();
-
-    let text = logs.text();
-    let lines = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
-    assert_eq!(
-        lines("deployment `billing@1` took module `billing` over; none of it was active"),
-        1,
-        "{text}"
-    );
-    assert_eq!(
-        lines("deployment `billing@2` took module `billing` over from `billing@1`"),
-        1,
-        "{text}"
-    );
-    assert_eq!(
-        lines(
-            "deployment `billing@1` of module `billing` was superseded by `billing@2`; this \
-             replica claims nothing more, and its runs in flight finish"
-        ),
-        1,
-        "{text}"
-    );
-}

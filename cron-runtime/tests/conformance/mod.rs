@@ -30,8 +30,10 @@ mod claims;
 mod deploys;
 mod ending;
 mod leases;
+mod logs;
 mod missed;
 mod operator;
+mod records;
 mod registration;
 mod retries;
 mod rows;
@@ -43,8 +45,10 @@ pub use claims::*;
 pub use deploys::*;
 pub use ending::*;
 pub use leases::*;
+pub use logs::*;
 pub use missed::*;
 pub use operator::*;
+pub use records::*;
 pub use registration::*;
 pub use retries::*;
 // The in-memory store's binary has no row cases.
@@ -194,6 +198,7 @@ macro_rules! every_case {
         $test!(a_finish_with_the_wrong_run_or_runner_is_fenced);
         $test!(a_batch_records_the_same_as_single_finishes);
         $test!(a_batch_fences_exactly_the_runs_this_runner_no_longer_holds);
+        $test!(a_finish_of_a_handler_never_called_records_no_start);
         // Chained finishes
         $test!(a_finish_claims_the_next_occurrence_within_the_horizon_or_leaves_it_to_a_claim);
         $test!(a_finish_leaves_a_late_or_moved_occurrence_to_a_claim);
@@ -216,6 +221,7 @@ macro_rules! every_case {
         $test!(concurrent_first_replicas_take_over_once);
         $test!(a_run_ending_under_an_inactive_deployment_wakes_the_active_one);
         $test!(a_single_low_frequency_job_ending_under_an_inactive_deployment_goes_on_past_what_it_skipped);
+        $test!(a_takeover_is_logged_by_key_on_both_sides);
         // Retries
         $test!(a_failed_attempt_is_retried_at_its_instant_as_the_same_run);
         $test!(a_retry_due_after_the_next_occurrence_ends_the_occurrence_failed);
@@ -248,6 +254,7 @@ macro_rules! every_row_case {
         $test!(a_bad_text_on_two_rows_is_reported_once_per_row_and_both_are_left_alone);
         $test!(a_row_edited_by_hand_to_another_schedule_is_reported_once_and_wins);
         $test!(a_row_put_back_on_an_occurrence_that_ran_is_moved_past_it);
+        $test!(a_bad_row_is_never_reported_due);
     };
 }
 #[allow(unused_imports)]

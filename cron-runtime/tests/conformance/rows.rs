@@ -128,3 +128,22 @@ pub async fn a_row_put_back_on_an_occurrence_that_ran_is_moved_past_it(h: impl R
         assert!(next > at, "{next} is not past {at}");
     }
 }
+
+pub async fn a_bad_row_is_never_reported_due(h: impl RowsUnderTest) {
+    // A claim's next due is when the executor claims again: a row that is never claimed must not be
+    // it, or the executor would claim again at once, and again (docs/operations.md, G8).
+    // Captured, as in the cases above: a log line first met by a test that has no subscriber would be
+    // lost to the tests of this binary that capture it.
+    let _logs = Logs::capture(tracing::Level::WARN);
+    let spec = deployment("billing@1", vec![job("a", YEARLY), job("c", YEARLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let yearly = h.next_execution(MODULE, "c").await;
+    let now = DateTime::from_timestamp_millis(h.now().await.timestamp_millis()).unwrap();
+    h.edit_row("a", "61 * * * * *", now).await;
+    for _ in 0..2 {
+        let claimed = claim(&store, &runner).await;
+        assert!(claimed.claims.is_empty(), "{claimed:?}");
+        assert_eq!(claimed.next_due, yearly, "{claimed:?}");
+        store.heartbeat(&runner).await.unwrap();
+    }
+}
