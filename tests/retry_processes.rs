@@ -1,12 +1,15 @@
-//! Retries survive the replica, with real processes on PostgreSQL (docs/runtime.md, "Retries"): a job
-//! due every ten seconds whose first attempt fails; the replica that ran it is killed with SIGKILL
-//! while the retry waits, and another replica, started after, takes the retry at its instant. What the
-//! handlers did is recorded in the side table with the database's clock.
+//! Retries survive the replica and a manual run, with real processes on PostgreSQL (docs/runtime.md,
+//! "Retries"; docs/operations.md, "Manual runs"): a job due every ten seconds whose first attempt
+//! fails. While the retry waits, the replica that ran it is killed with SIGKILL and another replica
+//! takes the retry at its instant; or `cronverb trigger` runs the job by hand, and the retry still runs
+//! as the occurrence's second attempt when the manual run has ended. What the handlers did is recorded
+//! in the side table with the database's clock.
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
 
 mod support;
 
+use std::process::Command;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -25,9 +28,14 @@ fn replica_main() {
             "*/10 * * * * *",
             JobOptions::new().retries(2).backoff(Duration::from_secs(4)),
             || async {
-                let attempt = cronverb::context().attempt();
+                let cx = cronverb::context();
+                // A regular occurrence is on the schedule's whole tens of seconds; a manual run is at
+                // the instant it was asked for, and succeeds.
+                let at = cx.scheduled_at();
+                let regular = at.timestamp_subsec_nanos() == 0 && at.timestamp() % 10 == 0;
+                let attempt = cx.attempt();
                 support::execute(0, Duration::ZERO).await?;
-                if attempt == 1 {
+                if regular && attempt == 1 {
                     Err("the first attempt fails".to_owned())
                 } else {
                     Ok(())
@@ -142,5 +150,134 @@ async fn a_retry_pending_when_its_replica_is_killed_is_taken_by_another_at_its_i
             .fetch_one(&db.pool)
             .await?;
     assert_eq!(runs_of_occurrence, 1);
+    Ok(())
+}
+
+/// The issue's repro (a retry lost to a manual run on PostgreSQL): while the retry of a failed first
+/// attempt waits, `cronverb trigger` runs the job by hand and the manual run ends before the retry's
+/// instant; then the replica that ran the first attempt is killed. The retry still runs, on the other
+/// replica, as the second attempt of the original occurrence (not as a new regular occurrence at an
+/// instant off the schedule), and once the replicas have stopped no run is left `running`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_pending_while_a_manual_run_ends_still_runs_as_the_occurrences_second_attempt()
+-> anyhow::Result<()> {
+    let db = TestDb::create("rtm").await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    println!("replica logs: {}", cluster.logs_dir().display());
+
+    cluster.spawn("r1", KEY, "jobs")?;
+    cluster.spawn("r2", KEY, "jobs")?;
+    let pending: RunRow = wait_for("a retry to wait", Duration::from_secs(30), || async {
+        Ok(sqlx::query_as::<_, RunRow>(
+            "SELECT id, scheduled_at, outcome, attempts FROM cron_job_runs \
+             WHERE attempts IS NOT NULL AND outcome = 'running' AND NOT manual",
+        )
+        .fetch_optional(&db.pool)
+        .await?)
+    })
+    .await?;
+    let retry_at: DateTime<Utc> = sqlx::query_scalar(
+        "SELECT next_execution FROM cron_jobs WHERE retry_run_id = $1 AND state = 'idle'",
+    )
+    .bind(pending.id)
+    .fetch_one(&db.pool)
+    .await?;
+    println!(
+        "run {} of {}: retry due at {}",
+        pending.id,
+        t(pending.scheduled_at),
+        t(retry_at)
+    );
+
+    // By hand, with the command-line tool, during the backoff.
+    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(["trigger", SEND])
+        .env("DATABASE_URL", &db.url)
+        .output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "cronverb trigger failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let manual: (i64, DateTime<Utc>) =
+        wait_for("the manual run to end", Duration::from_secs(10), || async {
+            Ok(sqlx::query_as::<_, (i64, DateTime<Utc>)>(
+                "SELECT id, finished_at FROM cron_job_runs \
+                 WHERE manual AND outcome <> 'running' AND finished_at IS NOT NULL",
+            )
+            .fetch_optional(&db.pool)
+            .await?)
+        })
+        .await?;
+    println!("manual run {} ended at {}", manual.0, t(manual.1));
+    assert!(
+        manual.1 < retry_at,
+        "the manual run must end during the backoff: {} is not before {}",
+        t(manual.1),
+        t(retry_at)
+    );
+    // The replica that ran the first attempt dies during the backoff; the other goes on.
+    let first: String =
+        sqlx::query_scalar("SELECT replica FROM test_executions WHERE run_id = $1 ORDER BY id")
+            .bind(pending.id)
+            .fetch_one(&db.pool)
+            .await?;
+    let survivor = if first == "r1" { "r2" } else { "r1" };
+    cluster.kill9(&first)?;
+
+    let ended: RunRow = wait_for("the retry to end", Duration::from_secs(30), || async {
+        Ok(sqlx::query_as::<_, RunRow>(
+            "SELECT id, scheduled_at, outcome, attempts FROM cron_job_runs \
+             WHERE id = $1 AND outcome <> 'running'",
+        )
+        .bind(pending.id)
+        .fetch_optional(&db.pool)
+        .await?)
+    })
+    .await?;
+    cluster.stop(&[survivor], Duration::from_secs(10))?;
+
+    assert_eq!(ended.outcome, "succeeded");
+    let attempts = ended.attempts.expect("the attempts are recorded");
+    let outcomes: Vec<&str> = attempts
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["failed", "succeeded"]);
+    let executions: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT replica, started_at FROM test_executions WHERE run_id = $1 ORDER BY id",
+    )
+    .bind(pending.id)
+    .fetch_all(&db.pool)
+    .await?;
+    println!("executions of run {}: {executions:?}", pending.id);
+    assert_eq!(
+        executions.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
+        [first.as_str(), survivor]
+    );
+    assert!(
+        executions[1].1 >= retry_at,
+        "the retry started at {}, before its instant {}",
+        t(executions[1].1),
+        t(retry_at)
+    );
+    // Every regular run is on the schedule: none was made at the retry's instant.
+    let off_schedule: Vec<(i64, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT id, scheduled_at FROM cron_job_runs WHERE NOT manual \
+         AND (extract(microseconds FROM scheduled_at)::bigint % 10000000 <> 0)",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    assert!(
+        off_schedule.is_empty(),
+        "runs off the schedule: {off_schedule:?}"
+    );
+    let running: Vec<(i64, DateTime<Utc>)> =
+        sqlx::query_as("SELECT id, scheduled_at FROM cron_job_runs WHERE outcome = 'running'")
+            .fetch_all(&db.pool)
+            .await?;
+    assert!(running.is_empty(), "runs left running: {running:?}");
     Ok(())
 }

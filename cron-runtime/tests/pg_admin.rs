@@ -1,6 +1,8 @@
 //! The operator commands of the PostgreSQL store (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`,
 //! `prune`) against a real server, one fresh database per test (`#[sqlx::test]`, which needs
-//! `DATABASE_URL`). Triggers are checked end to end through the replicas' own claim.
+//! `DATABASE_URL`): the operator API's shared suite (tests/admin), and what needs this store's own SQL
+//! or is not yet in that suite. How a pause, a resume and a trigger meet the schedule is the store
+//! conformance suite's (tests/conformance/operator.rs), on every store.
 
 use std::time::Duration;
 
@@ -9,10 +11,10 @@ use chrono_tz::Tz;
 use cron_runtime::admin::{AdminError, RunFilter, Since};
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{
-    Claimed, DeploymentSpec, Finish, Finished, Finishing, JobSpec, Outcome, Runner, Store,
+    Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
 };
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 use support::schema_of;
 
 mod admin;
@@ -104,34 +106,6 @@ async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished
         .await
         .single()
         .unwrap()
-}
-
-/// `next_execution` and `trigger_requested_at` of `verb` under the deployment `key`.
-async fn job_row(
-    pool: &PgPool,
-    key: &str,
-    verb: &str,
-) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>, bool) {
-    let row = sqlx::query(
-        "SELECT j.next_execution, j.trigger_requested_at, j.paused FROM cron_jobs j \
-         JOIN cron_deployments d ON d.id = j.deployment_id WHERE d.key = $1 AND j.verb = $2",
-    )
-    .bind(key)
-    .bind(verb)
-    .fetch_one(pool)
-    .await
-    .unwrap();
-    (row.get(0), row.get(1), row.get(2))
-}
-
-async fn set_next(pool: &PgPool, verb: &str, sql: &str) -> DateTime<Utc> {
-    sqlx::query_scalar(&format!(
-        "UPDATE cron_jobs SET next_execution = {sql} WHERE verb = $1 RETURNING next_execution"
-    ))
-    .bind(verb)
-    .fetch_one(pool)
-    .await
-    .unwrap()
 }
 
 async fn count(pool: &PgPool, sql: &str) -> i64 {
@@ -427,120 +401,6 @@ async fn deploy_says_what_changes_relative_to_the_active_deployment(pool: PgPool
 // trigger
 
 #[sqlx::test(migrations = "./migrations")]
-async fn trigger_runs_once_now_through_the_claim_and_keeps_the_schedule(pool: PgPool) {
-    let (store, runner) = replica(
-        &pool,
-        &deployment("billing@1", vec![job("billing::send", HOURLY)]),
-    )
-    .await;
-    let (regular, _, _) = job_row(&pool, "billing@1", "billing::send").await;
-    assert!(claim(&store, &runner).await.claims.is_empty());
-
-    // Its name inside its module is enough.
-    let triggered = store.admin().trigger("send", None).await.unwrap();
-    assert_eq!(triggered.verb, "billing::send");
-    assert_eq!(triggered.deployment, "billing@1");
-    assert!(!triggered.already_pending);
-    assert_eq!(triggered.live_replicas, 1);
-    let again = store.admin().trigger("billing::send", None).await.unwrap();
-    assert!(again.already_pending);
-    assert_eq!(again.requested_at, triggered.requested_at);
-
-    let claimed = claim(&store, &runner).await;
-    assert_eq!(claimed.claims.len(), 1);
-    let run = &claimed.claims[0];
-    assert_eq!(run.scheduled_at, triggered.requested_at);
-    assert!(!run.late);
-    let manual: bool = sqlx::query_scalar("SELECT manual FROM cron_job_runs WHERE id = $1")
-        .bind(run.run_id)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert!(manual);
-    let (next, pending, _) = job_row(&pool, "billing@1", "billing::send").await;
-    assert_eq!(next, regular, "the regular occurrence stays");
-    assert_eq!(pending, None, "the claim took the trigger");
-
-    // While it runs, another trigger is refused: a job never overlaps itself.
-    let error = store
-        .admin()
-        .trigger("billing::send", None)
-        .await
-        .unwrap_err();
-    assert!(matches!(error, AdminError::Executing { .. }), "{error}");
-    assert!(!error.is_invalid_input());
-
-    assert_eq!(
-        finish(&store, &runner, &claimed).await,
-        Finished::Recorded {
-            next_execution: regular,
-            skipped: 0
-        }
-    );
-    assert!(claim(&store, &runner).await.claims.is_empty());
-    let runs = store
-        .admin()
-        .runs(&RunFilter {
-            verb: Some("billing::send".to_owned()),
-            ..RunFilter::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(runs.len(), 1);
-    assert!(runs[0].manual);
-    assert_eq!(runs[0].outcome, "succeeded");
-}
-
-#[sqlx::test(migrations = "./migrations")]
-async fn a_regular_occurrence_due_with_a_trigger_runs_and_satisfies_it(pool: PgPool) {
-    let (store, runner) = replica(
-        &pool,
-        &deployment("billing@1", vec![job("billing::send", MINUTELY)]),
-    )
-    .await;
-    let due = set_next(&pool, "billing::send", "date_trunc('minute', now())").await;
-    store.admin().trigger("billing::send", None).await.unwrap();
-    let claimed = claim(&store, &runner).await;
-    assert_eq!(claimed.claims.len(), 1);
-    assert_eq!(claimed.claims[0].scheduled_at, due);
-    let (_, pending, _) = job_row(&pool, "billing@1", "billing::send").await;
-    assert_eq!(pending, None);
-    finish(&store, &runner, &claimed).await;
-    assert!(claim(&store, &runner).await.claims.is_empty());
-}
-
-#[sqlx::test(migrations = "./migrations")]
-async fn a_manual_run_overlapping_the_regular_occurrence_skips_it(pool: PgPool) {
-    let (store, runner) = replica(
-        &pool,
-        &deployment("billing@1", vec![job("billing::send", HOURLY)]),
-    )
-    .await;
-    store.admin().trigger("billing::send", None).await.unwrap();
-    let claimed = claim(&store, &runner).await;
-    // The regular occurrence comes (two hours ago) while the manual run executes.
-    let regular = set_next(
-        &pool,
-        "billing::send",
-        "date_trunc('hour', now()) - interval '2 hours'",
-    )
-    .await;
-    let Finished::Recorded {
-        next_execution,
-        skipped,
-    } = finish(&store, &runner, &claimed).await
-    else {
-        panic!("fenced");
-    };
-    assert!(next_execution.unwrap() > db_now(&pool).await);
-    assert!(next_execution.unwrap() > regular);
-    assert_eq!(
-        skipped, 3,
-        "the two hours ago, one hour ago and this hour's occurrences"
-    );
-}
-
-#[sqlx::test(migrations = "./migrations")]
 async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
     let store = PgStore::from_pool(pool.clone());
     let error = store
@@ -602,101 +462,6 @@ async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
 
 // ---------------------------------------------------------------------------------------------------
 // pause and resume
-
-#[sqlx::test(migrations = "./migrations")]
-async fn a_paused_verb_is_not_claimed_until_resumed_and_stays_paused_across_a_deploy(pool: PgPool) {
-    let (store, runner) = replica(
-        &pool,
-        &deployment("billing@1", vec![job("billing::send", MINUTELY)]),
-    )
-    .await;
-    let pause = store
-        .admin()
-        .pause(
-            "billing::send",
-            None,
-            Some("INC-42: the mail relay is down"),
-        )
-        .await
-        .unwrap();
-    assert!(pause.paused && pause.changed);
-    assert_eq!(
-        pause.note.as_deref(),
-        Some("INC-42: the mail relay is down")
-    );
-    assert!(pause.paused_at.is_some());
-    let again = store
-        .admin()
-        .pause("billing::send", None, None)
-        .await
-        .unwrap();
-    assert!(!again.changed);
-    assert_eq!(
-        again.note.as_deref(),
-        Some("INC-42: the mail relay is down")
-    );
-
-    set_next(&pool, "billing::send", "now() - interval '10 minutes'").await;
-    assert!(claim(&store, &runner).await.claims.is_empty());
-    assert_eq!(claim(&store, &runner).await.next_due, None);
-
-    // A trigger runs a paused verb once.
-    store.admin().trigger("billing::send", None).await.unwrap();
-    let claimed = claim(&store, &runner).await;
-    assert_eq!(claimed.claims.len(), 1);
-    finish(&store, &runner, &claimed).await;
-    assert!(claim(&store, &runner).await.claims.is_empty());
-
-    // A new deployment takes over: the verb stays paused, with its note.
-    let (new_store, new_runner) = replica(
-        &pool,
-        &deployment("billing@2", vec![job("billing::send", MINUTELY)]),
-    )
-    .await;
-    let (_, _, paused) = job_row(&pool, "billing@2", "billing::send").await;
-    assert!(paused);
-    let status = store.admin().status(Some("billing")).await.unwrap();
-    let send = &status.modules[0].jobs[0];
-    assert_eq!(send.deployment, "billing@2");
-    assert!(send.paused);
-    assert_eq!(
-        send.pause_note.as_deref(),
-        Some("INC-42: the mail relay is down")
-    );
-    assert!(claim(&new_store, &new_runner).await.claims.is_empty());
-
-    // Resumed: from the next occurrence after now; what came while paused is not run.
-    let resumed = store.admin().resume("send", None).await.unwrap();
-    assert!(!resumed.paused && resumed.changed);
-    assert_eq!(resumed.deployments, 2);
-    assert!(resumed.next_execution.unwrap() > db_now(&pool).await);
-    assert!(claim(&new_store, &new_runner).await.claims.is_empty());
-    assert!(!store.admin().resume("send", None).await.unwrap().changed);
-}
-
-#[sqlx::test(migrations = "./migrations")]
-async fn a_pending_trigger_moves_to_the_deployment_that_takes_over(pool: PgPool) {
-    let (_old, _old_runner) = replica(
-        &pool,
-        &deployment("billing@1", vec![job("billing::send", HOURLY)]),
-    )
-    .await;
-    let triggered = PgStore::from_pool(pool.clone())
-        .admin()
-        .trigger("billing::send", None)
-        .await
-        .unwrap();
-    let (store, runner) = replica(
-        &pool,
-        &deployment("billing@2", vec![job("billing::send", HOURLY)]),
-    )
-    .await;
-    let (_, old_pending, _) = job_row(&pool, "billing@1", "billing::send").await;
-    assert_eq!(old_pending, None);
-    let claimed = claim(&store, &runner).await;
-    assert_eq!(claimed.claims.len(), 1);
-    assert_eq!(claimed.claims[0].scheduled_at, triggered.requested_at);
-}
 
 // ---------------------------------------------------------------------------------------------------
 // status, runs, prune
@@ -843,75 +608,4 @@ async fn prune_deletes_old_finished_runs_in_batches_and_never_a_running_one(pool
         20
     );
     assert_eq!(count(&pool, "SELECT count(*) FROM cron_job_runs").await, 11);
-}
-
-#[sqlx::test(migrations = "./migrations")]
-async fn a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started(pool: PgPool) {
-    // A job due every second is claimed ahead nearly all the time (the end of each run claims the
-    // next occurrence): a trigger then waits for that run, instead of being refused.
-    let (store, runner) = replica(
-        &pool,
-        &deployment("billing@1", vec![job("billing::tick", "* * * * * *")]),
-    )
-    .await;
-    let at = set_next(
-        &pool,
-        "billing::tick",
-        "now() + interval '800 milliseconds'",
-    )
-    .await;
-    let claimed = store
-        .claim_due(&runner, Duration::from_secs(1), 10)
-        .await
-        .unwrap();
-    assert_eq!(claimed.claims.len(), 1);
-    let triggered = store.admin().trigger("billing::tick", None).await.unwrap();
-    assert!(!triggered.already_pending);
-
-    // The pending trigger keeps the run's end from claiming the next occurrence: the job goes back
-    // to idle, and the claim takes the trigger.
-    let finish = Finish {
-        run_id: claimed.claims[0].run_id,
-        job_id: claimed.claims[0].job_id,
-        outcome: Outcome::Succeeded,
-        error: None,
-        ended_at: Some(at),
-        started_at: None,
-        retry_after: None,
-    };
-    // Let the trigger's own notification arrive first: the run's end must send one of its own.
-    while tokio::time::timeout(Duration::from_millis(200), store.changed())
-        .await
-        .is_ok()
-    {}
-    let woken = store.changed();
-    tokio::pin!(woken);
-    assert!(
-        tokio::time::timeout(Duration::from_millis(100), &mut woken)
-            .await
-            .is_err()
-    );
-    let Finishing {
-        claimed: chained, ..
-    } = store
-        .finish(&runner, &[finish], Some(Duration::from_secs(1)))
-        .await;
-    assert!(chained.is_none(), "{chained:?}");
-    tokio::time::timeout(Duration::from_secs(5), woken)
-        .await
-        .expect("the run's end wakes the replicas to take the trigger");
-    let (_, pending, _) = job_row(&pool, "billing@1", "billing::tick").await;
-    assert_eq!(pending, Some(triggered.requested_at));
-    let claimed = claim(&store, &runner).await;
-    assert_eq!(claimed.claims.len(), 1);
-    let (_, pending, _) = job_row(&pool, "billing@1", "billing::tick").await;
-    assert_eq!(pending, None, "taken");
-
-    // A run that has started is executing: another trigger is refused.
-    let error = store
-        .admin()
-        .trigger("billing::tick", None)
-        .await
-        .unwrap_err();
-    assert!(matches!(error, AdminError::Executing { .. }), "{error}");
 }

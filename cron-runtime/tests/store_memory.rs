@@ -66,22 +66,37 @@ impl StoreUnderTest for Memory {
         self.store.next_execution(module, verb)
     }
 
+    type Operator = MemoryStore;
+
+    fn operator(&self) -> MemoryStore {
+        self.store.clone()
+    }
+}
+
+/// The in-memory store's operator: its own methods, the rules the operator API keeps on the others.
+impl conformance::Operator for MemoryStore {
     async fn trigger(&self, verb: &str) -> Result<DateTime<Utc>, String> {
-        self.store
-            .trigger(conformance::MODULE, verb)
-            .map_err(|e| e.to_string())
+        MemoryStore::trigger(self, conformance::MODULE, verb).map_err(|e| e.to_string())
     }
 
     async fn pause(&self, verb: &str) {
-        self.store.pause(conformance::MODULE, verb).unwrap();
+        MemoryStore::pause(self, conformance::MODULE, verb).unwrap();
     }
 
     async fn resume(&self, verb: &str) {
-        self.store.resume(conformance::MODULE, verb).unwrap();
+        MemoryStore::resume(self, conformance::MODULE, verb).unwrap();
     }
 }
 
 macro_rules! memory_case {
+    // Divergences: a case this store fails, until its store is fixed (docs/runtime.md, "The store seam").
+    (a_takeover_is_logged_by_key_on_both_sides) => {
+        #[tokio::test(start_paused = true)]
+        #[ignore = "divergence: store/memory/deploy.rs logs no takeover (docs/operations.md, \"When things go wrong\")"]
+        async fn a_takeover_is_logged_by_key_on_both_sides() {
+            conformance::a_takeover_is_logged_by_key_on_both_sides(Memory::new()).await;
+        }
+    };
     ($case:ident) => {
         #[tokio::test(start_paused = true)]
         async fn $case() {

@@ -103,29 +103,10 @@ impl StoreUnderTest for Postgres {
         .flatten()
     }
 
-    async fn trigger(&self, verb: &str) -> Result<DateTime<Utc>, String> {
-        PgStore::from_pool(self.pool.clone())
-            .admin()
-            .trigger(verb, Some(conformance::MODULE))
-            .await
-            .map(|triggered| triggered.requested_at)
-            .map_err(|e| e.to_string())
-    }
+    type Operator = cron_runtime::admin::Admin;
 
-    async fn pause(&self, verb: &str) {
-        PgStore::from_pool(self.pool.clone())
-            .admin()
-            .pause(verb, Some(conformance::MODULE), None)
-            .await
-            .unwrap();
-    }
-
-    async fn resume(&self, verb: &str) {
-        PgStore::from_pool(self.pool.clone())
-            .admin()
-            .resume(verb, Some(conformance::MODULE))
-            .await
-            .unwrap();
+    fn operator(&self) -> cron_runtime::admin::Admin {
+        PgStore::from_pool(self.pool.clone()).admin()
     }
 }
 

@@ -125,29 +125,10 @@ impl StoreUnderTest for Sqlite {
         .map(at)
     }
 
-    async fn trigger(&self, verb: &str) -> Result<DateTime<Utc>, String> {
-        self.observer
-            .admin()
-            .trigger(verb, Some(conformance::MODULE))
-            .await
-            .map(|triggered| triggered.requested_at)
-            .map_err(|e| e.to_string())
-    }
+    type Operator = cron_runtime::admin::Admin;
 
-    async fn pause(&self, verb: &str) {
-        self.observer
-            .admin()
-            .pause(verb, Some(conformance::MODULE), None)
-            .await
-            .unwrap();
-    }
-
-    async fn resume(&self, verb: &str) {
-        self.observer
-            .admin()
-            .resume(verb, Some(conformance::MODULE))
-            .await
-            .unwrap();
+    fn operator(&self) -> cron_runtime::admin::Admin {
+        self.observer.admin()
     }
 }
 
@@ -169,6 +150,21 @@ impl conformance::RowsUnderTest for Sqlite {
 }
 
 macro_rules! sqlite_case {
+    // Divergences: a case this store fails, until its store is fixed (docs/runtime.md, "The store seam").
+    (a_takeover_is_logged_by_key_on_both_sides) => {
+        #[tokio::test]
+        #[ignore = "divergence: store/sqlite/deploy.rs logs no takeover (docs/operations.md, \"When things go wrong\")"]
+        async fn a_takeover_is_logged_by_key_on_both_sides() {
+            conformance::a_takeover_is_logged_by_key_on_both_sides(Sqlite::new().await).await;
+        }
+    };
+    (a_bad_row_is_never_reported_due) => {
+        #[tokio::test]
+        #[ignore = "divergence: store/sqlite/deploy.rs `next_due` counts a row whose schedule does not parse"]
+        async fn a_bad_row_is_never_reported_due() {
+            conformance::a_bad_row_is_never_reported_due(Sqlite::new().await).await;
+        }
+    };
     ($case:ident) => {
         #[tokio::test]
         async fn $case() {
@@ -354,63 +350,4 @@ async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_ke
     let run = run_of(&h, first.run_id).await.unwrap();
     assert_eq!(run.outcome, Some(Outcome::Succeeded));
     assert_eq!(run.attempts.len(), 2);
-}
-
-/// A takeover moves a pending retry to the new deployment's row of its verb, at its instant; a
-/// deployment without the verb ends the occurrence failed, its retries cut short (docs/runtime.md,
-/// "Retries").
-#[tokio::test]
-async fn a_takeover_carries_a_pending_retry_or_cuts_it_short() {
-    use conformance::*;
-    use cron_runtime::store::RETRIES_CUT_SHORT;
-
-    let h = Sqlite::new().await;
-    let (store, runner) = replica(&h, &deployment("billing@1", vec![job("a", SECONDLY)])).await;
-    let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(50)).await;
-    let claimed = claim(&store, &runner).await;
-    let first = claim_of(&claimed, "a").clone();
-    let finish = Finish {
-        retry_after: Some(std::time::Duration::from_millis(300)),
-        ..ended(&first, Outcome::Failed, Some("relay refused"))
-    };
-    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {
-        panic!("not retried")
-    };
-
-    let v2 = deployment("billing@2", vec![job("a", SECONDLY), job("b", YEARLY)]);
-    let (_, runner2) = replica(&h, &v2).await;
-    assert_eq!(h.next_execution(MODULE, "a").await, Some(retry_at));
-    let (job_id, deployment_id): (Option<i64>, Option<i64>) =
-        sqlx::query_as("SELECT job_id, deployment_id FROM cron_job_runs WHERE id = ?")
-            .bind(first.run_id)
-            .fetch_one(h.observer.pool())
-            .await
-            .unwrap();
-    assert_eq!(deployment_id, Some(runner2.deployment_id));
-    let held: Option<i64> =
-        sqlx::query_scalar("SELECT retry_run_id FROM cron_jobs WHERE id = ? AND deployment_id = ?")
-            .bind(job_id)
-            .bind(runner2.deployment_id)
-            .fetch_one(h.observer.pool())
-            .await
-            .unwrap();
-    assert_eq!(held, Some(first.run_id));
-    assert_eq!(run_of(&h, first.run_id).await.unwrap().outcome, None);
-
-    let (_, _) = replica(&h, &deployment("billing@3", vec![job("b", YEARLY)])).await;
-    let run = run_of(&h, first.run_id).await.unwrap();
-    assert_eq!(run.outcome, Some(Outcome::Failed));
-    let error = run.error.unwrap();
-    assert!(
-        error.starts_with(RETRIES_CUT_SHORT) && error.contains("no verb `a`"),
-        "{error}"
-    );
-    assert_eq!(run.attempts.len(), 1);
-    let pending: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM cron_jobs WHERE retry_run_id IS NOT NULL")
-            .fetch_one(h.observer.pool())
-            .await
-            .unwrap();
-    assert_eq!(pending, 0);
 }

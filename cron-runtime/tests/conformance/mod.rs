@@ -1,5 +1,6 @@
 //! The store conformance suite: what every store of this crate must do, one `async fn` per behaviour,
-//! run against each store by [`every_case!`] (tests/store_memory.rs, tests/store_postgres.rs).
+//! run against each store by [`every_case!`] (tests/store_memory.rs, tests/store_sqlite.rs,
+//! tests/store_postgres.rs).
 //! docs/runtime.md ("The store seam") says how a new store joins it.
 //!
 //! The cases drive a store only through [`Store`] and observe it only through [`StoreUnderTest`]: its
@@ -29,26 +30,32 @@ mod claims;
 mod deploys;
 mod ending;
 mod leases;
+mod logs;
 mod missed;
 mod operator;
+mod records;
 mod registration;
 mod retries;
 mod rows;
 mod shutdown;
+mod waking;
 
 pub use chain::*;
 pub use claims::*;
 pub use deploys::*;
 pub use ending::*;
 pub use leases::*;
+pub use logs::*;
 pub use missed::*;
 pub use operator::*;
+pub use records::*;
 pub use registration::*;
 pub use retries::*;
 // The in-memory store's binary has no row cases.
 #[allow(unused_imports)]
 pub use rows::*;
 pub use shutdown::*;
+pub use waking::*;
 
 /// A store under test, and what the cases may observe of it besides [`Store`]'s answers.
 pub trait StoreUnderTest {
@@ -77,15 +84,70 @@ pub trait StoreUnderTest {
         verb: &str,
     ) -> impl Future<Output = Option<DateTime<Utc>>>;
 
+    /// What an operator acts through on this store: [`Admin`](cron_runtime::admin::Admin) on the
+    /// database stores, as the command-line tool does; the store's own methods in memory.
+    type Operator: Operator;
+
+    /// The store's operator.
+    fn operator(&self) -> Self::Operator;
+
     /// Asks for one run of `verb` of [`MODULE`] now, as `cronverb trigger` does; the instant the manual
     /// run is scheduled at, or why it was refused.
-    fn trigger(&self, verb: &str) -> impl Future<Output = Result<DateTime<Utc>, String>>;
+    fn trigger(&self, verb: &str) -> impl Future<Output = Result<DateTime<Utc>, String>> {
+        let operator = self.operator();
+        let verb = verb.to_owned();
+        async move { operator.trigger(&verb).await }
+    }
 
     /// Pauses `verb` of [`MODULE`], as `cronverb pause` does.
-    fn pause(&self, verb: &str) -> impl Future<Output = ()>;
+    fn pause(&self, verb: &str) -> impl Future<Output = ()> {
+        let operator = self.operator();
+        let verb = verb.to_owned();
+        async move { operator.pause(&verb).await }
+    }
 
     /// Resumes `verb` of [`MODULE`], as `cronverb resume` does.
+    fn resume(&self, verb: &str) -> impl Future<Output = ()> {
+        let operator = self.operator();
+        let verb = verb.to_owned();
+        async move { operator.resume(&verb).await }
+    }
+}
+
+/// What an operator does to the jobs of [`MODULE`] (docs/operations.md, "Pause and resume" and "Manual
+/// runs").
+pub trait Operator {
+    /// One run of `verb` now: the instant the manual run is scheduled at, or why it was refused.
+    fn trigger(&self, verb: &str) -> impl Future<Output = Result<DateTime<Utc>, String>>;
+
+    /// Pauses `verb`.
+    fn pause(&self, verb: &str) -> impl Future<Output = ()>;
+
+    /// Resumes `verb`.
     fn resume(&self, verb: &str) -> impl Future<Output = ()>;
+}
+
+/// The database stores' operator: the operator API, written once over every database store.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+impl Operator for cron_runtime::admin::Admin {
+    async fn trigger(&self, verb: &str) -> Result<DateTime<Utc>, String> {
+        cron_runtime::admin::Admin::trigger(self, verb, Some(MODULE))
+            .await
+            .map(|triggered| triggered.requested_at)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn pause(&self, verb: &str) {
+        cron_runtime::admin::Admin::pause(self, verb, Some(MODULE), None)
+            .await
+            .unwrap();
+    }
+
+    async fn resume(&self, verb: &str) {
+        cron_runtime::admin::Admin::resume(self, verb, Some(MODULE))
+            .await
+            .unwrap();
+    }
 }
 
 /// A run as every store records it.
@@ -136,6 +198,7 @@ macro_rules! every_case {
         $test!(a_finish_with_the_wrong_run_or_runner_is_fenced);
         $test!(a_batch_records_the_same_as_single_finishes);
         $test!(a_batch_fences_exactly_the_runs_this_runner_no_longer_holds);
+        $test!(a_finish_of_a_handler_never_called_records_no_start);
         // Chained finishes
         $test!(a_finish_claims_the_next_occurrence_within_the_horizon_or_leaves_it_to_a_claim);
         $test!(a_finish_leaves_a_late_or_moved_occurrence_to_a_claim);
@@ -158,16 +221,28 @@ macro_rules! every_case {
         $test!(concurrent_first_replicas_take_over_once);
         $test!(a_run_ending_under_an_inactive_deployment_wakes_the_active_one);
         $test!(a_single_low_frequency_job_ending_under_an_inactive_deployment_goes_on_past_what_it_skipped);
+        $test!(a_takeover_is_logged_by_key_on_both_sides);
         // Retries
         $test!(a_failed_attempt_is_retried_at_its_instant_as_the_same_run);
         $test!(a_retry_due_after_the_next_occurrence_ends_the_occurrence_failed);
         $test!(a_retry_claimed_after_the_next_occurrence_came_is_cut_short);
         $test!(a_retry_claimed_ahead_and_given_back_is_pending_again);
+        $test!(a_takeover_carries_a_pending_retry_or_cuts_it_short);
         // Operators
         $test!(a_trigger_runs_once_now_as_a_manual_run_and_leaves_the_schedule_alone);
         $test!(a_paused_job_is_not_claimed_runs_when_triggered_and_resumes_after_now);
         $test!(a_manual_run_ending_before_a_pending_retry_leaves_the_retry_at_its_instant);
         $test!(a_manual_run_ending_after_a_pending_retrys_instant_leaves_the_retry_to_the_claim);
+        $test!(a_regular_occurrence_due_with_a_trigger_runs_once_and_takes_the_trigger);
+        $test!(a_manual_run_overlapping_the_regular_occurrence_skips_it);
+        $test!(a_paused_verb_stays_paused_across_a_takeover);
+        $test!(a_pending_trigger_moves_to_the_deployment_that_takes_over);
+        $test!(a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started);
+        $test!(a_finish_claims_nothing_for_a_verb_paused_while_its_run_executed);
+        $test!(a_batch_with_a_manual_run_keeps_the_regular_schedule);
+        $test!(a_heartbeat_leaves_out_a_paused_job_and_counts_a_pending_trigger);
+        // Waking up
+        $test!(a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due);
     };
 }
 pub(crate) use every_case;
@@ -178,6 +253,8 @@ macro_rules! every_row_case {
     ($test:ident) => {
         $test!(a_bad_text_on_two_rows_is_reported_once_per_row_and_both_are_left_alone);
         $test!(a_row_edited_by_hand_to_another_schedule_is_reported_once_and_wins);
+        $test!(a_row_put_back_on_an_occurrence_that_ran_is_moved_past_it);
+        $test!(a_bad_row_is_never_reported_due);
     };
 }
 #[allow(unused_imports)]

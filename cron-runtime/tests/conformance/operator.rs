@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use cron_runtime::store::{Finishing, Store};
+
 use super::*;
 
 /// The first attempt of a [`TEN_SECONDLY`] job `verb`, failed and waiting for its retry `after` its
@@ -177,4 +179,202 @@ pub async fn a_manual_run_ending_after_a_pending_retrys_instant_leaves_the_retry
         }
     );
     retry_runs(&h, &store, &runner, &first, retry_at).await;
+}
+
+pub async fn a_regular_occurrence_due_with_a_trigger_runs_once_and_takes_the_trigger(
+    h: impl StoreUnderTest,
+) {
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    h.trigger("a").await.unwrap();
+    // One run: the regular occurrence, which satisfies the trigger.
+    let claimed = claim(&store, &runner).await;
+    let [regular] = &claimed.claims[..] else {
+        panic!("one claim: {claimed:?}")
+    };
+    assert_eq!(regular.scheduled_at, at, "{claimed:?}");
+    finish_one(&store, &runner, &succeeded(regular)).await;
+    let again = claim(&store, &runner).await;
+    assert!(again.claims.is_empty(), "the trigger ran: {again:?}");
+    assert_eq!(h.runs().await.len(), 1);
+}
+
+pub async fn a_manual_run_overlapping_the_regular_occurrence_skips_it(h: impl StoreUnderTest) {
+    settle(&h).await;
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let regular = h.next_execution(MODULE, "a").await.unwrap();
+    let manual = manual_run(&h, &store, &runner, "a").await;
+    // The regular occurrence comes while the manual run executes: the job goes on after the run, and
+    // the occurrence it overlapped is skipped (docs/operations.md, "Manual runs").
+    let ended_at = regular + ms(500);
+    sleep_until(&h, ended_at + ms(10)).await;
+    let finish = Finish {
+        ended_at: Some(ended_at),
+        ..succeeded(&manual)
+    };
+    assert_eq!(
+        finish_one(&store, &runner, &finish).await,
+        Finished::Recorded {
+            next_execution: Some(regular + TimeDelta::seconds(1)),
+            skipped: 1
+        }
+    );
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        Some(regular + TimeDelta::seconds(1))
+    );
+}
+
+pub async fn a_paused_verb_stays_paused_across_a_takeover(h: impl StoreUnderTest) {
+    let (_old, _) = replica(&h, &deployment("billing@1", vec![job("a", SECONDLY)])).await;
+    h.pause("a").await;
+    let (new, runner) = replica(&h, &deployment("billing@2", vec![job("a", SECONDLY)])).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    assert!(
+        claim(&new, &runner).await.claims.is_empty(),
+        "the takeover carried the pause"
+    );
+    h.resume("a").await;
+    let next = h.next_execution(MODULE, "a").await.unwrap();
+    assert!(next > at, "{next} after {at}");
+    sleep_until(&h, next + ms(50)).await;
+    let claimed = claim(&new, &runner).await;
+    assert_eq!(claim_of(&claimed, "a").scheduled_at, next);
+}
+
+pub async fn a_pending_trigger_moves_to_the_deployment_that_takes_over(h: impl StoreUnderTest) {
+    let (old, old_runner) = replica(&h, &deployment("billing@1", vec![job("a", YEARLY)])).await;
+    let requested_at = h.trigger("a").await.unwrap();
+    let (new, runner) = replica(&h, &deployment("billing@2", vec![job("a", YEARLY)])).await;
+    assert!(claim(&old, &old_runner).await.claims.is_empty());
+    let claimed = claim(&new, &runner).await;
+    let manual = claim_of(&claimed, "a");
+    assert_eq!(manual.scheduled_at, requested_at, "{claimed:?}");
+    assert!(run_of(&h, manual.run_id).await.unwrap().manual);
+    assert!(claim(&new, &runner).await.claims.is_empty(), "it runs once");
+}
+
+pub async fn a_trigger_waits_for_a_run_claimed_ahead_that_has_not_started(h: impl StoreUnderTest) {
+    // A job due every second is claimed ahead nearly all the time (the end of each run claims the
+    // next occurrence): a trigger then waits for that run instead of being refused.
+    settle(&h).await;
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let claimed = claim_ahead(&store, &runner).await;
+    let ahead = claim_of(&claimed, "a").clone();
+    let requested_at = h.trigger("a").await.unwrap();
+
+    // The pending trigger keeps the run's end from claiming the next occurrence; the end wakes the
+    // replicas, whose claim takes the trigger.
+    let ((results, chained), change) = woken_by(&store, async {
+        let Finishing { results, claimed } = store
+            .finish(&runner, &[succeeded(&ahead)], Some(Duration::from_secs(1)))
+            .await;
+        (results, claimed)
+    })
+    .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(
+        chained.as_ref().is_none_or(|c| c.claims.is_empty()),
+        "the trigger comes first"
+    );
+    assert!(change.is_some(), "the run's end wakes the replicas");
+    let claimed = claim(&store, &runner).await;
+    let manual = claim_of(&claimed, "a");
+    assert_eq!(manual.scheduled_at, requested_at, "{claimed:?}");
+    assert!(run_of(&h, manual.run_id).await.unwrap().manual);
+    // A run that has started is executing: another trigger is refused.
+    assert!(h.trigger("a").await.is_err());
+}
+
+pub async fn a_finish_claims_nothing_for_a_verb_paused_while_its_run_executed(
+    h: impl StoreUnderTest,
+) {
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(100)).await;
+    let claimed = claim(&store, &runner).await;
+    let run = claim_of(&claimed, "a").clone();
+    h.pause("a").await;
+    // Its next occurrence is within the finish's horizon, and paused: nothing is claimed.
+    let finish = Finish {
+        ended_at: Some(claimed.now),
+        ..succeeded(&run)
+    };
+    let Finishing {
+        results,
+        claimed: chained,
+    } = store
+        .finish(&runner, &[finish], Some(Duration::from_secs(1)))
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(
+        chained.as_ref().is_none_or(|c| c.claims.is_empty()),
+        "paused"
+    );
+    let next = next_second(claimed.now);
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+    sleep_until(&h, next + ms(100)).await;
+    assert!(claim(&store, &runner).await.claims.is_empty(), "paused");
+}
+
+pub async fn a_batch_with_a_manual_run_keeps_the_regular_schedule(h: impl StoreUnderTest) {
+    let spec = deployment("billing@1", vec![job("m", YEARLY), job("r", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let yearly = h.next_execution(MODULE, "m").await;
+    let at = h.next_execution(MODULE, "r").await.unwrap();
+    sleep_until(&h, at + ms(100)).await;
+    h.trigger("m").await.unwrap();
+    let claimed = claim(&store, &runner).await;
+    let (m, r) = (claim_of(&claimed, "m"), claim_of(&claimed, "r"));
+    let ended_at = at + ms(100);
+    let finishes = [m, r].map(|claim| Finish {
+        ended_at: Some(ended_at),
+        ..succeeded(claim)
+    });
+    assert_eq!(
+        finish_all(&store, &runner, &finishes).await,
+        [
+            Finished::Recorded {
+                next_execution: yearly,
+                skipped: 0
+            },
+            Finished::Recorded {
+                next_execution: Some(at + TimeDelta::seconds(1)),
+                skipped: 0
+            }
+        ]
+    );
+    assert_eq!(
+        h.next_execution(MODULE, "m").await,
+        yearly,
+        "the manual run leaves the regular occurrence alone"
+    );
+    let run = run_of(&h, m.run_id).await.unwrap();
+    assert!(run.manual, "{run:?}");
+    assert_eq!((run.outcome, run.skipped), (Some(Outcome::Succeeded), 0));
+}
+
+pub async fn a_heartbeat_leaves_out_a_paused_job_and_counts_a_pending_trigger<H: StoreUnderTest>(
+    h: H,
+) {
+    let spec = deployment("billing@1", vec![job("a", YEARLY), job("b", "0 0 * * *")]);
+    let (store, runner) = replica(&h, &spec).await;
+    let yearly = h.next_execution(MODULE, "a").await;
+    h.pause("b").await;
+    let beat = store.heartbeat(&runner).await.unwrap();
+    let requested_at = h.trigger("b").await.unwrap();
+    let triggered = store.heartbeat(&runner).await.unwrap();
+    if H::HEARTBEAT_HINTS {
+        // A paused job is not due; a pending trigger is, paused or not.
+        assert_eq!(beat.next_due, yearly, "{beat:?}");
+        assert_eq!(triggered.next_due, Some(requested_at), "{triggered:?}");
+    } else {
+        assert_eq!((beat.next_due, triggered.next_due), (None, None));
+    }
 }

@@ -160,3 +160,51 @@ pub async fn a_retry_claimed_ahead_and_given_back_is_pending_again(h: impl Store
     let again = claim_of(&claimed, "a");
     assert_eq!((again.run_id, again.attempt), (first.run_id, 2));
 }
+
+pub async fn a_takeover_carries_a_pending_retry_or_cuts_it_short(h: impl StoreUnderTest) {
+    // A takeover moves a pending retry to the new deployment's row of its verb, at its instant, where
+    // the new deployment's replicas take it; a deployment without the verb ends the occurrence failed,
+    // its retries cut short.
+    let (store, runner) = replica(&h, &deployment("billing@1", vec![job("a", SECONDLY)])).await;
+    let first = first_attempt(&h, &store, &runner, "a").await;
+    let finished = finish_one(
+        &store,
+        &runner,
+        &retried(&first, Duration::from_millis(200)),
+    )
+    .await;
+    let Finished::Retrying { at: retry_at } = finished else {
+        panic!("{finished:?}")
+    };
+
+    let v2 = deployment("billing@2", vec![job("a", SECONDLY), job("b", YEARLY)]);
+    let (new, runner2) = replica(&h, &v2).await;
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(retry_at));
+    assert_eq!(run_of(&h, first.run_id).await.unwrap().outcome, None);
+    sleep_until(&h, retry_at + ms(50)).await;
+    assert!(claim(&store, &runner).await.claims.is_empty(), "superseded");
+    let claimed = claim(&new, &runner2).await;
+    let second = claim_of(&claimed, "a").clone();
+    assert_eq!((second.run_id, second.attempt), (first.run_id, 2));
+    let finished = finish_one(
+        &new,
+        &runner2,
+        &retried(&second, Duration::from_millis(200)),
+    )
+    .await;
+    assert!(
+        matches!(finished, Finished::Retrying { .. }),
+        "{finished:?}"
+    );
+
+    replica(&h, &deployment("billing@3", vec![job("b", YEARLY)])).await;
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Failed), "{run:?}");
+    let error = run.error.unwrap();
+    // Why, after the shared prefix, is each store's text (PostgreSQL's names no verb).
+    assert!(
+        error.starts_with(RETRIES_CUT_SHORT) && error.contains("took the module over"),
+        "{error}"
+    );
+    assert_eq!(run.attempts.len(), 2);
+}
