@@ -25,8 +25,9 @@ pub(crate) struct Plan {
     pub(crate) module: Arc<str>,
     /// Each job's handler, by verb.
     pub(crate) jobs: HashMap<Arc<str>, Arc<PlannedJob>>,
-    /// The jobs as declared, for [`Runtime::jobs`](crate::Runtime::jobs).
-    pub(crate) listed: Vec<Job>,
+    /// The jobs as declared, for [`Runtime::jobs`](crate::Runtime::jobs); shared with the list of
+    /// [`jobs()`](crate::jobs) ([`job::remember`](crate::job::remember)).
+    pub(crate) listed: Arc<[Job]>,
     /// What handlers get with [`Context::state`](crate::Context::state).
     pub(crate) state: Arc<State>,
     /// The runtime's settings.
@@ -66,25 +67,29 @@ impl Plan {
         settings: Settings,
     ) -> Plan {
         debug_assert!(deployment.jobs.is_empty());
-        let mut listed = Vec::with_capacity(validated.len());
         let mut jobs = HashMap::with_capacity(validated.len());
         deployment.jobs.reserve_exact(validated.len());
         let mut every_replica = Vec::new();
-        for v in validated {
-            let verb: Arc<str> = Arc::from(v.spec.verb.as_str());
-            let planned = PlannedJob {
-                verb: Arc::clone(&verb),
-                timeout: v.spec.timeout,
-                retry: v.spec.retry,
-                handler: v.handler,
-            };
-            jobs.insert(verb, Arc::new(planned));
-            match v.spec.on {
-                RunOn::OneReplica => deployment.jobs.push(v.spec),
-                RunOn::EveryReplica => every_replica.push(v.spec),
-            }
-            listed.push(v.job);
-        }
+        // Made in place, with room for exactly the jobs (an iterator of known length), rather than
+        // collected into a list and copied.
+        let listed: Arc<[Job]> = validated
+            .into_iter()
+            .map(|v| {
+                let verb: Arc<str> = Arc::from(v.spec.verb.as_str());
+                let planned = PlannedJob {
+                    verb: Arc::clone(&verb),
+                    timeout: v.spec.timeout,
+                    retry: v.spec.retry,
+                    handler: v.handler,
+                };
+                jobs.insert(verb, Arc::new(planned));
+                match v.spec.on {
+                    RunOn::OneReplica => deployment.jobs.push(v.spec),
+                    RunOn::EveryReplica => every_replica.push(v.spec),
+                }
+                v.job
+            })
+            .collect();
         Plan {
             module: Arc::from(deployment.module.as_str()),
             deployment,
