@@ -12,7 +12,7 @@ use cron_schema::{MissedPolicy, RunOn, Schema};
 use crate::context::State;
 use crate::defaults::DEFAULT_MODULE;
 use crate::error::BuildError;
-use crate::job::{self, Declared, Job, Validated};
+use crate::job::{self, Declared, Job};
 use crate::plan::Plan;
 use crate::registration::IntoOutcome;
 use crate::runtime::{Backend, Runtime};
@@ -376,12 +376,13 @@ impl RuntimeBuilder {
             Some(module) => module,
             None => default_module(&declared)?,
         };
-        let mut validated = Vec::with_capacity(declared.len());
-        for d in declared {
-            validated.push(job::validate(d, settings.default_timeout)?);
+        // Each declaration validated where it is, into its spec.
+        let mut specs = Vec::with_capacity(declared.len());
+        for d in &mut declared {
+            specs.push(job::validate(d, settings.default_timeout)?);
         }
 
-        let schema = schema(&module, &validated);
+        let schema = schema(&module, &declared);
         let key = self
             .deployment
             .or_else(|| {
@@ -398,11 +399,11 @@ impl RuntimeBuilder {
             key,
             module: module.clone(),
             schema,
-            // Moved in from `validated` by `Plan::new`.
+            // Moved in from `specs` by `Plan::new`.
             jobs: Vec::new(),
         };
 
-        let plan = Plan::new(deployment, validated, self.state, settings);
+        let plan = Plan::new(deployment, declared, specs, self.state, settings);
         job::remember(&plan.listed, added_at);
 
         let store_settings = StoreSettings {
@@ -584,9 +585,9 @@ fn default_module(declared: &[Declared]) -> Result<String, BuildError> {
 
 /// The schema of this deployment: its jobs under the runtime's module, in the form `cronverb::schema()`
 /// and `cronverb schema extract` print (stored in `cron_deployments.schema`).
-fn schema(module: &str, jobs: &[Validated]) -> Schema {
+fn schema(module: &str, jobs: &[Declared]) -> Schema {
     Schema::new(
         jobs.iter()
-            .map(|v| (module.to_owned(), crate::schema::verb(v.job.clone()))),
+            .map(|d| (module.to_owned(), crate::schema::verb(d.job.clone()))),
     )
 }

@@ -197,13 +197,6 @@ pub(crate) fn registered() -> Vec<Declared> {
         .collect()
 }
 
-/// A validated job, ready to run.
-pub(crate) struct Validated {
-    pub(crate) job: Job,
-    pub(crate) spec: JobSpec,
-    pub(crate) handler: Handler,
-}
-
 /// Refuses two jobs with the same name, naming both declarations.
 pub(crate) fn check_unique(declared: &[Declared]) -> Result<(), BuildError> {
     let mut seen: std::collections::HashMap<&str, &Job> = std::collections::HashMap::new();
@@ -338,8 +331,12 @@ fn parse_zone(timezone: Option<&str>) -> Result<Tz, JobError> {
     }
 }
 
-/// Validates a declaration ([`job_spec`]), naming the job and its declaration in the first error.
-pub(crate) fn validate(d: Declared, default_timeout: Duration) -> Result<Validated, BuildError> {
+/// Validates a declaration ([`job_spec`]), naming the job and its declaration in the first error; the
+/// job's spec, to run it by. The declaration stays where it is, for [`jobs()`] and the schema: a
+/// timeout or backoff given as a `Duration` is written into it as text (`10m`). Ten thousand
+/// declarations are not moved into a list of validated jobs (docs/benchmarks.md, "Where the memory
+/// went").
+pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<JobSpec, BuildError> {
     let timeout = match (d.timeout, &d.job.timeout) {
         (Some(timeout), _) => Some(Timeout::Given(timeout)),
         (None, Some(text)) => Some(Timeout::Text(text)),
@@ -369,18 +366,13 @@ pub(crate) fn validate(d: Declared, default_timeout: Duration) -> Result<Validat
                 .expect("a job that does not validate has an error"),
         ),
     })?;
-    let mut job = d.job;
     if let Some(timeout) = d.timeout {
-        job.timeout = Some(format_duration(timeout));
+        d.job.timeout = Some(format_duration(timeout));
     }
     if let Some(backoff) = d.backoff {
-        job.backoff = Some(format_duration(backoff));
+        d.job.backoff = Some(format_duration(backoff));
     }
-    Ok(Validated {
-        job,
-        spec,
-        handler: d.handler,
-    })
+    Ok(spec)
 }
 
 /// The job named `name` among [`jobs()`]: a `#[cron]` function linked into the binary, or a job added to a

@@ -8,7 +8,7 @@ use std::time::Duration;
 use cron_schema::RunOn;
 
 use crate::context::State;
-use crate::job::{Handler, Job, Validated};
+use crate::job::{Declared, Handler, Job};
 use crate::settings::Settings;
 use crate::store::{DeploymentSpec, JobSpec, Retries};
 
@@ -57,39 +57,42 @@ impl std::fmt::Debug for PlannedJob {
 }
 
 impl Plan {
-    /// The plan of `deployment`, whose jobs are those of `validated`: each job's spec moves into
-    /// `deployment.jobs` (which must be empty), or into `every_replica` for a job on every replica; its
-    /// declaration into the listed jobs.
+    /// The plan of `deployment`, whose jobs are `declared`, validated into `specs` (one per
+    /// declaration, in order): the specs of the jobs on one replica move into `deployment.jobs`
+    /// (which must be empty), those of the jobs on every replica into `every_replica`; the
+    /// declarations into the listed jobs, their handlers into the planned jobs.
     pub(crate) fn new(
         mut deployment: DeploymentSpec,
-        validated: Vec<Validated>,
+        declared: Vec<Declared>,
+        mut specs: Vec<JobSpec>,
         state: State,
         settings: Settings,
     ) -> Plan {
         debug_assert!(deployment.jobs.is_empty());
-        let mut jobs = HashMap::with_capacity(validated.len());
-        deployment.jobs.reserve_exact(validated.len());
-        let mut every_replica = Vec::new();
+        debug_assert_eq!(declared.len(), specs.len());
+        let mut jobs = HashMap::with_capacity(declared.len());
         // Made in place, with room for exactly the jobs (an iterator of known length), rather than
         // collected into a list and copied.
-        let listed: Arc<[Job]> = validated
+        let listed: Arc<[Job]> = declared
             .into_iter()
-            .map(|v| {
-                let verb: Arc<str> = Arc::from(v.spec.verb.as_str());
+            .zip(&specs)
+            .map(|(d, spec)| {
+                let verb: Arc<str> = Arc::from(spec.verb.as_str());
                 let planned = PlannedJob {
                     verb: Arc::clone(&verb),
-                    timeout: v.spec.timeout,
-                    retry: v.spec.retry,
-                    handler: v.handler,
+                    timeout: spec.timeout,
+                    retry: spec.retry,
+                    handler: d.handler,
                 };
                 jobs.insert(verb, Arc::new(planned));
-                match v.spec.on {
-                    RunOn::OneReplica => deployment.jobs.push(v.spec),
-                    RunOn::EveryReplica => every_replica.push(v.spec),
-                }
-                v.job
+                d.job
             })
             .collect();
+        // The specs' list becomes the deployment's, without a copy.
+        let every_replica: Vec<JobSpec> = specs
+            .extract_if(.., |spec| spec.on == RunOn::EveryReplica)
+            .collect();
+        deployment.jobs = specs;
         Plan {
             module: Arc::from(deployment.module.as_str()),
             deployment,
