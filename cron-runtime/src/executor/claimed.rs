@@ -68,8 +68,9 @@ pub(super) fn start_one<S: Store>(
         attempt: run.state.attempt,
     };
     match handler::call(shared, job, context, &run.span, &run.state, now) {
-        Called::Ended(ending) => settle(shared, run, index, ending, now, anchor)
-            .map_or(Started::Nothing, Started::Ended),
+        Called::Ended(ending) => {
+            settle(shared, run, index, ending, now, anchor).map_or(Started::Nothing, Started::Ended)
+        }
         Called::Pending(pending) => {
             spawn_pending(shared, run, index, pending, now, anchor);
             Started::Spawned

@@ -249,7 +249,10 @@ impl State {
             .collect();
         let mut verbs = Vec::with_capacity(expired.len());
         for run_id in &expired {
-            verbs.extend(self.job_in_flight(*run_id).map(|id| self.jobs[&id].verb.to_string()));
+            verbs.extend(
+                self.job_in_flight(*run_id)
+                    .map(|id| self.jobs[&id].verb.to_string()),
+            );
             self.end_run(
                 *run_id,
                 End::Recorded {
