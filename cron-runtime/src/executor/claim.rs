@@ -198,10 +198,10 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
             shared.job_metrics[index].next_run(claim.scheduled_at);
             Ok(Arc::clone(&shared.jobs[index].1))
         }
-        None => Err(Box::new(format!(
+        None => Err(Some(Box::new(format!(
             "this build has no handler for `{}`; is the deployment key reused across versions?",
             claim.verb
-        ))),
+        )))),
     };
     Run {
         run_id: claim.run_id,

@@ -46,10 +46,11 @@ pub(super) fn start_one<S: Store>(
         run.span
             .record("lateness_ms", i64::try_from(late).unwrap_or(i64::MAX));
     }
-    let job_context = match std::mem::replace(&mut run.job, Err(Box::default())) {
+    let job_context = match std::mem::replace(&mut run.job, Err(None)) {
         Ok(context) => context,
         Err(error) => {
-            let ended = ended_run(run, Outcome::Failed, Some(*error), None, None, anchor);
+            let error = error.map(|error| *error).unwrap_or_default();
+            let ended = ended_run(run, Outcome::Failed, Some(error), None, None, anchor);
             return Started::Ended(ended);
         }
     };

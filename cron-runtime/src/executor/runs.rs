@@ -29,8 +29,9 @@ pub(super) struct Run {
     /// Its lease (renewals extend it), its deadline and whether it ended.
     pub(super) state: Arc<RunState>,
     /// The context its handler will get (taken now, so that no reference count is touched when
-    /// thousands of runs start), or why this build has none (rare: boxed).
-    pub(super) job: Result<Arc<JobContext>, Box<String>>,
+    /// thousands of runs start), or why this build has none (rare: boxed; `None` once taken, so that
+    /// taking it allocates nothing).
+    pub(super) job: Result<Arc<JobContext>, Option<Box<String>>>,
     pub(super) span: tracing::Span,
 }
 
