@@ -67,7 +67,7 @@ pub(super) struct JobRow {
 }
 
 /// A run in flight, as the store keeps it: what its job's row does not say already. A first attempt
-/// is a quarter of its [`RunRecord`]: its module, verb, deployment, occurrence and whether it is a
+/// is a third of its [`RunRecord`]: its module, verb, deployment, occurrence and whether it is a
 /// manual run are its job's and that job's [`Executing`] (docs/benchmarks.md, "Where the memory
 /// went").
 #[derive(Debug, Clone)]
