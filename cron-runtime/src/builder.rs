@@ -12,7 +12,7 @@ use cron_schema::{MissedPolicy, RunOn, Schema};
 use crate::context::State;
 use crate::defaults::DEFAULT_MODULE;
 use crate::error::BuildError;
-use crate::job::{self, Declared, Job, Validated};
+use crate::job::{self, Declared, Job};
 use crate::plan::Plan;
 use crate::registration::IntoOutcome;
 use crate::runtime::{Backend, Runtime};
@@ -357,13 +357,17 @@ impl RuntimeBuilder {
         let settings = self.settings;
         check_settings(&settings)?;
 
-        let mut declared = if self.registered_jobs {
-            job::registered()
+        // The `#[cron]` functions first, put in front of the jobs added in the builder's own list, which
+        // has the room for them more often than not: ten thousand jobs are not copied into a new one.
+        let mut declared = self.jobs;
+        let added_at = if self.registered_jobs {
+            let registered = job::registered();
+            let count = registered.len();
+            declared.splice(0..0, registered);
+            count
         } else {
-            Vec::new()
+            0
         };
-        let added_at = declared.len();
-        declared.extend(self.jobs);
         // Before validating them: a deployment too large is refused up front (docs/operations.md).
         crate::store::check_job_count("this runtime", declared.len())
             .map_err(BuildError::TooManyJobs)?;
@@ -372,13 +376,13 @@ impl RuntimeBuilder {
             Some(module) => module,
             None => default_module(&declared)?,
         };
-        let mut validated = Vec::with_capacity(declared.len());
-        for d in declared {
-            validated.push(job::validate(d, settings.default_timeout)?);
+        // Each declaration validated where it is, into its spec.
+        let mut specs = Vec::with_capacity(declared.len());
+        for d in &mut declared {
+            specs.push(job::validate(d, settings.default_timeout)?);
         }
-        job::remember(validated[added_at..].iter().map(|v| v.job.clone()));
 
-        let schema = schema(&module, &validated);
+        let schema = schema(&module, &declared);
         let key = self
             .deployment
             .or_else(|| {
@@ -395,9 +399,12 @@ impl RuntimeBuilder {
             key,
             module: module.clone(),
             schema,
-            // Moved in from `validated` by `Plan::new`.
+            // Moved in from `specs` by `Plan::new`.
             jobs: Vec::new(),
         };
+
+        let plan = Plan::new(deployment, declared, specs, self.state, settings);
+        job::remember(&plan.listed, added_at);
 
         let store_settings = StoreSettings {
             lease: settings.lease,
@@ -405,18 +412,12 @@ impl RuntimeBuilder {
         };
         #[cfg(any(feature = "postgres", feature = "sqlite"))]
         if let Some(backend) = self.database.store(store_settings).await? {
-            return Ok(Runtime::new(
-                backend,
-                Plan::new(deployment, validated, self.state, settings),
-            ));
+            return Ok(Runtime::new(backend, plan));
         }
         let store = self.memory_store.unwrap_or_default();
         let backend = Backend::Memory(store.with_settings(store_settings));
 
-        Ok(Runtime::new(
-            backend,
-            Plan::new(deployment, validated, self.state, settings),
-        ))
+        Ok(Runtime::new(backend, plan))
     }
 }
 
@@ -584,9 +585,9 @@ fn default_module(declared: &[Declared]) -> Result<String, BuildError> {
 
 /// The schema of this deployment: its jobs under the runtime's module, in the form `cronverb::schema()`
 /// and `cronverb schema extract` print (stored in `cron_deployments.schema`).
-fn schema(module: &str, jobs: &[Validated]) -> Schema {
+fn schema(module: &str, jobs: &[Declared]) -> Schema {
     Schema::new(
         jobs.iter()
-            .map(|v| (module.to_owned(), crate::schema::verb(v.job.clone()))),
+            .map(|d| (module.to_owned(), crate::schema::verb(d.job.clone()))),
     )
 }

@@ -59,6 +59,7 @@ pub fn jobs() -> Vec<Job> {
         let mut known = ByName::new(&jobs);
         added
             .iter()
+            .flat_map(Added::jobs)
             .filter(|job| known.insert(job))
             .cloned()
             .collect()
@@ -69,26 +70,43 @@ pub fn jobs() -> Vec<Job> {
     jobs
 }
 
-fn added() -> &'static Mutex<Vec<Job>> {
-    static ADDED: Mutex<Vec<Job>> = Mutex::new(Vec::new());
+/// The jobs one runtime added, as [`jobs()`] lists them: shared with the runtime's own list
+/// ([`Runtime::jobs`](crate::Runtime::jobs)) rather than copied, so that a runtime of ten thousand
+/// jobs keeps one list of them (docs/benchmarks.md, "Where the memory went").
+struct Added {
+    /// The runtime's jobs, the `#[cron]` functions first.
+    listed: Arc<[Job]>,
+    /// The places in `listed` of the jobs added at run time that no runtime built before had added.
+    fresh: Vec<u32>,
+}
+
+impl Added {
+    fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.fresh.iter().map(|&index| &self.listed[index as usize])
+    }
+}
+
+fn added() -> &'static Mutex<Vec<Added>> {
+    static ADDED: Mutex<Vec<Added>> = Mutex::new(Vec::new());
     &ADDED
 }
 
-/// Remembers jobs added at run time so that [`jobs()`] lists them.
-pub(crate) fn remember(new: impl IntoIterator<Item = Job>) {
+/// Remembers the jobs of `listed` from `from` on, added at run time, so that [`jobs()`] lists them.
+pub(crate) fn remember(listed: &Arc<[Job]>, from: usize) {
     let mut added = crate::sync::lock(added());
-    let new: Vec<Job> = new.into_iter().collect();
-    let fresh: Vec<bool> = {
-        let mut known = ByName::new(&added[..]);
-        new.iter().map(|job| known.insert(job)).collect()
+    let fresh: Vec<u32> = {
+        let mut known = ByName::new(added.iter().flat_map(Added::jobs));
+        (from..listed.len())
+            .filter(|&index| known.insert(&listed[index]))
+            .map(|index| u32::try_from(index).expect("fewer jobs than u32::MAX"))
+            .collect()
     };
-    // Kept for the life of the process: room for exactly the jobs added, not a doubled buffer.
-    added.reserve_exact(fresh.iter().filter(|&&fresh| fresh).count());
-    added.extend(
-        new.into_iter()
-            .zip(fresh)
-            .filter_map(|(job, fresh)| fresh.then_some(job)),
-    );
+    if !fresh.is_empty() {
+        added.push(Added {
+            listed: Arc::clone(listed),
+            fresh,
+        });
+    }
 }
 
 /// The jobs seen so far, by name, to find equal ones in linear time: names are nearly unique, so each
@@ -98,9 +116,10 @@ struct ByName<'a> {
 }
 
 impl<'a> ByName<'a> {
-    fn new(jobs: &'a [Job]) -> ByName<'a> {
+    fn new(jobs: impl IntoIterator<Item = &'a Job>) -> ByName<'a> {
+        let jobs = jobs.into_iter();
         let mut by_name = ByName {
-            seen: std::collections::HashMap::with_capacity(jobs.len()),
+            seen: std::collections::HashMap::with_capacity(jobs.size_hint().0),
         };
         for job in jobs {
             by_name.seen.entry(&job.name).or_default().push(job);
@@ -176,13 +195,6 @@ pub(crate) fn registered() -> Vec<Declared> {
             }
         })
         .collect()
-}
-
-/// A validated job, ready to run.
-pub(crate) struct Validated {
-    pub(crate) job: Job,
-    pub(crate) spec: JobSpec,
-    pub(crate) handler: Handler,
 }
 
 /// Refuses two jobs with the same name, naming both declarations.
@@ -319,8 +331,12 @@ fn parse_zone(timezone: Option<&str>) -> Result<Tz, JobError> {
     }
 }
 
-/// Validates a declaration ([`job_spec`]), naming the job and its declaration in the first error.
-pub(crate) fn validate(d: Declared, default_timeout: Duration) -> Result<Validated, BuildError> {
+/// Validates a declaration ([`job_spec`]), naming the job and its declaration in the first error; the
+/// job's spec, to run it by. The declaration stays where it is, for [`jobs()`] and the schema: a
+/// timeout or backoff given as a `Duration` is written into it as text (`10m`). Ten thousand
+/// declarations are not moved into a list of validated jobs (docs/benchmarks.md, "Where the memory
+/// went").
+pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<JobSpec, BuildError> {
     let timeout = match (d.timeout, &d.job.timeout) {
         (Some(timeout), _) => Some(Timeout::Given(timeout)),
         (None, Some(text)) => Some(Timeout::Text(text)),
@@ -350,18 +366,13 @@ pub(crate) fn validate(d: Declared, default_timeout: Duration) -> Result<Validat
                 .expect("a job that does not validate has an error"),
         ),
     })?;
-    let mut job = d.job;
     if let Some(timeout) = d.timeout {
-        job.timeout = Some(format_duration(timeout));
+        d.job.timeout = Some(format_duration(timeout));
     }
     if let Some(backoff) = d.backoff {
-        job.backoff = Some(format_duration(backoff));
+        d.job.backoff = Some(format_duration(backoff));
     }
-    Ok(Validated {
-        job,
-        spec,
-        handler: d.handler,
-    })
+    Ok(spec)
 }
 
 /// The job named `name` among [`jobs()`]: a `#[cron]` function linked into the binary, or a job added to a

@@ -8,7 +8,7 @@ use std::time::Duration;
 use cron_schema::RunOn;
 
 use crate::context::State;
-use crate::job::{Handler, Job, Validated};
+use crate::job::{Declared, Handler, Job};
 use crate::settings::Settings;
 use crate::store::{DeploymentSpec, JobSpec, Retries};
 
@@ -25,8 +25,9 @@ pub(crate) struct Plan {
     pub(crate) module: Arc<str>,
     /// Each job's handler, by verb.
     pub(crate) jobs: HashMap<Arc<str>, Arc<PlannedJob>>,
-    /// The jobs as declared, for [`Runtime::jobs`](crate::Runtime::jobs).
-    pub(crate) listed: Vec<Job>,
+    /// The jobs as declared, for [`Runtime::jobs`](crate::Runtime::jobs); shared with the list of
+    /// [`jobs()`](crate::jobs) ([`job::remember`](crate::job::remember)).
+    pub(crate) listed: Arc<[Job]>,
     /// What handlers get with [`Context::state`](crate::Context::state).
     pub(crate) state: Arc<State>,
     /// The runtime's settings.
@@ -56,35 +57,42 @@ impl std::fmt::Debug for PlannedJob {
 }
 
 impl Plan {
-    /// The plan of `deployment`, whose jobs are those of `validated`: each job's spec moves into
-    /// `deployment.jobs` (which must be empty), or into `every_replica` for a job on every replica; its
-    /// declaration into the listed jobs.
+    /// The plan of `deployment`, whose jobs are `declared`, validated into `specs` (one per
+    /// declaration, in order): the specs of the jobs on one replica move into `deployment.jobs`
+    /// (which must be empty), those of the jobs on every replica into `every_replica`; the
+    /// declarations into the listed jobs, their handlers into the planned jobs.
     pub(crate) fn new(
         mut deployment: DeploymentSpec,
-        validated: Vec<Validated>,
+        declared: Vec<Declared>,
+        mut specs: Vec<JobSpec>,
         state: State,
         settings: Settings,
     ) -> Plan {
         debug_assert!(deployment.jobs.is_empty());
-        let mut listed = Vec::with_capacity(validated.len());
-        let mut jobs = HashMap::with_capacity(validated.len());
-        deployment.jobs.reserve_exact(validated.len());
-        let mut every_replica = Vec::new();
-        for v in validated {
-            let verb: Arc<str> = Arc::from(v.spec.verb.as_str());
-            let planned = PlannedJob {
-                verb: Arc::clone(&verb),
-                timeout: v.spec.timeout,
-                retry: v.spec.retry,
-                handler: v.handler,
-            };
-            jobs.insert(verb, Arc::new(planned));
-            match v.spec.on {
-                RunOn::OneReplica => deployment.jobs.push(v.spec),
-                RunOn::EveryReplica => every_replica.push(v.spec),
-            }
-            listed.push(v.job);
-        }
+        debug_assert_eq!(declared.len(), specs.len());
+        let mut jobs = HashMap::with_capacity(declared.len());
+        // Made in place, with room for exactly the jobs (an iterator of known length), rather than
+        // collected into a list and copied.
+        let listed: Arc<[Job]> = declared
+            .into_iter()
+            .zip(&specs)
+            .map(|(d, spec)| {
+                let verb: Arc<str> = Arc::from(spec.verb.as_str());
+                let planned = PlannedJob {
+                    verb: Arc::clone(&verb),
+                    timeout: spec.timeout,
+                    retry: spec.retry,
+                    handler: d.handler,
+                };
+                jobs.insert(verb, Arc::new(planned));
+                d.job
+            })
+            .collect();
+        // The specs' list becomes the deployment's, without a copy.
+        let every_replica: Vec<JobSpec> = specs
+            .extract_if(.., |spec| spec.on == RunOn::EveryReplica)
+            .collect();
+        deployment.jobs = specs;
         Plan {
             module: Arc::from(deployment.module.as_str()),
             deployment,

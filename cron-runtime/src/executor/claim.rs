@@ -137,19 +137,21 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
     let chunk_room = |left: usize| Vec::with_capacity(left.min(START_CHUNK));
     let mut left = claimed.claims.len();
     let mut due: Vec<Run> = chunk_room(left);
+    // The instant the runs in `due` start at.
+    let mut due_at = None;
     for claim in claimed.claims {
         // The claims after this one.
         left -= 1;
         match claim.action {
             ClaimAction::Run => {
-                if due.len() == START_CHUNK
-                    || due
-                        .last()
-                        .is_some_and(|run| run.start_at != claim.start_at())
+                let start_at = claim.start_at();
+                if let Some(at) = due_at
+                    && (due.len() == START_CHUNK || at != start_at)
                 {
                     let room = chunk_room(left + 1);
-                    wait_for_instant(shared, std::mem::replace(&mut due, room), anchor);
+                    wait_for_instant(shared, std::mem::replace(&mut due, room), at, anchor);
                 }
+                due_at = Some(start_at);
                 due.push(prepare_run(shared, claim, anchor));
             }
             ClaimAction::Skipped => {
@@ -170,8 +172,8 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
             }
         }
     }
-    if !due.is_empty() {
-        wait_for_instant(shared, due, anchor);
+    if let Some(at) = due_at {
+        wait_for_instant(shared, due, at, anchor);
     }
     anchor
 }
@@ -190,35 +192,29 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
         outcome = tracing::field::Empty,
         skipped = tracing::field::Empty,
     );
-    let job = shared
-        .job_index
-        .get(claim.verb.as_str())
-        .map(|&index| {
+    let job = shared.job_index.get(claim.verb.as_str()).copied();
+    let context = match job {
+        Some(index) => {
             shared.job_metrics[index].next_run(claim.scheduled_at);
-            (index, Arc::clone(&shared.jobs[index].1))
-        })
-        .ok_or_else(|| {
-            format!(
-                "this build has no handler for `{}`; is the deployment key reused across versions?",
-                claim.verb
-            )
-        });
+            Ok(Arc::clone(&shared.jobs[index].1))
+        }
+        None => Err(Some(Box::new(format!(
+            "this build has no handler for `{}`; is the deployment key reused across versions?",
+            claim.verb
+        )))),
+    };
     Run {
         run_id: claim.run_id,
-        job_id: claim.job_id,
         scheduled_at: claim.scheduled_at,
-        start_at: claim.start_at(),
         late: claim.late,
-        started: None,
         state: RunState::new(
             shared.epoch,
             anchor.instant_for(claim.lease_expires_at),
             claim.job_id,
-            job.as_ref().ok().map(|(index, _)| *index),
+            job,
             claim.attempt,
         ),
-        job,
-        anchor,
+        job: context,
         span,
     }
 }

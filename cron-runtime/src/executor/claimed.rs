@@ -37,6 +37,7 @@ pub(super) enum Started {
 pub(super) fn start_one<S: Store>(
     shared: &Arc<Shared<S>>,
     mut run: Run,
+    anchor: Anchor,
     start_at: Instant,
     now: Instant,
 ) -> Started {
@@ -45,10 +46,15 @@ pub(super) fn start_one<S: Store>(
         run.span
             .record("lateness_ms", i64::try_from(late).unwrap_or(i64::MAX));
     }
-    let (index, job_context) = match std::mem::replace(&mut run.job, Err(String::new())) {
-        Ok(job) => job,
-        Err(error) => return Started::Ended(ended_run(run, Outcome::Failed, Some(error), None)),
+    let job_context = match std::mem::replace(&mut run.job, Err(None)) {
+        Ok(context) => context,
+        Err(error) => {
+            let error = error.map(|error| *error).unwrap_or_default();
+            let ended = ended_run(run, Outcome::Failed, Some(error), None, None, anchor);
+            return Started::Ended(ended);
+        }
     };
+    let index = run.state.job;
     if now >= shared.lease_until(&run.state) {
         lease_lost(&run.span);
         shared.in_flight.remove(run.run_id);
@@ -56,7 +62,6 @@ pub(super) fn start_one<S: Store>(
     }
     let job = &shared.jobs[index].0;
     shared.job_metrics[index].started(now.saturating_duration_since(start_at));
-    run.started = Some(now);
     let context = Context {
         job: job_context,
         scheduled_at: run.scheduled_at,
@@ -65,22 +70,37 @@ pub(super) fn start_one<S: Store>(
     };
     match handler::call(shared, job, context, &run.span, &run.state, now) {
         Called::Ended(ending) => {
-            settle(shared, run, index, ending).map_or(Started::Nothing, Started::Ended)
+            settle(shared, run, index, ending, now, anchor).map_or(Started::Nothing, Started::Ended)
         }
         Called::Pending(pending) => {
-            spawn_pending(shared, run, index, pending);
+            spawn_pending(shared, run, index, pending, now, anchor);
             Started::Spawned
         }
         Called::Discarded => Started::Nothing,
     }
 }
 
-/// Gives a handler still pending after its first poll a task of its own ([`pending_task`]).
-fn spawn_pending<S: Store>(shared: &Arc<Shared<S>>, run: Run, index: usize, pending: Pending) {
+/// Gives a handler still pending after its first poll, called at `started`, a task of its own
+/// ([`pending_task`]).
+fn spawn_pending<S: Store>(
+    shared: &Arc<Shared<S>>,
+    run: Run,
+    index: usize,
+    pending: Pending,
+    started: Instant,
+    anchor: Anchor,
+) {
     let run_id = run.run_id;
     // Spawned under the lock, so that the run cannot leave `in_flight` before its task is there.
     let mut in_flight = shared.in_flight.lock();
-    let task = tokio::spawn(pending_task(Arc::clone(shared), run, index, pending));
+    let task = tokio::spawn(pending_task(
+        Arc::clone(shared),
+        run,
+        index,
+        pending,
+        started,
+        anchor,
+    ));
     match in_flight.get_mut(&run_id) {
         Some(entry) => entry.abort = Some(task.abort_handle()),
         // A renewal found its lease lost meanwhile ([`maintain`](super::maintain::maintain)): it must
@@ -91,7 +111,14 @@ fn spawn_pending<S: Store>(shared: &Arc<Shared<S>>, run: Run, index: usize, pend
 
 /// The task of a handler that did not end on its first poll: the rest of the handler
 /// ([`Pending::finish`]); then hands how it ended to the recorder, unless the watchdog ended it.
-async fn pending_task<S: Store>(shared: Arc<Shared<S>>, run: Run, index: usize, pending: Pending) {
+async fn pending_task<S: Store>(
+    shared: Arc<Shared<S>>,
+    run: Run,
+    index: usize,
+    pending: Pending,
+    started: Instant,
+    anchor: Anchor,
+) {
     let context = Context {
         job: Arc::clone(&shared.jobs[index].1),
         scheduled_at: run.scheduled_at,
@@ -104,8 +131,8 @@ async fn pending_task<S: Store>(shared: Arc<Shared<S>>, run: Run, index: usize, 
     else {
         return;
     };
-    if let Some(mut ended) = settle(&shared, run, index, ending) {
-        ended.ended_at(Instant::now());
+    if let Some(mut ended) = settle(&shared, run, index, ending, started, anchor) {
+        ended.ended_at(Instant::now(), anchor);
         let shard = ended.finish.run_id as usize;
         shared.ended.push(shard, [ended]);
     }
@@ -114,8 +141,16 @@ async fn pending_task<S: Store>(shared: Arc<Shared<S>>, run: Run, index: usize, 
 /// What the claimed path does with how a handler ended: a run with an outcome goes to the recorder
 /// (returned, for the caller to say when it ended); a run cancelled at shutdown is counted and logged,
 /// and recorded `cancelled` when this replica deregisters (docs/runtime.md, "Shutdown"); a run whose
-/// lease ran out is left to recovery.
-fn settle<S>(shared: &Shared<S>, run: Run, index: usize, ending: Ending) -> Option<Ended> {
+/// lease ran out is left to recovery. Its handler was called at `started`; `anchor` is its claim's
+/// clock offset.
+fn settle<S>(
+    shared: &Shared<S>,
+    run: Run,
+    index: usize,
+    ending: Ending,
+    started: Instant,
+    anchor: Anchor,
+) -> Option<Ended> {
     let job = &shared.jobs[index].0;
     let Some((outcome, error)) = ending.outcome(job.timeout) else {
         lease_lost(&run.span);
@@ -123,8 +158,7 @@ fn settle<S>(shared: &Shared<S>, run: Run, index: usize, ending: Ending) -> Opti
         return None;
     };
     if outcome == Outcome::Cancelled {
-        let took = run.started.map(|started| started.elapsed());
-        shared.job_metrics[index].recorded(outcome, took);
+        shared.job_metrics[index].recorded(outcome, Some(started.elapsed()));
         run.span
             .record("outcome", tracing::field::display(outcome.as_str()));
         run.span.in_scope(|| {
@@ -134,12 +168,28 @@ fn settle<S>(shared: &Shared<S>, run: Run, index: usize, ending: Ending) -> Opti
         shared.in_flight.remove(run.run_id);
         return None;
     }
-    Some(ended_run(run, outcome, error, Some(job.retry)))
+    Some(ended_run(
+        run,
+        outcome,
+        error,
+        Some(job.retry),
+        Some(started),
+        anchor,
+    ))
 }
 
 /// A run whose handler has ended, on its way to the store; [`Ended::ended_at`] says when. With its
 /// job's retries (none when this build has no handler for it), a failed attempt asks to be tried again.
-fn ended_run(run: Run, outcome: Outcome, error: Option<String>, retry: Option<Retries>) -> Ended {
+/// Its handler was called at `started` (`None`: never), on the local clock, which `anchor` (its claim's)
+/// maps onto the store's.
+fn ended_run(
+    run: Run,
+    outcome: Outcome,
+    error: Option<String>,
+    retry: Option<Retries>,
+    started: Option<Instant>,
+    anchor: Anchor,
+) -> Ended {
     run.span
         .record("outcome", tracing::field::display(outcome.as_str()));
     let retry_after =
@@ -148,22 +198,19 @@ fn ended_run(run: Run, outcome: Outcome, error: Option<String>, retry: Option<Re
         measure: Measure {
             job: run.state.job,
             late: run.late,
-            started: run.started,
-            took: None,
         },
         finish: Finish {
             run_id: run.run_id,
-            job_id: run.job_id,
+            job_id: run.state.job_id,
             outcome,
             error,
             ended_at: None,
             // Its first poll, on the store's clock: the run's `started_at` (docs/operations.md, "The
             // tables").
-            started_at: run.started.map(|at| run.anchor.store_time(at)),
+            started_at: started.map(|at| anchor.store_time(at)),
             retry_after,
         },
         span: run.span,
-        anchor: run.anchor,
     }
 }
 
@@ -204,16 +251,13 @@ pub(super) fn blocked<S>(
             retry_after: job.and_then(|job| retry_after(job.retry, state.attempt, outcome, run_id)),
         },
         span,
-        anchor,
         measure: Measure {
             job: state.job,
             // Only a late run's own claim knows; its skips are counted as overlap.
             late: false,
-            started,
-            took: None,
         },
     };
-    ended.ended_at(now);
+    ended.ended_at(now, anchor);
     ended
 }
 

@@ -15,17 +15,13 @@ use super::handler::log_outcome;
 use super::metrics::{self, Operation, SkipReason};
 use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
 use super::runs::{Ended, Measure};
-use super::shared::Shared;
+use super::shared::{FINISH_BATCH, Shared};
 use super::shutdown::give_back;
 use crate::store::{ClaimAction, Claimed, Finish, Finished, Finishing, Outcome, Store, StoreError};
-use crate::sync::lock;
 
 /// A run's finish claims its job's next occurrence when that is due within this much (or the
 /// claim-ahead, if longer): see [`chain_ahead`].
 const CHAIN_AHEAD: Duration = Duration::from_secs(1);
-
-/// At most this many ended runs are recorded with one [`Store::finish`].
-const FINISH_BATCH: usize = 1024;
 
 /// At most this many batches of ended runs are being recorded at once: the next batch is on its way
 /// while the database writes one, and a database with two cores writes two at once. Each batch locks
@@ -61,21 +57,29 @@ pub(super) async fn record_ended<S: Store>(shared: Arc<Shared<S>>) {
             // A sleep, not a yield: a task yielding in a loop keeps its worker from stealing others' work.
             tokio::time::sleep(HOLD_STEP).await;
         }
-        let taken: Vec<Vec<Ended>> = shared
+        // The batches as the starters filled them, each with room for its own runs, recorded as they
+        // are; the runs of batches left part full (the last of each shard's) put together, each batch
+        // made with room for its own size.
+        let (full, part): (Vec<Vec<Ended>>, Vec<Vec<Ended>>) = shared
             .ended
-            .shards
-            .iter()
-            .map(|shard| std::mem::take(&mut *lock(shard)))
-            .collect();
-        let mut left: usize = taken.iter().map(Vec::len).sum();
-        let mut ended = taken.into_iter().flatten();
-        // Each batch in a buffer of its own size: split off the queues, every batch would keep a whole
-        // queue's room until recorded (docs/benchmarks.md, "Where the memory went").
-        while left > 0 {
-            let size = left.min(FINISH_BATCH);
-            let mut batch = Vec::with_capacity(size);
-            batch.extend(ended.by_ref().take(size));
-            left -= size;
+            .take()
+            .into_iter()
+            .partition(|batch| batch.len() >= FINISH_BATCH);
+        let mut left: usize = part.iter().map(Vec::len).sum();
+        let mut merged = Vec::new();
+        if part.len() <= 1 {
+            merged = part;
+        } else {
+            let mut ended = part.into_iter().flatten();
+            while left > 0 {
+                let size = left.min(FINISH_BATCH);
+                let mut batch = Vec::with_capacity(size);
+                batch.extend(ended.by_ref().take(size));
+                left -= size;
+                merged.push(batch);
+            }
+        }
+        for batch in full.into_iter().chain(merged) {
             while batches.len() >= RECORDING_BATCHES {
                 batches.join_next().await;
             }
@@ -246,14 +250,14 @@ fn count_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, me
         } => (next_execution, skipped),
         Finished::Retrying { at } => {
             // Each attempt counts with its outcome.
-            metrics.recorded(finish.outcome, measure.took);
+            metrics.recorded(finish.outcome, Measure::took(finish));
             metrics.retried();
             metrics.next_run(at);
             return;
         }
         Finished::Fenced => return,
     };
-    metrics.recorded(finish.outcome, measure.took);
+    metrics.recorded(finish.outcome, Measure::took(finish));
     let reason = if measure.late {
         SkipReason::Missed
     } else {

@@ -14,30 +14,26 @@ use super::clock::{Anchor, at_nanos, nanos_after};
 use crate::context::JobContext;
 use crate::store::Finish;
 
-/// A claimed run, waiting for its instant.
+/// A claimed run, waiting for its instant. Kept small: ten thousand of them wait at once for one
+/// instant (docs/benchmarks.md, "Where the memory went"). What all the runs of a claim share (the
+/// instant they start at, the claim's clock offset) is their [`Chunk`]'s; their job's row, its place
+/// in the executor's jobs and the attempt are in `state`.
 pub(super) struct Run {
     pub(super) run_id: i64,
-    pub(super) job_id: i64,
     pub(super) scheduled_at: DateTime<Utc>,
-    /// When it starts: `scheduled_at`, or a retry's own instant ([`Claim::start_at`]).
-    ///
-    /// [`Claim::start_at`]: crate::store::Claim::start_at
-    pub(super) start_at: DateTime<Utc>,
     /// Claimed more than the missed-run tolerance after `scheduled_at` ([`Claim::late`]): what it
     /// skips was missed, not overlapped (docs/metrics.md).
     ///
     /// [`Claim::late`]: crate::store::Claim::late
     pub(super) late: bool,
-    /// When its handler was called, once it was.
-    pub(super) started: Option<Instant>,
     /// Its lease (renewals extend it), its deadline and whether it ended.
     pub(super) state: Arc<RunState>,
-    /// Where its job is in the executor's jobs (the deployment's order), with the context its handler
-    /// will get (taken now, so that no reference count is touched when thousands of runs start), or why
-    /// there is none.
-    pub(super) job: Result<(usize, Arc<JobContext>), String>,
-    /// The claim's clock offset: when the handler ends, on the store's clock ([`Finish::ended_at`]).
-    pub(super) anchor: Anchor,
+    /// The context its handler will get (taken now, so that no reference count is touched when
+    /// thousands of runs start), or why this build has none (rare: boxed; `None` once taken, so that
+    /// taking it allocates nothing). A `Box<String>`, a thin pointer: a `Box<str>` would make every run
+    /// 8 bytes larger for a message that almost never is.
+    #[allow(clippy::box_collection)]
+    pub(super) job: Result<Arc<JobContext>, Option<Box<String>>>,
     pub(super) span: tracing::Span,
 }
 
@@ -46,6 +42,8 @@ pub(super) struct Run {
 pub(super) struct Chunk {
     pub(super) runs: Vec<Mutex<Option<Run>>>,
     pub(super) next: AtomicUsize,
+    /// The claim's clock offset: when a handler ends, on the store's clock ([`Finish::ended_at`]).
+    pub(super) anchor: Anchor,
 }
 
 /// A run in flight: claimed, waiting for its instant or executing.
@@ -146,12 +144,12 @@ pub(super) struct LocalRun {
     pub(super) anchor: Anchor,
 }
 
-/// A run whose handler has ended, on its way to the store.
+/// A run whose handler has ended, on its way to the store. Kept small, as [`Run`] is: the end of
+/// the handler is stamped on the store's clock as soon as it is known ([`Ended::ended_at`]), and how
+/// long the handler ran is read back from the finish ([`Measure::took`]).
 pub(super) struct Ended {
     pub(super) finish: Finish,
     pub(super) span: tracing::Span,
-    /// The claim's clock offset, to put the handler's end on the store's clock.
-    pub(super) anchor: Anchor,
     /// What its metrics need once it is recorded.
     pub(super) measure: Measure,
 }
@@ -163,20 +161,22 @@ pub(super) struct Measure {
     pub(super) job: usize,
     /// It was claimed late ([`Run::late`]).
     pub(super) late: bool,
-    /// When its handler was called, if it was.
-    pub(super) started: Option<Instant>,
-    /// How long its handler ran, once it ended.
-    pub(super) took: Option<Duration>,
+}
+
+impl Measure {
+    /// How long the handler of `finish` ran: from its first poll to its end, both on the store's clock
+    /// through the same claim's offset, so the difference is the local one. `None` when it was never
+    /// called.
+    pub(super) fn took(finish: &Finish) -> Option<Duration> {
+        let (started, ended) = (finish.started_at?, finish.ended_at?);
+        Some((ended - started).to_std().unwrap_or_default())
+    }
 }
 
 impl Ended {
-    /// The handler ended at the local instant `at`.
+    /// The handler ended at the local instant `at`; `anchor` is the claim's clock offset.
     #[inline]
-    pub(super) fn ended_at(&mut self, at: Instant) {
-        self.finish.ended_at = Some(self.anchor.store_time(at));
-        self.measure.took = self
-            .measure
-            .started
-            .map(|started| at.saturating_duration_since(started));
+    pub(super) fn ended_at(&mut self, at: Instant, anchor: Anchor) {
+        self.finish.ended_at = Some(anchor.store_time(at));
     }
 }

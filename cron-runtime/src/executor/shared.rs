@@ -25,6 +25,10 @@ use crate::sync::lock;
 /// Ended runs wait for recording in this many queues ([`EndedRuns::shards`]).
 const ENDED_SHARDS: usize = 8;
 
+/// At most this many ended runs are recorded with one [`Store::finish`](crate::store::Store::finish):
+/// the size of the batches they wait in.
+pub(super) const FINISH_BATCH: usize = 1024;
+
 /// What the executor's loop and its tasks share.
 pub(super) struct Shared<S> {
     pub(super) store: S,
@@ -121,7 +125,9 @@ impl<S> Shared<S> {
             jobs,
             job_index,
             ended: EndedRuns {
-                shards: (0..ENDED_SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
+                shards: (0..ENDED_SHARDS)
+                    .map(|_| Mutex::new(Batches::default()))
+                    .collect(),
                 wake: Notify::new(),
                 starting: AtomicUsize::new(0),
             },
@@ -319,31 +325,80 @@ impl Hint {
 pub(super) struct EndedRuns {
     /// In shards, one per task starting the runs of an instant, so that those tasks never take turns at
     /// one lock.
-    pub(super) shards: Vec<Mutex<Vec<Ended>>>,
+    shards: Vec<Mutex<Batches>>,
     /// Wakes the recorder.
     pub(super) wake: Notify,
     /// Tasks starting the runs of an instant: the recorder holds back while there are some.
     pub(super) starting: AtomicUsize,
 }
 
+/// The ended runs of one shard, in the batches the recorder records them in: each of at most
+/// [`FINISH_BATCH`] runs, made with room for the runs a starter said would come, so that the recorder
+/// takes them as they are rather than copying the runs of a queue into batches (docs/benchmarks.md,
+/// "Where the memory went").
+#[derive(Default)]
+struct Batches {
+    /// The last one is being filled.
+    batches: Vec<Vec<Ended>>,
+    /// How many more runs a starter will hand to this shard ([`EndedRuns::reserve`]).
+    expected: usize,
+}
+
+impl Batches {
+    fn push(&mut self, ended: Ended) {
+        let open = self
+            .batches
+            .last()
+            .is_some_and(|batch| batch.len() < FINISH_BATCH);
+        if !open {
+            // Room for the runs expected, up to a batch; a run nobody announced (a handler's own task,
+            // the watchdog) gets a batch grown by doubling, to a batch's size at most.
+            let room = self.expected.min(FINISH_BATCH);
+            self.expected -= room;
+            self.batches.push(Vec::with_capacity(room));
+        }
+        self.batches
+            .last_mut()
+            .expect("a batch is open")
+            .push(ended);
+    }
+}
+
 impl EndedRuns {
-    /// Makes room for `additional` more ended runs in shard `shard` (taken modulo the shards).
+    /// Says that about `additional` more ended runs will come to shard `shard` (taken modulo the
+    /// shards): the batches that take them are made with room for them.
     pub(super) fn reserve(&self, shard: usize, additional: usize) {
-        lock(&self.shards[shard % self.shards.len()]).reserve(additional);
+        lock(&self.shards[shard % self.shards.len()]).expected += additional;
+    }
+
+    /// The starter of shard `shard` is done: no more runs are expected there.
+    pub(super) fn started(&self, shard: usize) {
+        lock(&self.shards[shard % self.shards.len()]).expected = 0;
     }
 
     /// Hands ended runs to the recorder, in shard `shard` (any number: it is taken modulo the shards).
     /// Returns whether it woke the recorder.
     pub(super) fn push(&self, shard: usize, ended: impl IntoIterator<Item = Ended>) -> bool {
         let mut queue = lock(&self.shards[shard % self.shards.len()]);
-        let was_empty = queue.is_empty();
-        queue.extend(ended);
-        let wake = was_empty && !queue.is_empty();
+        let was_empty = queue.batches.is_empty();
+        for ended in ended {
+            queue.push(ended);
+        }
+        let wake = was_empty && !queue.batches.is_empty();
         drop(queue);
         if wake {
             self.wake.notify_one();
         }
         wake
+    }
+
+    /// Takes every batch of ended runs, for the recorder.
+    pub(super) fn take(&self) -> Vec<Vec<Ended>> {
+        let mut taken = Vec::new();
+        for shard in &self.shards {
+            taken.append(&mut lock(shard).batches);
+        }
+        taken
     }
 }
 

@@ -27,10 +27,14 @@ const TIMER_EARLY: Duration = Duration::from_millis(5);
 /// The runs due at one instant are started in chunks of this many, each chunk by one task.
 pub(super) const START_CHUNK: usize = 512;
 
-/// Puts `runs`, a chunk of runs due at the same instant, in flight and in the list of their instant; a
-/// new list gets its timer.
-pub(super) fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>, anchor: Anchor) {
-    let at = runs[0].start_at;
+/// Puts `runs`, a chunk of runs of one claim (whose clock offset is `anchor`) due at the instant `at`,
+/// in flight and in the list of their instant; a new list gets its timer.
+pub(super) fn wait_for_instant<S: Store>(
+    shared: &Arc<Shared<S>>,
+    runs: Vec<Run>,
+    at: DateTime<Utc>,
+    anchor: Anchor,
+) {
     // In flight before they can start, so that none leaves `in_flight` before it is there.
     shared.in_flight.insert_all(runs.iter().map(|run| {
         let entry = InFlight {
@@ -42,6 +46,7 @@ pub(super) fn wait_for_instant<S: Store>(shared: &Arc<Shared<S>>, runs: Vec<Run>
     let chunk = Chunk {
         runs: runs.into_iter().map(|run| Mutex::new(Some(run))).collect(),
         next: AtomicUsize::new(0),
+        anchor,
     };
     let mut waiting = lock(&shared.waiting);
     match waiting.entry(at) {
@@ -173,15 +178,17 @@ fn start_runs<S: Store>(
         .map(|index| chunks[index].runs.len())
         .sum();
     shared.ended.reserve(starter, own);
-    let mut unstamped: Option<Ended> = None;
+    // The run before, ended on its first poll, with its claim's clock offset: stamped with the next
+    // reading of the clock.
+    let mut unstamped: Option<(Ended, Anchor)> = None;
     // Whether a task this starter spawned or woke last (a handler's own, the recorder) may be in this
     // worker's LIFO slot: it leaves it before the next handler, which may block this worker.
     let mut in_lifo_slot = false;
     for chunk in order.map(|index| &chunks[index]) {
         while let Some(slot) = chunk.runs.get(chunk.next.fetch_add(1, Ordering::AcqRel)) {
             let now = Instant::now();
-            if let Some(mut ended) = unstamped.take() {
-                ended.ended_at(now);
+            if let Some((mut ended, anchor)) = unstamped.take() {
+                ended.ended_at(now, anchor);
                 in_lifo_slot |= shared.ended.push(starter, [ended]);
             }
             let Some(run) = lock(slot).take() else {
@@ -190,17 +197,18 @@ fn start_runs<S: Store>(
             if std::mem::take(&mut in_lifo_slot) {
                 leave_lifo_slot();
             }
-            match start_one(shared, run, start_at, now) {
-                Started::Ended(ended) => unstamped = Some(ended),
+            match start_one(shared, run, chunk.anchor, start_at, now) {
+                Started::Ended(ended) => unstamped = Some((ended, chunk.anchor)),
                 Started::Spawned => in_lifo_slot = true,
                 Started::Nothing => {}
             }
         }
     }
-    if let Some(mut ended) = unstamped {
-        ended.ended_at(Instant::now());
+    if let Some((mut ended, anchor)) = unstamped {
+        ended.ended_at(Instant::now(), anchor);
         shared.ended.push(starter, [ended]);
     }
+    shared.ended.started(starter);
     shared.ended.starting.fetch_sub(1, Ordering::AcqRel);
 }
 

@@ -170,7 +170,7 @@ impl State {
             .or_default()
             .insert(Arc::clone(&run.verb));
         run.started_at = Some(start_at);
-        self.running.insert(run.run_id, run);
+        self.put_in_flight(run);
     }
 
     /// Claims the pending trigger of `job_id`, requested at `requested_at`, as a manual run scheduled

@@ -70,7 +70,7 @@ impl State {
             let job_id = self.id();
             self.jobs.insert(
                 job_id,
-                JobRow {
+                Box::new(JobRow {
                     deployment_id: id,
                     module: Arc::clone(&module),
                     verb: Arc::from(job.verb.as_str()),
@@ -80,7 +80,7 @@ impl State {
                     retrying: None,
                     paused: false,
                     trigger: None,
-                },
+                }),
             );
             jobs.insert(job.verb.clone(), job_id);
         }

@@ -36,7 +36,7 @@ impl State {
     /// occurrences the run skipped, or [`Finished::Retrying`]); `None` when the run is not in flight.
     /// The caller checks that the runner holds it.
     pub(super) fn end_run(&mut self, run_id: i64, end: End) -> Option<Finished> {
-        let mut run = self.running.remove(&run_id)?;
+        let mut run = self.take_in_flight(run_id)?;
         let job_id = run.job_id;
         let job = &self.jobs[&job_id];
         let executing = job.executing.expect("a run in flight holds its job");
@@ -222,7 +222,7 @@ impl State {
     ) -> Vec<i64> {
         let mut held = Vec::with_capacity(run_ids.len());
         for run_id in run_ids {
-            let Some(job_id) = self.running.get(run_id).map(|r| r.job_id) else {
+            let Some(job_id) = self.job_in_flight(*run_id) else {
                 continue;
             };
             let job = self.jobs.get_mut(&job_id).expect("exists");
@@ -249,7 +249,10 @@ impl State {
             .collect();
         let mut verbs = Vec::with_capacity(expired.len());
         for run_id in &expired {
-            verbs.extend(self.running.get(run_id).map(|run| run.verb.to_string()));
+            verbs.extend(
+                self.job_in_flight(*run_id)
+                    .map(|id| self.jobs[&id].verb.to_string()),
+            );
             self.end_run(
                 *run_id,
                 End::Recorded {
@@ -267,7 +270,7 @@ impl State {
     /// [`Store::give_back`](crate::store::Store::give_back) of one run under the lock; a run `runner`
     /// does not hold is left alone.
     pub(super) fn give_back(&mut self, runner: &Runner, run_id: i64, now: DateTime<Utc>) {
-        let Some(job_id) = self.running.get(&run_id).map(|r| r.job_id) else {
+        let Some(job_id) = self.job_in_flight(run_id) else {
             return;
         };
         if self.holds(runner.id, job_id, run_id) {

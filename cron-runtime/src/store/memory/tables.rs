@@ -16,7 +16,9 @@ pub(super) struct State {
     next_id: i64,
     pub(super) deployments: HashMap<i64, DeploymentRow>,
     pub(super) deployment_keys: HashMap<String, i64>,
-    pub(super) jobs: HashMap<i64, JobRow>,
+    /// Each row boxed: a table of ten thousand rows of 300 bytes, just past the size where the hash
+    /// table doubles, held room for 16,384 (docs/benchmarks.md, "Where the memory went").
+    pub(super) jobs: HashMap<i64, Box<JobRow>>,
     /// Idle jobs with a next occurrence that are not paused, per deployment, ordered by that occurrence.
     pub(super) due: HashMap<i64, BTreeSet<(DateTime<Utc>, i64)>>,
     /// Jobs with a pending trigger (a manual run asked for), per deployment, ordered by the trigger's
@@ -26,10 +28,10 @@ pub(super) struct State {
     /// across deployments: docs/runtime.md, "Overlap").
     pub(super) executing_verbs: HashMap<Arc<str>, HashSet<Arc<str>>>,
     pub(super) runners: HashMap<i64, RunnerRow>,
-    /// Runs in flight, by run id. Ordered, not hashed: ids only grow, and a hash table that thousands of
-    /// runs a second enter and leave fills with deleted slots and doubles past what it holds
-    /// (docs/benchmarks.md, "Where the memory went").
-    pub(super) running: BTreeMap<i64, RunRecord>,
+    /// Runs in flight, by run id ([`State::put_in_flight`]). Ordered, not hashed: ids only grow, and a
+    /// hash table that thousands of runs a second enter and leave fills with deleted slots and doubles
+    /// past what it holds (docs/benchmarks.md, "Where the memory went").
+    running: BTreeMap<i64, Flight>,
     /// Finished runs, the last ones only.
     pub(super) history: History,
 }
@@ -62,6 +64,32 @@ pub(super) struct JobRow {
     pub(super) paused: bool,
     /// A manual run asked for at this instant and not claimed yet (docs/operations.md, "Manual runs").
     pub(super) trigger: Option<DateTime<Utc>>,
+}
+
+/// A run in flight, as the store keeps it: what its job's row does not say already. A first attempt
+/// is a third of its [`RunRecord`]: its module, verb, deployment, occurrence and whether it is a
+/// manual run are its job's and that job's [`Executing`] (docs/benchmarks.md, "Where the memory
+/// went").
+#[derive(Debug, Clone)]
+enum Flight {
+    /// A run with no attempts before, no error and nothing skipped.
+    Plain {
+        job_id: i64,
+        claimed_at: DateTime<Utc>,
+        started_at: Option<DateTime<Utc>>,
+        runner: Arc<str>,
+    },
+    /// Any other run (a retry, with its attempts): its whole record.
+    Whole(Box<RunRecord>),
+}
+
+impl Flight {
+    fn job_id(&self) -> i64 {
+        match self {
+            Flight::Plain { job_id, .. } => *job_id,
+            Flight::Whole(run) => run.job_id,
+        }
+    }
 }
 
 /// The run that holds an executing job.
@@ -101,6 +129,78 @@ pub(super) fn same_schedule(a: &JobSpec, b: &JobSpec) -> bool {
 }
 
 impl State {
+    /// Puts `run` in flight. Its job holds it already ([`JobRow::executing`]).
+    pub(super) fn put_in_flight(&mut self, run: RunRecord) {
+        let job = &self.jobs[&run.job_id];
+        let executing = job.executing.expect("a run in flight holds its job");
+        let plain = run.run_id == executing.run_id
+            && run.deployment_id == job.deployment_id
+            && run.module == job.module
+            && run.verb == job.verb
+            && run.scheduled_at == executing.scheduled_at
+            && run.manual == executing.manual
+            && run.finished_at.is_none()
+            && run.outcome.is_none()
+            && run.error.is_none()
+            && run.skipped == 0
+            && run.attempts.is_empty();
+        let flight = if plain {
+            Flight::Plain {
+                job_id: run.job_id,
+                claimed_at: run.claimed_at,
+                started_at: run.started_at,
+                runner: run.runner,
+            }
+        } else {
+            Flight::Whole(Box::new(run))
+        };
+        self.running.insert(executing.run_id, flight);
+    }
+
+    /// Takes the run `run_id` out of flight, whole; `None` when it is not in flight. Its job still
+    /// holds it.
+    pub(super) fn take_in_flight(&mut self, run_id: i64) -> Option<RunRecord> {
+        let flight = self.running.remove(&run_id)?;
+        Some(self.whole(run_id, flight))
+    }
+
+    /// The job of the run `run_id` in flight.
+    pub(super) fn job_in_flight(&self, run_id: i64) -> Option<i64> {
+        self.running.get(&run_id).map(Flight::job_id)
+    }
+
+    /// The record of the run `run_id` in flight as `flight`.
+    fn whole(&self, run_id: i64, flight: Flight) -> RunRecord {
+        let (job_id, claimed_at, started_at, runner) = match flight {
+            Flight::Whole(run) => return *run,
+            Flight::Plain {
+                job_id,
+                claimed_at,
+                started_at,
+                runner,
+            } => (job_id, claimed_at, started_at, runner),
+        };
+        let job = &self.jobs[&job_id];
+        let executing = job.executing.expect("a run in flight holds its job");
+        RunRecord {
+            run_id,
+            job_id,
+            deployment_id: job.deployment_id,
+            module: Arc::clone(&job.module),
+            verb: Arc::clone(&job.verb),
+            scheduled_at: executing.scheduled_at,
+            claimed_at,
+            started_at,
+            finished_at: None,
+            outcome: None,
+            error: None,
+            runner,
+            skipped: 0,
+            attempts: Vec::new(),
+            manual: executing.manual,
+        }
+    }
+
     /// A new id, for any table.
     pub(super) fn id(&mut self) -> i64 {
         self.next_id += 1;
@@ -186,7 +286,11 @@ impl State {
     /// See [`MemoryStore::runs`](super::MemoryStore::runs).
     pub(super) fn runs(&self) -> Vec<RunRecord> {
         let mut runs: Vec<RunRecord> = self.history.finished().cloned().collect();
-        let mut running: Vec<RunRecord> = self.running.values().cloned().collect();
+        let mut running: Vec<RunRecord> = self
+            .running
+            .iter()
+            .map(|(&run_id, flight)| self.whole(run_id, flight.clone()))
+            .collect();
         running.extend(
             self.jobs
                 .values()
