@@ -53,25 +53,18 @@ struct RunRow {
     attempts: Option<serde_json::Value>,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_retry_pending_when_its_replica_is_killed_is_taken_by_another_at_its_instant()
--> anyhow::Result<()> {
-    let db = TestDb::create("rt").await?;
-    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
-    println!("replica logs: {}", cluster.logs_dir().display());
-
-    cluster.spawn("r1", KEY, "jobs")?;
-    // The first attempt has failed and its retry waits: kill the replica that ran it.
+/// The run of a regular occurrence whose first attempt failed and whose retry waits, and the retry's
+/// instant.
+async fn a_pending_retry(db: &TestDb) -> anyhow::Result<(RunRow, DateTime<Utc>)> {
     let pending: RunRow = wait_for("a retry to wait", Duration::from_secs(30), || async {
         Ok(sqlx::query_as::<_, RunRow>(
             "SELECT id, scheduled_at, outcome, attempts FROM cron_job_runs \
-             WHERE attempts IS NOT NULL AND outcome = 'running'",
+             WHERE attempts IS NOT NULL AND outcome = 'running' AND NOT manual",
         )
         .fetch_optional(&db.pool)
         .await?)
     })
     .await?;
-    cluster.kill9("r1")?;
     let retry_at: DateTime<Utc> = sqlx::query_scalar(
         "SELECT next_execution FROM cron_jobs WHERE retry_run_id = $1 AND state = 'idle'",
     )
@@ -84,19 +77,72 @@ async fn a_retry_pending_when_its_replica_is_killed_is_taken_by_another_at_its_i
         t(pending.scheduled_at),
         t(retry_at)
     );
-    assert!(retry_at < pending.scheduled_at + TimeDelta::seconds(10));
+    Ok((pending, retry_at))
+}
 
-    cluster.spawn("r2", KEY, "jobs")?;
-    let ended: RunRow = wait_for("the retry to succeed", Duration::from_secs(30), || async {
+/// Run `id` once it has ended.
+async fn ended(db: &TestDb, id: i64) -> anyhow::Result<RunRow> {
+    wait_for("the retry to end", Duration::from_secs(30), || async {
         Ok(sqlx::query_as::<_, RunRow>(
             "SELECT id, scheduled_at, outcome, attempts FROM cron_job_runs \
              WHERE id = $1 AND outcome <> 'running'",
         )
-        .bind(pending.id)
+        .bind(id)
         .fetch_optional(&db.pool)
         .await?)
     })
+    .await
+}
+
+/// Checks that `run` succeeded at its second attempt, each attempt executed once and the retry at or
+/// after `retry_at`; gives the replicas that executed its attempts, in order.
+async fn succeeded_at_the_retry(
+    db: &TestDb,
+    run: &RunRow,
+    retry_at: DateTime<Utc>,
+) -> anyhow::Result<Vec<String>> {
+    assert_eq!(run.outcome, "succeeded");
+    let attempts = run.attempts.as_ref().expect("the attempts are recorded");
+    let outcomes: Vec<&str> = attempts
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["failed", "succeeded"]);
+    assert_eq!(attempts[0]["error"], "the first attempt fails");
+    let executions: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT replica, started_at FROM test_executions WHERE run_id = $1 ORDER BY id",
+    )
+    .bind(run.id)
+    .fetch_all(&db.pool)
     .await?;
+    println!("executions of run {}: {executions:?}", run.id);
+    assert_eq!(executions.len(), 2, "each attempt executed once");
+    assert!(
+        executions[1].1 >= retry_at,
+        "the retry started at {}, before its instant {}",
+        t(executions[1].1),
+        t(retry_at)
+    );
+    Ok(executions.into_iter().map(|e| e.0).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_pending_when_its_replica_is_killed_is_taken_by_another_at_its_instant()
+-> anyhow::Result<()> {
+    let db = TestDb::create("rt").await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    println!("replica logs: {}", cluster.logs_dir().display());
+
+    cluster.spawn("r1", KEY, "jobs")?;
+    // The first attempt has failed and its retry waits: kill the replica that ran it.
+    let (pending, retry_at) = a_pending_retry(&db).await?;
+    cluster.kill9("r1")?;
+    assert!(retry_at < pending.scheduled_at + TimeDelta::seconds(10));
+
+    cluster.spawn("r2", KEY, "jobs")?;
+    let ended = ended(&db, pending.id).await?;
     // Past the next occurrence too, to see that nothing ran the retried one again.
     let next = pending.scheduled_at + TimeDelta::seconds(10);
     wait_for(
@@ -115,35 +161,9 @@ async fn a_retry_pending_when_its_replica_is_killed_is_taken_by_another_at_its_i
     .await?;
     cluster.stop(&["r2"], Duration::from_secs(10))?;
 
-    assert_eq!(ended.outcome, "succeeded");
-    let attempts = ended.attempts.expect("the attempts are recorded");
-    let outcomes: Vec<&str> = attempts
-        .as_array()
-        .expect("an array")
-        .iter()
-        .map(|a| a["outcome"].as_str().unwrap_or_default())
-        .collect();
-    assert_eq!(outcomes, ["failed", "succeeded"]);
-    assert_eq!(attempts[0]["error"], "the first attempt fails");
-
     // Each attempt ran once: the first on the killed replica, the retry on the other, at its instant.
-    let executions: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT replica, started_at FROM test_executions WHERE run_id = $1 ORDER BY id",
-    )
-    .bind(pending.id)
-    .fetch_all(&db.pool)
-    .await?;
-    println!("executions of run {}: {executions:?}", pending.id);
-    assert_eq!(
-        executions.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
-        ["r1", "r2"]
-    );
-    assert!(
-        executions[1].1 >= retry_at,
-        "the retry started at {}, before its instant {}",
-        t(executions[1].1),
-        t(retry_at)
-    );
+    let replicas = succeeded_at_the_retry(&db, &ended, retry_at).await?;
+    assert_eq!(replicas, ["r1", "r2"]);
     let runs_of_occurrence: i64 =
         sqlx::query_scalar("SELECT count(*) FROM cron_job_runs WHERE scheduled_at = $1")
             .bind(pending.scheduled_at)
@@ -167,27 +187,7 @@ async fn a_retry_pending_while_a_manual_run_ends_still_runs_as_the_occurrences_s
 
     cluster.spawn("r1", KEY, "jobs")?;
     cluster.spawn("r2", KEY, "jobs")?;
-    let pending: RunRow = wait_for("a retry to wait", Duration::from_secs(30), || async {
-        Ok(sqlx::query_as::<_, RunRow>(
-            "SELECT id, scheduled_at, outcome, attempts FROM cron_job_runs \
-             WHERE attempts IS NOT NULL AND outcome = 'running' AND NOT manual",
-        )
-        .fetch_optional(&db.pool)
-        .await?)
-    })
-    .await?;
-    let retry_at: DateTime<Utc> = sqlx::query_scalar(
-        "SELECT next_execution FROM cron_jobs WHERE retry_run_id = $1 AND state = 'idle'",
-    )
-    .bind(pending.id)
-    .fetch_one(&db.pool)
-    .await?;
-    println!(
-        "run {} of {}: retry due at {}",
-        pending.id,
-        t(pending.scheduled_at),
-        t(retry_at)
-    );
+    let (pending, retry_at) = a_pending_retry(&db).await?;
 
     // By hand, with the command-line tool, during the backoff.
     let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
@@ -225,44 +225,11 @@ async fn a_retry_pending_while_a_manual_run_ends_still_runs_as_the_occurrences_s
     let survivor = if first == "r1" { "r2" } else { "r1" };
     cluster.kill9(&first)?;
 
-    let ended: RunRow = wait_for("the retry to end", Duration::from_secs(30), || async {
-        Ok(sqlx::query_as::<_, RunRow>(
-            "SELECT id, scheduled_at, outcome, attempts FROM cron_job_runs \
-             WHERE id = $1 AND outcome <> 'running'",
-        )
-        .bind(pending.id)
-        .fetch_optional(&db.pool)
-        .await?)
-    })
-    .await?;
+    let ended = ended(&db, pending.id).await?;
     cluster.stop(&[survivor], Duration::from_secs(10))?;
 
-    assert_eq!(ended.outcome, "succeeded");
-    let attempts = ended.attempts.expect("the attempts are recorded");
-    let outcomes: Vec<&str> = attempts
-        .as_array()
-        .expect("an array")
-        .iter()
-        .map(|a| a["outcome"].as_str().unwrap_or_default())
-        .collect();
-    assert_eq!(outcomes, ["failed", "succeeded"]);
-    let executions: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT replica, started_at FROM test_executions WHERE run_id = $1 ORDER BY id",
-    )
-    .bind(pending.id)
-    .fetch_all(&db.pool)
-    .await?;
-    println!("executions of run {}: {executions:?}", pending.id);
-    assert_eq!(
-        executions.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
-        [first.as_str(), survivor]
-    );
-    assert!(
-        executions[1].1 >= retry_at,
-        "the retry started at {}, before its instant {}",
-        t(executions[1].1),
-        t(retry_at)
-    );
+    let replicas = succeeded_at_the_retry(&db, &ended, retry_at).await?;
+    assert_eq!(replicas, [first.as_str(), survivor]);
     // Every regular run is on the schedule: none was made at the retry's instant.
     let off_schedule: Vec<(i64, DateTime<Utc>)> = sqlx::query_as(
         "SELECT id, scheduled_at FROM cron_job_runs WHERE NOT manual \
