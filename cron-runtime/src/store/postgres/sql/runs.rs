@@ -130,12 +130,14 @@ RETURNING j.id AS job_id, runs.id AS run_id, runs.retry_at, runs.attempt::intege
 ");
 
     /// At a takeover, the runs `$1` whose retries were pending for verbs the new deployment does not
-    /// have end `failed` with error `$2`, started with their first attempt.
+    /// take end `failed`, each with its error of `$2` (`rules::take_over`), started with their first
+    /// attempt.
     END_ORPHANED_RETRIES = "
 UPDATE cron_job_runs r
-SET outcome = 'failed', error = $2, finished_at = now(),
+SET outcome = 'failed', error = o.error, finished_at = now(),
     started_at = coalesce((r.attempts->0->>'started_at')::timestamptz, r.started_at)
-WHERE r.id = ANY($1::bigint[]) AND r.outcome = 'running'
+FROM unnest($1::bigint[], $2::text[]) AS o(id, error)
+WHERE r.id = o.id AND r.outcome = 'running'
 ";
 
     /// Drops the records of the runs `$1`, given back before they started (`end::write`).
