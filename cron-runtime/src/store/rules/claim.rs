@@ -11,7 +11,7 @@ use std::borrow::Borrow;
 use chrono::{DateTime, Utc};
 use cron_schema::{MissedPolicy, ZonedSchedule};
 
-use super::{after_skipping, is_late, lease_expires, next_after_run, retry_cut_short, start_of};
+use super::{after_skipping, is_late, lease_expires, retry_cut_short, start_of};
 use crate::store::{Claim, ClaimAction, StoreSettings};
 
 /// Which occurrence of a locked row is due.
@@ -75,8 +75,9 @@ pub(crate) enum Take {
     },
 }
 
-/// What a claim does with a due row whose occurrence already has a run (the unique key refused the
-/// one it would record).
+/// What a claim does with a due row whose occurrence already has a run (the database stores' unique
+/// key on runs refused the one it would record; the in-memory store keeps no such key).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AlreadyRan {
     /// A trigger at exactly the instant of a recorded run: the trigger is dropped.
@@ -134,14 +135,16 @@ impl DueRow {
     }
 
     /// What a claim at `now` does when the unique key refused the run of this row's occurrence.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn already_ran(&self, schedule: &ZonedSchedule, now: DateTime<Utc>) -> AlreadyRan {
         match self.due {
             Due::Manual => AlreadyRan::DropTrigger,
-            _ => AlreadyRan::MovePast(next_after_run(schedule, self.at, now)),
+            _ => AlreadyRan::MovePast(super::next_after_run(schedule, self.at, now)),
         }
     }
 }
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 impl AlreadyRan {
     /// Says what the claim does about the occurrence `at` of row `job_id` of `verb`, once per row.
     pub(crate) fn report(self, job_id: i64, verb: &str, at: DateTime<Utc>) {
@@ -305,6 +308,12 @@ mod tests {
             ),
             "{taken:?}"
         );
+    }
+
+    #[test]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    fn an_occurrence_that_already_ran_drops_its_trigger_or_is_moved_past() {
+        let manual = row(at(0, 1, 0), Due::Manual, MissedPolicy::Skip);
         assert_eq!(
             manual.already_ran(&minutely(), at(0, 10, 0)),
             AlreadyRan::DropTrigger

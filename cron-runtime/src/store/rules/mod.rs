@@ -22,7 +22,9 @@ mod deploy;
 mod ending;
 pub(crate) mod operator;
 
-pub(crate) use claim::{AlreadyRan, Due, DueRow, Take};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use claim::AlreadyRan;
+pub(crate) use claim::{Due, DueRow, Take};
 pub(crate) use deploy::{GivenUp, Taking, first_occurrence, take_over};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use ending::Ending;
