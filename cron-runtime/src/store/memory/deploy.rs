@@ -182,7 +182,7 @@ impl State {
                         expression: &job.spec.expression,
                         zone: job.spec.zone.name(),
                         executing: job.executing.is_some(),
-                        schedule: Some(&job.spec.schedule),
+                        schedule: Some(job.spec.schedule.clone()),
                     }
                 })
                 .collect();

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use cron_schema::ZonedSchedule;
 use sqlx::PgConnection;
 
 use super::claimable::Claimable;
@@ -456,14 +455,6 @@ impl PgStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let schedules: Vec<Option<ZonedSchedule>> = mine
-            .iter()
-            .map(|row| {
-                self.shared
-                    .schedules
-                    .of_row(row.id, &row.verb, &row.expression, &row.zone)
-            })
-            .collect();
         let given_up: Vec<GivenUp<'_, i64>> = previous_rows
             .iter()
             .map(|p| GivenUp {
@@ -476,15 +467,15 @@ impl PgStore {
                 retry: p.retry_run_id,
             })
             .collect();
+        let schedules = &self.shared.schedules;
         let taking: Vec<Taking<'_>> = mine
             .iter()
-            .zip(&schedules)
-            .map(|(row, schedule)| Taking {
+            .map(|row| Taking {
                 verb: &row.verb,
                 expression: &row.expression,
                 zone: &row.zone,
                 executing: row.state == "executing",
-                schedule: schedule.as_ref(),
+                schedule: schedules.of_row(row.id, &row.verb, &row.expression, &row.zone),
             })
             .collect();
         let plan = rules::take_over(&given_up, &taking, now);

@@ -37,7 +37,7 @@ pub(crate) struct GivenUp<'a, R> {
 }
 
 /// A job row of the deployment taking its module over.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Taking<'a> {
     pub(crate) verb: &'a str,
     pub(crate) expression: &'a str,
@@ -46,7 +46,7 @@ pub(crate) struct Taking<'a> {
     /// schedules the row, and the takeover leaves it alone.
     pub(crate) executing: bool,
     /// Its schedule; `None` when its text does not parse (G8): the row is left alone.
-    pub(crate) schedule: Option<&'a ZonedSchedule>,
+    pub(crate) schedule: Option<ZonedSchedule>,
 }
 
 /// Where a row of the deployment taking over starts.
@@ -87,7 +87,7 @@ pub(crate) fn take_over<R: Copy>(
     let rows = taking
         .iter()
         .map(|row| {
-            let schedule = row.schedule.filter(|_| !row.executing)?;
+            let schedule = row.schedule.as_ref().filter(|_| !row.executing)?;
             let old = by_verb.get(row.verb);
             let start_time = |old: &GivenUp<'_, R>| old.start_time.unwrap_or(now);
             if let Some(old) = old.filter(|old| old.retry.is_some()) {
@@ -157,13 +157,13 @@ mod tests {
         }
     }
 
-    fn taking<'a>(verb: &'a str, expression: &'a str, schedule: &'a ZonedSchedule) -> Taking<'a> {
+    fn taking<'a>(verb: &'a str, expression: &'a str, schedule: &ZonedSchedule) -> Taking<'a> {
         Taking {
             verb,
             expression,
             zone: "UTC",
             executing: false,
-            schedule: Some(schedule),
+            schedule: Some(schedule.clone()),
         }
     }
 

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use cron_schema::ZonedSchedule;
 use sqlx::SqliteConnection;
 
 use super::end::end_pending;
@@ -209,10 +208,6 @@ impl SqliteStore {
         .bind(winner)
         .fetch_all(&mut *tx)
         .await?;
-        let schedules: Vec<Option<ZonedSchedule>> = own
-            .iter()
-            .map(|(id, verb, expression, zone, _)| self.schedule(*id, verb, expression, zone))
-            .collect();
         let given_up: Vec<GivenUp<'_, i64>> = given_up
             .iter()
             .map(
@@ -229,13 +224,12 @@ impl SqliteStore {
             .collect();
         let taking: Vec<Taking<'_>> = own
             .iter()
-            .zip(&schedules)
-            .map(|((_, verb, expression, zone, state), schedule)| Taking {
+            .map(|(id, verb, expression, zone, state)| Taking {
                 verb,
                 expression,
                 zone,
                 executing: state == "executing",
-                schedule: schedule.as_ref(),
+                schedule: self.schedule(*id, verb, expression, zone),
             })
             .collect();
         let plan = rules::take_over(&given_up, &taking, now);
