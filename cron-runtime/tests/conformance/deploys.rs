@@ -243,47 +243,6 @@ async fn late_run_under_an_inactive_deployment(
     );
 }
 
-/// A takeover moves a pending retry to the new deployment's row of its verb, at its instant; a
-/// deployment without the verb ends the occurrence failed, its retries cut short (docs/runtime.md,
-/// "Retries"). One plan for every store (`rules::take_over`).
-pub async fn a_takeover_carries_a_pending_retry_with_its_verb_or_ends_it(h: impl StoreUnderTest) {
-    use cron_runtime::store::RETRIES_CUT_SHORT;
-
-    settle(&h).await;
-    let (store, runner) = replica(&h, &deployment("billing@1", vec![job("a", SECONDLY)])).await;
-    let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(50)).await;
-    let claimed = claim(&store, &runner).await;
-    let first = claim_of(&claimed, "a").clone();
-    let finish = Finish {
-        retry_after: Some(Duration::from_millis(300)),
-        ..ended(&first, Outcome::Failed, Some("relay refused"))
-    };
-    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {
-        panic!("not retried")
-    };
-
-    // The next version has the verb, changed or not: the retry goes with it, at its instant.
-    let v2 = deployment(
-        "billing@2",
-        vec![job("a", "*/2 * * * * *"), job("b", YEARLY)],
-    );
-    replica(&h, &v2).await;
-    assert_eq!(h.next_execution(MODULE, "a").await, Some(retry_at));
-    assert_eq!(run_of(&h, first.run_id).await.unwrap().outcome, None);
-
-    // The one after has not: the occurrence ends failed, never tried again.
-    replica(&h, &deployment("billing@3", vec![job("b", YEARLY)])).await;
-    let run = run_of(&h, first.run_id).await.unwrap();
-    assert_eq!(run.outcome, Some(Outcome::Failed));
-    let error = run.error.unwrap();
-    assert!(
-        error.starts_with(RETRIES_CUT_SHORT) && error.contains("no verb `a`"),
-        "{error}"
-    );
-    assert_eq!(run.attempts.len(), 1);
-}
-
 /// A takeover while a manual run is in flight carries the verb's regular occurrence as it was: a
 /// manual run takes no occurrence (docs/operations.md, "Manual runs"), so the new row does not go on
 /// after the trigger's instant. One plan for every store (`rules::take_over`); the in-memory store went
