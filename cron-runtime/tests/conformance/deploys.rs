@@ -242,3 +242,26 @@ async fn late_run_under_an_inactive_deployment(
         "{claimed:?}"
     );
 }
+
+/// A takeover while a manual run is in flight carries the verb's regular occurrence as it was: a
+/// manual run takes no occurrence (docs/operations.md, "Manual runs"), so the new row does not go on
+/// after the trigger's instant. One plan for every store (`rules::take_over`); the in-memory store went
+/// on after the manual run's instant.
+pub async fn a_takeover_during_a_manual_run_carries_the_regular_occurrence(h: impl StoreUnderTest) {
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    // Paused, the row keeps an occurrence that has come and gone: the trigger's instant is later.
+    h.pause("a").await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(1_200)).await;
+    let requested_at = h.trigger("a").await.unwrap();
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(claim_of(&claimed, "a").scheduled_at, requested_at);
+
+    replica(&h, &deployment("billing@2", vec![job("a", SECONDLY)])).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        Some(at),
+        "the regular occurrence, not one after the manual run's {requested_at}"
+    );
+}

@@ -222,6 +222,7 @@ macro_rules! every_case {
         $test!(a_run_ending_under_an_inactive_deployment_wakes_the_active_one);
         $test!(a_single_low_frequency_job_ending_under_an_inactive_deployment_goes_on_past_what_it_skipped);
         $test!(a_takeover_is_logged_by_key_on_both_sides);
+        $test!(a_takeover_during_a_manual_run_carries_the_regular_occurrence);
         // Retries
         $test!(a_failed_attempt_is_retried_at_its_instant_as_the_same_run);
         $test!(a_retry_due_after_the_next_occurrence_ends_the_occurrence_failed);

@@ -4,13 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cron_schema::MissedPolicy;
 
 use super::history::RunRecord;
 use super::tables::{Executing, State};
-use crate::store::{
-    Claim, ClaimAction, Outcome, RETRIES_CUT_SHORT, Runner, StoreError, StoreSettings, rules,
-};
+use crate::store::rules::{Due, DueRow, Take};
+use crate::store::{Claim, Outcome, RETRIES_CUT_SHORT, Runner, StoreError, StoreSettings};
 
 impl State {
     /// [`Store::claim_due`](crate::store::Store::claim_due) under the lock: the claims, in the order of
@@ -72,15 +70,25 @@ impl State {
         // Room for every pick at once: thousands of claims grown by doubling would hold room for up to
         // twice as many.
         let mut claims = Vec::with_capacity(picked.len());
-        claims.extend(picked.into_iter().filter_map(|(at, job_id, manual)| {
-            if manual {
-                Some(self.claim_manual(runner, &module, job_id, at, now, settings))
-            } else if self.jobs[&job_id].retrying.is_some() {
-                self.claim_retry(runner, job_id, at, now, settings)
-            } else {
-                Some(self.claim(runner, &module, job_id, at, now, settings))
-            }
-        }));
+        for (at, job_id, manual) in picked {
+            let job = &self.jobs[&job_id];
+            let due = match (&job.retrying, manual) {
+                (_, true) => Due::Manual,
+                (Some(run), false) => Due::Retry {
+                    occurrence: run.scheduled_at,
+                },
+                (None, false) => Due::Regular,
+            };
+            let row = DueRow {
+                at,
+                due,
+                missed: job.spec.missed,
+            };
+            let take = row
+                .take(|| Some(&job.spec.schedule), now, settings)
+                .expect("a schedule in memory parses");
+            claims.extend(self.apply(runner, &module, job_id, take, now));
+        }
         let next_due = self.first_claimable(runner.deployment_id, &module);
         Ok((claims, next_due))
     }
@@ -173,129 +181,72 @@ impl State {
         self.put_in_flight(run);
     }
 
-    /// Claims the pending trigger of `job_id`, requested at `requested_at`, as a manual run scheduled
-    /// at that instant: never late, and the job's `next_execution` stays as it is (docs/operations.md,
-    /// "Manual runs").
-    fn claim_manual(
+    /// Writes what the claim decided for `job_id` ([`Take`]): the run it records, and the job's state.
+    fn apply(
         &mut self,
         runner: &Runner,
         module: &Arc<str>,
         job_id: i64,
-        requested_at: DateTime<Utc>,
+        take: Take,
         now: DateTime<Utc>,
-        settings: &StoreSettings,
-    ) -> Claim {
-        self.set_trigger(job_id, None);
-        let run = self.new_run(runner, module, job_id, requested_at, now, true);
-        let start_at = now.max(requested_at);
-        let lease_expires_at = start_at + settings.lease;
-        let claim = Claim {
-            run_id: run.run_id,
-            job_id,
-            verb: run.verb.to_string(),
-            scheduled_at: requested_at,
-            late: false,
-            action: ClaimAction::Run,
-            skipped: 0,
-            lease_expires_at,
-            attempt: 1,
-            retry_at: None,
-        };
-        self.execute(runner, run, start_at, lease_expires_at, None);
-        claim
-    }
-
-    /// Claims the occurrence `scheduled_at` of the idle job `job_id` for `runner`: records its run and
-    /// marks the job executing, or, late under `missed = "skip"`, records the run skipped and moves the
-    /// job on.
-    fn claim(
-        &mut self,
-        runner: &Runner,
-        module: &Arc<str>,
-        job_id: i64,
-        scheduled_at: DateTime<Utc>,
-        now: DateTime<Utc>,
-        settings: &StoreSettings,
-    ) -> Claim {
-        let mut run = self.new_run(runner, module, job_id, scheduled_at, now, false);
-        let job = &self.jobs[&job_id];
-        let late = rules::is_late(scheduled_at, now, settings.missed_tolerance);
-        // G4 (docs/operations.md): a run claimed ahead holds its lease from its instant.
-        let lease_expires_at = now.max(scheduled_at) + settings.lease;
-        let mut claim = Claim {
-            run_id: run.run_id,
-            job_id,
-            verb: run.verb.to_string(),
-            scheduled_at,
-            late,
-            action: ClaimAction::Run,
-            skipped: 0,
-            lease_expires_at,
-            attempt: 1,
-            retry_at: None,
-        };
-        if late && job.spec.missed == MissedPolicy::Skip {
-            // A trigger pending on the job stays pending: the next claim takes it.
-            let (next, skipped) = rules::after_skipping(&job.spec.schedule, scheduled_at, now);
-            run.skipped = skipped;
-            run.finished_at = Some(now);
-            run.outcome = Some(Outcome::Skipped);
-            self.set_idle(job_id, next);
-            self.history.record(run);
-            claim.action = ClaimAction::Skipped;
-            claim.skipped = skipped;
-            return claim;
-        }
-        // The run satisfies a pending trigger.
-        self.set_trigger(job_id, None);
-        self.execute(runner, run, now.max(scheduled_at), lease_expires_at, None);
-        claim
-    }
-
-    /// Claims the retry due at `retry_at` of the idle job `job_id`: takes its pending run again as the
-    /// next attempt, or, when the occurrence after the run's has come, ends the run `failed` with its
-    /// retries cut short and moves the job to that occurrence (docs/runtime.md, "Retries").
-    fn claim_retry(
-        &mut self,
-        runner: &Runner,
-        job_id: i64,
-        retry_at: DateTime<Utc>,
-        now: DateTime<Utc>,
-        settings: &StoreSettings,
     ) -> Option<Claim> {
-        let job = self.jobs.get_mut(&job_id).expect("exists");
-        let mut run = *job.retrying.take().expect("a pending retry");
-        if let Some(next) = rules::retry_cut_short(&job.spec.schedule, run.scheduled_at, now) {
-            run.outcome = Some(Outcome::Failed);
-            run.error = Some(RETRIES_CUT_SHORT.to_owned());
-            run.finished_at = Some(now);
-            run.started_at = run.attempts.first().and_then(|a| a.started_at);
-            self.set_idle(job_id, Some(next));
-            self.history.record(run);
-            return None;
+        let verb = self.jobs[&job_id].verb.to_string();
+        match take {
+            Take::Run {
+                scheduled_at,
+                manual,
+                start_at,
+                lease_expires_at,
+                ..
+            } => {
+                // A manual run takes its trigger; a regular one satisfies it.
+                self.set_trigger(job_id, None);
+                let run = self.new_run(runner, module, job_id, scheduled_at, now, manual);
+                let claim = take.claim(run.run_id, job_id, verb, 0);
+                self.execute(runner, run, start_at, lease_expires_at, None);
+                claim
+            }
+            Take::Skip {
+                scheduled_at,
+                next,
+                skipped,
+                ..
+            } => {
+                // A trigger pending on the job stays pending: the next claim takes it.
+                let mut run = self.new_run(runner, module, job_id, scheduled_at, now, false);
+                run.skipped = skipped;
+                run.finished_at = Some(now);
+                run.outcome = Some(Outcome::Skipped);
+                let claim = take.claim(run.run_id, job_id, verb, 0);
+                self.set_idle(job_id, next);
+                self.history.record(run);
+                claim
+            }
+            Take::CutShort { next, .. } => {
+                let job = self.jobs.get_mut(&job_id).expect("exists");
+                let mut run = *job.retrying.take().expect("a pending retry");
+                run.outcome = Some(Outcome::Failed);
+                run.error = Some(RETRIES_CUT_SHORT.to_owned());
+                run.finished_at = Some(now);
+                run.started_at = run.attempts.first().and_then(|a| a.started_at);
+                self.set_idle(job_id, Some(next));
+                self.history.record(run);
+                None
+            }
+            Take::Retry {
+                retry_at,
+                start_at,
+                lease_expires_at,
+                ..
+            } => {
+                let job = self.jobs.get_mut(&job_id).expect("exists");
+                let mut run = *job.retrying.take().expect("a pending retry");
+                run.claimed_at = now;
+                run.runner = Arc::clone(&self.runners[&runner.id].name);
+                let claim = take.claim(run.run_id, job_id, verb, run.attempts.len());
+                self.execute(runner, run, start_at, lease_expires_at, Some(retry_at));
+                claim
+            }
         }
-        let lease_expires_at = now.max(retry_at) + settings.lease;
-        run.claimed_at = now;
-        run.runner = Arc::clone(&self.runners[&runner.id].name);
-        let claim = Claim {
-            run_id: run.run_id,
-            job_id,
-            verb: run.verb.to_string(),
-            scheduled_at: run.scheduled_at,
-            late: false,
-            action: ClaimAction::Run,
-            skipped: 0,
-            lease_expires_at,
-            attempt: u32::try_from(run.attempts.len() + 1).unwrap_or(u32::MAX),
-            retry_at: Some(retry_at),
-        };
-        self.execute(
-            runner,
-            run,
-            now.max(retry_at),
-            lease_expires_at,
-            Some(retry_at),
-        );
-        Some(claim)
     }
 }

@@ -7,12 +7,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::history::RunRecord;
-use super::tables::{DeploymentRow, JobRow, RunnerRow, State, same_schedule};
-use crate::store::{
-    DeploymentSpec, JobSpec, Outcome, RETRIES_CUT_SHORT, Runner, StoreError, check_job_count,
-    other_schema, rules,
-};
+use super::tables::{DeploymentRow, JobRow, RunnerRow, State};
+use crate::store::rules::{self, GivenUp, Taking};
+use crate::store::{DeploymentSpec, Outcome, Runner, StoreError, check_job_count, other_schema};
 
 impl State {
     /// [`Store::register`](crate::store::Store::register) under the lock: the deployment (unless its key
@@ -40,7 +37,7 @@ impl State {
                 }
                 *id
             }
-            None => self.insert_deployment(spec),
+            None => self.insert_deployment(spec, now),
         };
         let runner_id = self.id();
         let name = rules::runner_name(&rules::host_name(), rules::process_id());
@@ -61,8 +58,9 @@ impl State {
         })
     }
 
-    /// Adds a deployment with its jobs, none of them scheduled until the deployment is elected.
-    fn insert_deployment(&mut self, spec: &DeploymentSpec) -> i64 {
+    /// Adds a deployment with its jobs, each at its first occurrence after `now`
+    /// ([`rules::first_occurrence`]); none is claimed until the deployment is elected.
+    fn insert_deployment(&mut self, spec: &DeploymentSpec, now: DateTime<Utc>) -> i64 {
         let id = self.id();
         let module: Arc<str> = Arc::from(spec.module.as_str());
         let mut jobs = HashMap::new();
@@ -75,7 +73,7 @@ impl State {
                     module: Arc::clone(&module),
                     verb: Arc::from(job.verb.as_str()),
                     spec: job.clone(),
-                    next_execution: None,
+                    next_execution: rules::first_occurrence(job, now),
                     executing: None,
                     retrying: None,
                     paused: false,
@@ -154,87 +152,80 @@ impl State {
             .iter()
             .find(|(_, d)| &*d.module == module && d.active)
             .map(|(id, _)| *id);
-        let mut carried: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
+        let old_ids: Vec<i64> = previous
+            .map(|p| self.deployments[&p].jobs.values().copied().collect())
+            .unwrap_or_default();
+        let new_ids: Vec<i64> = self.deployments[&winner].jobs.values().copied().collect();
+        // The takeover's plan, from both deployments' rows; a pending retry is named by its row.
+        let plan = {
+            let given_up: Vec<GivenUp<'_, i64>> = old_ids
+                .iter()
+                .map(|id| {
+                    let job = &self.jobs[id];
+                    GivenUp {
+                        verb: &job.spec.verb,
+                        expression: &job.spec.expression,
+                        zone: job.spec.zone.name(),
+                        in_flight: job.executing.filter(|e| !e.manual).map(|e| e.scheduled_at),
+                        next_execution: job.next_execution,
+                        start_time: None,
+                        retry: job.retrying.as_ref().map(|_| *id),
+                    }
+                })
+                .collect();
+            let taking: Vec<Taking<'_>> = new_ids
+                .iter()
+                .map(|id| {
+                    let job = &self.jobs[id];
+                    Taking {
+                        verb: &job.spec.verb,
+                        expression: &job.spec.expression,
+                        zone: job.spec.zone.name(),
+                        executing: job.executing.is_some(),
+                        schedule: Some(job.spec.schedule.clone()),
+                    }
+                })
+                .collect();
+            rules::take_over(&given_up, &taking, now)
+        };
         // An operator's pause and pending trigger go with their verb, changed or not (docs/operations.md,
-        // "Pause and resume", "Manual runs").
-        let mut operated: HashMap<String, (bool, Option<DateTime<Utc>>)> = HashMap::new();
-        // Pending retries go with their verb (docs/runtime.md, "Retries").
-        let mut retries: HashMap<String, (DateTime<Utc>, Box<RunRecord>)> = HashMap::new();
+        // "Pause and resume", "Manual runs"); the triggers leave the old rows.
+        let mut operated: HashMap<Arc<str>, (bool, Option<DateTime<Utc>>)> = HashMap::new();
+        for id in &old_ids {
+            let job = &self.jobs[id];
+            operated.insert(Arc::clone(&job.verb), (job.paused, job.trigger));
+            self.set_trigger(*id, None);
+        }
         if let Some(previous) = previous {
-            let old = self.deployments.get_mut(&previous).expect("exists");
-            old.active = false;
-            for job_id in old.jobs.values() {
-                let job = self.jobs.get_mut(job_id).expect("exists");
-                if let (Some(run), Some(at)) = (job.retrying.take(), job.next_execution) {
-                    retries.insert(job.spec.verb.clone(), (at, run));
-                }
-                let job = &self.jobs[job_id];
-                operated.insert(job.spec.verb.clone(), (job.paused, job.trigger));
-                let next = match job.executing {
-                    // Its in-flight occurrence runs under the old deployment; continue after it.
-                    Some(e) => job.spec.schedule.next_after(e.scheduled_at),
-                    None => job.next_execution,
-                };
-                carried.insert(job.spec.verb.clone(), next);
-            }
+            self.deployments.get_mut(&previous).expect("exists").active = false;
             self.due.remove(&previous);
         }
-        let previous_specs: HashMap<String, JobSpec> = previous
-            .map(|p| {
-                self.deployments[&p]
-                    .jobs
-                    .values()
-                    .map(|id| (self.jobs[id].spec.verb.clone(), self.jobs[id].spec.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
         self.deployments.get_mut(&winner).expect("exists").active = true;
-        if let Some(previous) = previous {
-            // The triggers go with their verbs to the new rows.
-            let old: Vec<i64> = self.deployments[&previous].jobs.values().copied().collect();
-            for job_id in old {
-                self.set_trigger(job_id, None);
-            }
-        }
-        let job_ids: Vec<i64> = self.deployments[&winner].jobs.values().copied().collect();
-        for job_id in job_ids {
-            if let Some((paused, trigger)) = operated.remove(&self.jobs[&job_id].spec.verb) {
+        for (job_id, start) in new_ids.into_iter().zip(plan.rows) {
+            if let Some((paused, trigger)) = operated.remove(&self.jobs[&job_id].verb) {
                 let job = self.jobs.get_mut(&job_id).expect("exists");
                 job.paused |= paused;
                 let trigger = job.trigger.or(trigger);
                 self.set_trigger(job_id, trigger);
             }
-            let job = &self.jobs[&job_id];
-            if job.executing.is_some() {
-                // Reactivated while a run of it was still in flight: its finish schedules it.
-                continue;
+            let Some(start) = start else { continue };
+            if let Some(old) = start.retry {
+                let mut run = self.jobs.get_mut(&old).and_then(|j| j.retrying.take());
+                if let Some(run) = &mut run {
+                    run.job_id = job_id;
+                    run.deployment_id = winner;
+                }
+                self.jobs.get_mut(&job_id).expect("exists").retrying = run;
             }
-            let unchanged = previous_specs
-                .get(&job.spec.verb)
-                .is_some_and(|old| same_schedule(old, &job.spec));
-            let next = match carried.get(&job.spec.verb) {
-                Some(next) if unchanged => *next,
-                // Added or changed: starts from its (new) schedule.
-                _ => job.spec.schedule.next_after(now),
-            };
-            if let Some((at, mut run)) = retries.remove(&job.spec.verb) {
-                run.job_id = job_id;
-                run.deployment_id = winner;
-                self.jobs.get_mut(&job_id).expect("exists").retrying = Some(run);
-                self.set_idle(job_id, Some(at));
-                continue;
-            }
-            self.set_idle(job_id, next);
+            self.set_idle(job_id, start.next_execution);
         }
-        // A verb the new deployment does not have is never tried again.
-        for (_, (_, mut run)) in retries {
-            run.outcome = Some(Outcome::Failed);
-            run.error = Some(format!(
-                "{RETRIES_CUT_SHORT}: the deployment that took the module over has no verb `{}`",
-                run.verb
-            ));
-            run.finished_at = Some(now);
-            self.history.record(*run);
+        for (old, error) in plan.orphaned {
+            if let Some(mut run) = self.jobs.get_mut(&old).and_then(|j| j.retrying.take()) {
+                run.outcome = Some(Outcome::Failed);
+                run.error = Some(error);
+                run.finished_at = Some(now);
+                self.history.record(*run);
+            }
         }
         true
     }

@@ -11,8 +11,8 @@ use super::held::Held;
 use super::notify::notify_due;
 use super::sql::{clock, jobs, runs};
 use super::{PgStore, db};
-use crate::store::rules::{next_after_run, retry_cut_short};
-use crate::store::{Claim, ClaimAction, Claimed, Finished, RETRIES_CUT_SHORT, Runner, StoreError};
+use crate::store::rules::{self, AlreadyRan, DueRow, Take};
+use crate::store::{Claim, Claimed, RETRIES_CUT_SHORT, Runner, StoreError};
 
 /// A row [`jobs::CLAIM_DUE`] locked.
 #[derive(Debug, sqlx::FromRow)]
@@ -26,17 +26,27 @@ struct Due {
     zone: String,
     scheduled_at: DateTime<Utc>,
     manual: bool,
-    late: bool,
-    skip_late: bool,
+    missed: String,
     /// The run whose retry is due (docs/runtime.md, "Retries"), with its occurrence.
     retry_run_id: Option<i64>,
     retry_of: Option<DateTime<Utc>>,
+    /// The transaction's `now()`.
+    now: DateTime<Utc>,
 }
 
 impl Due {
-    /// Late under `missed = "skip"`: recorded `skipped`, not run (G5).
-    fn skipped(&self) -> bool {
-        self.late && self.skip_late
+    /// The facts the claim's rules decide on.
+    fn facts(&self) -> DueRow {
+        let due = match (self.manual, self.retry_run_id, self.retry_of) {
+            (true, _, _) => rules::Due::Manual,
+            (false, Some(_), Some(occurrence)) => rules::Due::Retry { occurrence },
+            _ => rules::Due::Regular,
+        };
+        DueRow {
+            at: self.scheduled_at,
+            due,
+            missed: self.missed.parse().unwrap_or_default(),
+        }
     }
 }
 
@@ -45,7 +55,6 @@ impl Due {
 struct Retried {
     job_id: i64,
     run_id: i64,
-    retry_at: DateTime<Utc>,
     attempt: i32,
     lease_expires_at: DateTime<Utc>,
 }
@@ -88,7 +97,6 @@ impl PgStore {
             .bind(&refused)
             .bind(ahead.as_secs_f64())
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(settings.missed_tolerance.as_secs_f64())
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
@@ -103,19 +111,59 @@ impl PgStore {
         if !newly_refused.is_empty() {
             claimable.refuse(&newly_refused.iter().map(|r| r.job_id).collect::<Vec<_>>());
         }
-        // Retries are taken apart: their runs exist (docs/runtime.md, "Retries").
-        let (retries, due): (Vec<Due>, Vec<Due>) = due
-            .into_iter()
-            .partition(|row| row.retry_run_id.is_some() && row.retry_of.is_some());
+        // What the claim does with each row (docs/runtime.md, "The store seam"): new runs are recorded
+        // in one statement, retries taken again in another; their runs exist.
+        let mut new_runs: Vec<(Due, DueRow, Take)> = Vec::with_capacity(due.len());
+        let mut retries: Vec<(Due, Take)> = Vec::new();
+        // Jobs this claim moved to a later occurrence without a run: the other replicas hear of it.
+        let mut moved: Vec<(&str, DateTime<Utc>)> = Vec::new();
+        for row in due {
+            let facts = row.facts();
+            let schedule = || self.schedule_of(&row);
+            let Some(take) = facts.take(schedule, row.now, settings) else {
+                continue;
+            };
+            match take {
+                Take::Run { .. } | Take::Skip { .. } => new_runs.push((row, facts, take)),
+                Take::Retry { .. } => retries.push((row, take)),
+                Take::CutShort { occurrence, next } => {
+                    let run_id = row.retry_run_id.unwrap_or_default();
+                    tracing::warn!(
+                        job_id = row.job_id,
+                        run_id,
+                        verb = row.verb,
+                        scheduled_at = %occurrence,
+                        "the retry of `{}` at {occurrence} was not taken before its next occurrence: \
+                         {RETRIES_CUT_SHORT}",
+                        row.verb
+                    );
+                    sqlx::query(jobs::CUT_SHORT)
+                        .bind(row.job_id)
+                        .bind(run_id)
+                        .bind(RETRIES_CUT_SHORT)
+                        .bind(next)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db(context()))?;
+                    moved.push((known.module.as_str(), next));
+                }
+            }
+        }
 
-        let recorded: Vec<Recorded> = if due.is_empty() {
+        let recorded: Vec<Recorded> = if new_runs.is_empty() {
             Vec::new()
         } else {
-            let ids: Vec<i64> = due.iter().map(|d| d.job_id).collect();
-            let at: Vec<DateTime<Utc>> = due.iter().map(|d| d.scheduled_at).collect();
-            let manual: Vec<bool> = due.iter().map(|d| d.manual).collect();
-            let late: Vec<bool> = due.iter().map(|d| d.late).collect();
-            let skip: Vec<bool> = due.iter().map(Due::skipped).collect();
+            let ids: Vec<i64> = new_runs.iter().map(|(d, ..)| d.job_id).collect();
+            let at: Vec<DateTime<Utc>> = new_runs.iter().map(|(d, ..)| d.scheduled_at).collect();
+            let manual: Vec<bool> = new_runs.iter().map(|(d, ..)| d.manual).collect();
+            let late: Vec<bool> = new_runs
+                .iter()
+                .map(|(.., take)| matches!(take, Take::Run { late: true, .. } | Take::Skip { .. }))
+                .collect();
+            let skip: Vec<bool> = new_runs
+                .iter()
+                .map(|(.., take)| matches!(take, Take::Skip { .. }))
+                .collect();
             sqlx::query_as(runs::CLAIM_RUNS)
                 .bind(&ids)
                 .bind(&at)
@@ -132,73 +180,56 @@ impl PgStore {
         let mut runs: HashMap<i64, Recorded> =
             recorded.into_iter().map(|run| (run.job_id, run)).collect();
 
-        // In one transaction, now() is the same instant the claim used; read only when a row needs it.
-        let mut now: Option<DateTime<Utc>> = None;
-        let mut claims = Vec::with_capacity(due.len());
+        let mut claims = Vec::with_capacity(new_runs.len() + retries.len());
         // Runs recorded `skipped`, ended below with the others' ends.
         let mut skipped: Vec<(Held, End<'_>)> = Vec::new();
-        // Jobs this claim moved to a later occurrence without a run: the other replicas hear of it.
-        let mut moved: Vec<(&str, DateTime<Utc>)> = Vec::new();
-        for row in due {
-            let skip = row.skipped();
+        for (row, facts, take) in new_runs {
+            let Some(run) = runs.remove(&row.job_id) else {
+                let Some(schedule) = self.schedule_of(&row) else {
+                    continue;
+                };
+                let Due {
+                    job_id,
+                    verb,
+                    scheduled_at,
+                    now,
+                    ..
+                } = row;
+                let already_ran = facts.already_ran(&schedule, now);
+                already_ran.report(job_id, &verb, scheduled_at);
+                match already_ran {
+                    AlreadyRan::DropTrigger => {
+                        sqlx::query(jobs::DROP_TRIGGER)
+                            .bind(job_id)
+                            .bind(scheduled_at)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db(context()))?;
+                    }
+                    AlreadyRan::MovePast(next) => {
+                        sqlx::query(jobs::MOVE_PAST_RAN)
+                            .bind(job_id)
+                            .bind(next)
+                            .bind(scheduled_at)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db(context()))?;
+                        moved.extend(next.map(|next| (known.module.as_str(), next)));
+                    }
+                }
+                continue;
+            };
             let Due {
                 job_id,
                 verb,
                 expression,
                 zone,
                 scheduled_at,
-                manual,
-                late,
+                now,
                 ..
             } = row;
-            let Some(run) = runs.remove(&job_id) else {
-                if manual {
-                    // A trigger whose instant is exactly one of a run already recorded: drop it.
-                    tracing::warn!(
-                        job_id,
-                        verb,
-                        %scheduled_at,
-                        "a run of `{verb}` at {scheduled_at} already exists; the trigger is dropped"
-                    );
-                    sqlx::query(jobs::DROP_TRIGGER)
-                        .bind(job_id)
-                        .bind(scheduled_at)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db(context()))?;
-                    continue;
-                }
-                // The occurrence already has a run (a changed verb's first occurrence that an old
-                // deployment's run took): move the job past it, as an overlap would.
-                let Some(schedule) =
-                    self.shared
-                        .schedules
-                        .of_row(job_id, &verb, &expression, &zone)
-                else {
-                    continue;
-                };
-                let now = claim_now(&mut tx, &mut now).await.map_err(db(context()))?;
-                let next = next_after_run(&schedule, scheduled_at, now);
-                tracing::warn!(
-                    job_id,
-                    verb,
-                    %scheduled_at,
-                    "the occurrence of `{verb}` at {scheduled_at} already ran; moving to the next one"
-                );
-                sqlx::query(jobs::MOVE_PAST_RAN)
-                    .bind(job_id)
-                    .bind(next)
-                    .bind(scheduled_at)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db(context()))?;
-                moved.extend(next.map(|next| (known.module.as_str(), next)));
-                continue;
-            };
-
-            let action = if skip {
+            if let Take::Skip { .. } = take {
                 // missed = "skip": the run ends `skipped` now, and the job goes on after now.
-                let now = claim_now(&mut tx, &mut now).await.map_err(db(context()))?;
                 let held = Held {
                     job_id,
                     deployment_id: runner.deployment_id,
@@ -220,112 +251,50 @@ impl PgStore {
                     active: true,
                 };
                 skipped.push((held, End::Skipped));
-                ClaimAction::Skipped
-            } else {
-                ClaimAction::Run
-            };
-            claims.push(Claim {
-                run_id: run.run_id,
-                job_id,
-                verb,
-                scheduled_at,
-                late,
-                action,
-                skipped: 0,
+            }
+            claims.extend(take.claim(run.run_id, job_id, verb, 0).map(|claim| Claim {
                 lease_expires_at: run.lease_expires_at,
-                attempt: 1,
-                retry_at: None,
-            });
+                ..claim
+            }));
         }
         if !skipped.is_empty() {
-            let written = self
-                .write_ends(&mut tx, &skipped, None)
+            self.write_ends(&mut tx, &skipped, None)
                 .await
                 .map_err(db(context()))?;
-            // The skipped claims, in the order their ends were written: what each row counts.
-            let counts = written.results.iter().map(|finished| match finished {
-                Finished::Recorded { skipped, .. } => *skipped,
-                Finished::Retrying { .. } | Finished::Fenced => 0,
-            });
-            let skips = claims
-                .iter_mut()
-                .filter(|claim| claim.action == ClaimAction::Skipped);
-            for (claim, count) in skips.zip(counts) {
-                claim.skipped = count;
-            }
         }
 
         if !retries.is_empty() {
-            let now = claim_now(&mut tx, &mut now).await.map_err(db(context()))?;
-            let mut ids = Vec::with_capacity(retries.len());
-            let mut run_ids = Vec::with_capacity(retries.len());
-            let mut verbs = HashMap::with_capacity(retries.len());
-            for row in retries {
-                let (Some(run_id), Some(occurrence)) = (row.retry_run_id, row.retry_of) else {
+            let ids: Vec<i64> = retries.iter().map(|(row, _)| row.job_id).collect();
+            let run_ids: Vec<i64> = retries
+                .iter()
+                .map(|(row, _)| row.retry_run_id.unwrap_or_default())
+                .collect();
+            let taken: Vec<Retried> = sqlx::query_as(runs::RETRY_RUNS)
+                .bind(&ids)
+                .bind(&run_ids)
+                .bind(&runner.name)
+                .bind(runner.id)
+                .bind(settings.lease.as_secs_f64())
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+            let mut taken: HashMap<i64, Retried> =
+                taken.into_iter().map(|r| (r.job_id, r)).collect();
+            for (row, take) in retries {
+                let Some(retried) = taken.remove(&row.job_id) else {
                     continue;
                 };
-                let schedule =
-                    self.shared
-                        .schedules
-                        .of_row(row.job_id, &row.verb, &row.expression, &row.zone);
-                if let Some(next) = schedule
-                    .as_ref()
-                    .and_then(|schedule| retry_cut_short(schedule, occurrence, now))
-                {
-                    tracing::warn!(
-                        job_id = row.job_id,
-                        run_id,
-                        verb = row.verb,
-                        scheduled_at = %occurrence,
-                        "the retry of `{}` at {occurrence} was not taken before its next occurrence: \
-                         {RETRIES_CUT_SHORT}",
-                        row.verb
-                    );
-                    sqlx::query(jobs::CUT_SHORT)
-                        .bind(row.job_id)
-                        .bind(run_id)
-                        .bind(RETRIES_CUT_SHORT)
-                        .bind(next)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db(context()))?;
-                    moved.push((known.module.as_str(), next));
-                    continue;
-                }
-                ids.push(row.job_id);
-                run_ids.push(run_id);
-                verbs.insert(row.job_id, (row.verb, occurrence));
+                let earlier = usize::try_from(retried.attempt - 1).unwrap_or_default();
+                claims.extend(
+                    take.claim(retried.run_id, row.job_id, row.verb, earlier)
+                        .map(|claim| Claim {
+                            lease_expires_at: retried.lease_expires_at,
+                            ..claim
+                        }),
+                );
             }
-            if !ids.is_empty() {
-                let taken: Vec<Retried> = sqlx::query_as(runs::RETRY_RUNS)
-                    .bind(&ids)
-                    .bind(&run_ids)
-                    .bind(&runner.name)
-                    .bind(runner.id)
-                    .bind(settings.lease.as_secs_f64())
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(db(context()))?;
-                for retried in taken {
-                    let Some((verb, scheduled_at)) = verbs.remove(&retried.job_id) else {
-                        continue;
-                    };
-                    claims.push(Claim {
-                        run_id: retried.run_id,
-                        job_id: retried.job_id,
-                        verb,
-                        scheduled_at,
-                        late: false,
-                        action: ClaimAction::Run,
-                        skipped: 0,
-                        lease_expires_at: retried.lease_expires_at,
-                        attempt: u32::try_from(retried.attempt).unwrap_or(1),
-                        retry_at: Some(retried.retry_at),
-                    });
-                }
-                // In the order they start.
-                claims.sort_by_key(|claim| (claim.start_at(), claim.job_id));
-            }
+            // In the order they start.
+            claims.sort_by_key(|claim| (claim.start_at(), claim.job_id));
         }
 
         // The database's clock read `clock` at most a one-way trip before `clock_at`: anchoring the
@@ -356,17 +325,11 @@ impl PgStore {
             next_due,
         })
     }
-}
 
-/// The claim transaction's `now()`, read once, when a row first needs it.
-async fn claim_now(
-    tx: &mut sqlx::PgConnection,
-    now: &mut Option<DateTime<Utc>>,
-) -> Result<DateTime<Utc>, sqlx::Error> {
-    if let Some(now) = *now {
-        return Ok(now);
+    /// The schedule of a due row (reported once when it does not parse, G8).
+    fn schedule_of(&self, row: &Due) -> Option<cron_schema::ZonedSchedule> {
+        self.shared
+            .schedules
+            .of_row(row.job_id, &row.verb, &row.expression, &row.zone)
     }
-    let read: DateTime<Utc> = sqlx::query_scalar(clock::NOW).fetch_one(tx).await?;
-    *now = Some(read);
-    Ok(read)
 }

@@ -1,6 +1,5 @@
 //! Deployments and replicas: registration, heartbeats and takeover (G6, docs/operations.md).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -10,11 +9,9 @@ use super::claimable::Claimable;
 use super::notify::notify;
 use super::sql::{clock, deployments, jobs, runners, runs};
 use super::{FORGET_RUNNERS_AFTER, Known, PgStore, db};
+use crate::store::rules::{self, GivenUp, Taking};
 use crate::store::schedules::zone_text;
-use crate::store::{
-    Beat, DeploymentSpec, RETRIES_CUT_SHORT, Runner, StoreError, check_job_count, other_schema,
-    rules,
-};
+use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
 use crate::sync::lock;
 
 /// What [`PgStore::check_rows`] saw of the rows the claim may take, for [`Beat`].
@@ -25,7 +22,7 @@ struct Seen {
 }
 
 impl Seen {
-    fn note(&mut self, row: &DeploymentRow) {
+    fn note(&mut self, row: &JobRow) {
         fn earliest(a: &mut Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) {
             if let Some(b) = b {
                 *a = Some(a.map_or(b, |a| a.min(b)));
@@ -44,7 +41,7 @@ impl Seen {
 
 /// A row of [`jobs::DEPLOYMENT_ROWS`].
 #[derive(Debug, sqlx::FromRow)]
-struct DeploymentRow {
+struct JobRow {
     id: i64,
     verb: String,
     #[sqlx(rename = "schedule")]
@@ -73,7 +70,8 @@ impl Elected {
     }
 }
 
-/// A job row of the previously active deployment, as a takeover carries it ([`jobs::PREVIOUS_ROWS`]).
+/// A job row of the previously active deployment, as a takeover carries it ([`jobs::PREVIOUS_ROWS`],
+/// read into [`GivenUp`]).
 #[derive(Debug, sqlx::FromRow)]
 struct Previous {
     verb: String,
@@ -81,12 +79,9 @@ struct Previous {
     expression: String,
     #[sqlx(rename = "timezone")]
     zone: String,
-    state: String,
-    /// The run in flight is a manual one (`cronverb trigger`): it did not consume `next_execution`.
-    manual: bool,
+    in_flight: Option<DateTime<Utc>>,
     next_execution: Option<DateTime<Utc>>,
     start_time: DateTime<Utc>,
-    /// The run whose retry the row holds (docs/runtime.md, "Retries").
     retry_run_id: Option<i64>,
 }
 
@@ -189,7 +184,7 @@ pub(super) async fn insert_jobs(
         zones.push(zone_text(job));
         timeouts.push(job.timeout.as_secs_f64());
         missed.push(job.missed.as_str().to_owned());
-        next.push(job.schedule.next_after(now));
+        next.push(rules::first_occurrence(job, now));
     }
     sqlx::query(jobs::INSERT_JOBS)
         .bind(deployment_id)
@@ -306,7 +301,7 @@ impl PgStore {
     async fn check_rows(&self, runner: &Runner) -> Result<Seen, StoreError> {
         let known = self.known(runner)?;
         let context = || format!("reading the jobs of deployment {}", runner.deployment_id);
-        let rows: Vec<DeploymentRow> = sqlx::query_as(jobs::DEPLOYMENT_ROWS)
+        let rows: Vec<JobRow> = sqlx::query_as(jobs::DEPLOYMENT_ROWS)
             .bind(runner.deployment_id)
             .fetch_all(&self.pool)
             .await
@@ -314,7 +309,7 @@ impl PgStore {
         let mut claimable = Claimable::default();
         let mut seen = Seen::default();
         for row in rows {
-            let DeploymentRow {
+            let JobRow {
                 id,
                 ref verb,
                 ref expression,
@@ -448,10 +443,6 @@ impl PgStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let previous: HashMap<&str, &Previous> = previous_rows
-            .iter()
-            .map(|row| (row.verb.as_str(), row))
-            .collect();
         let deactivated: Option<(i64, String)> = sqlx::query_as(deployments::DEACTIVATE)
             .bind(module)
             .fetch_optional(&mut *tx)
@@ -464,52 +455,40 @@ impl PgStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
+        let given_up: Vec<GivenUp<'_, i64>> = previous_rows
+            .iter()
+            .map(|p| GivenUp {
+                verb: &p.verb,
+                expression: &p.expression,
+                zone: &p.zone,
+                in_flight: p.in_flight,
+                next_execution: p.next_execution,
+                start_time: Some(p.start_time),
+                retry: p.retry_run_id,
+            })
+            .collect();
+        let schedules = &self.shared.schedules;
+        let taking: Vec<Taking<'_>> = mine
+            .iter()
+            .map(|row| Taking {
+                verb: &row.verb,
+                expression: &row.expression,
+                zone: &row.zone,
+                executing: row.state == "executing",
+                schedule: schedules.of_row(row.id, &row.verb, &row.expression, &row.zone),
+            })
+            .collect();
+        let plan = rules::take_over(&given_up, &taking, now);
         let mut ids = Vec::with_capacity(mine.len());
         let mut nexts = Vec::with_capacity(mine.len());
         let mut starts = Vec::with_capacity(mine.len());
         let mut retries = Vec::with_capacity(mine.len());
-        // The pending retries of the previous rows, by verb: each goes with its verb.
-        let mut pending: HashMap<&str, (i64, Option<DateTime<Utc>>)> = previous_rows
-            .iter()
-            .filter(|p| p.state == "idle")
-            .filter_map(|p| Some((p.verb.as_str(), (p.retry_run_id?, p.next_execution))))
-            .collect();
-        for row in mine {
-            if row.state == "executing" {
-                // Reactivated while a run of its own was in flight: that run's finish schedules it.
-                continue;
-            }
-            let Some(schedule) =
-                self.shared
-                    .schedules
-                    .of_row(row.id, &row.verb, &row.expression, &row.zone)
-            else {
-                continue;
-            };
-            if let Some((run_id, at)) = pending.remove(row.verb.as_str()) {
-                ids.push(row.id);
-                nexts.push(at);
-                starts.push(previous[row.verb.as_str()].start_time);
-                retries.push(Some(run_id));
-                continue;
-            }
-            let (next, start) = match previous.get(row.verb.as_str()) {
-                Some(p) if p.expression == row.expression && p.zone == row.zone => {
-                    let next = if p.state == "executing" && !p.manual {
-                        // Its in-flight occurrence runs under the old deployment; continue after it.
-                        p.next_execution.and_then(|at| schedule.next_after(at))
-                    } else {
-                        p.next_execution
-                    };
-                    (next, p.start_time)
-                }
-                // Added or changed: starts from its (new) schedule.
-                _ => (schedule.next_after(now), now),
-            };
+        for (row, start) in mine.iter().zip(plan.rows) {
+            let Some(start) = start else { continue };
             ids.push(row.id);
-            nexts.push(next);
-            starts.push(start);
-            retries.push(None);
+            nexts.push(start.next_execution);
+            starts.push(start.start_time);
+            retries.push(start.retry);
         }
         sqlx::query(jobs::START_ROWS)
             .bind(&ids)
@@ -527,19 +506,15 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(db(context()))?;
-            // A verb the new deployment does not have is never tried again.
-            let orphaned: Vec<i64> = pending.values().map(|(run_id, _)| *run_id).collect();
-            if !orphaned.is_empty() {
-                sqlx::query(runs::END_ORPHANED_RETRIES)
-                    .bind(&orphaned)
-                    .bind(format!(
-                        "{RETRIES_CUT_SHORT}: the deployment that took the module over does not \
-                         have its verb"
-                    ))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db(context()))?;
-            }
+        }
+        if !plan.orphaned.is_empty() {
+            let (runs, errors): (Vec<i64>, Vec<String>) = plan.orphaned.into_iter().unzip();
+            sqlx::query(runs::END_ORPHANED_RETRIES)
+                .bind(&runs)
+                .bind(&errors)
+                .execute(&mut *tx)
+                .await
+                .map_err(db(context()))?;
         }
         if let Some(previous_id) = previous_id {
             // What operators set is per verb: a pause stays, and a trigger not yet taken moves along.

@@ -1,7 +1,11 @@
 //! The rules every store computes the same way, in Rust: when a job is next due after a run, how many
-//! occurrences a run skipped, when a claim is late, when a run ended, how a held run ends
-//! ([`HeldRun::ending`]), and how a runner is named. Each store calls these; what a store decides in its own query language (PostgreSQL's claim, for one) is
-//! pinned to the same rules by the store conformance suite (`cron-runtime/tests/conformance`).
+//! occurrences a run skipped, when a claim is late, when a claimed run starts and its lease ends
+//! ([`lease_expires`]), what a claim does with each due row ([`DueRow::take`]), how a held run ends
+//! ([`HeldRun::ending`]), how a takeover starts the new deployment's rows ([`take_over`]), and how a
+//! runner is named. Each store reads the facts of the rows it locked, calls these and writes what they
+//! say; what a store still writes in its own query language (which rows are due, PostgreSQL's lease in
+//! `lease_from!`) is pinned to the same rules by the store conformance suite
+//! (`cron-runtime/tests/conformance`).
 //!
 //! docs/runtime.md ("Overlap", "Missed runs") says what these rules mean for a user.
 
@@ -13,9 +17,15 @@ use cron_schema::ZonedSchedule;
 use crate::defaults::SKIPPED_COUNT_LIMIT;
 use crate::store::{Outcome, RETRIES_CUT_SHORT};
 
+mod claim;
+mod deploy;
 mod ending;
 pub(crate) mod operator;
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use claim::AlreadyRan;
+pub(crate) use claim::{Due, DueRow, Take};
+pub(crate) use deploy::{GivenUp, Taking, first_occurrence, take_over};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use ending::Ending;
 pub(crate) use ending::{EndOf, HeldRun, RetryHeld};
@@ -98,6 +108,24 @@ pub(crate) fn is_late(
     tolerance: Duration,
 ) -> bool {
     (now - scheduled_at).to_std().is_ok_and(|d| d > tolerance)
+}
+
+/// When a run claimed at `now` for `instant` (an occurrence, a trigger's or a retry's instant) is planned
+/// to start: at its instant, or now when claimed after it.
+pub(crate) fn start_of(instant: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    now.max(instant)
+}
+
+/// When the lease of a run claimed at `now` for `instant` runs out unless renewed: `lease` after its
+/// planned start ([`start_of`]), so a run claimed ahead holds its lease from its instant (G4,
+/// docs/operations.md). PostgreSQL writes the same rule in SQL where it records runs in one statement
+/// per batch (`lease_from!`, `store/postgres/sql/mod.rs`).
+pub(crate) fn lease_expires(
+    instant: DateTime<Utc>,
+    now: DateTime<Utc>,
+    lease: Duration,
+) -> DateTime<Utc> {
+    start_of(instant, now) + lease
 }
 
 /// The start a run's end records in `started_at` (docs/operations.md, "The tables").

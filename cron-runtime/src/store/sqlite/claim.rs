@@ -10,8 +10,8 @@ use sqlx::SqliteConnection;
 use super::deploy::next_due;
 use super::end::{end_pending, read_attempts};
 use super::{SqliteStore, db, instant, micros};
-use crate::store::rules::{after_skipping, is_late, next_after_run, retry_cut_short};
-use crate::store::{Claim, ClaimAction, Claimed, RETRIES_CUT_SHORT, Runner, StoreError};
+use crate::store::rules::{AlreadyRan, Due, DueRow, Take};
+use crate::store::{Claim, Claimed, RETRIES_CUT_SHORT, Runner, StoreError};
 
 /// Which rows a claim may take: the idle rows of deployment `?1` of module `?2`, of no verb executing
 /// under another deployment of the module (no overlap across a deploy). A statement adds which
@@ -27,7 +27,7 @@ macro_rules! claimable_rows {
 
 /// A due row: `(id, verb, schedule, timezone, scheduled_at, missed, manual, retry_run_id)`; for a
 /// pending retry (`retry_run_id` set, not manual), `scheduled_at` is the retry's instant.
-type Due = (i64, String, String, String, i64, String, bool, Option<i64>);
+type Locked = (i64, String, String, String, i64, String, bool, Option<i64>);
 
 impl SqliteStore {
     pub(super) async fn claim(
@@ -79,7 +79,7 @@ impl SqliteStore {
         }
         let horizon = micros(now + ahead);
         let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut due: Vec<Due> = sqlx::query_as(concat!(
+        let mut due: Vec<Locked> = sqlx::query_as(concat!(
             "SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution, j.missed, 0, j.retry_run_id ",
             claimable_rows!(),
             " AND j.paused = 0 AND j.next_execution IS NOT NULL AND j.next_execution <= ?3
@@ -94,7 +94,7 @@ impl SqliteStore {
         .map_err(db(context))?;
         // A pending trigger is due too, paused or not; unless a regular occurrence is due with it (which
         // then runs and satisfies the trigger), its run is manual: at the trigger's instant, never late.
-        let manual: Vec<Due> = sqlx::query_as(concat!(
+        let manual: Vec<Locked> = sqlx::query_as(concat!(
             "SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at, j.missed, 1, NULL ",
             claimable_rows!(),
             " AND j.trigger_requested_at IS NOT NULL
@@ -114,14 +114,11 @@ impl SqliteStore {
         let full = due.len() >= limit;
         let mut claims = Vec::with_capacity(due.len());
         for row in due {
-            let claimed = match row.7 {
-                Some(retry_run_id) if !row.6 => {
-                    self.claim_retry(&mut tx, runner, &module, row, retry_run_id, now)
-                        .await
-                }
-                _ => self.claim_row(&mut tx, runner, &module, row, now).await,
-            };
-            if let Some(claim) = claimed.map_err(db(context))? {
+            if let Some(claim) = self
+                .claim_row(&mut tx, runner, &module, row, now)
+                .await
+                .map_err(db(context))?
+            {
                 claims.push(claim);
             }
         }
@@ -142,15 +139,16 @@ impl SqliteStore {
         })
     }
 
-    /// Records the run of one due row and moves the row to `executing`, or, late under
-    /// `missed = "skip"`, records the run `skipped` and moves the row on. `None` when the occurrence
-    /// already has a run (the row moves past it) or the row's schedule does not parse.
+    /// Claims one due row as [`DueRow::take`] decides (docs/runtime.md, "The store seam"): records
+    /// its run and moves it to `executing`, records a late run `skipped` and moves the row on, takes a
+    /// pending retry again or ends it cut short. `None` when nothing is handed to the executor: the
+    /// occurrence already has a run, the retry was cut short, or the row's schedule does not parse.
     async fn claim_row(
         &self,
         tx: &mut SqliteConnection,
         runner: &Runner,
         module: &str,
-        (job_id, verb, expression, zone, scheduled_at, missed, manual, _): Due,
+        (job_id, verb, expression, zone, at, missed, manual, retry_run_id): Locked,
         now: DateTime<Utc>,
     ) -> Result<Option<Claim>, sqlx::Error> {
         let Some(schedule) =
@@ -158,199 +156,177 @@ impl SqliteStore {
         else {
             return Ok(None);
         };
-        let scheduled = instant(scheduled_at);
-        let late = !manual && is_late(scheduled, now, self.settings.missed_tolerance);
-        let skip = late && missed == "skip";
-        let started_at = (!skip).then(|| micros(now.max(scheduled)));
+        let mut row = DueRow {
+            at: instant(at),
+            due: if manual { Due::Manual } else { Due::Regular },
+            missed: missed.parse().unwrap_or_default(),
+        };
+        let mut retry = None;
+        if let (Some(run_id), false) = (retry_run_id, manual) {
+            match pending_run(tx, run_id).await? {
+                Some((occurrence, attempts)) => {
+                    row.due = Due::Retry {
+                        occurrence: instant(occurrence),
+                    };
+                    retry = Some((run_id, read_attempts(run_id, attempts.as_deref()).len()));
+                }
+                None => {
+                    // An older build ran the row meanwhile: it forgets the run, and is claimed as any
+                    // other.
+                    tracing::warn!(
+                        job_id,
+                        verb,
+                        run_id,
+                        "the retry of `{verb}` held for run {run_id} has no pending run; claiming the row as is"
+                    );
+                    sqlx::query("UPDATE cron_jobs SET retry_run_id = NULL WHERE id = ?")
+                        .bind(job_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+        }
+        let Some(take) = row.take(|| Some(&schedule), now, &self.settings) else {
+            return Ok(None);
+        };
+        let (scheduled_at, late, started_at, skipped) = match take {
+            Take::Run {
+                scheduled_at,
+                late,
+                start_at,
+                ..
+            } => (scheduled_at, late, Some(start_at), None),
+            Take::Skip {
+                scheduled_at,
+                skipped,
+                ..
+            } => (scheduled_at, true, None, Some(skipped)),
+            Take::CutShort { next, .. } => {
+                let run_id = retry.map_or(0, |(run_id, _)| run_id);
+                end_pending(tx, run_id, RETRIES_CUT_SHORT, now).await?;
+                sqlx::query(
+                    "UPDATE cron_jobs SET retry_run_id = NULL, next_execution = ? WHERE id = ?",
+                )
+                .bind(micros(next))
+                .bind(job_id)
+                .execute(&mut *tx)
+                .await?;
+                return Ok(None);
+            }
+            Take::Retry {
+                start_at,
+                lease_expires_at,
+                ..
+            } => {
+                let (run_id, ended) = retry.unwrap_or_default();
+                sqlx::query(
+                    "UPDATE cron_job_runs SET claimed_at = ?, started_at = ?, runner = ?, runner_id = ?
+                     WHERE id = ?",
+                )
+                .bind(micros(now))
+                .bind(micros(start_at))
+                .bind(&runner.name)
+                .bind(runner.id)
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+                execute(tx, job_id, run_id, lease_expires_at, false).await?;
+                return Ok(take.claim(run_id, job_id, verb, ended));
+            }
+        };
+        // A late run under `missed = "skip"` is recorded ended at once.
         let run_id: Option<i64> = sqlx::query_scalar(
             "INSERT INTO cron_job_runs (job_id, deployment_id, module_name, verb, scheduled_at,
-                 claimed_at, started_at, outcome, runner, runner_id, late, manual)
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)
+                 claimed_at, started_at, outcome, runner, runner_id, late, manual, finished_at, skipped)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, CASE WHEN ?12 IS NULL THEN 'running' ELSE 'skipped' END,
+                     ?8, ?9, ?10, ?11, CASE WHEN ?12 IS NULL THEN NULL ELSE ?6 END, coalesce(?12, 0))
              ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING RETURNING id",
         )
         .bind(job_id)
         .bind(runner.deployment_id)
         .bind(module)
         .bind(&verb)
-        .bind(scheduled_at)
+        .bind(micros(scheduled_at))
         .bind(micros(now))
-        .bind(started_at)
+        .bind(started_at.map(micros))
         .bind(&runner.name)
         .bind(runner.id)
         .bind(late)
         .bind(manual)
+        .bind(skipped.map(i64::from))
         .fetch_optional(&mut *tx)
         .await?;
         let Some(run_id) = run_id else {
-            if manual {
-                tracing::warn!(
-                    job_id, verb, %scheduled,
-                    "a run of `{verb}` at {scheduled} already exists; the trigger is dropped"
-                );
-                sqlx::query(
-                    "UPDATE cron_jobs SET trigger_requested_at = NULL \
-                     WHERE id = ? AND trigger_requested_at = ?",
-                )
-                .bind(job_id)
-                .bind(scheduled_at)
-                .execute(&mut *tx)
-                .await?;
-            } else {
-                // The occurrence already has a run (a changed verb's first occurrence that an old
-                // deployment's run took): move the job past it, as an overlap would.
-                tracing::warn!(
-                    job_id, verb, %scheduled,
-                    "the occurrence of `{verb}` at {scheduled} already ran; moving to the next one"
-                );
-                sqlx::query(
-                    "UPDATE cron_jobs SET next_execution = ? \
-                     WHERE id = ? AND state = 'idle' AND next_execution = ?",
-                )
-                .bind(next_after_run(&schedule, scheduled, now).map(micros))
-                .bind(job_id)
-                .bind(scheduled_at)
-                .execute(&mut *tx)
-                .await?;
-            }
-            return Ok(None);
-        };
-        let lease_expires_at = now.max(scheduled) + self.settings.lease;
-        let mut claim = Claim {
-            run_id,
-            job_id,
-            verb,
-            scheduled_at: scheduled,
-            late,
-            action: ClaimAction::Run,
-            skipped: 0,
-            lease_expires_at,
-            attempt: 1,
-            retry_at: None,
-        };
-        if skip {
-            let (next, skipped) = after_skipping(&schedule, scheduled, now);
+            let already_ran = row.already_ran(&schedule, now);
+            already_ran.report(job_id, &verb, scheduled_at);
+            // A trigger at that instant is dropped; a regular occurrence is moved past.
+            let (drop, next) = match already_ran {
+                AlreadyRan::DropTrigger => (true, None),
+                AlreadyRan::MovePast(next) => (false, next),
+            };
             sqlx::query(
-                "UPDATE cron_job_runs SET outcome = 'skipped', finished_at = ?, skipped = ? WHERE id = ?",
+                "UPDATE cron_jobs SET
+                     trigger_requested_at = CASE WHEN ?1 THEN NULL ELSE trigger_requested_at END,
+                     next_execution = CASE WHEN ?1 THEN next_execution ELSE ?2 END
+                 WHERE id = ?3 AND CASE WHEN ?1 THEN trigger_requested_at = ?4
+                                   ELSE state = 'idle' AND next_execution = ?4 END",
             )
-            .bind(micros(now))
-            .bind(i64::from(skipped))
-            .bind(run_id)
+            .bind(drop)
+            .bind(next.map(micros))
+            .bind(job_id)
+            .bind(at)
             .execute(&mut *tx)
             .await?;
+            return Ok(None);
+        };
+        if let Take::Skip { next, .. } = take {
             sqlx::query("UPDATE cron_jobs SET next_execution = ? WHERE id = ?")
                 .bind(next.map(micros))
                 .bind(job_id)
                 .execute(&mut *tx)
                 .await?;
-            claim.action = ClaimAction::Skipped;
-            claim.skipped = skipped;
-            return Ok(Some(claim));
+        } else if let Some(lease_expires_at) = take.lease_expires_at() {
+            execute(tx, job_id, run_id, lease_expires_at, true).await?;
         }
-        sqlx::query(
-            "UPDATE cron_jobs SET state = 'executing', current_run_id = ?, lease_expires_at = ?,
-                 trigger_requested_at = NULL
-             WHERE id = ?",
-        )
-        .bind(run_id)
-        .bind(micros(lease_expires_at))
-        .bind(job_id)
-        .execute(&mut *tx)
-        .await?;
-        Ok(Some(claim))
+        Ok(take.claim(run_id, job_id, verb, 0))
     }
 }
 
-impl SqliteStore {
-    /// Claims the retry due at `retry_at` of the idle row `job_id`, held for run `retry_run_id`: takes
-    /// that run again as the next attempt, or, when the occurrence after the run's has come, ends the
-    /// run `failed` with its retries cut short and moves the row to that occurrence (docs/runtime.md,
-    /// "Retries"). A row whose run is no longer pending (an older build ran the row meanwhile) forgets
-    /// it and is claimed as any other.
-    async fn claim_retry(
-        &self,
-        tx: &mut SqliteConnection,
-        runner: &Runner,
-        module: &str,
-        row: Due,
-        retry_run_id: i64,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Claim>, sqlx::Error> {
-        let (job_id, verb, expression, zone, retry_at, _, _, _) = &row;
-        let (job_id, retry_at) = (*job_id, *retry_at);
-        let run: Option<(i64, Option<String>)> = sqlx::query_as(
-            "SELECT scheduled_at, attempts FROM cron_job_runs WHERE id = ? AND outcome = 'running'",
-        )
-        .bind(retry_run_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((scheduled_at, attempts)) = run else {
-            tracing::warn!(
-                job_id,
-                verb,
-                run_id = retry_run_id,
-                "the retry of `{verb}` held for run {retry_run_id} has no pending run; claiming the row as is"
-            );
-            sqlx::query("UPDATE cron_jobs SET retry_run_id = NULL WHERE id = ?")
-                .bind(job_id)
-                .execute(&mut *tx)
-                .await?;
-            return self.claim_row(tx, runner, module, row, now).await;
-        };
-        let Some(schedule) =
-            self.claimed_schedule(runner.deployment_id, job_id, verb, expression, zone)
-        else {
-            return Ok(None);
-        };
-        let scheduled = instant(scheduled_at);
-        if let Some(next) = retry_cut_short(&schedule, scheduled, now) {
-            end_pending(tx, retry_run_id, RETRIES_CUT_SHORT, now).await?;
-            sqlx::query(
-                "UPDATE cron_jobs SET retry_run_id = NULL, next_execution = ? WHERE id = ?",
-            )
-            .bind(micros(next))
-            .bind(job_id)
-            .execute(&mut *tx)
-            .await?;
-            return Ok(None);
-        }
-        let due = instant(retry_at);
-        let start = now.max(due);
-        let lease_expires_at = start + self.settings.lease;
-        sqlx::query(
-            "UPDATE cron_job_runs SET claimed_at = ?, started_at = ?, runner = ?, runner_id = ?
-             WHERE id = ?",
-        )
-        .bind(micros(now))
-        .bind(micros(start))
-        .bind(&runner.name)
-        .bind(runner.id)
-        .bind(retry_run_id)
-        .execute(&mut *tx)
-        .await?;
-        // `next_execution` stays the retry's instant while it runs: a give-back returns the row there.
-        sqlx::query(
-            "UPDATE cron_jobs SET state = 'executing', current_run_id = ?, lease_expires_at = ?
-             WHERE id = ?",
-        )
-        .bind(retry_run_id)
-        .bind(micros(lease_expires_at))
-        .bind(job_id)
-        .execute(&mut *tx)
-        .await?;
-        let ended = read_attempts(retry_run_id, attempts.as_deref()).len();
-        Ok(Some(Claim {
-            run_id: retry_run_id,
-            job_id,
-            verb: verb.clone(),
-            scheduled_at: scheduled,
-            late: false,
-            action: ClaimAction::Run,
-            skipped: 0,
-            lease_expires_at,
-            attempt: u32::try_from(ended + 1).unwrap_or(u32::MAX),
-            retry_at: Some(due),
-        }))
-    }
+/// The occurrence and attempts of run `run_id` while it waits for its retry.
+async fn pending_run(
+    tx: &mut SqliteConnection,
+    run_id: i64,
+) -> Result<Option<(i64, Option<String>)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT scheduled_at, attempts FROM cron_job_runs WHERE id = ? AND outcome = 'running'",
+    )
+    .bind(run_id)
+    .fetch_optional(&mut *tx)
+    .await
+}
+
+/// Moves row `job_id` to `executing` run `run_id` until `lease_expires_at`; a new run (`new`) satisfies
+/// a pending trigger. A retry's row keeps `next_execution` at the retry's instant while it runs: a
+/// give-back returns the row there.
+async fn execute(
+    tx: &mut SqliteConnection,
+    job_id: i64,
+    run_id: i64,
+    lease_expires_at: DateTime<Utc>,
+    new: bool,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE cron_jobs SET state = 'executing', current_run_id = ?, lease_expires_at = ?,
+             trigger_requested_at = CASE WHEN ? THEN NULL ELSE trigger_requested_at END
+         WHERE id = ?",
+    )
+    .bind(run_id)
+    .bind(micros(lease_expires_at))
+    .bind(new)
+    .bind(job_id)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 async fn is_active(tx: &mut SqliteConnection, deployment_id: i64) -> Result<bool, sqlx::Error> {

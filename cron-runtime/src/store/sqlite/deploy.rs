@@ -3,35 +3,29 @@
 //! the active deployment of a module is its most recently registered one with a live replica; a takeover
 //! carries each unchanged verb's next occurrence (after the one in flight), its pause and its trigger.
 
-use std::collections::HashMap;
-
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 
-use super::end::move_retry;
+use super::end::end_pending;
 use super::{SqliteStore, db, instant, micros, micros_of};
-use crate::store::{
-    Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema, rules,
-};
+use crate::store::rules::{self, GivenUp, Taking};
+use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
 
 /// Rows of replicas not seen for this long are deleted by any heartbeat.
 const FORGET_RUNNERS_AFTER: i64 = 24 * 3600 * 1_000_000;
 
-/// A row of the deployment being replaced, as a takeover carries it.
-#[derive(Debug, sqlx::FromRow)]
-struct PreviousRow {
-    id: i64,
-    verb: String,
-    schedule: String,
-    timezone: String,
-    state: String,
-    next_execution: Option<i64>,
-    run_scheduled_at: Option<i64>,
-    manual: Option<bool>,
-    retry_run_id: Option<i64>,
-}
+/// A row of the deployment being replaced, as a takeover carries it ([`GivenUp`]).
+type PreviousRow = (
+    String,
+    String,
+    String,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    Option<i64>,
+);
 
 impl SqliteStore {
     pub(super) async fn register_deployment(
@@ -188,26 +182,21 @@ impl SqliteStore {
                 .bind(module)
                 .fetch_optional(&mut *tx)
                 .await?;
-        let mut carried: HashMap<String, PreviousRow> = HashMap::new();
-        if let Some(previous) = previous {
-            let rows: Vec<PreviousRow> = sqlx::query_as(
-                "SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.next_execution,
-                        r.scheduled_at AS run_scheduled_at, r.manual, j.retry_run_id
-                 FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id
-                 WHERE j.deployment_id = ?",
-            )
+        let given_up: Vec<PreviousRow> = sqlx::query_as(
+            "SELECT j.verb, j.schedule, j.timezone,
+                    CASE WHEN j.state = 'executing' AND NOT r.manual THEN r.scheduled_at END,
+                    j.next_execution, j.start_time, CASE WHEN j.state = 'idle' THEN j.retry_run_id END
+             FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id
+             WHERE j.deployment_id = ?",
+        )
+        .bind(previous)
+        .fetch_all(&mut *tx)
+        .await?;
+        // One active deployment per module (a unique index): the previous one leaves first.
+        sqlx::query("UPDATE cron_deployments SET active = 0 WHERE id = ?")
             .bind(previous)
-            .fetch_all(&mut *tx)
+            .execute(&mut *tx)
             .await?;
-            carried = rows
-                .into_iter()
-                .map(|row| (row.verb.clone(), row))
-                .collect();
-            sqlx::query("UPDATE cron_deployments SET active = 0 WHERE id = ?")
-                .bind(previous)
-                .execute(&mut *tx)
-                .await?;
-        }
         sqlx::query("UPDATE cron_deployments SET active = 1, activated_at = ? WHERE id = ?")
             .bind(micros(now))
             .bind(winner)
@@ -219,48 +208,61 @@ impl SqliteStore {
         .bind(winner)
         .fetch_all(&mut *tx)
         .await?;
-        for (id, verb, expression, zone, state) in own {
-            if state == "executing" {
-                // Reactivated while a run of it was still in flight: its end schedules it.
-                continue;
-            }
-            let old = carried.get(&verb);
-            let unchanged = old.is_some_and(|o| o.schedule == expression && o.timezone == zone);
-            let next = match old {
-                Some(old) if unchanged => match (old.state.as_str(), old.run_scheduled_at) {
-                    // Its regular occurrence in flight runs under the old deployment: continue after it.
-                    ("executing", Some(at)) if old.manual != Some(true) => self
-                        .schedule(old.id, &verb, &old.schedule, &old.timezone)
-                        .and_then(|s| s.next_after(instant(at))),
-                    _ => old.next_execution.map(instant),
+        let given_up: Vec<GivenUp<'_, i64>> = given_up
+            .iter()
+            .map(
+                |(verb, expression, zone, in_flight, next, start, retry)| GivenUp {
+                    verb,
+                    expression,
+                    zone,
+                    in_flight: in_flight.map(instant),
+                    next_execution: next.map(instant),
+                    start_time: Some(instant(*start)),
+                    retry: *retry,
                 },
-                // Added or changed: starts from its (new) schedule.
-                _ => self
-                    .schedule(id, &verb, &expression, &zone)
-                    .and_then(|s| s.next_after(now)),
-            };
+            )
+            .collect();
+        let taking: Vec<Taking<'_>> = own
+            .iter()
+            .map(|(id, verb, expression, zone, state)| Taking {
+                verb,
+                expression,
+                zone,
+                executing: state == "executing",
+                schedule: self.schedule(*id, verb, expression, zone),
+            })
+            .collect();
+        let plan = rules::take_over(&given_up, &taking, now);
+        // The previous rows' pending retries go with their verbs (or end).
+        sqlx::query(
+            "UPDATE cron_jobs SET retry_run_id = NULL WHERE deployment_id = ? AND state = 'idle'",
+        )
+        .bind(previous)
+        .execute(&mut *tx)
+        .await?;
+        for ((id, ..), start) in own.iter().zip(plan.rows) {
+            let Some(start) = start else { continue };
             sqlx::query(
-                "UPDATE cron_jobs SET next_execution = ?, start_time = CASE WHEN ? THEN start_time ELSE ? END \
+                "UPDATE cron_jobs SET next_execution = ?, start_time = ?, retry_run_id = ? \
                  WHERE id = ? AND state = 'idle'",
             )
-            .bind(next.map(micros))
-            .bind(unchanged)
-            .bind(micros(now))
+            .bind(start.next_execution.map(micros))
+            .bind(micros(start.start_time))
+            .bind(start.retry)
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        }
-        // Pending retries go with their verb, to its row of the new deployment, at their instant; a
-        // verb the new deployment does not have is never tried again (docs/runtime.md, "Retries").
-        let mut pending: Vec<&PreviousRow> = carried
-            .values()
-            .filter(|old| old.state == "idle" && old.retry_run_id.is_some())
-            .collect();
-        pending.sort_by_key(|old| old.id);
-        for old in pending {
-            if let (Some(run_id), Some(at)) = (old.retry_run_id, old.next_execution) {
-                move_retry(tx, old.id, run_id, at, now).await?;
+            if let Some(run_id) = start.retry {
+                sqlx::query("UPDATE cron_job_runs SET job_id = ?, deployment_id = ? WHERE id = ?")
+                    .bind(id)
+                    .bind(winner)
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?;
             }
+        }
+        for (run_id, error) in plan.orphaned {
+            end_pending(tx, run_id, &error, now).await?;
         }
         if let Some(previous) = previous {
             // The operator's state of each verb (a pause, with its note; a pending trigger) goes with it.
@@ -328,7 +330,7 @@ pub(super) async fn insert_deployment(
             .bind(i64::try_from(job.timeout.as_millis()).unwrap_or(i64::MAX))
             .bind(job.missed.as_str())
             .bind(micros(now))
-            .bind(job.schedule.next_after(now).map(micros))
+            .bind(rules::first_occurrence(job, now).map(micros))
             .execute(&mut *tx)
             .await?;
     }

@@ -88,10 +88,10 @@ FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
     /// The claim's first statement: the due rows runner deployment `$1` may take (less the refused ids
     /// `$2`), locked. It picks the claimable rows (`claimable_rows!`) due by the database's clock plus `$3`
     /// seconds, in the order of their occurrence, at most `$4`, and locks them without waiting for rows
-    /// another replica is claiming. A regular occurrence claimed more than `$5` seconds after its instant
-    /// is late. Nothing is written: the store checks each row's schedule text against the rows it checked,
-    /// and [`CLAIM_RUNS`](super::runs::CLAIM_RUNS) records runs for the rows that pass, in the same
-    /// transaction.
+    /// another replica is claiming, with the facts the claim's rules decide on (`rules::DueRow`: whether
+    /// an occurrence is late, skipped, a retry or cut short). Nothing is written: the store checks each
+    /// row's schedule text against the rows it checked, and [`CLAIM_RUNS`](super::runs::CLAIM_RUNS)
+    /// records runs for the rows that pass, in the same transaction.
     ///
     /// A row with a pending trigger is due too, paused or not: unless a regular occurrence is due at the
     /// same time (which then runs and satisfies the trigger), its run is *manual*: scheduled at the
@@ -106,10 +106,10 @@ FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
     CLAIM_DUE = concat!("
 WITH regular AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
-           now() - j.next_execution > make_interval(secs => $5) AS late,
-           j.missed = 'skip' AS skip_late, j.retry_run_id,
+           j.missed, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
-               THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of
+               THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
+           now() AS now
     ", claimable_rows!(), regular_occurrence!(), "
       AND j.next_execution <= now() + make_interval(secs => $3)
     ORDER BY j.next_execution, j.id
@@ -119,7 +119,7 @@ WITH regular AS (
 ),
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
-           false AS late, false AS skip_late, NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of
+           j.missed, NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, now() AS now
     ", claimable_rows!(), pending_trigger!(), "
       AND NOT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $3), false)
     ORDER BY j.trigger_requested_at, j.id
@@ -166,10 +166,14 @@ WHERE id = $1 AND state = 'idle' AND next_execution = $3
     /// Takeover: the rows of module `$1`'s active deployment, locked first (a claim in flight on them
     /// commits before they are read, and later claims see the deployment inactive: they share-lock its
     /// row), in the order of their ids, as finishes and renewals lock them, so that none waits on another
-    /// in a cycle. With whether the run in flight is a manual one.
+    /// in a cycle. As `rules::GivenUp` reads them: the instant of a regular run in flight (a manual run
+    /// took none; a retry's row is at the retry's instant), and the retry an idle row holds.
     PREVIOUS_ROWS = "
-SELECT j.verb, j.schedule, j.timezone, j.state, j.next_execution, j.start_time, j.retry_run_id,
-       coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false) AS manual
+SELECT j.verb, j.schedule, j.timezone, j.next_execution, j.start_time,
+       CASE WHEN j.state = 'executing'
+            AND NOT coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false)
+       THEN j.next_execution END AS in_flight,
+       CASE WHEN j.state = 'idle' THEN j.retry_run_id END AS retry_run_id
 FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
 WHERE d.module = $1 AND d.active
 ORDER BY j.id

@@ -27,6 +27,29 @@ macro_rules! statements {
     };
 }
 
+/// When a run claimed now for the instant `$instant` (an occurrence, a trigger's or a retry's instant)
+/// is planned to start: at its instant, or now when claimed after it. `rules::start_of`, in SQL.
+macro_rules! claimed_start {
+    ($instant:literal) => {
+        concat!("greatest(now(), ", $instant, ")")
+    };
+}
+
+/// When the lease, `$secs` seconds long, of a run claimed now for `$instant` runs out: from its planned
+/// start ([`claimed_start!`]), so a run claimed ahead holds its lease from its instant (G4,
+/// docs/operations.md). `rules::lease_expires`, in SQL: the one rule every store applies, written here
+/// for the statements that record a batch of runs at once.
+macro_rules! lease_from {
+    ($instant:literal, $secs:literal) => {
+        concat!(
+            claimed_start!($instant),
+            " + make_interval(secs => ",
+            $secs,
+            ")"
+        )
+    };
+}
+
 pub(super) mod clock;
 pub(super) mod deployments;
 pub(super) mod jobs;

@@ -16,7 +16,7 @@ statements! { "runs";
     /// probe per row (the `LIMIT 1` keeps the lateral subquery from being flattened into a join, and
     /// `= ANY($1)` gives the update an index path), where joins would hash the whole table for a batch of
     /// a thousand rows (docs/benchmarks.md).
-    CLAIM_RUNS = "
+    CLAIM_RUNS = concat!("
 WITH due AS (
     SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[], $4::bool[], $5::bool[])
         AS d(id, scheduled_at, manual, late, skip)
@@ -26,7 +26,7 @@ runs AS (
         (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
          runner, runner_id, late, manual)
     SELECT j.id, j.deployment_id, j.module_name, j.verb, due.scheduled_at, now(),
-           CASE WHEN due.skip THEN NULL ELSE greatest(now(), due.scheduled_at) END,
+           CASE WHEN due.skip THEN NULL ELSE ", claimed_start!("due.scheduled_at"), " END,
            'running', $6, $7, due.late, due.manual
     FROM due
     CROSS JOIN LATERAL (
@@ -38,34 +38,34 @@ runs AS (
 UPDATE cron_jobs j
 SET state = 'executing',
     current_run_id = runs.id,
-    lease_expires_at = greatest(now(), runs.scheduled_at) + make_interval(secs => $8),
+    lease_expires_at = ", lease_from!("runs.scheduled_at", "$8"), ",
     trigger_requested_at = CASE WHEN runs.started_at IS NULL THEN j.trigger_requested_at END
 FROM runs
 WHERE j.id = runs.job_id
   AND j.id = ANY($1::bigint[])
 RETURNING j.id AS job_id, runs.id AS run_id, j.lease_expires_at
-";
+");
 
     /// The runs of the next occurrences that a batch of ended runs claims (a chained claim), one per
     /// job of `$1` at its instant of `$2`, by runner `$3` (id `$4`) with a lease of `$5` seconds, unless
     /// the occurrence already has one. Which jobs may be claimed is decided on the locked rows before
     /// (`claim::may_chain`). Reaches the rows by primary key, as
     /// [`CLAIM_RUNS`] does. Returns the database's clock as it answers.
-    CHAIN_RUNS = "
+    CHAIN_RUNS = concat!("
 INSERT INTO cron_job_runs AS r
     (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
      runner, runner_id, late, manual)
 SELECT j.id, j.deployment_id, j.module_name, j.verb, e.scheduled_at, now(),
-       greatest(now(), e.scheduled_at), 'running', $3, $4, false, false
+       ", claimed_start!("e.scheduled_at"), ", 'running', $3, $4, false, false
 FROM unnest($1::bigint[], $2::timestamptz[]) AS e(id, scheduled_at)
 CROSS JOIN LATERAL (
     SELECT c.id, c.deployment_id, c.module_name, c.verb FROM cron_jobs c WHERE c.id = e.id LIMIT 1
 ) j
 ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
 RETURNING r.id AS run_id, r.job_id,
-          greatest(now(), r.scheduled_at) + make_interval(secs => $5) AS lease_expires_at,
+          ", lease_from!("r.scheduled_at", "$5"), " AS lease_expires_at,
           clock_timestamp() AS clock
-";
+");
 
     /// The run side of ending runs, one element of each array per run (`end::write`): how each ended
     /// (outcome, error, occurrences skipped), when, never before it started, and when it started: the
@@ -105,13 +105,13 @@ WHERE r.id = e.id AND r.outcome = 'running'
     /// (id `$4`), and moves the rows to `executing` with a lease of `$5` seconds from the later of now
     /// and the retry's instant. A run that is no longer waiting for its retry is left alone, and so is
     /// its row. Returns which attempt each run now is.
-    RETRY_RUNS = "
+    RETRY_RUNS = concat!("
 WITH due AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS d(job_id, run_id)
 ),
 runs AS (
     UPDATE cron_job_runs r
-    SET claimed_at = now(), started_at = greatest(now(), j.next_execution), runner = $3,
+    SET claimed_at = now(), started_at = ", claimed_start!("j.next_execution"), ", runner = $3,
         runner_id = $4, job_id = j.id, deployment_id = j.deployment_id
     FROM due JOIN cron_jobs j ON j.id = due.job_id
     WHERE r.id = due.run_id AND r.outcome = 'running' AND r.finished_at IS NULL
@@ -122,20 +122,22 @@ runs AS (
 UPDATE cron_jobs j
 SET state = 'executing',
     current_run_id = runs.id,
-    lease_expires_at = greatest(now(), runs.retry_at) + make_interval(secs => $5)
+    lease_expires_at = ", lease_from!("runs.retry_at", "$5"), "
 FROM runs
 WHERE j.id = runs.job_id
 RETURNING j.id AS job_id, runs.id AS run_id, runs.retry_at, runs.attempt::integer AS attempt,
           j.lease_expires_at
-";
+");
 
     /// At a takeover, the runs `$1` whose retries were pending for verbs the new deployment does not
-    /// have end `failed` with error `$2`, started with their first attempt.
+    /// take end `failed`, each with its error of `$2` (`rules::take_over`), started with their first
+    /// attempt.
     END_ORPHANED_RETRIES = "
 UPDATE cron_job_runs r
-SET outcome = 'failed', error = $2, finished_at = now(),
+SET outcome = 'failed', error = o.error, finished_at = now(),
     started_at = coalesce((r.attempts->0->>'started_at')::timestamptz, r.started_at)
-WHERE r.id = ANY($1::bigint[]) AND r.outcome = 'running'
+FROM unnest($1::bigint[], $2::text[]) AS o(id, error)
+WHERE r.id = o.id AND r.outcome = 'running'
 ";
 
     /// Drops the records of the runs `$1`, given back before they started (`end::write`).

@@ -1,0 +1,356 @@
+//! What a claim does with each due row it locked, decided once for every store: a new run of a regular
+//! occurrence (late or not), a late occurrence recorded skipped under `missed = "skip"`, a manual run of
+//! a pending trigger, or the next attempt of a pending retry (or that retry cut short), each with the
+//! run's planned start, its lease and where the row goes on. Which rows are due stays in each store's
+//! claimable predicate (in SQL for `SKIP LOCKED` and the indexes); each store reads the facts of the
+//! rows it locked ([`DueRow`]), calls [`DueRow::take`] and writes the value ([`Take`]) its own way
+//! (docs/runtime.md, "The store seam").
+
+use std::borrow::Borrow;
+
+use chrono::{DateTime, Utc};
+use cron_schema::{MissedPolicy, ZonedSchedule};
+
+use super::{after_skipping, is_late, lease_expires, retry_cut_short, start_of};
+use crate::store::{Claim, ClaimAction, StoreSettings};
+
+/// Which occurrence of a locked row is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// Its regular occurrence, at its `next_execution`.
+    Regular,
+    /// A pending trigger (`cronverb trigger`), at the trigger's instant: a manual run, never late, that
+    /// leaves `next_execution` alone (docs/operations.md, "Manual runs").
+    Manual,
+    /// The retry of the run of `occurrence`, pending at the row's `next_execution` (docs/runtime.md,
+    /// "Retries").
+    Retry { occurrence: DateTime<Utc> },
+}
+
+/// The facts of a due row a claim locked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DueRow {
+    /// The instant it is due at: its regular occurrence, the trigger's or the retry's instant.
+    pub(crate) at: DateTime<Utc>,
+    pub(crate) due: Due,
+    /// The job's missed-run policy.
+    pub(crate) missed: MissedPolicy,
+}
+
+/// What a claim does with a due row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// A new run of `scheduled_at` (its first attempt), to start at `start_at` and held until
+    /// `lease_expires_at`: the row executes it. A regular run satisfies a trigger pending on the row.
+    Run {
+        scheduled_at: DateTime<Utc>,
+        late: bool,
+        manual: bool,
+        start_at: DateTime<Utc>,
+        lease_expires_at: DateTime<Utc>,
+    },
+    /// Late under `missed = "skip"` (G5, docs/operations.md): a run of `scheduled_at` recorded `skipped`
+    /// at once, with `skipped` occurrences (its own included); the row goes on at `next`, and a trigger
+    /// pending on it stays pending. The claim reports the lease a run would have held.
+    Skip {
+        scheduled_at: DateTime<Utc>,
+        next: Option<DateTime<Utc>>,
+        skipped: u32,
+        lease_expires_at: DateTime<Utc>,
+    },
+    /// The pending run of `occurrence` taken again as its next attempt, due at `retry_at`, to start at
+    /// `start_at` and held until `lease_expires_at`. The row's `next_execution` stays the retry's instant
+    /// while it runs: a give-back returns the row there.
+    Retry {
+        occurrence: DateTime<Utc>,
+        retry_at: DateTime<Utc>,
+        start_at: DateTime<Utc>,
+        lease_expires_at: DateTime<Utc>,
+    },
+    /// The retry was not taken before the occurrence after the run's came: the pending run ends `failed`
+    /// with [`RETRIES_CUT_SHORT`](crate::store::RETRIES_CUT_SHORT) and the row goes on at `next`.
+    CutShort {
+        occurrence: DateTime<Utc>,
+        next: DateTime<Utc>,
+    },
+}
+
+/// What a claim does with a due row whose occurrence already has a run (the database stores' unique
+/// key on runs refused the one it would record; the in-memory store keeps no such key).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AlreadyRan {
+    /// A trigger at exactly the instant of a recorded run: the trigger is dropped.
+    DropTrigger,
+    /// A regular occurrence that an old deployment's run took (a changed verb's first one): the row
+    /// moves past it, as an overlap would.
+    MovePast(Option<DateTime<Utc>>),
+}
+
+impl DueRow {
+    /// What a claim at `now` does with this row. `schedule` gives the row's schedule, asked for only
+    /// where the decision needs it (a late occurrence under `skip`, a retry); `None` when it does not
+    /// parse (G8, docs/operations.md): such a row is left alone (`None`).
+    pub(crate) fn take<S: Borrow<ZonedSchedule>>(
+        &self,
+        schedule: impl FnOnce() -> Option<S>,
+        now: DateTime<Utc>,
+        settings: &StoreSettings,
+    ) -> Option<Take> {
+        let lease = settings.lease;
+        let run = |scheduled_at, late, manual| Take::Run {
+            scheduled_at,
+            late,
+            manual,
+            start_at: start_of(scheduled_at, now),
+            lease_expires_at: lease_expires(scheduled_at, now, lease),
+        };
+        match self.due {
+            Due::Manual => Some(run(self.at, false, true)),
+            Due::Regular => {
+                let late = is_late(self.at, now, settings.missed_tolerance);
+                if late && self.missed == MissedPolicy::Skip {
+                    let (next, skipped) = after_skipping(schedule()?.borrow(), self.at, now);
+                    return Some(Take::Skip {
+                        scheduled_at: self.at,
+                        next,
+                        skipped,
+                        lease_expires_at: lease_expires(self.at, now, lease),
+                    });
+                }
+                Some(run(self.at, late, false))
+            }
+            Due::Retry { occurrence } => {
+                if let Some(next) = retry_cut_short(schedule()?.borrow(), occurrence, now) {
+                    return Some(Take::CutShort { occurrence, next });
+                }
+                Some(Take::Retry {
+                    occurrence,
+                    retry_at: self.at,
+                    start_at: start_of(self.at, now),
+                    lease_expires_at: lease_expires(self.at, now, lease),
+                })
+            }
+        }
+    }
+
+    /// What a claim at `now` does when the unique key refused the run of this row's occurrence.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) fn already_ran(&self, schedule: &ZonedSchedule, now: DateTime<Utc>) -> AlreadyRan {
+        match self.due {
+            Due::Manual => AlreadyRan::DropTrigger,
+            _ => AlreadyRan::MovePast(super::next_after_run(schedule, self.at, now)),
+        }
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+impl AlreadyRan {
+    /// Says what the claim does about the occurrence `at` of row `job_id` of `verb`, once per row.
+    pub(crate) fn report(self, job_id: i64, verb: &str, at: DateTime<Utc>) {
+        match self {
+            AlreadyRan::DropTrigger => tracing::warn!(
+                job_id, verb, %at,
+                "a run of `{verb}` at {at} already exists; the trigger is dropped"
+            ),
+            AlreadyRan::MovePast(_) => tracing::warn!(
+                job_id, verb, %at,
+                "the occurrence of `{verb}` at {at} already ran; moving to the next one"
+            ),
+        }
+    }
+}
+
+impl Take {
+    /// What the claim hands the executor for run `run_id` of row `job_id` (`earlier`: the attempts the
+    /// run ended already, a retry's); `None` for a retry cut short.
+    pub(crate) fn claim(
+        &self,
+        run_id: i64,
+        job_id: i64,
+        verb: String,
+        earlier: usize,
+    ) -> Option<Claim> {
+        let (scheduled_at, late, action, skipped, retry_at) = match *self {
+            Take::Run {
+                scheduled_at, late, ..
+            } => (scheduled_at, late, ClaimAction::Run, 0, None),
+            Take::Skip {
+                scheduled_at,
+                skipped,
+                ..
+            } => (scheduled_at, true, ClaimAction::Skipped, skipped, None),
+            Take::Retry {
+                occurrence,
+                retry_at,
+                ..
+            } => (occurrence, false, ClaimAction::Run, 0, Some(retry_at)),
+            Take::CutShort { .. } => return None,
+        };
+        Some(Claim {
+            run_id,
+            job_id,
+            verb,
+            scheduled_at,
+            late,
+            action,
+            skipped,
+            lease_expires_at: self.lease_expires_at()?,
+            attempt: u32::try_from(earlier + 1).unwrap_or(u32::MAX),
+            retry_at,
+        })
+    }
+
+    /// The lease of the run, when it starts one.
+    pub(crate) fn lease_expires_at(&self) -> Option<DateTime<Utc>> {
+        match *self {
+            Take::Run {
+                lease_expires_at, ..
+            }
+            | Take::Skip {
+                lease_expires_at, ..
+            }
+            | Take::Retry {
+                lease_expires_at, ..
+            } => Some(lease_expires_at),
+            Take::CutShort { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::TimeZone;
+    use cron_schema::Schedule;
+
+    use super::*;
+
+    fn minutely() -> ZonedSchedule {
+        ZonedSchedule::utc(Schedule::parse("* * * * *").unwrap())
+    }
+
+    fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 1, h, m, s).unwrap()
+    }
+
+    fn row(at: DateTime<Utc>, due: Due, missed: MissedPolicy) -> DueRow {
+        DueRow { at, due, missed }
+    }
+
+    fn settings() -> StoreSettings {
+        StoreSettings {
+            lease: Duration::from_secs(30),
+            missed_tolerance: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn a_run_claimed_ahead_starts_and_holds_its_lease_from_its_instant() {
+        let taken = row(at(0, 1, 0), Due::Regular, MissedPolicy::Once).take(
+            || Some(minutely()),
+            at(0, 0, 59),
+            &settings(),
+        );
+        assert_eq!(
+            taken,
+            Some(Take::Run {
+                scheduled_at: at(0, 1, 0),
+                late: false,
+                manual: false,
+                start_at: at(0, 1, 0),
+                lease_expires_at: at(0, 1, 30),
+            })
+        );
+    }
+
+    #[test]
+    fn a_late_occurrence_runs_late_under_once_and_is_skipped_under_skip() {
+        let now = at(0, 10, 30);
+        let once = row(at(0, 1, 0), Due::Regular, MissedPolicy::Once);
+        assert_eq!(
+            once.take(|| None::<ZonedSchedule>, now, &settings()),
+            Some(Take::Run {
+                scheduled_at: at(0, 1, 0),
+                late: true,
+                manual: false,
+                start_at: now,
+                lease_expires_at: at(0, 11, 0),
+            })
+        );
+        let skip = row(at(0, 1, 0), Due::Regular, MissedPolicy::Skip);
+        assert_eq!(
+            skip.take(|| Some(minutely()), now, &settings()),
+            Some(Take::Skip {
+                scheduled_at: at(0, 1, 0),
+                next: Some(at(0, 11, 0)),
+                skipped: 10,
+                lease_expires_at: at(0, 11, 0),
+            })
+        );
+        // A row that does not parse is left alone.
+        assert_eq!(skip.take(|| None::<ZonedSchedule>, now, &settings()), None);
+    }
+
+    #[test]
+    fn a_trigger_is_a_manual_run_never_late() {
+        let manual = row(at(0, 1, 0), Due::Manual, MissedPolicy::Skip);
+        let taken = manual.take(|| None::<ZonedSchedule>, at(0, 10, 0), &settings());
+        assert!(
+            matches!(
+                taken,
+                Some(Take::Run {
+                    late: false,
+                    manual: true,
+                    ..
+                })
+            ),
+            "{taken:?}"
+        );
+    }
+
+    #[test]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    fn an_occurrence_that_already_ran_drops_its_trigger_or_is_moved_past() {
+        let manual = row(at(0, 1, 0), Due::Manual, MissedPolicy::Skip);
+        assert_eq!(
+            manual.already_ran(&minutely(), at(0, 10, 0)),
+            AlreadyRan::DropTrigger
+        );
+        let regular = row(at(0, 1, 0), Due::Regular, MissedPolicy::Once);
+        assert_eq!(
+            regular.already_ran(&minutely(), at(0, 1, 5)),
+            AlreadyRan::MovePast(Some(at(0, 2, 0)))
+        );
+    }
+
+    #[test]
+    fn a_retry_is_taken_before_the_next_occurrence_and_cut_short_at_it() {
+        let retry = row(
+            at(0, 1, 20),
+            Due::Retry {
+                occurrence: at(0, 1, 0),
+            },
+            MissedPolicy::Once,
+        );
+        assert_eq!(
+            retry.take(|| Some(minutely()), at(0, 1, 19), &settings()),
+            Some(Take::Retry {
+                occurrence: at(0, 1, 0),
+                retry_at: at(0, 1, 20),
+                start_at: at(0, 1, 20),
+                lease_expires_at: at(0, 1, 50),
+            })
+        );
+        let taken = retry.take(|| Some(minutely()), at(0, 2, 0), &settings());
+        assert_eq!(
+            taken,
+            Some(Take::CutShort {
+                occurrence: at(0, 1, 0),
+                next: at(0, 2, 0),
+            })
+        );
+        assert_eq!(taken.unwrap().claim(1, 1, String::new(), 1), None);
+    }
+}

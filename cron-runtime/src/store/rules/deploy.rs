@@ -1,0 +1,243 @@
+//! How a deployment's rows start, planned once for every store (G6, docs/operations.md): the first
+//! occurrence a registration writes on each new row ([`first_occurrence`]), and what a takeover writes
+//! on the rows of the deployment taking its module over ([`take_over`]): where each row goes on, since
+//! when its schedule counts, which pending retry it takes with its verb, and which retries no row takes.
+//! Each store reads the rows of both deployments, calls [`take_over`] and writes the plan its own way
+//! (docs/runtime.md, "The store seam"). An operator's pause and pending trigger go with their verb
+//! whatever the plan says; each store carries them in one write.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use cron_schema::ZonedSchedule;
+
+use crate::store::{JobSpec, RETRIES_CUT_SHORT};
+
+/// The `next_execution` a registration writes on the row of `job`, inserted at `now`: its first
+/// occurrence after now, what `cronverb deploy` and `cronverb status` show until a takeover carries
+/// or recomputes it.
+pub(crate) fn first_occurrence(job: &JobSpec, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    job.schedule.next_after(now)
+}
+
+/// A job row of the deployment giving its module up, as a takeover reads it; `R` names a run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GivenUp<'a, R> {
+    pub(crate) verb: &'a str,
+    pub(crate) expression: &'a str,
+    pub(crate) zone: &'a str,
+    /// The instant of its regular run in flight (the occurrence, or a retry's instant: the occurrence
+    /// after either is the same one); `None` while idle or running a manual run, which took none.
+    pub(crate) in_flight: Option<DateTime<Utc>>,
+    pub(crate) next_execution: Option<DateTime<Utc>>,
+    /// Since when its schedule counts (`cron_jobs.start_time`); the in-memory store keeps none.
+    pub(crate) start_time: Option<DateTime<Utc>>,
+    /// The run whose retry the row holds while idle, pending at `next_execution`.
+    pub(crate) retry: Option<R>,
+}
+
+/// A job row of the deployment taking its module over.
+#[derive(Debug, Clone)]
+pub(crate) struct Taking<'a> {
+    pub(crate) verb: &'a str,
+    pub(crate) expression: &'a str,
+    pub(crate) zone: &'a str,
+    /// A run of its own is in flight (the deployment was reactivated while it ran): that run's end
+    /// schedules the row, and the takeover leaves it alone.
+    pub(crate) executing: bool,
+    /// Its schedule; `None` when its text does not parse (G8): the row is left alone.
+    pub(crate) schedule: Option<ZonedSchedule>,
+}
+
+/// Where a row of the deployment taking over starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RowStart<R> {
+    pub(crate) next_execution: Option<DateTime<Utc>>,
+    /// Since when its schedule counts: the given-up row's for an unchanged verb, now for the others.
+    pub(crate) start_time: DateTime<Utc>,
+    /// The pending retry it takes with its verb, due at `next_execution`.
+    pub(crate) retry: Option<R>,
+}
+
+/// What a takeover writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Takeover<R> {
+    /// One per row taking over, in their order: `None` for a row left alone.
+    pub(crate) rows: Vec<Option<RowStart<R>>>,
+    /// The pending retries no row takes, each with the error its run ends `failed` with: it is never
+    /// tried again (docs/runtime.md, "Retries").
+    pub(crate) orphaned: Vec<(R, String)>,
+}
+
+/// The takeover of a module at `now` by the deployment of the rows `taking`, from the one of the rows
+/// `given_up` (none when no deployment of the module was active):
+///
+/// - a verb with a pending retry takes it: the row is due at the retry's instant;
+/// - an unchanged verb (the same expression and zone) goes on where the given-up row was, after its
+///   regular run in flight if one is (that run ends under the old deployment; docs/runtime.md,
+///   "Overlap");
+/// - an added or changed verb starts from its schedule, after now.
+pub(crate) fn take_over<R: Copy>(
+    given_up: &[GivenUp<'_, R>],
+    taking: &[Taking<'_>],
+    now: DateTime<Utc>,
+) -> Takeover<R> {
+    let by_verb: HashMap<&str, &GivenUp<'_, R>> = given_up.iter().map(|g| (g.verb, g)).collect();
+    let mut taken: HashSet<&str> = HashSet::new();
+    let rows = taking
+        .iter()
+        .map(|row| {
+            let schedule = row.schedule.as_ref().filter(|_| !row.executing)?;
+            let old = by_verb.get(row.verb);
+            let start_time = |old: &GivenUp<'_, R>| old.start_time.unwrap_or(now);
+            if let Some(old) = old.filter(|old| old.retry.is_some()) {
+                taken.insert(row.verb);
+                return Some(RowStart {
+                    next_execution: old.next_execution,
+                    start_time: start_time(old),
+                    retry: old.retry,
+                });
+            }
+            Some(match old {
+                Some(old) if old.expression == row.expression && old.zone == row.zone => RowStart {
+                    next_execution: match old.in_flight {
+                        Some(at) => schedule.next_after(at),
+                        None => old.next_execution,
+                    },
+                    start_time: start_time(old),
+                    retry: None,
+                },
+                _ => RowStart {
+                    next_execution: schedule.next_after(now),
+                    start_time: now,
+                    retry: None,
+                },
+            })
+        })
+        .collect();
+    let orphaned = given_up
+        .iter()
+        .filter_map(|old| {
+            let retry = old.retry.filter(|_| !taken.contains(old.verb))?;
+            let why = if taking.iter().any(|row| row.verb == old.verb) {
+                "is running"
+            } else {
+                "has no verb"
+            };
+            let error = format!(
+                "{RETRIES_CUT_SHORT}: the deployment that took the module over {why} `{}`",
+                old.verb
+            );
+            Some((retry, error))
+        })
+        .collect();
+    Takeover { rows, orphaned }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use cron_schema::Schedule;
+
+    use super::*;
+
+    fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 1, h, m, s).unwrap()
+    }
+
+    fn given_up<'a>(verb: &'a str, expression: &'a str) -> GivenUp<'a, i64> {
+        GivenUp {
+            verb,
+            expression,
+            zone: "UTC",
+            in_flight: None,
+            next_execution: Some(at(1, 0, 0)),
+            start_time: Some(at(0, 0, 0)),
+            retry: None,
+        }
+    }
+
+    fn taking<'a>(verb: &'a str, expression: &'a str, schedule: &ZonedSchedule) -> Taking<'a> {
+        Taking {
+            verb,
+            expression,
+            zone: "UTC",
+            executing: false,
+            schedule: Some(schedule.clone()),
+        }
+    }
+
+    #[test]
+    fn unchanged_verbs_go_on_and_changed_and_added_ones_start_after_now() {
+        let hourly = ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap());
+        let minutely = ZonedSchedule::utc(Schedule::parse("* * * * *").unwrap());
+        let now = at(0, 30, 30);
+        let mut running = given_up("b", "0 * * * *");
+        running.in_flight = Some(at(0, 0, 0));
+        let plan = take_over(
+            &[
+                given_up("a", "0 * * * *"),
+                running,
+                given_up("c", "0 * * * *"),
+            ],
+            &[
+                taking("a", "0 * * * *", &hourly),
+                taking("b", "0 * * * *", &hourly),
+                taking("c", "* * * * *", &minutely),
+                taking("d", "* * * * *", &minutely),
+            ],
+            now,
+        );
+        let start = |next, start_time| {
+            Some(RowStart {
+                next_execution: Some(next),
+                start_time,
+                retry: None,
+            })
+        };
+        assert_eq!(
+            plan.rows,
+            vec![
+                start(at(1, 0, 0), at(0, 0, 0)),
+                // After its run in flight, however the given-up row was left.
+                start(at(1, 0, 0), at(0, 0, 0)),
+                start(at(0, 31, 0), now),
+                start(at(0, 31, 0), now),
+            ]
+        );
+        assert!(plan.orphaned.is_empty());
+    }
+
+    #[test]
+    fn a_pending_retry_goes_with_its_verb_or_ends() {
+        let hourly = ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap());
+        let mut a = given_up("a", "0 * * * *");
+        a.retry = Some(7);
+        a.next_execution = Some(at(0, 0, 30));
+        let mut b = given_up("b", "0 * * * *");
+        b.retry = Some(8);
+        let mut c = given_up("c", "0 * * * *");
+        c.retry = Some(9);
+        let mut busy = taking("c", "0 * * * *", &hourly);
+        busy.executing = true;
+        let plan = take_over(
+            &[a, b, c],
+            &[taking("a", "* * * * *", &hourly), busy],
+            at(0, 0, 10),
+        );
+        assert_eq!(
+            plan.rows,
+            vec![
+                Some(RowStart {
+                    next_execution: Some(at(0, 0, 30)),
+                    start_time: at(0, 0, 0),
+                    retry: Some(7),
+                }),
+                None,
+            ]
+        );
+        assert_eq!(plan.orphaned.len(), 2);
+        assert!(plan.orphaned[0].1.ends_with("has no verb `b`"));
+        assert!(plan.orphaned[1].1.ends_with("is running `c`"));
+    }
+}
