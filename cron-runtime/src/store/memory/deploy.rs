@@ -48,9 +48,11 @@ impl State {
                 name: Arc::from(name.as_str()),
                 last_seen: now,
                 lease,
+                saw_active: false,
             },
         );
         self.elect(&spec.module, now);
+        self.look(runner_id);
         Ok(Runner {
             id: runner_id,
             deployment_id,
@@ -85,6 +87,7 @@ impl State {
         self.deployments.insert(
             id,
             DeploymentRow {
+                key: Arc::from(spec.key.as_str()),
                 module,
                 schema: spec.schema.clone(),
                 active: false,
@@ -122,7 +125,26 @@ impl State {
         for other in modules.iter().filter(|m| **m != module) {
             changed |= self.elect(other, now);
         }
+        self.look(runner.id);
         Ok((changed, recovered))
+    }
+
+    /// Runner `runner_id` looks whether its deployment is active, and says once that it was superseded
+    /// when it was active when it last looked and no longer is.
+    fn look(&mut self, runner_id: i64) {
+        let deployment_id = self.runners[&runner_id].deployment_id;
+        let deployment = &self.deployments[&deployment_id];
+        let active = deployment.active;
+        let runner = self.runners.get_mut(&runner_id).expect("registered");
+        if runner.saw_active && !active {
+            let by = self
+                .deployments
+                .values()
+                .find(|d| d.module == deployment.module && d.active)
+                .map(|d| &*d.key);
+            rules::log_superseded(&deployment.module, &deployment.key, by);
+        }
+        runner.saw_active = active;
     }
 
     /// The active deployment of `module` is the most recently registered one with a live replica.
@@ -201,6 +223,11 @@ impl State {
             self.due.remove(&previous);
         }
         self.deployments.get_mut(&winner).expect("exists").active = true;
+        rules::log_takeover(
+            module,
+            &self.deployments[&winner].key,
+            previous.map(|p| &*self.deployments[&p].key),
+        );
         for (job_id, start) in new_ids.into_iter().zip(plan.rows) {
             if let Some((paused, trigger)) = operated.remove(&self.jobs[&job_id].verb) {
                 let job = self.jobs.get_mut(&job_id).expect("exists");

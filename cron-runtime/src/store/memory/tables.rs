@@ -38,6 +38,7 @@ pub(super) struct State {
 
 #[derive(Debug)]
 pub(super) struct DeploymentRow {
+    pub(super) key: Arc<str>,
     pub(super) module: Arc<str>,
     /// The schema it was registered with: a key registered again must bring the same (docs/operations.md).
     pub(super) schema: String,
@@ -113,6 +114,9 @@ pub(super) struct RunnerRow {
     pub(super) last_seen: DateTime<Utc>,
     /// The lease of the handle it registered through: it is alive while seen within it.
     pub(super) lease: Duration,
+    /// Its deployment was active when it last looked: when it no longer is, the runner says so once
+    /// ([`rules::log_superseded`](crate::store::rules::log_superseded)).
+    pub(super) saw_active: bool,
 }
 
 impl RunnerRow {

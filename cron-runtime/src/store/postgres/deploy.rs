@@ -357,22 +357,7 @@ impl PgStore {
         let known = Arc::make_mut(known);
         known.active = active;
         if !active {
-            let (key, module) = (&known.key, &known.module);
-            match active_key {
-                Some(by) => tracing::info!(
-                    module,
-                    deployment = key,
-                    superseded_by = by,
-                    "deployment `{key}` of module `{module}` was superseded by `{by}`; this \
-                     replica claims nothing more, and its runs in flight finish"
-                ),
-                None => tracing::info!(
-                    module,
-                    deployment = key,
-                    "deployment `{key}` of module `{module}` is no longer active; this replica \
-                     claims nothing more, and its runs in flight finish"
-                ),
-            }
+            rules::log_superseded(&known.module, &known.key, active_key);
         }
     }
 
@@ -533,19 +518,7 @@ impl PgStore {
         notify(&mut tx, module).await.map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         self.note_active(deployment_id, true, Some(&key));
-        match previous_key {
-            Some(previous) => tracing::info!(
-                module,
-                deployment = key,
-                previous_deployment = previous,
-                "deployment `{key}` took module `{module}` over from `{previous}`"
-            ),
-            None => tracing::info!(
-                module,
-                deployment = key,
-                "deployment `{key}` took module `{module}` over; none of it was active"
-            ),
-        }
+        rules::log_takeover(module, &key, previous_key.as_deref());
         Ok(true)
     }
 }

@@ -134,6 +134,45 @@ pub(crate) fn take_over<R: Copy>(
     Takeover { rows, orphaned }
 }
 
+/// Says, once per takeover, that deployment `key` took `module` over, and from which deployment
+/// (docs/operations.md, "When things go wrong"): the same line from every store.
+pub(crate) fn log_takeover(module: &str, key: &str, previous: Option<&str>) {
+    match previous {
+        Some(previous) => tracing::info!(
+            module,
+            deployment = key,
+            previous_deployment = previous,
+            "deployment `{key}` took module `{module}` over from `{previous}`"
+        ),
+        None => tracing::info!(
+            module,
+            deployment = key,
+            "deployment `{key}` took module `{module}` over; none of it was active"
+        ),
+    }
+}
+
+/// Says, once, on a replica of deployment `key` that saw itself active and no longer is, that it claims
+/// nothing more (docs/operations.md, "When things go wrong"); `by` is the module's active deployment
+/// now, if any.
+pub(crate) fn log_superseded(module: &str, key: &str, by: Option<&str>) {
+    match by {
+        Some(by) => tracing::info!(
+            module,
+            deployment = key,
+            superseded_by = by,
+            "deployment `{key}` of module `{module}` was superseded by `{by}`; this replica claims \
+             nothing more, and its runs in flight finish"
+        ),
+        None => tracing::info!(
+            module,
+            deployment = key,
+            "deployment `{key}` of module `{module}` is no longer active; this replica claims \
+             nothing more, and its runs in flight finish"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;

@@ -25,7 +25,9 @@ pub(crate) mod operator;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use claim::AlreadyRan;
 pub(crate) use claim::{Due, DueRow, Take};
-pub(crate) use deploy::{GivenUp, Taking, first_occurrence, take_over};
+pub(crate) use deploy::{
+    GivenUp, Taking, first_occurrence, log_superseded, log_takeover, take_over,
+};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use ending::Ending;
 pub(crate) use ending::{EndOf, HeldRun, RetryHeld};

@@ -7,7 +7,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 
-use super::deploy::next_due;
 use super::end::{end_pending, read_attempts};
 use super::{SqliteStore, db, instant, micros};
 use crate::store::rules::{AlreadyRan, Due, DueRow, Take};
@@ -126,7 +125,7 @@ impl SqliteStore {
             // More may be due: the executor claims again at once.
             Some(now)
         } else {
-            next_due(&mut tx, runner.deployment_id, &module)
+            self.next_due(&mut tx, runner.deployment_id, &module)
                 .await
                 .map_err(db(context))?
         };

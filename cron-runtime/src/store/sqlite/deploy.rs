@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use futures_util::TryStreamExt;
 use sqlx::SqliteConnection;
 
 use super::end::end_pending;
@@ -75,6 +76,9 @@ impl SqliteStore {
         self.elect(&mut tx, &spec.module, now)
             .await
             .map_err(db(&context))?;
+        self.look(&mut tx, runner_id, deployment_id)
+            .await
+            .map_err(db(&context))?;
         self.commit(tx, &context).await?;
         let jobs = spec.jobs.iter().map(|job| (job.verb.clone(), job.clone()));
         crate::sync::lock(&self.shared.builds).insert(deployment_id, Arc::new(jobs.collect()));
@@ -136,7 +140,11 @@ impl SqliteStore {
                 .await
                 .map_err(db(context))?;
         }
-        let next_due = next_due(&mut tx, runner.deployment_id, &module)
+        self.look(&mut tx, runner.id, runner.deployment_id)
+            .await
+            .map_err(db(context))?;
+        let next_due = self
+            .next_due(&mut tx, runner.deployment_id, &module)
             .await
             .map_err(db(context))?;
         let lease_ends: Option<i64> = sqlx::query_scalar(
@@ -153,6 +161,29 @@ impl SqliteStore {
             lease_ends: lease_ends.map(instant),
             recovered,
         })
+    }
+
+    /// Runner `runner_id` looks whether its deployment is active, and says once that it was superseded
+    /// when it was active when it last looked and no longer is.
+    async fn look(
+        &self,
+        tx: &mut SqliteConnection,
+        runner_id: i64,
+        deployment_id: i64,
+    ) -> Result<(), sqlx::Error> {
+        let (key, module, active, by): (String, String, bool, Option<String>) = sqlx::query_as(
+            "SELECT d.key, d.module, d.active = 1, \
+                    (SELECT a.key FROM cron_deployments a WHERE a.module = d.module AND a.active = 1) \
+             FROM cron_deployments d WHERE d.id = ?",
+        )
+        .bind(deployment_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let saw = crate::sync::lock(&self.shared.saw_active).insert(runner_id, active);
+        if saw == Some(true) && !active {
+            rules::log_superseded(&module, &key, by.as_deref());
+        }
+        Ok(())
     }
 
     /// Makes the most recently registered deployment of `module` with a live replica the active one, if
@@ -197,11 +228,18 @@ impl SqliteStore {
             .bind(previous)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE cron_deployments SET active = 1, activated_at = ? WHERE id = ?")
-            .bind(micros(now))
-            .bind(winner)
-            .execute(&mut *tx)
-            .await?;
+        let key: String = sqlx::query_scalar(
+            "UPDATE cron_deployments SET active = 1, activated_at = ? WHERE id = ? RETURNING key",
+        )
+        .bind(micros(now))
+        .bind(winner)
+        .fetch_one(&mut *tx)
+        .await?;
+        let previous_key: Option<String> =
+            sqlx::query_scalar("SELECT key FROM cron_deployments WHERE id = ?")
+                .bind(previous)
+                .fetch_optional(&mut *tx)
+                .await?;
         let own: Vec<(i64, String, String, String, String)> = sqlx::query_as(
             "SELECT id, verb, schedule, timezone, state FROM cron_jobs WHERE deployment_id = ? ORDER BY id",
         )
@@ -288,6 +326,7 @@ impl SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
+        rules::log_takeover(module, &key, previous_key.as_deref());
         Ok(true)
     }
 }
@@ -337,30 +376,49 @@ pub(super) async fn insert_deployment(
     Ok(id)
 }
 
-/// The earliest occurrence (or pending trigger) among the rows deployment `deployment_id` of `module`
-/// could claim next: idle, of the active deployment, and of no verb executing under another deployment.
-pub(super) async fn next_due(
-    tx: &mut SqliteConnection,
-    deployment_id: i64,
-    module: &str,
-) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
-    let due: Option<i64> = sqlx::query_scalar(
-        "SELECT min(due) FROM (
-            SELECT min(j.next_execution) AS due FROM cron_jobs j
-            WHERE j.deployment_id = ?1 AND j.state = 'idle' AND j.paused = 0
-              AND j.next_execution IS NOT NULL
-              AND j.verb NOT IN (SELECT o.verb FROM cron_jobs o WHERE o.state = 'executing'
-                                 AND o.module_name = ?2 AND o.deployment_id <> ?1)
-            UNION ALL
-            SELECT min(j.trigger_requested_at) FROM cron_jobs j
-            WHERE j.deployment_id = ?1 AND j.state = 'idle' AND j.trigger_requested_at IS NOT NULL
-              AND j.verb NOT IN (SELECT o.verb FROM cron_jobs o WHERE o.state = 'executing'
-                                 AND o.module_name = ?2 AND o.deployment_id <> ?1)
-        ) WHERE EXISTS (SELECT 1 FROM cron_deployments WHERE id = ?1 AND active = 1)",
-    )
-    .bind(deployment_id)
-    .bind(module)
-    .fetch_one(&mut *tx)
-    .await?;
-    Ok(due.map(instant))
+impl SqliteStore {
+    /// The earliest occurrence (or pending trigger) among the rows deployment `deployment_id` of
+    /// `module` could claim next: idle, of the active deployment, and of no verb executing under another
+    /// deployment. A row whose schedule does not parse is left alone (G8, docs/operations.md), so its
+    /// occurrence is not the next due: the executor would claim again at once, and again.
+    pub(super) async fn next_due(
+        &self,
+        tx: &mut SqliteConnection,
+        deployment_id: i64,
+        module: &str,
+    ) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        let trigger: Option<i64> = sqlx::query_scalar(
+            "SELECT min(j.trigger_requested_at) FROM cron_jobs j
+             WHERE j.deployment_id = ?1 AND j.state = 'idle' AND j.trigger_requested_at IS NOT NULL
+               AND j.verb NOT IN (SELECT o.verb FROM cron_jobs o WHERE o.state = 'executing'
+                                  AND o.module_name = ?2 AND o.deployment_id <> ?1)
+               AND EXISTS (SELECT 1 FROM cron_deployments WHERE id = ?1 AND active = 1)",
+        )
+        .bind(deployment_id)
+        .bind(module)
+        .fetch_one(&mut *tx)
+        .await?;
+        // In order of their occurrence: the first row that parses is the next due, almost always the
+        // first row read.
+        let mut rows = sqlx::query_as::<_, (String, String, i64)>(
+            "SELECT j.schedule, j.timezone, j.next_execution FROM cron_jobs j
+             WHERE j.deployment_id = ?1 AND j.state = 'idle' AND j.paused = 0
+               AND j.next_execution IS NOT NULL
+               AND j.verb NOT IN (SELECT o.verb FROM cron_jobs o WHERE o.state = 'executing'
+                                  AND o.module_name = ?2 AND o.deployment_id <> ?1)
+               AND EXISTS (SELECT 1 FROM cron_deployments WHERE id = ?1 AND active = 1)
+             ORDER BY j.next_execution",
+        )
+        .bind(deployment_id)
+        .bind(module)
+        .fetch(&mut *tx);
+        let mut scheduled = None;
+        while let Some((expression, zone, at)) = rows.try_next().await? {
+            if self.shared.schedules.parse(&expression, &zone).is_ok() {
+                scheduled = Some(at);
+                break;
+            }
+        }
+        Ok(trigger.into_iter().chain(scheduled).min().map(instant))
+    }
 }

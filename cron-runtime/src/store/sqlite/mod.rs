@@ -74,6 +74,11 @@ struct Shared {
     /// The jobs of each deployment registered through this store, by verb: a claimed row is checked
     /// against its build's job ([`Schedules::checked`]).
     builds: Mutex<HashMap<i64, Arc<HashMap<String, JobSpec>>>>,
+    /// Whether each runner registered through this store saw its deployment active when it last looked:
+    /// a runner that was active and no longer is says so once ([`rules::log_superseded`]).
+    ///
+    /// [`rules::log_superseded`]: crate::store::rules::log_superseded
+    saw_active: Mutex<HashMap<i64, bool>>,
     /// Write transactions this store committed: [`Store::changed`] tells its own writes from other
     /// processes'.
     commits: AtomicU64,
@@ -130,6 +135,7 @@ impl SqliteStore {
                 pid: rules::process_id(),
                 options,
                 schedules: Schedules::default(),
+                saw_active: Mutex::default(),
                 builds: Mutex::new(HashMap::new()),
                 commits: AtomicU64::new(0),
                 watch: watch::Watch::default(),
