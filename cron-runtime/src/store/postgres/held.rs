@@ -2,6 +2,8 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::store::rules::HeldRun;
+
 /// A locked job row and the run that holds it, as every path that ends runs reads it
 /// (`held_rows!` in `sql/jobs.rs`).
 #[derive(Debug, sqlx::FromRow)]
@@ -38,9 +40,18 @@ pub(super) struct Held {
 }
 
 impl Held {
-    /// The run is a retry of its occurrence (docs/runtime.md, "Retries"): due at the row's
-    /// `next_execution`, not at its occurrence.
-    pub(super) fn is_retry(&self) -> bool {
-        self.run_id.is_some() && self.run_id == self.retry_run_id
+    /// The facts that decide how the run ends ([`HeldRun::ending`]).
+    pub(super) fn facts(&self) -> HeldRun {
+        HeldRun {
+            scheduled_at: self
+                .scheduled_at
+                .or(self.next_execution)
+                .unwrap_or(self.now),
+            next_execution: self.next_execution,
+            manual: self.manual,
+            paused: self.paused,
+            active: self.active,
+            retry: HeldRun::retry_of(self.retry_run_id, self.run_id),
+        }
     }
 }
