@@ -21,6 +21,8 @@ mod carry;
 mod claim;
 mod deploy;
 mod ending;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod held;
 pub(crate) mod operator;
 
 pub(crate) use carry::{ActiveRow, Carry};
@@ -33,6 +35,8 @@ pub(crate) use deploy::{
 pub(crate) use ending::{End, HeldRun, Record, RetryHeld};
 #[cfg(feature = "postgres")]
 pub(crate) use ending::{Ending, LEASE_EXPIRED};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use held::Held;
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
 /// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules.

@@ -8,15 +8,16 @@ use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 
 use super::{SqliteStore, db, instant, micros, micros_of};
-use crate::store::rules::{ActiveRow, Carry, End, HeldRun, Record};
+use crate::store::rules::{ActiveRow, Carry, End, Held, Record};
 use crate::store::{Attempt, Finish, Finished, RETRIES_CUT_SHORT, Runner, StoreError};
 
 /// An executing job row with the run that holds it, and whether its deployment is the active one.
 macro_rules! held_rows {
     () => {
-        "SELECT j.id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution, j.paused,
-                j.current_run_id AS run_id, r.scheduled_at, r.manual, d.active, j.retry_run_id,
-                r.attempts, r.started_at AS run_started_at
+        "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
+                j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id AS run_id,
+                r.scheduled_at, r.manual, d.active, j.retry_run_id, r.attempts,
+                r.started_at AS run_started_at
          FROM cron_jobs j
          JOIN cron_job_runs r ON r.id = j.current_run_id
          JOIN cron_deployments d ON d.id = j.deployment_id
@@ -24,38 +25,72 @@ macro_rules! held_rows {
     };
 }
 
+/// A `held_rows!` row as SQLite stores it, instants in microseconds.
 #[derive(Debug, sqlx::FromRow)]
-pub(super) struct Held {
+pub(super) struct Row {
     id: i64,
+    deployment_id: i64,
     module_name: String,
     verb: String,
     schedule: String,
     timezone: String,
     next_execution: Option<i64>,
     paused: bool,
+    triggered: bool,
     run_id: i64,
     scheduled_at: i64,
     manual: bool,
     active: bool,
-    /// The run whose retry the row holds: `run_id` while that retry is the run in flight.
     retry_run_id: Option<i64>,
-    /// The run's attempts ended so far (`cron_job_runs.attempts`).
     attempts: Option<String>,
-    /// The run's `started_at`: the claim's planned start until its end is recorded.
     run_started_at: Option<i64>,
 }
 
-impl Held {
-    /// The facts that decide how the run ends ([`HeldRun::ending`]).
-    fn facts(&self) -> HeldRun {
-        HeldRun {
-            scheduled_at: instant(self.scheduled_at),
-            next_execution: self.next_execution.map(instant),
-            manual: self.manual,
-            paused: self.paused,
-            active: self.active,
-            retry: HeldRun::retry_of(self.retry_run_id, Some(self.run_id)),
+/// A held row ([`Held`], the rules' one type) with what SQLite's end writes of its run in Rust: its
+/// attempts so far (`cron_job_runs.attempts`) and its `started_at`, the claim's planned start until
+/// its end is recorded.
+#[derive(Debug)]
+pub(super) struct Locked {
+    held: Held,
+    run_id: i64,
+    attempts: Option<String>,
+    planned_start: Option<DateTime<Utc>>,
+}
+
+impl Row {
+    /// The row as locked in the step whose now is `now`.
+    fn locked(self, now: DateTime<Utc>) -> Locked {
+        Locked {
+            held: Held {
+                job_id: self.id,
+                deployment_id: self.deployment_id,
+                module: self.module_name,
+                verb: self.verb,
+                expression: self.schedule,
+                zone: self.timezone,
+                next_execution: self.next_execution.map(instant),
+                paused: self.paused,
+                triggered: self.triggered,
+                run_id: Some(self.run_id),
+                scheduled_at: Some(instant(self.scheduled_at)),
+                manual: self.manual,
+                retry_run_id: self.retry_run_id,
+                retried: self.attempts.is_some(),
+                now,
+                active: self.active,
+            },
+            run_id: self.run_id,
+            attempts: self.attempts,
+            planned_start: self.run_started_at.map(instant),
         }
+    }
+}
+
+impl std::ops::Deref for Locked {
+    type Target = Held;
+
+    fn deref(&self) -> &Held {
+        &self.held
     }
 }
 
@@ -90,7 +125,7 @@ impl SqliteStore {
         let (mut tx, now) = self.write(context).await?;
         let mut results = Vec::with_capacity(finishes.len());
         for finish in finishes {
-            let held: Option<Held> = sqlx::query_as(concat!(
+            let held: Option<Row> = sqlx::query_as(concat!(
                 held_rows!(),
                 "AND j.id = ? AND j.current_run_id = ? AND r.runner_id = ?"
             ))
@@ -100,6 +135,7 @@ impl SqliteStore {
             .fetch_optional(&mut *tx)
             .await
             .map_err(db(context))?;
+            let held = held.map(|row| row.locked(now));
             let Some(held) = held else {
                 results.push(Finished::Fenced);
                 continue;
@@ -151,7 +187,7 @@ impl SqliteStore {
         let context = "giving back runs that never started";
         let (mut tx, now) = self.write(context).await?;
         for run_id in run_ids {
-            let held: Option<Held> = sqlx::query_as(concat!(
+            let held: Option<Row> = sqlx::query_as(concat!(
                 held_rows!(),
                 "AND j.current_run_id = ? AND r.runner_id = ?"
             ))
@@ -160,6 +196,7 @@ impl SqliteStore {
             .fetch_optional(&mut *tx)
             .await
             .map_err(db(context))?;
+            let held = held.map(|row| row.locked(now));
             if let Some(held) = held {
                 self.end_run(&mut tx, &held, End::GivenBack, now)
                     .await
@@ -178,7 +215,7 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let context = "releasing this process's runs at shutdown";
         let (mut tx, now) = self.write(context).await?;
-        let held: Vec<Held> = sqlx::query_as(concat!(
+        let held: Vec<Row> = sqlx::query_as(concat!(
             held_rows!(),
             "AND j.deployment_id = ? AND r.runner_id = ? ORDER BY r.id"
         ))
@@ -187,7 +224,7 @@ impl SqliteStore {
         .fetch_all(&mut *tx)
         .await
         .map_err(db(context))?;
-        for held in held {
+        for held in held.into_iter().map(|row| row.locked(now)) {
             let end = held
                 .facts()
                 .at_shutdown(cancelled.contains(&held.run_id), now);
@@ -210,13 +247,14 @@ impl SqliteStore {
         tx: &mut SqliteConnection,
         now: DateTime<Utc>,
     ) -> Result<Vec<String>, sqlx::Error> {
-        let expired: Vec<Held> = sqlx::query_as(concat!(
+        let expired: Vec<Row> = sqlx::query_as(concat!(
             held_rows!(),
             "AND j.lease_expires_at < ? ORDER BY j.lease_expires_at"
         ))
         .bind(micros(now))
         .fetch_all(&mut *tx)
         .await?;
+        let expired: Vec<Locked> = expired.into_iter().map(|row| row.locked(now)).collect();
         for held in &expired {
             tracing::warn!(
                 run_id = held.run_id,
@@ -227,7 +265,7 @@ impl SqliteStore {
             );
             self.end_run(tx, held, End::lease_expired(), now).await?;
         }
-        Ok(expired.into_iter().map(|held| held.verb).collect())
+        Ok(expired.into_iter().map(|locked| locked.held.verb).collect())
     }
 
     /// Ends the held run as `end` says at `now`: writes the ending the rules compute ([`HeldRun::ending`])
@@ -237,14 +275,14 @@ impl SqliteStore {
     pub(super) async fn end_run(
         &self,
         tx: &mut SqliteConnection,
-        held: &Held,
+        held: &Locked,
         end: End<'_>,
         now: DateTime<Utc>,
     ) -> Result<Finished, sqlx::Error> {
         let schedule = match end {
             // A run given back changes no schedule: its row needs no parsing.
             End::GivenBack => None,
-            _ => self.schedule(held.id, &held.verb, &held.schedule, &held.timezone),
+            _ => self.schedule(held.job_id, &held.verb, &held.expression, &held.zone),
         };
         let ending = held.facts().ending(schedule.as_ref(), &end, now);
         sqlx::query(
@@ -256,14 +294,14 @@ impl SqliteStore {
         .bind(ending.next.map(micros))
         .bind(ending.retry_run(Some(held.run_id), held.retry_run_id))
         .bind(ending.trigger.map(micros))
-        .bind(held.id)
+        .bind(held.job_id)
         .execute(&mut *tx)
         .await?;
         match (ending.record, end) {
             (Record::PendingAgain, _) => {
                 if let (false, Some(retry_at)) = (held.active, ending.next) {
                     // The takeover has moved the pending retries on; this one follows them.
-                    move_retry(tx, held.id, held.run_id, micros(retry_at), now).await?;
+                    move_retry(tx, held.job_id, held.run_id, micros(retry_at), now).await?;
                 }
             }
             (Record::Dropped, _) => {
@@ -283,7 +321,7 @@ impl SqliteStore {
             ) => {
                 // The start the executor reported, else the claim's planned one (docs/operations.md,
                 // "The tables"); the end is never before the start.
-                let mut started_at = started.written(held.run_started_at.map(instant));
+                let mut started_at = started.written(held.planned_start);
                 let finished_at = started_at.map_or(ending.at, |started| ending.at.max(started));
                 let mut attempts = read_attempts(held.run_id, held.attempts.as_deref());
                 if ending.after.listed(!attempts.is_empty()) {
@@ -369,10 +407,10 @@ async fn carry_to_active(
          FROM cron_jobs n JOIN cron_deployments d ON d.id = n.deployment_id
          WHERE d.module = ?1 AND d.active = 1 AND n.verb = ?2",
     )
-    .bind(&held.module_name)
+    .bind(&held.module)
     .bind(&held.verb)
-    .bind(&held.schedule)
-    .bind(&held.timezone)
+    .bind(&held.expression)
+    .bind(&held.zone)
     .fetch_optional(&mut *tx)
     .await?;
     let Some((id, idle, same_schedule, next_execution, trigger, holds_retry)) = row else {
