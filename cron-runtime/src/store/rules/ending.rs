@@ -442,4 +442,69 @@ mod tests {
         );
         assert_eq!(unparsed.reported_next(), None);
     }
+
+    #[test]
+    fn a_shutdown_gives_back_what_is_ahead_and_records_the_rest() {
+        let ahead = held(at(1, 0));
+        let kind = |end: End<'_>| match end {
+            End::GivenBack => "given back",
+            End::Recorded {
+                outcome: Outcome::Cancelled,
+                error: Some(CANCELLED_AT_SHUTDOWN),
+                ..
+            } => "cancelled",
+            End::Recorded {
+                outcome: Outcome::Abandoned,
+                error: Some(LEFT_AT_SHUTDOWN),
+                ..
+            } => "abandoned",
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(kind(ahead.at_shutdown(true, at(0, 59))), "given back");
+        assert_eq!(kind(ahead.at_shutdown(true, at(1, 0))), "cancelled");
+        assert_eq!(kind(ahead.at_shutdown(false, at(1, 0))), "abandoned");
+        // A retry starts at its own instant, a manual run is never given back by a shutdown.
+        let retry = HeldRun {
+            next_execution: Some(at(1, 15)),
+            retry: RetryHeld::ThisRun,
+            ..ahead
+        };
+        assert_eq!(kind(retry.at_shutdown(false, at(1, 10))), "given back");
+        let manual = HeldRun {
+            manual: true,
+            ..ahead
+        };
+        assert_eq!(kind(manual.at_shutdown(false, at(0, 59))), "abandoned");
+    }
+
+    #[test]
+    fn a_replaced_deployments_run_carries_its_occurrence_trigger_or_next_to_the_active_row() {
+        let minutely = ZonedSchedule::utc(Schedule::parse("0 * * * * *").unwrap());
+        let replaced = HeldRun {
+            active: false,
+            ..held(at(1, 0))
+        };
+        let given_back = |run: HeldRun| run.ending(Some(&minutely), &End::GivenBack, at(0, 59));
+        let back = given_back(replaced);
+        assert_eq!(
+            (back.record, back.trigger, back.carry),
+            (Record::Dropped, None, Some(Carry::Occurrence(at(1, 0))))
+        );
+        let manual = HeldRun {
+            manual: true,
+            ..replaced
+        };
+        assert_eq!(given_back(manual).carry, Some(Carry::Trigger(at(1, 0))));
+        // Under the active deployment the trigger stays on the row itself.
+        let own = given_back(HeldRun {
+            active: true,
+            ..manual
+        });
+        assert_eq!((own.trigger, own.carry), (Some(at(1, 0)), None));
+        let ended = replaced.ending(Some(&minutely), &recorded(None), at(1, 5));
+        assert_eq!(
+            (ended.record, ended.carry),
+            (Record::Ends, Some(Carry::ContinueAt(at(2, 0))))
+        );
+    }
 }

@@ -394,6 +394,17 @@ impl SqliteStore {
     }
 }
 
+/// The active deployment's row of a verb as [`carry_to_active`] reads it, instants in microseconds.
+#[derive(Debug, sqlx::FromRow)]
+struct ActiveColumns {
+    id: i64,
+    idle: bool,
+    same_schedule: bool,
+    next_execution: Option<i64>,
+    trigger_requested_at: Option<i64>,
+    holds_retry: bool,
+}
+
 /// Writes what the ended run of `held`, of a deployment no longer active, leaves to the active
 /// deployment's row of its verb ([`Carry::onto`], on that row's facts).
 async fn carry_to_active(
@@ -401,9 +412,9 @@ async fn carry_to_active(
     held: &Held,
     carry: Carry,
 ) -> Result<(), sqlx::Error> {
-    let row: Option<(i64, bool, bool, Option<i64>, Option<i64>, bool)> = sqlx::query_as(
-        "SELECT n.id, n.state = 'idle', n.schedule = ?3 AND n.timezone = ?4, n.next_execution,
-                n.trigger_requested_at, n.retry_run_id IS NOT NULL
+    let row: Option<ActiveColumns> = sqlx::query_as(
+        "SELECT n.id, n.state = 'idle' AS idle, n.schedule = ?3 AND n.timezone = ?4 AS same_schedule,
+                n.next_execution, n.trigger_requested_at, n.retry_run_id IS NOT NULL AS holds_retry
          FROM cron_jobs n JOIN cron_deployments d ON d.id = n.deployment_id
          WHERE d.module = ?1 AND d.active = 1 AND n.verb = ?2",
     )
@@ -413,15 +424,15 @@ async fn carry_to_active(
     .bind(&held.zone)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((id, idle, same_schedule, next_execution, trigger, holds_retry)) = row else {
+    let Some(row) = row else {
         return Ok(());
     };
     let facts = ActiveRow {
-        idle,
-        same_schedule,
-        next_execution: next_execution.map(instant),
-        trigger: trigger.map(instant),
-        holds_retry,
+        idle: row.idle,
+        same_schedule: row.same_schedule,
+        next_execution: row.next_execution.map(instant),
+        trigger: row.trigger_requested_at.map(instant),
+        holds_retry: row.holds_retry,
     };
     if let Some(write) = carry.onto(&facts) {
         sqlx::query(
@@ -429,7 +440,7 @@ async fn carry_to_active(
         )
         .bind(write.next_execution.map(micros))
         .bind(write.trigger.map(micros))
-        .bind(id)
+        .bind(row.id)
         .execute(&mut *tx)
         .await?;
     }
