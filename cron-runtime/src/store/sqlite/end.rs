@@ -451,7 +451,7 @@ async fn carry_to_active(
 /// that is no longer active, to the active deployment's idle row of its verb (docs/runtime.md,
 /// "Retries"). When that deployment has no such row to hold it, the occurrence ends `failed`, its
 /// retries cut short, at `now`.
-pub(super) async fn move_retry(
+async fn move_retry(
     tx: &mut SqliteConnection,
     job_id: i64,
     run_id: i64,
