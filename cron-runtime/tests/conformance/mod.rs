@@ -212,6 +212,7 @@ macro_rules! every_case {
         $test!(deregister_records_cancelled_runs_and_gives_back_the_ones_not_started);
         $test!(deregister_ends_the_runs_it_was_not_told_about);
         $test!(an_occurrence_given_back_after_a_takeover_goes_to_the_active_deployment);
+        $test!(a_manual_run_given_back_after_a_takeover_is_pending_under_the_active_deployment);
         $test!(giving_back_and_leaving_wake_the_other_replicas);
         // Deploys
         $test!(a_takeover_waits_for_the_old_deployments_run_and_carries_unchanged_verbs);

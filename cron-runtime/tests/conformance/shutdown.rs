@@ -151,3 +151,29 @@ pub async fn giving_back_and_leaving_wake_the_other_replicas(h: impl StoreUnderT
     left.unwrap();
     assert!(change.is_some(), "a replica that leaves wakes the others");
 }
+
+pub async fn a_manual_run_given_back_after_a_takeover_is_pending_under_the_active_deployment(
+    h: impl StoreUnderTest,
+) {
+    // The old deployment claimed a manual run; the new one took over (the trigger was the claim's, so
+    // nothing was carried) before the old replica gave the run back, never started: the trigger is
+    // pending again on the row that takes the verb's triggers now, the active deployment's.
+    settle(&h).await;
+    let v1 = deployment("billing@1", vec![job("report", YEARLY)]);
+    let (old, r1) = replica(&h, &v1).await;
+    let requested = h.trigger("report").await.unwrap();
+    let claimed = claim(&old, &r1).await;
+    let manual = claim_of(&claimed, "report").clone();
+    assert_eq!(manual.scheduled_at, requested);
+    let v2 = deployment("billing@2", vec![job("report", YEARLY)]);
+    let (new, r2) = replica(&h, &v2).await;
+
+    old.give_back(&r1, &[manual.run_id]).await.unwrap();
+    assert!(h.runs().await.is_empty(), "the manual run is forgotten");
+    let taken = claim(&new, &r2).await;
+    let again = claim_of(&taken, "report");
+    assert_eq!(again.scheduled_at, requested, "{taken:?}");
+    let runs = h.runs().await;
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs[0].manual && runs[0].outcome.is_none(), "{runs:?}");
+}

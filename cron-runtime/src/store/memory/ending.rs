@@ -1,47 +1,19 @@
 //! The end of runs in memory: finish, lease renewal, recovery of expired leases, give-back and shutdown.
 //! Each is fenced on the run that holds the job, and each writes through [`State::end_run`].
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
-use crate::store::rules::{AfterAttempt, EndOf, HeldRun, RetryHeld, Start};
-use crate::store::{Attempt, Finish, Finished, Outcome, Runner, rules};
-
-/// How a run in flight ends ([`State::end_run`]).
-#[derive(Debug)]
-pub(super) enum End {
-    /// It ran, or may have: recorded with `outcome` as ended at `at` and started as `started` says, and
-    /// its job goes on at its first occurrence after that.
-    Recorded {
-        outcome: Outcome,
-        error: Option<String>,
-        at: DateTime<Utc>,
-        started: Start,
-        /// Try the occurrence again this long after `at` ([`Finish::retry_after`]).
-        ///
-        /// [`Finish::retry_after`]: crate::store::Finish::retry_after
-        retry_after: Option<Duration>,
-    },
-    /// Its handler was never called (shutdown at `now`): its record is dropped and its job goes back
-    /// to idle at that same occurrence, for another replica or the next start to run.
-    GivenBack { now: DateTime<Utc> },
-}
+use crate::store::rules::{ActiveRow, Carry, End, HeldRun, Record, RetryHeld};
+use crate::store::{Attempt, Finish, Finished, Runner};
 
 impl State {
-    /// Ends the run `run_id` in flight, the one writer of every end of a run: records it (or drops it,
-    /// given back), or records its attempt and holds its job for a retry, and puts its job back to
-    /// idle. Returns how it was recorded ([`Finished::Recorded`] with the job's next occurrence and the
-    /// occurrences the run skipped, or [`Finished::Retrying`]); `None` when the run is not in flight.
-    /// The caller checks that the runner holds it.
-    pub(super) fn end_run(&mut self, run_id: i64, end: End) -> Option<Finished> {
-        let mut run = self.take_in_flight(run_id)?;
-        let job_id = run.job_id;
+    /// The facts that decide how the run holding `job_id` ends ([`HeldRun::ending`]).
+    fn held_run(&self, job_id: i64) -> HeldRun {
         let job = &self.jobs[&job_id];
         let executing = job.executing.expect("a run in flight holds its job");
-        let held = HeldRun {
-            scheduled_at: run.scheduled_at,
+        HeldRun {
+            scheduled_at: executing.scheduled_at,
             next_execution: job.next_execution,
             manual: executing.manual,
             paused: job.paused,
@@ -53,41 +25,44 @@ impl State {
             } else {
                 RetryHeld::Nothing
             },
-        };
-        let (outcome, error, started, end_of) = match end {
-            End::GivenBack { now } => (None, None, Start::Planned, EndOf::GivenBack { now }),
-            End::Recorded {
-                outcome,
-                error,
-                at,
-                started,
-                retry_after,
-            } => (
-                Some(outcome),
-                error,
-                started,
-                EndOf::Recorded {
-                    ended: at,
-                    retry_after,
-                },
-            ),
-        };
-        let ending = held.ending(Some(&job.spec.schedule), end_of);
-        let Some(outcome) = outcome else {
-            // Given back: the occurrence is the job's again (a retry pending again, a trigger pending
-            // again), and its record is dropped.
-            self.set_idle(job_id, ending.next);
-            if held.retry == RetryHeld::ThisRun {
+        }
+    }
+
+    /// Ends the run `run_id` in flight as `end` says at `now`, the one writer of every end of a run:
+    /// writes the ending the rules compute ([`HeldRun::ending`]) (the run recorded, waiting
+    /// for its retry, pending again or dropped; its job idle again; what goes to the active
+    /// deployment). `None` when the run is not in flight. The caller checks that the runner holds it.
+    pub(super) fn end_run(
+        &mut self,
+        run_id: i64,
+        end: End<'_>,
+        now: DateTime<Utc>,
+    ) -> Option<Finished> {
+        let mut run = self.take_in_flight(run_id)?;
+        let job_id = run.job_id;
+        let ending =
+            self.held_run(job_id)
+                .ending(Some(&self.jobs[&job_id].spec.schedule), &end, now);
+        self.set_idle(job_id, ending.next);
+        if let Some(at) = ending.trigger {
+            let trigger = self.jobs[&job_id].trigger.unwrap_or(at);
+            self.set_trigger(job_id, Some(trigger));
+        }
+        if let Some(carry) = ending.carry {
+            self.carry(job_id, carry);
+        }
+        let End::Recorded {
+            outcome,
+            error,
+            started,
+            ..
+        } = end
+        else {
+            // Given back: a retry is pending again, any other run is dropped.
+            if ending.record == Record::PendingAgain {
                 self.jobs.get_mut(&job_id).expect("exists").retrying = Some(Box::new(run));
-            } else if held.manual {
-                self.give_trigger_back(job_id, run.scheduled_at);
-            } else {
-                self.give_to_active(job_id, run.scheduled_at);
             }
-            return Some(Finished::Recorded {
-                next_execution: ending.next,
-                skipped: 0,
-            });
+            return Some(ending.finished());
         };
         run.started_at = started.written(run.started_at);
         let finished_at = run
@@ -96,90 +71,57 @@ impl State {
         if ending.after.listed(!run.attempts.is_empty()) {
             run.attempts.push(Attempt {
                 outcome,
-                error: error.clone(),
+                error: error.map(str::to_owned),
                 started_at: run.started_at,
                 finished_at,
             });
         }
-        self.set_idle(job_id, ending.next);
-        if let AfterAttempt::Retries(retry_at) = ending.after {
-            run.error = error;
+        if ending.record == Record::Waits {
+            run.error = error.map(str::to_owned);
             run.finished_at = None;
             self.jobs.get_mut(&job_id).expect("exists").retrying = Some(Box::new(run));
-            return Some(Finished::Retrying { at: retry_at });
+            return Some(ending.finished());
         }
-        let (outcome, error) = ending.after.occurrence(outcome, error.as_deref());
-        let error = error.map(str::to_owned);
+        let (outcome, error) = ending.after.occurrence(outcome, error);
         if let Some(first) = run.attempts.first() {
             // The occurrence started with its first attempt.
             run.started_at = first.started_at;
         }
         run.finished_at = Some(finished_at);
         run.outcome = Some(outcome);
-        run.error = error;
+        run.error = error.map(str::to_owned);
         run.skipped = ending.skipped;
         self.history.record(run);
-        if let Some(next) = ending.reported_next() {
-            self.continue_carried(job_id, next);
-        }
-        Some(Finished::Recorded {
-            next_execution: ending.reported_next(),
-            skipped: ending.skipped,
-        })
+        Some(ending.finished())
     }
 
-    /// The active deployment's idle row of the verb of `job_id`, with the same schedule, when `job_id`
-    /// belongs to a deployment that is no longer active: the row the takeover carried past the
-    /// occurrence then in flight (G6, docs/operations.md).
-    fn carried_row(&self, job_id: i64) -> Option<i64> {
+    /// Writes what the ended run of `job_id`, of a deployment no longer active, leaves to the active
+    /// deployment's row of its verb ([`Carry::onto`]).
+    fn carry(&mut self, job_id: i64, carry: Carry) {
         let job = &self.jobs[&job_id];
-        if self.deployments[&job.deployment_id].active {
-            return None;
-        }
-        self.active_deployment(&job.module)
+        let Some(id) = self
+            .active_deployment(&job.module)
             .and_then(|d| d.jobs.get(&job.spec.verb).copied())
-            .filter(|id| {
-                let row = &self.jobs[id];
-                row.executing.is_none() && same_schedule(&row.spec, &job.spec)
-            })
-    }
-
-    /// A run of a deployment that is no longer active ended: the carried row goes on at the run's next
-    /// occurrence when that is later, so that an occurrence the run skipped is not run after all.
-    fn continue_carried(&mut self, job_id: i64, next: DateTime<Utc>) {
-        let carried = self
-            .carried_row(job_id)
-            .filter(|id| self.jobs[id].next_execution.is_some_and(|at| at < next));
-        if let Some(id) = carried {
-            self.set_idle(id, Some(next));
-        }
-    }
-
-    /// A manual run given back: its trigger is pending again, on the active deployment's row of the
-    /// verb (the takeover moved the triggers there).
-    fn give_trigger_back(&mut self, job_id: i64, requested_at: DateTime<Utc>) {
-        let job = &self.jobs[&job_id];
-        let row = if self.deployments[&job.deployment_id].active {
-            Some(job_id)
-        } else {
-            self.active_deployment(&job.module)
-                .and_then(|d| d.jobs.get(&job.spec.verb).copied())
+        else {
+            return;
         };
-        if let Some(id) = row {
-            let trigger = self.jobs[&id].trigger.unwrap_or(requested_at);
-            self.set_trigger(id, Some(trigger));
+        let row = &self.jobs[&id];
+        let facts = ActiveRow {
+            idle: row.executing.is_none(),
+            same_schedule: same_schedule(&row.spec, &job.spec),
+            next_execution: row.next_execution,
+            trigger: row.trigger,
+            holds_retry: row.retrying.is_some(),
+        };
+        let Some(write) = carry.onto(&facts) else {
+            return;
+        };
+        if write.next_execution != facts.next_execution {
+            // Only an idle row gets another occurrence.
+            self.set_idle(id, write.next_execution);
         }
-    }
-
-    /// An occurrence given back by a deployment that is no longer active goes to the carried row, so
-    /// that the active deployment runs it.
-    fn give_to_active(&mut self, job_id: i64, scheduled_at: DateTime<Utc>) {
-        let carried = self.carried_row(job_id);
-        if let Some(id) = carried {
-            let next = self.jobs[&id]
-                .next_execution
-                .map_or(scheduled_at, |next| next.min(scheduled_at));
-            self.set_idle(id, Some(next));
+        if write.trigger != facts.trigger {
+            self.set_trigger(id, write.trigger);
         }
     }
 
@@ -195,15 +137,8 @@ impl State {
         if !self.holds(runner.id, finish.job_id, finish.run_id) {
             return (Finished::Fenced, false);
         }
-        let end = End::Recorded {
-            outcome: finish.outcome,
-            error: finish.error.clone(),
-            at: rules::ended_at(finish.ended_at, now),
-            started: Start::Reported(finish.started_at),
-            retry_after: finish.retry_after,
-        };
         let finished = self
-            .end_run(finish.run_id, end)
+            .end_run(finish.run_id, End::finish(finish), now)
             .expect("an executing job has its run in flight");
         // A verb that finished under an inactive deployment may unblock the active one, and a trigger
         // made while the run was claimed is the claim's now.
@@ -253,16 +188,7 @@ impl State {
                 self.job_in_flight(*run_id)
                     .map(|id| self.jobs[&id].verb.to_string()),
             );
-            self.end_run(
-                *run_id,
-                End::Recorded {
-                    outcome: Outcome::Abandoned,
-                    error: Some("the replica running it stopped renewing its lease".to_owned()),
-                    at: now,
-                    started: Start::Planned,
-                    retry_after: None,
-                },
-            );
+            self.end_run(*run_id, End::lease_expired(), now);
         }
         verbs
     }
@@ -274,44 +200,26 @@ impl State {
             return;
         };
         if self.holds(runner.id, job_id, run_id) {
-            self.end_run(run_id, End::GivenBack { now });
+            self.end_run(run_id, End::GivenBack, now);
         }
     }
 
     /// [`Store::deregister`](crate::store::Store::deregister) under the lock: ends every run the runner
     /// still holds, the ones given (`cancelled`) and any other, then removes the runner.
     pub(super) fn deregister(&mut self, runner: &Runner, cancelled: &[i64], now: DateTime<Utc>) {
-        // Each run with the instant it starts at: a retry's own, else its occurrence.
-        let mut held: Vec<(i64, DateTime<Utc>)> = self
+        let mut held: Vec<(i64, i64)> = self
             .jobs
-            .values()
-            .filter_map(|job| job.executing)
-            .filter(|e| e.runner_id == runner.id)
-            .map(|e| (e.run_id, e.retry_at.unwrap_or(e.scheduled_at)))
+            .iter()
+            .filter_map(|(id, job)| job.executing.map(|e| (e, *id)))
+            .filter(|(e, _)| e.runner_id == runner.id)
+            .map(|(e, id)| (e.run_id, id))
             .collect();
         held.sort_unstable();
-        for (run_id, scheduled_at) in held {
-            let end = if scheduled_at > now {
-                // Claimed ahead and never started: release the occurrence so that the next replica runs it.
-                End::GivenBack { now }
-            } else if cancelled.contains(&run_id) {
-                End::Recorded {
-                    outcome: Outcome::Cancelled,
-                    error: Some("cancelled by shutdown after the grace period".to_owned()),
-                    at: now,
-                    started: Start::Planned,
-                    retry_after: None,
-                }
-            } else {
-                End::Recorded {
-                    outcome: Outcome::Abandoned,
-                    error: Some("the replica shut down without recording how it ended".to_owned()),
-                    at: now,
-                    started: Start::Planned,
-                    retry_after: None,
-                }
-            };
-            self.end_run(run_id, end);
+        for (run_id, job_id) in held {
+            let end = self
+                .held_run(job_id)
+                .at_shutdown(cancelled.contains(&run_id), now);
+            self.end_run(run_id, end, now);
         }
         self.runners.remove(&runner.id);
     }

@@ -1,10 +1,10 @@
 //! Ending runs: the one writer that every path ending a run goes through (G3, G4, G7 and G9,
 //! docs/operations.md). A finish, recovery of an expired lease, shutdown's cancellations and give-backs,
 //! and a run skipped at claim each lock their rows, say how each run ends ([`End`]), and hand them to
-//! [`PgStore::write_ends`], which writes them all with a constant number of set-based statements.
+//! [`PgStore::write_ends`], which computes each [`Ending`] by the rules and writes them all with a
+//! constant number of set-based statements.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -14,35 +14,10 @@ use super::claimable::{Chain, may_chain};
 use super::held::Held;
 use super::notify::{notify_due, notify_modules};
 use super::sql::{jobs, runs};
-use crate::store::rules::{AfterAttempt, EndOf, Ending, HeldRun, Start, ended_at};
+/// The one list of the kinds of end, the rules' (a claim names it here).
+pub(super) use crate::store::rules::End;
+use crate::store::rules::{ActiveRow, Carry, Ending, Record, Start};
 use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome};
-
-/// How a held run ends.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum End<'a> {
-    /// Recorded with `outcome` and `error`, ended at `at` ([`Finish::ended_at`]; the store's now when
-    /// `None`, and never later) and started as `started` says: its job is idle again with its next
-    /// occurrence after that (G3).
-    ///
-    /// [`Finish::ended_at`]: crate::store::Finish::ended_at
-    Recorded {
-        outcome: Outcome,
-        error: Option<&'a str>,
-        at: Option<DateTime<Utc>>,
-        started: Start,
-        /// Try the occurrence again this long after its end ([`Finish::retry_after`]).
-        ///
-        /// [`Finish::retry_after`]: crate::store::Finish::retry_after
-        retry_after: Option<Duration>,
-    },
-    /// Recorded `skipped` at its claim (`missed = "skip"`, G5): ended now, and its own occurrence counts
-    /// among the skipped ones.
-    Skipped,
-    /// Claimed ahead and never started (G9): its record is dropped and its job goes back to idle at that
-    /// occurrence (a manual run's trigger is pending again), or, when its deployment is no longer active,
-    /// to the active deployment's row of the verb.
-    GivenBack,
-}
 
 /// What [`PgStore::write_ends`] wrote: one result per run, in order, and the occurrences it claimed.
 #[derive(Debug)]
@@ -97,24 +72,17 @@ struct RunColumns<'a> {
     attempt_errors: Vec<Option<&'a str>>,
 }
 
-/// The runs given back ([`runs::DROP_RUNS`], [`jobs::GIVE_BACK_TO_ACTIVE`]), one array per column.
-#[derive(Debug, Default)]
-struct GivenBack {
-    runs: Vec<i64>,
-    jobs: Vec<i64>,
-    at: Vec<DateTime<Utc>>,
-    manual: Vec<bool>,
-}
-
-/// The verbs of the active deployments that continue after runs of inactive ones
-/// ([`jobs::CONTINUE_CARRIED`]), one array per column.
-#[derive(Debug, Default)]
-struct Carried<'a> {
-    modules: Vec<&'a str>,
-    verbs: Vec<&'a str>,
-    expressions: Vec<&'a str>,
-    zones: Vec<&'a str>,
-    next: Vec<DateTime<Utc>>,
+/// The active deployment's row of a verb as [`runs::CARRIED_ROWS`] reads it, for the held row
+/// `held_id` of a replaced deployment.
+#[derive(Debug, sqlx::FromRow)]
+struct CarriedRow {
+    held_id: i64,
+    id: i64,
+    idle: bool,
+    same_schedule: bool,
+    next_execution: Option<DateTime<Utc>>,
+    trigger_requested_at: Option<DateTime<Utc>>,
+    holds_retry: bool,
 }
 
 /// A row of [`runs::CHAIN_RUNS`].
@@ -130,28 +98,7 @@ struct ChainedRun {
 impl PgStore {
     /// How a held run ends at `end`: the one decision of every store ([`HeldRun::ending`]) on the
     /// facts of the locked row, with the row's schedule parsed once by its text (G8).
-    fn ending(&self, held: &Held, end: End<'_>) -> Ending {
-        let end_of = match end {
-            End::Recorded {
-                at, retry_after, ..
-            } => EndOf::Recorded {
-                ended: ended_at(at, held.now),
-                retry_after,
-            },
-            End::Skipped => EndOf::Skipped { now: held.now },
-            End::GivenBack => EndOf::GivenBack { now: held.now },
-        };
-        let facts = HeldRun {
-            scheduled_at: held
-                .scheduled_at
-                .or(held.next_execution)
-                .unwrap_or(held.now),
-            next_execution: held.next_execution,
-            manual: held.manual,
-            paused: held.paused,
-            active: held.active,
-            retry: HeldRun::retry_of(held.retry_run_id, held.run_id),
-        };
+    fn ending(&self, held: &Held, end: &End<'_>) -> Ending {
         let schedule = match end {
             // A run given back changes no schedule: its row needs no parsing.
             End::GivenBack => None,
@@ -161,14 +108,14 @@ impl PgStore {
                     .of_row(held.job_id, &held.verb, &held.expression, &held.zone)
             }
         };
-        facts.ending(schedule.as_ref(), end_of)
+        held.facts().ending(schedule.as_ref(), end, held.now)
     }
 
     /// Ends the runs of `ends` on their rows, which the caller holds locked in this transaction, with
     /// one statement per table and kind of write whatever their number: the job rows
-    /// ([`jobs::END_JOBS`]), the runs recorded ([`runs::END_RUNS`]) or dropped ([`runs::DROP_RUNS`],
-    /// [`jobs::GIVE_BACK_TO_ACTIVE`]), the active deployment's verbs that continue after runs of an
-    /// inactive one ([`jobs::CONTINUE_CARRIED`]), and the notifications: the modules whose jobs may be
+    /// ([`jobs::END_JOBS`]), the runs recorded ([`runs::END_RUNS`]) or dropped ([`runs::DROP_RUNS`]),
+    /// what runs of a replaced deployment leave to the active one's rows ([`PgStore::carry`]), and
+    /// the notifications: the modules whose jobs may be
     /// due now (a run of an inactive deployment ended, a trigger was made while the run was claimed, an
     /// occurrence was given back), and when the jobs that went back to idle are next due.
     ///
@@ -186,8 +133,8 @@ impl PgStore {
         let mut results = Vec::with_capacity(ends.len());
         let mut jobs = JobColumns::default();
         let mut runs = RunColumns::default();
-        let mut given_back = GivenBack::default();
-        let mut carried = Carried::default();
+        let mut dropped: Vec<i64> = Vec::new();
+        let mut carried: Vec<(i64, Carry)> = Vec::new();
         let mut woken: Vec<&str> = Vec::new();
         // The jobs that go back to idle unless their next occurrence is chained: (index in `jobs`,
         // module, next occurrence), for `DUE_CHANNEL`.
@@ -195,69 +142,46 @@ impl PgStore {
         // The verb and next occurrence of each job whose next occurrence is claimed, by job id.
         let mut chained: HashMap<i64, (&str, DateTime<Utc>)> = HashMap::new();
         for (held, end) in ends {
-            let ending = self.ending(held, *end);
-            let (outcome, error, started) = match *end {
-                End::Recorded {
-                    outcome,
-                    error,
-                    started,
-                    ..
-                } => (outcome, error, started),
-                End::Skipped => (Outcome::Skipped, None, Start::Planned),
-                End::GivenBack if held.is_retry() => {
-                    // A retry claimed ahead: its run waits for it again, at its instant.
-                    jobs.push(
-                        held.job_id,
-                        ending.next,
-                        None,
-                        ending.retry_run(held.run_id, held.retry_run_id),
-                    );
-                    results.push(Finished::Recorded {
-                        next_execution: ending.next,
-                        skipped: 0,
-                    });
-                    continue;
-                }
-                End::GivenBack => {
-                    let at = held.scheduled_at.unwrap_or(ending.at);
-                    jobs.push(
-                        held.job_id,
-                        ending.next,
-                        held.manual.then_some(at),
-                        ending.retry_run(held.run_id, held.retry_run_id),
-                    );
-                    given_back.runs.extend(held.run_id);
-                    given_back.jobs.push(held.job_id);
-                    given_back.at.push(at);
-                    given_back.manual.push(held.manual);
+            let ending = self.ending(held, end);
+            results.push(ending.finished());
+            // The row holds this run's retry, or keeps another occurrence's that is pending while a
+            // manual run ended (docs/runtime.md, "Retries").
+            let retry = ending.retry_run(held.run_id, held.retry_run_id);
+            let index = jobs.ids.len();
+            jobs.push(held.job_id, ending.next, ending.trigger, retry);
+            carried.extend(ending.carry.map(|carry| (held.job_id, carry)));
+            let (outcome, error, started) = match (ending.record, *end) {
+                // A retry claimed ahead: its run waits for it again, at its instant.
+                (Record::PendingAgain, _) => continue,
+                (Record::Dropped, _) => {
+                    dropped.extend(held.run_id);
                     if !woken.contains(&held.module.as_str()) {
                         woken.push(&held.module);
                     }
-                    results.push(Finished::Recorded {
-                        next_execution: ending.next,
-                        skipped: 0,
-                    });
                     continue;
                 }
+                (
+                    _,
+                    End::Recorded {
+                        outcome,
+                        error,
+                        started,
+                        ..
+                    },
+                ) => (outcome, error, started),
+                (_, End::Skipped) => (Outcome::Skipped, None, Start::Planned),
+                (_, End::GivenBack) => unreachable!("a run given back is pending again or dropped"),
             };
+            let waits = ending.record == Record::Waits;
             if let (Some(chain), Some(next), End::Recorded { .. }, false) =
-                (&chain, ending.reported_next(), end, ending.waits())
+                (&chain, ending.reported_next(), end, waits)
                 && may_chain(chain, held, next)
             {
                 chained.insert(held.job_id, (held.verb.as_str(), next));
             }
             if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
-                idle.push((jobs.ids.len(), &held.module, next));
+                idle.push((index, &held.module, next));
             }
-            let waits = ending.waits();
-            // The row holds this run's retry, or keeps another occurrence's that is pending while a
-            // manual run ended (docs/runtime.md, "Retries").
-            jobs.push(
-                held.job_id,
-                ending.next,
-                None,
-                ending.retry_run(held.run_id, held.retry_run_id),
-            );
             if let Some(run_id) = held.run_id {
                 runs.ids.push(run_id);
                 runs.push.push(ending.after.listed(held.retried));
@@ -273,29 +197,11 @@ impl PgStore {
                 runs.reported.push(matches!(started, Start::Reported(_)));
                 runs.started.push(started.written(None));
             }
-            if !held.active {
-                // The verb may be waiting under the active deployment (G6): continue it and wake it.
-                if let Some(next) = ending.reported_next() {
-                    carried.modules.push(&held.module);
-                    carried.verbs.push(&held.verb);
-                    carried.expressions.push(&held.expression);
-                    carried.zones.push(&held.zone);
-                    carried.next.push(next);
-                }
-                if !woken.contains(&held.module.as_str()) {
-                    woken.push(&held.module);
-                }
-            } else if held.triggered && !woken.contains(&held.module.as_str()) {
-                // The trigger was made while the run was claimed: the claim takes it now.
+            // A run of an inactive deployment may unblock the verb under the active one (G6); a
+            // trigger made while the run was claimed is the claim's now.
+            if (!held.active || held.triggered) && !woken.contains(&held.module.as_str()) {
                 woken.push(&held.module);
             }
-            results.push(match ending.after {
-                AfterAttempt::Retries(at) => Finished::Retrying { at },
-                _ => Finished::Recorded {
-                    next_execution: ending.reported_next(),
-                    skipped: ending.skipped,
-                },
-            });
         }
         if jobs.ids.is_empty() {
             return Ok(Written {
@@ -391,28 +297,13 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        if !given_back.jobs.is_empty() {
+        if !dropped.is_empty() {
             sqlx::query(runs::DROP_RUNS)
-                .bind(&given_back.runs)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(jobs::GIVE_BACK_TO_ACTIVE)
-                .bind(&given_back.jobs)
-                .bind(&given_back.at)
-                .bind(&given_back.manual)
+                .bind(&dropped)
                 .execute(&mut *tx)
                 .await?;
         }
-        if !carried.modules.is_empty() {
-            sqlx::query(jobs::CONTINUE_CARRIED)
-                .bind(&carried.modules)
-                .bind(&carried.verbs)
-                .bind(&carried.expressions)
-                .bind(&carried.zones)
-                .bind(&carried.next)
-                .execute(&mut *tx)
-                .await?;
-        }
+        self.carry(tx, &carried).await?;
         notify_modules(tx, &woken).await?;
         let idle = idle
             .into_iter()
@@ -420,5 +311,69 @@ impl PgStore {
             .map(|(_, module, next)| (module, next));
         notify_due(tx, idle).await?;
         Ok(Written { results, claimed })
+    }
+
+    /// Writes what the ended runs of replaced deployments leave to the active deployments' rows of
+    /// their verbs (`carried`: the held row and what it carries): reads and locks those rows in one
+    /// statement ([`runs::CARRIED_ROWS`]), computes each row's write by the rules ([`Carry::onto`],
+    /// in order, on the row as the carries before left it), and writes them in one
+    /// ([`runs::CARRY_TO_ACTIVE`]).
+    async fn carry(
+        &self,
+        tx: &mut PgConnection,
+        carried: &[(i64, Carry)],
+    ) -> Result<(), sqlx::Error> {
+        if carried.is_empty() {
+            return Ok(());
+        }
+        let held: Vec<i64> = carried.iter().map(|(id, _)| *id).collect();
+        let rows: Vec<CarriedRow> = sqlx::query_as(runs::CARRIED_ROWS)
+            .bind(&held)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut written: Vec<(i64, ActiveRow)> = Vec::with_capacity(rows.len());
+        for (held_id, carry) in carried {
+            let Some(row) = rows.iter().find(|row| row.held_id == *held_id) else {
+                continue;
+            };
+            let position = written.iter().position(|(id, _)| *id == row.id);
+            let facts = position.map_or(
+                ActiveRow {
+                    idle: row.idle,
+                    same_schedule: row.same_schedule,
+                    next_execution: row.next_execution,
+                    trigger: row.trigger_requested_at,
+                    holds_retry: row.holds_retry,
+                },
+                |i| written[i].1,
+            );
+            let Some(write) = carry.onto(&facts) else {
+                continue;
+            };
+            let facts = ActiveRow {
+                next_execution: write.next_execution,
+                trigger: write.trigger,
+                ..facts
+            };
+            match position {
+                Some(i) => written[i].1 = facts,
+                None => written.push((row.id, facts)),
+            }
+        }
+        if written.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = written.iter().map(|(id, _)| *id).collect();
+        let next: Vec<Option<DateTime<Utc>>> =
+            written.iter().map(|(_, row)| row.next_execution).collect();
+        let triggers: Vec<Option<DateTime<Utc>>> =
+            written.iter().map(|(_, row)| row.trigger).collect();
+        sqlx::query(runs::CARRY_TO_ACTIVE)
+            .bind(&ids)
+            .bind(&next)
+            .bind(&triggers)
+            .execute(&mut *tx)
+            .await?;
+        Ok(())
     }
 }

@@ -9,16 +9,12 @@ use std::time::Duration;
 use sqlx::PgConnection;
 
 use super::claimable::Chain;
-use super::end::End;
 use super::held::Held;
 use super::notify::{notify_deployment, notify_modules};
 use super::sql::{deployments, jobs, runners};
 use super::{PgStore, RECOVERY_BATCH, db};
-use crate::store::rules::Start;
-use crate::store::{Claimed, Finish, Finished, Outcome, Runner, StoreError};
-
-/// The error of a run taken back from a replica whose lease expired (G4).
-const LEASE_EXPIRED: &str = "the replica running it stopped renewing its lease";
+use crate::store::rules::{End, LEASE_EXPIRED};
+use crate::store::{Claimed, Finish, Finished, Runner, StoreError};
 
 impl PgStore {
     /// [`Store::finish`](crate::store::Store::finish): the runs in one transaction
@@ -95,14 +91,7 @@ impl PgStore {
             match held_by_run.remove(&finish.run_id) {
                 Some(held) => {
                     positions.push(Some(ends.len()));
-                    let end = End::Recorded {
-                        outcome: finish.outcome,
-                        error: finish.error.as_deref(),
-                        at: finish.ended_at,
-                        started: Start::Reported(finish.started_at),
-                        retry_after: finish.retry_after,
-                    };
-                    ends.push((held, end));
+                    ends.push((held, End::finish(finish)));
                 }
                 None => positions.push(None),
             }
@@ -186,14 +175,7 @@ impl PgStore {
                     "taking back `{}`: {LEASE_EXPIRED}",
                     held.verb
                 );
-                let end = End::Recorded {
-                    outcome: Outcome::Abandoned,
-                    error: Some(LEASE_EXPIRED),
-                    at: None,
-                    started: Start::Planned,
-                    retry_after: None,
-                };
-                ends.push((held, end));
+                ends.push((held, End::lease_expired()));
             }
             if !ends.is_empty() {
                 self.write_ends(&mut tx, &ends, None)
@@ -279,32 +261,9 @@ impl PgStore {
         for mut held in rows {
             held.active = active;
             let Some(run_id) = held.run_id else { continue };
-            // When it starts: a retry at its own instant, else at its occurrence.
-            let starts = if held.is_retry() {
-                held.next_execution
-            } else {
-                held.scheduled_at
-            };
-            let end = match starts {
-                // Claimed ahead and never started: forget the run and give the occurrence back.
-                Some(starts) if starts > held.now && !held.manual => End::GivenBack,
-                _ if cancelled.contains(&run_id) => End::Recorded {
-                    outcome: Outcome::Cancelled,
-                    error: Some("cancelled by shutdown after the grace period"),
-                    at: None,
-                    started: Start::Planned,
-                    retry_after: None,
-                },
-                // Not given: a claim whose answer the replica never got, or a run whose end it could
-                // not record. Its handler may have run: recorded, not given back.
-                _ => End::Recorded {
-                    outcome: Outcome::Abandoned,
-                    error: Some("the replica shut down without recording how it ended"),
-                    at: None,
-                    started: Start::Planned,
-                    retry_after: None,
-                },
-            };
+            let end = held
+                .facts()
+                .at_shutdown(cancelled.contains(&run_id), held.now);
             ends.push((held, end));
         }
         self.write_ends(&mut tx, &ends, None)

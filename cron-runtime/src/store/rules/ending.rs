@@ -1,15 +1,19 @@
 //! How a held run ends, decided once for every store: given the facts its locked row and run give
-//! ([`HeldRun`]) and how it ends ([`EndOf`]), the job's next occurrence, the occurrences the run
-//! skipped, what becomes of the occurrence ([`AfterAttempt`]) and whose retry the row holds from then
-//! on ([`Ending`]). Each store reads the facts under its lock, calls [`HeldRun::ending`] and writes the
-//! value; none decides on its own (docs/runtime.md, "The store seam").
+//! ([`HeldRun`]) and how it ends ([`End`]: a finish, a recovery, a shutdown, a give-back), the job's
+//! next occurrence, the occurrences the run skipped, what becomes of the occurrence ([`AfterAttempt`])
+//! and of the run's record ([`Record`]), whose retry the row holds from then on, and what goes to the
+//! active deployment's row ([`Carry`]): one [`Ending`]. Each store reads the facts under its lock,
+//! calls [`HeldRun::ending`] and writes the value; none decides on its own (docs/runtime.md, "The
+//! store seam").
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
 
-use super::{AfterAttempt, after_run, after_skipping};
+use super::carry::Carry;
+use super::{AfterAttempt, Start, after_run, after_skipping, ended_at};
+use crate::store::{Finish, Finished, Outcome};
 
 /// Which retry a job row holds (docs/runtime.md, "Retries"): the run of an occurrence whose next
 /// attempt is pending, at the row's `next_execution`.
@@ -42,25 +46,69 @@ pub(crate) struct HeldRun {
     pub(crate) retry: RetryHeld,
 }
 
-/// How a held run ends.
+/// The error of a run taken back because the replica running it stopped renewing its lease (G4,
+/// docs/operations.md).
+pub(crate) const LEASE_EXPIRED: &str = "the replica running it stopped renewing its lease";
+/// The error of a run cancelled by shutdown after the grace period (docs/runtime.md, "Shutdown").
+pub(crate) const CANCELLED_AT_SHUTDOWN: &str = "cancelled by shutdown after the grace period";
+/// The error of a run its replica held when it left, without recording how it ended.
+pub(crate) const LEFT_AT_SHUTDOWN: &str = "the replica shut down without recording how it ended";
+
+/// How a held run ends, the one list of the kinds of end for every store: a finish, a recovery of an
+/// expired lease, a shutdown's cancellations and leftovers ([`End::Recorded`]), a give-back
+/// ([`End::GivenBack`]), and on PostgreSQL a run skipped at its claim.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum EndOf {
-    /// It ran, or may have, and ended at `ended` (never after the store's now: [`super::ended_at`]);
-    /// `retry_after` asks for the occurrence to be tried again ([`Finish::retry_after`]).
+pub(crate) enum End<'a> {
+    /// It ran, or may have: recorded with `outcome` and `error`, ended at `at` ([`Finish::ended_at`];
+    /// the store's now when `None`, and never later: [`super::ended_at`]) and started as `started`
+    /// says; `retry_after` asks for the occurrence to be tried again ([`Finish::retry_after`]).
     ///
+    /// [`Finish::ended_at`]: crate::store::Finish::ended_at
     /// [`Finish::retry_after`]: crate::store::Finish::retry_after
     Recorded {
-        ended: DateTime<Utc>,
+        outcome: Outcome,
+        error: Option<&'a str>,
+        at: Option<DateTime<Utc>>,
+        started: Start,
         retry_after: Option<Duration>,
     },
-    /// Recorded `skipped` at its claim (`missed = "skip"`) at `now`: its own occurrence counts among
-    /// the skipped ones. (The in-memory and SQLite stores record such a run in their claim, where
-    /// nothing is held yet.)
+    /// Recorded `skipped` at its claim (`missed = "skip"`, G5) at the store's now: its own occurrence
+    /// counts among the skipped ones. (The in-memory and SQLite stores record such a run in their
+    /// claim, where nothing is held yet.)
     #[cfg(feature = "postgres")]
-    Skipped { now: DateTime<Utc> },
-    /// Claimed ahead and never started (shutdown, at `now`): its record is dropped and the occurrence
-    /// (a manual run's trigger, a retry) is the row's again.
-    GivenBack { now: DateTime<Utc> },
+    Skipped,
+    /// Claimed ahead and never started (G9): its record is dropped and the occurrence (a manual run's
+    /// trigger, a retry) is the row's again, or the active deployment's ([`Ending::carry`]).
+    GivenBack,
+}
+
+impl<'a> End<'a> {
+    /// A run's end as the executor reported it ([`Store::finish`](crate::store::Store::finish)).
+    pub(crate) fn finish(finish: &'a Finish) -> End<'a> {
+        End::Recorded {
+            outcome: finish.outcome,
+            error: finish.error.as_deref(),
+            at: finish.ended_at,
+            started: Start::Reported(finish.started_at),
+            retry_after: finish.retry_after,
+        }
+    }
+
+    /// A run the store ends without the executor's word, at its now, `outcome` with `error`.
+    fn by_the_store(outcome: Outcome, error: &'static str) -> End<'static> {
+        End::Recorded {
+            outcome,
+            error: Some(error),
+            at: None,
+            started: Start::Planned,
+            retry_after: None,
+        }
+    }
+
+    /// A run whose lease expired, taken back from its replica (G4): `abandoned`.
+    pub(crate) fn lease_expired() -> End<'static> {
+        End::by_the_store(Outcome::Abandoned, LEASE_EXPIRED)
+    }
 }
 
 /// How a held run ends: one decision, written by every store as it is.
@@ -70,7 +118,7 @@ pub(crate) struct Ending {
     pub(crate) at: DateTime<Utc>,
     /// The job's `next_execution` from now on (the row's own when its schedule does not parse).
     pub(crate) next: Option<DateTime<Utc>>,
-    /// How many occurrences the run skipped ([`Finished::Recorded`](crate::store::Finished::Recorded)).
+    /// How many occurrences the run skipped ([`Finished::Recorded`]).
     pub(crate) skipped: u32,
     /// The row's schedule parses.
     pub(crate) parsed: bool,
@@ -78,20 +126,47 @@ pub(crate) struct Ending {
     pub(crate) after: AfterAttempt,
     /// The retry the row holds from now on.
     pub(crate) retry: RetryHeld,
+    /// What becomes of the run's record.
+    pub(crate) record: Record,
+    /// The trigger pending again on the held row itself: a manual run given back by the active
+    /// deployment (`coalesce` with one made since).
+    pub(crate) trigger: Option<DateTime<Utc>>,
+    /// What goes to the active deployment's row of the verb when the run's deployment was replaced
+    /// (G6, docs/operations.md): the store reads that row and writes [`Carry::onto`].
+    pub(crate) carry: Option<Carry>,
+}
+
+/// What becomes of the record of a held run that ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Record {
+    /// It ends, with its occurrence's outcome and error ([`AfterAttempt::occurrence`]), its attempt
+    /// listed where [`AfterAttempt::listed`] says.
+    Ends,
+    /// Its attempt is listed and it stays `running`, with no end, until its retry
+    /// ([`AfterAttempt::Retries`]).
+    Waits,
+    /// Given back, a retry: the run waits for its retry again, as before the claim.
+    PendingAgain,
+    /// Given back: the record is dropped.
+    Dropped,
 }
 
 impl Ending {
-    /// The next occurrence reported in [`Finished::Recorded`](crate::store::Finished::Recorded): none
-    /// for a row that does not parse. It is also where the active deployment's unchanged verb continues
-    /// after a run of an inactive one.
+    /// The next occurrence reported in [`Finished::Recorded`]: none for a row that does not parse. It
+    /// is also where the active deployment's unchanged verb continues after a run of an inactive one.
     pub(crate) fn reported_next(&self) -> Option<DateTime<Utc>> {
         if self.parsed { self.next } else { None }
     }
 
-    /// The occurrence waits for a retry: its run stays `running`.
-    #[cfg(feature = "postgres")]
-    pub(crate) fn waits(&self) -> bool {
-        matches!(self.after, AfterAttempt::Retries(_))
+    /// What the store answers for the run ([`Store::finish`](crate::store::Store::finish)).
+    pub(crate) fn finished(&self) -> Finished {
+        match self.after {
+            AfterAttempt::Retries(at) => Finished::Retrying { at },
+            _ => Finished::Recorded {
+                next_execution: self.reported_next(),
+                skipped: self.skipped,
+            },
+        }
     }
 
     /// The run whose retry the row holds from now on, given the ending run and the one the row held.
@@ -116,11 +191,35 @@ impl HeldRun {
         }
     }
 
-    /// How the run ends as `end` says, on a row whose schedule is `schedule` (`None`: it no longer
-    /// parses, G8 in docs/operations.md, and the row keeps its `next_execution`).
+    /// When the run starts: a retry at its own instant (the row's `next_execution`, which its claim
+    /// leaves as it found it), any other run at its occurrence.
+    pub(crate) fn starts_at(&self) -> DateTime<Utc> {
+        match (self.retry, self.next_execution) {
+            (RetryHeld::ThisRun, Some(retry_at)) => retry_at,
+            _ => self.scheduled_at,
+        }
+    }
+
+    /// How a shutdown at `now` ends the run (G9, docs/operations.md), `cancelled` when the executor
+    /// cancelled it after the grace period. Claimed ahead and never started: given back, for another
+    /// replica to run. Otherwise its handler may have run: `cancelled`, or, not named (a claim whose
+    /// answer the replica never got, a run whose end it could not record), `abandoned`.
+    pub(crate) fn at_shutdown(&self, cancelled: bool, now: DateTime<Utc>) -> End<'static> {
+        if self.starts_at() > now && !self.manual {
+            End::GivenBack
+        } else if cancelled {
+            End::by_the_store(Outcome::Cancelled, CANCELLED_AT_SHUTDOWN)
+        } else {
+            End::by_the_store(Outcome::Abandoned, LEFT_AT_SHUTDOWN)
+        }
+    }
+
+    /// How the run ends as `end` says at the store's `now`, on a row whose schedule is `schedule`
+    /// (`None`: it no longer parses, G8 in docs/operations.md, and the row keeps its `next_execution`).
     ///
     /// - Given back: the row is as before the claim (a regular occurrence at its instant, a trigger
-    ///   pending again, a retry pending again).
+    ///   pending again, a retry pending again), and a replaced deployment's occurrence or trigger goes to
+    ///   the active deployment ([`Carry`]).
     /// - A regular run: [`AfterAttempt`] decides whether the occurrence is tried again; otherwise the
     ///   job goes on at its first occurrence after the run, and the ones in between were skipped
     ///   (docs/runtime.md, "Overlap").
@@ -129,38 +228,45 @@ impl HeldRun {
     ///   (the retry is claimed at its instant, or cut short by the next occurrence); an occurrence that
     ///   came while the manual run executed is skipped, with the ones after it up to now
     ///   (docs/operations.md, "Manual runs").
-    pub(crate) fn ending(&self, schedule: Option<&ZonedSchedule>, end: EndOf) -> Ending {
-        let (at, retry_after, skipped_at_claim) = match end {
-            EndOf::GivenBack { now } => {
-                let next = if self.manual || self.retry == RetryHeld::ThisRun {
-                    self.next_execution
-                } else {
-                    Some(self.scheduled_at)
-                };
-                return Ending {
-                    at: now,
-                    next,
-                    skipped: 0,
-                    parsed: true,
-                    after: AfterAttempt::Ends,
-                    retry: self.retry,
-                };
-            }
-            EndOf::Recorded { ended, retry_after } => (ended, retry_after, false),
+    /// - A run of a replaced deployment that ended: the active deployment's unchanged verb goes on
+    ///   after it ([`Carry::ContinueAt`]).
+    pub(crate) fn ending(
+        &self,
+        schedule: Option<&ZonedSchedule>,
+        end: &End<'_>,
+        now: DateTime<Utc>,
+    ) -> Ending {
+        let (at, retry_after, skipped_at_claim) = match *end {
+            End::GivenBack => return self.given_back(now),
+            End::Recorded {
+                at, retry_after, ..
+            } => (ended_at(at, now), retry_after, false),
             #[cfg(feature = "postgres")]
-            EndOf::Skipped { now } => (now, None, true),
+            End::Skipped => (now, None, true),
         };
-        let ends = |next, skipped, after| Ending {
-            at,
-            next,
-            skipped,
-            parsed: schedule.is_some(),
-            after,
-            retry: if self.retry == RetryHeld::OtherRun {
-                RetryHeld::OtherRun
-            } else {
-                RetryHeld::Nothing
-            },
+        let ends = |next, skipped, after| {
+            let ending = Ending {
+                at,
+                next,
+                skipped,
+                parsed: schedule.is_some(),
+                after,
+                retry: if self.retry == RetryHeld::OtherRun {
+                    RetryHeld::OtherRun
+                } else {
+                    RetryHeld::Nothing
+                },
+                record: Record::Ends,
+                trigger: None,
+                carry: None,
+            };
+            Ending {
+                carry: ending
+                    .reported_next()
+                    .filter(|_| !self.active)
+                    .map(Carry::ContinueAt),
+                ..ending
+            }
         };
         let after = AfterAttempt::of(
             schedule,
@@ -180,6 +286,9 @@ impl HeldRun {
                 parsed: true,
                 after,
                 retry: RetryHeld::ThisRun,
+                record: Record::Waits,
+                trigger: None,
+                carry: None,
             };
         }
         let (next, skipped) = if self.manual {
@@ -199,6 +308,38 @@ impl HeldRun {
         };
         ends(next, skipped, after)
     }
+
+    /// Given back at `now`: the row is as before the claim. A retry is pending again at its instant
+    /// (its run waits again); any other run is dropped, and its occurrence is the row's again, a manual
+    /// run's trigger pending again on the row that takes the verb's triggers, a replaced deployment's
+    /// occurrence the active deployment's to run ([`Carry`]).
+    fn given_back(&self, now: DateTime<Utc>) -> Ending {
+        let pending_retry = self.retry == RetryHeld::ThisRun;
+        let carry = match (self.active, pending_retry, self.manual) {
+            (true, _, _) | (false, true, _) => None,
+            (false, false, true) => Some(Carry::Trigger(self.scheduled_at)),
+            (false, false, false) => Some(Carry::Occurrence(self.scheduled_at)),
+        };
+        Ending {
+            at: now,
+            next: if self.manual || pending_retry {
+                self.next_execution
+            } else {
+                Some(self.scheduled_at)
+            },
+            skipped: 0,
+            parsed: true,
+            after: AfterAttempt::Ends,
+            retry: self.retry,
+            record: if pending_retry {
+                Record::PendingAgain
+            } else {
+                Record::Dropped
+            },
+            trigger: (self.manual && self.active && !pending_retry).then_some(self.scheduled_at),
+            carry,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -210,6 +351,16 @@ mod tests {
 
     fn at(m: u32, s: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 1, 1, 0, m, s).unwrap()
+    }
+
+    fn recorded(retry_after: Option<Duration>) -> End<'static> {
+        End::Recorded {
+            outcome: Outcome::Failed,
+            error: None,
+            at: None,
+            started: Start::Planned,
+            retry_after,
+        }
     }
 
     fn held(scheduled_at: DateTime<Utc>) -> HeldRun {
@@ -235,13 +386,7 @@ mod tests {
             retry: RetryHeld::OtherRun,
             ..held(at(0, 5))
         };
-        let ending = manual.ending(
-            Some(&every_30s),
-            EndOf::Recorded {
-                ended: at(0, 12),
-                retry_after: None,
-            },
-        );
+        let ending = manual.ending(Some(&every_30s), &recorded(None), at(0, 12));
         assert_eq!(ending.next, Some(at(0, 10)));
         assert_eq!(ending.retry, RetryHeld::OtherRun);
         assert_eq!(ending.retry_run(Some(2), Some(1)), Some(1));
@@ -252,13 +397,7 @@ mod tests {
             retry: RetryHeld::Nothing,
             ..manual
         };
-        let ending = plain.ending(
-            Some(&every_30s),
-            EndOf::Recorded {
-                ended: at(0, 31),
-                retry_after: None,
-            },
-        );
+        let ending = plain.ending(Some(&every_30s), &recorded(None), at(0, 31));
         assert_eq!((ending.next, ending.skipped), (Some(at(1, 0)), 1));
         assert_eq!(ending.retry_run(Some(2), None), None);
     }
@@ -269,28 +408,20 @@ mod tests {
         let run = held(at(1, 0));
         let failed = run.ending(
             Some(&minutely),
-            EndOf::Recorded {
-                ended: at(1, 5),
-                retry_after: Some(Duration::from_secs(10)),
-            },
+            &recorded(Some(Duration::from_secs(10))),
+            at(1, 5),
         );
         assert_eq!(failed.after, AfterAttempt::Retries(at(1, 15)));
         assert_eq!(
             (failed.next, failed.retry),
             (Some(at(1, 15)), RetryHeld::ThisRun)
         );
-        let late = run.ending(
-            Some(&minutely),
-            EndOf::Recorded {
-                ended: at(3, 30),
-                retry_after: None,
-            },
-        );
+        let late = run.ending(Some(&minutely), &recorded(None), at(3, 30));
         assert_eq!(
             (late.next, late.skipped, late.retry),
             (Some(at(4, 0)), 2, RetryHeld::Nothing)
         );
-        let given_back = run.ending(Some(&minutely), EndOf::GivenBack { now: at(0, 59) });
+        let given_back = run.ending(Some(&minutely), &End::GivenBack, at(0, 59));
         assert_eq!(given_back.next, Some(at(1, 0)));
         // A retry given back is pending again at its own instant.
         let retry = HeldRun {
@@ -298,23 +429,82 @@ mod tests {
             retry: RetryHeld::ThisRun,
             ..run
         };
-        let given_back = retry.ending(Some(&minutely), EndOf::GivenBack { now: at(1, 14) });
+        let given_back = retry.ending(Some(&minutely), &End::GivenBack, at(1, 14));
         assert_eq!(
             (given_back.next, given_back.retry),
             (Some(at(1, 15)), RetryHeld::ThisRun)
         );
         // A row that does not parse keeps its instant.
-        let unparsed = run.ending(
-            None,
-            EndOf::Recorded {
-                ended: at(1, 5),
-                retry_after: Some(Duration::from_secs(10)),
-            },
-        );
+        let unparsed = run.ending(None, &recorded(Some(Duration::from_secs(10))), at(1, 5));
         assert_eq!(
             (unparsed.next, unparsed.parsed, unparsed.after),
             (Some(at(1, 0)), false, AfterAttempt::Ends)
         );
         assert_eq!(unparsed.reported_next(), None);
+    }
+
+    #[test]
+    fn a_shutdown_gives_back_what_is_ahead_and_records_the_rest() {
+        let ahead = held(at(1, 0));
+        let kind = |end: End<'_>| match end {
+            End::GivenBack => "given back",
+            End::Recorded {
+                outcome: Outcome::Cancelled,
+                error: Some(CANCELLED_AT_SHUTDOWN),
+                ..
+            } => "cancelled",
+            End::Recorded {
+                outcome: Outcome::Abandoned,
+                error: Some(LEFT_AT_SHUTDOWN),
+                ..
+            } => "abandoned",
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(kind(ahead.at_shutdown(true, at(0, 59))), "given back");
+        assert_eq!(kind(ahead.at_shutdown(true, at(1, 0))), "cancelled");
+        assert_eq!(kind(ahead.at_shutdown(false, at(1, 0))), "abandoned");
+        // A retry starts at its own instant, a manual run is never given back by a shutdown.
+        let retry = HeldRun {
+            next_execution: Some(at(1, 15)),
+            retry: RetryHeld::ThisRun,
+            ..ahead
+        };
+        assert_eq!(kind(retry.at_shutdown(false, at(1, 10))), "given back");
+        let manual = HeldRun {
+            manual: true,
+            ..ahead
+        };
+        assert_eq!(kind(manual.at_shutdown(false, at(0, 59))), "abandoned");
+    }
+
+    #[test]
+    fn a_replaced_deployments_run_carries_its_occurrence_trigger_or_next_to_the_active_row() {
+        let minutely = ZonedSchedule::utc(Schedule::parse("0 * * * * *").unwrap());
+        let replaced = HeldRun {
+            active: false,
+            ..held(at(1, 0))
+        };
+        let given_back = |run: HeldRun| run.ending(Some(&minutely), &End::GivenBack, at(0, 59));
+        let back = given_back(replaced);
+        assert_eq!(
+            (back.record, back.trigger, back.carry),
+            (Record::Dropped, None, Some(Carry::Occurrence(at(1, 0))))
+        );
+        let manual = HeldRun {
+            manual: true,
+            ..replaced
+        };
+        assert_eq!(given_back(manual).carry, Some(Carry::Trigger(at(1, 0))));
+        // Under the active deployment the trigger stays on the row itself.
+        let own = given_back(HeldRun {
+            active: true,
+            ..manual
+        });
+        assert_eq!((own.trigger, own.carry), (Some(at(1, 0)), None));
+        let ended = replaced.ending(Some(&minutely), &recorded(None), at(1, 5));
+        assert_eq!(
+            (ended.record, ended.carry),
+            (Record::Ends, Some(Carry::ContinueAt(at(2, 0))))
+        );
     }
 }

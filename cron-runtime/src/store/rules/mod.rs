@@ -17,20 +17,26 @@ use cron_schema::ZonedSchedule;
 use crate::defaults::SKIPPED_COUNT_LIMIT;
 use crate::store::{Outcome, RETRIES_CUT_SHORT};
 
+mod carry;
 mod claim;
 mod deploy;
 mod ending;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod held;
 pub(crate) mod operator;
 
+pub(crate) use carry::{ActiveRow, Carry};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use claim::AlreadyRan;
 pub(crate) use claim::{Due, DueRow, Take};
 pub(crate) use deploy::{
     GivenUp, Taking, first_occurrence, log_superseded, log_takeover, take_over,
 };
+pub(crate) use ending::{End, HeldRun, Record, RetryHeld};
+#[cfg(feature = "postgres")]
+pub(crate) use ending::{Ending, LEASE_EXPIRED};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
-pub(crate) use ending::Ending;
-pub(crate) use ending::{EndOf, HeldRun, RetryHeld};
+pub(crate) use held::Held;
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
 /// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules.

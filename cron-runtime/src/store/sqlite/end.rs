@@ -8,15 +8,16 @@ use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 
 use super::{SqliteStore, db, instant, micros, micros_of};
-use crate::store::rules::{AfterAttempt, EndOf, Ending, HeldRun, RetryHeld, Start, ended_at};
-use crate::store::{Attempt, Finish, Finished, Outcome, RETRIES_CUT_SHORT, Runner, StoreError};
+use crate::store::rules::{ActiveRow, Carry, End, Held, Record};
+use crate::store::{Attempt, Finish, Finished, RETRIES_CUT_SHORT, Runner, StoreError};
 
 /// An executing job row with the run that holds it, and whether its deployment is the active one.
 macro_rules! held_rows {
     () => {
-        "SELECT j.id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution, j.paused,
-                j.current_run_id AS run_id, r.scheduled_at, r.manual, d.active, j.retry_run_id,
-                r.attempts, r.started_at AS run_started_at
+        "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
+                j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id AS run_id,
+                r.scheduled_at, r.manual, d.active, j.retry_run_id, r.attempts,
+                r.started_at AS run_started_at
          FROM cron_jobs j
          JOIN cron_job_runs r ON r.id = j.current_run_id
          JOIN cron_deployments d ON d.id = j.deployment_id
@@ -24,41 +25,72 @@ macro_rules! held_rows {
     };
 }
 
+/// A `held_rows!` row as SQLite stores it, instants in microseconds.
 #[derive(Debug, sqlx::FromRow)]
-pub(super) struct Held {
+pub(super) struct Row {
     id: i64,
+    deployment_id: i64,
     module_name: String,
     verb: String,
     schedule: String,
     timezone: String,
     next_execution: Option<i64>,
     paused: bool,
+    triggered: bool,
     run_id: i64,
     scheduled_at: i64,
     manual: bool,
     active: bool,
-    /// The run whose retry the row holds: `run_id` while that retry is the run in flight.
     retry_run_id: Option<i64>,
-    /// The run's attempts ended so far (`cron_job_runs.attempts`).
     attempts: Option<String>,
-    /// The run's `started_at`: the claim's planned start until its end is recorded.
     run_started_at: Option<i64>,
 }
 
-impl Held {
-    /// For a retry in flight, the instant it was due: the row's `next_execution`, which the claim
-    /// leaves as it found it (docs/runtime.md, "Retries").
-    fn retry_at(&self) -> Option<i64> {
-        if self.retry_run_id == Some(self.run_id) {
-            self.next_execution
-        } else {
-            None
+/// A held row ([`Held`], the rules' one type) with what SQLite's end writes of its run in Rust: its
+/// attempts so far (`cron_job_runs.attempts`) and its `started_at`, the claim's planned start until
+/// its end is recorded.
+#[derive(Debug)]
+pub(super) struct Locked {
+    held: Held,
+    run_id: i64,
+    attempts: Option<String>,
+    planned_start: Option<DateTime<Utc>>,
+}
+
+impl Row {
+    /// The row as locked in the step whose now is `now`.
+    fn locked(self, now: DateTime<Utc>) -> Locked {
+        Locked {
+            held: Held {
+                job_id: self.id,
+                deployment_id: self.deployment_id,
+                module: self.module_name,
+                verb: self.verb,
+                expression: self.schedule,
+                zone: self.timezone,
+                next_execution: self.next_execution.map(instant),
+                paused: self.paused,
+                triggered: self.triggered,
+                run_id: Some(self.run_id),
+                scheduled_at: Some(instant(self.scheduled_at)),
+                manual: self.manual,
+                retry_run_id: self.retry_run_id,
+                retried: self.attempts.is_some(),
+                now,
+                active: self.active,
+            },
+            run_id: self.run_id,
+            attempts: self.attempts,
+            planned_start: self.run_started_at.map(instant),
         }
     }
+}
 
-    /// When the run starts: a retry at its own instant, any other run at its occurrence.
-    fn start_at(&self) -> i64 {
-        self.retry_at().unwrap_or(self.scheduled_at)
+impl std::ops::Deref for Locked {
+    type Target = Held;
+
+    fn deref(&self) -> &Held {
+        &self.held
     }
 }
 
@@ -83,24 +115,6 @@ pub(super) fn write_attempts(attempts: &[Attempt]) -> Option<String> {
     }
 }
 
-/// How a held run ends ([`SqliteStore::end_run`]).
-#[derive(Debug)]
-pub(super) enum End<'a> {
-    /// It ran, or may have: recorded with `outcome` as ended at `at` and started as `started` says, and
-    /// its job goes on at its first occurrence after that.
-    Recorded {
-        outcome: Outcome,
-        error: Option<&'a str>,
-        at: DateTime<Utc>,
-        started: Start,
-        /// Try the occurrence again this long after `at` ([`Finish::retry_after`]).
-        retry_after: Option<Duration>,
-    },
-    /// Its handler was never called: its record is dropped and its job goes back to idle at that same
-    /// occurrence (a manual run's trigger is pending again), or to the active deployment's row.
-    GivenBack,
-}
-
 impl SqliteStore {
     pub(super) async fn finish_runs(
         &self,
@@ -111,7 +125,7 @@ impl SqliteStore {
         let (mut tx, now) = self.write(context).await?;
         let mut results = Vec::with_capacity(finishes.len());
         for finish in finishes {
-            let held: Option<Held> = sqlx::query_as(concat!(
+            let held: Option<Row> = sqlx::query_as(concat!(
                 held_rows!(),
                 "AND j.id = ? AND j.current_run_id = ? AND r.runner_id = ?"
             ))
@@ -121,19 +135,13 @@ impl SqliteStore {
             .fetch_optional(&mut *tx)
             .await
             .map_err(db(context))?;
+            let held = held.map(|row| row.locked(now));
             let Some(held) = held else {
                 results.push(Finished::Fenced);
                 continue;
             };
-            let end = End::Recorded {
-                outcome: finish.outcome,
-                error: finish.error.as_deref(),
-                at: ended_at(finish.ended_at, now),
-                started: Start::Reported(finish.started_at),
-                retry_after: finish.retry_after,
-            };
             let finished = self
-                .end_run(&mut tx, &held, end)
+                .end_run(&mut tx, &held, End::finish(finish), now)
                 .await
                 .map_err(db(context))?;
             results.push(finished);
@@ -177,9 +185,9 @@ impl SqliteStore {
         run_ids: &[i64],
     ) -> Result<(), StoreError> {
         let context = "giving back runs that never started";
-        let (mut tx, _) = self.write(context).await?;
+        let (mut tx, now) = self.write(context).await?;
         for run_id in run_ids {
-            let held: Option<Held> = sqlx::query_as(concat!(
+            let held: Option<Row> = sqlx::query_as(concat!(
                 held_rows!(),
                 "AND j.current_run_id = ? AND r.runner_id = ?"
             ))
@@ -188,8 +196,9 @@ impl SqliteStore {
             .fetch_optional(&mut *tx)
             .await
             .map_err(db(context))?;
+            let held = held.map(|row| row.locked(now));
             if let Some(held) = held {
-                self.end_run(&mut tx, &held, End::GivenBack)
+                self.end_run(&mut tx, &held, End::GivenBack, now)
                     .await
                     .map_err(db(context))?;
             }
@@ -206,7 +215,7 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let context = "releasing this process's runs at shutdown";
         let (mut tx, now) = self.write(context).await?;
-        let held: Vec<Held> = sqlx::query_as(concat!(
+        let held: Vec<Row> = sqlx::query_as(concat!(
             held_rows!(),
             "AND j.deployment_id = ? AND r.runner_id = ? ORDER BY r.id"
         ))
@@ -215,28 +224,11 @@ impl SqliteStore {
         .fetch_all(&mut *tx)
         .await
         .map_err(db(context))?;
-        for held in held {
-            let end = if instant(held.start_at()) > now {
-                // Claimed ahead and never started: the next process runs the occurrence (or the retry).
-                End::GivenBack
-            } else if cancelled.contains(&held.run_id) {
-                End::Recorded {
-                    outcome: Outcome::Cancelled,
-                    error: Some("cancelled by shutdown after the grace period"),
-                    at: now,
-                    started: Start::Planned,
-                    retry_after: None,
-                }
-            } else {
-                End::Recorded {
-                    outcome: Outcome::Abandoned,
-                    error: Some("the replica shut down without recording how it ended"),
-                    at: now,
-                    started: Start::Planned,
-                    retry_after: None,
-                }
-            };
-            self.end_run(&mut tx, &held, end)
+        for held in held.into_iter().map(|row| row.locked(now)) {
+            let end = held
+                .facts()
+                .at_shutdown(cancelled.contains(&held.run_id), now);
+            self.end_run(&mut tx, &held, end, now)
                 .await
                 .map_err(db(context))?;
         }
@@ -255,13 +247,14 @@ impl SqliteStore {
         tx: &mut SqliteConnection,
         now: DateTime<Utc>,
     ) -> Result<Vec<String>, sqlx::Error> {
-        let expired: Vec<Held> = sqlx::query_as(concat!(
+        let expired: Vec<Row> = sqlx::query_as(concat!(
             held_rows!(),
             "AND j.lease_expires_at < ? ORDER BY j.lease_expires_at"
         ))
         .bind(micros(now))
         .fetch_all(&mut *tx)
         .await?;
+        let expired: Vec<Locked> = expired.into_iter().map(|row| row.locked(now)).collect();
         for held in &expired {
             tracing::warn!(
                 run_id = held.run_id,
@@ -270,207 +263,105 @@ impl SqliteStore {
                 held.run_id,
                 held.verb
             );
-            let end = End::Recorded {
-                outcome: Outcome::Abandoned,
-                error: Some("the replica running it stopped renewing its lease"),
-                at: now,
-                started: Start::Planned,
-                retry_after: None,
-            };
-            self.end_run(tx, held, end).await?;
+            self.end_run(tx, held, End::lease_expired(), now).await?;
         }
-        Ok(expired.into_iter().map(|held| held.verb).collect())
+        Ok(expired.into_iter().map(|locked| locked.held.verb).collect())
     }
 
-    /// Ends the held run: records it (or drops it, given back), or records its attempt and holds its
-    /// job for a retry, and puts its job back to idle. Returns how it was recorded
-    /// ([`Finished::Recorded`] with the job's next occurrence and the occurrences the run skipped, or
-    /// [`Finished::Retrying`]).
+    /// Ends the held run as `end` says at `now`: writes the ending the rules compute ([`HeldRun::ending`])
+    /// the rules compute. The job row goes back to idle at its next occurrence (a manual run's trigger
+    /// pending again, given back); the run is recorded, waits for its retry, is pending again or is
+    /// dropped; and a run of a replaced deployment leaves what it carries to the active one.
     pub(super) async fn end_run(
         &self,
         tx: &mut SqliteConnection,
-        held: &Held,
+        held: &Locked,
         end: End<'_>,
+        now: DateTime<Utc>,
     ) -> Result<Finished, sqlx::Error> {
-        let facts = HeldRun {
-            scheduled_at: instant(held.scheduled_at),
-            next_execution: held.next_execution.map(instant),
-            manual: held.manual,
-            paused: held.paused,
-            active: held.active,
-            retry: HeldRun::retry_of(held.retry_run_id, Some(held.run_id)),
+        let schedule = match end {
+            // A run given back changes no schedule: its row needs no parsing.
+            End::GivenBack => None,
+            _ => self.schedule(held.job_id, &held.verb, &held.expression, &held.zone),
         };
-        let (outcome, error, started, end_of) = match end {
-            End::GivenBack => {
-                let ending = facts.ending(None, EndOf::GivenBack { now: super::now() });
-                return self.give_back_run(tx, held, &ending).await;
+        let ending = held.facts().ending(schedule.as_ref(), &end, now);
+        sqlx::query(
+            "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
+                 next_execution = ?1, retry_run_id = ?2,
+                 trigger_requested_at = coalesce(trigger_requested_at, ?3)
+             WHERE id = ?4",
+        )
+        .bind(ending.next.map(micros))
+        .bind(ending.retry_run(Some(held.run_id), held.retry_run_id))
+        .bind(ending.trigger.map(micros))
+        .bind(held.job_id)
+        .execute(&mut *tx)
+        .await?;
+        match (ending.record, end) {
+            (Record::PendingAgain, _) => {
+                if let (false, Some(retry_at)) = (held.active, ending.next) {
+                    // The takeover has moved the pending retries on; this one follows them.
+                    move_retry(tx, held.job_id, held.run_id, micros(retry_at), now).await?;
+                }
             }
-            End::Recorded {
-                outcome,
-                error,
-                at,
-                started,
-                retry_after,
-            } => (
-                outcome,
-                error,
-                started,
-                EndOf::Recorded {
-                    ended: at,
-                    retry_after,
+            (Record::Dropped, _) => {
+                sqlx::query("DELETE FROM cron_job_runs WHERE id = ?")
+                    .bind(held.run_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            (
+                record,
+                End::Recorded {
+                    outcome,
+                    error,
+                    started,
+                    ..
                 },
-            ),
-        };
-        let schedule = self.schedule(held.id, &held.verb, &held.schedule, &held.timezone);
-        let ending = facts.ending(schedule.as_ref(), end_of);
-        let at = ending.at;
-        // The start the executor reported, else the claim's planned one (docs/operations.md, "The
-        // tables"); the end is never before the start.
-        let mut started_at = started.written(held.run_started_at.map(instant));
-        let finished_at = started_at.map_or(at, |started| at.max(started));
-        let mut attempts = read_attempts(held.run_id, held.attempts.as_deref());
-        if ending.after.listed(!attempts.is_empty()) {
-            attempts.push(Attempt {
-                outcome,
-                error: error.map(str::to_owned),
-                started_at,
-                finished_at,
-            });
-        }
-        let retry_run = ending.retry_run(Some(held.run_id), held.retry_run_id);
-        if let AfterAttempt::Retries(retry_at) = ending.after {
-            // The run waits, `running`, with its attempt's error; its job is idle until the retry.
-            sqlx::query(
-                "UPDATE cron_job_runs SET error = ?1, started_at = ?2, attempts = ?3
-                 WHERE id = ?4 AND outcome = 'running'",
-            )
-            .bind(error)
-            .bind(started_at.map(micros))
-            .bind(write_attempts(&attempts))
-            .bind(held.run_id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
-                     next_execution = ?, retry_run_id = ?
-                 WHERE id = ?",
-            )
-            .bind(micros(retry_at))
-            .bind(retry_run)
-            .bind(held.id)
-            .execute(&mut *tx)
-            .await?;
-            return Ok(Finished::Retrying { at: retry_at });
-        }
-        let (outcome, error) = ending.after.occurrence(outcome, error);
-        if let Some(first) = attempts.first() {
-            // The occurrence started with its first attempt.
-            started_at = first.started_at;
-        }
-        let (next, skipped) = (ending.next, ending.skipped);
-        sqlx::query(
-            "UPDATE cron_job_runs SET outcome = ?1, error = ?2, skipped = ?3, started_at = ?4,
-                 finished_at = ?5, attempts = ?6
-             WHERE id = ?7 AND outcome = 'running'",
-        )
-        .bind(outcome.as_str())
-        .bind(error)
-        .bind(i64::from(skipped))
-        .bind(started_at.map(micros))
-        .bind(micros(finished_at))
-        .bind(write_attempts(&attempts))
-        .bind(held.run_id)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
-                 next_execution = ?1, retry_run_id = ?2
-             WHERE id = ?3",
-        )
-        .bind(next.map(micros))
-        .bind(retry_run)
-        .bind(held.id)
-        .execute(&mut *tx)
-        .await?;
-        let reported = ending.reported_next();
-        if let (false, Some(next)) = (held.active, reported) {
-            // A run of a deployment that is no longer active ended: the active deployment's unchanged
-            // verb goes on at the run's next occurrence when that is later, so that an occurrence the
-            // run skipped is not run there after all.
-            sqlx::query(
-                "UPDATE cron_jobs SET next_execution = ?1
-                 WHERE id IN (
-                     SELECT n.id FROM cron_jobs n JOIN cron_deployments d ON d.id = n.deployment_id
-                     WHERE d.active = 1 AND n.module_name = ?2 AND n.verb = ?3 AND n.schedule = ?4
-                       AND n.timezone = ?5 AND n.state = 'idle' AND n.next_execution < ?1
-                       AND n.retry_run_id IS NULL)",
-            )
-            .bind(micros(next))
-            .bind(&held.module_name)
-            .bind(&held.verb)
-            .bind(&held.schedule)
-            .bind(&held.timezone)
-            .execute(&mut *tx)
-            .await?;
-        }
-        Ok(Finished::Recorded {
-            next_execution: reported,
-            skipped,
-        })
-    }
-
-    /// Gives back the held run, claimed ahead and never started, as `ending` says: a retry is pending
-    /// again at its instant and its run stays; any other run's record is dropped and the occurrence
-    /// (a manual run's trigger) is the row's again, or the active deployment's when the run's
-    /// deployment is no longer active.
-    async fn give_back_run(
-        &self,
-        tx: &mut SqliteConnection,
-        held: &Held,
-        ending: &Ending,
-    ) -> Result<Finished, sqlx::Error> {
-        let next = ending.next.map(micros);
-        let given_back = Finished::Recorded {
-            next_execution: ending.next,
-            skipped: 0,
-        };
-        if let (RetryHeld::ThisRun, Some(retry_at)) = (ending.retry, next) {
-            sqlx::query(
-                "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL,
-                     lease_expires_at = NULL, next_execution = ?
-                 WHERE id = ?",
-            )
-            .bind(retry_at)
-            .bind(held.id)
-            .execute(&mut *tx)
-            .await?;
-            if !held.active {
-                // The takeover has moved the pending retries on; this one follows them.
-                move_retry(tx, held.id, held.run_id, retry_at, super::now()).await?;
+            ) => {
+                // The start the executor reported, else the claim's planned one (docs/operations.md,
+                // "The tables"); the end is never before the start.
+                let mut started_at = started.written(held.planned_start);
+                let finished_at = started_at.map_or(ending.at, |started| ending.at.max(started));
+                let mut attempts = read_attempts(held.run_id, held.attempts.as_deref());
+                if ending.after.listed(!attempts.is_empty()) {
+                    attempts.push(Attempt {
+                        outcome,
+                        error: error.map(str::to_owned),
+                        started_at,
+                        finished_at,
+                    });
+                }
+                let waits = record == Record::Waits;
+                // A run that waits for its retry stays `running`, with its attempt's error and no end.
+                let (outcome, error) = ending.after.occurrence(outcome, error);
+                if let (false, Some(first)) = (waits, attempts.first()) {
+                    // The occurrence started with its first attempt.
+                    started_at = first.started_at;
+                }
+                sqlx::query(
+                    "UPDATE cron_job_runs SET outcome = CASE WHEN ?1 THEN outcome ELSE ?2 END,
+                         error = ?3, skipped = CASE WHEN ?1 THEN skipped ELSE ?4 END, started_at = ?5,
+                         finished_at = CASE WHEN ?1 THEN NULL ELSE ?6 END, attempts = ?7
+                     WHERE id = ?8 AND outcome = 'running'",
+                )
+                .bind(waits)
+                .bind(outcome.as_str())
+                .bind(error)
+                .bind(i64::from(ending.skipped))
+                .bind(started_at.map(micros))
+                .bind(micros(finished_at))
+                .bind(write_attempts(&attempts))
+                .bind(held.run_id)
+                .execute(&mut *tx)
+                .await?;
             }
-            return Ok(given_back);
+            (_, _) => unreachable!("only a run given back is pending again or dropped"),
         }
-        sqlx::query("DELETE FROM cron_job_runs WHERE id = ?")
-            .bind(held.run_id)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "UPDATE cron_jobs SET state = 'idle', current_run_id = NULL, lease_expires_at = NULL,
-                 next_execution = ?,
-                 trigger_requested_at = CASE WHEN ? THEN coalesce(trigger_requested_at, ?)
-                                            ELSE trigger_requested_at END
-             WHERE id = ?",
-        )
-        .bind(next)
-        .bind(held.manual)
-        .bind(held.scheduled_at)
-        .bind(held.id)
-        .execute(&mut *tx)
-        .await?;
-        if !held.active {
-            give_to_active(tx, held).await?;
+        if let Some(carry) = ending.carry {
+            carry_to_active(tx, held, carry).await?;
         }
-        Ok(given_back)
+        Ok(ending.finished())
     }
 
     /// Deletes finished runs that finished more than `older_than` ago, in batches of 1,000 and at most
@@ -503,29 +394,56 @@ impl SqliteStore {
     }
 }
 
-/// An occurrence given back by a deployment that is no longer active goes to the active deployment's
-/// idle row of the verb, if its schedule is unchanged (the takeover carried that row past the
-/// occurrence then in flight); a manual run's trigger goes there in any case.
-async fn give_to_active(tx: &mut SqliteConnection, held: &Held) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE cron_jobs AS n
-         SET next_execution = CASE WHEN ?1 THEN n.next_execution
-                 WHEN n.next_execution IS NULL THEN ?2 ELSE min(n.next_execution, ?2) END,
-             trigger_requested_at = CASE WHEN ?1 THEN coalesce(n.trigger_requested_at, ?2)
-                 ELSE n.trigger_requested_at END
-         FROM cron_deployments AS nd
-         WHERE nd.id = n.deployment_id AND nd.module = ?3 AND nd.active = 1
-           AND n.verb = ?4 AND n.state = 'idle'
-           AND (?1 OR (n.schedule = ?5 AND n.timezone = ?6 AND n.retry_run_id IS NULL))",
+/// The active deployment's row of a verb as [`carry_to_active`] reads it, instants in microseconds.
+#[derive(Debug, sqlx::FromRow)]
+struct ActiveColumns {
+    id: i64,
+    idle: bool,
+    same_schedule: bool,
+    next_execution: Option<i64>,
+    trigger_requested_at: Option<i64>,
+    holds_retry: bool,
+}
+
+/// Writes what the ended run of `held`, of a deployment no longer active, leaves to the active
+/// deployment's row of its verb ([`Carry::onto`], on that row's facts).
+async fn carry_to_active(
+    tx: &mut SqliteConnection,
+    held: &Held,
+    carry: Carry,
+) -> Result<(), sqlx::Error> {
+    let row: Option<ActiveColumns> = sqlx::query_as(
+        "SELECT n.id, n.state = 'idle' AS idle, n.schedule = ?3 AND n.timezone = ?4 AS same_schedule,
+                n.next_execution, n.trigger_requested_at, n.retry_run_id IS NOT NULL AS holds_retry
+         FROM cron_jobs n JOIN cron_deployments d ON d.id = n.deployment_id
+         WHERE d.module = ?1 AND d.active = 1 AND n.verb = ?2",
     )
-    .bind(held.manual)
-    .bind(held.scheduled_at)
-    .bind(&held.module_name)
+    .bind(&held.module)
     .bind(&held.verb)
-    .bind(&held.schedule)
-    .bind(&held.timezone)
-    .execute(&mut *tx)
+    .bind(&held.expression)
+    .bind(&held.zone)
+    .fetch_optional(&mut *tx)
     .await?;
+    let Some(row) = row else {
+        return Ok(());
+    };
+    let facts = ActiveRow {
+        idle: row.idle,
+        same_schedule: row.same_schedule,
+        next_execution: row.next_execution.map(instant),
+        trigger: row.trigger_requested_at.map(instant),
+        holds_retry: row.holds_retry,
+    };
+    if let Some(write) = carry.onto(&facts) {
+        sqlx::query(
+            "UPDATE cron_jobs SET next_execution = ?, trigger_requested_at = ? WHERE id = ?",
+        )
+        .bind(write.next_execution.map(micros))
+        .bind(write.trigger.map(micros))
+        .bind(row.id)
+        .execute(&mut *tx)
+        .await?;
+    }
     Ok(())
 }
 
@@ -533,7 +451,7 @@ async fn give_to_active(tx: &mut SqliteConnection, held: &Held) -> Result<(), sq
 /// that is no longer active, to the active deployment's idle row of its verb (docs/runtime.md,
 /// "Retries"). When that deployment has no such row to hold it, the occurrence ends `failed`, its
 /// retries cut short, at `now`.
-pub(super) async fn move_retry(
+async fn move_retry(
     tx: &mut SqliteConnection,
     job_id: i64,
     run_id: i64,

@@ -328,49 +328,4 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::timestamptz[], $5
     AS e(id, next_execution, run_id, lease_expires_at, trigger_requested_at, retry_run_id)
 WHERE j.id = e.id
 ";
-
-    /// After runs of jobs `$1` scheduled at `$2` were given back (`$3`: manual runs): an occurrence given
-    /// back by a deployment that is no longer active goes to the active deployment's row of the verb, if
-    /// its schedule is unchanged (the takeover carried that row past the occurrence then in flight); a
-    /// manual run's trigger goes there in any case. As a takeover would have carried them, had the runs
-    /// not been claimed.
-    GIVE_BACK_TO_ACTIVE = "
-UPDATE cron_jobs n
-SET next_execution = CASE WHEN g.manual THEN n.next_execution
-        ELSE least(n.next_execution, g.scheduled_at) END,
-    trigger_requested_at = CASE WHEN g.manual
-        THEN coalesce(n.trigger_requested_at, g.scheduled_at) ELSE n.trigger_requested_at END
-FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[]) AS g(id, scheduled_at, manual),
-     cron_jobs o, cron_deployments od, cron_deployments nd
-WHERE o.id = g.id
-  AND od.id = o.deployment_id
-  AND NOT od.active
-  AND nd.module = o.module_name
-  AND nd.active
-  AND n.deployment_id = nd.id
-  AND n.verb = o.verb
-  AND n.state = 'idle'
-  AND (g.manual OR (n.schedule = o.schedule AND n.timezone = o.timezone))
-";
-
-    /// After runs of an inactive deployment end, the active deployment's unchanged verbs continue after
-    /// them, one element of each array per run: the carried occurrence (the one after the run's) moves to
-    /// the run's next occurrence, so the occurrences the run overlapped are skipped there too rather than
-    /// run late. A verb runs under one deployment at a time (G3), so no two elements name the same verb
-    /// of a module.
-    CONTINUE_CARRIED = "
-UPDATE cron_jobs n
-SET next_execution = c.next_execution
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
-       AS c(module_name, verb, schedule, timezone, next_execution),
-     cron_deployments d
-WHERE d.id = n.deployment_id
-  AND d.active
-  AND n.module_name = c.module_name
-  AND n.verb = c.verb
-  AND n.schedule = c.schedule
-  AND n.timezone = c.timezone
-  AND n.state = 'idle'
-  AND n.next_execution < c.next_execution
-";
 }

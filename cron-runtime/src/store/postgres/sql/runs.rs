@@ -1,5 +1,6 @@
 //! `cron_job_runs`: the run history. Runs are recorded by a claim (or a chained claim) and ended by
-//! `end::write`, which every path that ends a run goes through.
+//! `end::write`, which every path that ends a run goes through; with them, the two statements by which
+//! runs of a replaced deployment reach the active deployment's rows (`end::carry`).
 
 statements! { "runs";
     /// The claim's second statement: records one run per accepted row, one element of each array per
@@ -142,4 +143,30 @@ WHERE r.id = o.id AND r.outcome = 'running'
 
     /// Drops the records of the runs `$1`, given back before they started (`end::write`).
     DROP_RUNS = "DELETE FROM cron_job_runs WHERE id = ANY($1::bigint[])";
+
+    /// What ended runs of replaced deployments carry (`end::carry`, docs/operations.md, G6): for each
+    /// held row of `$1`, the active deployment's row of its verb, locked in the order of its id, with
+    /// the facts the rules decide on (`rules::ActiveRow`): idle, the same schedule text and zone,
+    /// its next occurrence, its pending trigger, and whether it holds a retry.
+    CARRIED_ROWS = "
+SELECT o.id AS held_id, n.id, n.state = 'idle' AS idle,
+       n.schedule = o.schedule AND n.timezone = o.timezone AS same_schedule,
+       n.next_execution, n.trigger_requested_at, n.retry_run_id IS NOT NULL AS holds_retry
+FROM cron_jobs o
+JOIN cron_deployments d ON d.module = o.module_name AND d.active
+JOIN cron_jobs n ON n.deployment_id = d.id AND n.verb = o.verb
+WHERE o.id = ANY($1::bigint[]) AND n.deployment_id <> o.deployment_id
+ORDER BY n.id
+FOR UPDATE OF n
+";
+
+    /// Writes what the rules computed for the rows [`CARRIED_ROWS`] read (`rules::Carry::onto`), one
+    /// element of each array per row: its next occurrence and its pending trigger.
+    CARRY_TO_ACTIVE = "
+UPDATE cron_jobs j
+SET next_execution = w.next_execution, trigger_requested_at = w.trigger_requested_at
+FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[])
+    AS w(id, next_execution, trigger_requested_at)
+WHERE j.id = w.id
+";
 }

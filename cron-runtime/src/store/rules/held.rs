@@ -1,0 +1,63 @@
+//! A held row: the locked job row of a database store and the run that holds it, as every path that
+//! ends runs reads it (PostgreSQL's `held_rows!` in `postgres/sql/jobs.rs`, SQLite's in
+//! `sqlite/end.rs`), and the facts of it that decide how the run ends ([`Held::facts`]). The in-memory
+//! store reads the same facts from its tables.
+
+use chrono::{DateTime, Utc};
+
+use super::HeldRun;
+
+/// A locked job row and the run that holds it.
+// SQLite reads every column and decides with some (its chained claims would read the others).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+#[derive(Debug)]
+#[cfg_attr(feature = "postgres", derive(sqlx::FromRow))]
+pub(crate) struct Held {
+    #[cfg_attr(feature = "postgres", sqlx(rename = "id"))]
+    pub(crate) job_id: i64,
+    pub(crate) deployment_id: i64,
+    #[cfg_attr(feature = "postgres", sqlx(rename = "module_name"))]
+    pub(crate) module: String,
+    pub(crate) verb: String,
+    #[cfg_attr(feature = "postgres", sqlx(rename = "schedule"))]
+    pub(crate) expression: String,
+    #[cfg_attr(feature = "postgres", sqlx(rename = "timezone"))]
+    pub(crate) zone: String,
+    pub(crate) next_execution: Option<DateTime<Utc>>,
+    pub(crate) paused: bool,
+    /// A trigger is pending (`cronverb trigger`): when the row goes idle, the claim must take it.
+    pub(crate) triggered: bool,
+    /// The run that holds the row (none only where PostgreSQL finds no record of it).
+    #[cfg_attr(feature = "postgres", sqlx(rename = "current_run_id"))]
+    pub(crate) run_id: Option<i64>,
+    pub(crate) scheduled_at: Option<DateTime<Utc>>,
+    /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
+    pub(crate) manual: bool,
+    /// The run whose retry the row holds (docs/runtime.md, "Retries"): this run, when it is a retry.
+    pub(crate) retry_run_id: Option<i64>,
+    /// The run has attempts recorded: it is an occurrence tried more than once.
+    pub(crate) retried: bool,
+    /// The store's now in the step that locked the row.
+    pub(crate) now: DateTime<Utc>,
+    /// Whether the row's deployment is the active one (PostgreSQL reads it after the lock:
+    /// `sql::deployments::ACTIVE`).
+    #[cfg_attr(feature = "postgres", sqlx(skip))]
+    pub(crate) active: bool,
+}
+
+impl Held {
+    /// The facts that decide how the run ends ([`HeldRun::ending`]).
+    pub(crate) fn facts(&self) -> HeldRun {
+        HeldRun {
+            scheduled_at: self
+                .scheduled_at
+                .or(self.next_execution)
+                .unwrap_or(self.now),
+            next_execution: self.next_execution,
+            manual: self.manual,
+            paused: self.paused,
+            active: self.active,
+            retry: HeldRun::retry_of(self.retry_run_id, self.run_id),
+        }
+    }
+}
