@@ -161,6 +161,40 @@ pub async fn a_retry_claimed_ahead_and_given_back_is_pending_again(h: impl Store
     assert_eq!((again.run_id, again.attempt), (first.run_id, 2));
 }
 
+pub async fn a_retry_claimed_ahead_and_given_back_after_a_takeover_is_pending_under_the_active_deployment(
+    h: impl StoreUnderTest,
+) {
+    // A replica claimed a retry ahead of its instant, a new deployment took the module over, and the
+    // replica gives the retry back at its shutdown: the retry goes with its verb to the active
+    // deployment's row, at its instant, where the new deployment's replicas take it as the same run's
+    // next attempt; left on the replaced row, nothing would ever claim it and the run would stay
+    // `running` for good.
+    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let first = first_attempt(&h, &store, &runner, "a").await;
+    let finished = finish_one(&store, &runner, &retried(&first, Duration::from_secs(3))).await;
+    let Finished::Retrying { at: retry_at } = finished else {
+        panic!("{finished:?}")
+    };
+    sleep_until(&h, retry_at - ms(1_500)).await;
+    let claimed = store
+        .claim_due(&runner, Duration::from_secs(2), 100)
+        .await
+        .unwrap();
+    let second = claim_of(&claimed, "a").clone();
+    assert_eq!((second.attempt, second.retry_at), (2, Some(retry_at)));
+
+    let v2 = deployment("billing@2", vec![job("a", TEN_SECONDLY)]);
+    let (new, runner2) = replica(&h, &v2).await;
+    store.give_back(&runner, &[second.run_id]).await.unwrap();
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!((run.outcome, run.attempts.len()), (None, 1), "{run:?}");
+    sleep_until(&h, retry_at + ms(50)).await;
+    let claimed = claim(&new, &runner2).await;
+    let again = claim_of(&claimed, "a");
+    assert_eq!((again.run_id, again.attempt), (first.run_id, 2));
+}
+
 pub async fn a_takeover_carries_a_pending_retry_or_cuts_it_short(h: impl StoreUnderTest) {
     // A takeover moves a pending retry to the new deployment's row of its verb, at its instant, where
     // the new deployment's replicas take it; a deployment without the verb ends the occurrence failed,

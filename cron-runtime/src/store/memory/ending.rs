@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
 use crate::store::rules::{ActiveRow, Carry, End, HeldRun, Record, RetryHeld};
-use crate::store::{Attempt, Finish, Finished, Runner};
+use crate::store::{Attempt, Finish, Finished, Outcome, Runner};
 
 impl State {
     /// The facts that decide how the run holding `job_id` ends ([`HeldRun::ending`]).
@@ -48,9 +48,7 @@ impl State {
             let trigger = self.jobs[&job_id].trigger.unwrap_or(at);
             self.set_trigger(job_id, Some(trigger));
         }
-        if let Some(carry) = ending.carry {
-            self.carry(job_id, carry);
-        }
+        let carried = ending.carry.and_then(|carry| self.carry(job_id, carry));
         let End::Recorded {
             outcome,
             error,
@@ -58,9 +56,28 @@ impl State {
             ..
         } = end
         else {
-            // Given back: a retry is pending again, any other run is dropped.
+            // Given back: a retry is pending again (on the active deployment's row when carried there,
+            // or its occurrence ends when no row takes it), any other run is dropped.
             if ending.record == Record::PendingAgain {
-                self.jobs.get_mut(&job_id).expect("exists").retrying = Some(Box::new(run));
+                match carried {
+                    None => {
+                        self.jobs.get_mut(&job_id).expect("exists").retrying = Some(Box::new(run));
+                    }
+                    Some(Ok(to)) => {
+                        let row = self.jobs.get_mut(&to).expect("exists");
+                        run.job_id = to;
+                        run.deployment_id = row.deployment_id;
+                        row.retrying = Some(Box::new(run));
+                    }
+                    Some(Err(error)) => {
+                        // The occurrence started with its first attempt.
+                        run.started_at = run.attempts.first().and_then(|a| a.started_at);
+                        run.outcome = Some(Outcome::Failed);
+                        run.error = Some(error);
+                        run.finished_at = Some(now);
+                        self.history.record(run);
+                    }
+                }
             }
             return Some(ending.finished());
         };
@@ -96,14 +113,15 @@ impl State {
     }
 
     /// Writes what the ended run of `job_id`, of a deployment no longer active, leaves to the active
-    /// deployment's row of its verb ([`Carry::onto`]).
-    fn carry(&mut self, job_id: i64, carry: Carry) {
+    /// deployment's row of its verb ([`Carry::onto`]). For a carried retry: the row that holds it now,
+    /// or why none does ([`Carry::refused`]).
+    fn carry(&mut self, job_id: i64, carry: Carry) -> Option<Result<i64, String>> {
         let job = &self.jobs[&job_id];
         let Some(id) = self
             .active_deployment(&job.module)
             .and_then(|d| d.jobs.get(&job.spec.verb).copied())
         else {
-            return;
+            return carry.refused(None, &job.spec.verb).map(Err);
         };
         let row = &self.jobs[&id];
         let facts = ActiveRow {
@@ -114,7 +132,7 @@ impl State {
             holds_retry: row.retrying.is_some(),
         };
         let Some(write) = carry.onto(&facts) else {
-            return;
+            return carry.refused(Some(&facts), &job.spec.verb).map(Err);
         };
         if write.next_execution != facts.next_execution {
             // Only an idle row gets another occurrence.
@@ -123,6 +141,7 @@ impl State {
         if write.trigger != facts.trigger {
             self.set_trigger(id, write.trigger);
         }
+        write.retry.then_some(Ok(id))
     }
 
     /// [`Store::finish`](crate::store::Store::finish) of one run under the lock; also whether the other

@@ -85,6 +85,12 @@ struct CarriedRow {
     holds_retry: bool,
 }
 
+/// What a held run of a replaced deployment carries to the active one ([`PgStore::carry`]).
+struct Carried<'a> {
+    held: &'a Held,
+    carry: Carry,
+}
+
 /// A row of [`runs::CHAIN_RUNS`].
 #[derive(Debug, sqlx::FromRow)]
 struct ChainedRun {
@@ -134,7 +140,7 @@ impl PgStore {
         let mut jobs = JobColumns::default();
         let mut runs = RunColumns::default();
         let mut dropped: Vec<i64> = Vec::new();
-        let mut carried: Vec<(i64, Carry)> = Vec::new();
+        let mut carried: Vec<Carried<'_>> = Vec::new();
         let mut woken: Vec<&str> = Vec::new();
         // The jobs that go back to idle unless their next occurrence is chained: (index in `jobs`,
         // module, next occurrence), for `DUE_CHANNEL`.
@@ -149,7 +155,7 @@ impl PgStore {
             let retry = ending.retry_run(held.run_id, held.retry_run_id);
             let index = jobs.ids.len();
             jobs.push(held.job_id, ending.next, ending.trigger, retry);
-            carried.extend(ending.carry.map(|carry| (held.job_id, carry)));
+            carried.extend(ending.carry.map(|carry| Carried { held, carry }));
             let (outcome, error, started) = match (ending.record, *end) {
                 // A retry claimed ahead: its run waits for it again, at its instant.
                 (Record::PendingAgain, _) => continue,
@@ -317,23 +323,33 @@ impl PgStore {
     /// their verbs (`carried`: the held row and what it carries): reads and locks those rows in one
     /// statement ([`runs::CARRIED_ROWS`]), computes each row's write by the rules ([`Carry::onto`],
     /// in order, on the row as the carries before left it), and writes them in one
-    /// ([`runs::CARRY_TO_ACTIVE`]).
+    /// ([`runs::CARRY_TO_ACTIVE`]); the retries carried move with one more
+    /// ([`runs::MOVE_RETRIES`]), and those no row takes end their occurrences `failed`
+    /// ([`Carry::refused`], [`runs::END_ORPHANED_RETRIES`]).
     async fn carry(
         &self,
         tx: &mut PgConnection,
-        carried: &[(i64, Carry)],
+        carried: &[Carried<'_>],
     ) -> Result<(), sqlx::Error> {
         if carried.is_empty() {
             return Ok(());
         }
-        let held: Vec<i64> = carried.iter().map(|(id, _)| *id).collect();
+        let held: Vec<i64> = carried.iter().map(|c| c.held.job_id).collect();
         let rows: Vec<CarriedRow> = sqlx::query_as(runs::CARRIED_ROWS)
             .bind(&held)
             .fetch_all(&mut *tx)
             .await?;
         let mut written: Vec<(i64, ActiveRow)> = Vec::with_capacity(rows.len());
-        for (held_id, carry) in carried {
-            let Some(row) = rows.iter().find(|row| row.held_id == *held_id) else {
+        // Carried retries: (run, the row that takes it); (run, why none does).
+        let mut moved: (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+        let mut refused: (Vec<i64>, Vec<String>) = (Vec::new(), Vec::new());
+        for Carried { held, carry } in carried {
+            let Some(row) = rows.iter().find(|row| row.held_id == held.job_id) else {
+                if let (Some(error), Some(run_id)) = (carry.refused(None, &held.verb), held.run_id)
+                {
+                    refused.0.push(run_id);
+                    refused.1.push(error);
+                }
                 continue;
             };
             let position = written.iter().position(|(id, _)| *id == row.id);
@@ -348,9 +364,20 @@ impl PgStore {
                 |i| written[i].1,
             );
             let Some(write) = carry.onto(&facts) else {
+                if let (Some(error), Some(run_id)) =
+                    (carry.refused(Some(&facts), &held.verb), held.run_id)
+                {
+                    refused.0.push(run_id);
+                    refused.1.push(error);
+                }
                 continue;
             };
+            if let (true, Some(run_id)) = (write.retry, held.run_id) {
+                moved.0.push(run_id);
+                moved.1.push(row.id);
+            }
             let facts = ActiveRow {
+                holds_retry: facts.holds_retry || write.retry,
                 next_execution: write.next_execution,
                 trigger: write.trigger,
                 ..facts
@@ -360,6 +387,13 @@ impl PgStore {
                 None => written.push((row.id, facts)),
             }
         }
+        if !refused.0.is_empty() {
+            sqlx::query(runs::END_ORPHANED_RETRIES)
+                .bind(&refused.0)
+                .bind(&refused.1)
+                .execute(&mut *tx)
+                .await?;
+        }
         if written.is_empty() {
             return Ok(());
         }
@@ -368,12 +402,27 @@ impl PgStore {
             written.iter().map(|(_, row)| row.next_execution).collect();
         let triggers: Vec<Option<DateTime<Utc>>> =
             written.iter().map(|(_, row)| row.trigger).collect();
+        let retries: Vec<Option<i64>> = written
+            .iter()
+            .map(|(id, _)| {
+                let taken = moved.1.iter().position(|row| row == id);
+                taken.map(|i| moved.0[i])
+            })
+            .collect();
         sqlx::query(runs::CARRY_TO_ACTIVE)
             .bind(&ids)
             .bind(&next)
             .bind(&triggers)
+            .bind(&retries)
             .execute(&mut *tx)
             .await?;
+        if !moved.0.is_empty() {
+            sqlx::query(runs::MOVE_RETRIES)
+                .bind(&moved.0)
+                .bind(&moved.1)
+                .execute(&mut *tx)
+                .await?;
+        }
         Ok(())
     }
 }

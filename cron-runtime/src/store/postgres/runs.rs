@@ -224,9 +224,15 @@ impl PgStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
+        let active = still_active(&mut tx, runner.deployment_id)
+            .await
+            .map_err(db(context()))?;
         let ends: Vec<(Held, End<'_>)> = rows
             .into_iter()
-            .map(|held| (held, End::GivenBack))
+            .map(|mut held| {
+                held.active = active;
+                (held, End::GivenBack)
+            })
             .collect();
         self.write_ends(&mut tx, &ends, None)
             .await

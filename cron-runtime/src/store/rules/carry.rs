@@ -7,6 +7,8 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::store::RETRIES_CUT_SHORT;
+
 /// What a held run of a replaced deployment leaves to the active deployment's row of its verb.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Carry {
@@ -18,6 +20,12 @@ pub(crate) enum Carry {
     /// A run that ended, whose job's next occurrence is this one: the row of the unchanged verb goes on
     /// there when that is later, so that an occurrence the run skipped is not run there after all.
     ContinueAt(DateTime<Utc>),
+    /// A pending retry given back (its attempt was claimed ahead and never started), due at this
+    /// instant: it goes with its verb, as a takeover moves pending retries (docs/runtime.md,
+    /// "Retries"), to the row if it is idle and holds no other retry; otherwise its occurrence ends
+    /// `failed`, its retries cut short ([`Carry::refused`]). Left on the replaced row, nothing would
+    /// ever claim it, and its run would stay `running`.
+    Retry(DateTime<Utc>),
 }
 
 /// The active deployment's row of the verb, as a store reads it under its lock.
@@ -39,6 +47,8 @@ pub(crate) struct ActiveRow {
 pub(crate) struct ActiveWrite {
     pub(crate) next_execution: Option<DateTime<Utc>>,
     pub(crate) trigger: Option<DateTime<Utc>>,
+    /// The row holds the carried retry ([`Carry::Retry`]) from now on: the run is its.
+    pub(crate) retry: bool,
 }
 
 impl Carry {
@@ -50,6 +60,7 @@ impl Carry {
         let write = |next_execution, trigger| ActiveWrite {
             next_execution,
             trigger,
+            retry: false,
         };
         let schedules = row.idle && row.same_schedule && !row.holds_retry;
         match self {
@@ -66,8 +77,35 @@ impl Carry {
                 Some(write(Some(next), row.trigger))
             }
             Carry::Occurrence(_) | Carry::ContinueAt(_) => None,
+            Carry::Retry(at) if row.idle && !row.holds_retry => Some(ActiveWrite {
+                retry: true,
+                ..write(Some(at), row.trigger)
+            }),
+            Carry::Retry(_) => None,
         }
     }
+
+    /// Why a carried retry of `verb` is not the active deployment's `row`'s (`None`: that deployment
+    /// has no row of the verb), as the error its occurrence ends `failed` with; `None` for any other
+    /// carry, or a retry the row takes ([`Carry::onto`]).
+    pub(crate) fn refused(self, row: Option<&ActiveRow>, verb: &str) -> Option<String> {
+        let Carry::Retry(_) = self else {
+            return None;
+        };
+        let why = match row {
+            None => "has no verb",
+            Some(row) if !row.idle => "is running",
+            Some(row) if row.holds_retry => "holds another retry of",
+            Some(_) => return None,
+        };
+        Some(retries_cut_short(why, verb))
+    }
+}
+
+/// The error of an occurrence whose pending retry no row of the deployment that took its module over
+/// takes, `why` said of its `verb` (docs/runtime.md, "Retries").
+pub(crate) fn retries_cut_short(why: &str, verb: &str) -> String {
+    format!("{RETRIES_CUT_SHORT}: the deployment that took the module over {why} `{verb}`")
 }
 
 #[cfg(test)]
@@ -98,6 +136,7 @@ mod tests {
             Some(ActiveWrite {
                 next_execution: Some(at),
                 trigger: None,
+                retry: false,
             })
         };
         assert_eq!(Carry::Occurrence(at(1)).onto(&row), to(at(1)));
@@ -136,6 +175,7 @@ mod tests {
             Some(ActiveWrite {
                 next_execution: Some(at(9)),
                 trigger: Some(at(1)),
+                retry: false,
             })
         );
         let triggered = ActiveRow {
@@ -143,5 +183,37 @@ mod tests {
             ..row
         };
         assert_eq!(Carry::Trigger(at(1)).onto(&triggered), None);
+    }
+
+    #[test]
+    fn a_given_back_retry_goes_to_an_idle_row_holding_none_or_its_occurrence_ends() {
+        let row = ActiveRow {
+            next_execution: Some(at(9)),
+            same_schedule: false,
+            ..ROW
+        };
+        assert_eq!(
+            Carry::Retry(at(3)).onto(&row),
+            Some(ActiveWrite {
+                next_execution: Some(at(3)),
+                trigger: None,
+                retry: true,
+            })
+        );
+        assert_eq!(Carry::Retry(at(3)).refused(Some(&row), "a"), None);
+        let refused = |row: Option<&ActiveRow>| {
+            assert_eq!(row.and_then(|row| Carry::Retry(at(3)).onto(row)), None);
+            Carry::Retry(at(3)).refused(row, "a").unwrap()
+        };
+        assert!(refused(None).ends_with("took the module over has no verb `a`"));
+        let running = ActiveRow { idle: false, ..row };
+        assert!(refused(Some(&running)).ends_with("is running `a`"));
+        let holding = ActiveRow {
+            holds_retry: true,
+            ..row
+        };
+        assert!(refused(Some(&holding)).ends_with("holds another retry of `a`"));
+        assert!(refused(None).starts_with(RETRIES_CUT_SHORT));
+        assert_eq!(Carry::Occurrence(at(3)).refused(None, "a"), None);
     }
 }

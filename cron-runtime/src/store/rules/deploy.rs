@@ -11,7 +11,8 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
 
-use crate::store::{JobSpec, RETRIES_CUT_SHORT};
+use super::carry::retries_cut_short;
+use crate::store::JobSpec;
 
 /// The `next_execution` a registration writes on the row of `job`, inserted at `now`: its first
 /// occurrence after now, what `cronverb deploy` and `cronverb status` show until a takeover carries
@@ -124,11 +125,7 @@ pub(crate) fn take_over<R: Copy>(
             } else {
                 "has no verb"
             };
-            let error = format!(
-                "{RETRIES_CUT_SHORT}: the deployment that took the module over {why} `{}`",
-                old.verb
-            );
-            Some((retry, error))
+            Some((retry, retries_cut_short(why, old.verb)))
         })
         .collect();
     Takeover { rows, orphaned }

@@ -316,9 +316,15 @@ impl HeldRun {
     fn given_back(&self, now: DateTime<Utc>) -> Ending {
         let pending_retry = self.retry == RetryHeld::ThisRun;
         let carry = match (self.active, pending_retry, self.manual) {
-            (true, _, _) | (false, true, _) => None,
+            (true, _, _) => None,
+            (false, true, _) => self.next_execution.map(Carry::Retry),
             (false, false, true) => Some(Carry::Trigger(self.scheduled_at)),
             (false, false, false) => Some(Carry::Occurrence(self.scheduled_at)),
+        };
+        // A retry carried to the active deployment leaves the replaced row.
+        let retry = match carry {
+            Some(Carry::Retry(_)) => RetryHeld::Nothing,
+            _ => self.retry,
         };
         Ending {
             at: now,
@@ -330,7 +336,7 @@ impl HeldRun {
             skipped: 0,
             parsed: true,
             after: AfterAttempt::Ends,
-            retry: self.retry,
+            retry,
             record: if pending_retry {
                 Record::PendingAgain
             } else {

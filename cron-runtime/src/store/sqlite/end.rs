@@ -9,7 +9,7 @@ use sqlx::SqliteConnection;
 
 use super::{SqliteStore, db, instant, micros, micros_of};
 use crate::store::rules::{ActiveRow, Carry, End, Held, Record};
-use crate::store::{Attempt, Finish, Finished, RETRIES_CUT_SHORT, Runner, StoreError};
+use crate::store::{Attempt, Finish, Finished, Runner, StoreError};
 
 /// An executing job row with the run that holds it, and whether its deployment is the active one.
 macro_rules! held_rows {
@@ -298,12 +298,8 @@ impl SqliteStore {
         .execute(&mut *tx)
         .await?;
         match (ending.record, end) {
-            (Record::PendingAgain, _) => {
-                if let (false, Some(retry_at)) = (held.active, ending.next) {
-                    // The takeover has moved the pending retries on; this one follows them.
-                    move_retry(tx, held.job_id, held.run_id, micros(retry_at), now).await?;
-                }
-            }
+            // Waits for its retry again: on its row, or where the carry below takes it.
+            (Record::PendingAgain, _) => {}
             (Record::Dropped, _) => {
                 sqlx::query("DELETE FROM cron_job_runs WHERE id = ?")
                     .bind(held.run_id)
@@ -359,7 +355,7 @@ impl SqliteStore {
             (_, _) => unreachable!("only a run given back is pending again or dropped"),
         }
         if let Some(carry) = ending.carry {
-            carry_to_active(tx, held, carry).await?;
+            carry_to_active(tx, held, held.run_id, carry, now).await?;
         }
         Ok(ending.finished())
     }
@@ -398,6 +394,7 @@ impl SqliteStore {
 #[derive(Debug, sqlx::FromRow)]
 struct ActiveColumns {
     id: i64,
+    deployment_id: i64,
     idle: bool,
     same_schedule: bool,
     next_execution: Option<i64>,
@@ -405,15 +402,19 @@ struct ActiveColumns {
     holds_retry: bool,
 }
 
-/// Writes what the ended run of `held`, of a deployment no longer active, leaves to the active
-/// deployment's row of its verb ([`Carry::onto`], on that row's facts).
+/// Writes what the ended run `run_id` of `held`, of a deployment no longer active, leaves to the
+/// active deployment's row of its verb ([`Carry::onto`], on that row's facts); a carried retry that no
+/// row takes ends its occurrence `failed` at `now` ([`Carry::refused`]).
 async fn carry_to_active(
     tx: &mut SqliteConnection,
     held: &Held,
+    run_id: i64,
     carry: Carry,
+    now: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
     let row: Option<ActiveColumns> = sqlx::query_as(
-        "SELECT n.id, n.state = 'idle' AS idle, n.schedule = ?3 AND n.timezone = ?4 AS same_schedule,
+        "SELECT n.id, n.deployment_id, n.state = 'idle' AS idle,
+                n.schedule = ?3 AND n.timezone = ?4 AS same_schedule,
                 n.next_execution, n.trigger_requested_at, n.retry_run_id IS NOT NULL AS holds_retry
          FROM cron_jobs n JOIN cron_deployments d ON d.id = n.deployment_id
          WHERE d.module = ?1 AND d.active = 1 AND n.verb = ?2",
@@ -424,84 +425,40 @@ async fn carry_to_active(
     .bind(&held.zone)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some(row) = row else {
-        return Ok(());
-    };
-    let facts = ActiveRow {
+    let facts = row.as_ref().map(|row| ActiveRow {
         idle: row.idle,
         same_schedule: row.same_schedule,
         next_execution: row.next_execution.map(instant),
         trigger: row.trigger_requested_at.map(instant),
         holds_retry: row.holds_retry,
+    });
+    let write = facts.as_ref().and_then(|facts| carry.onto(facts));
+    let (Some(row), Some(write)) = (row, write) else {
+        if let Some(error) = carry.refused(facts.as_ref(), &held.verb) {
+            end_pending(tx, run_id, &error, now).await?;
+        }
+        return Ok(());
     };
-    if let Some(write) = carry.onto(&facts) {
-        sqlx::query(
-            "UPDATE cron_jobs SET next_execution = ?, trigger_requested_at = ? WHERE id = ?",
-        )
-        .bind(write.next_execution.map(micros))
-        .bind(write.trigger.map(micros))
-        .bind(row.id)
-        .execute(&mut *tx)
-        .await?;
-    }
-    Ok(())
-}
-
-/// Moves the retry of run `run_id`, pending at the instant `retry_at` on row `job_id` of a deployment
-/// that is no longer active, to the active deployment's idle row of its verb (docs/runtime.md,
-/// "Retries"). When that deployment has no such row to hold it, the occurrence ends `failed`, its
-/// retries cut short, at `now`.
-async fn move_retry(
-    tx: &mut SqliteConnection,
-    job_id: i64,
-    run_id: i64,
-    retry_at: i64,
-    now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE cron_jobs SET retry_run_id = NULL WHERE id = ? AND retry_run_id = ?")
-        .bind(job_id)
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await?;
-    let to: Option<(i64, i64, String)> = sqlx::query_as(
-        "SELECT n.id, n.deployment_id, n.state FROM cron_jobs o
-         JOIN cron_jobs n ON n.module_name = o.module_name AND n.verb = o.verb
-         JOIN cron_deployments d ON d.id = n.deployment_id
-         WHERE o.id = ? AND d.active = 1",
+    sqlx::query(
+        "UPDATE cron_jobs SET next_execution = ?, trigger_requested_at = ?,
+             retry_run_id = coalesce(?, retry_run_id)
+         WHERE id = ?",
     )
-    .bind(job_id)
-    .fetch_optional(&mut *tx)
+    .bind(write.next_execution.map(micros))
+    .bind(write.trigger.map(micros))
+    .bind(write.retry.then_some(run_id))
+    .bind(row.id)
+    .execute(&mut *tx)
     .await?;
-    let verb: String = sqlx::query_scalar("SELECT verb FROM cron_job_runs WHERE id = ?")
-        .bind(run_id)
-        .fetch_one(&mut *tx)
-        .await?;
-    let why = match to {
-        Some((to, deployment_id, state)) if state == "idle" => {
-            let moved = sqlx::query(
-                "UPDATE cron_jobs SET retry_run_id = ?, next_execution = ?
-                 WHERE id = ? AND retry_run_id IS NULL",
-            )
+    if write.retry {
+        sqlx::query("UPDATE cron_job_runs SET job_id = ?, deployment_id = ? WHERE id = ?")
+            .bind(row.id)
+            .bind(row.deployment_id)
             .bind(run_id)
-            .bind(retry_at)
-            .bind(to)
             .execute(&mut *tx)
             .await?;
-            if moved.rows_affected() == 1 {
-                sqlx::query("UPDATE cron_job_runs SET job_id = ?, deployment_id = ? WHERE id = ?")
-                    .bind(to)
-                    .bind(deployment_id)
-                    .bind(run_id)
-                    .execute(&mut *tx)
-                    .await?;
-                return Ok(());
-            }
-            format!("the deployment that took the module over holds another retry of `{verb}`")
-        }
-        Some(_) => format!("the deployment that took the module over is running `{verb}`"),
-        None => format!("the deployment that took the module over has no verb `{verb}`"),
-    };
-    end_pending(tx, run_id, &format!("{RETRIES_CUT_SHORT}: {why}"), now).await
+    }
+    Ok(())
 }
 
 /// Ends run `run_id`, whose retry was pending, `failed` with `error` at `now`: started with its first

@@ -161,12 +161,24 @@ FOR UPDATE OF n
 ";
 
     /// Writes what the rules computed for the rows [`CARRIED_ROWS`] read (`rules::Carry::onto`), one
-    /// element of each array per row: its next occurrence and its pending trigger.
+    /// element of each array per row: its next occurrence, its pending trigger, and the retry it holds
+    /// from now on (NULL: the one it holds, if any).
     CARRY_TO_ACTIVE = "
 UPDATE cron_jobs j
-SET next_execution = w.next_execution, trigger_requested_at = w.trigger_requested_at
-FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[])
-    AS w(id, next_execution, trigger_requested_at)
+SET next_execution = w.next_execution, trigger_requested_at = w.trigger_requested_at,
+    retry_run_id = coalesce(w.retry_run_id, j.retry_run_id)
+FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::bigint[])
+    AS w(id, next_execution, trigger_requested_at, retry_run_id)
 WHERE j.id = w.id
+";
+
+    /// The runs `$1` whose pending retries the active deployment's rows `$2` took
+    /// (`rules::Carry::Retry`) are those rows' runs from now on.
+    MOVE_RETRIES = "
+UPDATE cron_job_runs r
+SET job_id = w.job_id, deployment_id = n.deployment_id
+FROM unnest($1::bigint[], $2::bigint[]) AS w(id, job_id)
+JOIN cron_jobs n ON n.id = w.job_id
+WHERE r.id = w.id
 ";
 }
