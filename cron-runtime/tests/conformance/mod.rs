@@ -233,6 +233,7 @@ macro_rules! every_case {
         $test!(a_takeover_carries_a_pending_retry_or_cuts_it_short);
         // Operators
         $test!(a_trigger_runs_once_now_as_a_manual_run_and_leaves_the_schedule_alone);
+        $test!(a_manual_run_given_back_before_it_started_is_pending_again);
         $test!(a_paused_job_is_not_claimed_runs_when_triggered_and_resumes_after_now);
         $test!(a_manual_run_ending_before_a_pending_retry_leaves_the_retry_at_its_instant);
         $test!(a_manual_run_ending_after_a_pending_retrys_instant_leaves_the_retry_to_the_claim);

@@ -115,6 +115,25 @@ pub async fn a_trigger_runs_once_now_as_a_manual_run_and_leaves_the_schedule_alo
     assert!(claim(&store, &runner).await.claims.is_empty());
 }
 
+pub async fn a_manual_run_given_back_before_it_started_is_pending_again(h: impl StoreUnderTest) {
+    // A replica that shuts down before a manual run it claimed has started gives it back: the trigger
+    // is pending again on its row, and the next claim runs it (docs/operations.md, "Manual runs").
+    let spec = deployment("billing@1", vec![job("a", YEARLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let yearly = h.next_execution(MODULE, "a").await;
+    let manual = manual_run(&h, &store, &runner, "a").await;
+    store.give_back(&runner, &[manual.run_id]).await.unwrap();
+    assert_eq!(run_of(&h, manual.run_id).await, None, "dropped");
+    let claimed = claim(&store, &runner).await;
+    let again = claim_of(&claimed, "a");
+    assert_eq!(again.scheduled_at, manual.scheduled_at, "{claimed:?}");
+    assert!(run_of(&h, again.run_id).await.unwrap().manual);
+    let again = again.clone();
+    finish_one(&store, &runner, &succeeded(&again)).await;
+    assert_eq!(h.next_execution(MODULE, "a").await, yearly);
+    assert!(claim(&store, &runner).await.claims.is_empty());
+}
+
 pub async fn a_paused_job_is_not_claimed_runs_when_triggered_and_resumes_after_now(
     h: impl StoreUnderTest,
 ) {
