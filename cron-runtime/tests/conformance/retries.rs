@@ -136,21 +136,30 @@ pub async fn a_retry_claimed_after_the_next_occurrence_came_is_cut_short(h: impl
     assert_eq!(taken, [next]);
 }
 
-pub async fn a_retry_claimed_ahead_and_given_back_is_pending_again(h: impl StoreUnderTest) {
+/// A replica of `billing@1` whose first attempt of `a` failed, with its retry (due at the instant
+/// returned) claimed ahead: the replica, the first attempt's claim and the retry's.
+async fn a_retry_claimed_ahead<H: StoreUnderTest>(
+    h: &H,
+) -> (H::Store, Runner, Claim, Claim, DateTime<Utc>) {
     let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
-    let (store, runner) = replica(&h, &spec).await;
-    let first = first_attempt(&h, &store, &runner, "a").await;
+    let (store, runner) = replica(h, &spec).await;
+    let first = first_attempt(h, &store, &runner, "a").await;
     let finished = finish_one(&store, &runner, &retried(&first, Duration::from_secs(3))).await;
     let Finished::Retrying { at: retry_at } = finished else {
         panic!("{finished:?}")
     };
-    sleep_until(&h, retry_at - ms(1_500)).await;
+    sleep_until(h, retry_at - ms(1_500)).await;
     let claimed = store
         .claim_due(&runner, Duration::from_secs(2), 100)
         .await
         .unwrap();
     let second = claim_of(&claimed, "a").clone();
     assert_eq!((second.attempt, second.retry_at), (2, Some(retry_at)));
+    (store, runner, first, second, retry_at)
+}
+
+pub async fn a_retry_claimed_ahead_and_given_back_is_pending_again(h: impl StoreUnderTest) {
+    let (store, runner, first, second, retry_at) = a_retry_claimed_ahead(&h).await;
     store.give_back(&runner, &[second.run_id]).await.unwrap();
     assert_eq!(h.next_execution(MODULE, "a").await, Some(retry_at));
     let run = run_of(&h, first.run_id).await.unwrap();
@@ -169,20 +178,7 @@ pub async fn a_retry_claimed_ahead_and_given_back_after_a_takeover_is_pending_un
     // deployment's row, at its instant, where the new deployment's replicas take it as the same run's
     // next attempt; left on the replaced row, nothing would ever claim it and the run would stay
     // `running` for good.
-    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
-    let (store, runner) = replica(&h, &spec).await;
-    let first = first_attempt(&h, &store, &runner, "a").await;
-    let finished = finish_one(&store, &runner, &retried(&first, Duration::from_secs(3))).await;
-    let Finished::Retrying { at: retry_at } = finished else {
-        panic!("{finished:?}")
-    };
-    sleep_until(&h, retry_at - ms(1_500)).await;
-    let claimed = store
-        .claim_due(&runner, Duration::from_secs(2), 100)
-        .await
-        .unwrap();
-    let second = claim_of(&claimed, "a").clone();
-    assert_eq!((second.attempt, second.retry_at), (2, Some(retry_at)));
+    let (store, runner, first, second, retry_at) = a_retry_claimed_ahead(&h).await;
 
     let v2 = deployment("billing@2", vec![job("a", TEN_SECONDLY)]);
     let (new, runner2) = replica(&h, &v2).await;
