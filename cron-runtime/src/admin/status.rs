@@ -1,6 +1,6 @@
 //! `status`, on every store: the modules, their deployments and the jobs of each module's active one,
-//! built from the rows the statements of [`StatusReads`] read, flagging the rows that are broken or
-//! overdue.
+//! built from the rows its statements read (`Statements::deployments`, `jobs`, `live_replicas`),
+//! flagging the rows that are broken or overdue.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
