@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::end::End;
-use super::held::Held;
 use super::notify::notify_due;
 use super::sql::{clock, jobs, runs};
 use super::{PgStore, db};
+use crate::store::rules::End;
+use crate::store::rules::Held;
 use crate::store::rules::{self, AlreadyRan, DueRow, Take};
 use crate::store::{Claim, Claimed, RETRIES_CUT_SHORT, Runner, StoreError};
 

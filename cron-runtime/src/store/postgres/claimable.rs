@@ -14,8 +14,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::Known;
-use super::held::Held;
 use crate::store::Runner;
+use crate::store::rules::Held;
 use crate::store::rules::is_late;
 use crate::sync::lock;
 

@@ -11,12 +11,9 @@ use sqlx::PgConnection;
 
 use super::PgStore;
 use super::claimable::{Chain, may_chain};
-use super::held::Held;
 use super::notify::{notify_due, notify_modules};
 use super::sql::{jobs, runs};
-/// The one list of the kinds of end, the rules' (a claim names it here).
-pub(super) use crate::store::rules::End;
-use crate::store::rules::{ActiveRow, Carry, Ending, Record, Start};
+use crate::store::rules::{ActiveRow, Carry, End, Ending, Held, Record, Start};
 use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome};
 
 /// What [`PgStore::write_ends`] wrote: one result per run, in order, and the occurrences it claimed.

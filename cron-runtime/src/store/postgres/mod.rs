@@ -17,7 +17,6 @@ mod claim;
 mod claimable;
 mod deploy;
 mod end;
-mod held;
 mod listen;
 mod migrate;
 mod notify;

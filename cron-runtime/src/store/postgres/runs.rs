@@ -9,10 +9,10 @@ use std::time::Duration;
 use sqlx::PgConnection;
 
 use super::claimable::Chain;
-use super::held::Held;
 use super::notify::{notify_deployment, notify_modules};
 use super::sql::{deployments, jobs, runners};
 use super::{PgStore, RECOVERY_BATCH, db};
+use crate::store::rules::Held;
 use crate::store::rules::{End, LEASE_EXPIRED};
 use crate::store::{Claimed, Finish, Finished, Runner, StoreError};
 
