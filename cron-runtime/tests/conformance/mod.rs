@@ -230,6 +230,7 @@ macro_rules! every_case {
         $test!(a_retry_claimed_after_the_next_occurrence_came_is_cut_short);
         $test!(a_retry_claimed_ahead_and_given_back_is_pending_again);
         $test!(a_retry_claimed_ahead_and_given_back_after_a_takeover_is_pending_under_the_active_deployment);
+        $test!(a_retry_claimed_ahead_by_a_replaced_deployment_stopping_goes_to_the_active_deployment);
         $test!(a_takeover_carries_a_pending_retry_or_cuts_it_short);
         // Operators
         $test!(a_trigger_runs_once_now_as_a_manual_run_and_leaves_the_schedule_alone);

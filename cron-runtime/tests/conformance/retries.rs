@@ -191,6 +191,24 @@ pub async fn a_retry_claimed_ahead_and_given_back_after_a_takeover_is_pending_un
     assert_eq!((again.run_id, again.attempt), (first.run_id, 2));
 }
 
+pub async fn a_retry_claimed_ahead_by_a_replaced_deployment_stopping_goes_to_the_active_deployment(
+    h: impl StoreUnderTest,
+) {
+    // The same through a shutdown: the replaced deployment's replica deregisters while the retry it
+    // claimed ahead has not started (its instant still ahead), so it is given back, to the active
+    // deployment's row (G9, docs/operations.md; docs/runtime.md, "Retries").
+    let (store, runner, first, _second, retry_at) = a_retry_claimed_ahead(&h).await;
+    let v2 = deployment("billing@2", vec![job("a", TEN_SECONDLY)]);
+    let (new, runner2) = replica(&h, &v2).await;
+    store.deregister(&runner, &[]).await.unwrap();
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!((run.outcome, run.attempts.len()), (None, 1), "{run:?}");
+    sleep_until(&h, retry_at + ms(50)).await;
+    let claimed = claim(&new, &runner2).await;
+    let again = claim_of(&claimed, "a");
+    assert_eq!((again.run_id, again.attempt), (first.run_id, 2));
+}
+
 pub async fn a_takeover_carries_a_pending_retry_or_cuts_it_short(h: impl StoreUnderTest) {
     // A takeover moves a pending retry to the new deployment's row of its verb, at its instant, where
     // the new deployment's replicas take it; a deployment without the verb ends the occurrence failed,
