@@ -178,17 +178,7 @@ pub async fn a_retry_claimed_ahead_and_given_back_after_a_takeover_is_pending_un
     // deployment's row, at its instant, where the new deployment's replicas take it as the same run's
     // next attempt; left on the replaced row, nothing would ever claim it and the run would stay
     // `running` for good.
-    let (store, runner, first, second, retry_at) = a_retry_claimed_ahead(&h).await;
-
-    let v2 = deployment("billing@2", vec![job("a", TEN_SECONDLY)]);
-    let (new, runner2) = replica(&h, &v2).await;
-    store.give_back(&runner, &[second.run_id]).await.unwrap();
-    let run = run_of(&h, first.run_id).await.unwrap();
-    assert_eq!((run.outcome, run.attempts.len()), (None, 1), "{run:?}");
-    sleep_until(&h, retry_at + ms(50)).await;
-    let claimed = claim(&new, &runner2).await;
-    let again = claim_of(&claimed, "a");
-    assert_eq!((again.run_id, again.attempt), (first.run_id, 2));
+    retry_given_back_after_a_takeover(h, Stop::GiveBack).await;
 }
 
 pub async fn a_retry_claimed_ahead_by_a_replaced_deployment_stopping_goes_to_the_active_deployment(
@@ -197,10 +187,25 @@ pub async fn a_retry_claimed_ahead_by_a_replaced_deployment_stopping_goes_to_the
     // The same through a shutdown: the replaced deployment's replica deregisters while the retry it
     // claimed ahead has not started (its instant still ahead), so it is given back, to the active
     // deployment's row (G9, docs/operations.md; docs/runtime.md, "Retries").
-    let (store, runner, first, _second, retry_at) = a_retry_claimed_ahead(&h).await;
+    retry_given_back_after_a_takeover(h, Stop::Deregister).await;
+}
+
+/// How the replaced deployment's replica lets go of the retry it claimed ahead.
+enum Stop {
+    GiveBack,
+    Deregister,
+}
+
+/// A retry claimed ahead, then a takeover, then the replaced replica lets go of it (`stop`): the new
+/// deployment's replica takes it at its instant as the same run's next attempt.
+async fn retry_given_back_after_a_takeover(h: impl StoreUnderTest, stop: Stop) {
+    let (store, runner, first, second, retry_at) = a_retry_claimed_ahead(&h).await;
     let v2 = deployment("billing@2", vec![job("a", TEN_SECONDLY)]);
     let (new, runner2) = replica(&h, &v2).await;
-    store.deregister(&runner, &[]).await.unwrap();
+    match stop {
+        Stop::GiveBack => store.give_back(&runner, &[second.run_id]).await.unwrap(),
+        Stop::Deregister => store.deregister(&runner, &[]).await.unwrap(),
+    }
     let run = run_of(&h, first.run_id).await.unwrap();
     assert_eq!((run.outcome, run.attempts.len()), (None, 1), "{run:?}");
     sleep_until(&h, retry_at + ms(50)).await;
