@@ -276,6 +276,11 @@ async fn prometheus_scraping_a_replica_stores_what_the_rules_select() {
                 &[("module", "shop"), ("verb", verb)],
             );
         }
+        assert_eq!(
+            prometheus.query("cron_job_last_success_timestamp_seconds{verb=\"shop::fails\"}"),
+            Vec::new(),
+            "`shop::fails` never succeeds: it is in the rule's series through its registration"
+        );
         prometheus.wait_for(
             "ALERTS{alertname=\"CronRunsSkipped\"}",
             &[
