@@ -408,7 +408,11 @@ async fn runs_on_every_replica_are_counted_like_claimed_runs() {
     let runs = |job: &str, outcome: Outcome| {
         counter(
             "cron_runs_total",
-            &[("job", job), ("outcome", outcome.as_str())],
+            &[
+                ("module", "test"),
+                ("verb", job),
+                ("outcome", outcome.as_str()),
+            ],
         )
     };
     assert_eq!(runs("test::ok", Outcome::Succeeded), 10);
@@ -419,14 +423,21 @@ async fn runs_on_every_replica_are_counted_like_claimed_runs() {
     assert_eq!(
         counter(
             "cron_runs_skipped_total",
-            &[("job", "test::overlaps"), ("reason", "overlap")]
+            &[
+                ("module", "test"),
+                ("reason", "overlap"),
+                ("verb", "test::overlaps")
+            ]
         ),
         6,
         ":02, :03, :05, :06, :08, :09"
     );
     match metrics.get(&(
         "cron_run_lateness_seconds".to_owned(),
-        vec![("job".to_owned(), "test::ok".to_owned())],
+        vec![
+            ("module".to_owned(), "test".to_owned()),
+            ("verb".to_owned(), "test::ok".to_owned()),
+        ],
     )) {
         Some(DebugValue::Histogram(values)) => {
             assert_eq!(values.len(), 10);

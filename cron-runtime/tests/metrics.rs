@@ -140,14 +140,22 @@ fn assert_counters_agree(
             let counted = counter(
                 metrics,
                 "cron_runs_total",
-                &[("job", verb), ("outcome", outcome.as_str())],
+                &[
+                    ("module", "test"),
+                    ("verb", verb),
+                    ("outcome", outcome.as_str()),
+                ],
             );
             assert_eq!(counted, rows, "cron_runs_total of {verb} {outcome:?}");
             // A handler that ran has its duration, one per run.
             let durations = histogram(
                 metrics,
                 "cron_run_duration_seconds",
-                &[("job", verb), ("outcome", outcome.as_str())],
+                &[
+                    ("module", "test"),
+                    ("verb", verb),
+                    ("outcome", outcome.as_str()),
+                ],
             );
             let ran = of_verb
                 .iter()
@@ -167,7 +175,7 @@ fn assert_counters_agree(
             counter(
                 metrics,
                 "cron_runs_skipped_total",
-                &[("job", verb), ("reason", "missed")]
+                &[("module", "test"), ("verb", verb), ("reason", "missed")]
             ),
             missed,
             "missed of {verb}"
@@ -176,7 +184,7 @@ fn assert_counters_agree(
             counter(
                 metrics,
                 "cron_runs_skipped_total",
-                &[("job", verb), ("reason", "overlap")]
+                &[("module", "test"), ("verb", verb), ("reason", "overlap")]
             ),
             overlap,
             "overlap of {verb}"
@@ -257,7 +265,11 @@ async fn runs_of_every_outcome_are_counted_as_the_store_records_them() {
         counter(
             &metrics,
             "cron_runs_skipped_total",
-            &[("job", "test::overlaps"), ("reason", "overlap")]
+            &[
+                ("module", "test"),
+                ("verb", "test::overlaps"),
+                ("reason", "overlap")
+            ]
         ) > 0
     );
 
@@ -265,7 +277,7 @@ async fn runs_of_every_outcome_are_counted_as_the_store_records_them() {
     let lateness = histogram(
         &metrics,
         "cron_run_lateness_seconds",
-        &[("job", "test::ok")],
+        &[("module", "test"), ("verb", "test::ok")],
     );
     let started = runs
         .iter()
@@ -277,7 +289,11 @@ async fn runs_of_every_outcome_are_counted_as_the_store_records_them() {
     let timed_out = histogram(
         &metrics,
         "cron_run_duration_seconds",
-        &[("job", "test::times_out"), ("outcome", "timed_out")],
+        &[
+            ("module", "test"),
+            ("verb", "test::times_out"),
+            ("outcome", "timed_out"),
+        ],
     );
     assert!(
         timed_out.iter().all(|took| (*took - 1.0).abs() < 0.01),
@@ -294,7 +310,7 @@ async fn runs_of_every_outcome_are_counted_as_the_store_records_them() {
         gauge(
             &metrics,
             "cron_job_last_success_timestamp_seconds",
-            &[("job", "test::ok")]
+            &[("module", "test"), ("verb", "test::ok")]
         ),
         Some(last_ok.timestamp_micros() as f64 / 1e6)
     );
@@ -303,7 +319,7 @@ async fn runs_of_every_outcome_are_counted_as_the_store_records_them() {
         gauge(
             &metrics,
             "cron_job_next_run_timestamp_seconds",
-            &[("job", "test::ok")]
+            &[("module", "test"), ("verb", "test::ok")]
         ),
         Some(next.timestamp() as f64)
     );
@@ -316,6 +332,77 @@ async fn runs_of_every_outcome_are_counted_as_the_store_records_them() {
             .any(|(name, _)| name == "cron_store_errors_total")
     );
     assert!(calls.load(Ordering::SeqCst) >= 3);
+    // A job's series name it by `module` and `verb`; none says `job`, which Prometheus would rename to
+    // `exported_job` (docs/metrics.md, "Labels").
+    for (name, labels) in metrics.keys() {
+        let keys: Vec<&str> = labels.iter().map(|(key, _)| key.as_str()).collect();
+        assert!(!keys.contains(&"job"), "{name} {labels:?}");
+        if name.starts_with("cron_run") && name != "cron_runs_in_flight"
+            || name.starts_with("cron_job_")
+        {
+            assert!(
+                labels.contains(&("module".to_owned(), "test".to_owned()))
+                    && keys.contains(&"verb"),
+                "{name} {labels:?}"
+            );
+        }
+    }
+}
+
+/// From its first claim, a replica says since when it runs each of its jobs, also those that never
+/// succeed (which have no last-success series): what the alert of docs/metrics.md measures from.
+#[tokio::test(start_paused = true)]
+async fn every_job_has_its_registration_from_the_first_claim() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let store = MemoryStore::starting_at(at(0));
+    let runtime = builder(&store)
+        .job("test::fails", "* * * * * *", || async {
+            Err::<(), _>(std::io::Error::other("disk full"))
+        })
+        .job("test::hourly", "0 0 * * * *", || async {})
+        .job_with(
+            "test::local",
+            "* * * * * *",
+            JobOptions::new().on(cron_schema::RunOn::EveryReplica),
+            || async { Err::<(), _>(std::io::Error::other("disk full")) },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(3_500)).await;
+    let metrics = snapshot(&snapshotter);
+    handle.shutdown().await.unwrap();
+
+    for verb in ["test::fails", "test::hourly", "test::local"] {
+        let job = [("module", "test"), ("verb", verb)];
+        let registered = gauge(&metrics, "cron_job_registered_timestamp_seconds", &job)
+            .unwrap_or_else(|| panic!("no registration of {verb}: {metrics:#?}"));
+        // The memory store's clock starts at `at(0)` and the first claim comes at once.
+        let first_claim = at(0).timestamp() as f64;
+        assert!(
+            (first_claim..first_claim + 0.5).contains(&registered),
+            "{verb}: {registered}"
+        );
+        assert_eq!(
+            gauge(&metrics, "cron_job_last_success_timestamp_seconds", &job),
+            None,
+            "{verb} never succeeded"
+        );
+    }
+    assert!(
+        counter(
+            &metrics,
+            "cron_runs_total",
+            &[
+                ("module", "test"),
+                ("verb", "test::fails"),
+                ("outcome", "failed")
+            ]
+        ) >= 3
+    );
 }
 
 /// Stops a job due every minute for ten minutes (00:00:30 to 00:10:30), as docs/runtime.md's example of
@@ -347,12 +434,12 @@ async fn missed(policy: MissedPolicy) -> (Vec<RunRecord>, BTreeMap<Series, Debug
 async fn occurrences_missed_under_skip_are_counted_missed() {
     let (runs, metrics) = missed(MissedPolicy::Skip).await;
     assert_counters_agree(&metrics, &runs, &["test::minutely"]);
-    let job = [("job", "test::minutely")];
+    let [module, verb] = [("module", "test"), ("verb", "test::minutely")];
     assert_eq!(
         counter(
             &metrics,
             "cron_runs_total",
-            &[job[0], ("outcome", "skipped")]
+            &[module, verb, ("outcome", "skipped")]
         ),
         1
     );
@@ -360,7 +447,7 @@ async fn occurrences_missed_under_skip_are_counted_missed() {
         counter(
             &metrics,
             "cron_runs_skipped_total",
-            &[job[0], ("reason", "missed")]
+            &[module, verb, ("reason", "missed")]
         ),
         10
     );
@@ -370,17 +457,17 @@ async fn occurrences_missed_under_skip_are_counted_missed() {
 async fn occurrences_missed_under_once_are_counted_missed() {
     let (runs, metrics) = missed(MissedPolicy::Once).await;
     assert_counters_agree(&metrics, &runs, &["test::minutely"]);
-    let job = ("job", "test::minutely");
+    let [module, verb] = [("module", "test"), ("verb", "test::minutely")];
     assert_eq!(
         counter(
             &metrics,
             "cron_runs_skipped_total",
-            &[job, ("reason", "missed")]
+            &[module, verb, ("reason", "missed")]
         ),
         9
     );
     // The late run started 9 min 30.5 s after its instant.
-    let lateness = histogram(&metrics, "cron_run_lateness_seconds", &[job]);
+    let lateness = histogram(&metrics, "cron_run_lateness_seconds", &[module, verb]);
     assert!(
         lateness.iter().any(|late| (*late - 570.5).abs() < 0.01),
         "{lateness:?}"

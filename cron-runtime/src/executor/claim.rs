@@ -131,7 +131,16 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
         instant: claimed.now_at,
         store_now: claimed.now,
     };
-    *lock(&shared.anchor) = Some(anchor);
+    if lock(&shared.anchor).replace(anchor).is_none() {
+        // The first claim since registering: from now on this replica runs its jobs
+        // (`cron_job_registered_timestamp_seconds`, docs/metrics.md).
+        for metrics in &shared.job_metrics {
+            metrics.registered_at(claimed.now);
+        }
+        for job in &shared.every_replica.jobs {
+            job.metrics.registered_at(claimed.now);
+        }
+    }
     // Runs of one instant, in a row, wait together, in chunks of `START_CHUNK`, each chunk's list made
     // with room for as many runs as are left rather than grown by doubling.
     let chunk_room = |left: usize| Vec::with_capacity(left.min(START_CHUNK));

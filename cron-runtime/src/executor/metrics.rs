@@ -2,9 +2,11 @@
 //! descriptions, and each job's handles. The runtime never installs a recorder; the application does,
 //! and without one every handle is a no-op.
 //!
-//! A job's handles are registered once, at the first use of each (a job that never fails never shows a
-//! `failed` series), and kept: emitting one costs an atomic operation in the recorder, with no label
-//! built per run (10,000 jobs due every second on one replica is a benchmarked shape).
+//! A job's series carry `module` and `verb`, never `job`: Prometheus sets `job` on every series it
+//! scrapes and renames a scraped one to `exported_job` (docs/metrics.md, "Labels"). Its handles are
+//! registered once, at the first use of each (a job that never fails never shows a `failed` series),
+//! and kept: emitting one costs an atomic operation in the recorder, with no label built per run
+//! (10,000 jobs due every second on one replica is a benchmarked shape).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -14,23 +16,27 @@ use chrono::{DateTime, Utc};
 
 use crate::store::Outcome;
 
-/// Runs recorded, by `job` and `outcome`.
+/// Runs recorded, by `module`, `verb` and `outcome`.
 pub(crate) const RUNS: &str = "cron_runs_total";
-/// How long a handler ran, by `job` and `outcome`.
+/// How long a handler ran, by `module`, `verb` and `outcome`.
 pub(crate) const RUN_DURATION: &str = "cron_run_duration_seconds";
-/// From the scheduled instant to the handler's start, by `job`.
+/// From the scheduled instant to the handler's start, by `module` and `verb`.
 pub(crate) const RUN_LATENESS: &str = "cron_run_lateness_seconds";
-/// Failed attempts that will be tried again, by `job` (docs/runtime.md, "Retries").
+/// Failed attempts that will be tried again, by `module` and `verb` (docs/runtime.md, "Retries").
 pub(crate) const RETRIES: &str = "cron_run_retries_total";
-/// Occurrences that will never run, by `job` and `reason`.
+/// Occurrences that will never run, by `module`, `verb` and `reason`.
 pub(crate) const RUNS_SKIPPED: &str = "cron_runs_skipped_total";
-/// A job's next occurrence as this replica last saw it, by `job`.
+/// A job's next occurrence as this replica last saw it, by `module` and `verb`.
 pub(crate) const NEXT_RUN: &str = "cron_job_next_run_timestamp_seconds";
-/// When a run of the job last succeeded on this replica, by `job`.
+/// When a run of the job last succeeded on this replica, by `module` and `verb`.
 pub(crate) const LAST_SUCCESS: &str = "cron_job_last_success_timestamp_seconds";
+/// When this replica started to run the job (its first claim after registering), by `module` and
+/// `verb`: what an alert measures from while the job has not succeeded on it (docs/metrics.md, "Alerts").
+pub(crate) const REGISTERED: &str = "cron_job_registered_timestamp_seconds";
 /// Runs this replica holds: claimed and waiting for their instant, or executing.
 pub(crate) const IN_FLIGHT: &str = "cron_runs_in_flight";
-/// Runs whose lease expired that this replica's heartbeat took back, by `job`.
+/// Runs whose lease expired that this replica's heartbeat took back, by `verb` (of any module: the store
+/// names only the verb).
 pub(crate) const LEASES_RECOVERED: &str = "cron_leases_recovered_total";
 /// Store calls that failed, by `operation`.
 pub(crate) const STORE_ERRORS: &str = "cron_store_errors_total";
@@ -42,27 +48,27 @@ pub(super) fn describe() {
     ::metrics::describe_counter!(
         RETRIES,
         Unit::Count,
-        "Failed attempts that will be tried again, by job."
+        "Failed attempts that will be tried again, by module and verb."
     );
     ::metrics::describe_counter!(
         RUNS,
         Unit::Count,
-        "Runs recorded by this replica, by job and outcome."
+        "Runs recorded by this replica, by module, verb and outcome."
     );
     ::metrics::describe_histogram!(
         RUN_DURATION,
         Unit::Seconds,
-        "How long a handler ran, from its start to its end, by job and outcome."
+        "How long a handler ran, from its start to its end, by module, verb and outcome."
     );
     ::metrics::describe_histogram!(
         RUN_LATENESS,
         Unit::Seconds,
-        "From a run's scheduled instant to its handler's start, by job."
+        "From a run's scheduled instant to its handler's start, by module and verb."
     );
     ::metrics::describe_counter!(
         RUNS_SKIPPED,
         Unit::Count,
-        "Occurrences that will never run, by job and reason (overlap, missed)."
+        "Occurrences that will never run, by module, verb and reason (overlap, missed)."
     );
     ::metrics::describe_gauge!(
         NEXT_RUN,
@@ -75,6 +81,11 @@ pub(super) fn describe() {
         "When a run of the job last succeeded on this replica, in seconds since the Unix epoch."
     );
     ::metrics::describe_gauge!(
+        REGISTERED,
+        Unit::Seconds,
+        "When this replica started to run the job (its first claim after registering), in seconds since the Unix epoch."
+    );
+    ::metrics::describe_gauge!(
         IN_FLIGHT,
         Unit::Count,
         "Runs this replica holds: claimed and waiting for their instant, or executing."
@@ -82,7 +93,7 @@ pub(super) fn describe() {
     ::metrics::describe_counter!(
         LEASES_RECOVERED,
         Unit::Count,
-        "Runs whose lease expired that this replica took back and recorded abandoned, by job."
+        "Runs whose lease expired that this replica took back and recorded abandoned, by verb (of any module)."
     );
     ::metrics::describe_counter!(
         STORE_ERRORS,
@@ -141,7 +152,7 @@ pub(super) fn store_error(operation: Operation) {
 /// A run whose lease expired, taken back by this replica's heartbeat: of any module, so the handle is
 /// looked up each time (rare).
 pub(super) fn lease_recovered(verb: &str) {
-    ::metrics::counter!(LEASES_RECOVERED, "job" => verb.to_owned()).increment(1);
+    ::metrics::counter!(LEASES_RECOVERED, "verb" => verb.to_owned()).increment(1);
 }
 
 /// The outcomes, in the order of [`RareMetrics::runs`].
@@ -169,10 +180,11 @@ fn outcome_index(outcome: Outcome) -> usize {
 
 /// The handles of one job, each registered at its first use.
 ///
-/// One per job, so kept small (docs/benchmarks.md, "Where the memory went"): the verb is the job's own
-/// `Arc`, and the handles a run that succeeds uses sit inline, while those of the other outcomes, of
-/// skips and of retries are allocated at the job's first such event.
+/// One per job, so kept small (docs/benchmarks.md, "Where the memory went"): the module and the verb
+/// are the runtime's and the job's own `Arc`s, and the handles a run that succeeds uses sit inline, while
+/// those of the other outcomes, of skips and of retries are allocated at the job's first such event.
 pub(super) struct JobMetrics {
+    module: Arc<str>,
     verb: Arc<str>,
     succeeded: OnceLock<Counter>,
     succeeded_duration: OnceLock<Histogram>,
@@ -194,8 +206,9 @@ struct RareMetrics {
 }
 
 impl JobMetrics {
-    pub(super) fn new(verb: &Arc<str>) -> JobMetrics {
+    pub(super) fn new(module: &Arc<str>, verb: &Arc<str>) -> JobMetrics {
         JobMetrics {
+            module: Arc::clone(module),
             verb: Arc::clone(verb),
             succeeded: OnceLock::new(),
             succeeded_duration: OnceLock::new(),
@@ -211,8 +224,13 @@ impl JobMetrics {
         self.rare.get_or_init(Box::default)
     }
 
+    /// The module as a label value.
+    fn module(&self) -> String {
+        self.module.to_string()
+    }
+
     /// The verb as a label value.
-    fn job(&self) -> String {
+    fn verb(&self) -> String {
         self.verb.to_string()
     }
 
@@ -228,12 +246,24 @@ impl JobMetrics {
                 (&rare.runs[index], &rare.durations[index])
             }
         };
-        runs.get_or_init(|| ::metrics::counter!(RUNS, "job" => self.job(), "outcome" => label()))
-            .increment(1);
+        runs.get_or_init(|| {
+            ::metrics::counter!(
+                RUNS,
+                "module" => self.module(),
+                "verb" => self.verb(),
+                "outcome" => label()
+            )
+        })
+        .increment(1);
         if let Some(took) = took {
             durations
                 .get_or_init(|| {
-                    ::metrics::histogram!(RUN_DURATION, "job" => self.job(), "outcome" => label())
+                    ::metrics::histogram!(
+                        RUN_DURATION,
+                        "module" => self.module(),
+                        "verb" => self.verb(),
+                        "outcome" => label()
+                    )
                 })
                 .record(took.as_secs_f64());
         }
@@ -242,7 +272,7 @@ impl JobMetrics {
     /// A handler started `late` after its scheduled instant.
     pub(super) fn started(&self, late: Duration) {
         self.lateness
-            .get_or_init(|| ::metrics::histogram!(RUN_LATENESS, "job" => self.job()))
+            .get_or_init(|| ::metrics::histogram!(RUN_LATENESS, "module" => self.module(), "verb" => self.verb()))
             .record(late.as_secs_f64());
     }
 
@@ -256,9 +286,14 @@ impl JobMetrics {
             SkipReason::Overlap => (&rare.skipped_overlap, "overlap"),
             SkipReason::Missed => (&rare.skipped_missed, "missed"),
         };
-        cell.get_or_init(
-            || ::metrics::counter!(RUNS_SKIPPED, "job" => self.job(), "reason" => label),
-        )
+        cell.get_or_init(|| {
+            ::metrics::counter!(
+                RUNS_SKIPPED,
+                "module" => self.module(),
+                "verb" => self.verb(),
+                "reason" => label
+            )
+        })
         .increment(u64::from(count));
     }
 
@@ -266,21 +301,31 @@ impl JobMetrics {
     pub(super) fn retried(&self) {
         self.rare()
             .retries
-            .get_or_init(|| ::metrics::counter!(RETRIES, "job" => self.job()))
+            .get_or_init(
+                || ::metrics::counter!(RETRIES, "module" => self.module(), "verb" => self.verb()),
+            )
             .increment(1);
     }
 
     /// The job's next occurrence is `at`.
     pub(super) fn next_run(&self, at: DateTime<Utc>) {
         self.next_run
-            .get_or_init(|| ::metrics::gauge!(NEXT_RUN, "job" => self.job()))
+            .get_or_init(
+                || ::metrics::gauge!(NEXT_RUN, "module" => self.module(), "verb" => self.verb()),
+            )
             .set(seconds(at));
     }
 
     /// A run of the job succeeded at `at`.
     pub(super) fn succeeded_at(&self, at: DateTime<Utc>) {
         self.last_success
-            .get_or_init(|| ::metrics::gauge!(LAST_SUCCESS, "job" => self.job()))
+            .get_or_init(|| ::metrics::gauge!(LAST_SUCCESS, "module" => self.module(), "verb" => self.verb()))
+            .set(seconds(at));
+    }
+
+    /// This replica started to run the job at `at`: set once, so the handle is not kept.
+    pub(super) fn registered_at(&self, at: DateTime<Utc>) {
+        ::metrics::gauge!(REGISTERED, "module" => self.module(), "verb" => self.verb())
             .set(seconds(at));
     }
 }

@@ -94,7 +94,7 @@ impl<S> Shared<S> {
             .collect();
         let job_metrics = jobs
             .iter()
-            .map(|(job, _)| JobMetrics::new(&job.verb))
+            .map(|(job, _)| JobMetrics::new(&plan.module, &job.verb))
             .collect();
         let metrics = RuntimeMetrics::new();
         let cap = plan.settings.max_concurrent_runs.unwrap_or(usize::MAX);
@@ -480,7 +480,7 @@ impl EveryReplica {
                         state: Arc::clone(&plan.state),
                     }),
                     schedule: spec.schedule.clone(),
-                    metrics: JobMetrics::new(&planned.verb),
+                    metrics: JobMetrics::new(&plan.module, &planned.verb),
                     skipped: AtomicU32::new(0),
                 })
             })
