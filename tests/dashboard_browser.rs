@@ -121,8 +121,9 @@ async fn seed_admin_runs(
     runs.into_iter().next().context("no run")
 }
 
-/// The action token of the dashboard under test (`cronverb dashboard --allow-actions TOKEN`).
-const TOKEN: &str = "browser-test-token";
+/// The action token of the dashboard under test (`cronverb dashboard --allow-actions TOKEN`), of the
+/// minimum strength (`openssl rand -hex 16`).
+const TOKEN: &str = "8c1e5b9a2f7d4e60b3a9c5d1e7f20a4b";
 
 /// Whether `verb` is paused in the database, and its note: (rows, paused rows, a note).
 async fn paused_in_database(
@@ -180,7 +181,7 @@ async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
     let seeded = seed::seed(&db.pool, &estate, 200).await?;
     let admin = cron_runtime::store::postgres::PgStore::from_pool(db.pool.clone()).admin();
     let router = cronverb::dashboard::Dashboard::new(admin)
-        .action_token(TOKEN)
+        .action_token(TOKEN)?
         .router();
     let base = serve(router).await?;
     let browser = Browser::start().await?;
