@@ -661,7 +661,7 @@ async fn the_overview_counts_each_modules_runs_of_the_last_24_hours(pool: PgPool
     );
     // The module's row also counts its jobs whose last run failed, whenever it ran: both.
     assert!(
-        body.contains("2 <span class=\"count outcome-failed\">2 failing</span>"),
+        body.contains("2 jobs · <span class=\"count outcome-failed\">2 failing</span>"),
         "{body}"
     );
 }

@@ -436,14 +436,15 @@ pub(super) fn banners<'a>(modules: impl IntoIterator<Item = &'a ModuleStatus>) -
         });
     }
     if !overdue.is_empty() {
+        let (headline, claimed) = match overdue.len() {
+            1 => ("1 job is overdue:".to_owned(), "its due occurrence"),
+            n => (format!("{n} jobs are overdue:"), "their due occurrences"),
+        };
         banners.push(Banner {
             kind: "overdue",
-            headline: match overdue.len() {
-                1 => "1 job is overdue:".to_owned(),
-                n => format!("{n} jobs are overdue:"),
-            },
+            headline,
             detail: format!(
-                "{}: no replica claimed their due occurrence.",
+                "{}: no replica claimed {claimed}.",
                 listed(overdue.into_iter())
             ),
         });
