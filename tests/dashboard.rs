@@ -1199,4 +1199,61 @@ async fn a_connection_that_does_not_finish_its_headers_is_closed(pool: PgPool) {
         "{:?}",
         started.elapsed()
     );
+
+    // A kept-alive connection idle after its response is closed too.
+    let mut kept = tokio::net::TcpStream::connect(address).await.unwrap();
+    kept.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        kept.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(
+        matches!(read, Ok(Ok(_)) | Ok(Err(_))),
+        "the idle connection is still open after 5 s"
+    );
+    assert!(answer.starts_with(b"HTTP/1.1 200 OK"));
+}
+
+#[tokio::test]
+async fn serve_returns_on_shutdown_once_its_connections_are_done() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(dashboard::serve(
+        listener,
+        router,
+        std::time::Duration::from_secs(30),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // A kept-alive connection, idle after its response.
+    let mut idle = tokio::net::TcpStream::connect(address).await.unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0; 17];
+    idle.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200 OK\r\n");
+
+    stop.send(()).unwrap();
+    let result = tokio::time::timeout(std::time::Duration::from_secs(5), served)
+        .await
+        .expect("serve did not return within 5 s of the shutdown");
+    result.unwrap().unwrap();
+    // The idle connection was closed, not left open.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        idle.read_to_end(&mut rest),
+    )
+    .await;
+    assert!(read.is_ok(), "the idle connection is still open");
 }

@@ -133,7 +133,12 @@ impl Visit {
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
-            tracing::warn!(target: "cronverb::dashboard", %error, "dashboard page failed");
+            // The error may name what the request's path named: escaped, as every request-derived value.
+            tracing::warn!(
+                target: "cronverb::dashboard",
+                error = %super::escape::Escaped(&error.to_string()),
+                "dashboard page failed"
+            );
         }
         self.refuse(status, error.to_string())
     }

@@ -16,8 +16,8 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `router` on `listener` over HTTP/1.1 until `shutdown` completes, closing every connection
 /// that has not sent a request's complete headers within `header_read_timeout` of being accepted or of
-/// its previous response. On shutdown it stops accepting and lets each connection finish the request
-/// it is serving.
+/// its previous response. On shutdown it stops accepting, closes the idle connections, and returns once
+/// each other one has finished the request it is serving.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -55,6 +55,9 @@ pub async fn serve(
             let _ = connection.await;
         });
     }
+    // Every connection is told, then awaited: each holds a receiver until it ends.
     let _ = closing.send(true);
+    drop(closed);
+    closing.closed().await;
     Ok(())
 }
