@@ -301,8 +301,10 @@ async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
     );
     browser.screenshot("refused").await?;
 
-    // The right one: back on the job's page, with the actions and no token field in them.
-    client.goto(job_page.as_str()).await?;
+    // The right one, back on the job's page through the refusal's link: the actions, and no token field
+    // in them.
+    client.find(Locator::Css("a.back")).await?.click().await?;
+    assert_eq!(client.current_url().await?, job_page);
     let form = client.form(Locator::Css("form.sign-in")).await?;
     form.set_by_name("token", TOKEN).await?;
     form.submit().await?;

@@ -82,7 +82,7 @@ impl Refusal {
         }
     }
 
-    fn respond(&self, visit: &Visit) -> Response {
+    fn respond(&self, visit: &Visit, back: String) -> Response {
         let message = match self.retry_after {
             Some(wait) => format!(
                 "{}: try again in {} s; nothing was changed",
@@ -91,7 +91,7 @@ impl Refusal {
             ),
             None => format!("{}: nothing was changed", self.why),
         };
-        let mut response = visit.refuse(self.status, message);
+        let mut response = visit.refuse_from(self.status, message, Some(back));
         if let Some(wait) = self.retry_after
             && let Ok(value) = HeaderValue::from_str(&format!("{}", wait.as_secs_f64().ceil()))
         {
@@ -164,7 +164,7 @@ async fn act(
                 why = refusal.why,
                 "dashboard action refused"
             );
-            return refusal.respond(&visit);
+            return refusal.respond(&visit, format::job_href(&visit.base, &module, &verb));
         }
     };
     let note = form.note.trim();
@@ -311,7 +311,7 @@ pub(super) async fn start_session(
             why = refusal.why,
             "dashboard session refused"
         );
-        return refusal.respond(&visit);
+        return refusal.respond(&visit, next(&visit.base, &form.next));
     }
     tracing::info!(target: "cronverb::dashboard", "dashboard session started");
     let expires = chrono::Utc::now().timestamp() + session::LIFETIME.as_secs() as i64;
@@ -336,7 +336,7 @@ pub(super) async fn end_session(axum::extract::State(shared): State, request: Re
         );
     };
     if let Err(refusal) = check_csrf(&shared, &parts, &form.csrf) {
-        return refusal.respond(&visit);
+        return refusal.respond(&visit, next(&visit.base, &form.next));
     }
     let mut response = see_other(&next(&visit.base, &form.next));
     if let Some(cookie) = visit.cookie(session::COOKIE, "", Some(0)) {

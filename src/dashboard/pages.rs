@@ -112,11 +112,22 @@ impl Visit {
 
     /// A page saying why a request was refused or failed; nothing was changed.
     pub(super) fn refuse(&self, status: StatusCode, message: impl Into<String>) -> Response {
+        self.refuse_from(status, message, None)
+    }
+
+    /// [`refuse`](Visit::refuse), with a link back to `back`: the page whose form was refused.
+    pub(super) fn refuse_from(
+        &self,
+        status: StatusCode,
+        message: impl Into<String>,
+        back: Option<String>,
+    ) -> Response {
         let page = Refused {
             base: self.base.clone(),
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status: status.as_u16(),
             message: message.into(),
+            back,
         };
         self.render(status, &page)
     }
@@ -179,6 +190,8 @@ struct Refused {
     title: String,
     status: u16,
     message: String,
+    /// The page whose form was refused.
+    back: Option<String>,
 }
 
 #[derive(Template)]
