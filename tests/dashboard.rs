@@ -1019,7 +1019,7 @@ fn the_command_refuses_a_weak_action_token() {
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert_eq!(
         stderr,
-        "error: `--allow-actions`: the action token is too weak: 1 characters, about 0 bits \
+        "error: `--allow-actions`: the action token is too weak: 1 character, about 0 bits \
          estimated; it needs at least 16 characters and 80 bits, such as a random string from \
          `openssl rand -hex 16`\n"
     );

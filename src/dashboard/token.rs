@@ -14,7 +14,7 @@ use std::fmt;
 pub const MIN_CHARS: usize = 16;
 
 /// The fewest bits an action token's estimated strength may have: even unthrottled, at the 2,700 guesses a
-/// second that a loop of POSTs reaches on one core, 2^80 guesses take over 10^16 years; a person-chosen
+/// second that a loop of POSTs reaches on one core, 2^80 guesses take over 10^13 years; a person-chosen
 /// phrase that passes the estimate is still far out of reach of the throttled rate (docs/dashboard.md).
 pub const MIN_BITS: f64 = 80.0;
 
@@ -32,10 +32,12 @@ impl fmt::Display for WeakToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the action token is too weak: {} characters, about {:.0} bits estimated; it needs at least \
-             {MIN_CHARS} characters and {MIN_BITS:.0} bits, such as a random string from \
+            "the action token is too weak: {} character{}, about {:.0} bits estimated; it needs at \
+             least {MIN_CHARS} characters and {MIN_BITS:.0} bits, such as a random string from \
              `openssl rand -hex 16`",
-            self.chars, self.bits
+            self.chars,
+            if self.chars == 1 { "" } else { "s" },
+            self.bits
         )
     }
 }
