@@ -2,15 +2,15 @@
 //! throttle of wrong tokens.
 //!
 //! A right token posted to `/session` sets the cookie `cronverb_session=<expiry>.<nonce>.<HMAC>`
-//! (`HttpOnly`, `SameSite=Strict`, `Secure` over TLS): the HMAC, under the router's key, of its expiry and
-//! a random nonce. An action with a cookie whose HMAC holds and whose expiry is ahead needs no token
-//! field; a restart (a new key) or [`LIFETIME`] ends every session.
+//! (`HttpOnly`, `SameSite=Strict`, `Secure` over TLS): the HMAC, under the router's key, of its expiry
+//! and a random nonce. An action with a cookie whose HMAC holds and whose expiry is ahead needs no
+//! token field; a restart (a new key) or [`LIFETIME`] ends every session.
 //!
 //! Every wrong token (in the session form or an action's form) counts: from the [`FREE_FAILURES`]th,
 //! every token is refused unchecked (429, `Retry-After`) for a lock that doubles with each further
 //! failure, from one second up to [`MAX_LOCK`]; [`FORGET_AFTER`] without a failure forgets them. The
-//! count is the router's, not a client's: an address behind a proxy names no one, and a global lock slows
-//! a distributed guess as much as a single one. Those already in a session keep acting.
+//! count is the router's, not a client's: an address behind a proxy names no one, and a global lock
+//! slows a distributed guess as much as a single one. Those already in a session keep acting.
 
 use std::sync::Mutex;
 use std::time::Duration;

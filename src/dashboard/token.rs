@@ -13,9 +13,9 @@ use std::fmt;
 /// The fewest characters an action token may have.
 pub const MIN_CHARS: usize = 16;
 
-/// The fewest bits an action token's estimated strength may have: even unthrottled, at the 2,700 guesses a
-/// second that a loop of POSTs reaches on one core, 2^80 guesses take over 10^13 years; a person-chosen
-/// phrase that passes the estimate is still far out of reach of the throttled rate (docs/dashboard.md).
+/// The fewest bits an action token's estimated strength may have: even unthrottled, at the 2,700
+/// guesses a second that a loop of POSTs reached, 2^80 guesses take over 10^13 years; a phrase a person
+/// chose that passes the estimate is still far out of reach of the throttled rate (docs/dashboard.md).
 pub const MIN_BITS: f64 = 80.0;
 
 /// An action token under the minimum strength, refused by
