@@ -17,9 +17,10 @@
 //! runs), then `ANALYZE`. Each page is requested through the router in this process
 //! (`tower::ServiceExt::oneshot`, so no socket is measured), first a few times to warm the pool and the
 //! caches, then `--iterations` times one after another; a request's latency is from the call to its
-//! last body byte. The pages: the overview (every module and job), a job's page (its newest runs), the
-//! same job's page `--depth` pages older (keyset pagination: as cheap as the first), and the page of the
-//! deployment registered ahead (its schema and the difference from the active one).
+//! last body byte. The pages: the overview (its banners, every module with its counts of the last 24
+//! hours, the first 100 jobs), its second page, its jobs filtered by state, a job's page (its newest
+//! runs), the same job's page `--depth` pages older (keyset pagination: as cheap as the first), and the
+//! page of the deployment registered ahead (its schema and the difference from the active one).
 //!
 //! The plans: a second router whose connections load PostgreSQL's `auto_explain` with
 //! `log_min_duration = 0`, `log_analyze` and `log_buffers`, at the level `notice`, so that the plan of
@@ -189,6 +190,15 @@ async fn pages(router: &Router, seeded: &seed::Seeded, depth: usize) -> anyhow::
         Page {
             name: "overview",
             path: "/".to_owned(),
+        },
+        // The next page of jobs, and the filter by state: each still reads every job's status.
+        Page {
+            name: "overview, page 2",
+            path: "/?page=2".to_owned(),
+        },
+        Page {
+            name: "overview, failing jobs",
+            path: "/?state=failing".to_owned(),
         },
         Page {
             name: "job, newest runs",

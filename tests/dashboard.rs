@@ -1,6 +1,8 @@
 //! The dashboard's router against a real PostgreSQL server, one fresh database per test
 //! (`#[sqlx::test]`, which needs `DATABASE_URL`): escaping, headers, the refusals of actions, a pause
-//! through the form, keyset pages, nesting (docs/dashboard.md).
+//! through the form, keyset pages, nesting; the banners, counts, relative times, filters and pages of
+//! the overview; the action token's session, its strength and throttle; the log's escaping and the
+//! header-read timeout (docs/dashboard.md).
 
 use axum::Router;
 use axum::body::Body;
@@ -13,6 +15,8 @@ use tower::ServiceExt;
 
 const XSS: &str = "<img src=x onerror=alert(1)>";
 const JOB: &str = "/jobs/billing/billing%3A%3Asend";
+/// An action token of the minimum strength (`openssl rand -hex 16`).
+const TOKEN: &str = "3f9c2a7e51b04d8e9a6c1f7b2d5e8a03";
 
 /// Migrates, registers deployment `v1` of module `billing` with `billing::send` and `billing::other`,
 /// and makes it active.
@@ -240,7 +244,8 @@ async fn every_response_has_the_csp_and_no_inline_script_or_style(pool: PgPool) 
 async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     let store = seed(&pool).await;
     let router = Dashboard::new(store.admin())
-        .action_token("s3cret")
+        .action_token(TOKEN)
+        .unwrap()
         .router();
     let page = get(&router, JOB).await;
     let (cookie, token) = csrf(&page);
@@ -248,11 +253,11 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     // No CSRF cookie, no CSRF token, a CSRF token of another cookie, a wrong action token, no token.
     let other_cookie = format!("cronverb_csrf={}", "ab".repeat(32));
     let attempts = [
-        ("", format!("csrf={token}&token=s3cret&note=n")),
-        (cookie.as_str(), "token=s3cret&note=n".to_owned()),
+        ("", format!("csrf={token}&token={TOKEN}&note=n")),
+        (cookie.as_str(), format!("token={TOKEN}&note=n")),
         (
             other_cookie.as_str(),
-            format!("csrf={token}&token=s3cret&note=n"),
+            format!("csrf={token}&token={TOKEN}&note=n"),
         ),
         (cookie.as_str(), format!("csrf={token}&token=wrong&note=n")),
         (cookie.as_str(), format!("csrf={token}&note=n")),
@@ -280,7 +285,7 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     // A read-only dashboard refuses even a complete form, and shows no form.
     let read_only = dashboard::router(store.admin());
     assert!(!get(&read_only, JOB).await.body.contains("<form"));
-    let form = format!("csrf={token}&token=s3cret&note=n");
+    let form = format!("csrf={token}&token={TOKEN}&note=n");
     let reply = post(&read_only, &format!("{JOB}/pause"), &cookie, &form).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
     assert_eq!(paused(&pool).await, (false, None));
@@ -547,4 +552,708 @@ async fn the_dashboard_serves_the_probes_only_when_given_the_runtime(pool: PgPoo
     }
     assert_eq!(get(&app, "/cron").await.status, StatusCode::OK);
     handle.shutdown().await.unwrap();
+}
+
+/// A live replica of deployment `v1`: a runner row whose heartbeat is now.
+async fn live_replica(pool: &PgPool) {
+    sqlx::query(
+        "INSERT INTO cron_runners (deployment_id, host, pid) \
+         SELECT id, 'web-1', 4242 FROM cron_deployments WHERE key = 'v1'",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// The `tr.job` rows of a page, each as its HTML.
+fn job_rows(body: &str) -> Vec<&str> {
+    body.split("<tr class=\"job")
+        .skip(1)
+        .map(|rest| rest.split("</tr>").next().unwrap())
+        .collect()
+}
+
+/// The row of `verb` on a page.
+fn row<'a>(body: &'a str, verb: &str) -> &'a str {
+    job_rows(body)
+        .into_iter()
+        .find(|row| row.contains(&format!(">{verb}</a>")))
+        .unwrap_or_else(|| panic!("no row of {verb}: {body}"))
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_module_without_live_replicas_and_an_overdue_job_show_banners(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = dashboard::router(store.admin());
+    // No replica: nothing of `billing` runs, and the overview and a job's page say so first.
+    for path in ["/", JOB] {
+        let body = get(&router, path).await.body;
+        assert!(
+            body.contains(
+                "<div class=\"banner banner-outage\" role=\"alert\"><strong>Nothing runs in module \
+                 billing:</strong> no replica of its active deployment is live"
+            ),
+            "{path}: {body}"
+        );
+        assert!(!body.contains("banner-overdue"), "{path}: {body}");
+    }
+
+    // A live replica: no banner.
+    live_replica(&pool).await;
+    let body = get(&router, "/").await.body;
+    assert!(!body.contains("class=\"banner "), "{body}");
+    assert!(body.contains("<td class=\"live\">1</td>"), "{body}");
+
+    // A due occurrence no replica claimed: the overdue banner names the job.
+    sqlx::query(
+        "UPDATE cron_jobs SET next_execution = now() - interval '46 seconds' \
+         WHERE verb = 'billing::send'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let body = get(&router, "/").await.body;
+    assert!(
+        body.contains("<strong>1 job is overdue:</strong> billing::send (by 4"),
+        "{body}"
+    );
+    assert!(!body.contains("banner-outage"), "{body}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_overview_counts_each_modules_runs_of_the_last_24_hours(pool: PgPool) {
+    let store = seed(&pool).await;
+    // Of `billing::send`: 3 failed, then 5 succeeded, then 1 timed out, one a minute back from an hour
+    // ago; the latest failed.
+    sqlx::query(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, outcome, \
+                                    runner, runner_id) \
+         SELECT 'billing', 'billing::send', t, t, t + interval '1 second', \
+                CASE WHEN i <= 3 THEN 'failed' WHEN i <= 8 THEN 'succeeded' ELSE 'timed_out' END, \
+                'host:1', 1 \
+         FROM generate_series(1, 9) AS i, \
+              LATERAL (SELECT now() - interval '1 hour' - i * interval '1 minute' AS t) s",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // Two days ago: not counted.
+    sqlx::query(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, outcome, \
+                                    runner, runner_id) \
+         VALUES ('billing', 'billing::other', now() - interval '2 days', now() - interval '2 days', \
+                 now() - interval '2 days', 'panicked', 'host:1', 1)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let body = get(&dashboard::router(store.admin()), "/").await.body;
+    let counts = body
+        .split("<td class=\"counts\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</td>").next())
+        .unwrap_or_else(|| panic!("no counts: {body}"));
+    assert_eq!(
+        counts,
+        "<span class=\"count outcome-succeeded\" data-outcome=\"succeeded\">5 succeeded</span> · \
+         <span class=\"count outcome-failed\" data-outcome=\"failed\">3 failed</span> · \
+         <span class=\"count outcome-timed_out\" data-outcome=\"timed_out\">1 timed out</span>"
+    );
+    // The module's row also counts its jobs whose last run failed, whenever it ran: both.
+    assert!(
+        body.contains("2 jobs · <span class=\"count outcome-failed\">2 failing</span>"),
+        "{body}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn times_are_shown_relative_beside_absolute(pool: PgPool) {
+    let store = seed(&pool).await;
+    runs(&pool, 1, "succeeded", None).await;
+    let body = get(&dashboard::router(store.admin()), "/").await.body;
+    let send = row(&body, "billing::send");
+    // The next run, in its zone and relative to the database's clock, which the page carries.
+    let next = send
+        .split("<time class=\"rel\" datetime=\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no relative next run: {send}"));
+    let text = next.split('>').nth(1).unwrap().split('<').next().unwrap();
+    assert!(
+        text.starts_with("in ")
+            && (text.ends_with(" min") || text.ends_with(" h") || text.ends_with(" d")),
+        "{text}"
+    );
+    // The last run: an hour and a minute ago.
+    assert!(send.contains(">1 h ago</time>"), "{send}");
+    assert!(body.contains(" data-now=\""), "{body}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_paused_job_shows_paused_instead_of_a_next_run(pool: PgPool) {
+    let store = seed(&pool).await;
+    store
+        .admin()
+        .pause("billing::send", Some("billing"), Some("disk full"))
+        .await
+        .unwrap();
+    let body = get(&dashboard::router(store.admin()), "/").await.body;
+    let next = |verb: &str| {
+        row(&body, verb)
+            .split("<td class=\"next-run\">")
+            .nth(1)
+            .unwrap()
+            .split("</td>")
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let paused = next("billing::send");
+    assert!(
+        paused.contains("<span class=\"paused-mark\">paused</span>"),
+        "{paused}"
+    );
+    assert!(
+        !paused.contains("<time"),
+        "a paused job shows a next run: {paused}"
+    );
+    assert!(next("billing::other").contains("<time datetime="));
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_overview_filters_by_verb_and_state(pool: PgPool) {
+    let store = seed(&pool).await;
+    live_replica(&pool).await;
+    let router = dashboard::router(store.admin());
+    let verbs = |body: &str| -> Vec<String> {
+        job_rows(body)
+            .iter()
+            .map(|row| {
+                row.split("class=\"verb\" href=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('>')
+                    .nth(1)
+                    .unwrap()
+                    .split('<')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(
+        verbs(&get(&router, "/").await.body),
+        ["billing::other", "billing::send"]
+    );
+    assert_eq!(
+        verbs(&get(&router, "/?q=OTH").await.body),
+        ["billing::other"]
+    );
+    assert_eq!(
+        verbs(&get(&router, "/?q=nothing").await.body),
+        Vec::<String>::new()
+    );
+    for state in ["failing", "overdue", "paused"] {
+        let body = get(&router, &format!("/?state={state}")).await.body;
+        assert_eq!(verbs(&body), Vec::<String>::new(), "{state}");
+        assert!(
+            body.contains("No job of the 2 matches the filter."),
+            "{body}"
+        );
+    }
+
+    runs(&pool, 1, "panicked", Some("boom")).await;
+    store
+        .admin()
+        .pause("billing::other", Some("billing"), Some("n"))
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE cron_jobs SET next_execution = now() - interval '1 minute' WHERE verb = 'billing::send'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        verbs(&get(&router, "/?state=failing").await.body),
+        ["billing::send"]
+    );
+    assert_eq!(
+        verbs(&get(&router, "/?state=overdue").await.body),
+        ["billing::send"]
+    );
+    let body = get(&router, "/?q=billing&state=paused").await.body;
+    assert_eq!(verbs(&body), ["billing::other"]);
+    // The form shows the filter applied.
+    assert!(body.contains("name=\"q\" value=\"billing\""), "{body}");
+    assert!(
+        body.contains("<option value=\"paused\" selected>"),
+        "{body}"
+    );
+
+    let reply = get(&router, "/?state=broken").await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(
+        reply
+            .body
+            .contains("unknown state `broken`; expected one of"),
+        "{}",
+        reply.body
+    );
+}
+
+/// Registers deployment `big` of module `bulk` with `jobs` jobs, active.
+async fn many_jobs(store: &PgStore, pool: &PgPool, jobs: usize) {
+    let schema = Schema::new((0..jobs).map(|i| {
+        (
+            "bulk",
+            Verb::new(
+                format!("bulk::job_{i:05}").as_str(),
+                Cron::new("*/5 * * * *"),
+            ),
+        )
+    }));
+    store.admin().deploy("big", &schema, None).await.unwrap();
+    sqlx::query(
+        "UPDATE cron_deployments SET active = true, activated_at = now() WHERE key = 'big'",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_overview_shows_a_page_of_jobs_at_a_time(pool: PgPool) {
+    let store = seed(&pool).await;
+    many_jobs(&store, &pool, 250).await;
+    let router = dashboard::router(store.admin());
+    let first = get(&router, "/").await.body;
+    assert_eq!(job_rows(&first).len(), 100);
+    assert!(first.contains("Jobs 1–100 of 252, page 1 of 3."), "{first}");
+    assert!(
+        first.contains("<a class=\"next\" href=\"/?page=2\">"),
+        "{first}"
+    );
+    let last = get(&router, "/?page=3").await.body;
+    assert_eq!(job_rows(&last).len(), 52);
+    assert!(
+        last.contains("<a class=\"previous\" href=\"/?page=2\">"),
+        "{last}"
+    );
+    assert!(!last.contains("class=\"next\""), "{last}");
+    // The filter carries over to the pages' links; a page past the last shows the last.
+    let filtered = get(&router, "/?q=bulk%3A%3A").await.body;
+    assert_eq!(job_rows(&filtered).len(), 100);
+    assert!(
+        filtered.contains("Jobs 1–100 of 250 matching the filter (of 252), page 1 of 3."),
+        "{filtered}"
+    );
+    assert!(
+        filtered.contains("href=\"/?q=bulk%3A%3A&#38;page=2\""),
+        "{filtered}"
+    );
+    assert_eq!(job_rows(&get(&router, "/?page=99").await.body).len(), 52);
+    // Every module is in the table of modules, whichever page.
+    assert!(last.contains("href=\"#module-billing\""), "{last}");
+}
+
+/// The `name=value` of each cookie a reply sets, and their attributes.
+fn set_cookies(reply: &Reply) -> Vec<String> {
+    reply
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect()
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_action_token_is_entered_once_per_session(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = Dashboard::new(store.admin())
+        .action_token(TOKEN)
+        .unwrap()
+        .router();
+    // Without a session, the job's page asks for the token instead of showing the actions.
+    let page = get(&router, JOB).await;
+    let (csrf_cookie, token) = csrf(&page);
+    assert!(page.body.contains("action=\"/session\""), "{}", page.body);
+    assert!(!page.body.contains("/pause\""), "{}", page.body);
+    assert!(
+        page.body
+            .contains("name=\"next\" value=\"/jobs/billing/billing%3A%3Asend\"")
+    );
+
+    // A wrong token opens nothing.
+    let reply = post(
+        &router,
+        "/session",
+        &csrf_cookie,
+        &format!("csrf={token}&token=wrong&next={JOB}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert!(
+        set_cookies(&reply)
+            .iter()
+            .all(|c| !c.starts_with("cronverb_session="))
+    );
+    // Nor the right one without the CSRF token.
+    let reply = post(&router, "/session", &csrf_cookie, &format!("token={TOKEN}")).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+
+    // The right one sets the session cookie and goes back to the page.
+    let form = format!("csrf={token}&token={TOKEN}&next=%2Fjobs%2Fbilling%2Fbilling%253A%253Asend");
+    let reply = post(&router, "/session", &csrf_cookie, &form).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert_eq!(reply.headers[header::LOCATION], JOB);
+    let set = set_cookies(&reply);
+    let session = set
+        .iter()
+        .find(|c| c.starts_with("cronverb_session="))
+        .unwrap_or_else(|| panic!("{set:?}"));
+    assert!(
+        session.ends_with("; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200"),
+        "{session}"
+    );
+    let session_cookie = session.split(';').next().unwrap();
+    let cookies = format!("{csrf_cookie}; {session_cookie}");
+
+    // The actions, without a token field; an action needs only the CSRF token.
+    let page = get_as(&router, JOB, &cookies).await;
+    assert!(page.body.contains("/pause\""), "{}", page.body);
+    assert!(!page.body.contains("name=\"token\""), "{}", page.body);
+    let reply = post(
+        &router,
+        &format!("{JOB}/pause"),
+        &cookies,
+        &format!("csrf={token}&note=disk"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert!(paused(&pool).await.0);
+    // Still CSRF-protected.
+    let reply = post(&router, &format!("{JOB}/resume"), &cookies, "").await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert!(paused(&pool).await.0);
+    // A session cookie of another router (a restart) is not one.
+    let other = Dashboard::new(store.admin())
+        .action_token(TOKEN)
+        .unwrap()
+        .router();
+    let reply = post(&other, &format!("{JOB}/resume"), &cookies, "").await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+
+    // Over TLS (as a proxy says), the cookies are `Secure`.
+    let request = Request::post("/session")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::COOKIE, &csrf_cookie)
+        .header("x-forwarded-proto", "https")
+        .body(Body::from(format!("csrf={token}&token={TOKEN}")))
+        .unwrap();
+    let reply = send(&router, request).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    assert!(
+        set_cookies(&reply)[0].ends_with("; Secure"),
+        "{:?}",
+        set_cookies(&reply)
+    );
+    let request = Request::get(JOB)
+        .header("x-forwarded-proto", "https")
+        .body(Body::empty())
+        .unwrap();
+    assert!(set_cookies(&send(&router, request).await)[0].ends_with("; Secure"));
+
+    // Ending the session clears the cookie.
+    let reply = post(
+        &router,
+        "/session/end",
+        &cookies,
+        &format!("csrf={token}&next={JOB}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    assert!(
+        set_cookies(&reply)[0]
+            .starts_with("cronverb_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn weak_action_tokens_are_refused(pool: PgPool) {
+    let store = seed(&pool).await;
+    for weak in [
+        "a",
+        "s3cret",
+        "browser-test-token",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    ] {
+        let refused = Dashboard::new(store.admin())
+            .action_token(weak)
+            .unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .starts_with("the action token is too weak: "),
+            "{refused}"
+        );
+    }
+}
+
+/// `cronverb dashboard --allow-actions a` refuses to start, saying why and what would do.
+#[cfg(feature = "cli")]
+#[test]
+fn the_command_refuses_a_weak_action_token() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args([
+            "dashboard",
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-actions",
+            "a",
+        ])
+        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        stderr,
+        "error: `--allow-actions`: the action token is too weak: 1 character, about 0 bits \
+         estimated; it needs at least 16 characters and 80 bits, such as a random string from \
+         `openssl rand -hex 16`\n"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn repeated_wrong_tokens_are_throttled(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = Dashboard::new(store.admin())
+        .action_token(TOKEN)
+        .unwrap()
+        .router();
+    let (cookie, csrf_token) = csrf(&get(&router, JOB).await);
+    let mut statuses = Vec::new();
+    for guess in 0..30 {
+        let form = format!("csrf={csrf_token}&token=guess{guess:04}&note=n");
+        statuses.push(
+            post(&router, &format!("{JOB}/pause"), &cookie, &form)
+                .await
+                .status,
+        );
+    }
+    // Five refused as wrong, then every guess refused unchecked.
+    assert!(
+        statuses[..5].iter().all(|s| *s == StatusCode::FORBIDDEN),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses[5..]
+            .iter()
+            .all(|s| *s == StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    // While locked, even the right token is refused (a guess cannot tell it found it), with when to
+    // try again.
+    let form = format!("csrf={csrf_token}&token={TOKEN}&note=n");
+    let reply = post(&router, &format!("{JOB}/pause"), &cookie, &form).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(reply.headers.contains_key(header::RETRY_AFTER));
+    assert!(
+        reply
+            .body
+            .contains("too many wrong action tokens: try again in "),
+        "{}",
+        reply.body
+    );
+    let reply = post(
+        &router,
+        "/session",
+        &cookie,
+        &format!("csrf={csrf_token}&token={TOKEN}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(paused(&pool).await, (false, None));
+}
+
+/// A `tracing` writer into a buffer the test reads.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn request_derived_text_is_logged_escaped(pool: PgPool) {
+    let store = seed(&pool).await;
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let router = with_hook(&store);
+    // A refused action (no CSRF token) logs the path's module and verb: a newline and a forged line in
+    // one, an ESC sequence (clear the screen, retitle the window) in the other.
+    let forged = "/jobs/billing%0A2026-01-01T00:00:00Z%20INFO%20cronverb::dashboard:%20forged/\
+                  send%1B%5B2J%1B%5D0;owned%07/pause";
+    let reply = post(&router, forged, "", "note=n").await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    // A failed action (an unknown verb) logs the error naming it.
+    let page = get_as(&router, JOB, "").await;
+    let (cookie, token) = csrf(&page);
+    let reply = post(
+        &router,
+        "/jobs/billing/nope%0AINFO%20forged%1B%5B31m/trigger",
+        &cookie,
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{}", reply.body);
+
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("dashboard action refused"), "{log}");
+    assert!(log.contains("dashboard action failed"), "{log}");
+    assert!(!log.contains('\u{1b}') && !log.contains('\u{7}'), "{log:?}");
+    for line in log.lines() {
+        assert!(
+            line.contains(" WARN "),
+            "a line of the log is forged: {line:?}\n{log}"
+        );
+    }
+    assert!(
+        log.contains(r"billing\n2026-01-01T00:00:00Z INFO cronverb::dashboard: forged"),
+        "{log}"
+    );
+    assert!(log.contains(r"send\u{1b}[2J\u{1b}]0;owned\u{7}"), "{log}");
+}
+
+/// Serves `router` with [`dashboard::serve`] and a header-read timeout of one second; returns its
+/// address.
+async fn serve_with_timeout(router: Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(dashboard::serve(
+        listener,
+        router,
+        std::time::Duration::from_secs(1),
+        std::future::pending(),
+    ));
+    address
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_connection_that_does_not_finish_its_headers_is_closed(pool: PgPool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let store = seed(&pool).await;
+    let address = serve_with_timeout(dashboard::router(store.admin())).await;
+    // A whole request is answered.
+    let mut whole = tokio::net::TcpStream::connect(address).await.unwrap();
+    whole
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    whole.read_to_end(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200 OK"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+
+    // Half a request's headers, and a connection that sends nothing: both closed after the timeout.
+    let mut half = tokio::net::TcpStream::connect(address).await.unwrap();
+    half.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut silent = tokio::net::TcpStream::connect(address).await.unwrap();
+    let started = std::time::Instant::now();
+    for stream in [&mut half, &mut silent] {
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.read_to_end(&mut rest),
+        )
+        .await;
+        assert!(
+            matches!(read, Ok(Ok(_)) | Ok(Err(_))),
+            "the connection is still open after 5 s"
+        );
+        assert!(
+            !String::from_utf8_lossy(&rest).contains("200 OK"),
+            "{rest:?}"
+        );
+    }
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A kept-alive connection idle after its response is closed too.
+    let mut kept = tokio::net::TcpStream::connect(address).await.unwrap();
+    kept.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        kept.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(
+        matches!(read, Ok(Ok(_)) | Ok(Err(_))),
+        "the idle connection is still open after 5 s"
+    );
+    assert!(answer.starts_with(b"HTTP/1.1 200 OK"));
+}
+
+#[tokio::test]
+async fn serve_returns_on_shutdown_once_its_connections_are_done() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(dashboard::serve(
+        listener,
+        router,
+        std::time::Duration::from_secs(30),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // A kept-alive connection, idle after its response.
+    let mut idle = tokio::net::TcpStream::connect(address).await.unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0; 17];
+    idle.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200 OK\r\n");
+
+    stop.send(()).unwrap();
+    let result = tokio::time::timeout(std::time::Duration::from_secs(5), served)
+        .await
+        .expect("serve did not return within 5 s of the shutdown");
+    result.unwrap().unwrap();
+    // The idle connection was closed, not left open.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        idle.read_to_end(&mut rest),
+    )
+    .await;
+    assert!(read.is_ok(), "the idle connection is still open");
 }

@@ -121,8 +121,9 @@ async fn seed_admin_runs(
     runs.into_iter().next().context("no run")
 }
 
-/// The action token of the dashboard under test (`cronverb dashboard --allow-actions TOKEN`).
-const TOKEN: &str = "browser-test-token";
+/// The action token of the dashboard under test (`cronverb dashboard --allow-actions TOKEN`), of the
+/// minimum strength (`openssl rand -hex 16`).
+const TOKEN: &str = "8c1e5b9a2f7d4e60b3a9c5d1e7f20a4b";
 
 /// Whether `verb` is paused in the database, and its note: (rows, paused rows, a note).
 async fn paused_in_database(
@@ -171,8 +172,9 @@ async fn no_injected_markup(browser: &Browser) -> anyhow::Result<()> {
 
 /// What a person sees and does, in headless Chromium, on the dashboard (actions enabled with a token)
 /// over real PostgreSQL holding runs of every outcome: every job with its schedule, last outcome and
-/// next run, the paused and the executing marks, the error text with markup shown as text; a pause
-/// without the token or with a wrong one changes nothing; with it, the job is paused in the database.
+/// next run, the paused and the executing marks, the error text with markup shown as text; the token
+/// is asked once, a wrong one changes nothing; with it, the actions need no token and the job is paused
+/// in the database, its next run shown as "paused".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
     let db = seed::Database::create(&seed::server_url(), "browser").await?;
@@ -180,7 +182,7 @@ async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
     let seeded = seed::seed(&db.pool, &estate, 200).await?;
     let admin = cron_runtime::store::postgres::PgStore::from_pool(db.pool.clone()).admin();
     let router = cronverb::dashboard::Dashboard::new(admin)
-        .action_token(TOKEN)
+        .action_token(TOKEN)?
         .router();
     let base = serve(router).await?;
     let browser = Browser::start().await?;
@@ -266,7 +268,7 @@ async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
     client.find(Locator::Css("svg.chart")).await?;
     browser.screenshot("job").await?;
 
-    // Pausing through the page: without the token, with a wrong one, then with it.
+    // The action token, entered once: the job's page asks for it instead of showing the actions.
     client.goto(&format!("{base}/")).await?;
     client
         .find(Locator::LinkText(&seeded.plain))
@@ -275,39 +277,56 @@ async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
         .await?;
     let job_page = client.current_url().await?;
     let note = "investigating <b>duplicate</b> charges";
+    assert!(
+        client
+            .find_all(Locator::Css("form[action$='/pause']"))
+            .await?
+            .is_empty(),
+        "the actions are offered before the token was entered"
+    );
+    client
+        .find(Locator::Css("form.sign-in input[name=token]"))
+        .await?;
+    browser.screenshot("token").await?;
 
-    for token in [None, Some("not-the-token")] {
-        client.goto(job_page.as_str()).await?;
-        let form = client.form(Locator::Css("form[action$='/pause']")).await?;
-        form.set_by_name("note", note).await?;
-        if let Some(token) = token {
-            form.set_by_name("token", token).await?;
-        }
-        // `submit_direct` skips the browser's own check of the required token field, as a forged
-        // request would.
-        form.submit_direct().await?;
-        client.wait().for_element(Locator::Css("body")).await?;
-        assert_eq!(
-            paused_in_database(&db.pool, &seeded.plain).await?.1,
-            0,
-            "a pause with token {token:?} changed the database"
-        );
-        assert!(
-            client
-                .find(Locator::Css("body"))
-                .await?
-                .text()
-                .await?
-                .contains("nothing was changed"),
-            "a refused pause does not say so"
-        );
-    }
+    // A wrong token opens nothing, and says so.
+    let form = client.form(Locator::Css("form.sign-in")).await?;
+    form.set_by_name("token", "not-the-token").await?;
+    form.submit().await?;
+    client.wait().for_element(Locator::Css(".refusal")).await?;
+    let refusal = client.find(Locator::Css(".refusal")).await?.text().await?;
+    assert!(
+        refusal.contains("the action token is wrong: nothing was changed"),
+        "{refusal}"
+    );
     browser.screenshot("refused").await?;
 
-    client.goto(job_page.as_str()).await?;
+    // The right one, back on the job's page through the refusal's link: the actions, and no token field
+    // in them.
+    client.find(Locator::Css("a.back")).await?.click().await?;
+    assert_eq!(client.current_url().await?, job_page);
+    let form = client.form(Locator::Css("form.sign-in")).await?;
+    form.set_by_name("token", TOKEN).await?;
+    form.submit().await?;
+    client
+        .wait()
+        .for_element(Locator::Css("form[action$='/pause']"))
+        .await
+        .context("the job's page offers no pause once the token was entered")?;
+    assert_eq!(client.current_url().await?, job_page);
+    assert!(
+        client
+            .find_all(Locator::Css("input[name=token]"))
+            .await?
+            .is_empty(),
+        "an action's form still asks for the token"
+    );
+    // The session cookie is HttpOnly: the page's script cannot read it.
+    let script_cookies = client.execute("return document.cookie", Vec::new()).await?;
+    assert_eq!(script_cookies, serde_json::json!(""));
+
     let form = client.form(Locator::Css("form[action$='/pause']")).await?;
     form.set_by_name("note", note).await?;
-    form.set_by_name("token", TOKEN).await?;
     form.submit().await?;
     client
         .wait()
@@ -322,8 +341,36 @@ async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
     assert!(stored_note.unwrap_or_default().starts_with(note));
     let body = client.find(Locator::Css("body")).await?.text().await?;
     assert!(body.contains(note), "the note is not shown as written");
+    // Paused: no next run, "paused" in its place.
+    assert_eq!(
+        cell(&browser, &seeded.plain, "td.next-run").await?,
+        "paused\nno run until resumed"
+    );
     no_injected_markup(&browser).await?;
     browser.screenshot("paused").await?;
+
+    // The session holds for the other jobs' pages too: a trigger needs no token either.
+    client.goto(&format!("{base}/")).await?;
+    client
+        .find(Locator::LinkText(&seeded.xss))
+        .await?
+        .click()
+        .await?;
+    client
+        .find(Locator::Css("form[action$='/trigger'] button"))
+        .await?
+        .click()
+        .await?;
+    client.wait().for_element(Locator::Css("tr.job")).await?;
+    let triggered: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("SELECT max(trigger_requested_at) FROM cron_jobs WHERE verb = $1")
+            .bind(&seeded.xss)
+            .fetch_one(&db.pool)
+            .await?;
+    assert!(
+        triggered.is_some(),
+        "the trigger did not reach the database"
+    );
 
     // The deployment registered ahead: its schema and what it changes.
     client.goto(&format!("{base}/")).await?;
@@ -352,3 +399,183 @@ const OUTCOMES: &[&str] = &[
     "abandoned",
     "skipped",
 ];
+
+/// The verbs of the job rows shown.
+async fn shown_verbs(browser: &Browser) -> anyhow::Result<Vec<String>> {
+    let mut verbs = Vec::new();
+    for link in browser
+        .client
+        .find_all(Locator::Css("tr.job a.verb"))
+        .await?
+    {
+        verbs.push(link.text().await?);
+    }
+    Ok(verbs)
+}
+
+/// What is wrong shows at a glance, in headless Chromium over the seeded estate: each module's runs of
+/// the last 24 hours as the database counts them; relative times that the script keeps current; the
+/// filters by verb and by state; and, once every replica has stopped and a job is overdue, the banners,
+/// brought by the refresh, which replaces only what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_wrong_shows_at_a_glance() -> anyhow::Result<()> {
+    let db = seed::Database::create(&seed::server_url(), "glance").await?;
+    let estate = seed::estate();
+    let seeded = seed::seed(&db.pool, &estate, 200).await?;
+    let admin = cron_runtime::store::postgres::PgStore::from_pool(db.pool.clone()).admin();
+    let base = serve(cronverb::dashboard::Dashboard::new(admin).router()).await?;
+    let browser = Browser::start().await?;
+    let client = &browser.client;
+
+    // All is well: no banner, and each module's runs of the last 24 hours by outcome.
+    client.goto(&format!("{base}/")).await?;
+    assert!(client.find_all(Locator::Css(".banner")).await?.is_empty());
+    for module in &estate {
+        let counted: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT outcome, count(*) FROM cron_job_runs \
+             WHERE module_name = $1 AND scheduled_at >= now() - interval '24 hours' GROUP BY outcome",
+        )
+        .bind(&module.name)
+        .fetch_all(&db.pool)
+        .await?;
+        anyhow::ensure!(!counted.is_empty(), "no runs of {} in 24 h", module.name);
+        let shown = client
+            .find_all(Locator::XPath(&format!(
+                "//tr[contains(@class, 'module-summary')][.//a[text()='{}']]//span[@data-outcome]",
+                module.name
+            )))
+            .await?;
+        assert_eq!(shown.len(), counted.len(), "{}: {counted:?}", module.name);
+        for (outcome, count) in counted {
+            let span = client
+                .find(Locator::XPath(&format!(
+                    "//tr[contains(@class, 'module-summary')][.//a[text()='{}']]\
+                     //span[@data-outcome='{outcome}']",
+                    module.name
+                )))
+                .await
+                .with_context(|| format!("{}: no count of {outcome}", module.name))?;
+            let text = span.text().await?;
+            assert!(
+                text.starts_with(&format!("{count} ")),
+                "{}: {outcome} shows `{text}`, the database counts {count}",
+                module.name
+            );
+        }
+    }
+
+    // A relative time that the script keeps current: a replica's last heartbeat, seconds ago.
+    let heartbeat = client.find(Locator::Css("tr.replica time.rel")).await?;
+    let before = heartbeat.text().await?;
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    let after = heartbeat.text().await?;
+    for text in [&before, &after] {
+        assert!(
+            text == "now" || (text.ends_with(" s ago") || text.ends_with(" min ago")),
+            "`{text}` is not a relative time"
+        );
+    }
+    assert_ne!(before, after, "the relative time did not move");
+
+    // The filters: a state chosen applies at once (the script submits it), the verb's text on Enter.
+    let state = client.find(Locator::Css("form.filter select")).await?;
+    state.select_by_value("paused").await?;
+    client
+        .wait()
+        .for_element(Locator::Css("form.filter option[value='paused'][selected]"))
+        .await?;
+    assert_eq!(
+        shown_verbs(&browser).await?,
+        std::slice::from_ref(&seeded.paused)
+    );
+    browser.screenshot("filter").await?;
+    client.goto(&format!("{base}/")).await?;
+    let q = client
+        .find(Locator::Css("form.filter input[name=q]"))
+        .await?;
+    q.send_keys("CHARGE\u{E007}").await?;
+    client
+        .wait()
+        .for_element(Locator::Css("form.filter a.clear"))
+        .await?;
+    assert_eq!(shown_verbs(&browser).await?, ["billing::charge_cards"]);
+
+    // Every replica stops (their heartbeats age) and a job's occurrence comes due unclaimed. The open
+    // page's refresh brings the banners, replacing only the parts that changed: a row marked by the test
+    // (a property of the element, not in its HTML) stays the same element.
+    client.goto(&format!("{base}/")).await?;
+    let untouched = "job:mail/mail::send_digest";
+    client
+        .execute(
+            "document.querySelector(`tr[data-key='${arguments[0]}']`).cronverbMark = 'kept'",
+            vec![serde_json::json!(untouched)],
+        )
+        .await?;
+    sqlx::query("UPDATE cron_runners SET last_seen = now() - interval '10 minutes'")
+        .execute(&db.pool)
+        .await?;
+    sqlx::query(
+        "UPDATE cron_jobs SET next_execution = now() - interval '2 minutes' \
+         WHERE verb = $1 AND deployment_id = (SELECT id FROM cron_deployments WHERE key = $2)",
+    )
+    .bind(&seeded.plain)
+    .bind(&seeded.active_key)
+    .execute(&db.pool)
+    .await?;
+    let banner = client
+        .wait()
+        .at_most(std::time::Duration::from_secs(20))
+        .for_element(Locator::Css(".banner-outage"))
+        .await
+        .context("no banner within 20 s of every replica stopping")?;
+    assert_eq!(
+        banner.text().await?,
+        "Nothing runs in 2 modules: billing, mail: no replica of their active deployments is live, \
+         so none of their jobs runs."
+    );
+    let overdue = client
+        .find(Locator::Css(".banner-overdue"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        overdue.starts_with(&format!("1 job is overdue: {} (by 2 min", seeded.plain)),
+        "{overdue}"
+    );
+    let replaced = client
+        .execute(
+            "return document.documentElement.dataset.replaced",
+            Vec::new(),
+        )
+        .await?;
+    let replaced: i64 = replaced.as_str().context("no refresh")?.parse()?;
+    assert!(
+        replaced > 0,
+        "the refresh replaced the whole page ({replaced})"
+    );
+    let mark = client
+        .execute(
+            "return document.querySelector(`tr[data-key='${arguments[0]}']`).cronverbMark || ''",
+            vec![serde_json::json!(untouched)],
+        )
+        .await?;
+    assert_eq!(
+        mark,
+        serde_json::json!("kept"),
+        "an unchanged row was replaced"
+    );
+    assert!(
+        cell(&browser, &seeded.plain, ".overdue-note")
+            .await?
+            .starts_with("overdue by")
+    );
+    browser.screenshot("banner").await?;
+
+    // The overdue filter finds it.
+    client.goto(&format!("{base}/?state=overdue")).await?;
+    assert_eq!(
+        shown_verbs(&browser).await?,
+        std::slice::from_ref(&seeded.plain)
+    );
+    browser.close().await
+}

@@ -46,6 +46,11 @@ impl Csrf {
         }
     }
 
+    /// Whether `mac` (hex) is the HMAC of `message` (compared in constant time).
+    pub(super) fn verify_mac(&self, message: &str, mac: &str) -> bool {
+        unhex(mac).is_some_and(|bytes| self.mac(message).verify_slice(&bytes).is_ok())
+    }
+
     /// Whether `given` is `secret`, compared without a timing that tells how much of it matched (their
     /// HMACs are compared in constant time).
     pub(super) fn same_secret(&self, given: &str, secret: &str) -> bool {

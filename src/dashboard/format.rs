@@ -67,6 +67,31 @@ pub(super) fn machine(at: Option<DateTime<Utc>>) -> String {
         .unwrap_or_default()
 }
 
+/// `at` relative to `now`, for people: `in 20 s`, `2 min ago`, `3 h ago`, `2 d ago`, `now` within a
+/// second; empty for none. The page's script rewrites it every second with the same words
+/// (static/dashboard.js, `relative`).
+pub(super) fn relative_to(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+    at.map(|at| relative((at - now).num_milliseconds()))
+        .unwrap_or_default()
+}
+
+/// `ms` milliseconds from now, as [`relative_to`] writes them.
+pub(super) fn relative(ms: i64) -> String {
+    let secs = ms.unsigned_abs() / 1000;
+    let text = match secs {
+        0 => return "now".to_owned(),
+        1..60 => format!("{secs} s"),
+        60..3600 => format!("{} min", secs / 60),
+        3600..86400 => format!("{} h", secs / 3600),
+        _ => format!("{} d", secs / 86400),
+    };
+    if ms > 0 {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
 /// The time from `from` to `to`, for people: `350 ms`, `4.2 s`, `3 min 5 s`, `2 h 10 min`, `3 d 4 h`;
 /// negative spans as `-…`. `—` when either is missing.
 pub(super) fn span(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> String {
@@ -96,7 +121,17 @@ mod tests {
     use axum::extract::OriginalUri;
     use axum::http::Uri;
 
-    use super::{base, millis, segment};
+    use super::{base, millis, relative, segment};
+
+    #[test]
+    fn relative_times_read_well() {
+        assert_eq!(relative(20_400), "in 20 s");
+        assert_eq!(relative(-125_000), "2 min ago");
+        assert_eq!(relative(-3 * 3_600_000 - 5), "3 h ago");
+        assert_eq!(relative(2 * 86_400_000), "in 2 d");
+        assert_eq!(relative(-999), "now");
+        assert_eq!(relative(0), "now");
+    }
 
     #[test]
     fn the_base_is_the_nest_prefix() {

@@ -1,10 +1,12 @@
 //! The dashboard (feature `dashboard`): HTML pages over the operator API, as an axum [`Router`] that an
 //! application nests into its own server, or that `cronverb dashboard` serves (docs/dashboard.md).
 //!
-//! It shows every module, deployment, replica and job, a job's history and a deployment's schema, and,
-//! when enabled, pauses, resumes and triggers jobs. It is read-only unless [`Dashboard::authorize`] or
-//! [`Dashboard::action_token`] is set; every action is a POST with a CSRF token, and is logged with who
-//! did what (docs/dashboard.md, "Security model").
+//! It shows what is wrong first (a module where nothing runs, overdue jobs), then every module with its
+//! runs of the last 24 hours, and its deployments, replicas and jobs (filtered by verb and state, a page
+//! at a time), a job's history and a deployment's schema, and, when enabled, pauses, resumes and
+//! triggers jobs. It is read-only unless [`Dashboard::authorize`] or [`Dashboard::action_token`] is set;
+//! every action is a POST with a CSRF token, and is logged with who did what, every request-derived
+//! value escaped (docs/dashboard.md, "Security model"). [`serve`] serves it with a header-read timeout.
 //!
 //! ```no_run
 //! # async fn example(store: cronverb::PgStore) -> Result<(), Box<dyn std::error::Error>> {
@@ -37,9 +39,17 @@ use crate::{HealthCheck, RuntimeHandle};
 
 mod actions;
 mod chart;
+mod counts;
 mod csrf;
+mod escape;
 mod format;
 mod pages;
+mod serve;
+mod session;
+mod token;
+
+pub use serve::{HEADER_READ_TIMEOUT, serve};
+pub use token::{MIN_BITS, MIN_CHARS, WeakToken};
 
 /// The Content-Security-Policy of every response: only the router's own script and style, no inline
 /// script or style, no frames, forms posting only to the dashboard's origin.
@@ -99,11 +109,26 @@ impl Dashboard {
         self
     }
 
-    /// Enables actions for whoever types `token` into the action's form (`cronverb dashboard
-    /// --allow-actions TOKEN`). With [`authorize`](Dashboard::authorize) too, an action needs both.
-    pub fn action_token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(token.into());
-        self
+    /// Enables actions for whoever enters `token`, once per browser session, on a job's page
+    /// (`cronverb dashboard --allow-actions TOKEN`). With [`authorize`](Dashboard::authorize) too, an
+    /// action needs both.
+    ///
+    /// # Errors
+    ///
+    /// A token under the minimum strength ([`MIN_CHARS`] characters and [`MIN_BITS`] bits estimated,
+    /// docs/dashboard.md, "The action token") is refused: wrong guesses are throttled, but a short or
+    /// common token is still found.
+    pub fn action_token(mut self, token: impl Into<String>) -> Result<Self, WeakToken> {
+        let token = token.into();
+        token::check(&token)?;
+        self.token = Some(token);
+        Ok(self)
+    }
+
+    /// `Ok` for a token [`action_token`](Dashboard::action_token) accepts; the [`WeakToken`] saying how
+    /// far it is from the minimum otherwise.
+    pub fn check_action_token(token: &str) -> Result<(), WeakToken> {
+        token::check(token)
     }
 
     /// The runtime of this process, for the health routes `/health/live` and `/health/ready`
@@ -123,6 +148,8 @@ impl Dashboard {
             authorize: self.authorize,
             token: self.token,
             csrf: csrf::Csrf::new(),
+            throttle: session::Throttle::default(),
+            counts: counts::CountsCache::default(),
         });
         let router = Router::new()
             .route("/", get(pages::overview))
@@ -131,6 +158,8 @@ impl Dashboard {
             .route("/jobs/{module}/{verb}/pause", post(actions::pause))
             .route("/jobs/{module}/{verb}/resume", post(actions::resume))
             .route("/jobs/{module}/{verb}/trigger", post(actions::trigger))
+            .route("/session", post(actions::start_session))
+            .route("/session/end", post(actions::end_session))
             .route("/static/dashboard.css", get(pages::css))
             .route("/static/dashboard.js", get(pages::js))
             .fallback(pages::not_found)
@@ -161,6 +190,10 @@ struct Shared {
     authorize: Option<Arc<Authorize>>,
     token: Option<String>,
     csrf: csrf::Csrf,
+    /// The count of wrong action tokens, and its lock.
+    throttle: session::Throttle,
+    /// Each module's runs of the last 24 hours, by outcome.
+    counts: counts::CountsCache,
 }
 
 impl Shared {

@@ -8,10 +8,12 @@ use axum::http::request::Parts;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::admin::{AdminError, JobStatus, ModuleStatus, Run, RunFilter};
+use chrono::{DateTime, Utc};
+
+use crate::admin::{AdminError, JobStatus, ModuleStatus, Run, RunFilter, Status};
 
 use super::chart::{self, Chart};
-use super::{Shared, State, csrf, format};
+use super::{Shared, State, csrf, format, session};
 
 /// How many runs a job's page lists.
 pub(super) const PAGE_RUNS: u32 = 50;
@@ -21,7 +23,12 @@ pub(super) const PAGE_RUNS: u32 = 50;
 pub(super) struct Visit {
     pub(super) base: String,
     may_act: bool,
-    token_field: bool,
+    /// The dashboard has an action token.
+    token: bool,
+    /// The request carries a valid session cookie (the token was entered in this browser session).
+    pub(super) session: bool,
+    /// The request came over TLS: the cookies set are `Secure`.
+    secure: bool,
     nonce: Option<String>,
     new_nonce: bool,
 }
@@ -38,53 +45,89 @@ impl Visit {
             (true, Some(nonce)) => (Some(nonce), false),
             (true, None) => (Some(shared.csrf.nonce()), true),
         };
+        let token = shared.token.is_some();
         Visit {
             base,
             may_act,
-            token_field: shared.token.is_some(),
+            token,
+            session: token && session::valid(&shared.csrf, &parts.headers, Utc::now().timestamp()),
+            secure: session::over_tls(&parts.uri, &parts.headers),
             nonce,
             new_nonce,
         }
     }
 
-    /// The forms of a job's page, when this visitor may act.
+    /// The forms of a job's page, when this visitor may act: the action token's form until it was
+    /// entered in this browser session (when the dashboard has one), the actions then.
     fn actions(&self, shared: &Shared, href: &str, paused: bool) -> Option<Actions> {
         let nonce = self.nonce.as_ref().filter(|_| self.may_act)?;
         Some(Actions {
             href: href.to_owned(),
+            session_href: format!("{}/session", self.base),
             csrf: shared.csrf.token(nonce),
-            token_field: self.token_field,
+            sign_in: self.token && !self.session,
+            session: self.session,
             paused,
         })
+    }
+
+    /// A `Set-Cookie` value for the dashboard's path: `HttpOnly`, `SameSite=Strict`, and `Secure` when
+    /// the request came over TLS.
+    pub(super) fn cookie(
+        &self,
+        name: &str,
+        value: &str,
+        max_age: Option<u64>,
+    ) -> Option<HeaderValue> {
+        let path = if self.base.is_empty() {
+            "/"
+        } else {
+            &self.base
+        };
+        let mut cookie = format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict");
+        if let Some(max_age) = max_age {
+            cookie.push_str(&format!("; Max-Age={max_age}"));
+        }
+        if self.secure {
+            cookie.push_str("; Secure");
+        }
+        HeaderValue::from_str(&cookie).ok()
     }
 
     /// `html` with `status`, and the CSRF cookie when this visit made one.
     pub(super) fn respond(&self, status: StatusCode, html: String) -> Response {
         let mut response = (status, Html(html)).into_response();
-        if let (true, Some(nonce)) = (self.new_nonce, &self.nonce) {
-            let path = if self.base.is_empty() {
-                "/"
-            } else {
-                &self.base
-            };
-            let cookie = format!(
-                "{}={nonce}; Path={path}; HttpOnly; SameSite=Strict",
-                csrf::COOKIE
-            );
-            if let Ok(value) = HeaderValue::from_str(&cookie) {
-                response.headers_mut().append(header::SET_COOKIE, value);
-            }
-        }
+        self.set_csrf_cookie(&mut response);
         response
+    }
+
+    /// Adds the CSRF cookie to `response` when this visit made one.
+    pub(super) fn set_csrf_cookie(&self, response: &mut Response) {
+        if let (true, Some(nonce)) = (self.new_nonce, &self.nonce)
+            && let Some(value) = self.cookie(csrf::COOKIE, nonce, None)
+        {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
     }
 
     /// A page saying why a request was refused or failed; nothing was changed.
     pub(super) fn refuse(&self, status: StatusCode, message: impl Into<String>) -> Response {
+        self.refuse_from(status, message, None)
+    }
+
+    /// [`refuse`](Visit::refuse), with a link back to `back`: the page whose form was refused.
+    pub(super) fn refuse_from(
+        &self,
+        status: StatusCode,
+        message: impl Into<String>,
+        back: Option<String>,
+    ) -> Response {
         let page = Refused {
             base: self.base.clone(),
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status: status.as_u16(),
             message: message.into(),
+            back,
         };
         self.render(status, &page)
     }
@@ -101,7 +144,12 @@ impl Visit {
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
-            tracing::warn!(target: "cronverb::dashboard", %error, "dashboard page failed");
+            // The error may name what the request's path named: escaped, as every request-derived value.
+            tracing::warn!(
+                target: "cronverb::dashboard",
+                error = %super::escape::Escaped(&error.to_string()),
+                "dashboard page failed"
+            );
         }
         self.refuse(status, error.to_string())
     }
@@ -125,9 +173,13 @@ impl Visit {
 pub(super) struct Actions {
     /// The job's page: the forms post to `{href}/pause` and so on.
     href: String,
+    /// `/session`, under the dashboard's base.
+    session_href: String,
     csrf: String,
-    /// Whether the form asks for the action token.
-    token_field: bool,
+    /// The action token was not entered in this browser session: its form instead of the actions.
+    sign_in: bool,
+    /// It was: the actions, and a form that ends the session.
+    session: bool,
     paused: bool,
 }
 
@@ -138,6 +190,8 @@ struct Refused {
     title: String,
     status: u16,
     message: String,
+    /// The page whose form was refused.
+    back: Option<String>,
 }
 
 #[derive(Template)]
@@ -146,14 +200,59 @@ struct Overview {
     base: String,
     title: String,
     now: String,
+    now_machine: String,
+    banners: Vec<Banner>,
+    summaries: Vec<ModuleSummary>,
+    filter: FilterView,
+    /// Which jobs of how many this page shows.
+    shown: String,
+    /// The modules with a job on this page.
     modules: Vec<ModuleView>,
+    previous: Option<String>,
+    next: Option<String>,
 }
 
 struct ModuleView {
     name: String,
+    anchor: String,
     active: Option<String>,
     deployments: Vec<DeploymentView>,
     jobs: Vec<JobView>,
+}
+
+/// What is wrong, at the top of the overview and of a job's page: `kind` is `outage` (a module with no
+/// live replica: nothing of it runs) or `overdue`.
+pub(super) struct Banner {
+    kind: &'static str,
+    headline: String,
+    detail: String,
+}
+
+/// A module in the overview's first table: its replicas, jobs and the runs of the last 24 hours.
+struct ModuleSummary {
+    name: String,
+    anchor: String,
+    live_replicas: i64,
+    nothing_runs: bool,
+    jobs: usize,
+    failing: usize,
+    overdue: usize,
+    paused: usize,
+    /// `None` when the history could not be read.
+    counts: Option<super::counts::Counts>,
+}
+
+/// The filter form, as the request set it.
+struct FilterView {
+    q: String,
+    options: Vec<StateOption>,
+    active: bool,
+}
+
+struct StateOption {
+    value: &'static str,
+    label: &'static str,
+    selected: bool,
 }
 
 struct DeploymentView {
@@ -169,6 +268,8 @@ struct DeploymentView {
 /// A job as the overview and its page show it.
 struct JobView {
     verb: String,
+    /// `module/verb`: the row's `data-key`, which the refresh matches rows by.
+    key: String,
     href: String,
     deployment: String,
     expression: String,
@@ -177,7 +278,10 @@ struct JobView {
     next_local: String,
     next_utc: String,
     next_machine: String,
+    next_relative: String,
     missed: String,
+    /// Its last run failed, panicked, timed out or was abandoned.
+    failing: bool,
     /// `outcome-…` of the last run, with its outcome, duration and lateness.
     last: Option<LastView>,
     paused: Option<PausedView>,
@@ -191,6 +295,8 @@ struct LastView {
     outcome: String,
     class: String,
     scheduled: String,
+    scheduled_machine: String,
+    scheduled_relative: String,
     duration: String,
     lateness: String,
     manual: bool,
@@ -200,22 +306,30 @@ struct LastView {
 struct PausedView {
     note: String,
     since: String,
+    since_machine: String,
+    since_relative: String,
 }
 
 struct ExecutingView {
     replica: String,
     since: String,
+    since_machine: String,
+    since_relative: String,
     lease_end: String,
 }
 
+/// The outcomes that make a job `failing` in the overview's filter (docs/dashboard.md).
+pub(super) const FAILING: &[&str] = &["failed", "panicked", "timed_out", "abandoned"];
+
 impl JobView {
-    fn new(base: &str, module: &str, job: &JobStatus) -> JobView {
+    fn new(base: &str, module: &str, job: &JobStatus, now: DateTime<Utc>) -> JobView {
         let reading = match cron_schema::Schedule::parse(&job.expression) {
             Ok(schedule) => schedule.describe(),
             Err(_) => "does not parse".to_owned(),
         };
         JobView {
             verb: job.verb.clone(),
+            key: format!("{module}/{}", job.verb),
             href: format::job_href(base, module, &job.verb),
             deployment: job.deployment.clone(),
             expression: job.expression.clone(),
@@ -224,11 +338,15 @@ impl JobView {
             next_local: format::zoned(job.next_execution, &job.timezone),
             next_utc: format::utc(job.next_execution),
             next_machine: format::machine(job.next_execution),
+            next_relative: format::relative_to(job.next_execution, now),
             missed: job.missed.clone(),
+            failing: is_failing(job),
             last: job.last_run.as_ref().map(|run| LastView {
                 outcome: run.outcome.clone(),
                 class: format!("outcome-{}", run.outcome),
                 scheduled: format::utc(Some(run.scheduled_at)),
+                scheduled_machine: format::machine(Some(run.scheduled_at)),
+                scheduled_relative: format::relative_to(Some(run.scheduled_at), now),
                 duration: format::span(run.started_at, run.finished_at),
                 lateness: format::span(Some(run.scheduled_at), run.started_at),
                 manual: run.manual,
@@ -237,16 +355,22 @@ impl JobView {
             paused: job.paused.then(|| PausedView {
                 note: job.pause_note.clone().unwrap_or_default(),
                 since: format::utc(job.paused_at),
+                since_machine: format::machine(job.paused_at),
+                since_relative: format::relative_to(job.paused_at, now),
             }),
             executing: (job.state == "executing").then(|| match &job.running {
                 Some(running) => ExecutingView {
                     replica: running.runner.clone(),
                     since: format::utc(running.started_at),
+                    since_machine: format::machine(running.started_at),
+                    since_relative: format::relative_to(running.started_at, now),
                     lease_end: format::utc(running.lease_expires_at),
                 },
                 None => ExecutingView {
                     replica: "—".to_owned(),
                     since: "—".to_owned(),
+                    since_machine: String::new(),
+                    since_relative: String::new(),
                     lease_end: "—".to_owned(),
                 },
             }),
@@ -259,9 +383,112 @@ impl JobView {
     }
 }
 
-fn module_view(base: &str, module: &ModuleStatus) -> ModuleView {
+/// Whether `job`'s last run failed, panicked, timed out or was abandoned.
+fn is_failing(job: &JobStatus) -> bool {
+    job.last_run
+        .as_ref()
+        .is_some_and(|run| FAILING.contains(&run.outcome.as_str()))
+}
+
+/// Whether nothing of `module` runs: its active deployment (or, with none active, every deployment)
+/// has no live replica.
+fn nothing_runs(module: &ModuleStatus) -> bool {
+    module
+        .deployments
+        .iter()
+        .filter(|d| d.active || module.active_deployment.is_none())
+        .all(|d| d.live_replicas == 0)
+}
+
+/// The live replicas of `module`'s active deployment (of every deployment when none is active).
+fn live_replicas(module: &ModuleStatus) -> i64 {
+    module
+        .deployments
+        .iter()
+        .filter(|d| d.active || module.active_deployment.is_none())
+        .map(|d| d.live_replicas)
+        .sum()
+}
+
+/// How many names a banner lists before "and N more".
+const BANNER_NAMES: usize = 8;
+
+/// The banners of what is wrong in `modules`: one for the modules where nothing runs, one for the
+/// overdue jobs; none when all is well.
+pub(super) fn banners<'a>(modules: impl IntoIterator<Item = &'a ModuleStatus>) -> Vec<Banner> {
+    let mut down = Vec::new();
+    let mut overdue = Vec::new();
+    for module in modules {
+        if nothing_runs(module) {
+            down.push(module.name.as_str());
+        }
+        for job in &module.jobs {
+            if let Some(secs) = job.overdue_secs {
+                overdue.push(format!(
+                    "{} (by {})",
+                    job.verb,
+                    format::millis(secs.saturating_mul(1000) as i64)
+                ));
+            }
+        }
+    }
+    let mut banners = Vec::new();
+    if !down.is_empty() {
+        let (headline, detail) = match down.as_slice() {
+            [one] => (
+                format!("Nothing runs in module {one}:"),
+                "no replica of its active deployment is live, so none of its jobs runs.".to_owned(),
+            ),
+            many => (
+                format!("Nothing runs in {} modules:", many.len()),
+                format!(
+                    "{}: no replica of their active deployments is live, so none of their jobs runs.",
+                    listed(many.iter().map(|name| (*name).to_owned()))
+                ),
+            ),
+        };
+        banners.push(Banner {
+            kind: "outage",
+            headline,
+            detail,
+        });
+    }
+    if !overdue.is_empty() {
+        let (headline, claimed) = match overdue.len() {
+            1 => ("1 job is overdue:".to_owned(), "its due occurrence"),
+            n => (format!("{n} jobs are overdue:"), "their due occurrences"),
+        };
+        banners.push(Banner {
+            kind: "overdue",
+            headline,
+            detail: format!(
+                "{}: no replica claimed {claimed}.",
+                listed(overdue.into_iter())
+            ),
+        });
+    }
+    banners
+}
+
+/// The first [`BANNER_NAMES`] of `names`, and how many more there are.
+fn listed(names: impl ExactSizeIterator<Item = String>) -> String {
+    let total = names.len();
+    let mut text = names.take(BANNER_NAMES).collect::<Vec<_>>().join(", ");
+    if total > BANNER_NAMES {
+        text.push_str(&format!(" and {} more", total - BANNER_NAMES));
+    }
+    text
+}
+
+fn module_view(
+    base: &str,
+    module: &ModuleStatus,
+    jobs: Vec<JobView>,
+    now: DateTime<Utc>,
+) -> ModuleView {
     ModuleView {
         name: module.name.clone(),
+        anchor: anchor(&module.name),
         active: module.active_deployment.clone(),
         deployments: module
             .deployments
@@ -273,36 +500,200 @@ fn module_view(base: &str, module: &ModuleStatus) -> ModuleView {
                 live_replicas: d.live_replicas,
                 created: format::utc(Some(d.created_at)),
                 activated: format::utc(d.activated_at),
-                replicas: d.replicas.iter().map(ReplicaView::new).collect(),
+                replicas: d
+                    .replicas
+                    .iter()
+                    .map(|r| ReplicaView::new(r, now))
+                    .collect(),
             })
             .collect(),
-        jobs: module
-            .jobs
-            .iter()
-            .map(|job| JobView::new(base, &module.name, job))
-            .collect(),
+        jobs,
     }
 }
 
-/// `GET /`: every module, its deployments and jobs.
+/// The `id` of a module's section: `module-` and its name as a path segment.
+fn anchor(module: &str) -> String {
+    format!("module-{}", format::segment(module))
+}
+
+/// How many jobs a page of the overview shows.
+pub(super) const PAGE_JOBS: usize = 100;
+
+/// The query of the overview: the filter and the page (docs/dashboard.md, "Routes").
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct OverviewQuery {
+    /// Part of a verb's full name, any case.
+    #[serde(default)]
+    q: String,
+    /// `failing`, `overdue` or `paused`; empty for every job.
+    #[serde(default)]
+    state: String,
+    /// The page, from 1.
+    page: Option<usize>,
+}
+
+/// The states the overview filters by: the query's value, and the form's label.
+const STATES: &[(&str, &str)] = &[
+    ("", "any"),
+    ("failing", "failing"),
+    ("overdue", "overdue"),
+    ("paused", "paused"),
+];
+
+impl OverviewQuery {
+    /// Whether `job` passes the filter.
+    fn keeps(&self, job: &JobStatus) -> bool {
+        let q = self.q.trim().to_lowercase();
+        let state = match self.state.as_str() {
+            "failing" => is_failing(job),
+            "overdue" => job.overdue_secs.is_some(),
+            "paused" => job.paused,
+            _ => true,
+        };
+        state && (q.is_empty() || job.verb.to_lowercase().contains(&q))
+    }
+
+    /// The overview's link with this filter, at `page`.
+    fn href(&self, base: &str, page: usize) -> String {
+        let mut query = Vec::new();
+        if !self.q.trim().is_empty() {
+            query.push(format!("q={}", format::segment(self.q.trim())));
+        }
+        if !self.state.is_empty() {
+            query.push(format!("state={}", format::segment(&self.state)));
+        }
+        if page > 1 {
+            query.push(format!("page={page}"));
+        }
+        if query.is_empty() {
+            format!("{base}/")
+        } else {
+            format!("{base}/?{}", query.join("&"))
+        }
+    }
+}
+
+/// `GET /?q=TEXT&state=STATE&page=N`: the banners of what is wrong, every module with its counts of the
+/// last 24 hours, then a page of the jobs that pass the filter, under their modules.
 pub(super) async fn overview(axum::extract::State(shared): State, request: Request) -> Response {
     let (parts, _) = request.into_parts();
     let visit = Visit::new(&shared, &parts);
+    let query = match Query::<OverviewQuery>::try_from_uri(&parts.uri) {
+        Ok(Query(query)) => query,
+        Err(_) => return visit.refuse(StatusCode::BAD_REQUEST, "the query is malformed"),
+    };
+    if !STATES.iter().any(|(value, _)| *value == query.state) {
+        return visit.refuse(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "unknown state `{}`; expected one of: `failing`, `overdue`, `paused`",
+                query.state
+            ),
+        );
+    }
     let status = match shared.admin.status(None).await {
         Ok(status) => status,
         Err(error) => return visit.failure(&error),
     };
-    let page = Overview {
-        title: "cronverb".to_owned(),
-        now: format::utc(Some(status.now)),
-        modules: status
-            .modules
-            .iter()
-            .map(|m| module_view(&visit.base, m))
-            .collect(),
-        base: visit.base.clone(),
-    };
+    let mut summaries = Vec::with_capacity(status.modules.len());
+    for module in &status.modules {
+        summaries.push(ModuleSummary {
+            name: module.name.clone(),
+            anchor: anchor(&module.name),
+            live_replicas: live_replicas(module),
+            nothing_runs: nothing_runs(module),
+            jobs: module.jobs.len(),
+            failing: module.jobs.iter().filter(|j| is_failing(j)).count(),
+            overdue: module
+                .jobs
+                .iter()
+                .filter(|j| j.overdue_secs.is_some())
+                .count(),
+            paused: module.jobs.iter().filter(|j| j.paused).count(),
+            counts: shared.counts.of(&shared.admin, &module.name).await,
+        });
+    }
+    let page = overview_page(&visit.base, &status, &query, summaries);
     visit.render(StatusCode::OK, &page)
+}
+
+/// The overview of `status` for `query`: the page of the jobs that pass its filter.
+fn overview_page(
+    base: &str,
+    status: &Status,
+    query: &OverviewQuery,
+    summaries: Vec<ModuleSummary>,
+) -> Overview {
+    let now = status.now;
+    let kept: Vec<(&ModuleStatus, &JobStatus)> = status
+        .modules
+        .iter()
+        .flat_map(|m| m.jobs.iter().map(move |j| (m, j)))
+        .filter(|(_, job)| query.keeps(job))
+        .collect();
+    let pages = kept.len().div_ceil(PAGE_JOBS).max(1);
+    let page = query.page.unwrap_or(1).clamp(1, pages);
+    let first = (page - 1) * PAGE_JOBS;
+    let shown_jobs = &kept[first.min(kept.len())..(first + PAGE_JOBS).min(kept.len())];
+    let filtering = !query.q.trim().is_empty() || !query.state.is_empty();
+    let mut modules: Vec<ModuleView> = Vec::new();
+    for module in &status.modules {
+        let jobs: Vec<JobView> = shown_jobs
+            .iter()
+            .filter(|(m, _)| m.name == module.name)
+            .map(|(_, job)| JobView::new(base, &module.name, job, now))
+            .collect();
+        // A module without jobs shows on the first page when nothing is filtered.
+        if !jobs.is_empty() || (!filtering && page == 1 && module.jobs.is_empty()) {
+            modules.push(module_view(base, module, jobs, now));
+        }
+    }
+    let total: usize = status.modules.iter().map(|m| m.jobs.len()).sum();
+    let shown = match (kept.len(), filtering) {
+        (0, true) => format!("No job of the {total} matches the filter."),
+        (0, false) => "No jobs.".to_owned(),
+        (n, _) if n <= PAGE_JOBS => {
+            if filtering {
+                format!("{n} of {total} jobs match the filter.")
+            } else {
+                format!("{n} jobs.")
+            }
+        }
+        (n, _) => format!(
+            "Jobs {}–{} of {n}{}, page {page} of {pages}.",
+            first + 1,
+            first + shown_jobs.len(),
+            if filtering {
+                format!(" matching the filter (of {total})")
+            } else {
+                String::new()
+            }
+        ),
+    };
+    Overview {
+        title: "cronverb".to_owned(),
+        now: format::utc(Some(now)),
+        now_machine: format::machine(Some(now)),
+        banners: banners(&status.modules),
+        summaries,
+        filter: FilterView {
+            q: query.q.clone(),
+            options: STATES
+                .iter()
+                .map(|&(value, label)| StateOption {
+                    value,
+                    label,
+                    selected: value == query.state,
+                })
+                .collect(),
+            active: filtering,
+        },
+        shown,
+        modules,
+        previous: (page > 1).then(|| query.href(base, page - 1)),
+        next: (page < pages).then(|| query.href(base, page + 1)),
+        base: base.to_owned(),
+    }
 }
 
 #[derive(Template)]
@@ -311,6 +702,8 @@ struct JobPage {
     base: String,
     title: String,
     module: String,
+    now_machine: String,
+    banners: Vec<Banner>,
     job: Option<JobView>,
     runs: Vec<RunView>,
     chart: Chart,
@@ -330,6 +723,8 @@ struct RunView {
     manual: bool,
     late: bool,
     scheduled: String,
+    scheduled_machine: String,
+    scheduled_relative: String,
     started: String,
     finished: String,
     duration: String,
@@ -355,7 +750,7 @@ struct AttemptView {
 }
 
 impl RunView {
-    fn new(run: &Run) -> RunView {
+    fn new(run: &Run, now: DateTime<Utc>) -> RunView {
         RunView {
             id: run.id,
             outcome: run.outcome.clone(),
@@ -363,6 +758,8 @@ impl RunView {
             manual: run.manual,
             late: run.late,
             scheduled: format::utc(Some(run.scheduled_at)),
+            scheduled_machine: format::machine(Some(run.scheduled_at)),
+            scheduled_relative: format::relative_to(Some(run.scheduled_at), now),
             started: format::utc(run.started_at),
             finished: format::utc(run.finished_at),
             duration: format::span(run.started_at, run.finished_at),
@@ -444,14 +841,17 @@ pub(super) async fn job(
     } else {
         None
     };
+    let now = status.now;
     let page = JobPage {
         title: verb.clone(),
         module: module.clone(),
-        job: job.map(|job| JobView::new(&visit.base, &module, job)),
+        now_machine: format::machine(Some(now)),
+        banners: banners(&status.modules),
+        job: job.map(|job| JobView::new(&visit.base, &module, job, now)),
         chart: chart::chart(&runs),
         chart_width: chart::WIDTH,
         chart_height: chart::HEIGHT,
-        runs: runs.iter().map(RunView::new).collect(),
+        runs: runs.iter().map(|run| RunView::new(run, now)).collect(),
         older,
         newest: before.map(|_| href.clone()),
         actions: job.and_then(|job| visit.actions(&shared, &href, job.paused)),
@@ -482,15 +882,19 @@ struct ReplicaView {
     name: String,
     started: String,
     last_seen: String,
+    last_seen_machine: String,
+    last_seen_relative: String,
     live: bool,
 }
 
 impl ReplicaView {
-    fn new(replica: &crate::admin::Replica) -> ReplicaView {
+    fn new(replica: &crate::admin::Replica, now: DateTime<Utc>) -> ReplicaView {
         ReplicaView {
             name: replica.name.clone(),
             started: format::utc(Some(replica.started_at)),
             last_seen: format::utc(Some(replica.last_seen)),
+            last_seen_machine: format::machine(Some(replica.last_seen)),
+            last_seen_relative: format::relative_to(Some(replica.last_seen), now),
             live: replica.live,
         }
     }
@@ -541,7 +945,11 @@ pub(super) async fn deployment(
         active_key: deployment.active_deployment.clone(),
         created: format::utc(Some(deployment.created_at)),
         activated: format::utc(deployment.activated_at),
-        replicas: deployment.replicas.iter().map(ReplicaView::new).collect(),
+        replicas: deployment
+            .replicas
+            .iter()
+            .map(|r| ReplicaView::new(r, Utc::now()))
+            .collect(),
         schema: deployment.schema.to_string(),
         diff,
         base: visit.base.clone(),

@@ -13,8 +13,8 @@ pub struct Args {
     /// The address to listen on
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// Enable pause, resume and trigger for whoever gives this token in the action's form
-    /// [default: read-only]
+    /// Enable pause, resume and trigger for whoever enters this token, once per browser session; at
+    /// least 16 characters and 80 bits estimated, e.g. `openssl rand -hex 16` [default: read-only]
     #[arg(
         long,
         value_name = "TOKEN",
@@ -32,13 +32,17 @@ pub fn run(args: Args) -> ExitCode {
         allow_actions,
         connection,
     } = args;
-    if allow_actions
-        .as_deref()
-        .is_some_and(|t| t.trim().is_empty())
-    {
-        eprintln!("error: `--allow-actions` needs a token that is not empty");
-        return ExitCode::from(2);
-    }
+    // A weak token is refused before anything starts (docs/dashboard.md, "The action token").
+    let dashboard_token = match allow_actions {
+        None => None,
+        Some(token) => match cronverb::dashboard::Dashboard::check_action_token(&token) {
+            Ok(()) => Some(token),
+            Err(weak) => {
+                eprintln!("error: `--allow-actions`: {weak}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     // Every action is logged (docs/dashboard.md, "Security model"), on standard error; `RUST_LOG`
     // chooses what else. The other messages stay off, as in the other database commands.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -50,9 +54,11 @@ pub fn run(args: Args) -> ExitCode {
         .init();
     db::run(&connection, |store| async move {
         let mut dashboard = Dashboard::new(store.admin());
-        let actions = allow_actions.is_some();
-        if let Some(token) = allow_actions {
-            dashboard = dashboard.action_token(token);
+        let actions = dashboard_token.is_some();
+        if let Some(token) = dashboard_token {
+            dashboard = dashboard
+                .action_token(token)
+                .map_err(|weak| Failure::Other(weak.to_string()))?;
         }
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -61,16 +67,21 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!(
             "dashboard at http://{local}/ ({})",
             if actions {
-                "actions need the token"
+                "actions need the token, entered once per browser session"
             } else {
                 "read-only"
             }
         );
-        axum::serve(listener, dashboard.router())
-            .with_graceful_shutdown(async {
+        // A connection that does not send its request's headers within the timeout is closed.
+        cronverb::dashboard::serve(
+            listener,
+            dashboard.router(),
+            cronverb::dashboard::HEADER_READ_TIMEOUT,
+            async {
                 let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .map_err(|error| Failure::Other(format!("while serving the dashboard: {error}")))
+            },
+        )
+        .await
+        .map_err(|error| Failure::Other(format!("while serving the dashboard: {error}")))
     })
 }
