@@ -222,6 +222,20 @@ fn deploy_refuses_a_zone_a_user_may_not_mean_and_a_timeout_beyond_a_year() {
     }
 }
 
+/// The first line of `--help` says what the tool is, not only its first command.
+#[test]
+fn help_says_what_the_tool_is() {
+    let output = cronverb(&["--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        stdout(&output).lines().next(),
+        Some(
+            "Check cron expressions, and deploy, inspect, pause, resume and trigger the scheduled jobs of \
+             applications built with cronverb; serve their dashboard"
+        )
+    );
+}
+
 #[test]
 fn next_lists_utc_instants_one_per_line() {
     assert_eq!(
