@@ -36,7 +36,9 @@ impl JobOptions {
         JobOptions::default()
     }
 
-    /// An IANA zone the expression is read in (default UTC).
+    /// An IANA zone the expression is read in (default UTC), named by a place (`America/New_York`): a
+    /// name that is not one (`EST`, `CET`, `PST8PDT`) is refused, as `#[cron]` refuses it
+    /// (docs/expressions.md, "Names a user may not mean").
     pub fn timezone(mut self, zone: impl Into<String>) -> JobOptions {
         self.timezone = Some(zone.into());
         self
@@ -288,7 +290,7 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The timeout of jobs that do not set one (default 5 minutes).
+    /// The timeout of jobs that do not set one (default 5 minutes, at most 365 days).
     pub fn default_timeout(mut self, timeout: Duration) -> RuntimeBuilder {
         self.settings.default_timeout = timeout;
         self
