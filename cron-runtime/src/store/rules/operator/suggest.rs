@@ -2,8 +2,10 @@
 //! verbs and modules.
 
 /// Names close to `wanted`: those whose own name (after the last `::`) is similar to `wanted`'s, or that
-/// contain `wanted` (when its own name has three characters or more). At most three, the closest first, the module paths
-/// breaking ties.
+/// contain `wanted` (when its own name has three characters or more). When `wanted` gives a module path,
+/// the names whose path ends like it are kept, if there are any (`billing::send_invoice` suggests
+/// `billing::send_invoices`, not `shipping::send_invoices`); else the same verb in another module is
+/// suggested. At most three, the closest first.
 ///
 /// Similar means at most a third of the characters of the longer of the two differ (edit distance, at
 /// least one allowed): `send_invoice` is close to `send_invoices`, `v9` to `v0`, but `nope` is not close
@@ -12,28 +14,38 @@
 pub(crate) fn close_to(wanted: &str, names: &[String]) -> Vec<String> {
     let (wanted_path, wanted_short) = split(wanted);
     let contained = wanted_short.chars().count() >= 3;
-    let mut scored: Vec<(usize, usize, &String)> = names
+    // As many trailing segments of a name's path as `wanted` gives.
+    let given = if wanted_path.is_empty() {
+        0
+    } else {
+        wanted_path.matches("::").count() + 1
+    };
+    let mut scored: Vec<(bool, usize, usize, &String)> = names
         .iter()
         .filter_map(|name| {
             let (path, short) = split(name);
             let distance = edit_distance(wanted_short, short);
             let similar = !wanted_short.is_empty() && distance <= bound(wanted_short, short);
             (similar || (contained && name.contains(wanted))).then(|| {
-                // As many trailing segments of the name's path as `wanted` gives.
-                let given =
-                    wanted_path.matches("::").count() + usize::from(!wanted_path.is_empty());
-                let tail: Vec<&str> = path.rsplit("::").take(given).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                (distance, edit_distance(wanted_path, &tail.join("::")), name)
+                let mut tail: Vec<&str> = path.rsplit("::").take(given).collect();
+                tail.reverse();
+                let tail = tail.join("::");
+                let path_distance = edit_distance(wanted_path, &tail);
+                let other_path =
+                    path_distance > bound(wanted_path, &tail) || (given > 0 && path.is_empty());
+                (other_path, distance, path_distance, name)
             })
         })
         .collect();
+    if scored.iter().any(|(other_path, ..)| !other_path) {
+        scored.retain(|(other_path, ..)| !other_path);
+    }
     scored.sort();
-    scored.dedup_by(|a, b| a.2 == b.2);
+    scored.dedup_by(|a, b| a.3 == b.3);
     scored
         .into_iter()
         .take(3)
-        .map(|(_, _, n)| n.clone())
+        .map(|(.., n)| n.clone())
         .collect()
 }
 
@@ -199,6 +211,25 @@ mod tests {
         assert_eq!(
             close_to("reports::send_invoices", &names),
             ["app::billing::send_invoices"]
+        );
+        // The module path given picks among verbs of one name.
+        let names = [
+            "billing::send_invoices",
+            "billing::reports::send_invoices",
+            "send_invoices",
+        ]
+        .map(str::to_owned);
+        assert_eq!(
+            close_to("billing::send_invoice", &names),
+            ["billing::send_invoices"]
+        );
+        assert_eq!(
+            close_to("send_invoice", &names),
+            [
+                "billing::reports::send_invoices",
+                "billing::send_invoices",
+                "send_invoices"
+            ]
         );
     }
 
