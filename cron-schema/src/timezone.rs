@@ -217,10 +217,11 @@ fn refusal_help(name: &str) -> String {
 /// run time and on the command line. On failure, suggests the closest known name.
 ///
 /// Names are case-sensitive, as in the IANA database; a name that differs only in case, a typo (`Europe/Berln`)
-/// or a city alone (`Berlin`) gets the canonical name as its suggestion. Names a user may not mean are
-/// refused with the zone to write instead: the fixed offsets `EST`, `MST`, `HST`, the POSIX-style
-/// `EST5EDT`, `CST6CDT`, `MST7MDT`, `PST8PDT`, and `CET`, `MET`, `EET`, `WET`. A fixed offset on purpose is
-/// an `Etc` zone, whose sign is inverted: `Etc/GMT+5` is UTC−05:00.
+/// or a city alone (`Berlin`) gets the canonical name as its suggestion. Names that are not places are
+/// refused, in any case, with the zone to write instead: the database's `EST`, `MST`, `HST` (fixed
+/// offsets), `EST5EDT`, `CST6CDT`, `MST7MDT`, `PST8PDT` (POSIX-style), `CET`, `MET`, `EET`, `WET` (one
+/// country's rules), and the abbreviations users write that it does not have (`PST`, `CEST`, `BST`, …).
+/// A fixed offset on purpose is an `Etc/GMT` zone, whose sign is inverted: `Etc/GMT+5` is UTC−05:00.
 ///
 /// ```
 /// use cron_schema::parse_timezone;
