@@ -153,16 +153,26 @@ async fn a_timeout_beyond_a_year_is_refused_and_the_longest_runs() {
             "{error}"
         );
     }
-    let error = Runtime::builder()
-        .registered_jobs(false)
-        .default_timeout(Duration::MAX)
-        .build()
-        .await
-        .unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "invalid runtime setting `default_timeout`: must be at most 8760h (365 days)"
-    );
+    // The runtime's own durations too: each is added to an instant somewhere.
+    type Set = fn(cron_runtime::RuntimeBuilder) -> cron_runtime::RuntimeBuilder;
+    let settings: [(&str, Set); 4] = [
+        ("default_timeout", |b| b.default_timeout(Duration::MAX)),
+        ("lease", |b| b.lease(Duration::MAX)),
+        ("shutdown_grace", |b| b.shutdown_grace(Duration::MAX)),
+        ("missed_run_tolerance", |b| {
+            b.missed_run_tolerance(Duration::MAX)
+        }),
+    ];
+    for (setting, set) in settings {
+        let error = set(Runtime::builder().registered_jobs(false))
+            .build()
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("invalid runtime setting `{setting}`: must be at most 8760h (365 days)")
+        );
+    }
 
     let store = cron_runtime::store::MemoryStore::starting_at(chrono::DateTime::UNIX_EPOCH);
     let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
