@@ -54,6 +54,11 @@
 pub use cron_macros::cron;
 #[doc = include_str!("../docs/testing.md")]
 pub use cron_runtime::TestContext;
+/// docs/schema.md's example is compiled as a doc test too, like those of docs/attribute.md and
+/// docs/testing.md above; the other docs' examples are fragments marked `ignore`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/schema.md")]
+struct SchemaDoc;
 /// The operator API (`PgStore::admin`, `SqliteStore::admin`): `deploy`, `status`, `runs`, `pause`,
 /// `resume`, `trigger` and `prune`, with the error and report types they return.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]

@@ -132,6 +132,110 @@ fn unknown_zone_is_a_usage_error_with_a_suggestion() {
     }
 }
 
+/// Names in the IANA database that a user may not mean are refused with the zone to write instead
+/// (docs/expressions.md, "Names a user may not mean"); a fixed offset on purpose is an `Etc` zone.
+#[test]
+fn a_zone_a_user_may_not_mean_is_a_usage_error_that_says_what_to_write() {
+    for subcommand in ["check", "next"] {
+        for (zone, instead) in [
+            (
+                "EST",
+                "write `America/New_York`, or `Etc/GMT+5` for a fixed UTC−05:00 on purpose",
+            ),
+            ("PST8PDT", "write `America/Los_Angeles`"),
+            (
+                "CET",
+                "write a city of the zone you mean, such as `Europe/Paris` or `Europe/Berlin`",
+            ),
+        ] {
+            let output = cronverb(&[subcommand, "0 2 * * *", "--timezone", zone]);
+            assert_eq!(output.status.code(), Some(2), "{subcommand} {zone}");
+            assert!(
+                stderr(&output).contains(&format!("time zone `{zone}` "))
+                    && stderr(&output).contains(instead),
+                "{subcommand} {zone}: {}",
+                stderr(&output)
+            );
+            assert_eq!(stdout(&output), "");
+        }
+    }
+    assert_eq!(
+        next(&[
+            "0 9 * * *",
+            "--timezone",
+            "Etc/GMT+5",
+            "--after",
+            "2026-01-01T00:00:00Z",
+            "-n",
+            "1"
+        ]),
+        ["2026-01-01T14:00:00Z"]
+    );
+}
+
+/// `cronverb deploy` validates a schema with the attribute's rules: a zone a user may not mean, a timeout
+/// in days or beyond a year are refused there too (here on a SQLite file, which needs no server).
+#[test]
+fn deploy_refuses_a_zone_a_user_may_not_mean_and_a_timeout_beyond_a_year() {
+    let base = std::env::temp_dir().join(format!("cronverb-cli-refused-{}", std::process::id()));
+    let url = format!("sqlite://{}.db", base.display());
+    let migrated = cronverb(&["migrate", "--database-url", &url]);
+    assert_eq!(migrated.status.code(), Some(0), "{}", stderr(&migrated));
+    let schema = base.with_extension("json");
+    for (cron, refused) in [
+        (
+            r#"{"expression":"0 2 * * *","timezone":"EST"}"#,
+            "time zone `EST` is UTC−05:00 all year",
+        ),
+        (
+            r#"{"expression":"0 2 * * *","timeout":"18446744073709551615s"}"#,
+            "duration `18446744073709551615s` is too long; it must be at most `8760h` (365 days)",
+        ),
+        (
+            r#"{"expression":"0 2 * * *","timeout":"1d"}"#,
+            "invalid duration `1d`; days are written in hours: `24h`",
+        ),
+    ] {
+        std::fs::write(
+            &schema,
+            format!(
+                r#"{{"version":1,"modules":[{{"name":"billing","verbs":[{{"name":"billing::nightly","cron":{cron}}}]}}]}}"#
+            ),
+        )
+        .unwrap();
+        let output = cronverb(&[
+            "deploy",
+            "--deployment",
+            "billing@1",
+            schema.to_str().unwrap(),
+            "--database-url",
+            &url,
+        ]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(refused), "{}", stderr(&output));
+    }
+    for path in [schema, base.with_extension("db")] {
+        std::fs::remove_file(path).unwrap();
+    }
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}.db{suffix}", base.display()));
+    }
+}
+
+/// The first line of `--help` says what the tool is, not only its first command.
+#[test]
+fn help_says_what_the_tool_is() {
+    let output = cronverb(&["--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        stdout(&output).lines().next(),
+        Some(
+            "Check cron expressions, and deploy, inspect, pause, resume and trigger the scheduled jobs of \
+             applications built with cronverb; serve their dashboard"
+        )
+    );
+}
+
 #[test]
 fn next_lists_utc_instants_one_per_line() {
     assert_eq!(

@@ -7,7 +7,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cron_schema::{MissedPolicy, RunOn, Schema};
+use cron_schema::{MAX_DURATION, MissedPolicy, RunOn, Schema};
 
 use crate::context::State;
 use crate::defaults::DEFAULT_MODULE;
@@ -36,14 +36,17 @@ impl JobOptions {
         JobOptions::default()
     }
 
-    /// An IANA zone the expression is read in (default UTC).
+    /// An IANA zone the expression is read in (default UTC), named by a place (`America/New_York`): a
+    /// name that is not one (`EST`, `CET`, `PST8PDT`) is refused, as `#[cron]` refuses it
+    /// (docs/expressions.md, "Names a user may not mean").
     pub fn timezone(mut self, zone: impl Into<String>) -> JobOptions {
         self.timezone = Some(zone.into());
         self
     }
 
     /// How long a run may take before it is cancelled and recorded `timed_out` (default: the runtime's
-    /// [`default_timeout`](RuntimeBuilder::default_timeout)). At least one second.
+    /// [`default_timeout`](RuntimeBuilder::default_timeout)). At least one second and at most 365 days
+    /// ([`cron_schema::MAX_DURATION`], as `#[cron(timeout = "…")]`).
     pub fn timeout(mut self, timeout: Duration) -> JobOptions {
         self.timeout = Some(timeout);
         self
@@ -287,7 +290,7 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The timeout of jobs that do not set one (default 5 minutes).
+    /// The timeout of jobs that do not set one (default 5 minutes, at most 365 days).
     pub fn default_timeout(mut self, timeout: Duration) -> RuntimeBuilder {
         self.settings.default_timeout = timeout;
         self
@@ -546,6 +549,17 @@ fn check_settings(s: &Settings) -> Result<(), BuildError> {
     }
     if s.default_timeout.is_zero() {
         return invalid("default_timeout", "must be more than zero");
+    }
+    // The durations the runtime adds to an instant: under a year none overflows (`MAX_DURATION`).
+    for (setting, duration) in [
+        ("default_timeout", s.default_timeout),
+        ("lease", s.lease),
+        ("shutdown_grace", s.shutdown_grace),
+        ("missed_run_tolerance", s.missed_tolerance),
+    ] {
+        if duration > MAX_DURATION {
+            return invalid(setting, "must be at most 8760h (365 days)");
+        }
     }
     if s.batch_limit == 0 {
         return invalid("batch_limit", "must be at least 1");

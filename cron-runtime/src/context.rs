@@ -133,7 +133,9 @@ impl fmt::Debug for Context {
 ///
 /// # Panics
 ///
-/// Outside a handler run by the runtime or by [`TestContext::run`]. See [`try_context`].
+/// Outside a handler run by the runtime or by [`TestContext::run`], at the caller's line. See
+/// [`try_context`].
+#[track_caller]
 pub fn context() -> Context {
     try_context().expect(OUTSIDE_A_RUN)
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use chrono_tz::Tz;
 use cron_schema::{
-    MissedPolicy, RunOn, Schedule, ZonedSchedule, format_duration, parse_duration, parse_timezone,
+    MAX_DURATION, MissedPolicy, RunOn, Schedule, ZonedSchedule, format_duration, parse_duration,
+    parse_timezone,
 };
 
 use crate::defaults::{DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF};
@@ -256,6 +257,13 @@ pub(crate) fn job_spec(
         Some(Timeout::Given(timeout)) if timeout.is_zero() => {
             errors.push(JobError::Timeout(cron_schema::DurationError::Zero(
                 "0s".to_owned(),
+            )));
+            Err(())
+        }
+        // The bound `parse_duration` puts on a timeout written as text (docs/attribute.md, "`timeout`").
+        Some(Timeout::Given(timeout)) if timeout > MAX_DURATION => {
+            errors.push(JobError::Timeout(cron_schema::DurationError::TooLong(
+                format_duration(timeout),
             )));
             Err(())
         }

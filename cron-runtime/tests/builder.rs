@@ -84,6 +84,130 @@ async fn an_invalid_zone_or_timeout_fails() {
     );
 }
 
+/// The zones `#[cron]` refuses, the builder refuses with the same message (docs/expressions.md, "Names
+/// a user may not mean"); a fixed offset on purpose is an `Etc` zone.
+#[tokio::test]
+async fn a_zone_a_user_may_not_mean_is_refused_with_the_zone_to_write() {
+    let build = |zone: &'static str| async move {
+        Runtime::builder()
+            .registered_jobs(false)
+            .job_with(
+                "test::zone",
+                "0 9 * * *",
+                JobOptions::new().timezone(zone),
+                || async {},
+            )
+            .build()
+            .await
+    };
+    for (zone, instead) in [
+        ("EST", "write `America/New_York`"),
+        ("MST", "`America/Denver` or `America/Phoenix`"),
+        ("HST", "write `Pacific/Honolulu`"),
+        ("PST8PDT", "write `America/Los_Angeles`"),
+        (
+            "CET",
+            "a city of the zone you mean, such as `Europe/Paris` or `Europe/Berlin`",
+        ),
+        ("WET", "`Europe/Lisbon`"),
+    ] {
+        let error = build(zone).await.unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("time zone `{zone}` ")) && error.contains(instead),
+            "{error}"
+        );
+    }
+    let runtime = build("Etc/GMT+5").await.unwrap();
+    let next = runtime.jobs()[0]
+        .schedule()
+        .unwrap()
+        .next_after(chrono::DateTime::UNIX_EPOCH)
+        .unwrap();
+    // `Etc/GMT+5` is UTC−05:00: 09:00 there is 14:00 UTC.
+    assert_eq!(next.to_rfc3339(), "1970-01-01T14:00:00+00:00");
+}
+
+/// A timeout beyond a year is refused, as `#[cron(timeout = "…")]` refuses it: `Duration::MAX` used to
+/// build, and its first run panicked a worker adding it to an instant. The longest one runs.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_beyond_a_year_is_refused_and_the_longest_runs() {
+    for timeout in [
+        Duration::MAX,
+        Duration::from_secs(u64::MAX),
+        cron_schema::MAX_DURATION + Duration::from_secs(1),
+    ] {
+        let error = Runtime::builder()
+            .registered_jobs(false)
+            .job_with(
+                "test::long",
+                "* * * * * *",
+                JobOptions::new().timeout(timeout),
+                || async {},
+            )
+            .build()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("is too long; it must be at most `8760h` (365 days)"),
+            "{error}"
+        );
+    }
+    // The runtime's own durations too: each is added to an instant somewhere.
+    type Set = fn(cron_runtime::RuntimeBuilder) -> cron_runtime::RuntimeBuilder;
+    let settings: [(&str, Set); 4] = [
+        ("default_timeout", |b| b.default_timeout(Duration::MAX)),
+        ("lease", |b| b.lease(Duration::MAX)),
+        ("shutdown_grace", |b| b.shutdown_grace(Duration::MAX)),
+        ("missed_run_tolerance", |b| {
+            b.missed_run_tolerance(Duration::MAX)
+        }),
+    ];
+    for (setting, set) in settings {
+        let error = set(Runtime::builder().registered_jobs(false))
+            .build()
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("invalid runtime setting `{setting}`: must be at most 8760h (365 days)")
+        );
+    }
+
+    let store = cron_runtime::store::MemoryStore::starting_at(chrono::DateTime::UNIX_EPOCH);
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&ran);
+    let runtime = Runtime::builder()
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .job_with(
+            "test::longest",
+            "* * * * * *",
+            JobOptions::new().timeout(cron_schema::MAX_DURATION),
+            move || {
+                let counted = std::sync::Arc::clone(&counted);
+                async move {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    handle.shutdown().await.unwrap();
+    assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert!(
+        store
+            .runs()
+            .iter()
+            .all(|run| run.outcome == Some(cron_runtime::store::Outcome::Succeeded)),
+        "{:?}",
+        store.runs()
+    );
+}
+
 #[tokio::test]
 async fn retries_backoff_and_on_follow_the_attributes_rules() {
     let refused = |options: JobOptions| async move {

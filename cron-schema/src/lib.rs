@@ -32,7 +32,7 @@ mod schema;
 mod timezone;
 mod zoned;
 
-pub use duration::{DurationError, format_duration, parse_duration};
+pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use error::Error;
 pub use field::Field;
 pub use policy::{

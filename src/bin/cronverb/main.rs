@@ -30,7 +30,8 @@ pub use diagnostic::InvalidInput;
 #[command(
     name = "cronverb",
     version,
-    about = "Check cron expressions and list their occurrences"
+    about = "Check cron expressions, and deploy, inspect, pause, resume and trigger the scheduled jobs \
+             of applications built with cronverb; serve their dashboard"
 )]
 struct Cli {
     #[command(subcommand)]

@@ -12,7 +12,8 @@ pub struct ScheduleArgs {
     #[arg(value_name = "EXPR")]
     pub expression: String,
 
-    /// An IANA time zone the expression is read in, such as `Europe/Berlin` [default: UTC]
+    /// An IANA time zone the expression is read in, named by a place, such as `Europe/Berlin` (not `CET`
+    /// or `EST`; `Etc/GMT+5` is a fixed UTC−05:00, its sign inverted) [default: UTC]
     #[arg(short = 'z', long, value_name = "ZONE", value_parser = parse_zone)]
     pub timezone: Option<Tz>,
 

@@ -1,22 +1,62 @@
 //! Did-you-mean: the names close to one an operator mistyped, and the texts of the refusals that name
 //! verbs and modules.
 
-/// Names close to `wanted`: within a small edit distance of it, in full or inside their module, or
-/// containing it. At most three, the closest first.
+/// Names close to `wanted`: those whose own name (after the last `::`) is similar to `wanted`'s, or that
+/// contain `wanted` (when its own name has three characters or more). When `wanted` gives a module path,
+/// the names whose path ends like it are kept, if there are any (`billing::send_invoice` suggests
+/// `billing::send_invoices`, not `shipping::send_invoices`); else the same verb in another module is
+/// suggested. At most three, the closest first.
+///
+/// Similar means at most a third of the characters of the longer of the two differ (edit distance, at
+/// least one allowed): `send_invoice` is close to `send_invoices`, `v9` to `v0`, but `nope` is not close
+/// to `sync`. The verb's own name is compared, not the full path, so that a shared module path
+/// (`reports::nope`, `reports::sync`) does not make unrelated verbs alike.
 pub(crate) fn close_to(wanted: &str, names: &[String]) -> Vec<String> {
-    let limit = (wanted.chars().count() / 3).max(2);
-    let mut scored: Vec<(usize, &String)> = names
+    let (wanted_path, wanted_short) = split(wanted);
+    let contained = wanted_short.chars().count() >= 3;
+    // As many trailing segments of a name's path as `wanted` gives.
+    let given = if wanted_path.is_empty() {
+        0
+    } else {
+        wanted_path.matches("::").count() + 1
+    };
+    let mut scored: Vec<(bool, usize, usize, &String)> = names
         .iter()
         .filter_map(|name| {
-            let short = name.rsplit("::").next().unwrap_or(name);
-            let distance = edit_distance(wanted, name).min(edit_distance(wanted, short));
-            let contains = !wanted.is_empty() && name.contains(wanted);
-            (distance <= limit || contains).then_some((distance, name))
+            let (path, short) = split(name);
+            let distance = edit_distance(wanted_short, short);
+            let similar = !wanted_short.is_empty() && distance <= bound(wanted_short, short);
+            (similar || (contained && name.contains(wanted))).then(|| {
+                let mut tail: Vec<&str> = path.rsplit("::").take(given).collect();
+                tail.reverse();
+                let tail = tail.join("::");
+                let path_distance = edit_distance(wanted_path, &tail);
+                let other_path =
+                    path_distance > bound(wanted_path, &tail) || (given > 0 && path.is_empty());
+                (other_path, distance, path_distance, name)
+            })
         })
         .collect();
+    if scored.iter().any(|(other_path, ..)| !other_path) {
+        scored.retain(|(other_path, ..)| !other_path);
+    }
     scored.sort();
-    scored.dedup_by(|a, b| a.1 == b.1);
-    scored.into_iter().take(3).map(|(_, n)| n.clone()).collect()
+    scored.dedup_by(|a, b| a.3 == b.3);
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(.., n)| n.clone())
+        .collect()
+}
+
+/// A name's module path and its own name: `("billing", "send_invoices")`; `("", name)` without `::`.
+fn split(name: &str) -> (&str, &str) {
+    name.rsplit_once("::").unwrap_or(("", name))
+}
+
+/// The most edits between two similar names: a third of the longer's characters, at least one.
+fn bound(a: &str, b: &str) -> usize {
+    (a.chars().count().max(b.chars().count()) / 3).max(1)
 }
 
 /// The Levenshtein distance between `a` and `b`, in characters.
@@ -139,6 +179,58 @@ mod tests {
             ["billing::send_invoices"]
         );
         assert!(close_to("cleanup", &names).is_empty());
+    }
+
+    /// The verb's own name decides: a shared module path does not make two verbs alike (`reports::nope`
+    /// is not `reports::sync`, 4 edits in 13 characters), nor does a letter they both contain.
+    #[test]
+    fn only_names_above_the_similarity_bound_are_suggested() {
+        let names = [
+            "reports::sync",
+            "reports::refresh_cache",
+            "reports::daily_summary",
+            "app::billing::send_invoices",
+        ]
+        .map(str::to_owned);
+        assert!(close_to("reports::nope", &names).is_empty());
+        assert!(close_to("nope", &names).is_empty());
+        assert!(close_to("e", &names).is_empty());
+        assert!(close_to("reports::", &names).is_empty());
+        assert_eq!(close_to("reports::synk", &names), ["reports::sync"]);
+        assert_eq!(
+            close_to("reports::refresh_cach", &names),
+            ["reports::refresh_cache"]
+        );
+        assert_eq!(close_to("refresh", &names), ["reports::refresh_cache"]);
+        assert_eq!(close_to("report::sync", &names), ["reports::sync"]);
+        // A name given with part of its module path; the verb's own name in another module.
+        assert_eq!(
+            close_to("billing::send_invoice", &names),
+            ["app::billing::send_invoices"]
+        );
+        assert_eq!(
+            close_to("reports::send_invoices", &names),
+            ["app::billing::send_invoices"]
+        );
+        // The module path given picks among verbs of one name.
+        let names = [
+            "billing::send_invoices",
+            "billing::reports::send_invoices",
+            "send_invoices",
+        ]
+        .map(str::to_owned);
+        assert_eq!(
+            close_to("billing::send_invoice", &names),
+            ["billing::send_invoices"]
+        );
+        assert_eq!(
+            close_to("send_invoice", &names),
+            [
+                "billing::reports::send_invoices",
+                "billing::send_invoices",
+                "send_invoices"
+            ]
+        );
     }
 
     #[test]
