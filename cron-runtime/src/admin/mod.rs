@@ -40,7 +40,7 @@ pub(crate) mod runs;
 pub(crate) mod sql;
 pub(crate) mod status;
 
-pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob};
+pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob, check_verbs_listed_once};
 pub use deployment::Deployment;
 pub use error::AdminError;
 pub use pause::{Pause, Triggered};
