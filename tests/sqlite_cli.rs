@@ -375,3 +375,72 @@ fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry_on_a_file(
     );
     drop(store);
 }
+
+#[test]
+fn status_lists_each_live_replica_with_its_heartbeat() {
+    let file = File::new("replicas");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, _runner) = runtime.block_on(replica(&file.url));
+    let status = file.json(&["status"]);
+    let replica = &status["modules"][0]["deployments"][0]["replicas"][0];
+    let name = replica["name"].as_str().unwrap();
+    let started = replica["started_at"].as_str().unwrap();
+    let seen = replica["last_seen"].as_str().unwrap();
+    // Whole seconds, as the text shows every instant.
+    let whole = |at: &str| {
+        chrono::DateTime::parse_from_rfc3339(at)
+            .unwrap()
+            .to_utc()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+
+    let output = file.cronverb(&["status"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let header = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("REPLICA"))
+        .unwrap_or_else(|| panic!("no replica table:\n{text}"));
+    assert!(
+        header.contains("DEPLOYMENT")
+            && header.contains("STARTED (UTC)")
+            && header.contains("LAST SEEN (UTC)")
+            && header.contains("LIVE"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|line| line.trim_start().starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no line for replica {name}:\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            name,
+            "billing@1",
+            whole(started).as_str(),
+            whole(seen).as_str(),
+            "yes"
+        ],
+        "{text}"
+    );
+    drop(store);
+
+    // A deployment registered ahead has no replica: the text says so.
+    let ahead = File::new("replicas-ahead");
+    assert_eq!(ahead.json(&["migrate"])["migrated"], true);
+    let schema = ahead.schema_file();
+    ahead.json(&[
+        "deploy",
+        "--deployment",
+        "billing@2",
+        schema.to_str().unwrap(),
+    ]);
+    let output = ahead.cronverb(&["status"]);
+    assert!(
+        stdout(&output).contains("\n  no live replica\n"),
+        "{}",
+        stdout(&output)
+    );
+}
