@@ -494,6 +494,28 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
         message.contains("migration 10000") && message.contains("up to 0003"),
         "{message}"
     );
+    // Every other command refuses it as `migrate` and the replicas do, before reading or writing.
+    for args in [
+        &["status"][..],
+        &["runs"],
+        &["pause", "heartbeat"],
+        &["resume", "heartbeat"],
+        &["trigger", "heartbeat"],
+        &["prune"],
+    ] {
+        let output = db.cronverb(args);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+        let message = stderr(&output);
+        assert!(
+            message.contains("require migration 10000 or later") && message.contains("up to 0003"),
+            "{args:?}: {message}"
+        );
+    }
 }
 
 /// The URL of a database that does not exist on the test server (the server answers at once, so the

@@ -444,3 +444,108 @@ fn status_lists_each_live_replica_with_its_heartbeat() {
         stdout(&output)
     );
 }
+
+#[test]
+fn every_command_refuses_a_file_that_a_newer_release_contracted() {
+    let file = File::new("contracted");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, _runner) = runtime.block_on(replica(&file.url));
+    runtime.block_on(async {
+        sqlx::query("UPDATE cron_compatibility SET required_migration = 10000")
+            .execute(store.pool())
+            .await
+            .unwrap();
+    });
+    let schema = file.schema_file();
+    let schema = schema.to_str().unwrap();
+    for args in [
+        &["status"][..],
+        &["runs"],
+        &["pause", "heartbeat"],
+        &["resume", "heartbeat"],
+        &["trigger", "heartbeat"],
+        &["prune"],
+        &["deploy", "--deployment", "billing@2", schema],
+    ] {
+        let output = file.cronverb(args);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+        assert_eq!(stdout(&output), "", "{args:?}");
+        let message = stderr(&output);
+        assert!(
+            message.contains("require migration 10000 or later")
+                && message.contains("knows migrations up to 0003"),
+            "{args:?}: {message}"
+        );
+    }
+    // Nothing was written: no pause, no trigger, no deployment.
+    let (paused, triggered, deployments): (i64, i64, i64) = runtime.block_on(async {
+        sqlx::query_as(
+            "SELECT (SELECT count(*) FROM cron_jobs WHERE paused), \
+             (SELECT count(*) FROM cron_jobs WHERE trigger_requested_at IS NOT NULL), \
+             (SELECT count(*) FROM cron_deployments)",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+    });
+    assert_eq!((paused, triggered, deployments), (0, 0, 1));
+    // `migrate` refuses it too, as before.
+    let output = file.cronverb(&["migrate"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    drop(store);
+}
+
+#[test]
+fn prune_refuses_a_malformed_file_as_status_does() {
+    let file = File::new("malformed");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    // Everything in the file itself, then one page of an index that `status` reads and a pruning
+    // statement does not: the page of `cron_deployments_module`.
+    let (page, size) = current_thread().block_on(async {
+        let store = SqliteStore::connect(&file.url).await.unwrap();
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let page: i64 = sqlx::query_scalar(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'cron_deployments_module'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        let size: i64 = sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        store.pool().close().await;
+        (page, size)
+    });
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut db = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file.path)
+            .unwrap();
+        db.seek(SeekFrom::Start((page - 1) as u64 * size as u64))
+            .unwrap();
+        db.write_all(&vec![0xff; size as usize]).unwrap();
+    }
+    let output = file.cronverb(&["status"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(stderr(&output).contains("malformed"), "{}", stderr(&output));
+    let output = file.cronverb(&["prune", "--older-than", "1d"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).starts_with("error: while checking the SQLite file before changing it: ")
+            && stderr(&output).contains("malformed"),
+        "{}",
+        stderr(&output)
+    );
+}
