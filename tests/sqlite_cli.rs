@@ -376,6 +376,138 @@ fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry_on_a_file(
     drop(store);
 }
 
+/// Claims what is due for `runner` (waiting up to 10 s for a trigger to be asked for) and finishes every
+/// claim with `outcome` and `error`. Returns the ids of the runs finished.
+fn finish_due(
+    runtime: &tokio::runtime::Runtime,
+    store: &SqliteStore,
+    runner: &Runner,
+    outcome: Outcome,
+    error: Option<&str>,
+) -> Vec<i64> {
+    runtime.block_on(async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let claims = loop {
+            let claimed = store.claim_due(runner, Duration::ZERO, 10).await.unwrap();
+            if !claimed.claims.is_empty() {
+                break claimed.claims;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no trigger to claim after 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let finishes: Vec<Finish> = claims
+            .iter()
+            .map(|claim| Finish {
+                run_id: claim.run_id,
+                job_id: claim.job_id,
+                outcome,
+                error: error.map(str::to_owned),
+                ended_at: None,
+                started_at: Some(claim.scheduled_at),
+                retry_after: None,
+            })
+            .collect();
+        store
+            .finish(runner, &finishes, None)
+            .await
+            .single()
+            .unwrap();
+        claims.iter().map(|claim| claim.run_id).collect()
+    })
+}
+
+#[test]
+fn trigger_wait_exits_with_the_outcome_of_the_run_it_caused() {
+    let file = File::new("wait");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, runner) = runtime.block_on(replica(&file.url));
+
+    // An earlier trigger's run, which failed: a later wait must not take it for its own.
+    file.json(&["trigger", "heartbeat"]);
+    let earlier = finish_due(
+        &runtime,
+        &store,
+        &runner,
+        Outcome::Failed,
+        Some("an earlier failure"),
+    );
+
+    // Nothing claims the trigger: `--timeout` ends the wait (exit 4), and the trigger stays pending.
+    let output = file.cronverb(&["trigger", "heartbeat", "--wait", "--timeout", "1s"]);
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("triggered `billing::heartbeat` of deployment `billing@1` at "),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output).starts_with("error: the run of `billing::heartbeat` triggered at ")
+            && stderr(&output).contains("had not ended after 1s"),
+        "{}",
+        stderr(&output)
+    );
+
+    // A wait on the pending trigger returns when the run it caused ends, not with the earlier one.
+    let waiting = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(["trigger", "heartbeat", "--wait", "--json"])
+        .env("DATABASE_URL", &file.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut waiting = waiting;
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "the wait ended before the triggered run did"
+    );
+    let succeeded = finish_due(&runtime, &store, &runner, Outcome::Succeeded, None);
+    let output = waiting.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run: Value = serde_json::from_str(stdout(&output)).expect("--json prints the run");
+    assert_eq!(run["outcome"], "succeeded");
+    assert_eq!(run["manual"], true);
+    assert_eq!(run["id"], succeeded[0]);
+    assert_ne!(run["id"], earlier[0]);
+
+    // A run that fails: exit 3, with its outcome and error.
+    let waiting = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(["trigger", "billing::heartbeat", "--wait", "--timeout", "1m"])
+        .env("DATABASE_URL", &file.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let failed = finish_due(
+        &runtime,
+        &store,
+        &runner,
+        Outcome::Failed,
+        Some("the relay said no"),
+    );
+    let output = waiting.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let last = stdout(&output).lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!(
+            "run {} of `billing::heartbeat` failed after ",
+            failed[0]
+        )) && last.ends_with("s: the relay said no"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(stderr(&output), "");
+
+    // `--timeout` without `--wait` is a usage error.
+    let output = file.cronverb(&["trigger", "heartbeat", "--timeout", "1m"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    drop(store);
+}
+
 #[test]
 fn status_lists_each_live_replica_with_its_heartbeat() {
     let file = File::new("replicas");

@@ -4,7 +4,8 @@
 //! Exit status: 0 on success; 2 when what was given is wrong (a missing database URL, an unknown verb or
 //! module, a schema file that is not a valid schema, a malformed option); 1 when the database fails or
 //! does not answer, or refuses in its current state (a trigger while the verb is executing, tables that
-//! a newer release contracted, a malformed SQLite file before `prune`).
+//! a newer release contracted, a malformed SQLite file before `prune`). `trigger --wait` adds its own:
+//! 3 when the run ended without succeeding, 4 when `--timeout` passed first.
 
 use std::fmt;
 use std::future::Future;
@@ -46,12 +47,18 @@ pub enum Failure {
     Invalid(String),
     /// The database failed or refused. Exit status 1.
     Other(String),
+    /// The command did what it was asked, and its result has an exit status of its own (`trigger
+    /// --wait`); the message, when there is one, is printed as an error.
+    Status(u8, Option<String>),
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Failure::Invalid(message) | Failure::Other(message) => f.write_str(message),
+            Failure::Invalid(message)
+            | Failure::Other(message)
+            | Failure::Status(_, Some(message)) => f.write_str(message),
+            Failure::Status(_, None) => Ok(()),
         }
     }
 }
@@ -257,10 +264,13 @@ where
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {}", escape(&failure.to_string()));
+            if !matches!(failure, Failure::Status(_, None)) {
+                eprintln!("error: {}", escape(&failure.to_string()));
+            }
             match failure {
                 Failure::Invalid(_) => ExitCode::from(2),
                 Failure::Other(_) => ExitCode::FAILURE,
+                Failure::Status(code, _) => ExitCode::from(code),
             }
         }
     }
