@@ -8,8 +8,8 @@ use cronverb::admin::{JobStatus, ModuleStatus, Status};
 use crate::db::{self, Connection};
 use crate::escape::escape;
 
-/// List modules, deployments (active, live replicas), each live replica (started, last heartbeat) and
-/// jobs (schedule, state, next run, last outcome)
+/// List modules, deployments (active, live replicas), their replicas and jobs (schedule, state, next
+/// run, last outcome)
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only this module

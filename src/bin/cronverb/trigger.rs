@@ -18,9 +18,12 @@ const UNSUCCESSFUL: u8 = 3;
 /// The exit status of `--wait` when `--timeout` passed before the run ended.
 const WAIT_TIMED_OUT: u8 = 4;
 
-/// Run a verb once now, through the normal claim (recorded as manual; refused while it is executing);
-/// with `--wait`, exit 0 when the run succeeded, 3 when it ended otherwise, 4 when `--timeout` passed
-/// first
+/// Run a verb once now, through the normal claim (recorded as manual; refused while it is executing)
+///
+/// With `--wait`, wait for that run to end and exit with its outcome: 0 when it succeeded, 3 when it
+/// ended otherwise (failed, panicked, timed_out, cancelled, abandoned), 4 when `--timeout` passed
+/// first. As every database command: 1 when the database fails or refuses the trigger, 2 when what was
+/// given is wrong.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The verb: its full name (`billing::send_invoices`) or its name in its module
