@@ -425,6 +425,9 @@ fn trigger_wait_exits_with_the_outcome_of_the_run_it_caused() {
     assert_eq!(file.json(&["migrate"])["migrated"], true);
     let runtime = current_thread();
     let (store, runner) = runtime.block_on(replica(&file.url));
+    // Paused, the verb's regular occurrences (every 5 minutes) are not claimed and cannot take a
+    // trigger; a trigger still runs it.
+    file.json(&["pause", "heartbeat"]);
 
     // An earlier trigger's run, which failed: a later wait must not take it for its own.
     file.json(&["trigger", "heartbeat"]);
@@ -680,4 +683,75 @@ fn prune_refuses_a_malformed_file_as_status_does() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn trigger_wait_follows_a_regular_occurrence_that_took_the_trigger() {
+    let file = File::new("wait-regular");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, runner) = runtime.block_on(replica(&file.url));
+    // An occurrence is due: the claim that takes the trigger runs it as a regular run, which
+    // satisfies the trigger (docs/operations.md, "Trigger").
+    runtime.block_on(async {
+        sqlx::query("UPDATE cron_jobs SET next_execution = ?1 WHERE verb = 'billing::heartbeat'")
+            .bind((chrono::Utc::now() - chrono::TimeDelta::seconds(1)).timestamp_micros())
+            .execute(store.pool())
+            .await
+            .unwrap();
+    });
+    let waiting = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(["trigger", "heartbeat", "--wait", "--timeout", "1m"])
+        .env("DATABASE_URL", &file.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Claimed once the trigger is asked for, not before.
+    runtime.block_on(async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let pending: bool = sqlx::query_scalar(
+                "SELECT trigger_requested_at IS NOT NULL FROM cron_jobs \
+                 WHERE verb = 'billing::heartbeat'",
+            )
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            if pending {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no trigger after 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let finished = finish_due(&runtime, &store, &runner, Outcome::Succeeded, None);
+    assert_eq!(
+        finished.len(),
+        1,
+        "one claim took the occurrence and the trigger"
+    );
+    let output = waiting.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let last = stdout(&output).lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!(
+            "run {} of `billing::heartbeat` succeeded after ",
+            finished[0]
+        )) && last.ends_with(" (a regular occurrence due when the trigger was claimed)"),
+        "{}",
+        stdout(&output)
+    );
+    // The trigger was taken: none is pending, and no manual run was recorded.
+    let status = file.json(&["status"]);
+    let job = &status["modules"][0]["jobs"][0];
+    assert_eq!(job["verb"], "billing::heartbeat");
+    assert_eq!(job["trigger_requested_at"], Value::Null, "{status}");
+    let runs = file.json(&["runs"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["manual"], false);
+    drop(store);
 }
