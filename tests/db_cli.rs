@@ -494,6 +494,28 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
         message.contains("migration 10000") && message.contains("up to 0003"),
         "{message}"
     );
+    // Every other command refuses it as `migrate` and the replicas do, before reading or writing.
+    for args in [
+        &["status"][..],
+        &["runs"],
+        &["pause", "heartbeat"],
+        &["resume", "heartbeat"],
+        &["trigger", "heartbeat"],
+        &["prune"],
+    ] {
+        let output = db.cronverb(args);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+        let message = stderr(&output);
+        assert!(
+            message.contains("require migration 10000 or later") && message.contains("up to 0003"),
+            "{args:?}: {message}"
+        );
+    }
 }
 
 /// The URL of a database that does not exist on the test server (the server answers at once, so the
@@ -953,4 +975,66 @@ fn deploy_refuses_a_schema_above_the_limit_before_connecting() {
          may have (docs/operations.md): split them into several modules\n"
     );
     assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn trigger_wait_exits_with_the_outcome_of_the_triggered_run() {
+    let db = Database::migrated("trigger_wait");
+    let runtime = current_thread();
+    let (store, runner) = runtime.block_on(replica(&db.url));
+    // Paused, the verb's regular occurrences (every 5 minutes) are not claimed and cannot take the
+    // trigger; a trigger still runs it.
+    db.json(&["pause", "heartbeat"]);
+    let waiting = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args([
+            "trigger",
+            "heartbeat",
+            "--wait",
+            "--json",
+            "--timeout",
+            "1m",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run_id = runtime.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let claims = loop {
+            let claimed = store.claim_due(&runner, Duration::ZERO, 10).await.unwrap();
+            if !claimed.claims.is_empty() {
+                break claimed.claims;
+            }
+            assert!(Instant::now() < deadline, "no trigger to claim after 10 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let claim = &claims[0];
+        store
+            .finish(
+                &runner,
+                &[Finish {
+                    run_id: claim.run_id,
+                    job_id: claim.job_id,
+                    outcome: Outcome::TimedOut,
+                    error: Some("ran past its timeout of 1m".to_owned()),
+                    ended_at: None,
+                    started_at: Some(claim.scheduled_at),
+                    retry_after: None,
+                }],
+                None,
+            )
+            .await
+            .single()
+            .unwrap();
+        claim.run_id
+    });
+    let output = waiting.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let run: Value = serde_json::from_str(stdout(&output)).expect("--json prints the run");
+    assert_eq!(run["id"], run_id);
+    assert_eq!(run["outcome"], "timed_out");
+    assert_eq!(run["manual"], true);
+    assert_eq!(run["error"], "ran past its timeout of 1m");
+    drop(store);
 }

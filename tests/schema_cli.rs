@@ -375,3 +375,48 @@ fn diff_refuses_a_missing_file_naming_it() {
         "{message}"
     );
 }
+
+#[test]
+fn diff_refuses_a_verb_listed_twice_as_deploy_does() {
+    let (old, _) = schema_files("listed-twice");
+    let twice = old.with_file_name("twice.json");
+    std::fs::write(
+        &twice,
+        r#"{"version": 1, "modules": [{"name": "billing", "verbs": [
+            {"name": "billing::sweep", "cron": {"expression": "*/15 * * * *"}},
+            {"name": "billing::sweep", "cron": {"expression": "0 * * * *"}}
+        ]}]}"#,
+    )
+    .unwrap();
+    for args in [[path(&old), path(&twice)], [path(&twice), path(&old)]] {
+        let output = cronverb(&["schema", "diff", args[0], args[1]]);
+        assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+        assert_eq!(stdout(&output), "");
+        assert_eq!(
+            stderr(&output),
+            format!(
+                "error: `{}` is not a valid cronverb schema: verb `billing::sweep` is listed twice\n",
+                twice.display()
+            )
+        );
+    }
+
+    // `deploy` refuses the same file with the same words.
+    let database = old.with_file_name("cron.db");
+    let url = format!("sqlite://{}", database.display());
+    let output = cronverb(&["migrate", "--database-url", &url]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = cronverb(&[
+        "deploy",
+        "--database-url",
+        &url,
+        "--deployment",
+        "billing@1",
+        path(&twice),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    assert_eq!(
+        stderr(&output),
+        "error: invalid schema: verb `billing::sweep` is listed twice\n"
+    );
+}

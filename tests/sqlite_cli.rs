@@ -375,3 +375,383 @@ fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry_on_a_file(
     );
     drop(store);
 }
+
+/// Claims what is due for `runner` (waiting up to 10 s for a trigger to be asked for) and finishes every
+/// claim with `outcome` and `error`. Returns the ids of the runs finished.
+fn finish_due(
+    runtime: &tokio::runtime::Runtime,
+    store: &SqliteStore,
+    runner: &Runner,
+    outcome: Outcome,
+    error: Option<&str>,
+) -> Vec<i64> {
+    runtime.block_on(async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let claims = loop {
+            let claimed = store.claim_due(runner, Duration::ZERO, 10).await.unwrap();
+            if !claimed.claims.is_empty() {
+                break claimed.claims;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no trigger to claim after 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let finishes: Vec<Finish> = claims
+            .iter()
+            .map(|claim| Finish {
+                run_id: claim.run_id,
+                job_id: claim.job_id,
+                outcome,
+                error: error.map(str::to_owned),
+                ended_at: None,
+                started_at: Some(claim.scheduled_at),
+                retry_after: None,
+            })
+            .collect();
+        store
+            .finish(runner, &finishes, None)
+            .await
+            .single()
+            .unwrap();
+        claims.iter().map(|claim| claim.run_id).collect()
+    })
+}
+
+#[test]
+fn trigger_wait_exits_with_the_outcome_of_the_run_it_caused() {
+    let file = File::new("wait");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, runner) = runtime.block_on(replica(&file.url));
+    // Paused, the verb's regular occurrences (every 5 minutes) are not claimed and cannot take a
+    // trigger; a trigger still runs it.
+    file.json(&["pause", "heartbeat"]);
+
+    // An earlier trigger's run, which failed: a later wait must not take it for its own.
+    file.json(&["trigger", "heartbeat"]);
+    let earlier = finish_due(
+        &runtime,
+        &store,
+        &runner,
+        Outcome::Failed,
+        Some("an earlier failure"),
+    );
+
+    // Nothing claims the trigger: `--timeout` ends the wait (exit 4), and the trigger stays pending.
+    let output = file.cronverb(&["trigger", "heartbeat", "--wait", "--timeout", "1s"]);
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("triggered `billing::heartbeat` of deployment `billing@1` at "),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output).starts_with("error: the run of `billing::heartbeat` triggered at ")
+            && stderr(&output).contains("had not ended after 1s"),
+        "{}",
+        stderr(&output)
+    );
+
+    // A wait on the pending trigger returns when the run it caused ends, not with the earlier one.
+    let waiting = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(["trigger", "heartbeat", "--wait", "--json"])
+        .env("DATABASE_URL", &file.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut waiting = waiting;
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "the wait ended before the triggered run did"
+    );
+    let succeeded = finish_due(&runtime, &store, &runner, Outcome::Succeeded, None);
+    let output = waiting.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run: Value = serde_json::from_str(stdout(&output)).expect("--json prints the run");
+    assert_eq!(run["outcome"], "succeeded");
+    assert_eq!(run["manual"], true);
+    assert_eq!(run["id"], succeeded[0]);
+    assert_ne!(run["id"], earlier[0]);
+
+    // A run that fails: exit 3, with its outcome and error.
+    let waiting = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(["trigger", "billing::heartbeat", "--wait", "--timeout", "1m"])
+        .env("DATABASE_URL", &file.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let failed = finish_due(
+        &runtime,
+        &store,
+        &runner,
+        Outcome::Failed,
+        Some("the relay said no"),
+    );
+    let output = waiting.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let last = stdout(&output).lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!(
+            "run {} of `billing::heartbeat` failed after ",
+            failed[0]
+        )) && last.ends_with("s: the relay said no"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(stderr(&output), "");
+
+    // `--timeout` without `--wait` is a usage error.
+    let output = file.cronverb(&["trigger", "heartbeat", "--timeout", "1m"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    drop(store);
+}
+
+#[test]
+fn status_lists_each_live_replica_with_its_heartbeat() {
+    let file = File::new("replicas");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, _runner) = runtime.block_on(replica(&file.url));
+    let status = file.json(&["status"]);
+    let replica = &status["modules"][0]["deployments"][0]["replicas"][0];
+    let name = replica["name"].as_str().unwrap();
+    let started = replica["started_at"].as_str().unwrap();
+    let seen = replica["last_seen"].as_str().unwrap();
+    // Whole seconds, as the text shows every instant.
+    let whole = |at: &str| {
+        chrono::DateTime::parse_from_rfc3339(at)
+            .unwrap()
+            .to_utc()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+
+    let output = file.cronverb(&["status"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let header = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("REPLICA"))
+        .unwrap_or_else(|| panic!("no replica table:\n{text}"));
+    assert!(
+        header.contains("DEPLOYMENT")
+            && header.contains("STARTED (UTC)")
+            && header.contains("LAST SEEN (UTC)")
+            && header.contains("LIVE"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|line| line.trim_start().starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no line for replica {name}:\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            name,
+            "billing@1",
+            whole(started).as_str(),
+            whole(seen).as_str(),
+            "yes"
+        ],
+        "{text}"
+    );
+    drop(store);
+
+    // A deployment registered ahead has no replica: the text says so.
+    let ahead = File::new("replicas-ahead");
+    assert_eq!(ahead.json(&["migrate"])["migrated"], true);
+    let schema = ahead.schema_file();
+    ahead.json(&[
+        "deploy",
+        "--deployment",
+        "billing@2",
+        schema.to_str().unwrap(),
+    ]);
+    let output = ahead.cronverb(&["status"]);
+    assert!(
+        stdout(&output).contains("\n  no live replica\n"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn every_command_refuses_a_file_that_a_newer_release_contracted() {
+    let file = File::new("contracted");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, _runner) = runtime.block_on(replica(&file.url));
+    runtime.block_on(async {
+        sqlx::query("UPDATE cron_compatibility SET required_migration = 10000")
+            .execute(store.pool())
+            .await
+            .unwrap();
+    });
+    let schema = file.schema_file();
+    let schema = schema.to_str().unwrap();
+    for args in [
+        &["status"][..],
+        &["runs"],
+        &["pause", "heartbeat"],
+        &["resume", "heartbeat"],
+        &["trigger", "heartbeat"],
+        &["prune"],
+        &["deploy", "--deployment", "billing@2", schema],
+    ] {
+        let output = file.cronverb(args);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+        assert_eq!(stdout(&output), "", "{args:?}");
+        let message = stderr(&output);
+        assert!(
+            message.contains("require migration 10000 or later")
+                && message.contains("knows migrations up to 0003"),
+            "{args:?}: {message}"
+        );
+    }
+    // Nothing was written: no pause, no trigger, no deployment.
+    let (paused, triggered, deployments): (i64, i64, i64) = runtime.block_on(async {
+        sqlx::query_as(
+            "SELECT (SELECT count(*) FROM cron_jobs WHERE paused), \
+             (SELECT count(*) FROM cron_jobs WHERE trigger_requested_at IS NOT NULL), \
+             (SELECT count(*) FROM cron_deployments)",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+    });
+    assert_eq!((paused, triggered, deployments), (0, 0, 1));
+    // `migrate` refuses it too, as before.
+    let output = file.cronverb(&["migrate"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    drop(store);
+}
+
+#[test]
+fn prune_refuses_a_malformed_file_as_status_does() {
+    let file = File::new("malformed");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    // Everything in the file itself, then one page of an index that `status` reads and a pruning
+    // statement does not: the page of `cron_deployments_module`.
+    let (page, size) = current_thread().block_on(async {
+        let store = SqliteStore::connect(&file.url).await.unwrap();
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let page: i64 = sqlx::query_scalar(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'cron_deployments_module'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        let size: i64 = sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        store.pool().close().await;
+        (page, size)
+    });
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut db = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file.path)
+            .unwrap();
+        db.seek(SeekFrom::Start((page - 1) as u64 * size as u64))
+            .unwrap();
+        db.write_all(&vec![0xff; size as usize]).unwrap();
+    }
+    let output = file.cronverb(&["status"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(stderr(&output).contains("malformed"), "{}", stderr(&output));
+    let output = file.cronverb(&["prune", "--older-than", "1d"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).starts_with("error: while checking the SQLite file before changing it: ")
+            && stderr(&output).contains("malformed"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn trigger_wait_follows_a_regular_occurrence_that_took_the_trigger() {
+    let file = File::new("wait-regular");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, runner) = runtime.block_on(replica(&file.url));
+    // An occurrence is due: the claim that takes the trigger runs it as a regular run, which
+    // satisfies the trigger (docs/operations.md, "Trigger").
+    runtime.block_on(async {
+        sqlx::query("UPDATE cron_jobs SET next_execution = ?1 WHERE verb = 'billing::heartbeat'")
+            .bind((chrono::Utc::now() - chrono::TimeDelta::seconds(1)).timestamp_micros())
+            .execute(store.pool())
+            .await
+            .unwrap();
+    });
+    let waiting = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(["trigger", "heartbeat", "--wait", "--timeout", "1m"])
+        .env("DATABASE_URL", &file.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Claimed once the trigger is asked for, not before.
+    runtime.block_on(async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let pending: bool = sqlx::query_scalar(
+                "SELECT trigger_requested_at IS NOT NULL FROM cron_jobs \
+                 WHERE verb = 'billing::heartbeat'",
+            )
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            if pending {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no trigger after 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let finished = finish_due(&runtime, &store, &runner, Outcome::Succeeded, None);
+    assert_eq!(
+        finished.len(),
+        1,
+        "one claim took the occurrence and the trigger"
+    );
+    let output = waiting.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let last = stdout(&output).lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!(
+            "run {} of `billing::heartbeat` succeeded after ",
+            finished[0]
+        )) && last.ends_with(" (a regular occurrence due when the trigger was claimed)"),
+        "{}",
+        stdout(&output)
+    );
+    // The trigger was taken: none is pending, and no manual run was recorded.
+    let status = file.json(&["status"]);
+    let job = &status["modules"][0]["jobs"][0];
+    assert_eq!(job["verb"], "billing::heartbeat");
+    assert_eq!(job["trigger_requested_at"], Value::Null, "{status}");
+    let runs = file.json(&["runs"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["manual"], false);
+    drop(store);
+}

@@ -254,7 +254,7 @@ fn deployment_spec(
             continue;
         }
         if !names.insert(name) {
-            errors.push(format!("verb `{name}` is listed twice"));
+            errors.push(listed_twice(name));
             continue;
         }
         match job {
@@ -280,6 +280,31 @@ fn deployment_spec(
         jobs,
     };
     Ok((spec, one))
+}
+
+/// Refuses a schema in which a module lists a verb twice ([`AdminError::InvalidSchema`], every such
+/// verb named), as `deploy` refuses the module it registers: `cronverb schema diff` checks every module
+/// with it. Verbs without a name are left to `deploy`'s own error.
+pub fn check_verbs_listed_once(schema: &Schema) -> Result<(), AdminError> {
+    let mut errors = Vec::new();
+    for module in &schema.modules {
+        let mut names: HashSet<&str> = HashSet::with_capacity(module.verbs.len());
+        for verb in &module.verbs {
+            if !verb.name.trim().is_empty() && !names.insert(&verb.name) {
+                errors.push(listed_twice(&verb.name));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(AdminError::InvalidSchema(errors.join("; ")))
+    }
+}
+
+/// The error of verb `name` listed a second time in one module of a schema.
+fn listed_twice(name: &str) -> String {
+    format!("verb `{name}` is listed twice")
 }
 
 /// The fields of verb `name` of a schema, as [`job_spec`] validates them.

@@ -39,8 +39,9 @@ pub(crate) mod rows;
 pub(crate) mod runs;
 pub(crate) mod sql;
 pub(crate) mod status;
+pub(crate) mod triggered;
 
-pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob};
+pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob, check_verbs_listed_once};
 pub use deployment::Deployment;
 pub use error::AdminError;
 pub use pause::{Pause, Triggered};
@@ -137,6 +138,20 @@ impl Admin {
     /// unchanged; see docs/operations.md for the details.
     pub async fn trigger(&self, verb: &str, module: Option<&str>) -> Result<Triggered, AdminError> {
         self.backend.trigger(verb, module).await
+    }
+
+    /// The run that trigger `triggered` (what [`Admin::trigger`] returned) caused, once a replica has
+    /// claimed it: the manual run recorded at the trigger's instant, or the regular run that took the
+    /// trigger when an occurrence was due as it was claimed (docs/operations.md, "Trigger"). `None`
+    /// while the trigger is pending. What `cronverb trigger --wait` polls; [`Admin::run_ended`] says
+    /// when to stop.
+    pub async fn triggered_run(&self, triggered: &Triggered) -> Result<Option<Run>, AdminError> {
+        triggered::triggered_run(self, triggered).await
+    }
+
+    /// Whether `run` has ended: its outcome is final (not `running`, nor `retrying` between attempts).
+    pub fn run_ended(run: &Run) -> bool {
+        triggered::ended(run)
     }
 
     /// Deletes the runs that finished more than `older_than` ago (never a running one), `batch` per

@@ -3,7 +3,9 @@
 //!
 //! Exit status: 0 on success; 2 when what was given is wrong (a missing database URL, an unknown verb or
 //! module, a schema file that is not a valid schema, a malformed option); 1 when the database fails or
-//! does not answer, or refuses in its current state (a trigger while the verb is executing).
+//! does not answer, or refuses in its current state (a trigger while the verb is executing, tables that
+//! a newer release contracted, a malformed SQLite file before `prune`). `trigger --wait` adds its own:
+//! 3 when the run ended without succeeding, 4 when `--timeout` passed first.
 
 use std::fmt;
 use std::future::Future;
@@ -45,12 +47,18 @@ pub enum Failure {
     Invalid(String),
     /// The database failed or refused. Exit status 1.
     Other(String),
+    /// The command did what it was asked, and its result has an exit status of its own (`trigger
+    /// --wait`); the message, when there is one, is printed as an error.
+    Status(u8, Option<String>),
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Failure::Invalid(message) | Failure::Other(message) => f.write_str(message),
+            Failure::Invalid(message)
+            | Failure::Other(message)
+            | Failure::Status(_, Some(message)) => f.write_str(message),
+            Failure::Status(_, None) => Ok(()),
         }
     }
 }
@@ -71,6 +79,10 @@ impl From<StoreError> for Failure {
     }
 }
 
+/// SQLite's check of a file's structure, as [`Database::check_whole`] runs it: one row `ok`, or a row per
+/// problem found.
+const QUICK_CHECK: &str = "PRAGMA quick_check";
+
 /// The URL schemes the database commands accept, as the error for another one lists them.
 const SCHEMES: &str = "`postgres://`, `postgresql://`, `sqlite://`";
 
@@ -88,6 +100,43 @@ impl Database {
             Database::Postgres(store) => store.admin(),
             Database::Sqlite(store) => store.admin(),
         }
+    }
+
+    /// Refuses tables that a newer release contracted, as the replicas and `migrate` do
+    /// (docs/operations.md, "Migrations across releases"). A database whose check cannot be read is
+    /// left to the command: with no tables yet (`cron_compatibility` is in the first migration), the
+    /// command's own error says to run `cronverb migrate`.
+    pub async fn check_compatible(&self) -> Result<(), Failure> {
+        let checked = match self {
+            Database::Postgres(store) => store.check_compatible().await,
+            Database::Sqlite(store) => store.check_compatible().await,
+        };
+        match checked {
+            Err(StoreError::Invalid(message)) => Err(Failure::Other(message)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a SQLite file whose structure is damaged (`PRAGMA quick_check`: every page of every
+    /// table and index is read), before a command deletes from it: a statement reads only the pages
+    /// it needs, so a damaged page elsewhere would go unnoticed and the deletions would be written
+    /// into a malformed file. A PostgreSQL server keeps its own files whole.
+    pub async fn check_whole(&self) -> Result<(), Failure> {
+        let Database::Sqlite(store) = self else {
+            return Ok(());
+        };
+        let context = "checking the SQLite file before changing it";
+        let lines: Vec<String> = cronverb::sqlx::query_scalar(QUICK_CHECK)
+            .fetch_all(store.pool())
+            .await
+            .map_err(|error| Failure::Other(format!("while {context}: {error}")))?;
+        if lines.len() == 1 && lines[0] == "ok" {
+            return Ok(());
+        }
+        Err(Failure::Other(format!(
+            "while {context}: the file is malformed ({}); restore it from a backup",
+            lines.join("; ")
+        )))
     }
 
     /// Creates or upgrades cronverb's tables.
@@ -139,8 +188,9 @@ fn kind(url: &str) -> Result<Kind, Failure> {
     }
 }
 
-/// Connects to the database and runs `command` on a single-threaded runtime. Prints `error: …` on
-/// standard error and returns the exit status on failure. A SQLite file must exist: only `migrate`
+/// Connects to the database, refuses tables that a newer release contracted
+/// ([`Database::check_compatible`]) and runs `command` on a single-threaded runtime. Prints `error: …`
+/// on standard error and returns the exit status on failure. A SQLite file must exist: only `migrate`
 /// ([`run_creating`]) creates one.
 pub fn run<F, Fut>(connection: &Connection, command: F) -> ExitCode
 where
@@ -150,7 +200,8 @@ where
     run_with(connection, false, command)
 }
 
-/// [`run`], creating the SQLite file when it is missing.
+/// [`run`], creating the SQLite file when it is missing, for `migrate`, which checks the tables' compatibility
+/// itself after migrating them.
 pub fn run_creating<F, Fut>(connection: &Connection, command: F) -> ExitCode
 where
     F: FnOnce(Database) -> Fut,
@@ -204,16 +255,22 @@ where
                     }
                 },
             };
+            if !create {
+                database.check_compatible().await?;
+            }
             command(database).await
         })
     })();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {}", escape(&failure.to_string()));
+            if !matches!(failure, Failure::Status(_, None)) {
+                eprintln!("error: {}", escape(&failure.to_string()));
+            }
             match failure {
                 Failure::Invalid(_) => ExitCode::from(2),
                 Failure::Other(_) => ExitCode::FAILURE,
+                Failure::Status(code, _) => ExitCode::from(code),
             }
         }
     }

@@ -20,6 +20,7 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     let json = args.connection.json;
     db::run(&args.connection, |store| async move {
+        store.check_whole().await?;
         let deleted = store.admin().prune(args.older_than, PRUNE_BATCH).await?;
         if json {
             db::print_json(&serde_json::json!({

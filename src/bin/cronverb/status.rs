@@ -8,7 +8,8 @@ use cronverb::admin::{JobStatus, ModuleStatus, Status};
 use crate::db::{self, Connection};
 use crate::escape::escape;
 
-/// List modules, deployments (active, live replicas) and jobs (schedule, state, next run, last outcome)
+/// List modules, deployments (active, live replicas), their replicas and jobs (schedule, state, next
+/// run, last outcome)
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only this module
@@ -68,6 +69,7 @@ fn render(status: &Status) -> String {
             ],
             &rows,
         ));
+        text.push_str(&replica_table(module));
         if module.jobs.is_empty() {
             continue;
         }
@@ -107,6 +109,42 @@ fn render(status: &Status) -> String {
             }
         }
     }
+    text
+}
+
+/// The replicas of the module's deployments, each with its deployment, its start and its last
+/// heartbeat, under a blank line; a line saying so when none is live.
+fn replica_table(module: &ModuleStatus) -> String {
+    let rows: Vec<Vec<String>> = module
+        .deployments
+        .iter()
+        .flat_map(|d| {
+            d.replicas.iter().map(|r| {
+                vec![
+                    r.name.clone(),
+                    d.key.clone(),
+                    db::instant(Some(r.started_at)),
+                    db::instant(Some(r.last_seen)),
+                    if r.live { "yes" } else { "no" }.to_owned(),
+                ]
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        return "\n  no live replica\n".to_owned();
+    }
+    let mut text = "\n".to_owned();
+    text.push_str(&db::table(
+        "  ",
+        &[
+            "REPLICA",
+            "DEPLOYMENT",
+            "STARTED (UTC)",
+            "LAST SEEN (UTC)",
+            "LIVE",
+        ],
+        &rows,
+    ));
     text
 }
 

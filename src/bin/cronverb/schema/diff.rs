@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use cron_schema::Schema;
+use cronverb::admin::{AdminError, check_verbs_listed_once};
 
 use super::{Failure, Format, print};
 
@@ -50,12 +51,25 @@ fn read(path: &Path) -> Result<Schema, Failure> {
             path.display()
         ))
     })?;
-    Schema::from_json_or_text(&text).map_err(|error| {
+    let schema = Schema::from_json_or_text(&text).map_err(|error| {
         let what = if text.trim_start().starts_with('{') {
             "is not a valid cronverb schema"
         } else {
             "is not JSON, nor a cronverb schema in the text form"
         };
         Failure::Invalid(format!("error: `{}` {what}: {error}", path.display()))
-    })
+    })?;
+    // Which of two entries of a verb is meant cannot be said: `deploy` refuses the schema, and so does
+    // the diff, with `deploy`'s message.
+    check_verbs_listed_once(&schema).map_err(|error| {
+        let reason = match error {
+            AdminError::InvalidSchema(reason) => reason,
+            error => error.to_string(),
+        };
+        Failure::Invalid(format!(
+            "error: `{}` is not a valid cronverb schema: {reason}",
+            path.display()
+        ))
+    })?;
+    Ok(schema)
 }
