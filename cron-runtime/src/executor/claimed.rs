@@ -68,7 +68,16 @@ pub(super) fn start_one<S: Store>(
         run_id: run.run_id,
         attempt: run.state.attempt,
     };
-    match handler::call(shared, job, context, &run.span, &run.state, now) {
+    let blocks_thread = &shared.blocks_thread[index];
+    match handler::call(
+        shared,
+        job,
+        blocks_thread,
+        context,
+        &run.span,
+        &run.state,
+        now,
+    ) {
         Called::Ended(ending) => {
             settle(shared, run, index, ending, now, anchor).map_or(Started::Nothing, Started::Ended)
         }
@@ -126,7 +135,13 @@ async fn pending_task<S: Store>(
         attempt: run.state.attempt,
     };
     let Some(ending) = pending
-        .finish(&shared, context, &run.span, &run.state)
+        .finish(
+            &shared,
+            &shared.blocks_thread[index],
+            context,
+            &run.span,
+            &run.state,
+        )
         .await
     else {
         return;

@@ -55,6 +55,32 @@ pub(super) struct InFlight {
     pub(super) state: Arc<RunState>,
 }
 
+/// Whether this replica has seen a job's handler block its thread past its timeout (the watchdog's
+/// rule). From then on each poll of that job's handlers first hands the worker's other tasks to
+/// another thread ([`tokio::task::block_in_place`]), so that a run started while an earlier one still
+/// blocks a worker cannot block the last one too (docs/runtime.md, "Handlers that block"). Only on a
+/// multi-thread tokio runtime: on a current-thread one there is no other thread to hand them to.
+#[derive(Debug, Default)]
+pub(super) struct BlocksThread(AtomicBool);
+
+impl BlocksThread {
+    /// The watchdog saw a handler of the job block its thread.
+    pub(super) fn seen(&self) {
+        let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if multi_thread {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether the job's handlers are polled off the worker's other tasks.
+    #[inline]
+    pub(super) fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// What a run's task, the renewals and the watchdog share about a run whose handler runs: a claimed run
 /// in flight, or a run of a job on every replica ([`RunState::unleased`]). Instants are on the local
 /// clock, in nanoseconds after the executor's `epoch`, which its methods take.
