@@ -1,16 +1,19 @@
 //! Handlers that block their thread, with real replica processes on PostgreSQL (docs/runtime.md,
-//! "Handlers that block"):
+//! "Handlers that block", "Shutdown"):
 //!
 //! - one replica holds every job, so that the job due every second has no other replica to go to, while
 //!   a job with a one-second timeout blocks its thread for longer than its period: its next occurrence
 //!   starts while the first still blocks a worker, on a replica with two. The job due every second must
-//!   still run every second, on time.
+//!   still run every second, on time;
+//! - a replica whose handlers block their threads past the shutdown grace period, a claimed one and one
+//!   on every replica, exits at the end of the grace period (and the second it gives cancelled runs to
+//!   notice), not when the handlers return; its log says what it waited for and what it released.
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use cronverb::{JobOptions, RunOn};
@@ -145,5 +148,85 @@ async fn a_job_due_every_second_runs_while_a_blocking_job_overlaps_itself_on_its
         "{BLOCKER}'s occurrence of {} did not start on time: {blockers:?}",
         t(second)
     );
+    Ok(())
+}
+
+/// What the watchdog logs when a handler blocks its thread past its timeout.
+const BLOCKED_LOG: &str = "a handler blocks its thread past its timeout";
+
+/// Starts a replica of `jobs`, one of whose handlers blocks its thread for a minute, waits until the
+/// watchdog has seen it blocked, SIGTERMs the replica and returns how long it took to exit, and its log.
+async fn stop_while_blocked(prefix: &str, jobs: &str) -> anyhow::Result<(Duration, String)> {
+    let db = TestDb::create(prefix).await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    println!("replica logs: {}", cluster.logs_dir().display());
+    cluster.spawn("r1", DEPLOYMENT, jobs)?;
+    let cluster_ref = &cluster;
+    wait_for(
+        "a handler to block",
+        Duration::from_secs(30),
+        || async move { Ok(cluster_ref.log("r1").contains(BLOCKED_LOG).then_some(())) },
+    )
+    .await?;
+    let stopping = Instant::now();
+    let exited = cluster.stop(&["r1"], Duration::from_secs(40));
+    let took = stopping.elapsed();
+    let log = cluster.log("r1");
+    let statuses = exited.map_err(|error| anyhow::anyhow!("{error}: {log}"))?;
+    assert!(statuses[0].success(), "{:?}: {log}", statuses[0]);
+    Ok((took, log))
+}
+
+/// The grace period of the test replicas (3 s), the second cancelled runs get to notice, and room for a
+/// loaded machine; well under the minute the handlers block.
+const EXIT_WITHIN: Duration = Duration::from_secs(8);
+
+/// The value of `field=` in the first line of `log` that contains `message`.
+fn logged(log: &str, message: &str, field: &str) -> Option<usize> {
+    let line = log.lines().find(|line| line.contains(message))?;
+    let value = line.split(&format!(" {field}=")).nth(1)?;
+    value.split(' ').next()?.parse().ok()
+}
+
+/// The replica exited soon after SIGTERM although a handler still blocked its thread, and its log says
+/// so; its shutdown lines count the runs it gave back as it found them.
+fn exited_without_the_blocked_handler(took: Duration, log: &str) {
+    assert!(took < EXIT_WITHIN, "exited {took:?} after SIGTERM: {log}");
+    assert_eq!(
+        logged(
+            log,
+            "which would hold this process until they return",
+            "handlers"
+        ),
+        Some(1),
+        "{log}"
+    );
+    let not_started = logged(log, "shutting down: claiming no more", "not_started");
+    let given_back = logged(log, "cronverb runtime stopped", "given_back");
+    let released = logged(log, "cronverb runtime stopped", "released");
+    assert!(
+        not_started.is_some() && given_back.zip(released).map(|(g, r)| g + r) == not_started,
+        "not_started {not_started:?}, given_back {given_back:?}, released {released:?}: {log}"
+    );
+    assert_eq!(
+        logged(log, "cronverb runtime stopped", "cancelled"),
+        Some(0),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_on_every_replica_blocking_its_thread_does_not_hold_the_process_past_the_grace()
+-> anyhow::Result<()> {
+    let (took, log) = stop_while_blocked("blocking_local_stop", "every_replica").await?;
+    exited_without_the_blocked_handler(took, &log);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_handler_blocking_its_thread_does_not_hold_the_process_past_the_grace()
+-> anyhow::Result<()> {
+    let (took, log) = stop_while_blocked("blocking_claimed_stop", "claimed").await?;
+    exited_without_the_blocked_handler(took, &log);
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
@@ -30,6 +30,31 @@ use crate::store::Outcome;
 
 /// The error of a run still going when shutdown's grace period ends.
 const CANCELLED: &str = "cancelled: the shutdown grace period is over";
+
+/// How many polls of handlers the runtime gave up waiting for are still going on ([`give_up`]): each
+/// blocks a thread, which tokio's runtime waits for when it is dropped. Counted for the process, whose
+/// exit those threads hold, whatever runtime or executor started them.
+static GIVEN_UP: AtomicUsize = AtomicUsize::new(0);
+
+/// How many threads handlers the runtime gave up waiting for still block ([`give_up`]).
+pub(super) fn threads_given_up() -> usize {
+    GIVEN_UP.load(Ordering::Acquire)
+}
+
+/// The runtime gives up waiting for the poll of a run's handler going on, seen as the `polls`-th
+/// change of [`RunState::polls`]: the watchdog ended the run, or shutdown is over. Counted in
+/// [`threads_given_up`] until the poll returns (its [`Polled`] guard); not at all if it returned
+/// already.
+pub(super) fn give_up(state: &RunState, polls: u64) {
+    if !state.given_up.swap(true, Ordering::AcqRel) {
+        GIVEN_UP.fetch_add(1, Ordering::AcqRel);
+    }
+    // The poll may have ended before the mark: then its guard did not see it, and this takes it back.
+    if state.polls.load(Ordering::Acquire) != polls && state.given_up.swap(false, Ordering::AcqRel)
+    {
+        GIVEN_UP.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// How a handler's run ended: the one value both paths act on.
 #[derive(Debug)]
@@ -252,7 +277,7 @@ where
 fn watched<T>(state: &RunState, blocks_thread: &BlocksThread, poll: impl FnOnce() -> T) -> T {
     state.polls.fetch_add(1, Ordering::AcqRel);
     // Even again also when the handler panics.
-    let _polled = Polled(&state.polls);
+    let _polled = Polled(state);
     if blocks_thread.get() {
         tokio::task::block_in_place(|| crate::panics::in_handler(poll))
     } else {
@@ -278,12 +303,16 @@ impl Future for Watched<'_> {
     }
 }
 
-/// Counts the end of a poll when dropped ([`watched`]).
-struct Polled<'a>(&'a AtomicU64);
+/// Counts the end of a poll when dropped ([`watched`]), and that a poll given up on returned
+/// ([`give_up`]).
+struct Polled<'a>(&'a RunState);
 
 impl Drop for Polled<'_> {
     fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
+        self.0.polls.fetch_add(1, Ordering::AcqRel);
+        if self.0.given_up.swap(false, Ordering::AcqRel) {
+            GIVEN_UP.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -326,6 +355,7 @@ impl Watchdog {
                 }
             };
             if state.end() {
+                give_up(state, polls);
                 if let Some(abort) = abort {
                     abort.abort();
                 }

@@ -60,6 +60,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch as channel;
 
+pub(crate) use self::shutdown::exit_if_held;
+
 use self::claim::ticking;
 use self::metrics::Operation;
 use self::retry::{CLAIM_RETRY, RETRY_MAX};
@@ -121,7 +123,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
 
     // Shutdown: no more claims, and the jobs on every replica start no more runs (their loops stop
     // on the same signal). Runs not started yet release themselves; the others get the grace period.
-    shutdown::wind_down(&shared).await;
+    let wound_down = shutdown::wind_down(&shared).await;
     for local_loop in local_loops {
         local_loop.abort();
     }
@@ -133,7 +135,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     }
     // Every run recorded has left `in_flight`; what is left was cancelled or could not be recorded.
     recorder.abort();
-    shutdown::deregister(&shared).await
+    shutdown::deregister(&shared, wound_down).await
 }
 
 /// Registers this replica's deployment with the store; `None` if shutdown came first.

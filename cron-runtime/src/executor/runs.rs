@@ -104,6 +104,9 @@ pub(super) struct RunState {
     pub(super) polls: AtomicU64,
     /// Set by whichever ends the run first: its task, or the watchdog.
     pub(super) ended: AtomicBool,
+    /// Set while the runtime has given up waiting for the poll going on, which blocks its thread
+    /// (`handler::give_up`); cleared when that poll returns.
+    pub(super) given_up: AtomicBool,
 }
 
 impl RunState {
@@ -122,6 +125,7 @@ impl RunState {
             deadline: AtomicI64::new(i64::MAX),
             polls: AtomicU64::new(0),
             ended: AtomicBool::new(false),
+            given_up: AtomicBool::new(false),
         })
     }
 
@@ -136,6 +140,7 @@ impl RunState {
             deadline: AtomicI64::new(i64::MAX),
             polls: AtomicU64::new(0),
             ended: AtomicBool::new(false),
+            given_up: AtomicBool::new(false),
         })
     }
 

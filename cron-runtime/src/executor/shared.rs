@@ -121,6 +121,7 @@ impl<S> Shared<S> {
                 signal: shutdown,
                 grace_over: AtomicBool::new(false),
                 grace_over_wake: Notify::new(),
+                given_back: AtomicUsize::new(0),
             },
             hint: Hint {
                 micros: AtomicI64::new(i64::MAX),
@@ -418,6 +419,8 @@ pub(super) struct Stopping {
     ///
     /// [`Store::deregister`]: crate::store::Store::deregister
     to_release: Mutex<Vec<i64>>,
+    /// Runs claimed ahead given back to the store unstarted since shutdown began, for its log.
+    pub(super) given_back: AtomicUsize,
 }
 
 impl Stopping {
