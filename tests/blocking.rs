@@ -5,9 +5,10 @@
 //!   a job with a one-second timeout blocks its thread for longer than its period: its next occurrence
 //!   starts while the first still blocks a worker, on a replica with two. The job due every second must
 //!   still run every second, on time;
-//! - a replica whose handlers block their threads past the shutdown grace period, a claimed one and one
-//!   on every replica, exits at the end of the grace period (and the second it gives cancelled runs to
-//!   notice), not when the handlers return; its log says what it waited for and what it released.
+//! - a replica whose handler blocks its thread when it gets SIGTERM, a claimed one or one on every
+//!   replica, ended by the watchdog at its timeout or still going at the end of the grace period, exits
+//!   at the end of the grace period (and the second cancelled runs get to notice), not when the handler
+//!   returns; its log says so, and counts the runs it gave back, cancelled and released.
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
 
@@ -31,6 +32,11 @@ const BLOCK: Duration = Duration::from_secs(15);
 const LOCAL_BLOCKER: &str = "blocking::local_blocker";
 /// Every five seconds, a timeout of one second, and a minute of `std::thread::sleep`.
 const CLAIMED_BLOCKER: &str = "blocking::claimed_blocker";
+/// Every five seconds, a timeout of two minutes, and a minute of `std::thread::sleep`: still going at
+/// the end of the grace period.
+const LONG_BLOCKER: &str = "blocking::long_blocker";
+/// What [`LONG_BLOCKER`] prints before it blocks.
+const LONG_BLOCK_STARTED: &str = "the long blocker blocks its thread";
 
 #[test]
 fn replica_main() {
@@ -55,6 +61,15 @@ fn replica_main() {
                 "*/5 * * * * *",
                 one_second,
                 blocks(Duration::from_secs(60)),
+            ),
+            "long" => builder.job(ALIVE, "* * * * * *", || async {}).job_with(
+                LONG_BLOCKER,
+                "*/5 * * * * *",
+                JobOptions::new().timeout(Duration::from_secs(120)),
+                || async {
+                    eprintln!("{LONG_BLOCK_STARTED}");
+                    std::thread::sleep(Duration::from_secs(60));
+                },
             ),
             other => panic!("no job set {other}"),
         }
@@ -154,9 +169,13 @@ async fn a_job_due_every_second_runs_while_a_blocking_job_overlaps_itself_on_its
 /// What the watchdog logs when a handler blocks its thread past its timeout.
 const BLOCKED_LOG: &str = "a handler blocks its thread past its timeout";
 
-/// Starts a replica of `jobs`, one of whose handlers blocks its thread for a minute, waits until the
-/// watchdog has seen it blocked, SIGTERMs the replica and returns how long it took to exit, and its log.
-async fn stop_while_blocked(prefix: &str, jobs: &str) -> anyhow::Result<(Duration, String)> {
+/// Starts a replica of `jobs`, one of whose handlers blocks its thread for a minute, waits until its
+/// log says `blocked`, SIGTERMs the replica and returns how long it took to exit, and its log.
+async fn stop_while_blocked(
+    prefix: &str,
+    jobs: &str,
+    blocked: &str,
+) -> anyhow::Result<(Duration, String)> {
     let db = TestDb::create(prefix).await?;
     let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
     println!("replica logs: {}", cluster.logs_dir().display());
@@ -165,7 +184,7 @@ async fn stop_while_blocked(prefix: &str, jobs: &str) -> anyhow::Result<(Duratio
     wait_for(
         "a handler to block",
         Duration::from_secs(30),
-        || async move { Ok(cluster_ref.log("r1").contains(BLOCKED_LOG).then_some(())) },
+        || async move { Ok(cluster_ref.log("r1").contains(blocked).then_some(())) },
     )
     .await?;
     let stopping = Instant::now();
@@ -189,8 +208,8 @@ fn logged(log: &str, message: &str, field: &str) -> Option<usize> {
 }
 
 /// The replica exited soon after SIGTERM although a handler still blocked its thread, and its log says
-/// so; its shutdown lines count the runs it gave back as it found them.
-fn exited_without_the_blocked_handler(took: Duration, log: &str) {
+/// so; its shutdown lines count the runs it gave back as it found them, and `cancelled` runs.
+fn exited_without_the_blocked_handler(took: Duration, log: &str, cancelled: usize) {
     assert!(took < EXIT_WITHIN, "exited {took:?} after SIGTERM: {log}");
     assert_eq!(
         logged(
@@ -201,16 +220,18 @@ fn exited_without_the_blocked_handler(took: Duration, log: &str) {
         Some(1),
         "{log}"
     );
+    // The runs not started were given back or, failing that, released; the cancelled ones released.
     let not_started = logged(log, "shutting down: claiming no more", "not_started");
     let given_back = logged(log, "cronverb runtime stopped", "given_back");
     let released = logged(log, "cronverb runtime stopped", "released");
     assert!(
-        not_started.is_some() && given_back.zip(released).map(|(g, r)| g + r) == not_started,
+        not_started.is_some()
+            && given_back.zip(released).map(|(g, r)| g + r) == not_started.map(|n| n + cancelled),
         "not_started {not_started:?}, given_back {given_back:?}, released {released:?}: {log}"
     );
     assert_eq!(
         logged(log, "cronverb runtime stopped", "cancelled"),
-        Some(0),
+        Some(cancelled),
         "{log}"
     );
 }
@@ -218,15 +239,24 @@ fn exited_without_the_blocked_handler(took: Duration, log: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_on_every_replica_blocking_its_thread_does_not_hold_the_process_past_the_grace()
 -> anyhow::Result<()> {
-    let (took, log) = stop_while_blocked("blocking_local_stop", "every_replica").await?;
-    exited_without_the_blocked_handler(took, &log);
+    let (took, log) =
+        stop_while_blocked("blocking_local_stop", "every_replica", BLOCKED_LOG).await?;
+    exited_without_the_blocked_handler(took, &log, 0);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claimed_handler_blocking_its_thread_does_not_hold_the_process_past_the_grace()
 -> anyhow::Result<()> {
-    let (took, log) = stop_while_blocked("blocking_claimed_stop", "claimed").await?;
-    exited_without_the_blocked_handler(took, &log);
+    let (took, log) = stop_while_blocked("blocking_claimed_stop", "claimed", BLOCKED_LOG).await?;
+    exited_without_the_blocked_handler(took, &log, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_blocking_its_thread_at_the_end_of_the_grace_is_cancelled_and_left_behind()
+-> anyhow::Result<()> {
+    let (took, log) = stop_while_blocked("blocking_long_stop", "long", LONG_BLOCK_STARTED).await?;
+    exited_without_the_blocked_handler(took, &log, 1);
     Ok(())
 }
