@@ -26,7 +26,8 @@
 //!   first poll in place, the rest under its timeout, its lease and shutdown's cancellation, panics
 //!   caught, the rule for a handler that blocks its thread; how it ended as one value (`Ending`), with
 //!   its texts;
-//! - `shutdown`: the stages of shutdown, giving runs back, deregistering;
+//! - `shutdown`: the stages of shutdown, giving runs back, deregistering, and not letting a handler that
+//!   blocks its thread hold the process that `run()` stops;
 //! - `claimed`: a claimed run's handler, started through `handler`, and how it ended made a record;
 //! - `start`: the timer per instant and its starters, which take the runs one at a time;
 //! - `claim`: the claim loop, and putting claimed runs in the lists of their instants;

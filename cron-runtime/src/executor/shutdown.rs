@@ -36,13 +36,15 @@ pub(super) struct WoundDown {
 /// of the others is held in the store.
 pub(super) async fn wind_down<S: Store>(shared: &Shared<S>) -> WoundDown {
     let settings = shared.plan.settings;
-    let (running, not_started) = {
+    let not_started = {
         let in_flight = shared.in_flight.lock();
-        let running = in_flight.values().filter(|run| started(&run.state)).count();
-        (running, in_flight.len() - running)
+        in_flight
+            .values()
+            .filter(|run| !started(&run.state))
+            .count()
     };
     tracing::info!(
-        running = running + shared.every_replica.lock().len(),
+        running = going_on(shared),
         not_started,
         grace = ?settings.shutdown_grace,
         "shutting down: claiming no more; runs not started are given back to the store, runs going on \
@@ -98,13 +100,19 @@ fn started(state: &RunState) -> bool {
     state.deadline.load(Ordering::Acquire) != i64::MAX
 }
 
-/// The runs going on: claimed runs started and runs on every replica.
+/// Whether a run's handler has been called and has not ended.
+fn going(state: &RunState) -> bool {
+    started(state) && !state.ended.load(Ordering::Acquire)
+}
+
+/// The runs whose handler is going on, claimed and on every replica (which leave their list as they
+/// end).
 fn going_on<S>(shared: &Shared<S>) -> usize {
     let claimed = shared
         .in_flight
         .lock()
         .values()
-        .filter(|run| started(&run.state))
+        .filter(|run| going(&run.state))
         .count();
     claimed + shared.every_replica.lock().len()
 }
