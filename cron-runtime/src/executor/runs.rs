@@ -58,7 +58,8 @@ pub(super) struct InFlight {
 /// Whether this replica has seen a job's handler block its thread past its timeout (the watchdog's
 /// rule). From then on each poll of that job's handlers first hands the worker's other tasks to
 /// another thread ([`tokio::task::block_in_place`]), so that a run started while an earlier one still
-/// blocks a worker cannot block the last one too (docs/runtime.md, "Handlers that block"). Only on a
+/// blocks a worker cannot block the last one too, and its claimed runs start in a task of their own,
+/// so that no starter waits for them (docs/runtime.md, "Handlers that block"). Only on a
 /// multi-thread tokio runtime: on a current-thread one there is no other thread to hand them to.
 #[derive(Debug, Default)]
 pub(super) struct BlocksThread(AtomicBool);
