@@ -85,6 +85,9 @@ impl Runtime {
     /// Runs until Ctrl-C or SIGTERM, then shuts down gracefully: stops claiming, lets runs in flight finish
     /// within the grace period, cancels the rest and releases their rows.
     ///
+    /// If a handler still blocks its thread then, the process exits at once (status 0, or 1 if the
+    /// shutdown failed) rather than wait for it (docs/runtime.md, "Shutdown").
+    ///
     /// Returns early with an error if the runtime cannot register with its store.
     pub async fn run(self) -> Result<(), RuntimeError> {
         let mut handle = self.start();
@@ -93,7 +96,9 @@ impl Runtime {
             signal = shutdown_signal() => {
                 signal?;
                 tracing::info!("shutdown signal received; stopping");
-                handle.shutdown().await
+                let stopped = handle.shutdown().await;
+                executor::exit_if_held(&stopped);
+                stopped
             }
             ended = task => {
                 handle.task = None;

@@ -68,7 +68,24 @@ pub(super) fn start_one<S: Store>(
         run_id: run.run_id,
         attempt: run.state.attempt,
     };
-    match handler::call(shared, job, context, &run.span, &run.state, now) {
+    let blocks_thread = &shared.blocks_thread[index];
+    if blocks_thread.get() {
+        // Its first poll would hold this starter, and the recorder behind it, as long as it blocks:
+        // it goes to a task of its own too (docs/runtime.md, "Handlers that block").
+        let run_id = run.run_id;
+        let task = first_poll_task(Arc::clone(shared), run, index, context, anchor);
+        spawn_run(shared, run_id, task);
+        return Started::Spawned;
+    }
+    match handler::call(
+        shared,
+        job,
+        blocks_thread,
+        context,
+        &run.span,
+        &run.state,
+        now,
+    ) {
         Called::Ended(ending) => {
             settle(shared, run, index, ending, now, anchor).map_or(Started::Nothing, Started::Ended)
         }
@@ -91,21 +108,62 @@ fn spawn_pending<S: Store>(
     anchor: Anchor,
 ) {
     let run_id = run.run_id;
+    let task = pending_task(Arc::clone(shared), run, index, pending, started, anchor);
+    spawn_run(shared, run_id, task);
+}
+
+/// Spawns `task`, the task of the run `run_id`'s handler, where shutdown and the watchdog find it.
+fn spawn_run<S: Store>(
+    shared: &Arc<Shared<S>>,
+    run_id: i64,
+    task: impl Future<Output = ()> + Send + 'static,
+) {
     // Spawned under the lock, so that the run cannot leave `in_flight` before its task is there.
     let mut in_flight = shared.in_flight.lock();
-    let task = tokio::spawn(pending_task(
-        Arc::clone(shared),
-        run,
-        index,
-        pending,
-        started,
-        anchor,
-    ));
+    let task = tokio::spawn(task);
     match in_flight.get_mut(&run_id) {
         Some(entry) => entry.abort = Some(task.abort_handle()),
         // A renewal found its lease lost meanwhile ([`maintain`](super::maintain::maintain)): it must
         // not go on.
         None => task.abort(),
+    }
+}
+
+/// The task of a run whose job's handler was seen blocking its thread ([`BlocksThread`]): calls the
+/// handler and polls it once, as a starter does ([`handler::call`]), then the rest ([`pending_task`]).
+///
+/// [`BlocksThread`]: super::runs::BlocksThread
+async fn first_poll_task<S: Store>(
+    shared: Arc<Shared<S>>,
+    run: Run,
+    index: usize,
+    context: Context,
+    anchor: Anchor,
+) {
+    let started = Instant::now();
+    let job = &shared.jobs[index].0;
+    let blocks_thread = &shared.blocks_thread[index];
+    let called = handler::call(
+        &shared,
+        job,
+        blocks_thread,
+        context,
+        &run.span,
+        &run.state,
+        started,
+    );
+    match called {
+        Called::Ended(ending) => {
+            if let Some(mut ended) = settle(&shared, run, index, ending, started, anchor) {
+                ended.ended_at(Instant::now(), anchor);
+                let shard = ended.finish.run_id as usize;
+                shared.ended.push(shard, [ended]);
+            }
+        }
+        Called::Pending(pending) => {
+            pending_task(Arc::clone(&shared), run, index, pending, started, anchor).await;
+        }
+        Called::Discarded => {}
     }
 }
 
@@ -126,7 +184,13 @@ async fn pending_task<S: Store>(
         attempt: run.state.attempt,
     };
     let Some(ending) = pending
-        .finish(&shared, context, &run.span, &run.state)
+        .finish(
+            &shared,
+            &shared.blocks_thread[index],
+            context,
+            &run.span,
+            &run.state,
+        )
         .await
     else {
         return;

@@ -171,12 +171,25 @@ async fn run_occurrence<S: Store>(
         run_id: 0,
         attempt: 1,
     };
-    let ending = match handler::call(&shared, &job.planned, context(), &span, &state, started) {
+    let blocks_thread = &job.blocks_thread;
+    let called = handler::call(
+        &shared,
+        &job.planned,
+        blocks_thread,
+        context(),
+        &span,
+        &state,
+        started,
+    );
+    let ending = match called {
         Called::Ended(ending) => ending,
-        Called::Pending(pending) => match pending.finish(&shared, context(), &span, &state).await {
-            Some(ending) => ending,
-            None => return,
-        },
+        Called::Pending(pending) => {
+            let finished = pending.finish(&shared, blocks_thread, context(), &span, &state);
+            match finished.await {
+                Some(ending) => ending,
+                None => return,
+            }
+        }
         Called::Discarded => return,
     };
     ended(&shared, index, ending, Instant::now());

@@ -11,7 +11,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::clock::{at_nanos, nanos_after};
-use super::runs::RunState;
+use super::runs::{BlocksThread, RunState};
 use super::shared::Shared;
 use crate::context::Context;
 use crate::plan::PlannedJob;
@@ -30,6 +30,31 @@ use crate::store::Outcome;
 
 /// The error of a run still going when shutdown's grace period ends.
 const CANCELLED: &str = "cancelled: the shutdown grace period is over";
+
+/// How many polls of handlers the runtime gave up waiting for are still going on ([`give_up`]): each
+/// blocks a thread, which tokio's runtime waits for when it is dropped. Counted for the process, whose
+/// exit those threads hold, whatever runtime or executor started them.
+static GIVEN_UP: AtomicUsize = AtomicUsize::new(0);
+
+/// How many threads handlers the runtime gave up waiting for still block ([`give_up`]).
+pub(super) fn threads_given_up() -> usize {
+    GIVEN_UP.load(Ordering::Acquire)
+}
+
+/// The runtime gives up waiting for the poll of a run's handler going on, seen as the `polls`-th
+/// change of [`RunState::polls`]: the watchdog ended the run, or shutdown is over. Counted in
+/// [`threads_given_up`] until the poll returns (its [`Polled`] guard); not at all if it returned
+/// already.
+pub(super) fn give_up(state: &RunState, polls: u64) {
+    if !state.given_up.swap(true, Ordering::AcqRel) {
+        GIVEN_UP.fetch_add(1, Ordering::AcqRel);
+    }
+    // The poll may have ended before the mark: then its guard did not see it, and this takes it back.
+    if state.polls.load(Ordering::Acquire) != polls && state.given_up.swap(false, Ordering::AcqRel)
+    {
+        GIVEN_UP.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// How a handler's run ended: the one value both paths act on.
 #[derive(Debug)]
@@ -111,8 +136,9 @@ pub(super) struct Pending {
 }
 
 /// Calls `job`'s handler for a run that starts `now`, in the run's span and context, and polls it once,
-/// catching a panic in either; both are watched ([`watched`]). Its deadline, `now` plus the job's
-/// timeout, goes into `state` for the watchdog.
+/// catching a panic in either; both are watched ([`watched`]), off the worker's other tasks if the job
+/// was seen blocking its thread (`blocks_thread`). Its deadline, `now` plus the job's timeout, goes
+/// into `state` for the watchdog.
 ///
 /// The poll is unconstrained: runs started together share the caller's poll, not its coop budget. Its
 /// waker does nothing: a handler still pending is polled again by the task that finishes it, which
@@ -120,6 +146,7 @@ pub(super) struct Pending {
 pub(super) fn call<S>(
     shared: &Shared<S>,
     job: &PlannedJob,
+    blocks_thread: &BlocksThread,
     context: Context,
     span: &tracing::Span,
     state: &RunState,
@@ -132,7 +159,7 @@ pub(super) fn call<S>(
     let first = span.in_scope(|| {
         context.sync_scope(|| {
             std::panic::catch_unwind(AssertUnwindSafe(|| {
-                watched(state, || {
+                watched(state, blocks_thread, || {
                     let mut handler = (job.handler)();
                     let poll = tokio::task::unconstrained(handler.as_mut())
                         .poll_unpin(&mut std::task::Context::from_waker(Waker::noop()));
@@ -171,6 +198,7 @@ impl Pending {
     pub(super) async fn finish<S>(
         self,
         shared: &Shared<S>,
+        blocks_thread: &BlocksThread,
         context: Context,
         span: &tracing::Span,
         state: &RunState,
@@ -180,7 +208,12 @@ impl Pending {
             started,
             deadline,
         } = self;
-        let guarded = AssertUnwindSafe(Watched { handler, state }).catch_unwind();
+        let guarded = AssertUnwindSafe(Watched {
+            handler,
+            state,
+            blocks_thread,
+        })
+        .catch_unwind();
         tokio::pin!(guarded);
         let ending = context
             .scope(until_timeout(shared, deadline, state, guarded))
@@ -236,17 +269,27 @@ where
 
 /// Runs `poll`, a call or a poll of a handler: while it goes on, [`RunState::polls`] is odd, for the
 /// [`Watchdog`], and a panic in it is the handler's ([`crate::panics`]).
-fn watched<T>(state: &RunState, poll: impl FnOnce() -> T) -> T {
+///
+/// A job whose handler was seen blocking its thread ([`BlocksThread`]) is polled in
+/// [`tokio::task::block_in_place`]: the worker's other tasks, and its part in driving timers and I/O,
+/// go on on another thread, so that however many of its runs block at once they leave the runtime's
+/// workers to the rest (docs/runtime.md, "Handlers that block").
+fn watched<T>(state: &RunState, blocks_thread: &BlocksThread, poll: impl FnOnce() -> T) -> T {
     state.polls.fetch_add(1, Ordering::AcqRel);
     // Even again also when the handler panics.
-    let _polled = Polled(&state.polls);
-    crate::panics::in_handler(poll)
+    let _polled = Polled(state);
+    if blocks_thread.get() {
+        tokio::task::block_in_place(|| crate::panics::in_handler(poll))
+    } else {
+        crate::panics::in_handler(poll)
+    }
 }
 
 /// A handler's future whose polls are [`watched`].
 struct Watched<'a> {
     handler: HandlerFuture,
     state: &'a RunState,
+    blocks_thread: &'a BlocksThread,
 }
 
 impl Future for Watched<'_> {
@@ -254,16 +297,25 @@ impl Future for Watched<'_> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        watched(this.state, || this.handler.as_mut().poll(cx))
+        watched(this.state, this.blocks_thread, || {
+            this.handler.as_mut().poll(cx)
+        })
     }
 }
 
-/// Counts the end of a poll when dropped ([`watched`]).
-struct Polled<'a>(&'a AtomicU64);
+/// Counts the end of a poll when dropped ([`watched`]), and that a poll given up on returned
+/// ([`give_up`]).
+struct Polled<'a>(&'a RunState);
 
 impl Drop for Polled<'_> {
     fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
+        self.0.polls.fetch_add(1, Ordering::AcqRel);
+        // A load first: almost every poll ends with none given up, and this is on the path that starts
+        // thousands of runs at one instant.
+        let given_up = &self.0.given_up;
+        if given_up.load(Ordering::Acquire) && given_up.swap(false, Ordering::AcqRel) {
+            GIVEN_UP.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -306,6 +358,7 @@ impl Watchdog {
                 }
             };
             if state.end() {
+                give_up(state, polls);
                 if let Some(abort) = abort {
                     abort.abort();
                 }
@@ -387,6 +440,7 @@ mod tests {
 
     use super::{Ending, Watchdog, watched};
     use crate::executor::clock::nanos_after;
+    use crate::executor::runs::BlocksThread;
     use crate::executor::runs::RunState;
     use crate::store::Outcome;
 
@@ -409,7 +463,7 @@ mod tests {
             let now = epoch + Duration::from_millis(at);
             watchdog.round(epoch, now, [(7, &*state, None)].into_iter())
         };
-        watched(&state, || {
+        watched(&state, &BlocksThread::default(), || {
             assert!(round(&mut watchdog, 900).is_empty(), "before its deadline");
             assert!(
                 round(&mut watchdog, 1_000).is_empty(),
@@ -436,7 +490,7 @@ mod tests {
         let mut watchdog = Watchdog::default();
         for at in [1_000, 1_100, 1_200] {
             // A poll at each round, but never the same one.
-            watched(&state, || {
+            watched(&state, &BlocksThread::default(), || {
                 let now = epoch + Duration::from_millis(at);
                 assert!(
                     watchdog

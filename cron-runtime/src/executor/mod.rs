@@ -26,7 +26,8 @@
 //!   first poll in place, the rest under its timeout, its lease and shutdown's cancellation, panics
 //!   caught, the rule for a handler that blocks its thread; how it ended as one value (`Ending`), with
 //!   its texts;
-//! - `shutdown`: the stages of shutdown, giving runs back, deregistering;
+//! - `shutdown`: the stages of shutdown, giving runs back, deregistering, and not letting a handler that
+//!   blocks its thread hold the process that `run()` stops;
 //! - `claimed`: a claimed run's handler, started through `handler`, and how it ended made a record;
 //! - `start`: the timer per instant and its starters, which take the runs one at a time;
 //! - `claim`: the claim loop, and putting claimed runs in the lists of their instants;
@@ -59,6 +60,8 @@ mod tests;
 use std::sync::Arc;
 
 use tokio::sync::watch as channel;
+
+pub(crate) use self::shutdown::exit_if_held;
 
 use self::claim::ticking;
 use self::metrics::Operation;
@@ -121,7 +124,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
 
     // Shutdown: no more claims, and the jobs on every replica start no more runs (their loops stop
     // on the same signal). Runs not started yet release themselves; the others get the grace period.
-    shutdown::wind_down(&shared).await;
+    let wound_down = shutdown::wind_down(&shared).await;
     for local_loop in local_loops {
         local_loop.abort();
     }
@@ -133,7 +136,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     }
     // Every run recorded has left `in_flight`; what is left was cancelled or could not be recorded.
     recorder.abort();
-    shutdown::deregister(&shared).await
+    shutdown::deregister(&shared, wound_down).await
 }
 
 /// Registers this replica's deployment with the store; `None` if shutdown came first.

@@ -55,6 +55,33 @@ pub(super) struct InFlight {
     pub(super) state: Arc<RunState>,
 }
 
+/// Whether this replica has seen a job's handler block its thread past its timeout (the watchdog's
+/// rule). From then on each poll of that job's handlers first hands the worker's other tasks to
+/// another thread ([`tokio::task::block_in_place`]), so that a run started while an earlier one still
+/// blocks a worker cannot block the last one too, and its claimed runs start in a task of their own,
+/// so that no starter waits for them (docs/runtime.md, "Handlers that block"). Only on a
+/// multi-thread tokio runtime: on a current-thread one there is no other thread to hand them to.
+#[derive(Debug, Default)]
+pub(super) struct BlocksThread(AtomicBool);
+
+impl BlocksThread {
+    /// The watchdog saw a handler of the job block its thread.
+    pub(super) fn seen(&self) {
+        let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if multi_thread {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether the job's handlers are polled off the worker's other tasks.
+    #[inline]
+    pub(super) fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// What a run's task, the renewals and the watchdog share about a run whose handler runs: a claimed run
 /// in flight, or a run of a job on every replica ([`RunState::unleased`]). Instants are on the local
 /// clock, in nanoseconds after the executor's `epoch`, which its methods take.
@@ -78,6 +105,9 @@ pub(super) struct RunState {
     pub(super) polls: AtomicU64,
     /// Set by whichever ends the run first: its task, or the watchdog.
     pub(super) ended: AtomicBool,
+    /// Set while the runtime has given up waiting for the poll going on, which blocks its thread
+    /// (`handler::give_up`); cleared when that poll returns.
+    pub(super) given_up: AtomicBool,
 }
 
 impl RunState {
@@ -96,6 +126,7 @@ impl RunState {
             deadline: AtomicI64::new(i64::MAX),
             polls: AtomicU64::new(0),
             ended: AtomicBool::new(false),
+            given_up: AtomicBool::new(false),
         })
     }
 
@@ -110,6 +141,7 @@ impl RunState {
             deadline: AtomicI64::new(i64::MAX),
             polls: AtomicU64::new(0),
             ended: AtomicBool::new(false),
+            given_up: AtomicBool::new(false),
         })
     }
 

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::clock::Anchor;
 use super::metrics::{JobMetrics, RuntimeMetrics};
-use super::runs::{Chunk, Ended, InFlight, LocalRun, RunState};
+use super::runs::{BlocksThread, Chunk, Ended, InFlight, LocalRun, RunState};
 use crate::context::JobContext;
 use crate::health::Vitals;
 use crate::plan::{Plan, PlannedJob};
@@ -42,6 +42,8 @@ pub(super) struct Shared<S> {
     pub(super) job_index: HashMap<Arc<str>, usize>,
     /// Each job's metric handles, in the order of `jobs` (docs/metrics.md).
     pub(super) job_metrics: Vec<JobMetrics>,
+    /// Whether each job's handler was seen blocking its thread, in the order of `jobs`.
+    pub(super) blocks_thread: Vec<BlocksThread>,
     /// The metric handles that carry no job.
     pub(super) metrics: RuntimeMetrics,
     /// What the runtime's health reports ([`crate::Health`]).
@@ -96,6 +98,7 @@ impl<S> Shared<S> {
             .iter()
             .map(|(job, _)| JobMetrics::new(&plan.module, &job.verb))
             .collect();
+        let blocks_thread = jobs.iter().map(|_| BlocksThread::default()).collect();
         let metrics = RuntimeMetrics::new();
         let cap = plan.settings.max_concurrent_runs.unwrap_or(usize::MAX);
         Shared {
@@ -110,6 +113,7 @@ impl<S> Shared<S> {
                 freed: Notify::new(),
             },
             job_metrics,
+            blocks_thread,
             metrics,
             vitals,
             stopping: Stopping {
@@ -117,6 +121,7 @@ impl<S> Shared<S> {
                 signal: shutdown,
                 grace_over: AtomicBool::new(false),
                 grace_over_wake: Notify::new(),
+                given_back: AtomicUsize::new(0),
             },
             hint: Hint {
                 micros: AtomicI64::new(i64::MAX),
@@ -414,6 +419,8 @@ pub(super) struct Stopping {
     ///
     /// [`Store::deregister`]: crate::store::Store::deregister
     to_release: Mutex<Vec<i64>>,
+    /// Runs claimed ahead given back to the store unstarted since shutdown began, for its log.
+    pub(super) given_back: AtomicUsize,
 }
 
 impl Stopping {
@@ -460,6 +467,8 @@ pub(super) struct LocalJob {
     pub(super) context: Arc<JobContext>,
     pub(super) schedule: ZonedSchedule,
     pub(super) metrics: JobMetrics,
+    /// Whether its handler was seen blocking its thread.
+    pub(super) blocks_thread: BlocksThread,
     /// Occurrences skipped while its run going on runs.
     pub(super) skipped: AtomicU32,
 }
@@ -481,6 +490,7 @@ impl EveryReplica {
                     }),
                     schedule: spec.schedule.clone(),
                     metrics: JobMetrics::new(&plan.module, &planned.verb),
+                    blocks_thread: BlocksThread::default(),
                     skipped: AtomicU32::new(0),
                 })
             })

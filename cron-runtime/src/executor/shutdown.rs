@@ -2,13 +2,17 @@
 //! runs not started yet are given back as their instants' timers see shutdown ([`give_back`]); the
 //! runs executing get the grace period, then are cancelled, then, if their handlers block their
 //! threads, aborted and released anyway ([`wind_down`]); the replica deregisters last
-//! ([`deregister`]).
+//! ([`deregister`]). A process that `run()` stops does not wait for handlers that still block their
+//! threads ([`exit_if_held`]).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::handler;
 use super::metrics::{self, Operation};
 use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
+use super::runs::RunState;
 use super::shared::Shared;
 use crate::error::RuntimeError;
 use crate::store::Store;
@@ -17,17 +21,34 @@ use crate::store::Store;
 /// tasks to notice (a handler blocking its thread cannot notice).
 const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
+/// What became of the runs going on when shutdown began, for its last log line.
+#[derive(Debug, Default)]
+pub(super) struct WoundDown {
+    /// Runs still going at the end of the grace period, cancelled.
+    cancelled: usize,
+    /// Of those, the runs whose handler still blocked its thread after [`CANCEL_WAIT`]: left behind.
+    left_blocking: usize,
+}
+
 /// The three stages of shutdown for the runs going on, claimed and on every replica alike: waits for
 /// them for the grace period, then cancels those left and waits [`CANCEL_WAIT`] for them to notice,
 /// then aborts what can be aborted; the claimed runs left are released by [`deregister`], and nothing
 /// of the others is held in the store.
-pub(super) async fn wind_down<S: Store>(shared: &Shared<S>) {
+pub(super) async fn wind_down<S: Store>(shared: &Shared<S>) -> WoundDown {
     let settings = shared.plan.settings;
-    let in_flight = shared.in_flight.lock().len();
+    let not_started = {
+        let in_flight = shared.in_flight.lock();
+        in_flight
+            .values()
+            .filter(|run| !started(&run.state))
+            .count()
+    };
     tracing::info!(
-        in_flight,
+        running = going_on(shared),
+        not_started,
         grace = ?settings.shutdown_grace,
-        "shutting down: waiting for runs in flight"
+        "shutting down: claiming no more; runs not started are given back to the store, runs going on \
+         get the grace period"
     );
     let idle = || async {
         tokio::join!(
@@ -39,13 +60,19 @@ pub(super) async fn wind_down<S: Store>(shared: &Shared<S>) {
         .await
         .is_ok()
     {
-        return;
+        return WoundDown::default();
     }
+    let cancelled = going_on(shared);
     shared.stopping.end_grace();
     if tokio::time::timeout(CANCEL_WAIT, idle()).await.is_ok() {
-        return;
+        return WoundDown {
+            cancelled,
+            left_blocking: 0,
+        };
     }
-    // Handlers that block their thread: abort what can be aborted and release the rows anyway.
+    // Handlers that block their thread: abort what can be aborted, release the rows anyway, and give up
+    // on the polls going on.
+    let mut left_blocking = 0;
     {
         let in_flight = shared.in_flight.lock();
         let mut to_release = shared.stopping.to_release();
@@ -53,19 +80,52 @@ pub(super) async fn wind_down<S: Store>(shared: &Shared<S>) {
             if let Some(abort) = &run.abort {
                 abort.abort();
             }
+            left_blocking += usize::from(leave(&run.state));
             to_release.push(*run_id);
         }
     }
     let runs = shared.every_replica.lock();
     for run in runs.values() {
         run.abort.abort();
+        left_blocking += usize::from(leave(&run.state));
     }
-    if !runs.is_empty() {
-        tracing::warn!(
-            "runs of jobs on every replica are still blocking their threads after the grace period; \
-             stopping without them"
-        );
+    WoundDown {
+        cancelled,
+        left_blocking,
     }
+}
+
+/// Whether a run's handler has been called.
+fn started(state: &RunState) -> bool {
+    state.deadline.load(Ordering::Acquire) != i64::MAX
+}
+
+/// Whether a run's handler has been called and has not ended.
+fn going(state: &RunState) -> bool {
+    started(state) && !state.ended.load(Ordering::Acquire)
+}
+
+/// The runs whose handler is going on, claimed and on every replica (which leave their list as they
+/// end).
+fn going_on<S>(shared: &Shared<S>) -> usize {
+    let claimed = shared
+        .in_flight
+        .lock()
+        .values()
+        .filter(|run| going(&run.state))
+        .count();
+    claimed + shared.every_replica.lock().len()
+}
+
+/// Shutdown gives up on a run still going after the grace period and [`CANCEL_WAIT`]; returns
+/// whether its handler is inside a poll, blocking its thread.
+fn leave(state: &RunState) -> bool {
+    let polls = state.polls.load(Ordering::Acquire);
+    if polls.is_multiple_of(2) {
+        return false;
+    }
+    handler::give_up(state, polls);
+    true
 }
 
 /// Gives the runs released before their instant back to the store at once ([`Store::give_back`]), so
@@ -77,6 +137,12 @@ pub(super) async fn give_back<S: Store>(shared: Arc<Shared<S>>, ids: Vec<i64>) {
     for attempt in 1..=FINISH_ATTEMPTS {
         match shared.store.give_back(&shared.runner, &ids).await {
             Ok(()) => {
+                if *shared.stopping.signal.borrow() {
+                    shared
+                        .stopping
+                        .given_back
+                        .fetch_add(ids.len(), Ordering::AcqRel);
+                }
                 shared.in_flight.remove_all(&ids);
                 return;
             }
@@ -100,20 +166,52 @@ pub(super) async fn give_back<S: Store>(shared: Arc<Shared<S>>, ids: Vec<i64>) {
     shared.in_flight.remove_all(&ids);
 }
 
-/// Deregisters this replica, releasing the runs cancelled or not given back ([`Store::deregister`]).
-pub(super) async fn deregister<S: Store>(shared: &Shared<S>) -> Result<(), RuntimeError> {
-    let cancelled = std::mem::take(&mut *shared.stopping.to_release());
+/// Deregisters this replica, releasing the runs cancelled or not given back ([`Store::deregister`]);
+/// logs what became of the runs shutdown found (`wound_down`).
+pub(super) async fn deregister<S: Store>(
+    shared: &Shared<S>,
+    wound_down: WoundDown,
+) -> Result<(), RuntimeError> {
+    let to_release = std::mem::take(&mut *shared.stopping.to_release());
     shared
         .store
-        .deregister(&shared.runner, &cancelled)
+        .deregister(&shared.runner, &to_release)
         .await
         .map_err(|error| {
             metrics::store_error(Operation::Deregister);
             RuntimeError::Deregister(error)
         })?;
     tracing::info!(
-        released = cancelled.len(),
-        "cronverb runtime stopped; unfinished runs released"
+        given_back = shared.stopping.given_back.load(Ordering::Acquire),
+        cancelled = wound_down.cancelled,
+        released = to_release.len(),
+        "cronverb runtime stopped: runs not started given back, runs past the grace period cancelled, \
+         rows this replica held released"
     );
+    if wound_down.left_blocking > 0 {
+        tracing::warn!(
+            handlers = wound_down.left_blocking,
+            "handlers still block their threads after the grace period; stopped without them"
+        );
+    }
     Ok(())
+}
+
+/// After `run()` has shut the runtime down: a handler that still blocks its thread, a run the watchdog
+/// ended or one left at the end of the grace period, would hold the process until it returns, for
+/// tokio's runtime waits for its threads when it is dropped. Exits the process instead, with the status
+/// `stopped` calls for (docs/runtime.md, "Shutdown").
+pub(crate) fn exit_if_held(stopped: &Result<(), RuntimeError>) {
+    let held = handler::threads_given_up();
+    if held == 0 {
+        return;
+    }
+    let status = i32::from(stopped.is_err());
+    tracing::warn!(
+        handlers = held,
+        status,
+        "handlers still block their threads, which would hold this process until they return; \
+         exiting now"
+    );
+    std::process::exit(status);
 }

@@ -61,6 +61,9 @@ pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
             let ended: Vec<Ended> = blocked
                 .into_iter()
                 .map(|(run_id, state, stuck)| {
+                    if let Some(blocks_thread) = shared.blocks_thread.get(state.job) {
+                        blocks_thread.seen();
+                    }
                     let ended = claimed::blocked(&shared, run_id, &state, stuck, now, anchor);
                     handler::log_blocked(&ended.span, stuck);
                     ended
@@ -87,6 +90,7 @@ pub(super) async fn watch_blocked<S: Store>(shared: Arc<Shared<S>>) {
                 .collect()
         };
         for (job, span, stuck) in blocked {
+            shared.every_replica.jobs[job].blocks_thread.seen();
             handler::log_blocked(&span, stuck);
             every_replica::ended(&shared, job, Ending::Blocked { stuck }, now);
         }
