@@ -20,7 +20,7 @@ use sqlx::{Decode, Encode, Sqlite, SqliteConnection, SqlitePool, Type};
 use super::deploy::insert_deployment;
 use super::{db, instant, micros, micros_of, now};
 use crate::admin::rows::{Ago, At, Ids, Registration};
-use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
+use crate::admin::sql::{Affected, Dialect, SqlAdmin, Statements, unmigrated};
 use crate::store::{DeploymentSpec, StoreError, other_schema};
 
 mod deploy;
@@ -50,6 +50,12 @@ impl SqlAdmin<Sqlite> {
     /// `liveness` old.
     pub(super) fn new(pool: SqlitePool, liveness: Duration) -> SqliteAdmin {
         SqlAdmin::on(pool, liveness)
+    }
+}
+
+impl Affected for Sqlite {
+    fn rows_affected(result: &SqliteQueryResult) -> u64 {
+        result.rows_affected()
     }
 }
 
@@ -85,10 +91,6 @@ impl Dialect for Sqlite {
 
     async fn clock(_conn: &mut SqliteConnection) -> Result<DateTime<Utc>, sqlx::Error> {
         Ok(now())
-    }
-
-    fn rows_affected(result: &SqliteQueryResult) -> u64 {
-        result.rows_affected()
     }
 
     /// Replicas hear a commit through their `data_version` watch: nothing to do.
