@@ -50,8 +50,8 @@ impl<D: Protocol> SqlStore<D> {
 
     /// Records a batch of ended runs in one transaction: locks the rows the batch's runs hold
     /// ([`Steps::held_by_runs`](super::Steps::held_by_runs)), reads whether the deployment is still
-    /// active, and ends the runs ([`SqlStore::write_ends`]). A run this runner no longer holds, or given twice, is
-    /// [`Finished::Fenced`] and nothing of it is written.
+    /// active, and ends the runs ([`SqlStore::write_ends`]). A run this runner no longer holds, or
+    /// given twice, is [`Finished::Fenced`] and nothing of it is written.
     ///
     /// With a horizon (`chain`), the same transaction claims each job's next occurrence where a claim
     /// would take it ([`may_chain`](super::claimable::may_chain)). A runner this store did not register has
