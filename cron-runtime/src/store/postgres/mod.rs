@@ -118,7 +118,7 @@ impl PgStore {
     /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
     /// store's database, with its liveness window.
     pub fn admin(&self) -> crate::admin::Admin {
-        crate::admin::Admin::new(admin::PgAdmin::new(self.pool().clone(), self.0.liveness()))
+        crate::admin::Admin::new(admin::PgAdmin::on(self.pool().clone(), self.0.liveness()))
     }
 
     /// A handle on the same pool and registrations that claims with this lease duration and missed-run

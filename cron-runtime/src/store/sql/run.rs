@@ -108,6 +108,20 @@ pub(crate) trait Affected: Database {
     fn rows_affected(result: &Self::QueryResult) -> u64;
 }
 
+#[cfg(feature = "postgres")]
+impl Affected for sqlx::Postgres {
+    fn rows_affected(result: &sqlx::postgres::PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl Affected for sqlx::Sqlite {
+    fn rows_affected(result: &sqlx::sqlite::SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
 /// A statement's arguments, as sqlx's [`IntoArguments`] takes them.
 struct Bound<DB: Database>(DB::Arguments<'static>);
 

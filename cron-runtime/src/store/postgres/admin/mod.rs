@@ -4,12 +4,9 @@
 //! back from now is seconds the statement subtracts from the database's `now()`, ids bind as an
 //! `int8[]`, and a write wakes the replicas with `NOTIFY` (docs/operations.md, "Operator commands").
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use sqlx::error::DatabaseError;
-use sqlx::postgres::PgQueryResult;
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::{PgConnection, Postgres};
 
 /// The live replicas of deployment `d`, a subquery: its replicas whose last heartbeat is within `$2`
 /// seconds (the liveness window). A macro so that statements can include it with `concat!`.
@@ -31,7 +28,7 @@ mod status;
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
 
 use crate::admin::rows::Registration;
-use crate::admin::sql::{Affected, Dialect, SqlAdmin, Statements, unmigrated};
+use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
 use crate::store::postgres::notify::notify;
 use crate::store::postgres::sql::deployments;
 use crate::store::sql::deploy::{KeyConflict, insert_deployment, insert_jobs};
@@ -94,20 +91,6 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
 /// The operator commands on a PostgreSQL store's database, the [`Admin`](crate::admin::Admin) that
 /// [`PgStore::admin`](super::PgStore::admin) makes.
 pub(crate) type PgAdmin = SqlAdmin<Postgres>;
-
-impl SqlAdmin<Postgres> {
-    /// The operator API on `pool`, counting a replica alive while its last heartbeat is at most
-    /// `liveness` old.
-    pub(super) fn new(pool: PgPool, liveness: Duration) -> PgAdmin {
-        SqlAdmin::on(pool, liveness)
-    }
-}
-
-impl Affected for Postgres {
-    fn rows_affected(result: &PgQueryResult) -> u64 {
-        result.rows_affected()
-    }
-}
 
 impl Dialect for Postgres {
     const SQL: Statements = Statements {
