@@ -1,31 +1,9 @@
-//! What the operator API's statements bind and read, on every database: the values ([`At`], [`Ago`],
-//! [`Ids`]) whose encoding each driver gives, and the rows, each read by one `#[derive(FromRow)]` on
-//! every database (docs/architecture.md). The commands turn them into their results.
+//! What the operator API's statements read, on every database: the rows, each read by one
+//! `#[derive(FromRow)]` on every database (docs/architecture.md), with the values they bind and read
+//! ([`At`], [`Ago`], [`Ids`]) as the SQL stores' generic layer gives them (`crate::store::sql::values`).
+//! The commands turn them into their results.
 
-use std::time::Duration;
-
-use chrono::{DateTime, Utc};
-
-/// An instant as a statement binds and reads it: a `timestamptz` on PostgreSQL, microseconds since the
-/// Unix epoch on SQLite (each store's admin module implements its encoding).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct At(pub(crate) DateTime<Utc>);
-
-impl From<At> for DateTime<Utc> {
-    fn from(at: At) -> DateTime<Utc> {
-        at.0
-    }
-}
-
-/// A span back from the store's clock, for "within the liveness window" or "finished long ago": on
-/// PostgreSQL seconds that the statement subtracts from the database's `now()`, on SQLite the instant
-/// the store's clock gives less the span, read as the statement is bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ago(pub(crate) Duration);
-
-/// Ids bound as one parameter: an `int8[]` on PostgreSQL, a JSON array that `json_each` reads on SQLite.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Ids(pub(crate) Vec<i64>);
+pub(crate) use crate::store::sql::values::{Ago, At, Ids};
 
 /// A deployment as registered, with its schema, as `deployment` reads it.
 #[derive(Debug, sqlx::FromRow)]

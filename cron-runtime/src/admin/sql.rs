@@ -1,14 +1,9 @@
-//! The operator API's statement runner, once for every database: the commands (`crate::admin::*`) bind
-//! and run the statements here, generic over sqlx's [`Database`] the way sqlx itself is (an
-//! [`Executor`], values that [`Encode`] with their [`Type`], rows read [`FromRow`]). A store gives a
+//! The operator API on every database: the commands (`crate::admin::*`) bind and run the statements
+//! here through the SQL stores' statement runner (`crate::store::sql::run`). A store gives a
 //! [`Dialect`]: the text of each statement ([`Statements`], one named constant per statement beside its
 //! store) and the few details its driver decides (how an instant, a span back from now and a list of
 //! ids bind, how a write transaction begins, the clock, the wake-up, the registration insert, the error
 //! of a database without cronverb's tables). docs/architecture.md.
-//!
-//! sqlx states its bounds where a query runs; here they are supertraits of [`Dialect`] ([`Bind`],
-//! [`Reads`], [`Run`], each with a blanket impl), so that a command needs only `D: Dialect` and a
-//! store's `impl Dialect` is where the compiler checks that its driver binds and reads every value.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,18 +11,16 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
-use futures_util::future::BoxFuture;
-use sqlx::error::{BoxDynError, DatabaseError};
+use sqlx::error::DatabaseError;
 use sqlx::pool::PoolConnection;
-use sqlx::{
-    Arguments, Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction, Type,
-};
+use sqlx::{Database, Pool, Transaction};
 
 use super::rows::{
     ActiveDeployment, ActiveSchema, Ago, At, ExecutingRow, Ids, JobRow, ListedDeployment, PauseRow,
     RegisteredDeployment, RegisteredJob, Registration, ReplicaRow, ResumeRow, RunRow, TriggerRow,
 };
 use crate::store::schedules::Schedules;
+pub(crate) use crate::store::sql::run::{Affected, Bind, Reads, Run, Statement};
 use crate::store::{DeploymentSpec, StoreError};
 
 /// The text of every statement of the operator API on one database, each binding its parameters in the
@@ -106,6 +99,7 @@ pub(crate) struct Statements {
 /// A database the operator API runs on: its statements, and what its driver decides.
 pub(crate) trait Dialect:
     Run
+    + Affected
     + Bind<i64>
     + Bind<String>
     + Bind<Option<String>>
@@ -142,9 +136,6 @@ pub(crate) trait Dialect:
         conn: &mut Self::Connection,
     ) -> impl Future<Output = Result<DateTime<Utc>, sqlx::Error>> + Send;
 
-    /// How many rows a statement changed.
-    fn rows_affected(result: &Self::QueryResult) -> u64;
-
     /// Wakes the replicas of `module` once the transaction on `conn` commits, where the store does not
     /// hear commits by itself.
     fn notify(
@@ -163,184 +154,6 @@ pub(crate) trait Dialect:
 
     /// Whether `error` says that cronverb's tables are missing or older than this code.
     fn unmigrated(error: &dyn DatabaseError) -> bool;
-}
-
-/// A database that binds `T` as a statement's parameter: every `T` that is sqlx's [`Encode`] and
-/// [`Type`] there.
-pub(crate) trait Bind<T>: Database {
-    /// Adds `value` to `arguments`.
-    fn bind(arguments: &mut Self::Arguments<'static>, value: T) -> Result<(), BoxDynError>;
-}
-
-impl<DB: Database, T> Bind<T> for DB
-where
-    T: 'static + Send + Encode<'static, DB> + Type<DB>,
-{
-    fn bind(arguments: &mut DB::Arguments<'static>, value: T) -> Result<(), BoxDynError> {
-        arguments.add(value)
-    }
-}
-
-/// A database whose rows read as `R`: every `R` that is sqlx's [`FromRow`] there.
-pub(crate) trait Reads<R>: Database {
-    /// `row` as an `R`.
-    fn read(row: &Self::Row) -> Result<R, sqlx::Error>;
-}
-
-impl<DB: Database, R> Reads<R> for DB
-where
-    R: for<'r> FromRow<'r, DB::Row>,
-{
-    fn read(row: &DB::Row) -> Result<R, sqlx::Error> {
-        R::from_row(row)
-    }
-}
-
-/// A database whose connections run statements: every one whose `&mut Connection` is sqlx's
-/// [`Executor`].
-pub(crate) trait Run: Database {
-    /// The rows of `sql` with `arguments`, on `conn`.
-    fn rows<'c>(
-        conn: &'c mut Self::Connection,
-        sql: &'static str,
-        arguments: Self::Arguments<'static>,
-    ) -> BoxFuture<'c, Result<Vec<Self::Row>, sqlx::Error>>;
-
-    /// The first row of `sql` with `arguments`, if any, on `conn`.
-    fn first_row<'c>(
-        conn: &'c mut Self::Connection,
-        sql: &'static str,
-        arguments: Self::Arguments<'static>,
-    ) -> BoxFuture<'c, Result<Option<Self::Row>, sqlx::Error>>;
-
-    /// Runs `sql` with `arguments` on `conn`.
-    fn execute<'c>(
-        conn: &'c mut Self::Connection,
-        sql: &'static str,
-        arguments: Self::Arguments<'static>,
-    ) -> BoxFuture<'c, Result<Self::QueryResult, sqlx::Error>>;
-}
-
-impl<DB: Database> Run for DB
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
-    fn rows<'c>(
-        conn: &'c mut DB::Connection,
-        sql: &'static str,
-        arguments: DB::Arguments<'static>,
-    ) -> BoxFuture<'c, Result<Vec<DB::Row>, sqlx::Error>> {
-        conn.fetch_all(sqlx::query_with(sql, Bound::<DB>(arguments)))
-    }
-
-    fn first_row<'c>(
-        conn: &'c mut DB::Connection,
-        sql: &'static str,
-        arguments: DB::Arguments<'static>,
-    ) -> BoxFuture<'c, Result<Option<DB::Row>, sqlx::Error>> {
-        conn.fetch_optional(sqlx::query_with(sql, Bound::<DB>(arguments)))
-    }
-
-    fn execute<'c>(
-        conn: &'c mut DB::Connection,
-        sql: &'static str,
-        arguments: DB::Arguments<'static>,
-    ) -> BoxFuture<'c, Result<DB::QueryResult, sqlx::Error>> {
-        conn.execute(sqlx::query_with(sql, Bound::<DB>(arguments)))
-    }
-}
-
-/// A statement's arguments, as sqlx's [`IntoArguments`] takes them.
-struct Bound<DB: Database>(DB::Arguments<'static>);
-
-impl<DB: Database> IntoArguments<'static, DB> for Bound<DB> {
-    fn into_arguments(self) -> DB::Arguments<'static> {
-        self.0
-    }
-}
-
-/// One statement of [`Statements`] with its parameters, bound in order.
-pub(crate) struct Statement<D: Database> {
-    sql: &'static str,
-    arguments: D::Arguments<'static>,
-    /// The first value that did not bind.
-    unbound: Option<BoxDynError>,
-}
-
-impl<D: Dialect> Statement<D> {
-    /// Statement `sql`, no parameter bound yet.
-    pub(crate) fn new(sql: &'static str) -> Self {
-        Statement {
-            sql,
-            arguments: Default::default(),
-            unbound: None,
-        }
-    }
-
-    /// Binds `value` as the next parameter.
-    pub(crate) fn bind<T>(mut self, value: T) -> Self
-    where
-        D: Bind<T>,
-    {
-        if self.unbound.is_none()
-            && let Err(error) = D::bind(&mut self.arguments, value)
-        {
-            self.unbound = Some(error);
-        }
-        self
-    }
-
-    fn arguments(self) -> Result<(&'static str, D::Arguments<'static>), sqlx::Error> {
-        match self.unbound {
-            Some(error) => Err(sqlx::Error::Encode(error)),
-            None => Ok((self.sql, self.arguments)),
-        }
-    }
-
-    /// Its rows, on `conn`.
-    pub(crate) async fn fetch_all<R>(self, conn: &mut D::Connection) -> Result<Vec<R>, sqlx::Error>
-    where
-        D: Reads<R>,
-    {
-        let (sql, arguments) = self.arguments()?;
-        D::rows(conn, sql, arguments)
-            .await?
-            .iter()
-            .map(D::read)
-            .collect()
-    }
-
-    /// Its first row, if any, on `conn`.
-    pub(crate) async fn fetch_optional<R>(
-        self,
-        conn: &mut D::Connection,
-    ) -> Result<Option<R>, sqlx::Error>
-    where
-        D: Reads<R>,
-    {
-        let (sql, arguments) = self.arguments()?;
-        D::first_row(conn, sql, arguments)
-            .await?
-            .as_ref()
-            .map(D::read)
-            .transpose()
-    }
-
-    /// Its first row, on `conn`; none is [`sqlx::Error::RowNotFound`].
-    pub(crate) async fn fetch_one<R>(self, conn: &mut D::Connection) -> Result<R, sqlx::Error>
-    where
-        D: Reads<R>,
-    {
-        self.fetch_optional(conn)
-            .await?
-            .ok_or(sqlx::Error::RowNotFound)
-    }
-
-    /// Runs it on `conn`; returns how many rows it changed.
-    pub(crate) async fn execute(self, conn: &mut D::Connection) -> Result<u64, sqlx::Error> {
-        let (sql, arguments) = self.arguments()?;
-        Ok(D::rows_affected(&D::execute(conn, sql, arguments).await?))
-    }
 }
 
 /// The operator API on a store's database `D`: what [`Admin`](super::Admin) holds. Cloning shares the

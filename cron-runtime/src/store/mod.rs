@@ -477,6 +477,8 @@ pub mod postgres;
 pub(crate) mod rules;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) mod schedules;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 

@@ -8,18 +8,19 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
 use sqlx::postgres::PgListener;
+use sqlx::{PgPool, Postgres};
 use tokio::sync::{Notify, OnceCell, oneshot};
 use tokio::task::AbortHandle;
 
-use super::{DUE_CHANNEL, NOTIFY_CHANNEL, PgStore};
+use super::{DUE_CHANNEL, NOTIFY_CHANNEL};
 use crate::store::Change;
+use crate::store::sql::SqlStore;
 use crate::sync::{lock, read, write};
 
-/// The listening task, started by the first [`PgStore::register`] or `changed()`.
+/// The listening task, started by the first registration or `changed()`.
 #[derive(Debug, Default)]
-pub(super) struct Listener {
+pub(crate) struct Listener {
     modules: Arc<RwLock<HashSet<String>>>,
     running: OnceCell<Running>,
 }
@@ -75,24 +76,24 @@ impl Drop for Listener {
     }
 }
 
-impl PgStore {
+impl Listener {
     /// Starts listening (once), for notifications about `module`. Waits until the listener is subscribed,
     /// for at most a few seconds; if the database does not answer, the task keeps trying on its own.
-    pub(super) async fn listen_for(&self, module: &str) {
-        let listener = &self.shared.listener;
+    pub(super) async fn listen_for(store: &SqlStore<Postgres>, module: &str) {
+        let listener = store.watch();
         write(&listener.modules).insert(module.to_owned());
-        self.running().await;
+        Listener::running(store).await;
     }
 
-    async fn running(&self) -> &Running {
-        let listener = &self.shared.listener;
+    async fn running(store: &SqlStore<Postgres>) -> &Running {
+        let listener = store.watch();
         listener
             .running
             .get_or_init(|| async {
                 let changes = Arc::new(Changes::default());
                 let (ready, subscribed) = oneshot::channel();
                 let task = tokio::spawn(listen(
-                    self.pool.clone(),
+                    store.pool().clone(),
                     listener.modules.clone(),
                     Arc::clone(&changes),
                     ready,
@@ -106,8 +107,8 @@ impl PgStore {
             .await
     }
 
-    pub(super) async fn wait_for_change(&self) -> Change {
-        let changes = &self.running().await.changes;
+    pub(super) async fn wait_for_change(store: &SqlStore<Postgres>) -> Change {
+        let changes = &Listener::running(store).await.changes;
         loop {
             if let Some(change) = changes.take() {
                 return change;

@@ -4,40 +4,33 @@
 //! database, and every instant is the database's `now()`. The tables are created by the embedded
 //! migration ([`PgStore::migrate`]); docs/operations.md describes them for operators.
 //!
-//! - `sql/`: every statement, by table family;
-//! - `deploy`: registration, heartbeats and takeover;
-//! - `claim`: claiming due jobs, and which rows a claim may take;
-//! - `end`: the one writer of run ends; `runs`: the paths that end runs (finish, recovery, shutdown);
-//! - `notify` and `listen`: waking the other replicas, and being woken;
-//! - `schedules`: the parsed schedules of job rows; `migrate`: the migrations and their compatibility;
-//! - `admin`: the operator commands, behind [`Admin`](crate::admin::Admin).
+//! The steps of the protocol are the SQL stores' (`store/sql`); this module gives what is PostgreSQL's:
+//!
+//! - `sql/`: every statement, by table family, set-based (a batch's values bound as arrays and read with
+//!   `unnest`);
+//! - `values`: how the driver binds instants, spans and columns;
+//! - `notify` and `listen`: waking the other replicas (`NOTIFY`), and being woken (`LISTEN`);
+//! - `migrate`: the migrations and their compatibility;
+//! - `admin`: the operator commands' statements, behind [`Admin`](crate::admin::Admin).
 
 pub(crate) mod admin;
-mod claim;
-mod claimable;
-mod deploy;
-mod end;
 mod listen;
 mod migrate;
 mod notify;
-mod runs;
 mod sql;
+mod values;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::PgPool;
+use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgConnection, PgPool, Postgres};
 
-use super::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, JobSpec, Runner, Store, StoreError,
-    StoreSettings, rules,
-};
+use super::sql::{Protocol, SqlStore, Steps, store_on_sql};
+use super::{Change, StoreError, StoreSettings};
 use crate::redact::{redact, scrub};
-use crate::store::schedules::Schedules;
-use crate::sync::lock;
 
+pub(crate) use super::sql::db;
 pub use migrate::MIGRATOR;
 
 /// The channel cronverb notifies on when jobs of a module may be due now (a takeover, a trigger, rows
@@ -55,45 +48,9 @@ pub(crate) const DUE_CHANNEL: &str = "cronverb_due";
 ///
 /// Cloning is cheap and shares the pool and the settings.
 #[derive(Debug, Clone)]
-pub struct PgStore {
-    pool: PgPool,
-    shared: Arc<Shared>,
-    /// This handle's lease and missed-run tolerance ([`PgStore::with_settings`]).
-    settings: StoreSettings,
-}
+pub struct PgStore(SqlStore<Postgres>);
 
-#[derive(Debug)]
-struct Shared {
-    host: String,
-    pid: i32,
-    /// The deployments registered through this store, by id.
-    /// Shared with the claims in flight: a claim takes a reference, not a copy of every job.
-    deployments: Mutex<HashMap<i64, Arc<Known>>>,
-    schedules: Schedules,
-    listener: listen::Listener,
-}
-
-/// How many expired rows one recovery transaction takes back.
-const RECOVERY_BATCH: u32 = 100;
-
-/// Rows of replicas not seen for this long are deleted by any heartbeat.
-const FORGET_RUNNERS_AFTER: Duration = Duration::from_secs(24 * 3600);
-
-/// A deployment registered through this store: its build's jobs, and which rows the claim may take.
-#[derive(Debug, Clone)]
-struct Known {
-    /// The deployment's key, as logs name it.
-    key: String,
-    module: String,
-    jobs: HashMap<String, JobSpec>,
-    /// The rows whose text this store has checked: the claim takes a row only when its text is still one
-    /// of these, so a row edited since is never started unchecked.
-    claimable: claimable::Claimable,
-    /// Whether the deployment was active when this store last looked. While it is not, every claim first
-    /// checks whether it should take the module over, so that a rollback happens as soon as the newer
-    /// deployment's last replica shuts down (its NOTIFY wakes the claim), not at the next heartbeat.
-    active: bool,
-}
+store_on_sql!(PgStore);
 
 impl PgStore {
     /// Connects to the database at `url` (a pool of up to 10 connections). Does not migrate.
@@ -116,17 +73,7 @@ impl PgStore {
 
     /// A store on an existing pool.
     pub fn from_pool(pool: PgPool) -> PgStore {
-        PgStore {
-            pool,
-            shared: Arc::new(Shared {
-                host: rules::host_name(),
-                pid: rules::process_id(),
-                deployments: Mutex::new(HashMap::new()),
-                schedules: Schedules::default(),
-                listener: listen::Listener::default(),
-            }),
-            settings: StoreSettings::default(),
-        }
+        PgStore(SqlStore::new(pool))
     }
 
     /// Creates or upgrades cronverb's tables (the embedded migrations), then checks that this build may
@@ -138,7 +85,7 @@ impl PgStore {
     /// releases").
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let mut conn = self
-            .pool
+            .pool()
             .acquire()
             .await
             .map_err(db("migrating cronverb's tables"))?;
@@ -152,12 +99,12 @@ impl PgStore {
     /// Refuses a database that a newer release contracted (docs/operations.md, "Migrations across
     /// releases"); what [`PgStore::migrate`] checks last, for a runtime that does not migrate.
     pub async fn check_compatible(&self) -> Result<(), StoreError> {
-        migrate::check_compatible(&self.pool).await
+        migrate::check_compatible(self.pool()).await
     }
 
     /// The pool the store uses.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.0.pool()
     }
 
     /// The migrations this build embeds (the `.sql` files of `cron-runtime/migrations`), as
@@ -171,101 +118,103 @@ impl PgStore {
     /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
     /// store's database, with its liveness window.
     pub fn admin(&self) -> crate::admin::Admin {
-        crate::admin::Admin::new(admin::PgAdmin::new(self.pool.clone(), self.liveness()))
+        crate::admin::Admin::new(admin::PgAdmin::on(self.pool().clone(), self.0.liveness()))
     }
 
     /// A handle on the same pool and registrations that claims with this lease duration and missed-run
     /// tolerance. The runtime makes one with its own settings when it is built, so a store given to the
     /// builder follows the builder's settings.
     pub fn with_settings(self, settings: StoreSettings) -> PgStore {
-        PgStore { settings, ..self }
-    }
-
-    /// The lease, in seconds, as the SQL binds it.
-    fn lease(&self) -> f64 {
-        self.settings.lease.as_secs_f64()
-    }
-
-    /// A replica is alive while its last heartbeat is at most a lease old; only live replicas make their
-    /// deployment the active one. In seconds, as the SQL binds it.
-    fn liveness(&self) -> f64 {
-        self.lease()
-    }
-
-    fn known(&self, runner: &Runner) -> Result<Arc<Known>, StoreError> {
-        lock(&self.shared.deployments)
-            .get(&runner.deployment_id)
-            .cloned()
-            .ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "runner {} ({}) was not registered through this store",
-                    runner.id, runner.name
-                ))
-            })
+        PgStore(self.0.with_settings(settings))
     }
 }
 
-impl Store for PgStore {
-    async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
-        self.register_deployment(spec).await
+/// The steps of the protocol on PostgreSQL: the statements of `sql/`, a plain `BEGIN` (rows are locked
+/// by the statements that read them), wake-ups by `NOTIFY` heard by `LISTEN`.
+impl Protocol for Postgres {
+    const STEPS: Steps = Steps {
+        now: sql::clock::NOW,
+        clock: sql::clock::CLOCK,
+        insert_deployment: sql::deployments::INSERT_DEPLOYMENT,
+        registered: sql::deployments::REGISTERED,
+        insert_jobs: sql::jobs::INSERT_JOBS,
+        insert_runner: sql::runners::INSERT_RUNNER,
+        heartbeat: sql::runners::HEARTBEAT,
+        forget_runners: sql::runners::FORGET_RUNNERS,
+        delete_runner: sql::runners::DELETE_RUNNER,
+        deployment_rows: sql::jobs::DEPLOYMENT_ROWS,
+        elected: sql::deployments::ELECTED,
+        takeover_lock: sql::deployments::TAKEOVER_LOCK,
+        previous_rows: sql::jobs::PREVIOUS_ROWS,
+        deactivate: sql::deployments::DEACTIVATE,
+        own_rows: sql::jobs::OWN_ROWS,
+        start_rows: sql::jobs::START_ROWS,
+        drop_previous_retries: sql::jobs::DROP_PREVIOUS_RETRIES,
+        carry_operator_state: sql::jobs::CARRY_OPERATOR_STATE,
+        activate: sql::deployments::ACTIVATE,
+        active: sql::deployments::ACTIVE,
+        active_among: sql::deployments::ACTIVE_AMONG,
+        claim_due: sql::jobs::CLAIM_DUE,
+        next_due: sql::jobs::NEXT_DUE,
+        claim_runs: sql::runs::CLAIM_RUNS,
+        retry_runs: sql::runs::RETRY_RUNS,
+        drop_trigger: sql::jobs::DROP_TRIGGER,
+        move_past_ran: sql::jobs::MOVE_PAST_RAN,
+        cut_short: sql::jobs::CUT_SHORT,
+        held_by_runs: sql::jobs::HELD_BY_RUNS,
+        held_by_run_ids: sql::jobs::HELD_BY_RUN_IDS,
+        lock_executing: sql::jobs::LOCK_EXECUTING,
+        held_by_runner: sql::jobs::HELD_BY_RUNNER,
+        expired: sql::jobs::EXPIRED,
+        renew: sql::jobs::RENEW,
+        end_jobs: sql::jobs::END_JOBS,
+        end_runs: sql::runs::END_RUNS,
+        drop_runs: sql::runs::DROP_RUNS,
+        chain_runs: sql::runs::CHAIN_RUNS,
+        carried_rows: sql::runs::CARRIED_ROWS,
+        carry_to_active: sql::runs::CARRY_TO_ACTIVE,
+        move_retries: sql::runs::MOVE_RETRIES,
+        end_orphaned_retries: sql::runs::END_ORPHANED_RETRIES,
+    };
+
+    const BEGIN: &'static str = "BEGIN";
+
+    type Watch = listen::Listener;
+
+    async fn wake(conn: &mut PgConnection, modules: &[&str]) -> Result<(), sqlx::Error> {
+        notify::notify_modules(conn, modules).await
     }
 
-    async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
-        self.beat(runner).await
+    async fn wake_due(
+        conn: &mut PgConnection,
+        due: Vec<(&str, DateTime<Utc>)>,
+    ) -> Result<(), sqlx::Error> {
+        notify::notify_due(conn, due).await
     }
 
-    async fn claim_due(
-        &self,
-        runner: &Runner,
-        ahead: Duration,
-        limit: usize,
-    ) -> Result<Claimed, StoreError> {
-        self.claim(runner, ahead, limit).await
+    async fn wake_deployment(
+        conn: &mut PgConnection,
+        deployment_id: i64,
+    ) -> Result<(), sqlx::Error> {
+        notify::notify_deployment(conn, deployment_id).await
     }
 
-    async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
-        self.renew_leases(runner, run_ids).await
+    async fn listen_for(store: &SqlStore<Postgres>, module: &str) {
+        listen::Listener::listen_for(store, module).await;
     }
 
-    async fn finish(
-        &self,
-        runner: &Runner,
-        finishes: &[Finish],
-        chain: Option<Duration>,
-    ) -> Finishing {
-        let (results, claimed) = self.finish_runs(runner, finishes, chain).await;
-        Finishing { results, claimed }
+    async fn changed(store: &SqlStore<Postgres>) -> Change {
+        listen::Listener::wait_for_change(store).await
     }
 
-    async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
-        self.give_back_runs(runner, run_ids).await
-    }
-
-    async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
-        self.release(runner, cancelled).await
-    }
-
-    async fn changed(&self) -> Change {
-        self.wait_for_change().await
-    }
-
-    async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
+    async fn prune(store: &SqlStore<Postgres>, older_than: Duration) -> Result<u64, StoreError> {
         admin::prune_batches(
-            &self.pool,
+            store.pool(),
             older_than,
             crate::admin::PRUNE_BATCH,
             admin::PRUNE_BATCHES_PER_CALL,
         )
         .await
-    }
-}
-
-/// Wraps a database error with what was being done.
-fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
-    let context = context.into();
-    move |source| StoreError::Database {
-        context,
-        source: Box::new(source),
     }
 }
 

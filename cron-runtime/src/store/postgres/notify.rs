@@ -34,9 +34,9 @@ pub(super) async fn notify_modules(
 /// transaction commits ([`DUE_CHANNEL`]): one notification per module, with its earliest instant. A
 /// replica that held nothing when another one ran the job, and so never saw its next occurrence, wakes
 /// up for it even if that replica dies before then (docs/runtime.md, "Waking up").
-pub(super) async fn notify_due<'a>(
+pub(super) async fn notify_due(
     tx: &mut PgConnection,
-    idle: impl IntoIterator<Item = (&'a str, DateTime<Utc>)>,
+    idle: Vec<(&str, DateTime<Utc>)>,
 ) -> Result<(), sqlx::Error> {
     let mut earliest: HashMap<&str, DateTime<Utc>> = HashMap::new();
     for (module, next) in idle {

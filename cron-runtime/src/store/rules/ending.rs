@@ -75,7 +75,7 @@ pub(crate) enum End<'a> {
     /// Recorded `skipped` at its claim (`missed = "skip"`, G5) at the store's now: its own occurrence
     /// counts among the skipped ones. (The in-memory and SQLite stores record such a run in their
     /// claim, where nothing is held yet.)
-    #[cfg(feature = "postgres")]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     Skipped,
     /// Claimed ahead and never started (G9): its record is dropped and the occurrence (a manual run's
     /// trigger, a retry) is the row's again, or the active deployment's ([`Ending::carry`]).
@@ -241,7 +241,7 @@ impl HeldRun {
             End::Recorded {
                 at, retry_after, ..
             } => (ended_at(at, now), retry_after, false),
-            #[cfg(feature = "postgres")]
+            #[cfg(any(feature = "postgres", feature = "sqlite"))]
             End::Skipped => (now, None, true),
         };
         let ends = |next, skipped, after| {

@@ -10,25 +10,24 @@ use super::HeldRun;
 /// A locked job row and the run that holds it.
 // SQLite reads every column and decides with some (its chained claims would read the others).
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-#[derive(Debug)]
-#[cfg_attr(feature = "postgres", derive(sqlx::FromRow))]
+#[derive(Debug, sqlx::FromRow)]
 pub(crate) struct Held {
-    #[cfg_attr(feature = "postgres", sqlx(rename = "id"))]
+    #[sqlx(rename = "id")]
     pub(crate) job_id: i64,
     pub(crate) deployment_id: i64,
-    #[cfg_attr(feature = "postgres", sqlx(rename = "module_name"))]
+    #[sqlx(rename = "module_name")]
     pub(crate) module: String,
     pub(crate) verb: String,
-    #[cfg_attr(feature = "postgres", sqlx(rename = "schedule"))]
+    #[sqlx(rename = "schedule")]
     pub(crate) expression: String,
-    #[cfg_attr(feature = "postgres", sqlx(rename = "timezone"))]
+    #[sqlx(rename = "timezone")]
     pub(crate) zone: String,
     pub(crate) next_execution: Option<DateTime<Utc>>,
     pub(crate) paused: bool,
     /// A trigger is pending (`cronverb trigger`): when the row goes idle, the claim must take it.
     pub(crate) triggered: bool,
     /// The run that holds the row (none only where PostgreSQL finds no record of it).
-    #[cfg_attr(feature = "postgres", sqlx(rename = "current_run_id"))]
+    #[sqlx(rename = "current_run_id")]
     pub(crate) run_id: Option<i64>,
     pub(crate) scheduled_at: Option<DateTime<Utc>>,
     /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
@@ -41,7 +40,7 @@ pub(crate) struct Held {
     pub(crate) now: DateTime<Utc>,
     /// Whether the row's deployment is the active one (PostgreSQL reads it after the lock:
     /// `sql::deployments::ACTIVE`).
-    #[cfg_attr(feature = "postgres", sqlx(skip))]
+    #[sqlx(skip)]
     pub(crate) active: bool,
 }
 

@@ -33,7 +33,7 @@ pub(crate) use deploy::{
     GivenUp, Taking, first_occurrence, log_superseded, log_takeover, take_over,
 };
 pub(crate) use ending::{End, HeldRun, Record, RetryHeld};
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use ending::{Ending, LEASE_EXPIRED};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use held::Held;

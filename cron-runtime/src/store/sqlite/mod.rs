@@ -16,6 +16,8 @@
 //! - `claim`: claiming due jobs;
 //! - `end`: finish, renewal, recovery, give-back and shutdown, through one writer of run ends;
 //! - `watch`: [`Store::changed`], by polling `PRAGMA data_version`;
+//! - `values`: how the driver binds the SQL stores' values (instants as microseconds, columns as JSON
+//!   arrays that `json_each` reads);
 //! - `migrate`: the embedded migrations and their compatibility.
 
 pub(crate) mod admin;
@@ -23,6 +25,7 @@ mod claim;
 mod deploy;
 mod end;
 mod migrate;
+mod values;
 mod watch;
 
 use std::collections::HashMap;
@@ -155,7 +158,7 @@ impl SqliteStore {
     /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
     /// store's file, counting a replica alive while its last heartbeat is at most a lease old.
     pub fn admin(&self) -> crate::admin::Admin {
-        crate::admin::Admin::new(admin::SqliteAdmin::new(
+        crate::admin::Admin::new(admin::SqliteAdmin::on(
             self.pool.clone(),
             self.settings.lease,
         ))

@@ -4,13 +4,9 @@
 //! back from now is seconds the statement subtracts from the database's `now()`, ids bind as an
 //! `int8[]`, and a write wakes the replicas with `NOTIFY` (docs/operations.md, "Operator commands").
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
-use sqlx::encode::IsNull;
-use sqlx::error::{BoxDynError, DatabaseError};
-use sqlx::postgres::{PgArgumentBuffer, PgQueryResult, PgTypeInfo, PgValueRef};
-use sqlx::{Decode, Encode, PgConnection, PgPool, Postgres, Type};
+use sqlx::error::DatabaseError;
+use sqlx::{PgConnection, Postgres};
 
 /// The live replicas of deployment `d`, a subquery: its replicas whose last heartbeat is within `$2`
 /// seconds (the liveness window). A macro so that statements can include it with `concat!`.
@@ -31,11 +27,11 @@ mod status;
 
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
 
-use crate::admin::rows::{Ago, At, Ids, Registration};
+use crate::admin::rows::Registration;
 use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
-use crate::store::postgres::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use crate::store::postgres::notify::notify;
 use crate::store::postgres::sql::deployments;
+use crate::store::sql::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use crate::store::{DeploymentSpec, StoreError};
 
 /// The database's clock, as the runtime reads it.
@@ -96,14 +92,6 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
 /// [`PgStore::admin`](super::PgStore::admin) makes.
 pub(crate) type PgAdmin = SqlAdmin<Postgres>;
 
-impl SqlAdmin<Postgres> {
-    /// The operator API on `pool`, counting a replica alive while its last heartbeat is at most
-    /// `liveness_secs` old.
-    pub(super) fn new(pool: PgPool, liveness_secs: f64) -> PgAdmin {
-        SqlAdmin::on(pool, Duration::from_secs_f64(liveness_secs))
-    }
-}
-
 impl Dialect for Postgres {
     const SQL: Statements = Statements {
         verbs: lookup::SELECT_VERBS,
@@ -137,10 +125,6 @@ impl Dialect for Postgres {
         sqlx::query_scalar(NOW).fetch_one(conn).await
     }
 
-    fn rows_affected(result: &PgQueryResult) -> u64 {
-        result.rows_affected()
-    }
-
     async fn notify(conn: &mut PgConnection, module: &str) -> Result<(), sqlx::Error> {
         notify(conn, module).await
     }
@@ -150,9 +134,9 @@ impl Dialect for Postgres {
         spec: &DeploymentSpec,
         now: DateTime<Utc>,
     ) -> Result<Registration, StoreError> {
-        Ok(match insert_deployment(conn, spec).await? {
+        Ok(match insert_deployment::<Postgres>(conn, spec).await? {
             Ok((id, true)) => {
-                insert_jobs(conn, id, spec, now)
+                insert_jobs::<Postgres>(conn, id, spec, now)
                     .await
                     .map_err(super::db(format!("registering deployment `{}`", spec.key)))?;
                 Registration::Registered { id, created: true }
@@ -166,51 +150,6 @@ impl Dialect for Postgres {
     /// An undefined table or column.
     fn unmigrated(error: &dyn DatabaseError) -> bool {
         matches!(error.code().as_deref(), Some("42P01" | "42703"))
-    }
-}
-
-/// An instant is a `timestamptz`.
-impl Type<Postgres> for At {
-    fn type_info() -> PgTypeInfo {
-        <DateTime<Utc> as Type<Postgres>>::type_info()
-    }
-}
-
-impl Encode<'_, Postgres> for At {
-    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
-        <DateTime<Utc> as Encode<Postgres>>::encode_by_ref(&self.0, buf)
-    }
-}
-
-impl Decode<'_, Postgres> for At {
-    fn decode(value: PgValueRef<'_>) -> Result<At, BoxDynError> {
-        Ok(At(<DateTime<Utc> as Decode<Postgres>>::decode(value)?))
-    }
-}
-
-/// A span back from now is seconds, which the statement subtracts from the database's `now()`.
-impl Type<Postgres> for Ago {
-    fn type_info() -> PgTypeInfo {
-        <f64 as Type<Postgres>>::type_info()
-    }
-}
-
-impl Encode<'_, Postgres> for Ago {
-    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
-        <f64 as Encode<Postgres>>::encode_by_ref(&self.0.as_secs_f64(), buf)
-    }
-}
-
-/// Ids are an `int8[]`.
-impl Type<Postgres> for Ids {
-    fn type_info() -> PgTypeInfo {
-        <Vec<i64> as Type<Postgres>>::type_info()
-    }
-}
-
-impl Encode<'_, Postgres> for Ids {
-    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
-        <Vec<i64> as Encode<Postgres>>::encode_by_ref(&self.0, buf)
     }
 }
 

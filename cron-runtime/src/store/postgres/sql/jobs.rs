@@ -12,7 +12,8 @@
 /// every executing row per candidate, because the partial index looks empty to the planner.
 ///
 /// A row whose run ends and whose next occurrence is claimed in the same transaction (a chained claim)
-/// is still executing, so this cannot read it: `claim::may_chain` applies the same rule to it.
+/// is still executing, so this cannot read it: `may_chain` (`store/sql/claimable.rs`) applies the same
+/// rule to it.
 macro_rules! claimable_rows {
     () => {
         "FROM cron_jobs j
@@ -48,7 +49,7 @@ macro_rules! pending_trigger {
     };
 }
 
-/// The columns of a locked job row and of the run that holds it (`end::Held`), from `cron_jobs j` and
+/// The columns of a locked job row and of the run that holds it (`rules::Held`), from `cron_jobs j` and
 /// `cron_job_runs r`: every path that ends runs reads its rows through it. `manual` is false for a row
 /// whose run is not recorded. Whether the deployment is active is read after the lock
 /// ([`ACTIVE`](super::deployments::ACTIVE)).
@@ -309,7 +310,7 @@ WHERE j.id = held.id
 RETURNING held.run_id
 ";
 
-    /// The job side of ending runs, one element of each array per run (`end::write`): each job is idle
+    /// The job side of ending runs, one element of each array per run (`write_ends`): each job is idle
     /// with its next occurrence, or executing the run [`CHAIN_RUNS`](super::runs::CHAIN_RUNS) recorded
     /// for that occurrence, with that run's lease. A run given back leaves its trigger pending again
     /// (`$5`; NULL for the others, which keep the row's own). `$6` is the run whose retry the row now

@@ -1,6 +1,7 @@
 //! `cron_job_runs`: the run history. Runs are recorded by a claim (or a chained claim) and ended by
-//! `end::write`, which every path that ends a run goes through; with them, the two statements by which
-//! runs of a replaced deployment reach the active deployment's rows (`end::carry`).
+//! `write_ends` (`store/sql/end.rs`), which every path that ends a run goes through; with them, the
+//! two statements by which runs of a replaced deployment reach the active deployment's rows
+//! (`carry`, beside it).
 
 statements! { "runs";
     /// The claim's second statement: records one run per accepted row, one element of each array per
@@ -50,7 +51,7 @@ RETURNING j.id AS job_id, runs.id AS run_id, j.lease_expires_at
     /// The runs of the next occurrences that a batch of ended runs claims (a chained claim), one per
     /// job of `$1` at its instant of `$2`, by runner `$3` (id `$4`) with a lease of `$5` seconds, unless
     /// the occurrence already has one. Which jobs may be claimed is decided on the locked rows before
-    /// (`claim::may_chain`). Reaches the rows by primary key, as
+    /// (`may_chain`). Reaches the rows by primary key, as
     /// [`CLAIM_RUNS`] does. Returns the database's clock as it answers.
     CHAIN_RUNS = concat!("
 INSERT INTO cron_job_runs AS r
@@ -68,7 +69,7 @@ RETURNING r.id AS run_id, r.job_id,
           clock_timestamp() AS clock
 ");
 
-    /// The run side of ending runs, one element of each array per run (`end::write`): how each ended
+    /// The run side of ending runs, one element of each array per run (`write_ends`): how each ended
     /// (outcome, error, occurrences skipped), when, never before it started, and when it started: the
     /// executor's measure where it reported one (`reported`, then `started`), else the claim's planned
     /// start stays (docs/operations.md, "The tables"). Only a run still `running` is written.
@@ -141,7 +142,7 @@ FROM unnest($1::bigint[], $2::text[]) AS o(id, error)
 WHERE r.id = o.id AND r.outcome = 'running'
 ";
 
-    /// Drops the records of the runs `$1`, given back before they started (`end::write`).
+    /// Drops the records of the runs `$1`, given back before they started (`write_ends`).
     DROP_RUNS = "DELETE FROM cron_job_runs WHERE id = ANY($1::bigint[])";
 
     /// What ended runs of replaced deployments carry (`end::carry`, docs/operations.md, G6): for each

@@ -9,17 +9,13 @@
 //! commit: their store's [`Store::changed`](crate::store::Store::changed) watches the file's
 //! `PRAGMA data_version`, so committing is what wakes them.
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
-use sqlx::encode::IsNull;
-use sqlx::error::{BoxDynError, DatabaseError};
-use sqlx::sqlite::{SqliteArgumentValue, SqliteQueryResult, SqliteTypeInfo, SqliteValueRef};
-use sqlx::{Decode, Encode, Sqlite, SqliteConnection, SqlitePool, Type};
+use sqlx::error::DatabaseError;
+use sqlx::{Sqlite, SqliteConnection};
 
 use super::deploy::insert_deployment;
-use super::{db, instant, micros, micros_of, now};
-use crate::admin::rows::{Ago, At, Ids, Registration};
+use super::{db, now};
+use crate::admin::rows::Registration;
 use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
 use crate::store::{DeploymentSpec, StoreError, other_schema};
 
@@ -44,14 +40,6 @@ use live_replicas;
 /// The operator commands on a SQLite store's file, the [`Admin`](crate::admin::Admin) that
 /// [`SqliteStore::admin`](super::SqliteStore::admin) makes.
 pub(crate) type SqliteAdmin = SqlAdmin<Sqlite>;
-
-impl SqlAdmin<Sqlite> {
-    /// The operator API on `pool`, counting a replica alive while its last heartbeat is at most
-    /// `liveness` old.
-    pub(super) fn new(pool: SqlitePool, liveness: Duration) -> SqliteAdmin {
-        SqlAdmin::on(pool, liveness)
-    }
-}
 
 impl Dialect for Sqlite {
     const SQL: Statements = Statements {
@@ -85,10 +73,6 @@ impl Dialect for Sqlite {
 
     async fn clock(_conn: &mut SqliteConnection) -> Result<DateTime<Utc>, sqlx::Error> {
         Ok(now())
-    }
-
-    fn rows_affected(result: &SqliteQueryResult) -> u64 {
-        result.rows_affected()
     }
 
     /// Replicas hear a commit through their `data_version` watch: nothing to do.
@@ -127,55 +111,5 @@ impl Dialect for Sqlite {
     fn unmigrated(error: &dyn DatabaseError) -> bool {
         error.message().starts_with("no such table")
             || error.message().starts_with("no such column")
-    }
-}
-
-/// An instant is microseconds since the Unix epoch.
-impl Type<Sqlite> for At {
-    fn type_info() -> SqliteTypeInfo {
-        <i64 as Type<Sqlite>>::type_info()
-    }
-
-    fn compatible(ty: &SqliteTypeInfo) -> bool {
-        <i64 as Type<Sqlite>>::compatible(ty)
-    }
-}
-
-impl<'q> Encode<'q, Sqlite> for At {
-    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
-        <i64 as Encode<Sqlite>>::encode(micros(self.0), buf)
-    }
-}
-
-impl Decode<'_, Sqlite> for At {
-    fn decode(value: SqliteValueRef<'_>) -> Result<At, BoxDynError> {
-        Ok(At(instant(<i64 as Decode<Sqlite>>::decode(value)?)))
-    }
-}
-
-/// A span back from now is the instant the store's clock gives less the span.
-impl Type<Sqlite> for Ago {
-    fn type_info() -> SqliteTypeInfo {
-        <i64 as Type<Sqlite>>::type_info()
-    }
-}
-
-impl<'q> Encode<'q, Sqlite> for Ago {
-    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
-        <i64 as Encode<Sqlite>>::encode(micros(now()) - micros_of(self.0), buf)
-    }
-}
-
-/// Ids are the JSON array that `json_each` reads: SQLite has no array parameters.
-impl Type<Sqlite> for Ids {
-    fn type_info() -> SqliteTypeInfo {
-        <String as Type<Sqlite>>::type_info()
-    }
-}
-
-impl<'q> Encode<'q, Sqlite> for Ids {
-    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
-        let ids: Vec<String> = self.0.iter().map(i64::to_string).collect();
-        <String as Encode<Sqlite>>::encode(format!("[{}]", ids.join(",")), buf)
     }
 }

@@ -1,11 +1,11 @@
 //! Which rows a claim may take. The rule is written once per form of the row it reads: for the idle
-//! rows a claim reads in SQL, `claimable_rows!` (`sql/jobs.rs`), used by [`jobs::CLAIM_DUE`] and
-//! [`jobs::NEXT_DUE`]; for a row whose run ends and whose next occurrence is claimed in the same
-//! transaction (a chained claim), [`may_chain`]. Both take only rows whose schedule text this store
-//! checked ([`Claimable`]).
+//! rows a claim reads in SQL, in each database's statements ([`Steps::claim_due`] and
+//! [`Steps::next_due`]; PostgreSQL's `claimable_rows!`, `store/postgres/sql/jobs.rs`); for a row whose
+//! run ends and whose next occurrence is claimed in the same transaction (a chained claim),
+//! [`may_chain`]. Both take only rows whose schedule text this store checked ([`Claimable`]).
 //!
-//! [`jobs::CLAIM_DUE`]: super::sql::jobs::CLAIM_DUE
-//! [`jobs::NEXT_DUE`]: super::sql::jobs::NEXT_DUE
+//! [`Steps::claim_due`]: super::Steps::claim_due
+//! [`Steps::next_due`]: super::Steps::next_due
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -3,18 +3,17 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use sqlx::PgConnection;
 
 use super::claimable::Claimable;
-use super::notify::notify;
-use super::sql::{clock, deployments, jobs, runners, runs};
-use super::{FORGET_RUNNERS_AFTER, Known, PgStore, db};
+use super::run::Statement;
+use super::values::{Ago, At, Column};
+use super::{FORGET_RUNNERS_AFTER, Known, Protocol, SqlStore, db};
 use crate::store::rules::{self, GivenUp, Taking};
 use crate::store::schedules::zone_text;
 use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
 use crate::sync::lock;
 
-/// What [`PgStore::check_rows`] saw of the rows the claim may take, for [`Beat`].
+/// What [`SqlStore::check_rows`] saw of the rows the claim may take, for [`Beat`].
 #[derive(Debug, Default)]
 struct Seen {
     next_due: Option<DateTime<Utc>>,
@@ -29,19 +28,25 @@ impl Seen {
             }
         }
         if row.state == "executing" {
-            earliest(&mut self.lease_ends, row.lease_expires_at);
+            earliest(
+                &mut self.lease_ends,
+                row.lease_expires_at.map(DateTime::from),
+            );
         } else {
-            earliest(&mut self.next_due, row.trigger_requested_at);
+            earliest(
+                &mut self.next_due,
+                row.trigger_requested_at.map(DateTime::from),
+            );
             if !row.paused {
-                earliest(&mut self.next_due, row.next_execution);
+                earliest(&mut self.next_due, row.next_execution.map(DateTime::from));
             }
         }
     }
 }
 
-/// A row of [`jobs::DEPLOYMENT_ROWS`].
+/// A row of [`Steps::deployment_rows`](super::Steps::deployment_rows).
 #[derive(Debug, sqlx::FromRow)]
-struct JobRow {
+pub(crate) struct JobRow {
     id: i64,
     verb: String,
     #[sqlx(rename = "schedule")]
@@ -50,14 +55,14 @@ struct JobRow {
     zone: String,
     state: String,
     paused: bool,
-    next_execution: Option<DateTime<Utc>>,
-    trigger_requested_at: Option<DateTime<Utc>>,
-    lease_expires_at: Option<DateTime<Utc>>,
+    next_execution: Option<At>,
+    trigger_requested_at: Option<At>,
+    lease_expires_at: Option<At>,
 }
 
-/// What [`deployments::ELECTED`] read.
+/// What [`Steps::elected`](super::Steps::elected) read.
 #[derive(Debug, sqlx::FromRow)]
-struct Elected {
+pub(crate) struct Elected {
     elected: Option<i64>,
     active: Option<bool>,
     active_key: Option<String>,
@@ -70,24 +75,25 @@ impl Elected {
     }
 }
 
-/// A job row of the previously active deployment, as a takeover carries it ([`jobs::PREVIOUS_ROWS`],
-/// read into [`GivenUp`]).
+/// A job row of the previously active deployment, as a takeover carries it
+/// ([`Steps::previous_rows`](super::Steps::previous_rows), read into [`GivenUp`]).
 #[derive(Debug, sqlx::FromRow)]
-struct Previous {
+pub(crate) struct Previous {
     verb: String,
     #[sqlx(rename = "schedule")]
     expression: String,
     #[sqlx(rename = "timezone")]
     zone: String,
-    in_flight: Option<DateTime<Utc>>,
-    next_execution: Option<DateTime<Utc>>,
+    in_flight: Option<At>,
+    next_execution: Option<At>,
+    #[sqlx(try_from = "At")]
     start_time: DateTime<Utc>,
     retry_run_id: Option<i64>,
 }
 
-/// A job row of the deployment taking its module over ([`jobs::OWN_ROWS`]).
+/// A job row of the deployment taking its module over ([`Steps::own_rows`](super::Steps::own_rows)).
 #[derive(Debug, sqlx::FromRow)]
-struct Own {
+pub(crate) struct Own {
     id: i64,
     verb: String,
     #[sqlx(rename = "schedule")]
@@ -99,7 +105,7 @@ struct Own {
 
 /// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
 #[derive(Debug)]
-pub(super) enum KeyConflict {
+pub(crate) enum KeyConflict {
     /// The key is registered for another module.
     Module { registered: String },
     /// The key is registered with another schema; the text says what differs.
@@ -107,7 +113,7 @@ pub(super) enum KeyConflict {
 }
 
 impl KeyConflict {
-    pub(super) fn into_store_error(self, spec: &DeploymentSpec) -> StoreError {
+    pub(crate) fn into_store_error(self, spec: &DeploymentSpec) -> StoreError {
         StoreError::Invalid(match self {
             KeyConflict::Module { registered } => format!(
                 "deployment `{}` is registered for module `{registered}`, not `{}`",
@@ -118,9 +124,10 @@ impl KeyConflict {
     }
 }
 
-/// A deployment row with the same key, as [`insert_deployment`] compares it ([`deployments::REGISTERED`]).
+/// A deployment row with the same key, as [`insert_deployment`] compares it
+/// ([`Steps::registered`](super::Steps::registered)).
 #[derive(Debug, sqlx::FromRow)]
-struct Registered {
+pub(crate) struct Registered {
     id: i64,
     module: String,
     other_schema: Option<String>,
@@ -130,24 +137,24 @@ struct Registered {
 /// A key registered for another module, or with another schema (what [`other_schema`] compares), is a
 /// [`KeyConflict`]. Shared by a replica's registration and `cronverb deploy`, so that both leave the
 /// same rows and refuse the same keys.
-pub(super) async fn insert_deployment(
-    tx: &mut PgConnection,
+pub(crate) async fn insert_deployment<D: Protocol>(
+    tx: &mut D::Connection,
     spec: &DeploymentSpec,
 ) -> Result<Result<(i64, bool), KeyConflict>, StoreError> {
     let context = || format!("registering deployment `{}`", spec.key);
-    let inserted: Option<i64> = sqlx::query_scalar(deployments::INSERT_DEPLOYMENT)
-        .bind(&spec.key)
-        .bind(&spec.module)
-        .bind(&spec.schema)
+    let inserted: Option<(i64,)> = Statement::<D>::new(D::STEPS.insert_deployment)
+        .bind(spec.key.clone())
+        .bind(spec.module.clone())
+        .bind(spec.schema.clone())
         .fetch_optional(&mut *tx)
         .await
         .map_err(db(context()))?;
-    if let Some(id) = inserted {
+    if let Some((id,)) = inserted {
         return Ok(Ok((id, true)));
     }
-    let registered: Registered = sqlx::query_as(deployments::REGISTERED)
-        .bind(&spec.key)
-        .bind(&spec.schema)
+    let registered: Registered = Statement::<D>::new(D::STEPS.registered)
+        .bind(spec.key.clone())
+        .bind(spec.schema.clone())
         .fetch_one(&mut *tx)
         .await
         .map_err(db(context()))?;
@@ -166,8 +173,8 @@ pub(super) async fn insert_deployment(
 
 /// Inserts the job rows of `spec`'s deployment, just inserted by [`insert_deployment`], each at its
 /// first occurrence after `now`. A row that exists is left as it is.
-pub(super) async fn insert_jobs(
-    tx: &mut PgConnection,
+pub(crate) async fn insert_jobs<D: Protocol>(
+    tx: &mut D::Connection,
     deployment_id: i64,
     spec: &DeploymentSpec,
     now: DateTime<Utc>,
@@ -184,23 +191,23 @@ pub(super) async fn insert_jobs(
         zones.push(zone_text(job));
         timeouts.push(job.timeout.as_secs_f64());
         missed.push(job.missed.as_str().to_owned());
-        next.push(rules::first_occurrence(job, now));
+        next.push(rules::first_occurrence(job, now).map(At));
     }
-    sqlx::query(jobs::INSERT_JOBS)
+    Statement::<D>::new(D::STEPS.insert_jobs)
         .bind(deployment_id)
-        .bind(&spec.module)
-        .bind(&verbs)
-        .bind(&expressions)
-        .bind(&zones)
-        .bind(&timeouts)
-        .bind(&missed)
-        .bind(&next)
+        .bind(spec.module.clone())
+        .bind(Column(verbs))
+        .bind(Column(expressions))
+        .bind(Column(zones))
+        .bind(Column(timeouts))
+        .bind(Column(missed))
+        .bind(Column(next))
         .execute(&mut *tx)
         .await?;
     Ok(())
 }
 
-impl PgStore {
+impl<D: Protocol> SqlStore<D> {
     pub(super) async fn register_deployment(
         &self,
         spec: &DeploymentSpec,
@@ -209,24 +216,24 @@ impl PgStore {
         check_job_count(&format!("deployment `{}`", spec.key), spec.jobs.len())
             .map_err(StoreError::Invalid)?;
         self.shared.schedules.learn(&spec.jobs);
-        let mut tx = self.pool.begin().await.map_err(db(context()))?;
-        let now: DateTime<Utc> = sqlx::query_scalar(clock::NOW)
+        let mut tx = self.begin().await.map_err(db(context()))?;
+        let (At(now),) = Statement::<D>::new(D::STEPS.now)
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let (deployment_id, created) = insert_deployment(&mut tx, spec)
+        let (deployment_id, created) = insert_deployment::<D>(&mut tx, spec)
             .await?
             .map_err(|conflict| conflict.into_store_error(spec))?;
         if created {
             // A key registered before has its rows: they were inserted with it, and registering it
             // again changes none of them.
-            insert_jobs(&mut tx, deployment_id, spec, now)
+            insert_jobs::<D>(&mut tx, deployment_id, spec, now)
                 .await
                 .map_err(db(context()))?;
         }
-        let runner_id: i64 = sqlx::query_scalar(runners::INSERT_RUNNER)
+        let (runner_id,): (i64,) = Statement::<D>::new(D::STEPS.insert_runner)
             .bind(deployment_id)
-            .bind(&self.shared.host)
+            .bind(self.shared.host.clone())
             .bind(self.shared.pid)
             .fetch_one(&mut *tx)
             .await
@@ -254,7 +261,7 @@ impl PgStore {
             name: rules::runner_name(&self.shared.host, self.shared.pid),
         };
         self.check_rows(&runner).await?;
-        self.listen_for(&spec.module).await;
+        D::listen_for(self, &spec.module).await;
         self.take_over_if_elected(deployment_id, &spec.module)
             .await?;
         Ok(runner)
@@ -263,19 +270,21 @@ impl PgStore {
     pub(super) async fn beat(&self, runner: &Runner) -> Result<Beat, StoreError> {
         let known = self.known(runner)?;
         let context = || format!("recording the heartbeat of runner {}", runner.name);
-        sqlx::query(runners::HEARTBEAT)
+        let mut conn = self.connection().await.map_err(db(context()))?;
+        Statement::<D>::new(D::STEPS.heartbeat)
             .bind(runner.id)
             .bind(runner.deployment_id)
-            .bind(&self.shared.host)
+            .bind(self.shared.host.clone())
             .bind(self.shared.pid)
-            .execute(&self.pool)
+            .execute(&mut *conn)
             .await
             .map_err(db(context()))?;
-        sqlx::query(runners::FORGET_RUNNERS)
-            .bind(FORGET_RUNNERS_AFTER.as_secs_f64())
-            .execute(&self.pool)
+        Statement::<D>::new(D::STEPS.forget_runners)
+            .bind(Ago(FORGET_RUNNERS_AFTER))
+            .execute(&mut *conn)
             .await
             .map_err(db(context()))?;
+        drop(conn);
         let seen = self.check_rows(runner).await?;
         let took_over = self
             .take_over_if_elected(runner.deployment_id, &known.module)
@@ -301,11 +310,13 @@ impl PgStore {
     async fn check_rows(&self, runner: &Runner) -> Result<Seen, StoreError> {
         let known = self.known(runner)?;
         let context = || format!("reading the jobs of deployment {}", runner.deployment_id);
-        let rows: Vec<JobRow> = sqlx::query_as(jobs::DEPLOYMENT_ROWS)
+        let mut conn = self.connection().await.map_err(db(context()))?;
+        let rows: Vec<JobRow> = Statement::<D>::new(D::STEPS.deployment_rows)
             .bind(runner.deployment_id)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *conn)
             .await
             .map_err(db(context()))?;
+        drop(conn);
         let mut claimable = Claimable::default();
         let mut seen = Seen::default();
         for row in rows {
@@ -383,14 +394,16 @@ impl PgStore {
         module: &str,
     ) -> Result<bool, StoreError> {
         let context = || format!("taking module `{module}` over");
-        let liveness = self.liveness();
-        let seen: Elected = sqlx::query_as(deployments::ELECTED)
-            .bind(module)
+        let liveness = Ago(self.liveness());
+        let mut conn = self.connection().await.map_err(db(context()))?;
+        let seen: Elected = Statement::<D>::new(D::STEPS.elected)
+            .bind(module.to_owned())
             .bind(liveness)
             .bind(deployment_id)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *conn)
             .await
             .map_err(db(context()))?;
+        drop(conn);
         self.note_active(
             deployment_id,
             seen.active == Some(true),
@@ -400,15 +413,15 @@ impl PgStore {
             return Ok(false);
         }
 
-        let mut tx = self.pool.begin().await.map_err(db(context()))?;
+        let mut tx = self.begin().await.map_err(db(context()))?;
         // One takeover per module at a time; decide again under the lock.
-        sqlx::query(deployments::TAKEOVER_LOCK)
-            .bind(module)
+        Statement::<D>::new(D::STEPS.takeover_lock)
+            .bind(module.to_owned())
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let seen: Elected = sqlx::query_as(deployments::ELECTED)
-            .bind(module)
+        let seen: Elected = Statement::<D>::new(D::STEPS.elected)
+            .bind(module.to_owned())
             .bind(liveness)
             .bind(deployment_id)
             .fetch_one(&mut *tx)
@@ -417,25 +430,25 @@ impl PgStore {
         if !seen.takes_over(deployment_id) {
             return Ok(false);
         }
-        let now: DateTime<Utc> = sqlx::query_scalar(clock::NOW)
+        let (At(now),) = Statement::<D>::new(D::STEPS.now)
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
 
         // The previous deployment's rows, locked first.
-        let previous_rows: Vec<Previous> = sqlx::query_as(jobs::PREVIOUS_ROWS)
-            .bind(module)
+        let previous_rows: Vec<Previous> = Statement::<D>::new(D::STEPS.previous_rows)
+            .bind(module.to_owned())
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let deactivated: Option<(i64, String)> = sqlx::query_as(deployments::DEACTIVATE)
-            .bind(module)
+        let deactivated: Option<(i64, String)> = Statement::<D>::new(D::STEPS.deactivate)
+            .bind(module.to_owned())
             .fetch_optional(&mut *tx)
             .await
             .map_err(db(context()))?;
         let (previous_id, previous_key) = deactivated.unzip();
 
-        let mine: Vec<Own> = sqlx::query_as(jobs::OWN_ROWS)
+        let mine: Vec<Own> = Statement::<D>::new(D::STEPS.own_rows)
             .bind(deployment_id)
             .fetch_all(&mut *tx)
             .await
@@ -446,8 +459,8 @@ impl PgStore {
                 verb: &p.verb,
                 expression: &p.expression,
                 zone: &p.zone,
-                in_flight: p.in_flight,
-                next_execution: p.next_execution,
+                in_flight: p.in_flight.map(DateTime::from),
+                next_execution: p.next_execution.map(DateTime::from),
                 start_time: Some(p.start_time),
                 retry: p.retry_run_id,
             })
@@ -471,22 +484,22 @@ impl PgStore {
         for (row, start) in mine.iter().zip(plan.rows) {
             let Some(start) = start else { continue };
             ids.push(row.id);
-            nexts.push(start.next_execution);
-            starts.push(start.start_time);
+            nexts.push(start.next_execution.map(At));
+            starts.push(At(start.start_time));
             retries.push(start.retry);
         }
-        sqlx::query(jobs::START_ROWS)
-            .bind(&ids)
-            .bind(&nexts)
-            .bind(&starts)
-            .bind(&retries)
+        Statement::<D>::new(D::STEPS.start_rows)
+            .bind(Column(ids))
+            .bind(Column(nexts))
+            .bind(Column(starts))
+            .bind(Column(retries))
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
         if let Some(previous_id) = previous_id
             && previous_rows.iter().any(|p| p.retry_run_id.is_some())
         {
-            sqlx::query(jobs::DROP_PREVIOUS_RETRIES)
+            Statement::<D>::new(D::STEPS.drop_previous_retries)
                 .bind(previous_id)
                 .execute(&mut *tx)
                 .await
@@ -494,28 +507,28 @@ impl PgStore {
         }
         if !plan.orphaned.is_empty() {
             let (runs, errors): (Vec<i64>, Vec<String>) = plan.orphaned.into_iter().unzip();
-            sqlx::query(runs::END_ORPHANED_RETRIES)
-                .bind(&runs)
-                .bind(&errors)
+            Statement::<D>::new(D::STEPS.end_orphaned_retries)
+                .bind(Column(runs))
+                .bind(Column(errors))
                 .execute(&mut *tx)
                 .await
                 .map_err(db(context()))?;
         }
         if let Some(previous_id) = previous_id {
             // What operators set is per verb: a pause stays, and a trigger not yet taken moves along.
-            sqlx::query(jobs::CARRY_OPERATOR_STATE)
+            Statement::<D>::new(D::STEPS.carry_operator_state)
                 .bind(deployment_id)
                 .bind(previous_id)
                 .execute(&mut *tx)
                 .await
                 .map_err(db(context()))?;
         }
-        let key: String = sqlx::query_scalar(deployments::ACTIVATE)
+        let (key,): (String,) = Statement::<D>::new(D::STEPS.activate)
             .bind(deployment_id)
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
-        notify(&mut tx, module).await.map_err(db(context()))?;
+        D::wake(&mut tx, &[module]).await.map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         self.note_active(deployment_id, true, Some(&key));
         rules::log_takeover(module, &key, previous_key.as_deref());

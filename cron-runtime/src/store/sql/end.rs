@@ -1,22 +1,21 @@
 //! Ending runs: the one writer that every path ending a run goes through (G3, G4, G7 and G9,
 //! docs/operations.md). A finish, recovery of an expired lease, shutdown's cancellations and give-backs,
 //! and a run skipped at claim each lock their rows, say how each run ends ([`End`]), and hand them to
-//! [`PgStore::write_ends`], which computes each [`Ending`] by the rules and writes them all with a
+//! [`SqlStore::write_ends`], which computes each [`Ending`] by the rules and writes them all with a
 //! constant number of set-based statements.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::PgConnection;
 
-use super::PgStore;
 use super::claimable::{Chain, may_chain};
-use super::notify::{notify_due, notify_modules};
-use super::sql::{jobs, runs};
+use super::run::Statement;
+use super::values::{At, Column};
+use super::{Protocol, SqlStore};
 use crate::store::rules::{ActiveRow, Carry, End, Ending, Held, Record, Start};
 use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome};
 
-/// What [`PgStore::write_ends`] wrote: one result per run, in order, and the occurrences it claimed.
+/// What [`SqlStore::write_ends`] wrote: one result per run, in order, and the occurrences it claimed.
 #[derive(Debug)]
 pub(super) struct Written {
     /// [`Finished::Recorded`] for every run, with its job's next occurrence and the occurrences it
@@ -25,12 +24,13 @@ pub(super) struct Written {
     pub(super) claimed: Option<Claimed>,
 }
 
-/// The `cron_jobs` columns the writer sets ([`jobs::END_JOBS`]), one array per column.
+/// The `cron_jobs` columns the writer sets ([`Steps::end_jobs`](super::Steps::end_jobs)), one array per
+/// column.
 #[derive(Debug, Default)]
 struct JobColumns {
     ids: Vec<i64>,
-    next: Vec<Option<DateTime<Utc>>>,
-    triggers: Vec<Option<DateTime<Utc>>>,
+    next: Vec<Option<At>>,
+    triggers: Vec<Option<At>>,
     /// The run whose retry the row holds from now on.
     retries: Vec<Option<i64>>,
 }
@@ -44,61 +44,64 @@ impl JobColumns {
         retry: Option<i64>,
     ) {
         self.ids.push(id);
-        self.next.push(next);
-        self.triggers.push(trigger);
+        self.next.push(next.map(At));
+        self.triggers.push(trigger.map(At));
         self.retries.push(retry);
     }
 }
 
-/// The `cron_job_runs` columns the writer sets ([`runs::END_RUNS`]), one array per column.
+/// The `cron_job_runs` columns the writer sets ([`Steps::end_runs`](super::Steps::end_runs)), one array
+/// per column.
 #[derive(Debug, Default)]
-struct RunColumns<'a> {
+struct RunColumns {
     ids: Vec<i64>,
-    outcomes: Vec<&'a str>,
-    errors: Vec<Option<&'a str>>,
+    outcomes: Vec<&'static str>,
+    errors: Vec<Option<String>>,
     skipped: Vec<i32>,
-    ended: Vec<DateTime<Utc>>,
+    ended: Vec<At>,
     /// Whether the executor reported the run's start, and that start ([`Start`]).
     reported: Vec<bool>,
-    started: Vec<Option<DateTime<Utc>>>,
+    started: Vec<Option<At>>,
     /// Retries: whether the attempt is appended to `attempts`, whether the run waits for its retry,
     /// and the attempt's own outcome and error.
     push: Vec<bool>,
     waits: Vec<bool>,
-    attempt_outcomes: Vec<&'a str>,
-    attempt_errors: Vec<Option<&'a str>>,
+    attempt_outcomes: Vec<&'static str>,
+    attempt_errors: Vec<Option<String>>,
 }
 
-/// The active deployment's row of a verb as [`runs::CARRIED_ROWS`] reads it, for the held row
-/// `held_id` of a replaced deployment.
+/// The active deployment's row of a verb as [`Steps::carried_rows`](super::Steps::carried_rows) reads
+/// it, for the held row `held_id` of a replaced deployment.
 #[derive(Debug, sqlx::FromRow)]
-struct CarriedRow {
+pub(crate) struct CarriedRow {
     held_id: i64,
     id: i64,
     idle: bool,
     same_schedule: bool,
-    next_execution: Option<DateTime<Utc>>,
-    trigger_requested_at: Option<DateTime<Utc>>,
+    next_execution: Option<At>,
+    trigger_requested_at: Option<At>,
     holds_retry: bool,
 }
 
-/// What a held run of a replaced deployment carries to the active one ([`PgStore::carry`]).
+/// What a held run of a replaced deployment carries to the active one ([`SqlStore::carry`]).
 struct Carried<'a> {
     held: &'a Held,
     carry: Carry,
 }
 
-/// A row of [`runs::CHAIN_RUNS`].
+/// A row of [`Steps::chain_runs`](super::Steps::chain_runs).
 #[derive(Debug, sqlx::FromRow)]
-struct ChainedRun {
+pub(crate) struct ChainedRun {
     run_id: i64,
     job_id: i64,
+    #[sqlx(try_from = "At")]
     lease_expires_at: DateTime<Utc>,
     /// The database's clock as it returned the row.
+    #[sqlx(try_from = "At")]
     clock: DateTime<Utc>,
 }
 
-impl PgStore {
+impl<D: Protocol> SqlStore<D> {
     /// How a held run ends at `end`: the one decision of every store ([`HeldRun::ending`]) on the
     /// facts of the locked row, with the row's schedule parsed once by its text (G8).
     fn ending(&self, held: &Held, end: &End<'_>) -> Ending {
@@ -116,20 +119,21 @@ impl PgStore {
 
     /// Ends the runs of `ends` on their rows, which the caller holds locked in this transaction, with
     /// one statement per table and kind of write whatever their number: the job rows
-    /// ([`jobs::END_JOBS`]), the runs recorded ([`runs::END_RUNS`]) or dropped ([`runs::DROP_RUNS`]),
-    /// what runs of a replaced deployment leave to the active one's rows ([`PgStore::carry`]), and
+    /// ([`Steps::end_jobs`](super::Steps::end_jobs)), the runs recorded or dropped, what runs of a
+    /// replaced deployment leave to the active one's rows ([`SqlStore::carry`]), and
     /// the notifications: the modules whose jobs may be
     /// due now (a run of an inactive deployment ended, a trigger was made while the run was claimed, an
     /// occurrence was given back), and when the jobs that went back to idle are next due.
     ///
     /// With a [`Chain`], the same statements also claim each recorded job's next occurrence where
-    /// [`may_chain`] says a claim would take it ([`runs::CHAIN_RUNS`]): the job moves from the ended
+    /// [`may_chain`] says a claim would take it ([`Steps::chain_runs`](super::Steps::chain_runs)): the
+    /// job moves from the ended
     /// run to the new one and stays executing. All of that is read on the locked rows, and nothing can
     /// change it before the commit: a pause or a trigger waits for the row locks, and a takeover locks
     /// the rows first.
     pub(super) async fn write_ends(
         &self,
-        tx: &mut PgConnection,
+        tx: &mut D::Connection,
         ends: &[(Held, End<'_>)],
         chain: Option<Chain<'_>>,
     ) -> Result<Written, sqlx::Error> {
@@ -190,15 +194,15 @@ impl PgStore {
                 runs.push.push(ending.after.listed(held.retried));
                 runs.waits.push(waits);
                 runs.attempt_outcomes.push(outcome.as_str());
-                runs.attempt_errors.push(error);
+                runs.attempt_errors.push(error.map(str::to_owned));
                 let (outcome, error) = ending.after.occurrence(outcome, error);
                 runs.outcomes.push(outcome.as_str());
-                runs.errors.push(error);
+                runs.errors.push(error.map(str::to_owned));
                 runs.skipped
                     .push(i32::try_from(ending.skipped).unwrap_or(i32::MAX));
-                runs.ended.push(ending.at);
+                runs.ended.push(At(ending.at));
                 runs.reported.push(matches!(started, Start::Reported(_)));
-                runs.started.push(started.written(None));
+                runs.started.push(started.written(None).map(At));
             }
             // A run of an inactive deployment may unblock the verb under the active one (G6); a
             // trigger made while the run was claimed is the claim's now.
@@ -215,7 +219,7 @@ impl PgStore {
 
         // The next occurrences claimed with the ends, and the runs recorded for them.
         let mut chained_runs: Vec<Option<i64>> = vec![None; jobs.ids.len()];
-        let mut leases: Vec<Option<DateTime<Utc>>> = vec![None; jobs.ids.len()];
+        let mut leases: Vec<Option<At>> = vec![None; jobs.ids.len()];
         let claimed = match chain {
             Some(chain) if !chained.is_empty() => {
                 let position: HashMap<i64, usize> = jobs
@@ -224,12 +228,12 @@ impl PgStore {
                     .enumerate()
                     .map(|(i, id)| (*id, i))
                     .collect();
-                let (ids, at): (Vec<i64>, Vec<DateTime<Utc>>) =
-                    chained.iter().map(|(id, (_, at))| (*id, *at)).unzip();
-                let rows: Vec<ChainedRun> = sqlx::query_as(runs::CHAIN_RUNS)
-                    .bind(&ids)
-                    .bind(&at)
-                    .bind(&chain.runner.name)
+                let (ids, at): (Vec<i64>, Vec<At>) =
+                    chained.iter().map(|(id, (_, at))| (*id, At(*at))).unzip();
+                let rows: Vec<ChainedRun> = Statement::<D>::new(D::STEPS.chain_runs)
+                    .bind(Column(ids))
+                    .bind(Column(at))
+                    .bind(chain.runner.name.clone())
                     .bind(chain.runner.id)
                     .bind(self.lease())
                     .fetch_all(&mut *tx)
@@ -246,7 +250,7 @@ impl PgStore {
                         continue;
                     };
                     chained_runs[i] = Some(row.run_id);
-                    leases[i] = Some(row.lease_expires_at);
+                    leases[i] = Some(At(row.lease_expires_at));
                     claims.push(Claim {
                         run_id: row.run_id,
                         job_id: row.job_id,
@@ -275,65 +279,65 @@ impl PgStore {
             _ => None,
         };
 
-        sqlx::query(jobs::END_JOBS)
-            .bind(&jobs.ids)
-            .bind(&jobs.next)
-            .bind(&chained_runs)
-            .bind(&leases)
-            .bind(&jobs.triggers)
-            .bind(&jobs.retries)
+        let idle: Vec<(&str, DateTime<Utc>)> = idle
+            .into_iter()
+            .filter(|(i, _, _)| chained_runs[*i].is_none())
+            .map(|(_, module, next)| (module, next))
+            .collect();
+        Statement::<D>::new(D::STEPS.end_jobs)
+            .bind(Column(jobs.ids))
+            .bind(Column(jobs.next))
+            .bind(Column(chained_runs))
+            .bind(Column(leases))
+            .bind(Column(jobs.triggers))
+            .bind(Column(jobs.retries))
             .execute(&mut *tx)
             .await?;
         if !runs.ids.is_empty() {
-            sqlx::query(runs::END_RUNS)
-                .bind(&runs.ids)
-                .bind(&runs.outcomes)
-                .bind(&runs.errors)
-                .bind(&runs.skipped)
-                .bind(&runs.ended)
-                .bind(&runs.reported)
-                .bind(&runs.started)
-                .bind(&runs.push)
-                .bind(&runs.waits)
-                .bind(&runs.attempt_outcomes)
-                .bind(&runs.attempt_errors)
+            Statement::<D>::new(D::STEPS.end_runs)
+                .bind(Column(runs.ids))
+                .bind(Column(runs.outcomes))
+                .bind(Column(runs.errors))
+                .bind(Column(runs.skipped))
+                .bind(Column(runs.ended))
+                .bind(Column(runs.reported))
+                .bind(Column(runs.started))
+                .bind(Column(runs.push))
+                .bind(Column(runs.waits))
+                .bind(Column(runs.attempt_outcomes))
+                .bind(Column(runs.attempt_errors))
                 .execute(&mut *tx)
                 .await?;
         }
         if !dropped.is_empty() {
-            sqlx::query(runs::DROP_RUNS)
-                .bind(&dropped)
+            Statement::<D>::new(D::STEPS.drop_runs)
+                .bind(Column(dropped))
                 .execute(&mut *tx)
                 .await?;
         }
         self.carry(tx, &carried).await?;
-        notify_modules(tx, &woken).await?;
-        let idle = idle
-            .into_iter()
-            .filter(|(i, _, _)| chained_runs[*i].is_none())
-            .map(|(_, module, next)| (module, next));
-        notify_due(tx, idle).await?;
+        D::wake(tx, &woken).await?;
+        D::wake_due(tx, idle).await?;
         Ok(Written { results, claimed })
     }
 
     /// Writes what the ended runs of replaced deployments leave to the active deployments' rows of
     /// their verbs (`carried`: the held row and what it carries): reads and locks those rows in one
-    /// statement ([`runs::CARRIED_ROWS`]), computes each row's write by the rules ([`Carry::onto`],
-    /// in order, on the row as the carries before left it), and writes them in one
-    /// ([`runs::CARRY_TO_ACTIVE`]); the retries carried move with one more
-    /// ([`runs::MOVE_RETRIES`]), and those no row takes end their occurrences `failed`
-    /// ([`Carry::refused`], [`runs::END_ORPHANED_RETRIES`]).
+    /// statement ([`Steps::carried_rows`](super::Steps::carried_rows)), computes each row's write by
+    /// the rules ([`Carry::onto`], in order, on the row as the carries before left it), and writes them
+    /// in one; the retries carried move with one more, and those no row takes end their occurrences
+    /// `failed` ([`Carry::refused`]).
     async fn carry(
         &self,
-        tx: &mut PgConnection,
+        tx: &mut D::Connection,
         carried: &[Carried<'_>],
     ) -> Result<(), sqlx::Error> {
         if carried.is_empty() {
             return Ok(());
         }
-        let held: Vec<i64> = carried.iter().map(|c| c.held.job_id).collect();
-        let rows: Vec<CarriedRow> = sqlx::query_as(runs::CARRIED_ROWS)
-            .bind(&held)
+        let held: Column<i64> = carried.iter().map(|c| c.held.job_id).collect();
+        let rows: Vec<CarriedRow> = Statement::<D>::new(D::STEPS.carried_rows)
+            .bind(held)
             .fetch_all(&mut *tx)
             .await?;
         let mut written: Vec<(i64, ActiveRow)> = Vec::with_capacity(rows.len());
@@ -354,8 +358,8 @@ impl PgStore {
                 ActiveRow {
                     idle: row.idle,
                     same_schedule: row.same_schedule,
-                    next_execution: row.next_execution,
-                    trigger: row.trigger_requested_at,
+                    next_execution: row.next_execution.map(DateTime::from),
+                    trigger: row.trigger_requested_at.map(DateTime::from),
                     holds_retry: row.holds_retry,
                 },
                 |i| written[i].1,
@@ -385,38 +389,40 @@ impl PgStore {
             }
         }
         if !refused.0.is_empty() {
-            sqlx::query(runs::END_ORPHANED_RETRIES)
-                .bind(&refused.0)
-                .bind(&refused.1)
+            Statement::<D>::new(D::STEPS.end_orphaned_retries)
+                .bind(Column(refused.0))
+                .bind(Column(refused.1))
                 .execute(&mut *tx)
                 .await?;
         }
         if written.is_empty() {
             return Ok(());
         }
-        let ids: Vec<i64> = written.iter().map(|(id, _)| *id).collect();
-        let next: Vec<Option<DateTime<Utc>>> =
-            written.iter().map(|(_, row)| row.next_execution).collect();
-        let triggers: Vec<Option<DateTime<Utc>>> =
-            written.iter().map(|(_, row)| row.trigger).collect();
-        let retries: Vec<Option<i64>> = written
+        let ids: Column<i64> = written.iter().map(|(id, _)| *id).collect();
+        let next: Column<Option<At>> = written
+            .iter()
+            .map(|(_, row)| row.next_execution.map(At))
+            .collect();
+        let triggers: Column<Option<At>> =
+            written.iter().map(|(_, row)| row.trigger.map(At)).collect();
+        let retries: Column<Option<i64>> = written
             .iter()
             .map(|(id, _)| {
                 let taken = moved.1.iter().position(|row| row == id);
                 taken.map(|i| moved.0[i])
             })
             .collect();
-        sqlx::query(runs::CARRY_TO_ACTIVE)
-            .bind(&ids)
-            .bind(&next)
-            .bind(&triggers)
-            .bind(&retries)
+        Statement::<D>::new(D::STEPS.carry_to_active)
+            .bind(ids)
+            .bind(next)
+            .bind(triggers)
+            .bind(retries)
             .execute(&mut *tx)
             .await?;
         if !moved.0.is_empty() {
-            sqlx::query(runs::MOVE_RETRIES)
-                .bind(&moved.0)
-                .bind(&moved.1)
+            Statement::<D>::new(D::STEPS.move_retries)
+                .bind(Column(moved.0))
+                .bind(Column(moved.1))
                 .execute(&mut *tx)
                 .await?;
         }

@@ -6,17 +6,17 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::notify::notify_due;
-use super::sql::{clock, jobs, runs};
-use super::{PgStore, db};
+use super::run::Statement;
+use super::values::{At, Column, Span};
+use super::{Protocol, SqlStore, db};
 use crate::store::rules::End;
 use crate::store::rules::Held;
 use crate::store::rules::{self, AlreadyRan, DueRow, Take};
 use crate::store::{Claim, Claimed, RETRIES_CUT_SHORT, Runner, StoreError};
 
-/// A row [`jobs::CLAIM_DUE`] locked.
+/// A row [`Steps::claim_due`](super::Steps::claim_due) locked.
 #[derive(Debug, sqlx::FromRow)]
-struct Due {
+pub(crate) struct Due {
     #[sqlx(rename = "id")]
     job_id: i64,
     verb: String,
@@ -24,13 +24,15 @@ struct Due {
     expression: String,
     #[sqlx(rename = "timezone")]
     zone: String,
+    #[sqlx(try_from = "At")]
     scheduled_at: DateTime<Utc>,
     manual: bool,
     missed: String,
     /// The run whose retry is due (docs/runtime.md, "Retries"), with its occurrence.
     retry_run_id: Option<i64>,
-    retry_of: Option<DateTime<Utc>>,
-    /// The transaction's `now()`.
+    retry_of: Option<At>,
+    /// The transaction's clock.
+    #[sqlx(try_from = "At")]
     now: DateTime<Utc>,
 }
 
@@ -39,7 +41,7 @@ impl Due {
     fn facts(&self) -> DueRow {
         let due = match (self.manual, self.retry_run_id, self.retry_of) {
             (true, _, _) => rules::Due::Manual,
-            (false, Some(_), Some(occurrence)) => rules::Due::Retry { occurrence },
+            (false, Some(_), Some(At(occurrence))) => rules::Due::Retry { occurrence },
             _ => rules::Due::Regular,
         };
         DueRow {
@@ -50,31 +52,34 @@ impl Due {
     }
 }
 
-/// What [`runs::RETRY_RUNS`] took for a row.
+/// What [`Steps::retry_runs`](super::Steps::retry_runs) took for a row.
 #[derive(Debug, sqlx::FromRow)]
-struct Retried {
+pub(crate) struct Retried {
     job_id: i64,
     run_id: i64,
     attempt: i32,
+    #[sqlx(try_from = "At")]
     lease_expires_at: DateTime<Utc>,
 }
 
-/// What [`runs::CLAIM_RUNS`] recorded for a row.
+/// What [`Steps::claim_runs`](super::Steps::claim_runs) recorded for a row.
 #[derive(Debug, sqlx::FromRow)]
-struct Recorded {
+pub(crate) struct Recorded {
     job_id: i64,
     run_id: i64,
+    #[sqlx(try_from = "At")]
     lease_expires_at: DateTime<Utc>,
 }
 
-/// What [`jobs::NEXT_DUE`] read.
+/// What [`Steps::next_due`](super::Steps::next_due) read.
 #[derive(Debug, sqlx::FromRow)]
-struct NextDue {
+pub(crate) struct NextDue {
+    #[sqlx(try_from = "At")]
     clock: DateTime<Utc>,
-    next_due: Option<DateTime<Utc>>,
+    next_due: Option<At>,
 }
 
-impl PgStore {
+impl<D: Protocol> SqlStore<D> {
     pub(super) async fn claim(
         &self,
         runner: &Runner,
@@ -88,14 +93,14 @@ impl PgStore {
         let refused = claimable.refused();
         let context = || format!("claiming due jobs for runner {}", runner.name);
 
-        let mut tx = self.pool.begin().await.map_err(db(context()))?;
+        let mut tx = self.begin().await.map_err(db(context()))?;
         // Planned for its parameters at every execution (`persistent(false)`): a generic plan cannot know
         // that the limit makes reading the index in order the cheap way.
-        let rows: Vec<Due> = sqlx::query_as(jobs::CLAIM_DUE)
-            .persistent(false)
+        let rows: Vec<Due> = Statement::<D>::new(D::STEPS.claim_due)
+            .unprepared()
             .bind(runner.deployment_id)
-            .bind(&refused)
-            .bind(ahead.as_secs_f64())
+            .bind(Column(refused))
+            .bind(Span(ahead))
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .fetch_all(&mut *tx)
             .await
@@ -137,11 +142,11 @@ impl PgStore {
                          {RETRIES_CUT_SHORT}",
                         row.verb
                     );
-                    sqlx::query(jobs::CUT_SHORT)
+                    Statement::<D>::new(D::STEPS.cut_short)
                         .bind(row.job_id)
                         .bind(run_id)
-                        .bind(RETRIES_CUT_SHORT)
-                        .bind(next)
+                        .bind(RETRIES_CUT_SHORT.to_owned())
+                        .bind(At(next))
                         .execute(&mut *tx)
                         .await
                         .map_err(db(context()))?;
@@ -153,26 +158,26 @@ impl PgStore {
         let recorded: Vec<Recorded> = if new_runs.is_empty() {
             Vec::new()
         } else {
-            let ids: Vec<i64> = new_runs.iter().map(|(d, ..)| d.job_id).collect();
-            let at: Vec<DateTime<Utc>> = new_runs.iter().map(|(d, ..)| d.scheduled_at).collect();
-            let manual: Vec<bool> = new_runs.iter().map(|(d, ..)| d.manual).collect();
-            let late: Vec<bool> = new_runs
+            let ids: Column<i64> = new_runs.iter().map(|(d, ..)| d.job_id).collect();
+            let at: Column<At> = new_runs.iter().map(|(d, ..)| At(d.scheduled_at)).collect();
+            let manual: Column<bool> = new_runs.iter().map(|(d, ..)| d.manual).collect();
+            let late: Column<bool> = new_runs
                 .iter()
                 .map(|(.., take)| matches!(take, Take::Run { late: true, .. } | Take::Skip { .. }))
                 .collect();
-            let skip: Vec<bool> = new_runs
+            let skip: Column<bool> = new_runs
                 .iter()
                 .map(|(.., take)| matches!(take, Take::Skip { .. }))
                 .collect();
-            sqlx::query_as(runs::CLAIM_RUNS)
-                .bind(&ids)
-                .bind(&at)
-                .bind(&manual)
-                .bind(&late)
-                .bind(&skip)
-                .bind(&runner.name)
+            Statement::<D>::new(D::STEPS.claim_runs)
+                .bind(ids)
+                .bind(at)
+                .bind(manual)
+                .bind(late)
+                .bind(skip)
+                .bind(runner.name.clone())
                 .bind(runner.id)
-                .bind(settings.lease.as_secs_f64())
+                .bind(self.lease())
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context()))?
@@ -199,18 +204,18 @@ impl PgStore {
                 already_ran.report(job_id, &verb, scheduled_at);
                 match already_ran {
                     AlreadyRan::DropTrigger => {
-                        sqlx::query(jobs::DROP_TRIGGER)
+                        Statement::<D>::new(D::STEPS.drop_trigger)
                             .bind(job_id)
-                            .bind(scheduled_at)
+                            .bind(At(scheduled_at))
                             .execute(&mut *tx)
                             .await
                             .map_err(db(context()))?;
                     }
                     AlreadyRan::MovePast(next) => {
-                        sqlx::query(jobs::MOVE_PAST_RAN)
+                        Statement::<D>::new(D::STEPS.move_past_ran)
                             .bind(job_id)
-                            .bind(next)
-                            .bind(scheduled_at)
+                            .bind(next.map(At))
+                            .bind(At(scheduled_at))
                             .execute(&mut *tx)
                             .await
                             .map_err(db(context()))?;
@@ -264,17 +269,17 @@ impl PgStore {
         }
 
         if !retries.is_empty() {
-            let ids: Vec<i64> = retries.iter().map(|(row, _)| row.job_id).collect();
-            let run_ids: Vec<i64> = retries
+            let ids: Column<i64> = retries.iter().map(|(row, _)| row.job_id).collect();
+            let run_ids: Column<i64> = retries
                 .iter()
                 .map(|(row, _)| row.retry_run_id.unwrap_or_default())
                 .collect();
-            let taken: Vec<Retried> = sqlx::query_as(runs::RETRY_RUNS)
-                .bind(&ids)
-                .bind(&run_ids)
-                .bind(&runner.name)
+            let taken: Vec<Retried> = Statement::<D>::new(D::STEPS.retry_runs)
+                .bind(ids)
+                .bind(run_ids)
+                .bind(runner.name.clone())
                 .bind(runner.id)
-                .bind(settings.lease.as_secs_f64())
+                .bind(self.lease())
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context()))?;
@@ -301,22 +306,26 @@ impl PgStore {
         // local clock there can only make a start late by that trip, never early.
         let (clock, clock_at, next_due) = if full {
             // Due now, rather than the next-due query: the executor claims again at once anyway.
-            let clock: DateTime<Utc> = sqlx::query_scalar(clock::CLOCK)
+            let (At(clock),) = Statement::<D>::new(D::STEPS.clock)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db(context()))?;
             (clock, tokio::time::Instant::now(), Some(clock))
         } else {
-            let next: NextDue = sqlx::query_as(jobs::NEXT_DUE)
-                .persistent(false)
+            let next: NextDue = Statement::<D>::new(D::STEPS.next_due)
+                .unprepared()
                 .bind(runner.deployment_id)
-                .bind(claimable.refused())
+                .bind(Column(claimable.refused()))
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db(context()))?;
-            (next.clock, tokio::time::Instant::now(), next.next_due)
+            (
+                next.clock,
+                tokio::time::Instant::now(),
+                next.next_due.map(DateTime::from),
+            )
         };
-        notify_due(&mut tx, moved).await.map_err(db(context()))?;
+        D::wake_due(&mut *tx, moved).await.map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         Ok(Claimed {
             claims,

@@ -1,24 +1,22 @@
 //! The paths that end runs: finish, recovery of expired leases, and shutdown's give-back and release
 //! (G3, G4, G7 and G9, docs/operations.md), with lease renewal. Each locks the rows its runs hold, fenced
 //! on the run that holds each row, says how each run ends, and leaves the writing to
-//! [`PgStore::write_ends`].
+//! [`SqlStore::write_ends`].
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use sqlx::PgConnection;
-
 use super::claimable::Chain;
-use super::notify::{notify_deployment, notify_modules};
-use super::sql::{deployments, jobs, runners};
-use super::{PgStore, RECOVERY_BATCH, db};
+use super::run::Statement;
+use super::values::Column;
+use super::{Protocol, RECOVERY_BATCH, SqlStore, db};
 use crate::store::rules::Held;
 use crate::store::rules::{End, LEASE_EXPIRED};
 use crate::store::{Claimed, Finish, Finished, Runner, StoreError};
 
-impl PgStore {
+impl<D: Protocol> SqlStore<D> {
     /// [`Store::finish`](crate::store::Store::finish): the runs in one transaction
-    /// ([`PgStore::finish_batch`]), claiming the next occurrences due within `chain`. A database error
+    /// ([`SqlStore::finish_batch`]), claiming the next occurrences due within `chain`. A database error
     /// fails the whole batch: nothing of it is recorded or claimed, and every run gets the error.
     pub(super) async fn finish_runs(
         &self,
@@ -51,12 +49,12 @@ impl PgStore {
     }
 
     /// Records a batch of ended runs in one transaction: locks the rows the batch's runs hold
-    /// ([`jobs::HELD_BY_RUNS`]), reads whether the deployment is still active, and ends the runs
-    /// ([`PgStore::write_ends`]). A run this runner no longer holds, or given twice, is
-    /// [`Finished::Fenced`] and nothing of it is written.
+    /// ([`Steps::held_by_runs`](super::Steps::held_by_runs)), reads whether the deployment is still
+    /// active, and ends the runs ([`SqlStore::write_ends`]). A run this runner no longer holds, or
+    /// given twice, is [`Finished::Fenced`] and nothing of it is written.
     ///
     /// With a horizon (`chain`), the same transaction claims each job's next occurrence where a claim
-    /// would take it ([`may_chain`](super::claim::may_chain)). A runner this store did not register has
+    /// would take it ([`may_chain`](super::claimable::may_chain)). A runner this store did not register has
     /// no checked rows: nothing is chained for it.
     async fn finish_batch(
         &self,
@@ -65,16 +63,16 @@ impl PgStore {
         chain: Option<Duration>,
     ) -> Result<(Vec<Finished>, Option<Claimed>), sqlx::Error> {
         let known = chain.and_then(|_| self.known(runner).ok());
-        let run_ids: Vec<i64> = finishes.iter().map(|f| f.run_id).collect();
-        let job_ids: Vec<i64> = finishes.iter().map(|f| f.job_id).collect();
-        let mut tx = self.pool.begin().await?;
-        let rows: Vec<Held> = sqlx::query_as(jobs::HELD_BY_RUNS)
-            .bind(&run_ids)
-            .bind(&job_ids)
+        let run_ids: Column<i64> = finishes.iter().map(|f| f.run_id).collect();
+        let job_ids: Column<i64> = finishes.iter().map(|f| f.job_id).collect();
+        let mut tx = self.begin().await?;
+        let rows: Vec<Held> = Statement::<D>::new(D::STEPS.held_by_runs)
+            .bind(run_ids)
+            .bind(job_ids)
             .bind(runner.id)
             .fetch_all(&mut *tx)
             .await?;
-        let active = still_active(&mut tx, runner.deployment_id).await?;
+        let active = still_active::<D>(&mut tx, runner.deployment_id).await?;
         let mut held_by_run: HashMap<i64, Held> = rows
             .into_iter()
             .filter_map(|mut held| {
@@ -123,13 +121,16 @@ impl PgStore {
         runner: &Runner,
         run_ids: &[i64],
     ) -> Result<Vec<i64>, StoreError> {
-        sqlx::query_scalar(jobs::RENEW)
-            .bind(run_ids)
+        let context = || format!("renewing the leases of runner {}", runner.name);
+        let mut conn = self.connection().await.map_err(db(context()))?;
+        let renewed: Vec<(i64,)> = Statement::<D>::new(D::STEPS.renew)
+            .bind(Column(run_ids.to_vec()))
             .bind(runner.id)
             .bind(self.lease())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *conn)
             .await
-            .map_err(db(format!("renewing the leases of runner {}", runner.name)))
+            .map_err(db(context()))?;
+        Ok(renewed.into_iter().map(|(id,)| id).collect())
     }
 
     /// Takes back every row whose lease expired, in batches, recording their runs `abandoned` (G4).
@@ -141,24 +142,24 @@ impl PgStore {
         let mut recovered = Vec::new();
         // Bounded, so that a heartbeat ends; the next heartbeat continues.
         for _ in 0..100 {
-            let mut tx = self.pool.begin().await.map_err(db(context))?;
-            let rows: Vec<Held> = sqlx::query_as(jobs::EXPIRED)
-                .bind(&bad)
-                .bind(i64::from(batch))
+            let mut tx = self.begin().await.map_err(db(context))?;
+            let rows: Vec<Held> = Statement::<D>::new(D::STEPS.expired)
+                .bind(Column(bad.clone()))
+                .bind(batch)
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context))?;
-            let full = rows.len() >= batch as usize;
+            let full = rows.len() >= usize::try_from(batch).unwrap_or(usize::MAX);
             // Which of their deployments are active, read after the lock (see `still_active`).
-            let deployments: Vec<i64> = rows.iter().map(|held| held.deployment_id).collect();
-            let active: Vec<i64> = sqlx::query_scalar(deployments::ACTIVE_AMONG)
-                .bind(&deployments)
+            let deployments: Column<i64> = rows.iter().map(|held| held.deployment_id).collect();
+            let active: Vec<(i64,)> = Statement::<D>::new(D::STEPS.active_among)
+                .bind(deployments)
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context))?;
             let mut ends = Vec::with_capacity(rows.len());
             for mut held in rows {
-                held.active = active.contains(&held.deployment_id);
+                held.active = active.contains(&(held.deployment_id,));
                 if self
                     .shared
                     .schedules
@@ -186,9 +187,7 @@ impl PgStore {
                     ends.iter().map(|(held, _)| held.module.as_str()).collect();
                 modules.sort_unstable();
                 modules.dedup();
-                notify_modules(&mut tx, &modules)
-                    .await
-                    .map_err(db(context))?;
+                D::wake(&mut tx, &modules).await.map_err(db(context))?;
             }
             recovered.extend(ends.iter().map(|(held, _)| held.verb.clone()));
             tx.commit().await.map_err(db(context))?;
@@ -217,14 +216,14 @@ impl PgStore {
         if run_ids.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await.map_err(db(context()))?;
-        let rows: Vec<Held> = sqlx::query_as(jobs::HELD_BY_RUN_IDS)
-            .bind(run_ids)
+        let mut tx = self.begin().await.map_err(db(context()))?;
+        let rows: Vec<Held> = Statement::<D>::new(D::STEPS.held_by_run_ids)
+            .bind(Column(run_ids.to_vec()))
             .bind(runner.id)
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let active = still_active(&mut tx, runner.deployment_id)
+        let active = still_active::<D>(&mut tx, runner.deployment_id)
             .await
             .map_err(db(context()))?;
         let ends: Vec<(Held, End<'_>)> = rows
@@ -248,19 +247,19 @@ impl PgStore {
         cancelled: &[i64],
     ) -> Result<(), StoreError> {
         let context = || format!("deregistering runner {}", runner.name);
-        let mut tx = self.pool.begin().await.map_err(db(context()))?;
-        sqlx::query(jobs::LOCK_EXECUTING)
+        let mut tx = self.begin().await.map_err(db(context()))?;
+        Statement::<D>::new(D::STEPS.lock_executing)
             .bind(runner.deployment_id)
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let rows: Vec<Held> = sqlx::query_as(jobs::HELD_BY_RUNNER)
+        let rows: Vec<Held> = Statement::<D>::new(D::STEPS.held_by_runner)
             .bind(runner.id)
             .bind(runner.deployment_id)
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
-        let active = still_active(&mut tx, runner.deployment_id)
+        let active = still_active::<D>(&mut tx, runner.deployment_id)
             .await
             .map_err(db(context()))?;
         let mut ends = Vec::with_capacity(rows.len());
@@ -275,23 +274,27 @@ impl PgStore {
         self.write_ends(&mut tx, &ends, None)
             .await
             .map_err(db(context()))?;
-        sqlx::query(runners::DELETE_RUNNER)
+        Statement::<D>::new(D::STEPS.delete_runner)
             .bind(runner.id)
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
-        notify_deployment(&mut tx, runner.deployment_id)
+        D::wake_deployment(&mut tx, runner.deployment_id)
             .await
             .map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))
     }
 }
 
-/// Whether a deployment is active, read after its rows were locked ([`deployments::ACTIVE`]).
-async fn still_active(tx: &mut PgConnection, deployment_id: i64) -> Result<bool, sqlx::Error> {
-    let active: Option<bool> = sqlx::query_scalar(deployments::ACTIVE)
+/// Whether a deployment is active, read after its rows were locked
+/// ([`Steps::active`](super::Steps::active)).
+async fn still_active<D: Protocol>(
+    tx: &mut D::Connection,
+    deployment_id: i64,
+) -> Result<bool, sqlx::Error> {
+    let active: Option<(bool,)> = Statement::<D>::new(D::STEPS.active)
         .bind(deployment_id)
         .fetch_optional(tx)
         .await?;
-    Ok(active.unwrap_or(false))
+    Ok(active.is_some_and(|(active,)| active))
 }

@@ -1,0 +1,46 @@
+//! The values the SQL stores' statements bind and read whose encoding each driver gives: an instant
+//! ([`At`]), a span ([`Span`], [`Ago`]), ids ([`Ids`]) and a column of values bound as one parameter
+//! ([`Column`]): PostgreSQL binds an array that the statement reads with `unnest`, SQLite JSON text that
+//! the statement reads with `json_each`. The impls live with each driver (`store/postgres/values.rs`,
+//! `store/sqlite/admin`).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// An instant as a statement binds and reads it: a `timestamptz` on PostgreSQL, microseconds since the
+/// Unix epoch on SQLite (each store's admin module implements its encoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct At(pub(crate) DateTime<Utc>);
+
+impl From<At> for DateTime<Utc> {
+    fn from(at: At) -> DateTime<Utc> {
+        at.0
+    }
+}
+
+/// A span back from the store's clock, for "within the liveness window" or "finished long ago": on
+/// PostgreSQL seconds that the statement subtracts from the database's `now()`, on SQLite the instant
+/// the store's clock gives less the span, read as the statement is bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ago(pub(crate) Duration);
+
+/// Ids bound as one parameter: an `int8[]` on PostgreSQL, a JSON array that `json_each` reads on SQLite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ids(pub(crate) Vec<i64>);
+
+/// A duration the statement adds to the store's clock (a lease): on PostgreSQL seconds that the
+/// statement adds to `now()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span(pub(crate) Duration);
+
+/// One value per row of a batch, bound as one parameter: an array on PostgreSQL, which the statement
+/// reads with `unnest`, so that a batch of any size is one statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Column<T>(pub(crate) Vec<T>);
+
+impl<T> FromIterator<T> for Column<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        Column(iter.into_iter().collect())
+    }
+}
