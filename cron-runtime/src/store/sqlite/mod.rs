@@ -25,6 +25,7 @@ mod claim;
 mod deploy;
 mod end;
 mod migrate;
+mod steps;
 mod values;
 mod watch;
 
