@@ -7,15 +7,12 @@
 //!   begins with `BEGIN IMMEDIATE`, so it holds the file, and nothing else writes until it commits;
 //! - `now()`: the host's clock, read once the transaction holds the file and written to the temporary
 //!   table `cron_clock` ([`SET_CLOCK`]), which every statement of the step reads (`now!`); a statement
-//!   run outside a transaction (a heartbeat) and the clock "as it answers" read SQLite's own clock
-//!   (`clock!`);
+//!   run outside a transaction (a heartbeat, a renewal) and the clock "as it answers" read SQLite's
+//!   own clock (`clock!`);
 //! - data-modifying `WITH`: a text that writes two tables is two statements, run in order on the same
 //!   parameters (SQLite's driver binds `?N` by its number in each), the last one giving the rows;
 //! - `jsonb`: the attempts of a run are the JSON text that `serde_json` writes, instants in RFC 3339,
 //!   which `micros_of_text!` reads and `attempt_instant!` writes, to the microsecond.
-//!
-//! Until the SQLite store runs on `store/sql` (issue 22, phase 2), only the test below uses them.
-#![cfg_attr(not(test), allow(dead_code, unused_macros))]
 
 use crate::store::sql::Steps;
 
@@ -51,7 +48,7 @@ macro_rules! micros_of_text {
 
 /// An instant in microseconds (`$micros`) as RFC 3339, to the microsecond, as `serde_json` reads it.
 macro_rules! attempt_instant {
-    ($micros:literal) => {
+    ($micros:expr) => {
         concat!(
             "CASE WHEN ",
             $micros,
@@ -98,15 +95,20 @@ macro_rules! claimable_rows {
     };
 }
 
-/// The columns of a held row and of its run (`rules::Held`), as PostgreSQL's `held_rows!`.
+/// The columns of a held row and of its run (`rules::Held`), as PostgreSQL's `held_rows!`; its instants
+/// in RFC 3339, as the driver reads a `DateTime<Utc>` (the rules' layer knows no `At`).
 macro_rules! held_rows {
     () => {
         concat!(
-            "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, r.scheduled_at,
+            "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, ",
+            attempt_instant!("j.next_execution"),
+            " AS next_execution,
+       j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, ",
+            attempt_instant!("r.scheduled_at"),
+            " AS scheduled_at,
        coalesce(r.manual, false) AS manual, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        ",
-            now!(),
+            attempt_instant!(now!()),
             " AS now
 FROM cron_jobs j
 LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"
@@ -406,11 +408,12 @@ WHERE j.state = 'executing'
 ORDER BY j.lease_expires_at
 LIMIT ?2"
     ),
+    // Outside a step's transaction: SQLite's clock.
     renew: concat!(
         "
 UPDATE cron_jobs AS j
 SET lease_expires_at = max(j.lease_expires_at, ",
-        now!(),
+        clock!(),
         " + ?3)
 FROM cron_job_runs AS r
 WHERE r.id IN (SELECT value FROM json_each(?1))
