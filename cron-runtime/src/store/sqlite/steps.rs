@@ -6,29 +6,17 @@
 //! - row locks (`FOR UPDATE`, `SKIP LOCKED`) and the takeover's advisory lock: a step's transaction
 //!   begins with `BEGIN IMMEDIATE`, so it holds the file, and nothing else writes until it commits;
 //! - `now()`: the host's clock, read once the transaction holds the file and written to the temporary
-//!   table `cron_clock` ([`SET_CLOCK`]), which every statement of the step reads (`now!`); a statement
-//!   run outside a transaction (a heartbeat, a renewal) and the clock "as it answers" read SQLite's
-//!   own clock (`clock!`);
+//!   table `cron_clock` ([`SET_CLOCK`]), which every statement of the step reads as
+//!   `(SELECT now FROM temp.cron_clock)`; a statement run outside a transaction (a heartbeat, a renewal)
+//!   and the clock "as it answers" read SQLite's own clock, `CAST(unixepoch('subsec') * 1000000 AS
+//!   INTEGER)` (to the millisecond). A run claimed now for an instant is planned to start at
+//!   `max(now, instant)` (`rules::start_of`) and leased until that plus the lease (`rules::lease_expires`);
 //! - data-modifying `WITH`: a text that writes two tables is two statements, run in order on the same
 //!   parameters (SQLite's driver binds `?N` by its number in each), the last one giving the rows;
 //! - `jsonb`: the attempts of a run are the JSON text that `serde_json` writes, instants in RFC 3339,
 //!   which `micros_of_text!` reads and `attempt_instant!` writes, to the microsecond.
 
 use crate::store::sql::Steps;
-
-/// The store's clock for the step in progress: microseconds since the Unix epoch ([`SET_CLOCK`]).
-macro_rules! now {
-    () => {
-        "(SELECT now FROM temp.cron_clock)"
-    };
-}
-
-/// SQLite's clock as it answers, in microseconds since the Unix epoch (to the millisecond).
-macro_rules! clock {
-    () => {
-        "CAST(unixepoch('subsec') * 1000000 AS INTEGER)"
-    };
-}
 
 /// An instant in RFC 3339 (`$text`, as `serde_json` writes a `DateTime<Utc>`: UTC, `Z`, a fraction of
 /// 0, 3, 6 or 9 digits) as microseconds.
@@ -58,21 +46,6 @@ macro_rules! attempt_instant {
             $micros,
             " % 1000000) END"
         )
-    };
-}
-
-/// When a run claimed now for `$instant` is planned to start: `rules::start_of`, in SQL.
-macro_rules! claimed_start {
-    ($instant:literal) => {
-        concat!("max(", now!(), ", ", $instant, ")")
-    };
-}
-
-/// When the lease (`$span`, microseconds) of a run claimed now for `$instant` runs out:
-/// `rules::lease_expires`, in SQL.
-macro_rules! lease_from {
-    ($instant:literal, $span:literal) => {
-        concat!(claimed_start!($instant), " + ", $span)
     };
 }
 
@@ -108,7 +81,7 @@ macro_rules! held_rows {
             " AS scheduled_at,
        coalesce(r.manual, false) AS manual, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        ",
-            attempt_instant!(now!()),
+            attempt_instant!("(SELECT now FROM temp.cron_clock)"),
             " AS now
 FROM cron_jobs j
 LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"
@@ -125,20 +98,17 @@ pub(super) const SET_CLOCK: &str = "INSERT INTO temp.cron_clock (id, now) VALUES
 
 /// The statements of the store's steps on SQLite.
 pub(super) const STEPS: Steps = Steps {
-    now: concat!("SELECT ", now!()),
-    clock: concat!("SELECT ", clock!()),
+    now: "SELECT (SELECT now FROM temp.cron_clock)",
+    clock: "SELECT CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
     insert_deployment: "INSERT INTO cron_deployments (key, module, schema, created_at)
 VALUES (?1, ?2, ?3, (SELECT now FROM temp.cron_clock))
 ON CONFLICT (key) DO NOTHING RETURNING id",
     registered: "SELECT id, module, CASE WHEN json(schema) = json(?2) THEN NULL ELSE schema END AS other_schema
 FROM cron_deployments WHERE key = ?1",
-    insert_jobs: concat!(
-        "
+    insert_jobs: "
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution, start_time)
-SELECT ?1, ?2, v.value, s.value, z.value, CAST(round(t.value * 1000) AS INTEGER), m.value, n.value, ",
-        now!(),
-        "
+SELECT ?1, ?2, v.value, s.value, z.value, CAST(round(t.value * 1000) AS INTEGER), m.value, n.value, (SELECT now FROM temp.cron_clock)
 FROM json_each(?3) v
 JOIN json_each(?4) s ON s.key = v.key
 JOIN json_each(?5) z ON z.key = v.key
@@ -146,22 +116,11 @@ JOIN json_each(?6) t ON t.key = v.key
 JOIN json_each(?7) m ON m.key = v.key
 JOIN json_each(?8) n ON n.key = v.key
 WHERE true
-ON CONFLICT (deployment_id, verb) DO NOTHING"
-    ),
-    insert_runner: concat!(
-        "INSERT INTO cron_runners (deployment_id, host, pid, started_at, last_seen)
-VALUES (?1, ?2, ?3, ",
-        now!(),
-        ", ",
-        now!(),
-        ") RETURNING id"
-    ),
-    heartbeat: concat!(
-        "INSERT INTO cron_runners (id, deployment_id, host, pid, last_seen) VALUES (?1, ?2, ?3, ?4, ",
-        clock!(),
-        ")
-ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen"
-    ),
+ON CONFLICT (deployment_id, verb) DO NOTHING",
+    insert_runner: "INSERT INTO cron_runners (deployment_id, host, pid, started_at, last_seen)
+VALUES (?1, ?2, ?3, (SELECT now FROM temp.cron_clock), (SELECT now FROM temp.cron_clock)) RETURNING id",
+    heartbeat: "INSERT INTO cron_runners (id, deployment_id, host, pid, last_seen) VALUES (?1, ?2, ?3, ?4, CAST(unixepoch('subsec') * 1000000 AS INTEGER))
+ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
     forget_runners: "DELETE FROM cron_runners WHERE last_seen < ?1",
     delete_runner: "DELETE FROM cron_runners WHERE id = ?1",
     deployment_rows: "
@@ -214,11 +173,7 @@ WHERE n.deployment_id = ?1 AND o.deployment_id = ?2 AND o.verb = n.verb
   AND (o.paused OR o.trigger_requested_at IS NOT NULL);
 UPDATE cron_jobs SET trigger_requested_at = NULL
 WHERE deployment_id = ?2 AND trigger_requested_at IS NOT NULL",
-    activate: concat!(
-        "UPDATE cron_deployments SET active = true, activated_at = ",
-        now!(),
-        " WHERE id = ?1 RETURNING key"
-    ),
+    activate: "UPDATE cron_deployments SET active = true, activated_at = (SELECT now FROM temp.cron_clock) WHERE id = ?1 RETURNING key",
     active: "SELECT active FROM cron_deployments WHERE id = ?1",
     active_among: "SELECT id FROM cron_deployments WHERE id IN (SELECT value FROM json_each(?1)) AND active",
     claim_due: concat!(
@@ -228,32 +183,24 @@ WITH regular AS (
            j.missed, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
                THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
-           ",
-        now!(),
-        " AS now
+           (SELECT now FROM temp.cron_clock) AS now
     ",
         claimable_rows!(),
         "
       AND NOT j.paused
       AND j.next_execution IS NOT NULL
-      AND j.next_execution <= ",
-        now!(),
-        " + ?3
+      AND j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3
     ORDER BY j.next_execution, j.id
     LIMIT ?4
 ),
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
-           j.missed, NULL AS retry_run_id, NULL AS retry_of, ",
-        now!(),
-        " AS now
+           j.missed, NULL AS retry_run_id, NULL AS retry_of, (SELECT now FROM temp.cron_clock) AS now
     ",
         claimable_rows!(),
         "
       AND j.trigger_requested_at IS NOT NULL
-      AND NOT coalesce(NOT j.paused AND j.next_execution <= ",
-        now!(),
-        " + ?3, false)
+      AND NOT coalesce(NOT j.paused AND j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3, false)
     ORDER BY j.trigger_requested_at, j.id
     LIMIT ?4
 )
@@ -265,9 +212,7 @@ LIMIT ?4"
     ),
     next_due: concat!(
         "
-SELECT ",
-        clock!(),
-        " AS clock, (SELECT min(due) FROM (
+SELECT CAST(unixepoch('subsec') * 1000000 AS INTEGER) AS clock, (SELECT min(due) FROM (
     SELECT * FROM (SELECT j.next_execution AS due
     ",
         claimable_rows!(),
@@ -287,17 +232,12 @@ SELECT ",
     ),
     // The runs first, then the rows that got one: the run of a row is the one this transaction
     // recorded for its occurrence (claimed now by this runner), none where the occurrence already ran.
-    claim_runs: concat!(
-        "
+    claim_runs: "
 INSERT INTO cron_job_runs
     (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
      runner, runner_id, late, manual)
-SELECT c.id, c.deployment_id, c.module_name, c.verb, a.value, ",
-        now!(),
-        ",
-       CASE WHEN s.value THEN NULL ELSE ",
-        claimed_start!("a.value"),
-        " END,
+SELECT c.id, c.deployment_id, c.module_name, c.verb, a.value, (SELECT now FROM temp.cron_clock),
+       CASE WHEN s.value THEN NULL ELSE max((SELECT now FROM temp.cron_clock), a.value) END,
        'running', ?6, ?7, l.value, m.value
 FROM json_each(?1) i
 JOIN json_each(?2) a ON a.key = i.key
@@ -310,28 +250,18 @@ ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING;
 UPDATE cron_jobs AS j
 SET state = 'executing',
     current_run_id = r.id,
-    lease_expires_at = ",
-        lease_from!("r.scheduled_at", "?8"),
-        ",
+    lease_expires_at = max((SELECT now FROM temp.cron_clock), r.scheduled_at) + ?8,
     trigger_requested_at = CASE WHEN r.started_at IS NULL THEN j.trigger_requested_at END
 FROM cron_job_runs AS r
 WHERE j.id IN (SELECT value FROM json_each(?1))
   AND j.state = 'idle'
   AND r.job_id = j.id AND r.runner_id = ?7 AND r.outcome = 'running'
-  AND r.claimed_at = ",
-        now!(),
-        "
-RETURNING id AS job_id, current_run_id AS run_id, lease_expires_at"
-    ),
+  AND r.claimed_at = (SELECT now FROM temp.cron_clock)
+RETURNING id AS job_id, current_run_id AS run_id, lease_expires_at",
     // The runs first, then their rows: a run taken again is claimed now by this runner.
-    retry_runs: concat!(
-        "
+    retry_runs: "
 UPDATE cron_job_runs AS r
-SET claimed_at = ",
-        now!(),
-        ", started_at = ",
-        claimed_start!("j.next_execution"),
-        ", runner = ?3,
+SET claimed_at = (SELECT now FROM temp.cron_clock), started_at = max((SELECT now FROM temp.cron_clock), j.next_execution), runner = ?3,
     runner_id = ?4, job_id = j.id, deployment_id = j.deployment_id
 FROM json_each(?1) AS i
 JOIN json_each(?2) AS u ON u.key = i.key
@@ -341,28 +271,21 @@ WHERE r.id = u.value AND r.outcome = 'running' AND r.finished_at IS NULL
 UPDATE cron_jobs AS j
 SET state = 'executing',
     current_run_id = r.id,
-    lease_expires_at = ",
-        lease_from!("j.next_execution", "?5"),
-        "
+    lease_expires_at = max((SELECT now FROM temp.cron_clock), j.next_execution) + ?5
 FROM cron_job_runs AS r
 WHERE j.id IN (SELECT value FROM json_each(?1))
   AND j.state = 'idle' AND r.id = j.retry_run_id
-  AND r.runner_id = ?4 AND r.claimed_at = ",
-        now!(),
-        "
+  AND r.runner_id = ?4 AND r.claimed_at = (SELECT now FROM temp.cron_clock)
 RETURNING id AS job_id, current_run_id AS run_id, next_execution AS retry_at,
           (SELECT coalesce(json_array_length(a.attempts), 0) + 1 FROM cron_job_runs a
            WHERE a.id = current_run_id) AS attempt,
-          lease_expires_at"
-    ),
+          lease_expires_at",
     drop_trigger: "UPDATE cron_jobs SET trigger_requested_at = NULL WHERE id = ?1 AND trigger_requested_at = ?2",
     move_past_ran: "UPDATE cron_jobs SET next_execution = ?2 WHERE id = ?1 AND state = 'idle' AND next_execution = ?3",
     cut_short: concat!(
         "
 UPDATE cron_job_runs
-SET outcome = 'failed', error = ?3, finished_at = ",
-        now!(),
-        ",
+SET outcome = 'failed', error = ?3, finished_at = (SELECT now FROM temp.cron_clock),
     started_at = coalesce(",
         micros_of_text!("json_extract(attempts, '$[0].started_at')"),
         ", started_at)
@@ -401,27 +324,21 @@ ORDER BY j.id"
         held_rows!(),
         "
 WHERE j.state = 'executing'
-  AND j.lease_expires_at < ",
-        now!(),
-        "
+  AND j.lease_expires_at < (SELECT now FROM temp.cron_clock)
   AND j.id NOT IN (SELECT value FROM json_each(?1))
 ORDER BY j.lease_expires_at
 LIMIT ?2"
     ),
     // Outside a step's transaction: SQLite's clock.
-    renew: concat!(
-        "
+    renew: "
 UPDATE cron_jobs AS j
-SET lease_expires_at = max(j.lease_expires_at, ",
-        clock!(),
-        " + ?3)
+SET lease_expires_at = max(j.lease_expires_at, CAST(unixepoch('subsec') * 1000000 AS INTEGER) + ?3)
 FROM cron_job_runs AS r
 WHERE r.id IN (SELECT value FROM json_each(?1))
   AND r.runner_id = ?2
   AND j.id = r.job_id AND j.current_run_id = r.id
   AND j.state = 'executing'
-RETURNING current_run_id"
-    ),
+RETURNING current_run_id",
     end_jobs: "
 UPDATE cron_jobs AS j
 SET state = CASE WHEN e.run_id IS NULL THEN 'idle' ELSE 'executing' END,
@@ -481,27 +398,17 @@ FROM (SELECT i.value AS id, o.value AS outcome, er.value AS error, sk.value AS s
 WHERE r.id = e.id AND r.outcome = 'running'"
     ),
     drop_runs: "DELETE FROM cron_job_runs WHERE id IN (SELECT value FROM json_each(?1))",
-    chain_runs: concat!(
-        "
+    chain_runs: "
 INSERT INTO cron_job_runs
     (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
      runner, runner_id, late, manual)
-SELECT c.id, c.deployment_id, c.module_name, c.verb, a.value, ",
-        now!(),
-        ", ",
-        claimed_start!("a.value"),
-        ", 'running', ?3, ?4, false, false
+SELECT c.id, c.deployment_id, c.module_name, c.verb, a.value, (SELECT now FROM temp.cron_clock), max((SELECT now FROM temp.cron_clock), a.value), 'running', ?3, ?4, false, false
 FROM json_each(?1) i
 JOIN json_each(?2) a ON a.key = i.key
 JOIN cron_jobs c ON c.id = i.value
 WHERE true
 ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
-RETURNING id AS run_id, job_id, ",
-        lease_from!("scheduled_at", "?5"),
-        " AS lease_expires_at, ",
-        clock!(),
-        " AS clock"
-    ),
+RETURNING id AS run_id, job_id, max((SELECT now FROM temp.cron_clock), scheduled_at) + ?5 AS lease_expires_at, CAST(unixepoch('subsec') * 1000000 AS INTEGER) AS clock",
     carried_rows: "
 SELECT o.id AS held_id, n.id, n.state = 'idle' AS idle,
        n.schedule = o.schedule AND n.timezone = o.timezone AS same_schedule,
@@ -533,9 +440,7 @@ WHERE r.id = w.id",
     end_orphaned_retries: concat!(
         "
 UPDATE cron_job_runs AS r
-SET outcome = 'failed', error = o.error, finished_at = ",
-        now!(),
-        ",
+SET outcome = 'failed', error = o.error, finished_at = (SELECT now FROM temp.cron_clock),
     started_at = coalesce(",
         micros_of_text!("json_extract(r.attempts, '$[0].started_at')"),
         ", r.started_at)
