@@ -68,15 +68,19 @@ impl Csrf {
 
 /// The request's CSRF cookie, when it has a well-formed one.
 pub(super) fn cookie(headers: &HeaderMap) -> Option<String> {
+    named_cookie(headers, COOKIE).filter(|value| is_nonce(value))
+}
+
+/// The value of the cookie `name` of a request (the session's cookie is read the same way).
+pub(super) fn named_cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(key, _)| *key == name)
         .map(|(_, value)| value.to_owned())
-        .filter(|value| is_nonce(value))
 }
 
 fn is_nonce(value: &str) -> bool {

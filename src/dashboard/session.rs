@@ -19,7 +19,7 @@ use axum::http::HeaderMap;
 use axum::http::header;
 use tokio::time::Instant;
 
-use super::csrf::Csrf;
+use super::csrf::{Csrf, named_cookie};
 
 /// The session cookie's name.
 pub(super) const COOKIE: &str = "cronverb_session";
@@ -46,7 +46,7 @@ pub(super) fn issue(csrf: &Csrf, expires: i64) -> String {
 /// Whether the request's session cookie is one this router issued and has not expired at `now` (Unix
 /// seconds).
 pub(super) fn valid(csrf: &Csrf, headers: &HeaderMap, now: i64) -> bool {
-    let Some(value) = cookie(headers, COOKIE) else {
+    let Some(value) = named_cookie(headers, COOKIE) else {
         return false;
     };
     let Some((signed, mac)) = value.rsplit_once('.') else {
@@ -59,18 +59,6 @@ pub(super) fn valid(csrf: &Csrf, headers: &HeaderMap, now: i64) -> bool {
         return false;
     };
     expires > now && csrf.verify_mac(&format!("session:{signed}"), mac)
-}
-
-/// The value of the cookie `name` of a request.
-pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
-        .map(|(_, value)| value.to_owned())
 }
 
 /// Whether the request came over TLS, as far as the request can say: an `https` URI, or a proxy's
