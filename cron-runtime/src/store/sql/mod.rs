@@ -11,14 +11,7 @@
 //! - `claim`: claiming due jobs; `claimable`: which rows a claim may take;
 //! - `end`: the one writer of run ends; `runs`: the paths that end runs (finish, recovery, shutdown).
 //!
-//! The PostgreSQL store runs on it (`store/postgres`); the SQLite store still has its own steps
-//! (`store/sqlite`).
-
-// Until a second database runs on the steps, a build without PostgreSQL compiles them unused.
-#![cfg_attr(
-    not(feature = "postgres"),
-    allow(dead_code, unused_macros, unused_imports)
-)]
+//! The PostgreSQL store (`store/postgres`) and the SQLite store (`store/sqlite`) run on it.
 
 mod claim;
 mod claimable;
@@ -191,6 +184,13 @@ pub(crate) trait Protocol:
     /// How this store hears of the other replicas' changes ([`Protocol::changed`]).
     type Watch: Debug + Default + Send + Sync + 'static;
 
+    /// Readies the write transaction that just began on `conn` for the step's statements (SQLite: the
+    /// step's clock), and tells `watch` that this store writes.
+    fn began(
+        watch: &Self::Watch,
+        conn: &mut Self::Connection,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
     /// Wakes the replicas of each of `modules` once the transaction on `conn` commits: jobs of theirs
     /// may be due now.
     fn wake(
@@ -333,7 +333,9 @@ impl<D: Protocol> SqlStore<D> {
 
     /// Begins a transaction of a step.
     async fn begin(&self) -> Result<sqlx::Transaction<'static, D>, sqlx::Error> {
-        self.pool.begin_with(D::BEGIN).await
+        let mut tx = self.pool.begin_with(D::BEGIN).await?;
+        D::began(&self.shared.watch, &mut tx).await?;
+        Ok(tx)
     }
 
     /// A connection for a step's statements outside a transaction.

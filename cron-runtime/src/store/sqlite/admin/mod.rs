@@ -13,10 +13,10 @@ use chrono::{DateTime, Utc};
 use sqlx::error::DatabaseError;
 use sqlx::{Sqlite, SqliteConnection};
 
-use super::deploy::insert_deployment;
-use super::{db, now};
+use super::{db, now, set_clock};
 use crate::admin::rows::Registration;
 use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
+use crate::store::sql::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use crate::store::{DeploymentSpec, StoreError, other_schema};
 
 mod deploy;
@@ -100,10 +100,20 @@ impl Dialect for Sqlite {
                 None => Registration::Registered { id, created: false },
             },
             None => {
-                let id = insert_deployment(conn, spec, now)
-                    .await
-                    .map_err(db(&context))?;
-                Registration::Registered { id, created: true }
+                set_clock(conn, now).await.map_err(db(&context))?;
+                match insert_deployment::<Sqlite>(conn, spec).await? {
+                    Ok((id, true)) => {
+                        insert_jobs::<Sqlite>(conn, id, spec, now)
+                            .await
+                            .map_err(db(&context))?;
+                        Registration::Registered { id, created: true }
+                    }
+                    Ok((id, false)) => Registration::Registered { id, created: false },
+                    Err(KeyConflict::Module { registered }) => {
+                        Registration::OtherModule { registered }
+                    }
+                    Err(KeyConflict::Schema(refusal)) => Registration::OtherJobs(refusal),
+                }
             }
         })
     }
