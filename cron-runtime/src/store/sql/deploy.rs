@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::claimable::Claimable;
 use super::run::Statement;
-use super::values::{Ago, At, Column};
+use super::values::{Ago, At, Column, Rows};
 use super::{FORGET_RUNNERS_AFTER, Known, Protocol, SqlStore, db};
 use crate::store::rules::{self, GivenUp, Taking};
 use crate::store::schedules::zone_text;
@@ -196,12 +196,14 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     Statement::<D>::new(D::STEPS.insert_jobs)
         .bind(deployment_id)
         .bind(spec.module.clone())
-        .bind(Column(verbs))
-        .bind(Column(expressions))
-        .bind(Column(zones))
-        .bind(Column(timeouts))
-        .bind(Column(missed))
-        .bind(Column(next))
+        .bind(Rows((
+            Column(verbs),
+            Column(expressions),
+            Column(zones),
+            Column(timeouts),
+            Column(missed),
+            Column(next),
+        )))
         .execute(&mut *tx)
         .await?;
     Ok(())
@@ -489,10 +491,12 @@ impl<D: Protocol> SqlStore<D> {
             retries.push(start.retry);
         }
         Statement::<D>::new(D::STEPS.start_rows)
-            .bind(Column(ids))
-            .bind(Column(nexts))
-            .bind(Column(starts))
-            .bind(Column(retries))
+            .bind(Rows((
+                Column(ids),
+                Column(nexts),
+                Column(starts),
+                Column(retries),
+            )))
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
@@ -508,8 +512,7 @@ impl<D: Protocol> SqlStore<D> {
         if !plan.orphaned.is_empty() {
             let (runs, errors): (Vec<i64>, Vec<String>) = plan.orphaned.into_iter().unzip();
             Statement::<D>::new(D::STEPS.end_orphaned_retries)
-                .bind(Column(runs))
-                .bind(Column(errors))
+                .bind(Rows((Column(runs), Column(errors))))
                 .execute(&mut *tx)
                 .await
                 .map_err(db(context()))?;

@@ -31,8 +31,9 @@ use chrono::{DateTime, Utc};
 use sqlx::Pool;
 
 use self::claimable::Claimable;
+use self::end::EndRuns;
 use self::run::{Affected, Bind, Reads, Run};
-use self::values::{Ago, At, Column, Span};
+use self::values::{Ago, At, Column, Rows, Span};
 use super::schedules::Schedules;
 use super::{
     Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, JobSpec, Runner, StoreError,
@@ -43,7 +44,8 @@ use crate::sync::lock;
 
 /// The text of every statement of the store's steps on one database, each binding its parameters in the
 /// order given and reading the row named. Instants bind as [`At`], durations as [`Span`] (added to the
-/// store's clock) or [`Ago`] (taken from it), a batch's values as one [`Column`] each.
+/// store's clock) or [`Ago`] (taken from it), a batch's values as one [`Column`] each, bound together
+/// ([`Rows`]).
 #[derive(Debug)]
 pub(crate) struct Steps {
     /// The store's clock at the start of the transaction, as an `(At,)`.
@@ -95,9 +97,9 @@ pub(crate) struct Steps {
     pub(crate) claim_due: &'static str,
     /// The earliest due instant for deployment `1` less the refused ids `2`, and the clock.
     pub(crate) next_due: &'static str,
-    /// Records a run for each row of the columns `1`..`5` by runner `6` (id `7`), leased for `8`.
+    /// Records a run for each row of the columns `4`..`8` by runner `1` (id `2`), leased for `3`.
     pub(crate) claim_runs: &'static str,
-    /// Takes the pending runs `2` of rows `1` again by runner `3` (id `4`), leased for `5`.
+    /// Takes the pending runs `5` of rows `4` again by runner `1` (id `2`), leased for `3`.
     pub(crate) retry_runs: &'static str,
     /// Drops the trigger of row `1` pending at `2`.
     pub(crate) drop_trigger: &'static str,
@@ -105,7 +107,7 @@ pub(crate) struct Steps {
     pub(crate) move_past_ran: &'static str,
     /// The retry of run `2` of row `1` cut short with error `3`; the row goes on at `4`.
     pub(crate) cut_short: &'static str,
-    /// The rows that the runs `1` of jobs `2` hold for runner `3`, locked.
+    /// The rows that the runs `2` of jobs `3` hold for runner `1`, locked.
     pub(crate) held_by_runs: &'static str,
     /// The rows that the runs `1` hold for runner `2`, locked.
     pub(crate) held_by_run_ids: &'static str,
@@ -123,7 +125,7 @@ pub(crate) struct Steps {
     pub(crate) end_runs: &'static str,
     /// Drops the records of the runs `1`, given back before they started.
     pub(crate) drop_runs: &'static str,
-    /// Claims the next occurrence `2` of each job `1` by runner `3` (id `4`), leased for `5`.
+    /// Claims the next occurrence `5` of each job `4` by runner `1` (id `2`), leased for `3`.
     pub(crate) chain_runs: &'static str,
     /// The active deployment's row of each held row's verb of `1`, locked.
     pub(crate) carried_rows: &'static str,
@@ -148,15 +150,16 @@ pub(crate) trait Protocol:
     + Bind<Span>
     + Bind<Ago>
     + Bind<Column<i64>>
-    + Bind<Column<i32>>
-    + Bind<Column<f64>>
-    + Bind<Column<bool>>
-    + Bind<Column<String>>
-    + Bind<Column<Option<String>>>
-    + Bind<Column<&'static str>>
-    + Bind<Column<At>>
-    + Bind<Column<Option<At>>>
-    + Bind<Column<Option<i64>>>
+    // The batches, by the statements that bind them.
+    + Bind<Rows<(Column<i64>, Column<i64>)>>
+    + Bind<Rows<(Column<i64>, Column<At>)>>
+    + Bind<Rows<(Column<i64>, Column<String>)>>
+    + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<At>, Column<Option<i64>>)>>
+    + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
+    + Bind<Rows<(Column<i64>, Column<At>, Column<bool>, Column<bool>, Column<bool>)>>
+    + Bind<Rows<(Column<String>, Column<String>, Column<String>, Column<f64>, Column<String>, Column<Option<At>>)>>
+    + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<i64>>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
+    + Bind<Rows<EndRuns>>
     + Reads<(i64,)>
     + Reads<(bool,)>
     + Reads<(String,)>
@@ -180,6 +183,16 @@ pub(crate) trait Protocol:
 
     /// The statement that begins a write transaction.
     const BEGIN: &'static str;
+
+    /// The store's clock, and the local instant at which it reads that, for the executor's anchor
+    /// ([`Claimed`]'s `now` and `now_at`), given `read`: the clock a statement of the step returned
+    /// just now. A database's own clock is that reading, at most a one-way trip before now; a store
+    /// whose clock is this host's reads it again here, with no trip (SQLite's `unixepoch` in a
+    /// statement is to the millisecond, and fixed when the statement begins: as old as the statement
+    /// is long).
+    fn anchor(read: DateTime<Utc>) -> (DateTime<Utc>, tokio::time::Instant) {
+        (read, tokio::time::Instant::now())
+    }
 
     /// How this store hears of the other replicas' changes ([`Protocol::changed`]).
     type Watch: Debug + Default + Send + Sync + 'static;

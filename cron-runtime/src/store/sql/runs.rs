@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::claimable::Chain;
 use super::run::Statement;
-use super::values::Column;
+use super::values::{Column, Rows};
 use super::{Protocol, RECOVERY_BATCH, SqlStore, db};
 use crate::store::rules::Held;
 use crate::store::rules::{End, LEASE_EXPIRED};
@@ -67,9 +67,8 @@ impl<D: Protocol> SqlStore<D> {
         let job_ids: Column<i64> = finishes.iter().map(|f| f.job_id).collect();
         let mut tx = self.begin().await?;
         let rows: Vec<Held> = Statement::<D>::new(D::STEPS.held_by_runs)
-            .bind(run_ids)
-            .bind(job_ids)
             .bind(runner.id)
+            .bind(Rows((run_ids, job_ids)))
             .fetch_all(&mut *tx)
             .await?;
         let active = still_active::<D>(&mut tx, runner.deployment_id).await?;

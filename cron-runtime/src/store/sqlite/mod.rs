@@ -162,6 +162,12 @@ impl Protocol for Sqlite {
 
     const BEGIN: &'static str = "BEGIN IMMEDIATE";
 
+    /// The host's clock, read with the local instant: it is the store's (the statements' `unixepoch`
+    /// is to the millisecond, and as old as the statement that read it is long).
+    fn anchor(_: DateTime<Utc>) -> (DateTime<Utc>, tokio::time::Instant) {
+        (now(), tokio::time::Instant::now())
+    }
+
     type Watch = watch::Watch;
 
     async fn began(watch: &watch::Watch, conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
