@@ -204,6 +204,13 @@ pub(crate) trait Protocol:
         conn: &mut Self::Connection,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 
+    /// Readies the write transaction on `conn` for the steps' statements at the instant `now`, where
+    /// they read the step's clock from the connection (SQLite); a database's own `now()` needs nothing.
+    fn set_clock(
+        conn: &mut Self::Connection,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
     /// Wakes the replicas of each of `modules` once the transaction on `conn` commits: jobs of theirs
     /// may be due now.
     fn wake(

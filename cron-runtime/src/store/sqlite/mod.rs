@@ -34,7 +34,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Executor, Sqlite};
 
-use super::sql::{Protocol, SqlStore, Steps, store_on_sql};
+use super::sql::{Protocol, SqlStore, Steps, db, store_on_sql};
 use super::{Change, StoreError, StoreSettings};
 use crate::redact::{redact, scrub};
 
@@ -143,17 +143,6 @@ impl SqliteStore {
     }
 }
 
-/// Sets the clock of the step whose write transaction holds the file on `conn` (`steps::SET_CLOCK`).
-pub(super) async fn set_clock(
-    conn: &mut SqliteConnection,
-    now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
-    conn.execute(steps::CLOCK_TABLE).await?;
-    conn.execute(sqlx::query(steps::SET_CLOCK).bind(micros(now)))
-        .await?;
-    Ok(())
-}
-
 /// The steps of the protocol on SQLite: the statements of `steps`, `BEGIN IMMEDIATE` (the transaction
 /// holds the file), the host's clock read once it does; no wake-ups to send, as the other processes
 /// poll the file (`watch`).
@@ -172,7 +161,16 @@ impl Protocol for Sqlite {
 
     async fn began(watch: &watch::Watch, conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
         watch.wrote();
-        set_clock(conn, now()).await
+        Sqlite::set_clock(conn, now()).await
+    }
+
+    /// The statements read the step's clock from the temporary table `cron_clock`
+    /// (`steps::SET_CLOCK`).
+    async fn set_clock(conn: &mut SqliteConnection, now: DateTime<Utc>) -> Result<(), sqlx::Error> {
+        conn.execute(steps::CLOCK_TABLE).await?;
+        conn.execute(sqlx::query(steps::SET_CLOCK).bind(micros(now)))
+            .await?;
+        Ok(())
     }
 
     async fn wake(_: &mut SqliteConnection, _: &[&str]) -> Result<(), sqlx::Error> {
@@ -196,43 +194,16 @@ impl Protocol for Sqlite {
         watch::wait_for_change(store).await
     }
 
+    /// `cronverb prune`'s batches, at most 10 per call, each its own write transaction.
     async fn prune(store: &SqlStore<Sqlite>, older_than: Duration) -> Result<u64, StoreError> {
-        prune(store, older_than).await
-    }
-}
-
-/// Deletes finished runs that finished more than `older_than` ago, in batches of 1,000 and at most
-/// 10 batches per call, each its own write transaction.
-async fn prune(store: &SqlStore<Sqlite>, older_than: Duration) -> Result<u64, StoreError> {
-    let context = "deleting old runs";
-    let mut deleted = 0;
-    for _ in 0..10 {
-        store.watch().wrote();
-        let mut tx = store
-            .pool()
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db(context))?;
-        let cutoff = micros(now()) - micros_of(older_than);
-        // A run finishes after its scheduled instant: the index on `scheduled_at` finds them.
-        let batch = sqlx::query(
-            "DELETE FROM cron_job_runs WHERE id IN (
-                 SELECT id FROM cron_job_runs
-                 WHERE scheduled_at < ?1 AND outcome <> 'running' AND finished_at < ?1
-                 LIMIT 1000)",
+        crate::admin::prune::prune(
+            store.pool(),
+            older_than,
+            crate::admin::PRUNE_BATCH,
+            Some(10),
         )
-        .bind(cutoff)
-        .execute(&mut *tx)
         .await
-        .map_err(db(context))?
-        .rows_affected();
-        tx.commit().await.map_err(db(context))?;
-        deleted += batch;
-        if batch < 1000 {
-            break;
-        }
     }
-    Ok(deleted)
 }
 
 /// The pool the store opens: a few connections (SQLite has one writer at a time), each waiting for a
@@ -241,15 +212,6 @@ pub fn pool_options() -> SqlitePoolOptions {
     SqlitePoolOptions::new()
         .max_connections(4)
         .acquire_timeout(BUSY_TIMEOUT + Duration::from_secs(5))
-}
-
-/// Wraps a database error with what was being done.
-fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
-    let context = context.into();
-    move |source| StoreError::Database {
-        context,
-        source: Box::new(source),
-    }
 }
 
 /// The store's clock: the host's, to the microsecond the tables keep.

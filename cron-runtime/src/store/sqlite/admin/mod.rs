@@ -13,11 +13,8 @@ use chrono::{DateTime, Utc};
 use sqlx::error::DatabaseError;
 use sqlx::{Sqlite, SqliteConnection};
 
-use super::{db, now, set_clock};
-use crate::admin::rows::Registration;
-use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
-use crate::store::sql::deploy::{KeyConflict, insert_deployment, insert_jobs};
-use crate::store::{DeploymentSpec, StoreError, other_schema};
+use super::now;
+use crate::admin::sql::{Dialect, SqlAdmin, Statements};
 
 mod deploy;
 mod deployment;
@@ -68,9 +65,6 @@ impl Dialect for Sqlite {
         request_trigger: pause::REQUEST_TRIGGER,
     };
 
-    /// A write holds the file from its start, so that its reads are those it decides on.
-    const BEGIN: &'static str = "BEGIN IMMEDIATE";
-
     async fn clock(_conn: &mut SqliteConnection) -> Result<DateTime<Utc>, sqlx::Error> {
         Ok(now())
     }
@@ -78,44 +72,6 @@ impl Dialect for Sqlite {
     /// Replicas hear a commit through their `data_version` watch: nothing to do.
     async fn notify(_conn: &mut SqliteConnection, _module: &str) -> Result<(), sqlx::Error> {
         Ok(())
-    }
-
-    async fn register(
-        conn: &mut SqliteConnection,
-        spec: &DeploymentSpec,
-        now: DateTime<Utc>,
-    ) -> Result<Registration, StoreError> {
-        let context = format!("registering deployment `{}`", spec.key);
-        let registered: Option<(i64, String, String)> = sqlx::query_as(deploy::SELECT_KEY)
-            .bind(&spec.key)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(unmigrated::<Sqlite>(&context))?;
-        Ok(match registered {
-            Some((_, registered, _)) if registered != spec.module => {
-                Registration::OtherModule { registered }
-            }
-            Some((id, _, schema)) => match other_schema(&spec.key, &schema, &spec.schema) {
-                Some(refusal) => Registration::OtherJobs(refusal),
-                None => Registration::Registered { id, created: false },
-            },
-            None => {
-                set_clock(conn, now).await.map_err(db(&context))?;
-                match insert_deployment::<Sqlite>(conn, spec).await? {
-                    Ok((id, true)) => {
-                        insert_jobs::<Sqlite>(conn, id, spec, now)
-                            .await
-                            .map_err(db(&context))?;
-                        Registration::Registered { id, created: true }
-                    }
-                    Ok((id, false)) => Registration::Registered { id, created: false },
-                    Err(KeyConflict::Module { registered }) => {
-                        Registration::OtherModule { registered }
-                    }
-                    Err(KeyConflict::Schema(refusal)) => Registration::OtherJobs(refusal),
-                }
-            }
-        })
     }
 
     fn unmigrated(error: &dyn DatabaseError) -> bool {
