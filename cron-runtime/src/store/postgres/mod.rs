@@ -185,10 +185,6 @@ impl Protocol for Postgres {
         Ok(())
     }
 
-    async fn set_clock(_: &mut PgConnection, _: DateTime<Utc>) -> Result<(), sqlx::Error> {
-        Ok(())
-    }
-
     async fn wake(conn: &mut PgConnection, modules: &[&str]) -> Result<(), sqlx::Error> {
         notify::notify_modules(conn, modules).await
     }

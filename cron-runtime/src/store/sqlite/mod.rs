@@ -173,23 +173,6 @@ impl Protocol for Sqlite {
         Ok(())
     }
 
-    async fn wake(_: &mut SqliteConnection, _: &[&str]) -> Result<(), sqlx::Error> {
-        Ok(())
-    }
-
-    async fn wake_due(
-        _: &mut SqliteConnection,
-        _: Vec<(&str, DateTime<Utc>)>,
-    ) -> Result<(), sqlx::Error> {
-        Ok(())
-    }
-
-    async fn wake_deployment(_: &mut SqliteConnection, _: i64) -> Result<(), sqlx::Error> {
-        Ok(())
-    }
-
-    async fn listen_for(_: &SqlStore<Sqlite>, _: &str) {}
-
     async fn changed(store: &SqlStore<Sqlite>) -> Change {
         watch::wait_for_change(store).await
     }
