@@ -151,7 +151,9 @@ mod tests {
     async fn rows_bind_as_one_json_array_that_json_each_reads_in_order() {
         let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
         let at = DateTime::<Utc>::from_timestamp_micros(1_700_000_000_123_456).unwrap();
-        let rows: Vec<(i64, Option<i64>, Option<String>, bool, i64)> = Statement::<Sqlite>::new(
+        // Each row's values, and the parameter bound before the batch.
+        type Read = (i64, Option<i64>, Option<String>, bool, i64);
+        let rows: Vec<Read> = Statement::<Sqlite>::new(
             "SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, ?1 FROM json_each(?2)
              ORDER BY key",
         )
