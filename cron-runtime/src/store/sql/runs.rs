@@ -12,7 +12,7 @@ use super::values::Column;
 use super::{Protocol, RECOVERY_BATCH, SqlStore, db};
 use crate::store::rules::Held;
 use crate::store::rules::{End, LEASE_EXPIRED};
-use crate::store::{Claimed, Finish, Finished, Runner, StoreError};
+use crate::store::{Claimed, Finish, Finished, Recovered, Runner, StoreError};
 
 impl<D: Protocol> SqlStore<D> {
     /// [`Store::finish`](crate::store::Store::finish): the runs in one transaction
@@ -134,8 +134,8 @@ impl<D: Protocol> SqlStore<D> {
     }
 
     /// Takes back every row whose lease expired, in batches, recording their runs `abandoned` (G4).
-    /// Returns the verbs of the runs taken back. A row whose schedule does not parse is left alone (G8).
-    pub(super) async fn recover(&self) -> Result<Vec<String>, StoreError> {
+    /// Returns the jobs of the runs taken back. A row whose schedule does not parse is left alone (G8).
+    pub(super) async fn recover(&self) -> Result<Vec<Recovered>, StoreError> {
         let batch = RECOVERY_BATCH;
         let context = "taking back rows whose lease expired";
         let mut bad: Vec<i64> = Vec::new();
@@ -189,7 +189,10 @@ impl<D: Protocol> SqlStore<D> {
                 modules.dedup();
                 D::wake(&mut tx, &modules).await.map_err(db(context))?;
             }
-            recovered.extend(ends.iter().map(|(held, _)| held.verb.clone()));
+            recovered.extend(ends.iter().map(|(held, _)| Recovered {
+                module: held.module.clone(),
+                verb: held.verb.clone(),
+            }));
             tx.commit().await.map_err(db(context))?;
             if !full {
                 break;
