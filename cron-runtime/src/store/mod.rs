@@ -477,6 +477,8 @@ pub(crate) mod sealed {
     impl Sealed for super::sqlite::SqliteStore {}
 }
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) mod clock;
 mod key;
 mod memory;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::claimable::Chain;
 use super::run::Statement;
-use super::values::Column;
+use super::values::{At, Column};
 use super::{Protocol, RECOVERY_BATCH, SqlStore, db};
 use crate::store::rules::Held;
 use crate::store::rules::{End, LEASE_EXPIRED};
@@ -138,6 +138,21 @@ impl<D: Protocol> SqlStore<D> {
     pub(super) async fn recover(&self) -> Result<Vec<Recovered>, StoreError> {
         let batch = RECOVERY_BATCH;
         let context = "taking back rows whose lease expired";
+        // After a step of the database's clock, the leases held look expired for a while: the holders
+        // get one lease to renew them first (docs/runtime.md, "Leases: a frozen replica cannot run on").
+        let mut conn = self.connection().await.map_err(db(context))?;
+        let (At(clock),) = Statement::<D>::new(D::STEPS.clock)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db(context))?;
+        drop(conn);
+        if !self
+            .shared
+            .clock
+            .may_take_back(clock, tokio::time::Instant::now(), self.settings.lease)
+        {
+            return Ok(Vec::new());
+        }
         let mut bad: Vec<i64> = Vec::new();
         let mut recovered = Vec::new();
         // Bounded, so that a heartbeat ends; the next heartbeat continues.

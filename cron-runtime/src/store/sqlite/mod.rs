@@ -47,6 +47,7 @@ use super::{
 };
 use crate::redact::{redact, scrub};
 use crate::store::JobSpec;
+use crate::store::clock::ClockWatch;
 use crate::store::schedules::Schedules;
 use crate::sync::lock;
 
@@ -86,6 +87,8 @@ struct Shared {
     /// processes'.
     commits: AtomicU64,
     watch: watch::Watch,
+    /// Holds back recovery after a step of the host's clock.
+    clock: ClockWatch,
 }
 
 impl SqliteStore {
@@ -142,6 +145,7 @@ impl SqliteStore {
                 builds: Mutex::new(HashMap::new()),
                 commits: AtomicU64::new(0),
                 watch: watch::Watch::default(),
+                clock: ClockWatch::default(),
             }),
             settings: StoreSettings::default(),
         }
