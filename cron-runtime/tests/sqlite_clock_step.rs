@@ -5,15 +5,32 @@
 
 use std::time::Duration;
 
+use chrono_tz::Tz;
 use cron_runtime::store::sqlite::{SqliteStore, connect_options, pool_options, step_clock};
-use cron_runtime::store::{Recovered, Store, StoreSettings};
+use cron_runtime::store::{DeploymentSpec, JobSpec, Recovered, Store, StoreSettings};
+use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 
-mod conformance;
 mod sqlite_support;
 mod support;
 
-use conformance::{MODULE, SECONDLY, claim, deployment, job};
 use sqlite_support::TempDb;
+
+const MODULE: &str = "billing";
+
+/// A job `verb` due every second.
+fn job(verb: &str) -> JobSpec {
+    let expression = "* * * * * *";
+    JobSpec {
+        verb: verb.to_owned(),
+        expression: expression.to_owned(),
+        zone: Tz::UTC,
+        schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
+        timeout: Duration::from_secs(60),
+        missed: MissedPolicy::Once,
+        retry: Default::default(),
+        on: Default::default(),
+    }
+}
 
 #[tokio::test]
 async fn a_forward_step_of_the_hosts_clock_takes_back_only_the_runs_not_renewed() {
@@ -28,7 +45,13 @@ async fn a_forward_step_of_the_hosts_clock_takes_back_only_the_runs_not_renewed(
             ..StoreSettings::default()
         })
     };
-    let spec = deployment("billing@1", vec![job("a", SECONDLY), job("b", SECONDLY)]);
+    let jobs = vec![job("a"), job("b")];
+    let spec = DeploymentSpec {
+        key: "billing@1".to_owned(),
+        module: MODULE.to_owned(),
+        schema: support::schema_of(MODULE, &jobs),
+        jobs,
+    };
     let (alive, frozen, recovering) = (replica(), replica(), replica());
     let alive_runner = alive.register(&spec).await.unwrap();
     let frozen_runner = frozen.register(&spec).await.unwrap();
@@ -42,7 +65,12 @@ async fn a_forward_step_of_the_hosts_clock_takes_back_only_the_runs_not_renewed(
         .await
         .unwrap();
     let renewed = held.claims[0].clone();
-    let stuck = claim(&frozen, &frozen_runner).await.claims[0].clone();
+    let stuck = frozen
+        .claim_due(&frozen_runner, Duration::ZERO, 1)
+        .await
+        .unwrap()
+        .claims[0]
+        .clone();
     assert_ne!(renewed.verb, stuck.verb);
 
     // The host's clock steps an hour forward: every lease looks expired to the store. The holders get
