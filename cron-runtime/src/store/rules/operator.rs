@@ -18,14 +18,19 @@ pub(crate) use suggest::{close_to, expected, unknown_verb};
 /// unless its next occurrence is still ahead, which it keeps. An executing row is rescheduled by its
 /// run's end, a row holding a pending retry keeps its instant (the claim takes the retry or, when the
 /// next occurrence has come, ends it: docs/runtime.md, "Retries"), and a row whose schedule does not
-/// parse (`None`) keeps its `next_execution` (G8, docs/operations.md).
+/// parse (`None`) keeps its `next_execution` (G8, docs/operations.md). The row of a job on every
+/// replica has no occurrence, resumed or not: each replica runs it on its own schedule.
 pub(crate) fn resumed_next(
     schedule: Option<&ZonedSchedule>,
+    every_replica: bool,
     idle: bool,
     retry_pending: bool,
     next_execution: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
+    if every_replica {
+        return None;
+    }
     match (schedule, next_execution) {
         (Some(_), Some(next)) if idle && !retry_pending && next > now => Some(next),
         (Some(schedule), _) if idle && !retry_pending => schedule.next_after(now),
@@ -47,6 +52,15 @@ pub(crate) fn no_active_deployment(module: &str) -> String {
 pub(crate) fn not_in_active_deployment(module: &str, verb: &str, deployment: &str) -> String {
     format!(
         "verb `{verb}` is not in deployment `{deployment}`, the active deployment of module `{module}`"
+    )
+}
+
+/// A trigger of `verb`, a job on every replica: there is no run in the store to ask for, each replica
+/// runs it on its own schedule (docs/runtime.md, "Jobs on every replica").
+pub(crate) fn runs_on_every_replica(verb: &str) -> String {
+    format!(
+        "verb `{verb}` runs on every replica (`on = \"every_replica\"`): it cannot be triggered, \
+         each replica runs it at its own occurrences"
     )
 }
 
@@ -80,26 +94,34 @@ mod tests {
         let now = at(10, 30).unwrap();
         // Idle: the occurrences that came while paused are not run; one still ahead is kept.
         assert_eq!(
-            resumed_next(Some(&hourly), true, false, at(8, 0), now),
+            resumed_next(Some(&hourly), false, true, false, at(8, 0), now),
             at(11, 0)
         );
         assert_eq!(
-            resumed_next(Some(&hourly), true, false, None, now),
+            resumed_next(Some(&hourly), false, true, false, None, now),
             at(11, 0)
         );
         assert_eq!(
-            resumed_next(Some(&hourly), true, false, at(12, 0), now),
+            resumed_next(Some(&hourly), false, true, false, at(12, 0), now),
             at(12, 0)
         );
         // Executing, holding a retry, or not parsing: the row keeps its instant.
         assert_eq!(
-            resumed_next(Some(&hourly), false, false, at(8, 0), now),
+            resumed_next(Some(&hourly), false, false, false, at(8, 0), now),
             at(8, 0)
         );
         assert_eq!(
-            resumed_next(Some(&hourly), true, true, at(8, 0), now),
+            resumed_next(Some(&hourly), false, true, true, at(8, 0), now),
             at(8, 0)
         );
-        assert_eq!(resumed_next(None, true, false, at(8, 0), now), at(8, 0));
+        assert_eq!(
+            resumed_next(None, false, true, false, at(8, 0), now),
+            at(8, 0)
+        );
+        // A job on every replica has no occurrence in the store, resumed or not.
+        assert_eq!(
+            resumed_next(Some(&hourly), true, true, false, None, now),
+            None
+        );
     }
 }

@@ -17,7 +17,7 @@ pub(super) const PAUSE: &str = "\
 
 /// Locks the rows of verb `$2` of module `$1`, as `ResumeRow`s.
 pub(super) const LOCK_FOR_RESUME: &str = "\
-    SELECT id, schedule, timezone, state, paused, next_execution, retry_run_id \
+    SELECT id, schedule, timezone, state, paused, next_execution, retry_run_id, every_replica \
     FROM cron_jobs WHERE module_name = $1 AND verb = $2 ORDER BY id FOR UPDATE";
 
 /// Resumes row `$1`, whose next occurrence is `$2`.
@@ -44,7 +44,7 @@ pub(super) const SELECT_ACTIVE_DEPLOYMENT: &str = concat!(
 
 /// Locks the row of verb `$2` in deployment `$1`, as a `TriggerRow`.
 pub(super) const LOCK_TRIGGER_ROW: &str = "\
-    SELECT id, trigger_requested_at FROM cron_jobs \
+    SELECT id, trigger_requested_at, every_replica FROM cron_jobs \
     WHERE deployment_id = $1 AND verb = $2 FOR UPDATE";
 
 /// A run of verb `$2` of module `$1` that refuses a trigger at the instant `$3`, as an `ExecutingRow`: the run of an

@@ -18,7 +18,7 @@ pub(super) const PAUSE: &str = "\
 
 /// The rows of verb `?2` of module `?1`, as `ResumeRow`s.
 pub(super) const SELECT_FOR_RESUME: &str = "\
-    SELECT id, schedule, timezone, state, paused, next_execution, retry_run_id \
+    SELECT id, schedule, timezone, state, paused, next_execution, retry_run_id, every_replica \
     FROM cron_jobs WHERE module_name = ?1 AND verb = ?2 ORDER BY id";
 
 /// Resumes row `?1`, whose next occurrence is `?2`.
@@ -45,7 +45,7 @@ pub(super) const SELECT_ACTIVE_DEPLOYMENT: &str = concat!(
 
 /// The row of verb `?2` in deployment `?1`, as a `TriggerRow`.
 pub(super) const SELECT_TRIGGER_ROW: &str = "\
-    SELECT id, trigger_requested_at FROM cron_jobs WHERE deployment_id = ?1 AND verb = ?2";
+    SELECT id, trigger_requested_at, every_replica FROM cron_jobs WHERE deployment_id = ?1 AND verb = ?2";
 
 /// A run of verb `?2` of module `?1` that refuses a trigger at the instant `?3`, as an
 /// `ExecutingRow`: the run of an executing row, unless it is a regular run claimed ahead that has not
