@@ -660,6 +660,10 @@ async fn a_job_on_every_replica_shows_each_replicas_last_run() -> anyhow::Result
         "the job on one replica shows its own history"
     );
     browser.screenshot("every-replica").await?;
+    // A replica's failed run makes it failing: the filter by state shows it alone.
+    client.goto(&format!("{base}/?state=failing")).await?;
+    assert_eq!(shown_verbs(&browser).await?, [refresh]);
+    client.goto(&format!("{base}/")).await?;
 
     // Its page: tagged, and once the token is entered, a pause but no "Run now".
     client

@@ -418,11 +418,16 @@ impl JobView {
     }
 }
 
-/// Whether `job`'s last run failed, panicked, timed out or was abandoned.
+/// Whether `job`'s last run failed, panicked, timed out or was abandoned; for a job on every replica,
+/// the last run of any live replica.
 fn is_failing(job: &JobStatus) -> bool {
     job.last_run
         .as_ref()
         .is_some_and(|run| FAILING.contains(&run.outcome.as_str()))
+        || job
+            .replica_runs
+            .iter()
+            .any(|run| FAILING.contains(&run.outcome.as_str()))
 }
 
 /// Whether nothing of `module` runs: its active deployment (or, with none active, every deployment)
