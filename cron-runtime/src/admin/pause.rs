@@ -108,6 +108,7 @@ pub(crate) async fn resume<D: Dialect>(
         let schedule = admin.schedule(&row.schedule, &row.timezone);
         let resume = resumed(
             schedule.as_ref().ok(),
+            row.every_replica,
             row.state == "idle",
             row.retry_run_id.and(row.retry_of).map(DateTime::from),
             row.next_execution.map(DateTime::from),
@@ -191,6 +192,9 @@ pub(crate) async fn trigger<D: Dialect>(
             deployment: active.key,
         });
     };
+    if row.every_replica {
+        return Err(AdminError::EveryReplica { verb });
+    }
     // A regular run claimed ahead of its instant has not started: it does not refuse the trigger,
     // which is taken when that run ends (a job due every second is claimed that way nearly always).
     let executing: Option<ExecutingRow> = Statement::<D>::new(D::SQL.executing)

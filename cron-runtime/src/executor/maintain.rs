@@ -51,6 +51,9 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         let changed = match shared.store.heartbeat(&shared.runner).await {
             Ok(beat) => {
                 shared.vitals.store_reached();
+                // Reports the last runs of the jobs on every replica, and reads their pauses again,
+                // in case a notification was lost.
+                shared.every_replica.sync.notify_one();
                 for recovered in &beat.recovered {
                     metrics::lease_recovered(&recovered.module, &recovered.verb);
                 }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 use cron_runtime::store::{
-    Attempt, Change, Claim, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner,
-    Store, StoreSettings,
+    Attempt, Change, Claim, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome,
+    ReplicaRun, Runner, Store, StoreSettings,
 };
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 
@@ -29,6 +29,7 @@ mod chain;
 mod claims;
 mod deploys;
 mod ending;
+mod every_replica;
 mod leases;
 mod logs;
 mod missed;
@@ -44,6 +45,7 @@ pub use chain::*;
 pub use claims::*;
 pub use deploys::*;
 pub use ending::*;
+pub use every_replica::*;
 pub use leases::*;
 pub use logs::*;
 pub use missed::*;
@@ -252,6 +254,10 @@ macro_rules! every_case {
         $test!(a_retry_whose_next_occurrence_came_while_paused_is_cut_short_at_the_resume);
         // Waking up
         $test!(a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due);
+        // Jobs on every replica
+        $test!(a_job_on_every_replica_is_registered_never_claimed_nor_triggered);
+        $test!(a_pause_of_a_job_on_every_replica_wakes_every_replica_which_reads_it);
+        $test!(a_replica_reports_its_last_runs_of_its_jobs_on_every_replica);
     };
 }
 pub(crate) use every_case;
@@ -264,6 +270,7 @@ macro_rules! every_row_case {
         $test!(a_row_edited_by_hand_to_another_schedule_is_reported_once_and_wins);
         $test!(a_row_put_back_on_an_occurrence_that_ran_is_moved_past_it);
         $test!(a_bad_row_is_never_reported_due);
+        $test!(a_job_on_every_replica_given_an_occurrence_by_hand_is_never_claimed);
     };
 }
 #[allow(unused_imports)]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use cron_schema::RunOn;
 
 use super::tables::{DeploymentRow, JobRow, RunnerRow, State};
 use crate::store::rules::{self, GivenUp, Taking};
@@ -194,6 +195,7 @@ impl State {
                         next_execution: job.next_execution,
                         start_time: None,
                         retry: job.retrying.as_ref().map(|_| *id),
+                        every_replica: job.spec.on == RunOn::EveryReplica,
                     }
                 })
                 .collect();
@@ -207,6 +209,7 @@ impl State {
                         zone: job.spec.zone.name(),
                         executing: job.executing.is_some(),
                         schedule: Some(job.spec.schedule.clone()),
+                        every_replica: job.spec.on == RunOn::EveryReplica,
                     }
                 })
                 .collect();

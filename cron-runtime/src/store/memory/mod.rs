@@ -21,8 +21,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, Runner, Store, StoreError,
-    StoreSettings,
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, ReplicaRun, Runner, Store,
+    StoreError, StoreSettings,
 };
 use tables::State;
 
@@ -254,5 +254,14 @@ impl Store for MemoryStore {
     async fn changed(&self) -> Change {
         self.inner.changed.notified().await;
         Change::Claim
+    }
+
+    /// The last runs are not kept: no operator status reads this store but its own process's.
+    async fn every_replica(
+        &self,
+        runner: &Runner,
+        _last_runs: Option<&[ReplicaRun]>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.lock().paused_on_every_replica(runner)
     }
 }

@@ -3,13 +3,14 @@
 //! operator API on the database stores (`crate::store::rules::operator`).
 
 use chrono::{DateTime, Utc};
+use cron_schema::RunOn;
 
 use super::tables::State;
-use crate::store::StoreError;
 use crate::store::rules::operator::{
     Resume, close_to, executing, no_active_deployment, not_in_active_deployment, resume,
-    unknown_module, unknown_verb,
+    runs_on_every_replica, unknown_module, unknown_verb,
 };
+use crate::store::{Runner, StoreError};
 
 impl State {
     /// The job rows of `verb` of `module`, one per deployment that has it; refused as the operator API
@@ -71,6 +72,7 @@ impl State {
             }
             let resumed = resume(
                 Some(&job.spec.schedule),
+                job.spec.on == RunOn::EveryReplica,
                 job.executing.is_none(),
                 job.retrying.as_ref().map(|run| run.scheduled_at),
                 job.next_execution,
@@ -86,6 +88,29 @@ impl State {
             self.set_paused(job_id, false, next);
         }
         Ok(())
+    }
+
+    /// The verbs of the jobs on every replica of `runner`'s deployment that are paused
+    /// ([`Store::every_replica`](crate::store::Store::every_replica)).
+    pub(super) fn paused_on_every_replica(
+        &self,
+        runner: &Runner,
+    ) -> Result<Vec<String>, StoreError> {
+        let Some(deployment) = self.deployments.get(&runner.deployment_id) else {
+            return Err(StoreError::Invalid(format!(
+                "runner {} is not registered",
+                runner.name
+            )));
+        };
+        let mut paused: Vec<String> = deployment
+            .jobs
+            .values()
+            .map(|id| &self.jobs[id])
+            .filter(|job| job.spec.on == RunOn::EveryReplica && job.paused)
+            .map(|job| job.spec.verb.clone())
+            .collect();
+        paused.sort();
+        Ok(paused)
     }
 
     /// Asks for one run of `verb` of `module` now, on the active deployment's row: the next claim takes
@@ -124,6 +149,9 @@ impl State {
         });
         if let Some(run) = running {
             return Err(StoreError::Invalid(executing(verb, run.run_id, None)));
+        }
+        if self.jobs[&job_id].spec.on == RunOn::EveryReplica {
+            return Err(StoreError::Invalid(runs_on_every_replica(verb)));
         }
         if let Some(pending) = self.jobs[&job_id].trigger {
             return Ok(pending);

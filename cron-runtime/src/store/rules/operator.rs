@@ -39,14 +39,19 @@ pub(crate) enum Resume {
 /// - One whose successor has come has the retried occurrence cut short ([`Resume::CutShort`]): the
 ///   successor came while paused, and is not run either.
 /// - An executing row is rescheduled by its run's end, and a row whose schedule does not parse (`None`)
-///   keeps its `next_execution` (G8, docs/operations.md).
+///   keeps its `next_execution` (G8, docs/operations.md). The row of a job on every replica has no
+///   occurrence, resumed or not: each replica runs it on its own schedule.
 pub(crate) fn resume(
     schedule: Option<&ZonedSchedule>,
+    every_replica: bool,
     idle: bool,
     retry_of: Option<DateTime<Utc>>,
     next_execution: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Resume {
+    if every_replica {
+        return Resume::At(None);
+    }
     let Some(schedule) = schedule.filter(|_| idle) else {
         return Resume::At(next_execution);
     };
@@ -79,6 +84,15 @@ pub(crate) fn not_in_active_deployment(module: &str, verb: &str, deployment: &st
     )
 }
 
+/// A trigger of `verb`, a job on every replica: there is no run in the store to ask for, each replica
+/// runs it on its own schedule (docs/runtime.md, "Jobs on every replica").
+pub(crate) fn runs_on_every_replica(verb: &str) -> String {
+    format!(
+        "verb `{verb}` runs on every replica (`on = \"every_replica\"`): it cannot be triggered, \
+         each replica runs it at its own occurrences"
+    )
+}
+
 /// A trigger of `verb` while its run `run_id` executes (started at `started_at`; `None` before its
 /// handler started, or where the store does not know): a job never overlaps itself.
 pub(crate) fn executing(verb: &str, run_id: i64, started_at: Option<DateTime<Utc>>) -> String {
@@ -107,18 +121,18 @@ mod tests {
         let hourly = ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap());
         let at = |h, m| Some(Utc.with_ymd_and_hms(2026, 1, 1, h, m, 0).unwrap());
         let now = at(10, 30).unwrap();
-        let idle = |next| resume(Some(&hourly), true, None, next, now);
+        let idle = |next| resume(Some(&hourly), false, true, None, next, now);
         // Idle: the occurrences that came while paused are not run; one still ahead is kept.
         assert_eq!(idle(at(8, 0)), Resume::At(at(11, 0)));
         assert_eq!(idle(None), Resume::At(at(11, 0)));
         assert_eq!(idle(at(12, 0)), Resume::At(at(12, 0)));
         // Executing, or not parsing: the row keeps its instant.
         assert_eq!(
-            resume(Some(&hourly), false, None, at(8, 0), now),
+            resume(Some(&hourly), false, false, None, at(8, 0), now),
             Resume::At(at(8, 0))
         );
         assert_eq!(
-            resume(None, true, None, at(8, 0), now),
+            resume(None, false, true, None, at(8, 0), now),
             Resume::At(at(8, 0))
         );
     }
@@ -129,7 +143,7 @@ mod tests {
         let at = |h, m| Some(Utc.with_ymd_and_hms(2026, 1, 1, h, m, 0).unwrap());
         let now = at(10, 30).unwrap();
         let retrying =
-            |occurrence, retry_at| resume(Some(&hourly), true, occurrence, retry_at, now);
+            |occurrence, retry_at| resume(Some(&hourly), false, true, occurrence, retry_at, now);
         // The retry of 10:00 at 10:45 is still ahead; the one at 10:20 passed while paused: it runs now.
         assert_eq!(retrying(at(10, 0), at(10, 45)), Resume::At(at(10, 45)));
         assert_eq!(retrying(at(10, 0), at(10, 20)), Resume::At(at(10, 30)));
@@ -142,12 +156,18 @@ mod tests {
         assert_eq!(
             resume(
                 Some(&hourly),
+                false,
                 true,
                 at(9, 30),
                 at(9, 40),
                 at(10, 0).unwrap()
             ),
             Resume::CutShort { next: at(11, 0) }
+        );
+        // A job on every replica has no occurrence in the store, resumed or not.
+        assert_eq!(
+            resume(Some(&hourly), true, true, None, None, now),
+            Resume::At(None)
         );
     }
 }

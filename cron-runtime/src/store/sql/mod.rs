@@ -24,6 +24,7 @@ mod claim;
 mod claimable;
 pub(crate) mod deploy;
 mod end;
+pub(crate) mod every_replica;
 pub(crate) mod run;
 mod runs;
 pub(crate) mod values;
@@ -43,8 +44,8 @@ use self::values::{Ago, At, Column, Span};
 use super::clock::ClockWatch;
 use super::schedules::Schedules;
 use super::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, JobSpec, Runner, StoreError,
-    StoreSettings, rules,
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, JobSpec, ReplicaRun, Runner,
+    StoreError, StoreSettings, rules,
 };
 use crate::store::rules::Held;
 use crate::sync::lock;
@@ -54,6 +55,8 @@ use crate::sync::lock;
 /// store's clock) or [`Ago`] (taken from it), a batch's values as one [`Column`] each.
 #[derive(Debug)]
 pub(crate) struct Steps {
+    /// A replica's jobs on every replica: its last runs, and which are paused.
+    pub(crate) every_replica: every_replica::Statements,
     /// The store's clock at the start of the transaction, as an `(At,)`.
     pub(crate) now: &'static str,
     /// The store's clock as it answers, as an `(At,)`.
@@ -62,8 +65,8 @@ pub(crate) struct Steps {
     pub(crate) insert_deployment: &'static str,
     /// The deployment of key `1`, with its schema when it is not the same as `2` (a `Registered`).
     pub(crate) registered: &'static str,
-    /// The job rows of deployment `1` of module `2`, one per value of the columns `3`..`8` (verb,
-    /// schedule, zone, timeout in seconds, missed policy, first occurrence).
+    /// The job rows of deployment `1` of module `2`, one per value of the columns `3`..`9` (verb,
+    /// schedule, zone, timeout in seconds, missed policy, first occurrence, on every replica).
     pub(crate) insert_jobs: &'static str,
     /// Registers a replica of deployment `1` on host `2` with process id `3`; its id.
     pub(crate) insert_runner: &'static str,
@@ -392,6 +395,14 @@ impl<D: Protocol> super::Store for SqlStore<D> {
         D::changed(self).await
     }
 
+    async fn every_replica(
+        &self,
+        runner: &Runner,
+        last_runs: Option<&[ReplicaRun]>,
+    ) -> Result<Vec<String>, StoreError> {
+        every_replica::every_replica(&self.pool, &D::STEPS.every_replica, runner, last_runs).await
+    }
+
     async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
         D::prune(self, older_than).await
     }
@@ -460,6 +471,14 @@ macro_rules! store_on_sql {
 
             async fn changed(&self) -> $crate::store::Change {
                 $crate::store::Store::changed(&self.0).await
+            }
+
+            async fn every_replica(
+                &self,
+                runner: &$crate::store::Runner,
+                last_runs: Option<&[$crate::store::ReplicaRun]>,
+            ) -> Result<Vec<String>, $crate::store::StoreError> {
+                $crate::store::Store::every_replica(&self.0, runner, last_runs).await
             }
 
             async fn prune_history(

@@ -12,13 +12,14 @@ use super::{SqliteStore, db, instant, micros};
 use crate::store::rules::{AlreadyRan, Due, DueRow, Take};
 use crate::store::{Claim, Claimed, RETRIES_CUT_SHORT, Runner, StoreError};
 
-/// Which rows a claim may take: the idle rows of deployment `?1` of module `?2`, of no verb executing
-/// under another deployment of the module (no overlap across a deploy). A statement adds which
-/// occurrence is due: a regular one or a pending trigger.
+/// Which rows a claim may take: the idle rows of deployment `?1` of module `?2`, less the jobs on every
+/// replica (docs/runtime.md, "Jobs on every replica"), of no verb executing under another deployment of
+/// the module (no overlap across a deploy). A statement adds which occurrence is due: a regular one or
+/// a pending trigger.
 macro_rules! claimable_rows {
     () => {
         "FROM cron_jobs j
-         WHERE j.deployment_id = ?1 AND j.state = 'idle'
+         WHERE j.deployment_id = ?1 AND j.state = 'idle' AND j.every_replica = 0
            AND j.verb NOT IN (SELECT o.verb FROM cron_jobs o WHERE o.state = 'executing'
                               AND o.module_name = ?2 AND o.deployment_id <> ?1)"
     };

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use cron_schema::RunOn;
 use futures_util::TryStreamExt;
 use sqlx::SqliteConnection;
 
@@ -26,6 +27,7 @@ type PreviousRow = (
     Option<i64>,
     i64,
     Option<i64>,
+    bool,
 );
 
 impl SqliteStore {
@@ -225,7 +227,8 @@ impl SqliteStore {
         let given_up: Vec<PreviousRow> = sqlx::query_as(
             "SELECT j.verb, j.schedule, j.timezone,
                     CASE WHEN j.state = 'executing' AND NOT r.manual THEN r.scheduled_at END,
-                    j.next_execution, j.start_time, CASE WHEN j.state = 'idle' THEN j.retry_run_id END
+                    j.next_execution, j.start_time, CASE WHEN j.state = 'idle' THEN j.retry_run_id END,
+                    j.every_replica
              FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id
              WHERE j.deployment_id = ?",
         )
@@ -249,8 +252,9 @@ impl SqliteStore {
                 .bind(previous)
                 .fetch_optional(&mut *tx)
                 .await?;
-        let own: Vec<(i64, String, String, String, String)> = sqlx::query_as(
-            "SELECT id, verb, schedule, timezone, state FROM cron_jobs WHERE deployment_id = ? ORDER BY id",
+        let own: Vec<(i64, String, String, String, String, bool)> = sqlx::query_as(
+            "SELECT id, verb, schedule, timezone, state, every_replica FROM cron_jobs
+             WHERE deployment_id = ? ORDER BY id",
         )
         .bind(winner)
         .fetch_all(&mut *tx)
@@ -258,7 +262,7 @@ impl SqliteStore {
         let given_up: Vec<GivenUp<'_, i64>> = given_up
             .iter()
             .map(
-                |(verb, expression, zone, in_flight, next, start, retry)| GivenUp {
+                |(verb, expression, zone, in_flight, next, start, retry, every_replica)| GivenUp {
                     verb,
                     expression,
                     zone,
@@ -266,18 +270,22 @@ impl SqliteStore {
                     next_execution: next.map(instant),
                     start_time: Some(instant(*start)),
                     retry: *retry,
+                    every_replica: *every_replica,
                 },
             )
             .collect();
         let taking: Vec<Taking<'_>> = own
             .iter()
-            .map(|(id, verb, expression, zone, state)| Taking {
-                verb,
-                expression,
-                zone,
-                executing: state == "executing",
-                schedule: self.schedule(*id, verb, expression, zone),
-            })
+            .map(
+                |(id, verb, expression, zone, state, every_replica)| Taking {
+                    verb,
+                    expression,
+                    zone,
+                    executing: state == "executing",
+                    schedule: self.schedule(*id, verb, expression, zone),
+                    every_replica: *every_replica,
+                },
+            )
             .collect();
         let plan = rules::take_over(&given_up, &taking, now);
         // The previous rows' pending retries go with their verbs (or end).
@@ -347,11 +355,12 @@ const INSERT_DEPLOYMENT: &str = "\
     RETURNING id";
 
 /// Adds the row of one verb to deployment `?1` of module `?2`: its expression `?4`, zone `?5`, timeout
-/// `?6` (milliseconds) and missed-run policy `?7`, counting from `?8`, next due at `?9`.
+/// `?6` (milliseconds) and missed-run policy `?7`, counting from `?8`, next due at `?9`, on every
+/// replica when `?10`.
 const INSERT_JOB: &str = "\
     INSERT INTO cron_jobs (deployment_id, module_name, verb, schedule, timezone, timeout, missed, \
-                           start_time, next_execution) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+                           start_time, next_execution, every_replica) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 /// Adds a deployment with its jobs, inactive, each row at its first occurrence after `now` as
 /// PostgreSQL's (`insert_jobs`): what `cronverb deploy` and `cronverb status` show until a takeover
@@ -379,6 +388,7 @@ pub(super) async fn insert_deployment(
             .bind(job.missed.as_str())
             .bind(micros(now))
             .bind(rules::first_occurrence(job, now).map(micros))
+            .bind(job.on == RunOn::EveryReplica)
             .execute(&mut *tx)
             .await?;
     }
@@ -399,6 +409,7 @@ impl SqliteStore {
         let trigger: Option<i64> = sqlx::query_scalar(
             "SELECT min(j.trigger_requested_at) FROM cron_jobs j
              WHERE j.deployment_id = ?1 AND j.state = 'idle' AND j.trigger_requested_at IS NOT NULL
+               AND j.every_replica = 0
                AND j.verb NOT IN (SELECT o.verb FROM cron_jobs o WHERE o.state = 'executing'
                                   AND o.module_name = ?2 AND o.deployment_id <> ?1)
                AND EXISTS (SELECT 1 FROM cron_deployments WHERE id = ?1 AND active = 1)",
@@ -412,7 +423,7 @@ impl SqliteStore {
         let mut rows = sqlx::query_as::<_, (String, String, i64)>(
             "SELECT j.schedule, j.timezone, j.next_execution FROM cron_jobs j
              WHERE j.deployment_id = ?1 AND j.state = 'idle' AND j.paused = 0
-               AND j.next_execution IS NOT NULL
+               AND j.next_execution IS NOT NULL AND j.every_replica = 0
                AND j.verb NOT IN (SELECT o.verb FROM cron_jobs o WHERE o.state = 'executing'
                                   AND o.module_name = ?2 AND o.deployment_id <> ?1)
                AND EXISTS (SELECT 1 FROM cron_deployments WHERE id = ?1 AND active = 1)

@@ -42,13 +42,14 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, Transaction};
 
 use super::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, Runner, Store, StoreError,
-    StoreSettings, rules,
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, ReplicaRun, Runner, Store,
+    StoreError, StoreSettings, rules,
 };
 use crate::redact::{redact, scrub};
 use crate::store::JobSpec;
 use crate::store::clock::ClockWatch;
 use crate::store::schedules::Schedules;
+use crate::store::sql::every_replica;
 use crate::sync::lock;
 
 pub use migrate::MIGRATOR;
@@ -314,10 +315,25 @@ impl Store for SqliteStore {
         self.wait_for_change().await
     }
 
+    async fn every_replica(
+        &self,
+        runner: &Runner,
+        last_runs: Option<&[ReplicaRun]>,
+    ) -> Result<Vec<String>, StoreError> {
+        every_replica::every_replica(&self.pool, &EVERY_REPLICA, runner, last_runs).await
+    }
+
     async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
         self.prune(older_than).await
     }
 }
+
+/// The statements of [`Store::every_replica`] on SQLite (docs/runtime.md, "Jobs on every replica").
+const EVERY_REPLICA: every_replica::Statements = every_replica::Statements {
+    record: "UPDATE cron_runners SET every_replica_runs = ?2 WHERE id = ?1",
+    paused: "SELECT verb FROM cron_jobs \
+             WHERE deployment_id = ?1 AND every_replica = 1 AND paused = 1 ORDER BY verb",
+};
 
 /// The pool the store opens: a few connections (SQLite has one writer at a time), each waiting for a
 /// free one a little longer than a write waits for the file.

@@ -18,7 +18,7 @@ pub(super) const PAUSE: &str = "\
 
 /// The rows of verb `?2` of module `?1`, as `ResumeRow`s, each with the run whose retry it holds.
 pub(super) const SELECT_FOR_RESUME: &str = "\
-    SELECT j.id, j.schedule, j.timezone, j.state, j.paused, j.next_execution, j.retry_run_id, \
+    SELECT j.id, j.schedule, j.timezone, j.state, j.paused, j.next_execution, j.retry_run_id, j.every_replica, \
            r.scheduled_at AS retry_of, r.attempts AS retry_attempts \
     FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.retry_run_id \
     WHERE j.module_name = ?1 AND j.verb = ?2 ORDER BY j.id";
@@ -54,7 +54,7 @@ pub(super) const SELECT_ACTIVE_DEPLOYMENT: &str = concat!(
 
 /// The row of verb `?2` in deployment `?1`, as a `TriggerRow`.
 pub(super) const SELECT_TRIGGER_ROW: &str = "\
-    SELECT id, trigger_requested_at FROM cron_jobs WHERE deployment_id = ?1 AND verb = ?2";
+    SELECT id, trigger_requested_at, every_replica FROM cron_jobs WHERE deployment_id = ?1 AND verb = ?2";
 
 /// A run of verb `?2` of module `?1` that refuses a trigger at the instant `?3`, as an
 /// `ExecutingRow`: the run of an executing row, unless it is a regular run claimed ahead that has not
