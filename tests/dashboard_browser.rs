@@ -579,3 +579,116 @@ async fn what_is_wrong_shows_at_a_glance() -> anyhow::Result<()> {
     );
     browser.close().await
 }
+
+/// A job on every replica (docs/runtime.md, "Jobs on every replica"), in headless Chromium: tagged
+/// *every replica* on the overview and on its page, with each replica's last run as the replica
+/// reported it in place of a last run of the history, and on its page a pause but no *Run now*.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_on_every_replica_shows_each_replicas_last_run() -> anyhow::Result<()> {
+    use cron_runtime::store::{DeploymentSpec, JobSpec, Outcome, ReplicaRun, Store};
+    use cron_schema::{Cron, RunOn, Schedule, Schema, Verb, ZonedSchedule};
+
+    let db = seed::Database::create(&seed::server_url(), "everyreplica").await?;
+    let store = cron_runtime::store::postgres::PgStore::from_pool(db.pool.clone());
+    let job = |verb: &str, on: RunOn| JobSpec {
+        verb: verb.to_owned(),
+        expression: "*/15 * * * * *".to_owned(),
+        zone: chrono_tz::Tz::UTC,
+        schedule: ZonedSchedule::utc(Schedule::parse("*/15 * * * * *").unwrap()),
+        timeout: std::time::Duration::from_secs(60),
+        missed: Default::default(),
+        retry: Default::default(),
+        on,
+    };
+    let refresh = "reports::refresh_cache";
+    let jobs = vec![
+        job("reports::send", RunOn::OneReplica),
+        job(refresh, RunOn::EveryReplica),
+    ];
+    let schema = Schema::new(jobs.iter().map(|j| {
+        let cron = Cron::new(j.expression.as_str()).on(j.on);
+        ("reports", Verb::new(j.verb.as_str(), cron))
+    }));
+    let spec = DeploymentSpec {
+        key: "reports@1".to_owned(),
+        module: "reports".to_owned(),
+        schema: serde_json::to_string(&schema)?,
+        jobs,
+    };
+    // Two replicas, each reporting its last run of it (the second's failed).
+    let now = chrono::Utc::now();
+    let mut names = Vec::new();
+    for (outcome, error) in [
+        (Outcome::Succeeded, None),
+        (Outcome::Failed, Some("the cache <server> is down")),
+    ] {
+        let runner = store.register(&spec).await?;
+        let ran = [ReplicaRun {
+            verb: refresh.to_owned(),
+            scheduled_at: now,
+            finished_at: now,
+            outcome,
+            error: error.map(str::to_owned),
+        }];
+        store.every_replica(&runner, Some(&ran)).await?;
+        names.push(runner.name);
+    }
+    let admin = store.admin();
+    let router = cronverb::dashboard::Dashboard::new(admin)
+        .action_token(TOKEN)?
+        .router();
+    let base = serve(router).await?;
+    let browser = Browser::start().await?;
+    let client = &browser.client;
+
+    client.goto(&format!("{base}/")).await?;
+    let tags = client
+        .find_all(Locator::Css("tr.job .every-replica"))
+        .await?;
+    assert_eq!(tags.len(), 1, "only the job on every replica is tagged");
+    assert_eq!(tags[0].text().await?, "every replica");
+    let row = cell(&browser, refresh, "td:nth-child(4)").await?;
+    for name in &names {
+        assert!(row.contains(name), "{name}'s last run is not shown: {row}");
+    }
+    assert!(row.contains("succeeded") && row.contains("failed"), "{row}");
+    assert!(row.contains("the cache <server> is down"), "{row}");
+    assert!(
+        cell(&browser, "reports::send", "td:nth-child(4)")
+            .await?
+            .contains("never ran"),
+        "the job on one replica shows its own history"
+    );
+    browser.screenshot("every-replica").await?;
+    // A replica's failed run makes it failing: the filter by state shows it alone.
+    client.goto(&format!("{base}/?state=failing")).await?;
+    assert_eq!(shown_verbs(&browser).await?, [refresh]);
+    client.goto(&format!("{base}/")).await?;
+
+    // Its page: tagged, and once the token is entered, a pause but no "Run now".
+    client
+        .find(Locator::LinkText(refresh))
+        .await?
+        .click()
+        .await?;
+    client
+        .find(Locator::Css("tr.job .every-replica"))
+        .await
+        .context("the job's page does not tag it")?;
+    let form = client.form(Locator::Css("form.sign-in")).await?;
+    form.set_by_name("token", TOKEN).await?;
+    form.submit().await?;
+    client
+        .wait()
+        .for_element(Locator::Css("form[action$='/pause']"))
+        .await
+        .context("the job's page offers no pause")?;
+    assert!(
+        client
+            .find_all(Locator::Css("form[action$='/trigger']"))
+            .await?
+            .is_empty(),
+        "a job on every replica cannot be triggered"
+    );
+    browser.close().await
+}

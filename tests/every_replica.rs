@@ -1,8 +1,9 @@
 //! Jobs on every replica with real processes on PostgreSQL (docs/runtime.md, "Jobs on every replica"):
 //! two replicas of deployment A and one of deployment B, which takes the module over, so that A's
 //! replicas belong to an inactive deployment. Each of the three runs the every-replica job at every
-//! occurrence, while the one-replica job of the same module still runs once per occurrence. What the
-//! handlers did is recorded in the side table with the database's clock.
+//! occurrence, while the one-replica job of the same module still runs once per occurrence. And an
+//! operator pauses and resumes it with `cronverb`: both replicas stop starting it, then start again.
+//! What the handlers did is recorded in the side table with the database's clock.
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
 
@@ -140,12 +141,16 @@ async fn every_replica_of_every_deployment_runs_it_while_a_claimed_job_runs_once
     .await?;
     assert_eq!(recorded, 4);
 
-    // The store never saw the every-replica job: no row, no run. Its schema lists it.
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_jobs WHERE verb = $1")
-        .bind(REFRESH)
-        .fetch_one(&db.pool)
-        .await?;
-    assert_eq!(rows, 0, "{REFRESH} has no job row");
+    // The every-replica job has a row per deployment, with no occurrence, never claimed: no run.
+    // Its schema lists it.
+    let rows: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM cron_jobs \
+         WHERE verb = $1 AND every_replica AND next_execution IS NULL",
+    )
+    .bind(REFRESH)
+    .fetch_one(&db.pool)
+    .await?;
+    assert_eq!(rows, 2, "{REFRESH} has a row in each deployment");
     let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_job_runs WHERE verb = $1")
         .bind(REFRESH)
         .fetch_one(&db.pool)
@@ -160,6 +165,96 @@ async fn every_replica_of_every_deployment_runs_it_while_a_claimed_job_runs_once
     assert_eq!(listed, 2, "both deployments' schemas list {REFRESH}");
 
     for status in &statuses {
+        assert!(
+            status.success(),
+            "a replica did not shut down cleanly: {status}"
+        );
+    }
+    Ok(())
+}
+
+/// Runs `cronverb` on the test's database; its standard output, or why it failed.
+fn cronverb(db: &TestDb, args: &[&str]) -> anyhow::Result<String> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    anyhow::ensure!(
+        output.status.success(),
+        "cronverb {args:?}: {}{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(stdout)
+}
+
+/// The runs of [`REFRESH`] started after `after`, by replica.
+async fn refreshed_after(
+    db: &TestDb,
+    after: DateTime<Utc>,
+) -> anyhow::Result<BTreeMap<String, Vec<DateTime<Utc>>>> {
+    let rows: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT replica, scheduled_at FROM test_executions \
+         WHERE verb = $1 AND started_at > $2 ORDER BY scheduled_at",
+    )
+    .bind(REFRESH)
+    .bind(after)
+    .fetch_all(&db.pool)
+    .await?;
+    let mut by: BTreeMap<String, Vec<DateTime<Utc>>> = BTreeMap::new();
+    for (replica, at) in rows {
+        by.entry(replica).or_default().push(at);
+    }
+    Ok(by)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_pauses_and_resumes_a_job_on_every_replica_on_both_replicas()
+-> anyhow::Result<()> {
+    let db = TestDb::create("evpause").await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    println!("replica logs: {}", cluster.logs_dir().display());
+    cluster.spawn("a1", A, "A")?;
+    cluster.spawn("a2", A, "A")?;
+    let start = db.now().await?;
+    wait_for(
+        "both replicas to run it",
+        Duration::from_secs(20),
+        || async { Ok((refreshed_after(&db, start).await?.len() == 2).then_some(())) },
+    )
+    .await?;
+
+    // Paused by its name inside its module, as the issue's operator typed it.
+    let paused = cronverb(&db, &["pause", "refresh_rates", "--note", "INC-12"])?;
+    let paused_at = db.now().await?;
+    println!("{paused}");
+    assert!(paused.contains("ev::refresh_rates"), "{paused}");
+    // Each replica hears it through the store's wake-up: none starts it a second later.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let during = refreshed_after(&db, paused_at + chrono::Duration::seconds(1)).await?;
+    assert!(during.is_empty(), "started while paused: {during:?}");
+    // `status` lists it on every replica, paused, with each replica's last run (reported when the
+    // pause woke them).
+    let status = cronverb(&db, &["status"])?;
+    println!("{status}");
+    assert!(status.contains("every replica, paused"), "{status}");
+    for name in ["a1", "a2"] {
+        let pid = cluster.replica(name).pid;
+        assert!(
+            status.contains(&format!(":{pid} ({A}): succeeded at")),
+            "{name}'s last run: {status}"
+        );
+    }
+
+    let resumed_at = db.now().await?;
+    cronverb(&db, &["resume", "ev::refresh_rates"])?;
+    wait_for(
+        "both replicas to run it again",
+        Duration::from_secs(5),
+        || async { Ok((refreshed_after(&db, resumed_at).await?.len() == 2).then_some(())) },
+    )
+    .await?;
+    for status in cluster.stop(&["a1", "a2"], Duration::from_secs(10))? {
         assert!(
             status.success(),
             "a replica did not shut down cleanly: {status}"

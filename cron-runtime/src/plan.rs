@@ -15,11 +15,11 @@ use crate::store::{DeploymentSpec, JobSpec, Retries};
 /// Everything the executor needs besides the store: the deployment, the jobs' handlers, the state.
 #[derive(Debug)]
 pub(crate) struct Plan {
-    /// The deployment the runtime registers, with the spec of every job that runs on one replica per
-    /// occurrence (`on = "one_replica"`); its schema lists every job.
+    /// The deployment the runtime registers, with the spec of every job; its schema lists every job.
     pub(crate) deployment: DeploymentSpec,
-    /// The specs of the jobs that run on every replica (`on = "every_replica"`): each replica runs them
-    /// itself, and the store never sees them (docs/runtime.md, "Jobs on every replica").
+    /// The specs of the jobs that run on every replica (`on = "every_replica"`), also in the
+    /// deployment: each replica runs them itself; the store registers them for the operator (to list
+    /// and pause them) and never claims them (docs/runtime.md, "Jobs on every replica").
     pub(crate) every_replica: Vec<JobSpec>,
     /// The deployment's module, shared by every run's context.
     pub(crate) module: Arc<str>,
@@ -58,13 +58,13 @@ impl std::fmt::Debug for PlannedJob {
 
 impl Plan {
     /// The plan of `deployment`, whose jobs are `declared`, validated into `specs` (one per
-    /// declaration, in order): the specs of the jobs on one replica move into `deployment.jobs`
-    /// (which must be empty), those of the jobs on every replica into `every_replica`; the
-    /// declarations into the listed jobs, their handlers into the planned jobs.
+    /// declaration, in order): the specs move into `deployment.jobs` (which must be empty), and those of
+    /// the jobs on every replica are copied into `every_replica`; the declarations into the listed
+    /// jobs, their handlers into the planned jobs.
     pub(crate) fn new(
         mut deployment: DeploymentSpec,
         declared: Vec<Declared>,
-        mut specs: Vec<JobSpec>,
+        specs: Vec<JobSpec>,
         state: State,
         settings: Settings,
     ) -> Plan {
@@ -90,7 +90,9 @@ impl Plan {
             .collect();
         // The specs' list becomes the deployment's, without a copy.
         let every_replica: Vec<JobSpec> = specs
-            .extract_if(.., |spec| spec.on == RunOn::EveryReplica)
+            .iter()
+            .filter(|spec| spec.on == RunOn::EveryReplica)
+            .cloned()
             .collect();
         deployment.jobs = specs;
         Plan {

@@ -1,7 +1,7 @@
 //! Jobs on every replica (`on = "every_replica"`; docs/runtime.md, "Jobs on every replica"): the executor
 //! and the in-memory store on tokio's paused clock, every instant exact. Each replica runs such a job at
-//! each occurrence, whichever deployment is active, with overlap skipped per replica, and the store holds
-//! neither a row nor a run of it.
+//! each occurrence, whichever deployment is active, with overlap skipped per replica; the store holds
+//! its row, never claimed, and no run of it; a pause stops it on every replica.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -109,8 +109,68 @@ async fn a_job_on_every_replica_runs_at_each_occurrence_and_the_store_never_sees
     assert_eq!(
         store.next_execution("test", "test::refresh_rates"),
         None,
-        "the job has no row"
+        "the job's row has no occurrence"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paused_job_on_every_replica_starts_no_run_on_any_replica_until_resumed() {
+    let store = MemoryStore::starting_at(at(0));
+    let seen: Seen = Arc::default();
+    let finished = Arc::new(AtomicUsize::new(0));
+    let replica = |name: &'static str| {
+        let (seen, finished) = (Arc::clone(&seen), Arc::clone(&finished));
+        let clock = store.clone();
+        builder(&store, "test@1").state(name).job_with(
+            "test::refresh_rates",
+            "* * * * * *",
+            every_replica(),
+            move || {
+                let (seen, finished, clock) =
+                    (Arc::clone(&seen), Arc::clone(&finished), clock.clone());
+                async move {
+                    let cx = context();
+                    let replica: &'static str = cx.state().unwrap_or("?");
+                    seen.lock().unwrap().push((
+                        replica,
+                        cx.scheduled_at(),
+                        clock.now(),
+                        cx.run_id(),
+                    ));
+                    sleep(Duration::from_millis(500)).await;
+                    finished.fetch_add(1, Ordering::SeqCst);
+                }
+            },
+        )
+    };
+    let a = replica("a").build().await.unwrap().start();
+    let b = replica("b").build().await.unwrap().start();
+    // Paused while the runs of the third second go on: they finish, and no other starts.
+    sleep(Duration::from_millis(3_200)).await;
+    store.pause("test", "test::refresh_rates").unwrap();
+    sleep(Duration::from_millis(4_000)).await;
+    let before: Vec<_> = (1..=3).map(at).collect();
+    let by = by_replica(&seen);
+    assert_eq!(by.len(), 2, "{by:?}");
+    for (replica, occurrences) in &by {
+        assert_eq!(occurrences, &before, "replica {replica} while paused");
+    }
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        6,
+        "the runs going on finished"
+    );
+    // Resumed at 7.2 s: both go on from the next occurrence.
+    store.resume("test", "test::refresh_rates").unwrap();
+    sleep(Duration::from_millis(3_500)).await;
+    for handle in [a, b] {
+        handle.shutdown().await.unwrap();
+    }
+    let after: Vec<_> = [1, 2, 3, 8, 9, 10].into_iter().map(at).collect();
+    for (replica, occurrences) in &by_replica(&seen) {
+        assert_eq!(occurrences, &after, "replica {replica} after the resume");
+    }
+    assert!(store.runs().is_empty(), "nothing is recorded");
 }
 
 #[tokio::test(start_paused = true)]

@@ -59,7 +59,7 @@ impl Visit {
 
     /// The forms of a job's page, when this visitor may act: the action token's form until it was
     /// entered in this browser session (when the dashboard has one), the actions then.
-    fn actions(&self, shared: &Shared, href: &str, paused: bool) -> Option<Actions> {
+    fn actions(&self, shared: &Shared, href: &str, job: &JobStatus) -> Option<Actions> {
         let nonce = self.nonce.as_ref().filter(|_| self.may_act)?;
         Some(Actions {
             href: href.to_owned(),
@@ -67,7 +67,8 @@ impl Visit {
             csrf: shared.csrf.token(nonce),
             sign_in: self.token && !self.session,
             session: self.session,
-            paused,
+            paused: job.paused,
+            every_replica: job.every_replica,
         })
     }
 
@@ -181,6 +182,8 @@ pub(super) struct Actions {
     /// It was: the actions, and a form that ends the session.
     session: bool,
     paused: bool,
+    /// A job on every replica cannot be triggered: no "Run now".
+    every_replica: bool,
 }
 
 #[derive(Template)]
@@ -284,6 +287,10 @@ struct JobView {
     failing: bool,
     /// `outcome-…` of the last run, with its outcome, duration and lateness.
     last: Option<LastView>,
+    /// Every replica runs it itself (docs/runtime.md, "Jobs on every replica").
+    every_replica: bool,
+    /// For a job on every replica, the last run of each live replica that reported one.
+    replica_runs: Vec<ReplicaRunView>,
     paused: Option<PausedView>,
     executing: Option<ExecutingView>,
     triggered: Option<String>,
@@ -300,6 +307,18 @@ struct LastView {
     duration: String,
     lateness: String,
     manual: bool,
+    error: Option<String>,
+}
+
+struct ReplicaRunView {
+    replica: String,
+    deployment: String,
+    outcome: String,
+    class: String,
+    scheduled: String,
+    scheduled_machine: String,
+    scheduled_relative: String,
+    finished: String,
     error: Option<String>,
 }
 
@@ -352,6 +371,22 @@ impl JobView {
                 manual: run.manual,
                 error: run.error.clone(),
             }),
+            every_replica: job.every_replica,
+            replica_runs: job
+                .replica_runs
+                .iter()
+                .map(|run| ReplicaRunView {
+                    replica: run.replica.clone(),
+                    deployment: run.deployment.clone(),
+                    outcome: run.outcome.clone(),
+                    class: format!("outcome-{}", run.outcome),
+                    scheduled: format::utc(Some(run.scheduled_at)),
+                    scheduled_machine: format::machine(Some(run.scheduled_at)),
+                    scheduled_relative: format::relative_to(Some(run.scheduled_at), now),
+                    finished: format::utc(Some(run.finished_at)),
+                    error: run.error.clone(),
+                })
+                .collect(),
             paused: job.paused.then(|| PausedView {
                 note: job.pause_note.clone().unwrap_or_default(),
                 since: format::utc(job.paused_at),
@@ -383,11 +418,16 @@ impl JobView {
     }
 }
 
-/// Whether `job`'s last run failed, panicked, timed out or was abandoned.
+/// Whether `job`'s last run failed, panicked, timed out or was abandoned; for a job on every replica,
+/// the last run of any live replica.
 fn is_failing(job: &JobStatus) -> bool {
     job.last_run
         .as_ref()
         .is_some_and(|run| FAILING.contains(&run.outcome.as_str()))
+        || job
+            .replica_runs
+            .iter()
+            .any(|run| FAILING.contains(&run.outcome.as_str()))
 }
 
 /// Whether nothing of `module` runs: its active deployment (or, with none active, every deployment)
@@ -854,7 +894,7 @@ pub(super) async fn job(
         runs: runs.iter().map(|run| RunView::new(run, now)).collect(),
         older,
         newest: before.map(|_| href.clone()),
-        actions: job.and_then(|job| visit.actions(&shared, &href, job.paused)),
+        actions: job.and_then(|job| visit.actions(&shared, &href, job)),
         base: visit.base.clone(),
     };
     visit.render(StatusCode::OK, &page)

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use cron_schema::{Cron, Schema};
+use cron_schema::{Cron, RunOn, Schema};
 use serde::Serialize;
 
 use super::AdminError;
@@ -152,7 +152,11 @@ pub struct DeployedJob {
     pub expression: String,
     /// The row's zone.
     pub timezone: String,
-    /// The first occurrence after the registration; a takeover recomputes or carries it.
+    /// Whether every replica runs the job itself (`on = "every_replica"`): its row is never claimed
+    /// and has no occurrence (docs/runtime.md, "Jobs on every replica").
+    pub every_replica: bool,
+    /// The first occurrence after the registration; a takeover recomputes or carries it. `None` for
+    /// a job on every replica.
     #[serde(with = "rfc3339::option")]
     pub next_execution: Option<DateTime<Utc>>,
     /// The row was inserted by this call.
@@ -201,6 +205,7 @@ fn deployed(
                     .copied()
                     .unwrap_or("unchanged")
             }),
+            every_replica: job.on == RunOn::EveryReplica,
             verb: row.verb,
             expression: row.schedule,
             timezone: row.timezone,
@@ -276,9 +281,6 @@ fn deployment_spec(
     if !errors.is_empty() {
         return Err(AdminError::InvalidSchema(errors.join("; ")));
     }
-    // A job on every replica has no row: each replica runs it itself (docs/runtime.md, "Jobs on
-    // every replica"). The schema registered still lists it.
-    jobs.retain(|job| job.on == cron_schema::RunOn::OneReplica);
     let one = Schema {
         version: schema.version,
         modules: vec![chosen.clone()],

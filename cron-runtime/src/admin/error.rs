@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 
 use crate::store::StoreError;
 use crate::store::rules::operator::{
-    ambiguous, executing, list, no_active_deployment, not_in_active_deployment, unknown_module,
-    unknown_verb,
+    ambiguous, executing, list, no_active_deployment, not_in_active_deployment,
+    runs_on_every_replica, unknown_module, unknown_verb,
 };
 
 /// Why an operator command did nothing. [`AdminError::is_invalid_input`] tells what was given wrong (an
@@ -95,6 +95,12 @@ pub enum AdminError {
         verb: String,
         /// The key of the module's active deployment.
         deployment: String,
+    },
+    /// The verb runs on every replica: no run of it is in the store to ask for.
+    #[error("{}", runs_on_every_replica(.verb))]
+    EveryReplica {
+        /// The verb's full name.
+        verb: String,
     },
     /// A run of the verb has started and not ended: a job never overlaps itself.
     #[error("{}", executing(.verb, *.run_id, *.started_at))]

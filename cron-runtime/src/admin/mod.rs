@@ -47,7 +47,8 @@ pub use error::AdminError;
 pub use pause::{Pause, Triggered};
 pub use runs::{Run, RunCursor, RunFilter, Since};
 pub use status::{
-    DeploymentStatus, JobStatus, LastRun, ModuleStatus, OVERDUE_AFTER, Replica, Running, Status,
+    DeploymentStatus, JobStatus, LastRun, ModuleStatus, OVERDUE_AFTER, Replica, ReplicaLastRun,
+    Running, Status,
 };
 
 /// The database failure inside [`AdminError::Store`].

@@ -58,6 +58,9 @@ pub(crate) struct ReplicaRow {
     pub(crate) started_at: At,
     pub(crate) last_seen: At,
     pub(crate) live: bool,
+    /// Its last run of each job on every replica, as it reported them (JSON text of
+    /// `store::LocalRuns`); `None` before it reported any.
+    pub(crate) every_replica_runs: Option<String>,
 }
 
 /// A run of the history, with the instant of its pending retry (`retry_at`, for a run `running` after an
@@ -91,6 +94,7 @@ pub(crate) struct JobRow {
     pub(crate) verb: String,
     pub(crate) key: String,
     pub(crate) active: bool,
+    pub(crate) every_replica: bool,
     pub(crate) schedule: String,
     pub(crate) timezone: String,
     pub(crate) missed: String,
@@ -123,12 +127,17 @@ pub(crate) struct ResumeRow {
     pub(crate) paused: bool,
     pub(crate) next_execution: Option<At>,
     pub(crate) retry_run_id: Option<i64>,
+    /// The occurrence of the run whose retry the row holds, and that run's attempts as JSON text.
+    pub(crate) retry_of: Option<At>,
+    pub(crate) retry_attempts: Option<String>,
+    pub(crate) every_replica: bool,
 }
 
 /// A row of a verb as `pause` and `resume` report its state: the active deployment's row, else the
 /// newest.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct PauseRow {
+    pub(crate) state: String,
     pub(crate) paused: bool,
     pub(crate) pause_note: Option<String>,
     pub(crate) paused_at: Option<At>,
@@ -150,6 +159,7 @@ pub(crate) struct ActiveDeployment {
 pub(crate) struct TriggerRow {
     pub(crate) id: i64,
     pub(crate) trigger_requested_at: Option<At>,
+    pub(crate) every_replica: bool,
 }
 
 /// The run that refuses a trigger.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
 use cron_schema::{ZonedSchedule, parse_timezone};
 use serde::Serialize;
 
@@ -14,6 +15,7 @@ use super::lookup::check_module;
 use super::rows::{Ids, JobRow, ListedDeployment, ReplicaRow};
 use super::sql::{Dialect, SqlAdmin, Statement, unmigrated};
 use crate::rfc3339;
+use crate::store::ReplicaRun;
 use crate::store::rules::runner_name;
 
 /// [`Admin::status`](super::Admin::status): read with the store's clock, `now` being its instant at the
@@ -43,6 +45,11 @@ pub(crate) async fn status<D: Dialect>(
         .fetch_all(&mut conn)
         .await
         .map_err(read(context))?;
+    let listed_in: BTreeMap<i64, (&str, &str)> = deployments
+        .iter()
+        .map(|d| (d.id, (d.module.as_str(), d.key.as_str())))
+        .collect();
+    let replica_runs = ReplicaRuns::new(&replicas, &listed_in);
     let mut replicas_of: BTreeMap<i64, Vec<Replica>> = BTreeMap::new();
     for row in replicas {
         replicas_of
@@ -66,9 +73,77 @@ pub(crate) async fn status<D: Dialect>(
         .fetch_all(&mut conn)
         .await
         .map_err(read(context))?;
-    Ok(modules.status(now, jobs, |expression, zone| {
-        admin.schedule(expression, zone)
-    }))
+    Ok(
+        modules.status(now, jobs, &replica_runs, |expression, zone| {
+            admin.schedule(expression, zone)
+        }),
+    )
+}
+
+/// The last runs of the jobs on every replica that the live replicas reported
+/// (`cron_runners.every_replica_runs`), by module and verb.
+#[derive(Debug, Default)]
+struct ReplicaRuns(BTreeMap<(String, String), Vec<ReplicaLastRun>>);
+
+impl ReplicaRuns {
+    /// The runs the `replicas` reported, each of a deployment of `listed_in` (its module and key). A
+    /// report that does not parse is left out.
+    fn new(replicas: &[ReplicaRow], listed_in: &BTreeMap<i64, (&str, &str)>) -> Self {
+        let mut this = ReplicaRuns::default();
+        for row in replicas {
+            let (Some(json), Some((module, key))) =
+                (&row.every_replica_runs, listed_in.get(&row.deployment_id))
+            else {
+                continue;
+            };
+            let Ok(runs) = serde_json::from_str::<Vec<ReplicaRun>>(json) else {
+                continue;
+            };
+            for run in runs {
+                this.0
+                    .entry(((*module).to_owned(), run.verb))
+                    .or_default()
+                    .push(ReplicaLastRun {
+                        replica: runner_name(&row.host, row.pid),
+                        deployment: (*key).to_owned(),
+                        scheduled_at: run.scheduled_at,
+                        finished_at: run.finished_at,
+                        outcome: run.outcome.as_str().to_owned(),
+                        error: run.error,
+                    });
+            }
+        }
+        this
+    }
+
+    /// The runs of `verb` of `module`, by replica.
+    fn of(&self, module: &str, verb: &str) -> Vec<ReplicaLastRun> {
+        self.0
+            .get(&(module.to_owned(), verb.to_owned()))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// A live replica's last run of a job on every replica, in [`JobStatus::replica_runs`]: reported by
+/// the replica with its heartbeats, so up to a heartbeat period old (docs/runtime.md, "Jobs on every
+/// replica").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReplicaLastRun {
+    /// The replica: `host:pid`.
+    pub replica: String,
+    /// The key of the replica's deployment.
+    pub deployment: String,
+    /// The occurrence it ran.
+    #[serde(with = "rfc3339")]
+    pub scheduled_at: DateTime<Utc>,
+    /// When it ended.
+    #[serde(with = "rfc3339")]
+    pub finished_at: DateTime<Utc>,
+    /// How it ended, as [`Run::outcome`](super::Run::outcome) says.
+    pub outcome: String,
+    /// Why it failed.
+    pub error: Option<String>,
 }
 
 /// How far past its `next_execution` an idle, unpaused row of the active deployment must be for `status`
@@ -166,6 +241,9 @@ pub struct JobStatus {
     pub verb: String,
     /// The key of the deployment the row belongs to.
     pub deployment: String,
+    /// Whether every replica runs the job itself (`on = "every_replica"`): it is never claimed, has no
+    /// runs in the history, and its last runs are each replica's ([`JobStatus::replica_runs`]).
+    pub every_replica: bool,
     /// The row's expression.
     pub expression: String,
     /// The row's zone.
@@ -183,7 +261,8 @@ pub struct JobStatus {
     /// When the verb was paused.
     #[serde(with = "rfc3339::option")]
     pub paused_at: Option<DateTime<Utc>>,
-    /// The row's next occurrence.
+    /// The row's next occurrence. For a job on every replica, whose row has none, its next
+    /// occurrence after now unless it is paused.
     #[serde(with = "rfc3339::option")]
     pub next_execution: Option<DateTime<Utc>>,
     /// `next_execution` in the job's zone, with its offset (`2026-03-08T03:00:00-04:00`).
@@ -193,6 +272,8 @@ pub struct JobStatus {
     pub trigger_requested_at: Option<DateTime<Utc>>,
     /// The latest run of the verb under any deployment of the module.
     pub last_run: Option<LastRun>,
+    /// For a job on every replica: the last run of each live replica that reported one, by replica.
+    pub replica_runs: Vec<ReplicaLastRun>,
     /// Why the row's schedule or zone does not parse (the row was edited by hand): no replica runs it
     /// until it is fixed. `None` for a row that parses.
     pub broken: Option<String>,
@@ -272,13 +353,24 @@ impl Modules {
         mut self,
         now: DateTime<Utc>,
         jobs: Vec<JobRow>,
+        replica_runs: &ReplicaRuns,
         parse: impl Fn(&str, &str) -> Result<ZonedSchedule, String>,
     ) -> Status {
         for row in jobs {
             let module = row.module_name.clone();
             let active = row.active;
             let mut job = job_status(row);
-            job.broken = parse(&job.expression, &job.timezone).err();
+            let schedule = parse(&job.expression, &job.timezone);
+            if job.every_replica {
+                job.replica_runs = replica_runs.of(&module, &job.verb);
+                if let Some(schedule) = schedule.as_ref().ok().filter(|_| !job.paused) {
+                    job.next_execution = schedule.next_after(now);
+                    job.next_execution_local = job
+                        .next_execution
+                        .map(|next| local_time(next, schedule.zone()));
+                }
+            }
+            job.broken = schedule.err();
             job.overdue_secs = match job.next_execution {
                 Some(next)
                     if active
@@ -307,10 +399,7 @@ impl Modules {
 fn job_status(row: JobRow) -> JobStatus {
     let next_execution = row.next_execution.map(DateTime::from);
     let next_execution_local = match (next_execution, parse_timezone(&row.timezone)) {
-        (Some(next), Ok(zone)) => Some(
-            next.with_timezone(&zone)
-                .to_rfc3339_opts(SecondsFormat::AutoSi, false),
-        ),
+        (Some(next), Ok(zone)) => Some(local_time(next, zone)),
         _ => None,
     };
     let last_run = match (row.run_id, row.scheduled_at, row.outcome, row.manual) {
@@ -335,6 +424,7 @@ fn job_status(row: JobRow) -> JobStatus {
     JobStatus {
         verb: row.verb,
         deployment: row.key,
+        every_replica: row.every_replica,
         expression: row.schedule,
         timezone: row.timezone,
         missed: row.missed,
@@ -347,7 +437,14 @@ fn job_status(row: JobRow) -> JobStatus {
         next_execution_local,
         trigger_requested_at: row.trigger_requested_at.map(DateTime::from),
         last_run,
+        replica_runs: Vec::new(),
         broken: None,
         overdue_secs: None,
     }
+}
+
+/// `at` in `zone`, with its offset (`2026-03-08T03:00:00-04:00`).
+fn local_time(at: DateTime<Utc>, zone: Tz) -> String {
+    at.with_timezone(&zone)
+        .to_rfc3339_opts(SecondsFormat::AutoSi, false)
 }

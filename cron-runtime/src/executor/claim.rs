@@ -114,7 +114,12 @@ pub(super) async fn claim_loop<S: Store>(
                 _ = shutdown.wait_for(|stop| *stop) => return,
                 _ = sleep => break,
                 change = shared.store.changed() => match change {
-                    Change::Claim => break,
+                    Change::Claim => {
+                        // A pause or a resume wakes the replicas so: the jobs on every replica hear
+                        // it there (docs/runtime.md, "Jobs on every replica").
+                        shared.every_replica.sync.notify_one();
+                        break;
+                    }
                     // Another replica ran a job and it is idle again: wake up for its next occurrence.
                     Change::DueAt(at) => shared.hint.lower(at),
                 },

@@ -1,9 +1,13 @@
 //! Jobs that run on every replica (`on = "every_replica"`; docs/runtime.md, "Jobs on every
-//! replica"): not registered with the store, they claim nothing and record nothing there. Each replica
-//! runs them itself, whichever deployment of its module is active: one loop per job ([`job_loop`])
-//! sleeps until the job's next occurrence on the store's clock as the executor maps it ([`Anchor`],
-//! from the latest claim) and starts a run ([`start_run`]) unless the previous run of the job on this
-//! replica is still going, in which case that occurrence is skipped.
+//! replica"): registered with the store for the operator but never claimed, they record no run there.
+//! Each replica runs them itself, whichever deployment of its module is active: one loop per job
+//! ([`job_loop`]) sleeps until the job's next occurrence on the store's clock as the executor maps it
+//! ([`Anchor`], from the latest claim) and starts a run ([`start_run`]) unless the job is paused or the
+//! previous run of the job on this replica is still going, in which case that occurrence is skipped.
+//!
+//! One more task ([`sync_loop`]) tells the store each job's last run on this replica and reads which
+//! jobs an operator paused: when the replica registered, after each heartbeat, and whenever the store
+//! wakes the replica (a pause or a resume does).
 //!
 //! A run is a task, in which its handler runs the one way every handler runs
 //! ([`handler`](super::handler)): its timeout, shutdown's grace period, the watchdog for a handler
@@ -27,17 +31,84 @@ use super::metrics::SkipReason;
 use super::runs::{LocalRun, RunState};
 use super::shared::Shared;
 use crate::context::Context;
-use crate::store::{Outcome, Store};
+use crate::store::{Outcome, ReplicaRun, Store};
 use crate::sync::lock;
 
 /// How often a job's loop looks for the store's clock before the first claim has read it.
 const ANCHOR_POLL: Duration = Duration::from_millis(50);
 
-/// Starts a loop for each job on every replica ([`job_loop`]); they stop when shutdown begins.
+/// Starts a loop for each job on every replica ([`job_loop`]) and, when there are any, the task that
+/// reports their runs and reads their pauses ([`sync_loop`]); they stop when shutdown begins.
 pub(super) fn start<S: Store>(shared: &Arc<Shared<S>>) -> Vec<tokio::task::JoinHandle<()>> {
-    (0..shared.every_replica.jobs.len())
+    let jobs = shared.every_replica.jobs.len();
+    let sync = (jobs > 0).then(|| tokio::spawn(sync_loop(Arc::clone(shared))));
+    (0..jobs)
         .map(|job| tokio::spawn(job_loop(Arc::clone(shared), job)))
+        .chain(sync)
         .collect()
+}
+
+/// Reports the jobs' last runs and reads their pauses ([`sync`]) now, then each time it is asked to
+/// ([`EveryReplica::sync`](super::shared::EveryReplica::sync)), until shutdown.
+async fn sync_loop<S: Store>(shared: Arc<Shared<S>>) {
+    let mut shutdown = shared.stopping.signal.clone();
+    loop {
+        sync(&shared).await;
+        tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => return,
+            () = shared.every_replica.sync.notified() => {}
+        }
+    }
+}
+
+/// Tells the store the last run of each job on every replica on this replica, when one ended since it
+/// last did, and takes the pauses it answers: a paused job starts no run until it is resumed; its run
+/// going on finishes.
+async fn sync<S: Store>(shared: &Shared<S>) {
+    let every_replica = &shared.every_replica;
+    let report = every_replica.unreported.swap(false, Ordering::AcqRel);
+    let last_runs: Option<Vec<ReplicaRun>> = report.then(|| {
+        every_replica
+            .jobs
+            .iter()
+            .filter_map(|job| lock(&job.last_run).clone())
+            .collect()
+    });
+    let paused = match shared
+        .store
+        .every_replica(&shared.runner, last_runs.as_deref())
+        .await
+    {
+        Ok(paused) => paused,
+        Err(error) => {
+            if report {
+                every_replica.unreported.store(true, Ordering::Release);
+            }
+            tracing::warn!(
+                %error,
+                "reading the pauses of the jobs on every replica failed; trying again at the next \
+                 heartbeat"
+            );
+            return;
+        }
+    };
+    for job in &every_replica.jobs {
+        let now_paused = paused.iter().any(|verb| **verb == *job.planned.verb);
+        if job.paused.swap(now_paused, Ordering::AcqRel) != now_paused {
+            let verb = &job.planned.verb;
+            if now_paused {
+                tracing::info!(
+                    module = %shared.plan.module, %verb, on = "every_replica",
+                    "job paused by an operator: this replica starts no run of it until it is resumed"
+                );
+            } else {
+                tracing::info!(
+                    module = %shared.plan.module, %verb, on = "every_replica",
+                    "job resumed by an operator"
+                );
+            }
+        }
+    }
 }
 
 /// The store's clock as the executor last measured it (at its latest claim); waits for the first
@@ -89,6 +160,16 @@ async fn job_loop<S: Store>(shared: Arc<Shared<S>>, index: usize) {
             return;
         }
         last = Some(at);
+        if job.paused.load(Ordering::Acquire) {
+            tracing::debug!(
+                module = %shared.plan.module,
+                verb = %job.planned.verb,
+                scheduled_at = %at,
+                on = "every_replica",
+                "occurrence not run: the job is paused"
+            );
+            continue;
+        }
         if shared.every_replica.running(index) {
             job.skipped.fetch_add(1, Ordering::AcqRel);
             job.metrics.skipped(SkipReason::Overlap, 1);
@@ -141,6 +222,7 @@ fn start_run<S: Store>(
         abort: task.abort_handle(),
         span,
         anchor,
+        scheduled_at: at,
     };
     runs.insert(index, run);
 }
@@ -204,9 +286,9 @@ pub(super) fn ended<S>(shared: &Shared<S>, index: usize, ending: Ending, at: Ins
     let job = &every_replica.jobs[index];
     let run = every_replica.lock().get(&index).map(|run| {
         let started = handler::called_at(shared.epoch, &run.state, job.planned.timeout);
-        (run.span.clone(), run.anchor, started)
+        (run.span.clone(), run.anchor, started, run.scheduled_at)
     });
-    let Some((span, anchor, started)) = run else {
+    let Some((span, anchor, started, scheduled_at)) = run else {
         return;
     };
     let Some((outcome, error)) = ending.outcome(job.planned.timeout) else {
@@ -225,6 +307,14 @@ pub(super) fn ended<S>(shared: &Shared<S>, index: usize, ending: Ending, at: Ins
         job.metrics.succeeded_at(anchor.store_time(at));
     }
     span.in_scope(|| handler::log_outcome(outcome, error.as_deref().unwrap_or(""), skipped));
+    *lock(&job.last_run) = Some(ReplicaRun {
+        verb: job.planned.verb.to_string(),
+        scheduled_at,
+        finished_at: anchor.store_time(at),
+        outcome,
+        error,
+    });
+    every_replica.unreported.store(true, Ordering::Release);
     // After its skips were taken: the next run counts its own.
     every_replica.remove(index);
 }

@@ -51,8 +51,11 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         let changed = match shared.store.heartbeat(&shared.runner).await {
             Ok(beat) => {
                 shared.vitals.store_reached();
-                for verb in &beat.recovered {
-                    metrics::lease_recovered(verb);
+                // Reports the last runs of the jobs on every replica, and reads their pauses again,
+                // in case a notification was lost.
+                shared.every_replica.sync.notify_one();
+                for recovered in &beat.recovered {
+                    metrics::lease_recovered(&recovered.module, &recovered.verb);
                 }
                 // A notification of the next occurrence may never have come (a replica of an older
                 // release ran the job): the rows say when to wake up (docs/runtime.md, "Waking up").

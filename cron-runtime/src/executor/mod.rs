@@ -106,7 +106,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
         module = %plan.deployment.module,
         deployment = %plan.deployment.key,
         runner = %runner.name,
-        jobs = plan.deployment.jobs.len(),
+        jobs = plan.deployment.jobs.len() - plan.every_replica.len(),
         every_replica = plan.every_replica.len(),
         "cronverb runtime started"
     );

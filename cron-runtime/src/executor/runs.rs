@@ -174,6 +174,8 @@ pub(super) struct LocalRun {
     pub(super) span: tracing::Span,
     /// The clock anchor its occurrence was placed with: when it ended, on the store's clock.
     pub(super) anchor: Anchor,
+    /// Its occurrence.
+    pub(super) scheduled_at: DateTime<Utc>,
 }
 
 /// A run whose handler has ended, on its way to the store. Kept small, as [`Run`] is: the end of

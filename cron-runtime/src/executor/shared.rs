@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cron_schema::ZonedSchedule;
+use cron_schema::{RunOn, ZonedSchedule};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -19,7 +19,7 @@ use super::runs::{BlocksThread, Chunk, Ended, InFlight, LocalRun, RunState};
 use crate::context::JobContext;
 use crate::health::Vitals;
 use crate::plan::{Plan, PlannedJob};
-use crate::store::Runner;
+use crate::store::{ReplicaRun, Runner};
 use crate::sync::lock;
 
 /// Ended runs wait for recording in this many queues ([`EndedRuns::shards`]).
@@ -79,6 +79,8 @@ impl<S> Shared<S> {
             .deployment
             .jobs
             .iter()
+            // The jobs on every replica are never claimed: they are in `every_replica`.
+            .filter(|spec| spec.on == RunOn::OneReplica)
             .filter_map(|spec| plan.jobs.get(spec.verb.as_str()))
             .map(|job| {
                 let context = Arc::new(JobContext {
@@ -459,6 +461,11 @@ pub(super) struct EveryReplica {
     runs: Mutex<HashMap<usize, LocalRun>>,
     /// Signalled when `runs` becomes empty.
     idle: Notify,
+    /// A run ended since the last runs were reported to the store ([`LocalJob::last_run`]).
+    pub(super) unreported: AtomicBool,
+    /// Asks the task that reports the last runs and reads the pauses to do so now (a heartbeat, or a
+    /// wake-up of the store, which a pause sends).
+    pub(super) sync: Notify,
 }
 
 /// One job on every replica, as its loop and its runs see it.
@@ -471,6 +478,10 @@ pub(super) struct LocalJob {
     pub(super) blocks_thread: BlocksThread,
     /// Occurrences skipped while its run going on runs.
     pub(super) skipped: AtomicU32,
+    /// Paused by an operator, as the store last said: its occurrences start no run.
+    pub(super) paused: AtomicBool,
+    /// Its last run on this replica, for the operator (`cron_runners.every_replica_runs`).
+    pub(super) last_run: Mutex<Option<ReplicaRun>>,
 }
 
 impl EveryReplica {
@@ -492,6 +503,8 @@ impl EveryReplica {
                     metrics: JobMetrics::new(&plan.module, &planned.verb),
                     blocks_thread: BlocksThread::default(),
                     skipped: AtomicU32::new(0),
+                    paused: AtomicBool::new(false),
+                    last_run: Mutex::new(None),
                 })
             })
             .collect();
@@ -499,6 +512,8 @@ impl EveryReplica {
             jobs,
             runs: Mutex::new(HashMap::new()),
             idle: Notify::new(),
+            unreported: AtomicBool::new(false),
+            sync: Notify::new(),
         }
     }
 

@@ -11,8 +11,8 @@ use super::{Start, run};
 use crate::error::RuntimeError;
 use crate::health::Vitals;
 use crate::store::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, MemoryStore, Outcome, Runner, Store,
-    StoreError,
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, MemoryStore, Outcome, ReplicaRun,
+    Runner, Store, StoreError,
 };
 use crate::{JobOptions, Runtime};
 
@@ -106,6 +106,14 @@ impl Store for Faulty {
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         self.store.deregister(runner, cancelled).await
     }
+    async fn every_replica(
+        &self,
+        runner: &Runner,
+        last_runs: Option<&[ReplicaRun]>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.store.every_replica(runner, last_runs).await
+    }
+
     async fn changed(&self) -> Change {
         self.store.changed().await
     }

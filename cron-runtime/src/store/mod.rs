@@ -34,7 +34,8 @@ pub struct JobSpec {
     pub missed: MissedPolicy,
     /// How a failed attempt is tried again (docs/runtime.md, "Retries").
     pub retry: Retries,
-    /// One replica per occurrence (claimed through the store), or every replica (never in the store).
+    /// One replica per occurrence (claimed through the store), or every replica (registered, never
+    /// claimed: docs/runtime.md, "Jobs on every replica").
     pub on: RunOn,
 }
 
@@ -268,6 +269,23 @@ pub enum Finished {
     Fenced,
 }
 
+/// A replica's last run of a job on every replica, as it reports it to the store
+/// ([`Store::every_replica`]) for the operator (docs/runtime.md, "Jobs on every replica"). Kept in the
+/// replica's own row (`cron_runners.every_replica_runs`, a JSON array of these), not in the history.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplicaRun {
+    /// The job's verb.
+    pub verb: String,
+    /// The occurrence it ran.
+    pub scheduled_at: DateTime<Utc>,
+    /// When it ended, on the store's clock as the replica maps it.
+    pub finished_at: DateTime<Utc>,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Its error or panic message.
+    pub error: Option<String>,
+}
+
 /// What a heartbeat found ([`Store::heartbeat`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Beat {
@@ -283,10 +301,19 @@ pub struct Beat {
     /// (docs/runtime.md, "Leases: a frozen replica cannot run on") rather than at its next regular
     /// heartbeat.
     pub lease_ends: Option<DateTime<Utc>>,
-    /// The verb of each run whose row this heartbeat took back, recorded `abandoned` (G4,
+    /// The job of each run whose row this heartbeat took back, recorded `abandoned` (G4,
     /// docs/operations.md), of any module: the executor counts them in `cron_leases_recovered_total`
     /// (docs/metrics.md).
-    pub recovered: Vec<String>,
+    pub recovered: Vec<Recovered>,
+}
+
+/// The job of a run a heartbeat took back ([`Beat::recovered`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// The job's module.
+    pub module: String,
+    /// The job's verb (its full name).
+    pub verb: String,
 }
 
 /// What [`Store::changed`] reports.
@@ -442,6 +469,18 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// due instant it knows of.
     fn changed(&self) -> impl Future<Output = Change> + Send;
 
+    /// The jobs on every replica of this replica's deployment (docs/runtime.md, "Jobs on every
+    /// replica"): records `last_runs`, this replica's last run of each of them that has run, in place
+    /// of what it recorded before (nothing is written when `None`), and returns the verbs of those that
+    /// an operator paused, as they are now. The executor calls it when it registered, after each
+    /// heartbeat and whenever [`Store::changed`] says to claim (a pause or a resume wakes the
+    /// replicas so).
+    fn every_replica(
+        &self,
+        runner: &Runner,
+        last_runs: Option<&[ReplicaRun]>,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+
     /// Deletes the finished runs (never a running one) that finished more than `older_than` ago, in
     /// small batches and a bounded number of them per call (the PostgreSQL store: at most 10,000 runs;
     /// the next call continues), and returns how many it deleted. The executor calls it now and then for the
@@ -468,6 +507,8 @@ pub(crate) mod sealed {
     impl Sealed for super::sqlite::SqliteStore {}
 }
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) mod clock;
 mod key;
 mod memory;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]

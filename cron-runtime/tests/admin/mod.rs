@@ -37,6 +37,7 @@ macro_rules! every_admin_case {
             verbs_and_modules_are_named_as_operators_name_them,
             a_paused_verb_is_not_claimed_until_resumed,
             a_trigger_runs_once_through_the_claim_and_shows_in_runs_and_status,
+            a_job_on_every_replica_is_deployed_listed_with_each_replicas_last_run_and_paused,
         );
     };
     (@cases $attr:meta, $params:tt, $make:expr, $($case:ident,)*) => {
@@ -349,6 +350,123 @@ pub async fn a_paused_verb_is_not_claimed_until_resumed(db: &impl AdminUnderTest
     assert_eq!(claimed.claims[0].scheduled_at, next);
     let not_paused = admin.resume("billing::tick", None).await.unwrap();
     assert!(!not_paused.changed);
+}
+
+pub async fn a_job_on_every_replica_is_deployed_listed_with_each_replicas_last_run_and_paused(
+    db: &impl AdminUnderTest,
+) {
+    let admin = db.admin();
+    // `deploy` lists and counts it with the other jobs, without an occurrence.
+    let file = Schema::new([
+        ("billing", Verb::new("billing::send", Cron::new(HOURLY))),
+        (
+            "billing",
+            Verb::new(
+                "billing::refresh_cache",
+                Cron::new(EVERY_SECOND).on(RunOn::EveryReplica),
+            ),
+        ),
+    ]);
+    let deployed = admin.deploy("billing@0", &file, None).await.unwrap();
+    assert_eq!(deployed.jobs.len(), 2);
+    assert_eq!(deployed.changes.unwrap().added.len(), 2);
+    let refresh = deployed
+        .jobs
+        .iter()
+        .find(|j| j.verb == "billing::refresh_cache")
+        .unwrap();
+    assert!(refresh.every_replica);
+    assert_eq!(refresh.next_execution, None);
+
+    let mut refresh = job("billing::refresh_cache", EVERY_SECOND);
+    refresh.on = RunOn::EveryReplica;
+    let spec = deployment("billing@1", vec![job("billing::send", HOURLY), refresh]);
+    let (one, two) = (db.replica(), db.replica());
+    let one_runner = one.register(&spec).await.unwrap();
+    let two_runner = two.register(&spec).await.unwrap();
+    let status = admin.status(None).await.unwrap();
+    let listed = |status: &cron_runtime::admin::Status| {
+        status.modules[0]
+            .jobs
+            .iter()
+            .find(|j| j.verb == "billing::refresh_cache")
+            .cloned()
+            .expect("listed")
+    };
+    let job = listed(&status);
+    assert!(job.every_replica);
+    assert!(job.replica_runs.is_empty(), "no replica ran it yet");
+    let next = job.next_execution.expect("its next occurrence");
+    assert!(next > status.now && next <= status.now + chrono::TimeDelta::seconds(1));
+    assert_eq!(job.overdue_secs, None);
+
+    // Each replica's last run, as each reported it.
+    let ran = |outcome, error: Option<&str>| {
+        [cron_runtime::store::ReplicaRun {
+            verb: "billing::refresh_cache".to_owned(),
+            scheduled_at: next,
+            finished_at: next + chrono::TimeDelta::milliseconds(5),
+            outcome,
+            error: error.map(str::to_owned),
+        }]
+    };
+    one.every_replica(&one_runner, Some(&ran(Outcome::Succeeded, None)))
+        .await
+        .unwrap();
+    two.every_replica(&two_runner, Some(&ran(Outcome::Failed, Some("cache down"))))
+        .await
+        .unwrap();
+    let job = listed(&admin.status(None).await.unwrap());
+    let mut outcomes: Vec<(&str, Option<&str>)> = job
+        .replica_runs
+        .iter()
+        .map(|r| (r.outcome.as_str(), r.error.as_deref()))
+        .collect();
+    outcomes.sort();
+    assert_eq!(
+        outcomes,
+        [("failed", Some("cache down")), ("succeeded", None)]
+    );
+    assert!(job.replica_runs.iter().all(|r| r.deployment == "billing@1"));
+    let names: Vec<&str> = job
+        .replica_runs
+        .iter()
+        .map(|r| r.replica.as_str())
+        .collect();
+    assert!(names.contains(&one_runner.name.as_str()), "{names:?}");
+
+    // Paused by its short name, as `cronverb pause refresh_cache` does: both replicas read it.
+    let paused = admin
+        .pause("refresh_cache", None, Some("INC-9"))
+        .await
+        .unwrap();
+    assert!(paused.paused && paused.changed);
+    assert_eq!(paused.next_execution, None);
+    for (store, runner) in [(&one, &one_runner), (&two, &two_runner)] {
+        assert_eq!(
+            store.every_replica(runner, None).await.unwrap(),
+            ["billing::refresh_cache"]
+        );
+    }
+    let job = listed(&admin.status(None).await.unwrap());
+    assert!(job.paused);
+    assert_eq!(job.next_execution, None, "a paused job shows no next run");
+    let error = admin.trigger("refresh_cache", None).await.unwrap_err();
+    assert!(matches!(error, AdminError::EveryReplica { .. }), "{error}");
+    let resumed = admin.resume("refresh_cache", None).await.unwrap();
+    assert!(!resumed.paused && resumed.changed);
+    assert_eq!(resumed.next_execution, None, "its row has no occurrence");
+    assert!(
+        one.every_replica(&one_runner, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let claimed = one
+        .claim_due(&one_runner, Duration::from_secs(2), 10)
+        .await
+        .unwrap();
+    assert!(claimed.claims.is_empty(), "never claimed");
 }
 
 pub async fn a_trigger_runs_once_through_the_claim_and_shows_in_runs_and_status(

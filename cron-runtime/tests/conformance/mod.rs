@@ -18,8 +18,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 use cron_runtime::store::{
-    Attempt, Change, Claim, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner,
-    Store, StoreSettings,
+    Attempt, Change, Claim, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome,
+    ReplicaRun, Runner, Store, StoreSettings,
 };
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 
@@ -29,6 +29,7 @@ mod chain;
 mod claims;
 mod deploys;
 mod ending;
+mod every_replica;
 mod leases;
 mod logs;
 mod missed;
@@ -44,6 +45,7 @@ pub use chain::*;
 pub use claims::*;
 pub use deploys::*;
 pub use ending::*;
+pub use every_replica::*;
 pub use leases::*;
 pub use logs::*;
 pub use missed::*;
@@ -106,8 +108,8 @@ pub trait StoreUnderTest {
         async move { operator.pause(&verb).await }
     }
 
-    /// Resumes `verb` of [`MODULE`], as `cronverb resume` does.
-    fn resume(&self, verb: &str) -> impl Future<Output = ()> {
+    /// Resumes `verb` of [`MODULE`], as `cronverb resume` does; the next run it reports.
+    fn resume(&self, verb: &str) -> impl Future<Output = Option<DateTime<Utc>>> {
         let operator = self.operator();
         let verb = verb.to_owned();
         async move { operator.resume(&verb).await }
@@ -123,8 +125,9 @@ pub trait Operator {
     /// Pauses `verb`.
     fn pause(&self, verb: &str) -> impl Future<Output = ()>;
 
-    /// Resumes `verb`.
-    fn resume(&self, verb: &str) -> impl Future<Output = ()>;
+    /// Resumes `verb`; the next run it reports (`cronverb resume`'s "next run at"), which is never in
+    /// the past (docs/operations.md, "Pause and resume").
+    fn resume(&self, verb: &str) -> impl Future<Output = Option<DateTime<Utc>>>;
 }
 
 /// The database stores' operator: the operator API, written once over every database store.
@@ -143,10 +146,11 @@ impl Operator for cron_runtime::admin::Admin {
             .unwrap();
     }
 
-    async fn resume(&self, verb: &str) {
+    async fn resume(&self, verb: &str) -> Option<DateTime<Utc>> {
         cron_runtime::admin::Admin::resume(self, verb, Some(MODULE))
             .await
-            .unwrap();
+            .unwrap()
+            .next_execution
     }
 }
 
@@ -246,8 +250,14 @@ macro_rules! every_case {
         $test!(a_finish_claims_nothing_for_a_verb_paused_while_its_run_executed);
         $test!(a_batch_with_a_manual_run_keeps_the_regular_schedule);
         $test!(a_heartbeat_leaves_out_a_paused_job_and_counts_a_pending_trigger);
+        $test!(a_retry_paused_past_its_instant_runs_at_the_resume);
+        $test!(a_retry_whose_next_occurrence_came_while_paused_is_cut_short_at_the_resume);
         // Waking up
         $test!(a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due);
+        // Jobs on every replica
+        $test!(a_job_on_every_replica_is_registered_never_claimed_nor_triggered);
+        $test!(a_pause_of_a_job_on_every_replica_wakes_every_replica_which_reads_it);
+        $test!(a_replica_reports_its_last_runs_of_its_jobs_on_every_replica);
     };
 }
 pub(crate) use every_case;
@@ -260,6 +270,7 @@ macro_rules! every_row_case {
         $test!(a_row_edited_by_hand_to_another_schedule_is_reported_once_and_wins);
         $test!(a_row_put_back_on_an_occurrence_that_ran_is_moved_past_it);
         $test!(a_bad_row_is_never_reported_due);
+        $test!(a_job_on_every_replica_given_an_occurrence_by_hand_is_never_claimed);
     };
 }
 #[allow(unused_imports)]

@@ -147,3 +147,29 @@ pub async fn a_bad_row_is_never_reported_due(h: impl RowsUnderTest) {
         store.heartbeat(&runner).await.unwrap();
     }
 }
+
+pub async fn a_job_on_every_replica_given_an_occurrence_by_hand_is_never_claimed(
+    h: impl RowsUnderTest,
+) {
+    let spec = deployment(
+        "billing@1",
+        vec![job("a", SECONDLY), on_every_replica(job("e", SECONDLY))],
+    );
+    let (store, runner) = replica(&h, &spec).await;
+    // As a release that does not know the mark would leave it after a takeover: due now.
+    let now = DateTime::from_timestamp_millis(h.now().await.timestamp_millis()).unwrap();
+    h.edit_row("e", SECONDLY, now).await;
+    let beat = store.heartbeat(&runner).await.unwrap();
+    let a = h.next_execution(MODULE, "a").await.unwrap();
+    assert!(
+        beat.next_due.is_none_or(|due| due > now),
+        "not due by its row: {beat:?}"
+    );
+    sleep_until(&h, a + ms(1_200)).await;
+    let claimed = claim(&store, &runner).await;
+    assert_eq!(verbs(&claimed), ["a"], "{claimed:?}");
+    assert!(
+        claimed.next_due.is_none_or(|due| due > now),
+        "not due by its row: {claimed:?}"
+    );
+}

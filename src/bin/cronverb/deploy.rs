@@ -136,7 +136,12 @@ fn text(deployed: &Deployed) -> String {
                 job.verb.clone(),
                 job.expression.clone(),
                 job.timezone.clone(),
-                db::instant(job.next_execution),
+                if job.every_replica {
+                    // Never claimed: each replica runs it at its own occurrences.
+                    "every replica".to_owned()
+                } else {
+                    db::instant(job.next_execution)
+                },
                 change,
             ]
         })

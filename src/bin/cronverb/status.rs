@@ -107,6 +107,9 @@ fn render(status: &Status) -> String {
             if let Some(note) = &job.pause_note {
                 text.push_str(&format!("  `{verb}` is paused: {}\n", escape(note)));
             }
+            if job.every_replica {
+                text.push_str(&replica_runs(job));
+            }
         }
     }
     text
@@ -162,8 +165,39 @@ fn replicas(module: &ModuleStatus, key: &str) -> String {
     }
 }
 
+/// What each live replica last did with a job on every replica (docs/runtime.md, "Jobs on every
+/// replica"): a line per replica that reported a run, or one saying none did.
+fn replica_runs(job: &JobStatus) -> String {
+    let verb = escape(&job.verb);
+    if job.replica_runs.is_empty() {
+        return format!(
+            "  `{verb}` runs on every replica; no live replica has reported a run of it\n"
+        );
+    }
+    let mut text = format!("  `{verb}` runs on every replica; the last run of each:\n");
+    for run in &job.replica_runs {
+        let error = match &run.error {
+            Some(error) => format!(": {}", escape(error)),
+            None => String::new(),
+        };
+        text.push_str(&format!(
+            "    {} ({}): {} at {}, ended {}{error}\n",
+            escape(&run.replica),
+            escape(&run.deployment),
+            run.outcome,
+            db::instant(Some(run.scheduled_at)),
+            db::instant(Some(run.finished_at)),
+        ));
+    }
+    text
+}
+
 fn job_row(job: &JobStatus) -> Vec<String> {
-    let mut state = job.state.clone();
+    let mut state = if job.every_replica {
+        "every replica".to_owned()
+    } else {
+        job.state.clone()
+    };
     if job.broken.is_some() {
         state.push_str(", broken");
     }
@@ -180,6 +214,8 @@ fn job_row(job: &JobStatus) -> Vec<String> {
         state.push_str(", triggered");
     }
     let last = match &job.last_run {
+        // Its runs are each replica's, listed under the table.
+        None if job.every_replica => format!("{} replica(s)", job.replica_runs.len()),
         None => "-".to_owned(),
         Some(run) => {
             let when = db::instant(run.finished_at.or(Some(run.scheduled_at)));

@@ -6,10 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use cron_schema::RunOn;
 
 use super::tables::{DeploymentRow, JobRow, RunnerRow, State};
 use crate::store::rules::{self, GivenUp, Taking};
-use crate::store::{DeploymentSpec, Outcome, Runner, StoreError, check_job_count, other_schema};
+use crate::store::{
+    DeploymentSpec, Outcome, Recovered, Runner, StoreError, check_job_count, other_schema,
+};
 
 impl State {
     /// [`Store::register`](crate::store::Store::register) under the lock: the deployment (unless its key
@@ -105,7 +108,7 @@ impl State {
         &mut self,
         runner: &Runner,
         now: DateTime<Utc>,
-    ) -> Result<(bool, Vec<String>), StoreError> {
+    ) -> Result<(bool, Vec<Recovered>), StoreError> {
         let Some(row) = self.runners.get_mut(&runner.id) else {
             return Err(StoreError::Invalid(format!(
                 "runner {} is not registered",
@@ -192,6 +195,7 @@ impl State {
                         next_execution: job.next_execution,
                         start_time: None,
                         retry: job.retrying.as_ref().map(|_| *id),
+                        every_replica: job.spec.on == RunOn::EveryReplica,
                     }
                 })
                 .collect();
@@ -205,6 +209,7 @@ impl State {
                         zone: job.spec.zone.name(),
                         executing: job.executing.is_some(),
                         schedule: Some(job.spec.schedule.clone()),
+                        every_replica: job.spec.on == RunOn::EveryReplica,
                     }
                 })
                 .collect();

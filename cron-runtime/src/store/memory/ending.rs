@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
 use crate::store::rules::{ActiveRow, Carry, End, HeldRun, Record, RetryHeld};
-use crate::store::{Attempt, Finish, Finished, Outcome, Runner};
+use crate::store::{Attempt, Finish, Finished, Outcome, Recovered, Runner};
 
 impl State {
     /// The facts that decide how the run holding `job_id` ends ([`HeldRun::ending`]).
@@ -191,9 +191,9 @@ impl State {
         held
     }
 
-    /// Takes back the rows whose lease expired, recording their runs as `abandoned`. Returns the verbs
+    /// Takes back the rows whose lease expired, recording their runs as `abandoned`. Returns the jobs
     /// of the runs it took back.
-    pub(super) fn recover(&mut self, now: DateTime<Utc>) -> Vec<String> {
+    pub(super) fn recover(&mut self, now: DateTime<Utc>) -> Vec<Recovered> {
         let expired: Vec<i64> = self
             .jobs
             .values()
@@ -201,15 +201,15 @@ impl State {
             .filter(|e| e.lease_expires_at < now)
             .map(|e| e.run_id)
             .collect();
-        let mut verbs = Vec::with_capacity(expired.len());
+        let mut recovered = Vec::with_capacity(expired.len());
         for run_id in &expired {
-            verbs.extend(
-                self.job_in_flight(*run_id)
-                    .map(|id| self.jobs[&id].verb.to_string()),
-            );
+            recovered.extend(self.job_in_flight(*run_id).map(|id| Recovered {
+                module: self.jobs[&id].module.to_string(),
+                verb: self.jobs[&id].verb.to_string(),
+            }));
             self.end_run(*run_id, End::lease_expired(), now);
         }
-        verbs
+        recovered
     }
 
     /// [`Store::give_back`](crate::store::Store::give_back) of one run under the lock; a run `runner`

@@ -21,8 +21,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, Runner, Store, StoreError,
-    StoreSettings,
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, ReplicaRun, Runner, Store,
+    StoreError, StoreSettings,
 };
 use tables::State;
 
@@ -126,7 +126,9 @@ impl MemoryStore {
     }
 
     /// Resumes `verb` of `module` at its first occurrence after now: the occurrences that came while it
-    /// was paused are not run (docs/operations.md, "Pause and resume").
+    /// was paused are not run. A pending retry runs at the resume, unless the occurrence after the
+    /// retried one came while paused: then that occurrence ends `failed`, its retries cut short
+    /// (docs/operations.md, "Pause and resume").
     pub fn resume(&self, module: &str, verb: &str) -> Result<(), StoreError> {
         let now = self.now();
         self.lock().resume(module, verb, now)?;
@@ -252,5 +254,14 @@ impl Store for MemoryStore {
     async fn changed(&self) -> Change {
         self.inner.changed.notified().await;
         Change::Claim
+    }
+
+    /// The last runs are not kept: no operator status reads this store but its own process's.
+    async fn every_replica(
+        &self,
+        runner: &Runner,
+        _last_runs: Option<&[ReplicaRun]>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.lock().paused_on_every_replica(runner)
     }
 }

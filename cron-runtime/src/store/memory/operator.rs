@@ -3,13 +3,14 @@
 //! operator API on the database stores (`crate::store::rules::operator`).
 
 use chrono::{DateTime, Utc};
+use cron_schema::RunOn;
 
 use super::tables::State;
-use crate::store::StoreError;
 use crate::store::rules::operator::{
-    close_to, executing, no_active_deployment, not_in_active_deployment, resumed_next,
-    unknown_module, unknown_verb,
+    Resume, close_to, executing, no_active_deployment, not_in_active_deployment, resume,
+    runs_on_every_replica, unknown_module, unknown_verb,
 };
+use crate::store::{Runner, StoreError};
 
 impl State {
     /// The job rows of `verb` of `module`, one per deployment that has it; refused as the operator API
@@ -56,8 +57,8 @@ impl State {
         Ok(())
     }
 
-    /// Resumes `verb` in every deployment of `module` at `now`, each row going on where
-    /// [`resumed_next`] says.
+    /// Resumes `verb` in every deployment of `module` at `now`, each row going on where [`resume`]
+    /// says, its pending retry cut short when the next occurrence came while it was paused.
     pub(super) fn resume(
         &mut self,
         module: &str,
@@ -69,16 +70,47 @@ impl State {
             if !job.paused {
                 continue;
             }
-            let next = resumed_next(
+            let resumed = resume(
                 Some(&job.spec.schedule),
+                job.spec.on == RunOn::EveryReplica,
                 job.executing.is_none(),
-                job.retrying.is_some(),
+                job.retrying.as_ref().map(|run| run.scheduled_at),
                 job.next_execution,
                 now,
             );
+            let next = match resumed {
+                Resume::At(next) => next,
+                Resume::CutShort { next } => {
+                    self.cut_short(job_id, now);
+                    next
+                }
+            };
             self.set_paused(job_id, false, next);
         }
         Ok(())
+    }
+
+    /// The verbs of the jobs on every replica of `runner`'s deployment that are paused
+    /// ([`Store::every_replica`](crate::store::Store::every_replica)).
+    pub(super) fn paused_on_every_replica(
+        &self,
+        runner: &Runner,
+    ) -> Result<Vec<String>, StoreError> {
+        let Some(deployment) = self.deployments.get(&runner.deployment_id) else {
+            return Err(StoreError::Invalid(format!(
+                "runner {} is not registered",
+                runner.name
+            )));
+        };
+        let mut paused: Vec<String> = deployment
+            .jobs
+            .values()
+            .map(|id| &self.jobs[id])
+            .filter(|job| job.spec.on == RunOn::EveryReplica && job.paused)
+            .map(|job| job.spec.verb.clone())
+            .collect();
+        paused.sort();
+        Ok(paused)
     }
 
     /// Asks for one run of `verb` of `module` now, on the active deployment's row: the next claim takes
@@ -117,6 +149,9 @@ impl State {
         });
         if let Some(run) = running {
             return Err(StoreError::Invalid(executing(verb, run.run_id, None)));
+        }
+        if self.jobs[&job_id].spec.on == RunOn::EveryReplica {
+            return Err(StoreError::Invalid(runs_on_every_replica(verb)));
         }
         if let Some(pending) = self.jobs[&job_id].trigger {
             return Ok(pending);

@@ -133,6 +133,10 @@ impl PgStore {
 /// by the statements that read them), wake-ups by `NOTIFY` heard by `LISTEN`.
 impl Protocol for Postgres {
     const STEPS: Steps = Steps {
+        every_replica: crate::store::sql::every_replica::Statements {
+            record: sql::runners::RECORD_REPLICA_RUNS,
+            paused: sql::runners::PAUSED_ON_EVERY_REPLICA,
+        },
         now: sql::clock::NOW,
         clock: sql::clock::CLOCK,
         insert_deployment: sql::deployments::INSERT_DEPLOYMENT,

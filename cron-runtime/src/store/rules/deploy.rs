@@ -9,15 +9,19 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use cron_schema::ZonedSchedule;
+use cron_schema::{RunOn, ZonedSchedule};
 
 use super::carry::retries_cut_short;
 use crate::store::JobSpec;
 
 /// The `next_execution` a registration writes on the row of `job`, inserted at `now`: its first
 /// occurrence after now, what `cronverb deploy` and `cronverb status` show until a takeover carries
-/// or recomputes it.
+/// or recomputes it. None for a job on every replica: no claim takes its row (docs/runtime.md, "Jobs on
+/// every replica"), and a release that does not know the mark leaves a row with none alone too.
 pub(crate) fn first_occurrence(job: &JobSpec, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if job.on == RunOn::EveryReplica {
+        return None;
+    }
     job.schedule.next_after(now)
 }
 
@@ -35,6 +39,8 @@ pub(crate) struct GivenUp<'a, R> {
     pub(crate) start_time: Option<DateTime<Utc>>,
     /// The run whose retry the row holds while idle, pending at `next_execution`.
     pub(crate) retry: Option<R>,
+    /// A job on every replica: its row has no occurrence to carry.
+    pub(crate) every_replica: bool,
 }
 
 /// A job row of the deployment taking its module over.
@@ -48,6 +54,9 @@ pub(crate) struct Taking<'a> {
     pub(crate) executing: bool,
     /// Its schedule; `None` when its text does not parse (G8): the row is left alone.
     pub(crate) schedule: Option<ZonedSchedule>,
+    /// A job on every replica: no claim takes its row, and the takeover leaves it alone, with no
+    /// occurrence (docs/runtime.md, "Jobs on every replica").
+    pub(crate) every_replica: bool,
 }
 
 /// Where a row of the deployment taking over starts.
@@ -77,7 +86,9 @@ pub(crate) struct Takeover<R> {
 /// - an unchanged verb (the same expression and zone) goes on where the given-up row was, after its
 ///   regular run in flight if one is (that run ends under the old deployment; docs/runtime.md,
 ///   "Overlap");
-/// - an added or changed verb starts from its schedule, after now.
+/// - an added or changed verb starts from its schedule, after now, and so does a verb that ran on every
+///   replica and now runs on one;
+/// - a job on every replica is left alone: its row has no occurrence.
 pub(crate) fn take_over<R: Copy>(
     given_up: &[GivenUp<'_, R>],
     taking: &[Taking<'_>],
@@ -88,8 +99,11 @@ pub(crate) fn take_over<R: Copy>(
     let rows = taking
         .iter()
         .map(|row| {
-            let schedule = row.schedule.as_ref().filter(|_| !row.executing)?;
-            let old = by_verb.get(row.verb);
+            let schedule = row
+                .schedule
+                .as_ref()
+                .filter(|_| !row.executing && !row.every_replica)?;
+            let old = by_verb.get(row.verb).filter(|old| !old.every_replica);
             let start_time = |old: &GivenUp<'_, R>| old.start_time.unwrap_or(now);
             if let Some(old) = old.filter(|old| old.retry.is_some()) {
                 taken.insert(row.verb);
@@ -190,6 +204,7 @@ mod tests {
             next_execution: Some(at(1, 0, 0)),
             start_time: Some(at(0, 0, 0)),
             retry: None,
+            every_replica: false,
         }
     }
 
@@ -200,6 +215,7 @@ mod tests {
             zone: "UTC",
             executing: false,
             schedule: Some(schedule.clone()),
+            every_replica: false,
         }
     }
 

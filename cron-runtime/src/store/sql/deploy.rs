@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use cron_schema::RunOn;
 
 use super::claimable::Claimable;
 use super::run::Statement;
@@ -22,6 +23,10 @@ struct Seen {
 
 impl Seen {
     fn note(&mut self, row: &JobRow) {
+        if row.every_replica {
+            // Never claimed, whatever its row says (docs/runtime.md, "Jobs on every replica").
+            return;
+        }
         fn earliest(a: &mut Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) {
             if let Some(b) = b {
                 *a = Some(a.map_or(b, |a| a.min(b)));
@@ -58,6 +63,7 @@ pub(crate) struct JobRow {
     next_execution: Option<At>,
     trigger_requested_at: Option<At>,
     lease_expires_at: Option<At>,
+    every_replica: bool,
 }
 
 /// What [`Steps::elected`](super::Steps::elected) read.
@@ -89,6 +95,7 @@ pub(crate) struct Previous {
     #[sqlx(try_from = "At")]
     start_time: DateTime<Utc>,
     retry_run_id: Option<i64>,
+    every_replica: bool,
 }
 
 /// A job row of the deployment taking its module over ([`Steps::own_rows`](super::Steps::own_rows)).
@@ -101,7 +108,19 @@ pub(crate) struct Own {
     #[sqlx(rename = "timezone")]
     zone: String,
     state: String,
+    every_replica: bool,
 }
+
+/// The columns of [`Steps::insert_jobs`](super::Steps::insert_jobs), bound together.
+pub(crate) type InsertJobs = (
+    Column<String>,
+    Column<String>,
+    Column<String>,
+    Column<f64>,
+    Column<String>,
+    Column<Option<At>>,
+    Column<bool>,
+);
 
 /// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
 #[derive(Debug)]
@@ -185,6 +204,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     let mut timeouts = Vec::new();
     let mut missed = Vec::new();
     let mut next = Vec::new();
+    let mut every_replica = Vec::new();
     for job in &spec.jobs {
         verbs.push(job.verb.clone());
         expressions.push(job.expression.clone());
@@ -192,6 +212,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         timeouts.push(job.timeout.as_secs_f64());
         missed.push(job.missed.as_str().to_owned());
         next.push(rules::first_occurrence(job, now).map(At));
+        every_replica.push(job.on == RunOn::EveryReplica);
     }
     Statement::<D>::new(D::STEPS.insert_jobs)
         .bind(deployment_id)
@@ -203,6 +224,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
             Column(timeouts),
             Column(missed),
             Column(next),
+            Column(every_replica),
         )))
         .execute(&mut *tx)
         .await?;
@@ -465,6 +487,7 @@ impl<D: Protocol> SqlStore<D> {
                 next_execution: p.next_execution.map(DateTime::from),
                 start_time: Some(p.start_time),
                 retry: p.retry_run_id,
+                every_replica: p.every_replica,
             })
             .collect();
         let schedules = &self.shared.schedules;
@@ -476,6 +499,7 @@ impl<D: Protocol> SqlStore<D> {
                 zone: &row.zone,
                 executing: row.state == "executing",
                 schedule: schedules.of_row(row.id, &row.verb, &row.expression, &row.zone),
+                every_replica: row.every_replica,
             })
             .collect();
         let plan = rules::take_over(&given_up, &taking, now);

@@ -17,6 +17,7 @@ mod claim;
 mod claimable;
 pub(crate) mod deploy;
 mod end;
+pub(crate) mod every_replica;
 pub(crate) mod run;
 mod runs;
 pub(crate) mod values;
@@ -31,13 +32,15 @@ use chrono::{DateTime, Utc};
 use sqlx::Pool;
 
 use self::claimable::Claimable;
+use self::deploy::InsertJobs;
 use self::end::EndRuns;
 use self::run::{Affected, Bind, Reads, Run};
 use self::values::{Ago, At, Column, Rows, Span};
+use super::clock::ClockWatch;
 use super::schedules::Schedules;
 use super::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, JobSpec, Runner, StoreError,
-    StoreSettings, rules,
+    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, JobSpec, ReplicaRun, Runner,
+    StoreError, StoreSettings, rules,
 };
 use crate::store::rules::Held;
 use crate::sync::lock;
@@ -48,6 +51,8 @@ use crate::sync::lock;
 /// ([`Rows`]).
 #[derive(Debug)]
 pub(crate) struct Steps {
+    /// A replica's jobs on every replica: its last runs, and which are paused.
+    pub(crate) every_replica: every_replica::Statements,
     /// The store's clock at the start of the transaction, as an `(At,)`.
     pub(crate) now: &'static str,
     /// The store's clock as it answers, as an `(At,)`.
@@ -56,8 +61,8 @@ pub(crate) struct Steps {
     pub(crate) insert_deployment: &'static str,
     /// The deployment of key `1`, with its schema when it is not the same as `2` (a `Registered`).
     pub(crate) registered: &'static str,
-    /// The job rows of deployment `1` of module `2`, one per value of the columns `3`..`8` (verb,
-    /// schedule, zone, timeout in seconds, missed policy, first occurrence).
+    /// The job rows of deployment `1` of module `2`, one per value of the columns `3`..`9` (verb,
+    /// schedule, zone, timeout in seconds, missed policy, first occurrence, on every replica).
     pub(crate) insert_jobs: &'static str,
     /// Registers a replica of deployment `1` on host `2` with process id `3`; its id.
     pub(crate) insert_runner: &'static str,
@@ -157,7 +162,7 @@ pub(crate) trait Protocol:
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<At>, Column<Option<i64>>)>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
     + Bind<Rows<(Column<i64>, Column<At>, Column<bool>, Column<bool>, Column<bool>)>>
-    + Bind<Rows<(Column<String>, Column<String>, Column<String>, Column<f64>, Column<String>, Column<Option<At>>)>>
+    + Bind<Rows<InsertJobs>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<i64>>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
     + Bind<Rows<EndRuns>>
     + Reads<(i64,)>
@@ -184,21 +189,28 @@ pub(crate) trait Protocol:
     /// The statement that begins a write transaction.
     const BEGIN: &'static str;
 
+    /// The store's clock where it is this host's (SQLite), read here with no trip; `None` where it is
+    /// the database's, which a statement reads.
+    fn host_clock() -> Option<DateTime<Utc>> {
+        None
+    }
+
     /// The store's clock, and the local instant at which it reads that, for the executor's anchor
     /// ([`Claimed`]'s `now` and `now_at`), given `read`: the clock a statement of the step returned
-    /// just now. A database's own clock is that reading, at most a one-way trip before now; a store
-    /// whose clock is this host's reads it again here, with no trip (SQLite's `unixepoch` in a
-    /// statement is to the millisecond, and fixed when the statement begins: as old as the statement
-    /// is long).
+    /// just now. A database's own clock is that reading, at most a one-way trip before now; the host's
+    /// is read again here (a statement's clock is as old as the statement is long).
     fn anchor(read: DateTime<Utc>) -> (DateTime<Utc>, tokio::time::Instant) {
-        (read, tokio::time::Instant::now())
+        (
+            Self::host_clock().unwrap_or(read),
+            tokio::time::Instant::now(),
+        )
     }
 
     /// How this store hears of the other replicas' changes ([`Protocol::changed`]).
     type Watch: Debug + Default + Send + Sync + 'static;
 
-    /// Readies the write transaction that just began on `conn` for the step's statements (SQLite: the
-    /// step's clock), and tells `watch` that this store writes.
+    /// Readies `conn` for the step's statements, in a write transaction that just began or outside one
+    /// (SQLite: the step's clock), and tells `watch` that this store writes.
     fn began(
         watch: &Self::Watch,
         conn: &mut Self::Connection,
@@ -290,6 +302,8 @@ struct Shared<D: Protocol> {
     deployments: Mutex<HashMap<i64, Arc<Known>>>,
     schedules: Schedules,
     watch: D::Watch,
+    /// Holds back recovery after a step of the database's clock (`store/clock.rs`).
+    clock: ClockWatch,
 }
 
 /// How many expired rows one recovery transaction takes back.
@@ -325,6 +339,7 @@ impl<D: Protocol> SqlStore<D> {
                 deployments: Mutex::new(HashMap::new()),
                 schedules: Schedules::default(),
                 watch: D::Watch::default(),
+                clock: ClockWatch::default(),
             }),
             settings: StoreSettings::default(),
         }
@@ -377,7 +392,9 @@ impl<D: Protocol> SqlStore<D> {
 
     /// A connection for a step's statements outside a transaction.
     async fn connection(&self) -> Result<sqlx::pool::PoolConnection<D>, sqlx::Error> {
-        self.pool.acquire().await
+        let mut conn = self.pool.acquire().await?;
+        D::began(&self.shared.watch, &mut conn).await?;
+        Ok(conn)
     }
 }
 
@@ -425,6 +442,14 @@ impl<D: Protocol> super::Store for SqlStore<D> {
 
     async fn changed(&self) -> Change {
         D::changed(self).await
+    }
+
+    async fn every_replica(
+        &self,
+        runner: &Runner,
+        last_runs: Option<&[ReplicaRun]>,
+    ) -> Result<Vec<String>, StoreError> {
+        every_replica::every_replica(&self.pool, &D::STEPS.every_replica, runner, last_runs).await
     }
 
     async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
@@ -495,6 +520,14 @@ macro_rules! store_on_sql {
 
             async fn changed(&self) -> $crate::store::Change {
                 $crate::store::Store::changed(&self.0).await
+            }
+
+            async fn every_replica(
+                &self,
+                runner: &$crate::store::Runner,
+                last_runs: Option<&[$crate::store::ReplicaRun]>,
+            ) -> Result<Vec<String>, $crate::store::StoreError> {
+                $crate::store::Store::every_replica(&self.0, runner, last_runs).await
             }
 
             async fn prune_history(

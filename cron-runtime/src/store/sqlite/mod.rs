@@ -151,10 +151,9 @@ impl Protocol for Sqlite {
 
     const BEGIN: &'static str = "BEGIN IMMEDIATE";
 
-    /// The host's clock, read with the local instant: it is the store's (the statements' `unixepoch`
-    /// is to the millisecond, and as old as the statement that read it is long).
-    fn anchor(_: DateTime<Utc>) -> (DateTime<Utc>, tokio::time::Instant) {
-        (now(), tokio::time::Instant::now())
+    /// The host's clock is the store's.
+    fn host_clock() -> Option<DateTime<Utc>> {
+        Some(now())
     }
 
     type Watch = watch::Watch;
@@ -199,7 +198,29 @@ pub fn pool_options() -> SqlitePoolOptions {
 
 /// The store's clock: the host's, to the microsecond the tables keep.
 fn now() -> DateTime<Utc> {
-    instant(Utc::now().timestamp_micros())
+    instant(Utc::now().timestamp_micros() + clock_step())
+}
+
+/// How far [`step_clock`] stepped the host's clock, in microseconds.
+#[cfg(any(test, feature = "testing"))]
+static CLOCK_STEP: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+#[cfg(any(test, feature = "testing"))]
+fn clock_step() -> i64 {
+    CLOCK_STEP.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(not(any(test, feature = "testing")))]
+fn clock_step() -> i64 {
+    0
+}
+
+/// Steps the clock of every SQLite store of this process forward by `by`, as setting the host's date
+/// would, for tests of a clock step (docs/runtime.md, "Leases: a frozen replica cannot run on"). It is
+/// the whole process's: a test binary of its own uses it.
+#[cfg(any(test, feature = "testing"))]
+pub fn step_clock(by: Duration) {
+    CLOCK_STEP.fetch_add(micros_of(by), std::sync::atomic::Ordering::Relaxed);
 }
 
 /// An instant as the tables store it: microseconds since the Unix epoch.

@@ -9,11 +9,11 @@
 //! What SQLite lacks and each text does instead (docs/runtime.md, "The store seam"):
 //! - row locks (`FOR UPDATE`, `SKIP LOCKED`) and the takeover's advisory lock: a step's transaction
 //!   begins with `BEGIN IMMEDIATE`, so it holds the file, and nothing else writes until it commits;
-//! - `now()`: the host's clock, read once the transaction holds the file and written to the temporary
-//!   table `cron_clock` ([`SET_CLOCK`]), which every statement of the step reads as
-//!   `(SELECT now FROM temp.cron_clock)`; a statement run outside a transaction (a heartbeat, a renewal)
-//!   and the clock "as it answers" read SQLite's own clock, `CAST(unixepoch('subsec') * 1000000 AS
-//!   INTEGER)` (to the millisecond). A run claimed now for an instant is planned to start at
+//! - `now()`: the host's clock (the store's, `super::now`), read once the transaction holds the file, or
+//!   as a statement outside one (a heartbeat, a renewal) gets its connection, and written to the
+//!   temporary table `cron_clock` ([`SET_CLOCK`]), which every statement reads as
+//!   `(SELECT now FROM temp.cron_clock)`; the clock "as it answers" is that too, and the executor's
+//!   anchor reads the host's clock itself (`Protocol::anchor`). A run claimed now for an instant is planned to start at
 //!   `max(now, instant)` (`rules::start_of`) and leased until that plus the lease (`rules::lease_expires`);
 //! - data-modifying `WITH`: a text that writes two tables is two statements, run in order on the same
 //!   parameters (SQLite's driver binds `?N` by its number in each), the last one giving the rows;
@@ -55,7 +55,8 @@ macro_rules! attempt_instant {
 
 /// Which rows a claim may take (G2, G3 and G6, docs/operations.md), as PostgreSQL's
 /// `claimable_rows!`: the idle rows of deployment `?1` while it is active, less the ids of the JSON
-/// array `?2`, and less the verbs executing under the module's other deployments.
+/// array `?2`, less the jobs on every replica (docs/runtime.md, "Jobs on every replica"), and less the
+/// verbs executing under the module's other deployments.
 macro_rules! claimable_rows {
     () => {
         "FROM cron_jobs j
@@ -64,6 +65,7 @@ macro_rules! claimable_rows {
       AND d.active
       AND j.state = 'idle'
       AND j.id NOT IN (SELECT value FROM json_each(?2))
+      AND j.every_replica = 0
       AND j.verb NOT IN (
           SELECT o.verb FROM cron_jobs o
           WHERE o.state = 'executing'
@@ -102,8 +104,13 @@ pub(super) const SET_CLOCK: &str = "INSERT INTO temp.cron_clock (id, now) VALUES
 
 /// The statements of the store's steps on SQLite.
 pub(super) const STEPS: Steps = Steps {
+    every_replica: crate::store::sql::every_replica::Statements {
+        record: "UPDATE cron_runners SET every_replica_runs = ?2 WHERE id = ?1",
+        paused: "SELECT verb FROM cron_jobs
+WHERE deployment_id = ?1 AND every_replica = 1 AND paused = 1 ORDER BY verb",
+    },
     now: "SELECT (SELECT now FROM temp.cron_clock)",
-    clock: "SELECT CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
+    clock: "SELECT (SELECT now FROM temp.cron_clock)",
     insert_deployment: "INSERT INTO cron_deployments (key, module, schema, created_at)
 VALUES (?1, ?2, ?3, (SELECT now FROM temp.cron_clock))
 ON CONFLICT (key) DO NOTHING RETURNING id",
@@ -111,21 +118,22 @@ ON CONFLICT (key) DO NOTHING RETURNING id",
 FROM cron_deployments WHERE key = ?1",
     insert_jobs: "
 INSERT INTO cron_jobs
-    (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution, start_time)
+    (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution, start_time,
+     every_replica)
 SELECT ?1, ?2, value ->> 0, value ->> 1, value ->> 2, CAST(round((value ->> 3) * 1000) AS INTEGER),
-       value ->> 4, value ->> 5, (SELECT now FROM temp.cron_clock)
+       value ->> 4, value ->> 5, (SELECT now FROM temp.cron_clock), value ->> 6
 FROM json_each(?3)
 WHERE true
 ON CONFLICT (deployment_id, verb) DO NOTHING",
     insert_runner: "INSERT INTO cron_runners (deployment_id, host, pid, started_at, last_seen)
 VALUES (?1, ?2, ?3, (SELECT now FROM temp.cron_clock), (SELECT now FROM temp.cron_clock)) RETURNING id",
-    heartbeat: "INSERT INTO cron_runners (id, deployment_id, host, pid, last_seen) VALUES (?1, ?2, ?3, ?4, CAST(unixepoch('subsec') * 1000000 AS INTEGER))
+    heartbeat: "INSERT INTO cron_runners (id, deployment_id, host, pid, last_seen) VALUES (?1, ?2, ?3, ?4, (SELECT now FROM temp.cron_clock))
 ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
     forget_runners: "DELETE FROM cron_runners WHERE last_seen < ?1",
     delete_runner: "DELETE FROM cron_runners WHERE id = ?1",
     deployment_rows: "
 SELECT id, verb, schedule, timezone, state, paused, next_execution, trigger_requested_at,
-       lease_expires_at
+       lease_expires_at, every_replica
 FROM cron_jobs WHERE deployment_id = ?1 ORDER BY id",
     elected: "SELECT (
     SELECT d.id
@@ -144,12 +152,12 @@ SELECT j.verb, j.schedule, j.timezone, j.next_execution, j.start_time,
        CASE WHEN j.state = 'executing'
             AND NOT coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false)
        THEN j.next_execution END AS in_flight,
-       CASE WHEN j.state = 'idle' THEN j.retry_run_id END AS retry_run_id
+       CASE WHEN j.state = 'idle' THEN j.retry_run_id END AS retry_run_id, j.every_replica
 FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
 WHERE d.module = ?1 AND d.active
 ORDER BY j.id",
     deactivate: "UPDATE cron_deployments SET active = false WHERE module = ?1 AND active RETURNING id, key",
-    own_rows: "SELECT id, verb, schedule, timezone, state FROM cron_jobs WHERE deployment_id = ?1 ORDER BY id",
+    own_rows: "SELECT id, verb, schedule, timezone, state, every_replica FROM cron_jobs WHERE deployment_id = ?1 ORDER BY id",
     start_rows: "
 UPDATE cron_jobs AS j SET next_execution = u.next_execution, start_time = u.start_time,
     retry_run_id = u.retry_run_id
@@ -210,7 +218,7 @@ LIMIT ?4"
     ),
     next_due: concat!(
         "
-SELECT CAST(unixepoch('subsec') * 1000000 AS INTEGER) AS clock, (SELECT min(due) FROM (
+SELECT (SELECT now FROM temp.cron_clock) AS clock, (SELECT min(due) FROM (
     SELECT * FROM (SELECT j.next_execution AS due
     ",
         claimable_rows!(),
@@ -325,10 +333,10 @@ WHERE j.state = 'executing'
 ORDER BY j.lease_expires_at
 LIMIT ?2"
     ),
-    // Outside a step's transaction: SQLite's clock.
+    // Outside a step's transaction: the clock set as it got its connection.
     renew: "
 UPDATE cron_jobs AS j
-SET lease_expires_at = max(j.lease_expires_at, CAST(unixepoch('subsec') * 1000000 AS INTEGER) + ?3)
+SET lease_expires_at = max(j.lease_expires_at, (SELECT now FROM temp.cron_clock) + ?3)
 FROM cron_job_runs AS r
 WHERE r.id IN (SELECT value FROM json_each(?1))
   AND r.runner_id = ?2
@@ -391,7 +399,7 @@ FROM (SELECT value ->> 0 AS id, value ->> 1 AS at FROM json_each(?4)) AS i
 JOIN cron_jobs c ON c.id = i.id
 WHERE true
 ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
-RETURNING id AS run_id, job_id, max((SELECT now FROM temp.cron_clock), scheduled_at) + ?3 AS lease_expires_at, CAST(unixepoch('subsec') * 1000000 AS INTEGER) AS clock",
+RETURNING id AS run_id, job_id, max((SELECT now FROM temp.cron_clock), scheduled_at) + ?3 AS lease_expires_at, (SELECT now FROM temp.cron_clock) AS clock",
     carried_rows: "
 SELECT o.id AS held_id, n.id, n.state = 'idle' AS idle,
        n.schedule = o.schedule AND n.timezone = o.timezone AS same_schedule,
@@ -437,6 +445,7 @@ mod tests {
     /// Every statement of [`STEPS`] by name, each part of a text that writes two tables apart.
     fn statements() -> Vec<(&'static str, &'static str)> {
         let Steps {
+            every_replica,
             now,
             clock,
             insert_deployment,
@@ -481,6 +490,8 @@ mod tests {
             end_orphaned_retries,
         } = STEPS;
         let texts = [
+            ("every_replica.record", every_replica.record),
+            ("every_replica.paused", every_replica.paused),
             ("now", now),
             ("clock", clock),
             ("insert_deployment", insert_deployment),

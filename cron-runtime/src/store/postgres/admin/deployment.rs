@@ -9,6 +9,7 @@ pub(super) const SELECT_DEPLOYMENT: &str = "\
 /// heartbeat is within `$2` seconds.
 pub(super) const SELECT_REPLICAS: &str = "\
     SELECT deployment_id, host, pid, started_at, last_seen, \
-           last_seen >= now() - make_interval(secs => $2) AS live \
+           last_seen >= now() - make_interval(secs => $2) AS live, \
+           every_replica_runs::text AS every_replica_runs \
     FROM cron_runners WHERE deployment_id = $1 \
     ORDER BY host, pid";

@@ -22,7 +22,8 @@ pub(super) const SELECT_DEPLOYMENTS: &str = concat!(
 /// The job rows of the deployments `$1` (ids), as `JobRow`s by module and verb, each with the latest
 /// run of its verb under any deployment of its module.
 pub(super) const SELECT_JOBS: &str = "\
-    SELECT j.module_name, j.verb, d.key, d.active, j.schedule, j.timezone, j.missed, j.state, \
+    SELECT j.module_name, j.verb, d.key, d.active, j.every_replica, j.schedule, j.timezone, \
+           j.missed, j.state, \
            j.paused, j.pause_note, j.paused_at, j.next_execution, j.trigger_requested_at, \
            j.current_run_id, j.lease_expires_at, c.runner AS current_runner, \
            c.started_at AS current_started_at, \
@@ -43,6 +44,7 @@ pub(super) const SELECT_JOBS: &str = "\
 /// The live replicas of the deployments `$1` (ids), as `ReplicaRow`s by deployment and name: those
 /// whose last heartbeat is within `$2` seconds.
 pub(super) const SELECT_LIVE_REPLICAS: &str = "\
-    SELECT deployment_id, host, pid, started_at, last_seen, true AS live FROM cron_runners \
+    SELECT deployment_id, host, pid, started_at, last_seen, true AS live, \
+           every_replica_runs::text AS every_replica_runs FROM cron_runners \
     WHERE deployment_id = ANY($1) AND last_seen >= now() - make_interval(secs => $2) \
     ORDER BY deployment_id, host, pid";

@@ -3,7 +3,9 @@
 
 /// Which rows a claim may take (G2, G3 and G6, docs/operations.md): the idle job rows of deployment
 /// `$1` while it is the active one, less the ids `$2` this store refused since it last checked its rows,
-/// and less the verbs executing under any other deployment of the module (no overlap across a deploy).
+/// less the jobs on every replica (each replica runs them itself: docs/runtime.md, "Jobs on every
+/// replica"), and less the verbs executing under any other deployment of the module (no overlap across
+/// a deploy).
 /// Reads `cron_jobs j` joined to its deployment `d`; a statement adds which occurrence is due, a regular
 /// one (`regular_occurrence!`) or a pending trigger (`pending_trigger!`), and how far ahead.
 ///
@@ -22,6 +24,7 @@ macro_rules! claimable_rows {
       AND d.active
       AND j.state = 'idle'
       AND j.id <> ALL($2::bigint[])
+      AND NOT j.every_replica
       AND j.verb NOT IN (
           SELECT o.verb FROM cron_jobs o
           WHERE o.state = 'executing'
@@ -65,16 +68,18 @@ LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"
 }
 
 statements! { "jobs";
-    /// The job rows of deployment `$1` of module `$2`, one per element of the arrays `$3`..`$8`
-    /// (verb, expression, zone, timeout in seconds, missed-run policy, first occurrence). A row that
-    /// exists is left as it is.
+    /// The job rows of deployment `$1` of module `$2`, one per element of the arrays `$3`..`$9`
+    /// (verb, expression, zone, timeout in seconds, missed-run policy, first occurrence, whether every
+    /// replica runs it). A row that exists is left as it is.
     INSERT_JOBS = "
 INSERT INTO cron_jobs
-    (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution)
+    (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution,
+     every_replica)
 SELECT $1, $2, u.verb, u.schedule, u.timezone, make_interval(secs => u.timeout), u.missed,
-       u.next_execution
-FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[])
-    AS u(verb, schedule, timezone, timeout, missed, next_execution)
+       u.next_execution, u.every_replica
+FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[],
+            $9::boolean[])
+    AS u(verb, schedule, timezone, timeout, missed, next_execution, every_replica)
 ON CONFLICT (deployment_id, verb) DO NOTHING
 ";
 
@@ -82,7 +87,7 @@ ON CONFLICT (deployment_id, verb) DO NOTHING
     /// text, and when they are next due or their lease ends.
     DEPLOYMENT_ROWS = "
 SELECT id, verb, schedule, timezone, state, paused, next_execution, trigger_requested_at,
-       lease_expires_at
+       lease_expires_at, every_replica
 FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
 ";
 
@@ -174,7 +179,7 @@ SELECT j.verb, j.schedule, j.timezone, j.next_execution, j.start_time,
        CASE WHEN j.state = 'executing'
             AND NOT coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false)
        THEN j.next_execution END AS in_flight,
-       CASE WHEN j.state = 'idle' THEN j.retry_run_id END AS retry_run_id
+       CASE WHEN j.state = 'idle' THEN j.retry_run_id END AS retry_run_id, j.every_replica
 FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
 WHERE d.module = $1 AND d.active
 ORDER BY j.id
@@ -183,7 +188,7 @@ FOR UPDATE OF j
 
     /// Takeover: the rows of the deployment `$1` taking the module over, locked in the order of their ids.
     OWN_ROWS = "
-SELECT id, verb, schedule, timezone, state FROM cron_jobs
+SELECT id, verb, schedule, timezone, state, every_replica FROM cron_jobs
 WHERE deployment_id = $1 ORDER BY id FOR UPDATE
 ";
 

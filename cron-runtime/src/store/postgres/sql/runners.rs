@@ -14,4 +14,12 @@ ON CONFLICT (id) DO UPDATE SET last_seen = now()";
 
     /// Removes runner `$1` (shutdown).
     DELETE_RUNNER = "DELETE FROM cron_runners WHERE id = $1";
+
+    /// Writes runner `$1`'s last run of each of its jobs on every replica, the JSON array `$2`
+    /// (docs/runtime.md, "Jobs on every replica").
+    RECORD_REPLICA_RUNS = "UPDATE cron_runners SET every_replica_runs = $2::jsonb WHERE id = $1";
+
+    /// The verbs of deployment `$1`'s jobs on every replica that are paused.
+    PAUSED_ON_EVERY_REPLICA = "SELECT verb FROM cron_jobs
+WHERE deployment_id = $1 AND every_replica AND paused ORDER BY verb";
 }

@@ -8,6 +8,7 @@ pub(super) const SELECT_DEPLOYMENT: &str = "\
 /// The replicas of deployment `?1` (its id), as `ReplicaRow`s by name, each live when its last heartbeat
 /// is at or after the instant `?2`.
 pub(super) const SELECT_REPLICAS: &str = "\
-    SELECT deployment_id, host, pid, started_at, last_seen, last_seen >= ?2 AS live \
+    SELECT deployment_id, host, pid, started_at, last_seen, last_seen >= ?2 AS live, \
+           every_replica_runs \
     FROM cron_runners WHERE deployment_id = ?1 \
     ORDER BY host, pid";
