@@ -70,7 +70,10 @@ pub async fn a_pause_of_a_job_on_every_replica_wakes_every_replica_which_reads_i
     assert_eq!(two.every_replica(&two_runner, None).await.unwrap(), ["e"]);
     let (next, change) = woken_by(&one, h.resume("e")).await;
     assert_eq!(change, Some(Change::Claim), "a resume wakes the replicas");
-    assert_eq!(next, None, "a job on every replica has no next run in the store");
+    assert_eq!(
+        next, None,
+        "a job on every replica has no next run in the store"
+    );
     for (store, runner) in [(&one, &one_runner), (&two, &two_runner)] {
         assert_eq!(store.every_replica(runner, None).await.unwrap(), none);
     }
