@@ -317,6 +317,7 @@ pub(crate) fn job_spec(
                 retries: fields.retries,
                 backoff,
             },
+            lease: None,
             on: fields.on,
         }),
         _ => Err(errors),
