@@ -200,9 +200,9 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
         .fetch_one(a.pool())
         .await
         .unwrap();
-    // Each of the migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`, `0003_retries.sql`),
-    // once.
-    assert_eq!(applied, 3);
+    // Each of the migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`, `0003_retries.sql`,
+    // `0004_job_lease.sql`), once.
+    assert_eq!(applied, 4);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
     sqlx::query("UPDATE cron_compatibility SET required_migration = 7")
@@ -261,8 +261,8 @@ async fn the_builder_picks_the_sqlite_store_by_the_urls_scheme() {
 }
 
 /// A file an earlier release migrated (up to `0002_run_claimed_at.sql`), with its history: this build
-/// adds `0003_retries.sql` and keeps working on it, and the rows an earlier release writes (which name
-/// none of 0003's columns) still fit the migrated tables (docs/operations.md, "Migrations across
+/// adds `0003_retries.sql` and `0004_job_lease.sql` and keeps working on it, and the rows an earlier
+/// release writes (which name none of their columns) still fit the migrated tables (docs/operations.md, "Migrations across
 /// releases").
 #[tokio::test]
 async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_keeps_working() {
@@ -303,7 +303,7 @@ async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_ke
             .fetch_all(observer.pool())
             .await
             .unwrap();
-    assert_eq!(applied, [1, 2, 3]);
+    assert_eq!(applied, [1, 2, 3, 4]);
     // What an earlier release writes still fits.
     sqlx::query(old_run)
         .bind(2_000_000_i64)

@@ -164,7 +164,10 @@ pub async fn a_jobs_own_lease_is_taken_back_after_it_not_after_the_runtimes(
     let (alive, r2) = replica(&h, &spec).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
     let claimed = claim_ahead(&dies, &r1).await;
-    assert!(at > claimed.now, "claimed ahead of its instant: {claimed:?}");
+    assert!(
+        at > claimed.now,
+        "claimed ahead of its instant: {claimed:?}"
+    );
     let (a, b, c) = (
         claim_of(&claimed, "a").clone(),
         claim_of(&claimed, "b").clone(),

@@ -406,7 +406,10 @@ pub async fn a_retry_pending_when_its_replica_stops_stays_pending(h: impl StoreU
 
     // Another replica (or the same one, started again) takes both as their second attempts.
     let (other, r2) = replica(&h, &spec).await;
-    let b_at = h.next_execution(MODULE, "b").await.expect("held for its retry");
+    let b_at = h
+        .next_execution(MODULE, "b")
+        .await
+        .expect("held for its retry");
     sleep_until(&h, retry_at.max(b_at) + ms(50)).await;
     let claimed = claim(&other, &r2).await;
     let again = claim_of(&claimed, "a");
