@@ -304,7 +304,13 @@ pub(crate) fn job_spec(
     // once a second; at most `MAX_DURATION`, as every duration the runtime adds to an instant.
     let lease = match fields.lease {
         Some(Timeout::Given(lease)) if lease < MIN_LEASE || lease > MAX_DURATION => {
-            errors.push(JobError::Lease(format_duration(lease)));
+            // A fraction of a second is shown as one (`2.999s`), not rounded to a valid-looking `2s`.
+            let shown = if lease.subsec_nanos() == 0 {
+                format_duration(lease)
+            } else {
+                format!("{lease:?}")
+            };
+            errors.push(JobError::Lease(shown));
             Err(())
         }
         Some(Timeout::Given(lease)) => Ok(Some(lease)),
@@ -492,6 +498,7 @@ mod tests {
             missed: MissedPolicy::Once,
             retries: 0,
             backoff: None,
+            lease: None,
             on: RunOn::OneReplica,
             file: "src/a.rs".to_owned(),
             line: 1,
