@@ -76,6 +76,9 @@ pub use cron_runtime::PgStore;
 /// ([`RuntimeBuilder::database_url`]).
 #[cfg(feature = "sqlite")]
 pub use cron_runtime::SqliteStore;
+/// The longest history retention ([`RuntimeBuilder::history_retention`]), and the longest age
+/// `cronverb prune --older-than` and `cronverb runs --since` take: 36,500 days.
+pub use cron_runtime::defaults::MAX_HISTORY_RETENTION;
 /// The most jobs a deployment may have (docs/operations.md, "Deployment keys"): a larger one is
 /// refused by [`RuntimeBuilder::build`], by a store's registration and by `cronverb deploy`.
 pub use cron_runtime::defaults::MAX_JOBS_PER_DEPLOYMENT;

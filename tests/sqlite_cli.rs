@@ -377,6 +377,61 @@ fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry_on_a_file(
     drop(store);
 }
 
+#[test]
+fn resume_reports_no_next_run_in_the_past_and_cuts_short_a_retry_overtaken_while_paused() {
+    // docs/operations.md, "Pause and resume": a pending retry whose occurrence's successor came while
+    // the verb was paused ends at the resume, and the verb goes on at its first occurrence after it.
+    let file = File::new("resume_retry");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let runtime = current_thread();
+    let (store, _runner) = runtime.block_on(replica(&file.url));
+    let at = |text: &str| {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .timestamp_micros()
+    };
+    runtime.block_on(async {
+        let pending: i64 = sqlx::query_scalar(
+            "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, outcome, \
+             runner, runner_id, attempts) VALUES ('billing', 'billing::heartbeat', ?1, ?1, \
+             'running', 'h:1', 0, ?2) RETURNING id",
+        )
+        .bind(at("2026-03-08T11:00:00Z"))
+        .bind(
+            r#"[{"outcome":"failed","error":"the relay said no","started_at":"2026-03-08T11:00:00Z","finished_at":"2026-03-08T11:00:02Z"}]"#,
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        sqlx::query("UPDATE cron_jobs SET next_execution = ?1, retry_run_id = ?2")
+            .bind(at("2026-03-08T11:00:12Z"))
+            .bind(pending)
+            .execute(store.pool())
+            .await
+            .unwrap();
+    });
+    assert_eq!(file.json(&["pause", "billing::heartbeat"])["paused"], true);
+    let before = chrono::Utc::now();
+    let output = file.cronverb(&["resume", "billing::heartbeat"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let next = text
+        .lines()
+        .find_map(|line| line.strip_prefix("next run at "))
+        .unwrap_or_else(|| panic!("no next run: {text}"));
+    let next = chrono::DateTime::parse_from_rfc3339(next).unwrap();
+    assert!(
+        next > before,
+        "resume reports a next run in the past: {text}"
+    );
+    let runs = file.json(&["runs"]);
+    assert_eq!(runs[0]["outcome"], "failed", "{runs}");
+    assert_eq!(runs[0]["error"], "retries cut short by the next occurrence");
+    assert_eq!(runs[0]["attempts"][0]["error"], "the relay said no");
+    assert_eq!(runs[0]["started_at"], "2026-03-08T11:00:00Z");
+    drop(store);
+}
+
 /// Claims what is due for `runner` (waiting up to 10 s for a trigger to be asked for) and finishes every
 /// claim with `outcome` and `error`. Returns the ids of the runs finished.
 fn finish_due(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use cron_schema::{MAX_DURATION, MissedPolicy, RunOn, Schema};
 
 use crate::context::State;
-use crate::defaults::DEFAULT_MODULE;
+use crate::defaults::{DEFAULT_MODULE, MAX_HISTORY_RETENTION};
 use crate::error::BuildError;
 use crate::job::{self, Declared, Job};
 use crate::plan::Plan;
@@ -357,8 +357,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How long finished runs are kept in the PostgreSQL history (default 30 days); older ones are
-    /// deleted in small batches now and then (`cronverb prune` does it on demand).
+    /// How long finished runs are kept in the history of a database store (default 30 days; from one
+    /// second to [`MAX_HISTORY_RETENTION`], 36,500 days); older ones are deleted in small batches now
+    /// and then (`cronverb prune` does it on demand).
     pub fn history_retention(mut self, retention: Duration) -> RuntimeBuilder {
         self.settings.history_retention = retention;
         self
@@ -574,6 +575,15 @@ fn check_settings(s: &Settings) -> Result<(), BuildError> {
         if duration > MAX_DURATION {
             return invalid(setting, "must be at most 8760h (365 days)");
         }
+    }
+    if s.history_retention.is_zero() {
+        return invalid("history_retention", "must be at least 1 s");
+    }
+    if s.history_retention > MAX_HISTORY_RETENTION {
+        return invalid(
+            "history_retention",
+            "must be at most 36500 days (about a century)",
+        );
     }
     if s.batch_limit == 0 {
         return invalid("batch_limit", "must be at least 1");

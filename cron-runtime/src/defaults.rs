@@ -17,6 +17,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// `cronverb deploy`. Registration is linear up to it (docs/benchmarks.md, "Register").
 pub const MAX_JOBS_PER_DEPLOYMENT: usize = 100_000;
 
+/// The longest history retention ([`RuntimeBuilder::history_retention`]) and the longest age an
+/// operator command takes (`cronverb prune --older-than`, `cronverb runs --since`): 36,500 days, about
+/// a century. Longer is no history anyone keeps; under it the instant a retention is subtracted from
+/// (the store's clock) stays inside every store's timestamps, where PostgreSQL refuses one out of its
+/// range ("timestamp out of range"), and the prune would fail every hour.
+///
+/// [`RuntimeBuilder::history_retention`]: crate::RuntimeBuilder::history_retention
+pub const MAX_HISTORY_RETENTION: Duration = Duration::from_secs(36_500 * 24 * 3600);
+
 /// How many finished runs the in-memory store keeps by default.
 pub const DEFAULT_HISTORY_LIMIT: usize = 10_000;
 

@@ -316,6 +316,39 @@ async fn retries_backoff_and_on_follow_the_attributes_rules() {
 }
 
 #[tokio::test]
+async fn a_history_retention_beyond_a_century_or_zero_is_refused() {
+    // The history's retention is subtracted from the store's clock: at most 36,500 days, as `cronverb
+    // prune --older-than` takes, and not zero.
+    let retention = |retention| {
+        Runtime::builder()
+            .registered_jobs(false)
+            .history_retention(retention)
+            .build()
+    };
+    for (too, message) in [
+        (
+            Duration::MAX,
+            "must be at most 36500 days (about a century)",
+        ),
+        (
+            cron_runtime::defaults::MAX_HISTORY_RETENTION + Duration::from_secs(1),
+            "must be at most 36500 days (about a century)",
+        ),
+        (Duration::ZERO, "must be at least 1 s"),
+    ] {
+        assert_eq!(
+            retention(too).await.unwrap_err().to_string(),
+            format!("invalid runtime setting `history_retention`: {message}")
+        );
+    }
+    assert!(
+        retention(cron_runtime::defaults::MAX_HISTORY_RETENTION)
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
 async fn out_of_range_settings_fail() {
     let error = Runtime::builder()
         .registered_jobs(false)

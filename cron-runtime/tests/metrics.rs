@@ -473,3 +473,70 @@ async fn occurrences_missed_under_once_are_counted_missed() {
         "{lateness:?}"
     );
 }
+
+/// A run whose lease expired is counted by the replica whose heartbeat took it back, with the module and
+/// the verb of its job, as every job's series (docs/metrics.md): here a run of another module, held by a
+/// replica that froze after claiming it.
+#[tokio::test(start_paused = true)]
+async fn a_run_taken_back_is_counted_with_its_module_and_verb() {
+    use cron_runtime::store::{DeploymentSpec, JobSpec, Store, StoreSettings};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let store = MemoryStore::starting_at(at(0));
+    let expression = "* * * * * *";
+    let job = JobSpec {
+        verb: "reports::stuck".to_owned(),
+        expression: expression.to_owned(),
+        zone: chrono_tz::Tz::UTC,
+        schedule: cron_schema::ZonedSchedule::utc(
+            cron_schema::Schedule::parse(expression).unwrap(),
+        ),
+        timeout: Duration::from_secs(60),
+        missed: MissedPolicy::Once,
+        retry: Default::default(),
+        lease: None,
+        on: Default::default(),
+    };
+    let schema = cron_schema::Schema::new([(
+        "reports",
+        cron_schema::Verb::new(
+            "reports::stuck",
+            cron_schema::Cron::new(expression).timeout("1m"),
+        ),
+    )]);
+    let spec = DeploymentSpec {
+        key: "reports@1".to_owned(),
+        module: "reports".to_owned(),
+        schema: serde_json::to_string(&schema).unwrap(),
+        jobs: vec![job],
+    };
+    let frozen = store.clone().with_settings(StoreSettings {
+        lease: Duration::from_secs(3),
+        ..StoreSettings::default()
+    });
+    let runner = frozen.register(&spec).await.unwrap();
+    sleep(Duration::from_millis(1_100)).await;
+    let claimed = frozen.claim_due(&runner, Duration::ZERO, 10).await.unwrap();
+    assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
+
+    let runtime = builder(&store)
+        .job("test::hourly", "0 0 * * * *", || async {})
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(60)).await;
+    let metrics = snapshot(&snapshotter);
+    handle.shutdown().await.unwrap();
+    assert_eq!(
+        counter(
+            &metrics,
+            "cron_leases_recovered_total",
+            &[("module", "reports"), ("verb", "reports::stuck")]
+        ),
+        1,
+        "{metrics:#?}"
+    );
+}

@@ -83,8 +83,10 @@ impl conformance::Operator for MemoryStore {
         MemoryStore::pause(self, conformance::MODULE, verb).unwrap();
     }
 
-    async fn resume(&self, verb: &str) {
+    /// The store reports nothing: its row's next occurrence, as `cronverb resume` reports the row's.
+    async fn resume(&self, verb: &str) -> Option<DateTime<Utc>> {
         MemoryStore::resume(self, conformance::MODULE, verb).unwrap();
+        self.next_execution(conformance::MODULE, verb)
     }
 }
 

@@ -9,9 +9,11 @@ use serde::Serialize;
 use super::AdminError;
 use super::lookup::resolve_verb;
 use super::rows::{ActiveDeployment, At, ExecutingRow, PauseRow, ResumeRow, TriggerRow};
+use super::runs::attempts;
 use super::sql::{Dialect, SqlAdmin, Statement, Write, db};
 use crate::rfc3339;
-use crate::store::rules::operator::resumed_next;
+use crate::store::RETRIES_CUT_SHORT;
+use crate::store::rules::operator::{Resume, resume as resumed};
 
 /// The result of [`Admin::pause`](super::Admin::pause) and [`Admin::resume`](super::Admin::resume).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -31,7 +33,9 @@ pub struct Pause {
     pub paused_at: Option<DateTime<Utc>>,
     /// The rows of the verb: one per deployment of the module that has it.
     pub deployments: u64,
-    /// The next occurrence of the active deployment's row.
+    /// The next run of the active deployment's row: its next occurrence, or its pending retry's instant;
+    /// never before the call for a row resumed (docs/operations.md, "Pause and resume"). `None` while
+    /// a run of the row executes (its end decides), or when the module has no active row.
     #[serde(with = "rfc3339::option")]
     pub next_execution: Option<DateTime<Utc>>,
 }
@@ -102,16 +106,34 @@ pub(crate) async fn resume<D: Dialect>(
     for row in rows.into_iter().filter(|row| row.paused) {
         changed = true;
         let schedule = admin.schedule(&row.schedule, &row.timezone);
-        let next = resumed_next(
+        let resume = resumed(
             schedule.as_ref().ok(),
             row.state == "idle",
-            row.retry_run_id.is_some(),
+            row.retry_run_id.and(row.retry_of).map(DateTime::from),
             row.next_execution.map(DateTime::from),
             tx.now,
         );
+        let (next, retry_run_id) = match (resume, row.retry_run_id) {
+            (Resume::CutShort { next }, Some(run_id)) => {
+                // The occurrence after the retried one came while the verb was paused.
+                let first = attempts(run_id, row.retry_attempts.as_deref());
+                let started_at = first.first().and_then(|a| a.started_at);
+                Statement::<D>::new(D::SQL.cut_short)
+                    .bind(run_id)
+                    .bind(RETRIES_CUT_SHORT.to_owned())
+                    .bind(At(tx.now))
+                    .bind(started_at.map(At))
+                    .execute(&mut tx.tx)
+                    .await
+                    .map_err(db(&context))?;
+                (next, None)
+            }
+            (Resume::CutShort { next } | Resume::At(next), retry_run_id) => (next, retry_run_id),
+        };
         Statement::<D>::new(D::SQL.resume)
             .bind(row.id)
             .bind(next.map(At))
+            .bind(retry_run_id)
             .execute(&mut tx.tx)
             .await
             .map_err(db(&context))?;
@@ -223,7 +245,7 @@ fn pause_state(module: &str, verb: &str, changed: bool, rows: &[PauseRow]) -> Pa
         paused_at: first.and_then(|r| r.paused_at).map(DateTime::from),
         deployments: rows.len() as u64,
         next_execution: first
-            .filter(|r| r.active)
+            .filter(|r| r.active && r.state == "idle")
             .and_then(|r| r.next_execution)
             .map(DateTime::from),
     }

@@ -134,12 +134,16 @@ pub(crate) struct ResumeRow {
     pub(crate) paused: bool,
     pub(crate) next_execution: Option<At>,
     pub(crate) retry_run_id: Option<i64>,
+    /// The occurrence of the run whose retry the row holds, and that run's attempts as JSON text.
+    pub(crate) retry_of: Option<At>,
+    pub(crate) retry_attempts: Option<String>,
 }
 
 /// A row of a verb as `pause` and `resume` report its state: the active deployment's row, else the
 /// newest.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct PauseRow {
+    pub(crate) state: String,
     pub(crate) paused: bool,
     pub(crate) pause_note: Option<String>,
     pub(crate) paused_at: Option<At>,

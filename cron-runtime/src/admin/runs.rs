@@ -242,7 +242,7 @@ impl From<RunRow> for Run {
 
 /// The attempts of run `run_id` that its row's `attempts` (JSON text, or NULL for none) holds; text
 /// that does not parse (a row edited by hand) is reported and read as none (G8, docs/operations.md).
-fn attempts(run_id: i64, text: Option<&str>) -> Vec<Attempt> {
+pub(super) fn attempts(run_id: i64, text: Option<&str>) -> Vec<Attempt> {
     let Some(text) = text else {
         return Vec::new();
     };

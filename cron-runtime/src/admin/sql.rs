@@ -77,8 +77,12 @@ pub(crate) struct Statements {
     /// The rows of verb `2` of module `1`, as [`ResumeRow`]s, locking them where the database locks
     /// rows.
     pub(crate) lock_for_resume: &'static str,
-    /// Resumes row `1` (clearing its pause and note), whose next occurrence is `2`.
+    /// Resumes row `1` (clearing its pause and note), whose next occurrence is `2` and whose pending
+    /// retry is the run `3` (null: none).
     pub(crate) resume: &'static str,
+    /// Ends run `1`, whose retry was pending, `failed` with the error `2` at the instant `3`, started at
+    /// `4` (its first attempt's start; null keeps its own).
+    pub(crate) cut_short: &'static str,
     /// The pause of verb `2` of module `1`, as [`PauseRow`]s: the active deployment's row first, then
     /// the newest.
     pub(crate) pause_state: &'static str,

@@ -52,8 +52,8 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         let changed = match shared.store.heartbeat(&shared.runner).await {
             Ok(beat) => {
                 shared.vitals.store_reached();
-                for verb in &beat.recovered {
-                    metrics::lease_recovered(verb);
+                for recovered in &beat.recovered {
+                    metrics::lease_recovered(&recovered.module, &recovered.verb);
                 }
                 // A notification of the next occurrence may never have come (a replica of an older
                 // release ran the job): the rows say when to wake up (docs/runtime.md, "Waking up").

@@ -151,8 +151,13 @@ pub(super) fn store_error(operation: Operation) {
 
 /// A run whose lease expired, taken back by this replica's heartbeat: of any module, so the handle is
 /// looked up each time (rare).
-pub(super) fn lease_recovered(verb: &str) {
-    ::metrics::counter!(LEASES_RECOVERED, "verb" => verb.to_owned()).increment(1);
+pub(super) fn lease_recovered(module: &str, verb: &str) {
+    ::metrics::counter!(
+        LEASES_RECOVERED,
+        "module" => module.to_owned(),
+        "verb" => verb.to_owned()
+    )
+    .increment(1);
 }
 
 /// The outcomes, in the order of [`RareMetrics::runs`].

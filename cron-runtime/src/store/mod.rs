@@ -286,10 +286,19 @@ pub struct Beat {
     /// (docs/runtime.md, "Leases: a frozen replica cannot run on") rather than at its next regular
     /// heartbeat.
     pub lease_ends: Option<DateTime<Utc>>,
-    /// The verb of each run whose row this heartbeat took back, recorded `abandoned` (G4,
+    /// The job of each run whose row this heartbeat took back, recorded `abandoned` (G4,
     /// docs/operations.md), of any module: the executor counts them in `cron_leases_recovered_total`
     /// (docs/metrics.md).
-    pub recovered: Vec<String>,
+    pub recovered: Vec<Recovered>,
+}
+
+/// The job of a run a heartbeat took back ([`Beat::recovered`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// The job's module.
+    pub module: String,
+    /// The job's verb (its full name).
+    pub verb: String,
 }
 
 /// What [`Store::changed`] reports.
@@ -471,6 +480,8 @@ pub(crate) mod sealed {
     impl Sealed for super::sqlite::SqliteStore {}
 }
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) mod clock;
 mod key;
 mod memory;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]

@@ -2,7 +2,7 @@
 //! back a run whose lease expired, as `abandoned`, and the frozen replica is fenced (docs/runtime.md,
 //! "Leases: a frozen replica cannot run on").
 
-use cron_runtime::store::Store;
+use cron_runtime::store::{Recovered, Store};
 
 use super::*;
 
@@ -61,7 +61,13 @@ pub async fn an_expired_lease_is_recovered_and_the_late_finish_is_fenced(h: impl
     let beat = alive.heartbeat(&r2).await.unwrap();
     assert!(beat.changed);
     let run = run_of(&h, run_id).await.unwrap();
-    assert_eq!(beat.recovered, std::slice::from_ref(&run.verb));
+    assert_eq!(
+        beat.recovered,
+        [Recovered {
+            module: MODULE.to_owned(),
+            verb: run.verb.clone(),
+        }]
+    );
     assert_eq!(run.outcome, Some(Outcome::Abandoned));
     assert!(run.error.as_deref().unwrap().contains("lease"), "{run:?}");
     // No start was reported: the run keeps the claim's planned one (docs/operations.md, "The tables").
@@ -182,7 +188,7 @@ pub async fn a_jobs_own_lease_is_taken_back_after_it_not_after_the_runtimes(
     assert_eq!(dies.renew(&r1, &[c.run_id]).await.unwrap(), [c.run_id]);
     sleep_until(&h, at + ms(3_500)).await;
     let beat = alive.heartbeat(&r2).await.unwrap();
-    assert_eq!(beat.recovered, ["a"], "{beat:?}");
+    assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");
     assert_eq!(
         run_of(&h, a.run_id).await.unwrap().outcome,
         Some(Outcome::Abandoned)
@@ -191,6 +197,6 @@ pub async fn a_jobs_own_lease_is_taken_back_after_it_not_after_the_runtimes(
     // The renewal gave `c` three seconds, not thirty.
     sleep_until(&h, at + ms(5_000)).await;
     let beat = alive.heartbeat(&r2).await.unwrap();
-    assert_eq!(beat.recovered, ["c"], "{beat:?}");
+    assert_eq!(recovered_verbs(&beat), ["c"], "{beat:?}");
     assert_eq!(run_of(&h, b.run_id).await.unwrap().outcome, None);
 }

@@ -106,8 +106,8 @@ pub trait StoreUnderTest {
         async move { operator.pause(&verb).await }
     }
 
-    /// Resumes `verb` of [`MODULE`], as `cronverb resume` does.
-    fn resume(&self, verb: &str) -> impl Future<Output = ()> {
+    /// Resumes `verb` of [`MODULE`], as `cronverb resume` does; the next run it reports.
+    fn resume(&self, verb: &str) -> impl Future<Output = Option<DateTime<Utc>>> {
         let operator = self.operator();
         let verb = verb.to_owned();
         async move { operator.resume(&verb).await }
@@ -123,8 +123,9 @@ pub trait Operator {
     /// Pauses `verb`.
     fn pause(&self, verb: &str) -> impl Future<Output = ()>;
 
-    /// Resumes `verb`.
-    fn resume(&self, verb: &str) -> impl Future<Output = ()>;
+    /// Resumes `verb`; the next run it reports (`cronverb resume`'s "next run at"), which is never in
+    /// the past (docs/operations.md, "Pause and resume").
+    fn resume(&self, verb: &str) -> impl Future<Output = Option<DateTime<Utc>>>;
 }
 
 /// The database stores' operator: the operator API, written once over every database store.
@@ -143,10 +144,11 @@ impl Operator for cron_runtime::admin::Admin {
             .unwrap();
     }
 
-    async fn resume(&self, verb: &str) {
+    async fn resume(&self, verb: &str) -> Option<DateTime<Utc>> {
         cron_runtime::admin::Admin::resume(self, verb, Some(MODULE))
             .await
-            .unwrap();
+            .unwrap()
+            .next_execution
     }
 }
 
@@ -250,6 +252,8 @@ macro_rules! every_case {
         $test!(a_finish_claims_nothing_for_a_verb_paused_while_its_run_executed);
         $test!(a_batch_with_a_manual_run_keeps_the_regular_schedule);
         $test!(a_heartbeat_leaves_out_a_paused_job_and_counts_a_pending_trigger);
+        $test!(a_retry_paused_past_its_instant_runs_at_the_resume);
+        $test!(a_retry_whose_next_occurrence_came_while_paused_is_cut_short_at_the_resume);
         // Waking up
         $test!(a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due);
     };
@@ -505,4 +509,9 @@ pub async fn woken_by<S: Store, T>(
         .await
         .ok();
     (result, change)
+}
+
+/// The verbs of the runs a heartbeat took back, in its order.
+pub fn recovered_verbs(beat: &cron_runtime::store::Beat) -> Vec<&str> {
+    beat.recovered.iter().map(|r| r.verb.as_str()).collect()
 }

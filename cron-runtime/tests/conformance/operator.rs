@@ -4,11 +4,14 @@
 
 use std::time::Duration;
 
-use cron_runtime::store::{Finishing, Store};
+use cron_runtime::store::{Finishing, RETRIES_CUT_SHORT, Store};
 
 use super::*;
 
-/// The first attempt of a [`TEN_SECONDLY`] job `verb`, failed and waiting for its retry `after` its
+/// Due every other second: a retry half a second after a failure comes well before the next occurrence.
+const TWO_SECONDLY: &str = "*/2 * * * * *";
+
+/// The first attempt of a job `verb` ([`TEN_SECONDLY`], [`TWO_SECONDLY`]), failed and waiting for its retry `after` its
 /// end; returns its claim and the retry's instant.
 async fn failed_first_attempt<H: StoreUnderTest>(
     h: &H,
@@ -396,4 +399,103 @@ pub async fn a_heartbeat_leaves_out_a_paused_job_and_counts_a_pending_trigger<H:
     } else {
         assert_eq!((beat.next_due, triggered.next_due), (None, None));
     }
+}
+
+pub async fn a_retry_paused_past_its_instant_runs_at_the_resume(h: impl StoreUnderTest) {
+    // Nothing starts while a job is paused, its pending retry included; resumed before the occurrence
+    // after the retried one, the retry runs at the resume, which reports it then, not at the instant
+    // that passed while paused (docs/operations.md, "Pause and resume").
+    let spec = deployment("billing@1", vec![job("a", TWO_SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let (first, retry_at) =
+        failed_first_attempt(&h, &store, &runner, "a", Duration::from_millis(500)).await;
+    h.pause("a").await;
+    sleep_until(&h, retry_at + ms(300)).await;
+    assert!(
+        claim(&store, &runner).await.claims.is_empty(),
+        "paused: the retry waits"
+    );
+    let before = h.now().await;
+    let reported = h.resume("a").await.expect("a next run");
+    assert!(
+        reported >= before,
+        "the resume at {before} or later reports a next run at {reported}, in the past"
+    );
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(reported));
+    let claimed = claim(&store, &runner).await;
+    let retry = claim_of(&claimed, "a").clone();
+    assert_eq!(
+        (
+            retry.run_id,
+            retry.scheduled_at,
+            retry.attempt,
+            retry.retry_at
+        ),
+        (first.run_id, first.scheduled_at, 2, Some(reported)),
+        "the retry runs at the resume as the occurrence's second attempt: {claimed:?}"
+    );
+    finish_one(&store, &runner, &succeeded(&retry)).await;
+    let run = run_of(&h, first.run_id).await.unwrap();
+    let outcomes: Vec<Outcome> = run.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(
+        (run.outcome, outcomes),
+        (
+            Some(Outcome::Succeeded),
+            vec![Outcome::Failed, Outcome::Succeeded]
+        )
+    );
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        Some(first.scheduled_at + TimeDelta::seconds(2))
+    );
+}
+
+pub async fn a_retry_whose_next_occurrence_came_while_paused_is_cut_short_at_the_resume(
+    h: impl StoreUnderTest,
+) {
+    // The occurrence after the retried one came while the job was paused: the resume ends the retried
+    // occurrence `failed`, its retries cut short, and the job goes on at its first occurrence after the
+    // resume; the occurrence that came while paused is not run (docs/operations.md, "Pause and
+    // resume").
+    let spec = deployment("billing@1", vec![job("a", TWO_SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let (first, _) =
+        failed_first_attempt(&h, &store, &runner, "a", Duration::from_millis(500)).await;
+    h.pause("a").await;
+    let came_while_paused = first.scheduled_at + TimeDelta::seconds(2);
+    sleep_until(&h, came_while_paused + ms(300)).await;
+    assert!(claim(&store, &runner).await.claims.is_empty(), "paused");
+    let reported = h.resume("a").await;
+    let after_resume = came_while_paused + TimeDelta::seconds(2);
+    assert_eq!(
+        reported,
+        Some(after_resume),
+        "the resume reports the first occurrence after it"
+    );
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(after_resume));
+    let run = run_of(&h, first.run_id).await.unwrap();
+    let outcomes: Vec<Outcome> = run.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(
+        (run.outcome, run.error.as_deref(), outcomes),
+        (
+            Some(Outcome::Failed),
+            Some(RETRIES_CUT_SHORT),
+            vec![Outcome::Failed]
+        ),
+        "{run:?}"
+    );
+    let claimed = claim(&store, &runner).await;
+    assert!(
+        claimed.claims.is_empty(),
+        "the occurrence that came while paused is not run: {claimed:?}"
+    );
+    sleep_until(&h, after_resume + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let next = claim_of(&claimed, "a");
+    assert_eq!(
+        (next.scheduled_at, next.attempt, next.late),
+        (after_resume, 1, false)
+    );
+    let scheduled: Vec<DateTime<Utc>> = h.runs().await.iter().map(|r| r.scheduled_at).collect();
+    assert_eq!(scheduled, [first.scheduled_at, after_resume]);
 }

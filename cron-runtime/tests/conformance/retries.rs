@@ -310,7 +310,7 @@ pub async fn a_run_taken_back_with_retries_left_is_retried_as_its_next_attempt(
     sleep_until(&h, second.lease_expires_at + ms(500)).await;
     let taken_back = h.now().await;
     let beat = alive.heartbeat(&r2).await.unwrap();
-    assert_eq!(beat.recovered, ["a"], "{beat:?}");
+    assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");
     let run = run_of(&h, first.run_id).await.unwrap();
     assert_eq!(run.outcome, None, "waits for its retry: {run:?}");
     let outcomes: Vec<Outcome> = run.attempts.iter().map(|a| a.outcome).collect();
@@ -365,7 +365,7 @@ pub async fn a_run_taken_back_with_no_retries_left_ends_abandoned(h: impl StoreU
     let (first, second) = a_second_attempt(&h, &dies, &r1).await;
     sleep_until(&h, second.lease_expires_at + ms(500)).await;
     let beat = alive.heartbeat(&r2).await.unwrap();
-    assert_eq!(beat.recovered, ["a"], "{beat:?}");
+    assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");
     let run = run_of(&h, first.run_id).await.unwrap();
     assert_eq!(run.outcome, Some(Outcome::Abandoned), "{run:?}");
     assert!(run.error.as_deref().unwrap().contains("lease"), "{run:?}");

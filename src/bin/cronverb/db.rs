@@ -24,9 +24,9 @@ use crate::escape::escape;
 /// How long a command waits for the database to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The longest age or retention a command takes (`36500d`, about a century): the database's instants
-/// end 4713 BC, and no history is older than this.
-pub const MAX_AGE: Duration = Duration::from_secs(36500 * 86400);
+/// The longest age or retention a command takes (`36500d`, about a century): the runtime's own bound on
+/// `history_retention`, so that a retention the runtime refuses is refused here too.
+pub const MAX_AGE: Duration = cronverb::MAX_HISTORY_RETENTION;
 
 /// The database and the output form, common to every database command.
 #[derive(Debug, clap::Args)]

@@ -11,6 +11,19 @@ use crate::store::rules::{Due, DueRow, Take};
 use crate::store::{Claim, Outcome, RETRIES_CUT_SHORT, Runner, StoreError, StoreSettings};
 
 impl State {
+    /// Ends the run whose retry job `job_id` holds `failed`, its retries cut short at `now` (a claim
+    /// after the next occurrence came, or a resume: docs/runtime.md, "Retries"); the occurrence started
+    /// with its first attempt. The caller says where the job goes on.
+    pub(super) fn cut_short(&mut self, job_id: i64, now: DateTime<Utc>) {
+        let job = self.jobs.get_mut(&job_id).expect("exists");
+        let mut run = *job.retrying.take().expect("a pending retry");
+        run.outcome = Some(Outcome::Failed);
+        run.error = Some(RETRIES_CUT_SHORT.to_owned());
+        run.finished_at = Some(now);
+        run.started_at = run.attempts.first().and_then(|a| a.started_at);
+        self.history.record(run);
+    }
+
     /// [`Store::claim_due`](crate::store::Store::claim_due) under the lock: the claims, in the order of
     /// their occurrences, and the earliest occurrence among the idle jobs left that nothing blocks.
     ///
@@ -224,14 +237,8 @@ impl State {
                 claim
             }
             Take::CutShort { next, .. } => {
-                let job = self.jobs.get_mut(&job_id).expect("exists");
-                let mut run = *job.retrying.take().expect("a pending retry");
-                run.outcome = Some(Outcome::Failed);
-                run.error = Some(RETRIES_CUT_SHORT.to_owned());
-                run.finished_at = Some(now);
-                run.started_at = run.attempts.first().and_then(|a| a.started_at);
+                self.cut_short(job_id, now);
                 self.set_idle(job_id, Some(next));
-                self.history.record(run);
                 None
             }
             Take::Retry {

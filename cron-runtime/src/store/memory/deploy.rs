@@ -9,7 +9,9 @@ use chrono::{DateTime, Utc};
 
 use super::tables::{DeploymentRow, JobRow, RunnerRow, State};
 use crate::store::rules::{self, GivenUp, Taking};
-use crate::store::{DeploymentSpec, Outcome, Runner, StoreError, check_job_count, other_schema};
+use crate::store::{
+    DeploymentSpec, Outcome, Recovered, Runner, StoreError, check_job_count, other_schema,
+};
 
 impl State {
     /// [`Store::register`](crate::store::Store::register) under the lock: the deployment (unless its key
@@ -105,7 +107,7 @@ impl State {
         &mut self,
         runner: &Runner,
         now: DateTime<Utc>,
-    ) -> Result<(bool, Vec<String>), StoreError> {
+    ) -> Result<(bool, Vec<Recovered>), StoreError> {
         let Some(row) = self.runners.get_mut(&runner.id) else {
             return Err(StoreError::Invalid(format!(
                 "runner {} is not registered",

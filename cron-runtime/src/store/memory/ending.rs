@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
 use crate::store::rules::{ActiveRow, Carry, End, HeldRun, Record, RetryHeld};
-use crate::store::{Attempt, Finish, Finished, Outcome, Runner};
+use crate::store::{Attempt, Finish, Finished, Outcome, Recovered, Runner};
 
 impl State {
     /// The facts that decide how the run holding `job_id` ends ([`HeldRun::ending`]).
@@ -195,9 +195,9 @@ impl State {
         held
     }
 
-    /// Takes back the rows whose lease expired, recording their runs as `abandoned`. Returns the verbs
+    /// Takes back the rows whose lease expired, recording their runs as `abandoned`. Returns the jobs
     /// of the runs it took back.
-    pub(super) fn recover(&mut self, now: DateTime<Utc>) -> Vec<String> {
+    pub(super) fn recover(&mut self, now: DateTime<Utc>) -> Vec<Recovered> {
         let expired: Vec<i64> = self
             .jobs
             .values()
@@ -205,17 +205,20 @@ impl State {
             .filter(|e| e.lease_expires_at < now)
             .map(|e| e.run_id)
             .collect();
-        let mut verbs = Vec::with_capacity(expired.len());
+        let mut recovered = Vec::with_capacity(expired.len());
         for run_id in expired {
             let Some(job_id) = self.job_in_flight(run_id) else {
                 continue;
             };
-            verbs.push(self.jobs[&job_id].verb.to_string());
+            recovered.push(Recovered {
+                module: self.jobs[&job_id].module.to_string(),
+                verb: self.jobs[&job_id].verb.to_string(),
+            });
             // With retries left, the attempt taken back is retried (docs/runtime.md, "Retries").
             let end = self.held_run(job_id).lease_expired();
             self.end_run(run_id, end, now);
         }
-        verbs
+        recovered
     }
 
     /// [`Store::give_back`](crate::store::Store::give_back) of one run under the lock; a run `runner`

@@ -126,7 +126,9 @@ impl MemoryStore {
     }
 
     /// Resumes `verb` of `module` at its first occurrence after now: the occurrences that came while it
-    /// was paused are not run (docs/operations.md, "Pause and resume").
+    /// was paused are not run. A pending retry runs at the resume, unless the occurrence after the
+    /// retried one came while paused: then that occurrence ends `failed`, its retries cut short
+    /// (docs/operations.md, "Pause and resume").
     pub fn resume(&self, module: &str, verb: &str) -> Result<(), StoreError> {
         let now = self.now();
         self.lock().resume(module, verb, now)?;

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::tables::State;
 use crate::store::StoreError;
 use crate::store::rules::operator::{
-    close_to, executing, no_active_deployment, not_in_active_deployment, resumed_next,
+    Resume, close_to, executing, no_active_deployment, not_in_active_deployment, resume,
     unknown_module, unknown_verb,
 };
 
@@ -56,8 +56,8 @@ impl State {
         Ok(())
     }
 
-    /// Resumes `verb` in every deployment of `module` at `now`, each row going on where
-    /// [`resumed_next`] says.
+    /// Resumes `verb` in every deployment of `module` at `now`, each row going on where [`resume`]
+    /// says, its pending retry cut short when the next occurrence came while it was paused.
     pub(super) fn resume(
         &mut self,
         module: &str,
@@ -69,13 +69,20 @@ impl State {
             if !job.paused {
                 continue;
             }
-            let next = resumed_next(
+            let resumed = resume(
                 Some(&job.spec.schedule),
                 job.executing.is_none(),
-                job.retrying.is_some(),
+                job.retrying.as_ref().map(|run| run.scheduled_at),
                 job.next_execution,
                 now,
             );
+            let next = match resumed {
+                Resume::At(next) => next,
+                Resume::CutShort { next } => {
+                    self.cut_short(job_id, now);
+                    next
+                }
+            };
             self.set_paused(job_id, false, next);
         }
         Ok(())

@@ -1,5 +1,5 @@
 //! What an operator's commands decide and how they refuse, the same on every store: where a resumed
-//! row goes on, and the texts of the refusals (an unknown verb or module, with the names it may have
+//! row goes on and what becomes of its pending retry ([`resume`]), and the texts of the refusals (an unknown verb or module, with the names it may have
 //! meant; a trigger with no active deployment, not in it, or during a run). The operator API
 //! (`crate::admin`) and the in-memory store's pause, resume and trigger both call these
 //! (docs/operations.md, "Pause and resume" and "Manual runs").
@@ -7,29 +7,58 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use cron_schema::ZonedSchedule;
 
+use super::retry_cut_short;
+
 mod suggest;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use suggest::{ambiguous, list};
 pub(crate) use suggest::{close_to, expected, unknown_verb};
 
-/// The next occurrence of a paused row that a resume at `now` resumes: an idle row without a pending
-/// retry goes on at its first occurrence after now (the ones that came while it was paused are not run),
-/// unless its next occurrence is still ahead, which it keeps. An executing row is rescheduled by its
-/// run's end, a row holding a pending retry keeps its instant (the claim takes the retry or, when the
-/// next occurrence has come, ends it: docs/runtime.md, "Retries"), and a row whose schedule does not
-/// parse (`None`) keeps its `next_execution` (G8, docs/operations.md).
-pub(crate) fn resumed_next(
+/// What a resume at `now` does with a paused row (docs/operations.md, "Pause and resume"). Nothing
+/// started while it was paused, its pending retry included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resume {
+    /// The row goes on at this instant, never one before `now` for an idle row (`None`: it has no next
+    /// occurrence).
+    At(Option<DateTime<Utc>>),
+    /// The occurrence after the one whose retry the row holds came while it was paused: the pending run
+    /// ends `failed` with [`RETRIES_CUT_SHORT`](crate::store::RETRIES_CUT_SHORT) at `now`, and the row
+    /// goes on at `next`, its first occurrence after now.
+    CutShort { next: Option<DateTime<Utc>> },
+}
+
+/// Where a paused row goes on when resumed at `now`, from its facts: whether it is idle, the occurrence
+/// whose retry it holds (`retry_of`) and its `next_execution` (the retry's instant while it holds one).
+///
+/// - An idle row without a pending retry goes on at its first occurrence after now (the ones that came
+///   while it was paused are not run, not even under `missed = "once"`), unless its next occurrence is
+///   still ahead, which it keeps.
+/// - An idle row holding a retry whose occurrence's successor has not come keeps the retry, at its
+///   instant or, when that passed while the row was paused, at the resume: the retry runs then.
+/// - One whose successor has come has the retried occurrence cut short ([`Resume::CutShort`]): the
+///   successor came while paused, and is not run either.
+/// - An executing row is rescheduled by its run's end, and a row whose schedule does not parse (`None`)
+///   keeps its `next_execution` (G8, docs/operations.md).
+pub(crate) fn resume(
     schedule: Option<&ZonedSchedule>,
     idle: bool,
-    retry_pending: bool,
+    retry_of: Option<DateTime<Utc>>,
     next_execution: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
-    match (schedule, next_execution) {
-        (Some(_), Some(next)) if idle && !retry_pending && next > now => Some(next),
-        (Some(schedule), _) if idle && !retry_pending => schedule.next_after(now),
-        _ => next_execution,
+) -> Resume {
+    let Some(schedule) = schedule.filter(|_| idle) else {
+        return Resume::At(next_execution);
+    };
+    match (retry_of, next_execution) {
+        (Some(occurrence), _) if retry_cut_short(schedule, occurrence, now).is_some() => {
+            Resume::CutShort {
+                next: schedule.next_after(now),
+            }
+        }
+        (Some(_), retry_at) => Resume::At(retry_at.map(|at| at.max(now))),
+        (None, Some(next)) if next > now => Resume::At(Some(next)),
+        (None, _) => Resume::At(schedule.next_after(now)),
     }
 }
 
@@ -71,35 +100,54 @@ mod tests {
     use chrono::{TimeZone, Utc};
     use cron_schema::{Schedule, ZonedSchedule};
 
-    use super::resumed_next;
+    use super::{Resume, resume};
 
     #[test]
     fn a_resumed_row_goes_on_after_now_unless_it_runs_or_holds_a_retry() {
         let hourly = ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap());
         let at = |h, m| Some(Utc.with_ymd_and_hms(2026, 1, 1, h, m, 0).unwrap());
         let now = at(10, 30).unwrap();
+        let idle = |next| resume(Some(&hourly), true, None, next, now);
         // Idle: the occurrences that came while paused are not run; one still ahead is kept.
+        assert_eq!(idle(at(8, 0)), Resume::At(at(11, 0)));
+        assert_eq!(idle(None), Resume::At(at(11, 0)));
+        assert_eq!(idle(at(12, 0)), Resume::At(at(12, 0)));
+        // Executing, or not parsing: the row keeps its instant.
         assert_eq!(
-            resumed_next(Some(&hourly), true, false, at(8, 0), now),
-            at(11, 0)
+            resume(Some(&hourly), false, None, at(8, 0), now),
+            Resume::At(at(8, 0))
         );
         assert_eq!(
-            resumed_next(Some(&hourly), true, false, None, now),
-            at(11, 0)
+            resume(None, true, None, at(8, 0), now),
+            Resume::At(at(8, 0))
         );
+    }
+
+    #[test]
+    fn a_resumed_retry_runs_at_the_resume_or_is_cut_short_when_the_next_occurrence_came() {
+        let hourly = ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap());
+        let at = |h, m| Some(Utc.with_ymd_and_hms(2026, 1, 1, h, m, 0).unwrap());
+        let now = at(10, 30).unwrap();
+        let retrying =
+            |occurrence, retry_at| resume(Some(&hourly), true, occurrence, retry_at, now);
+        // The retry of 10:00 at 10:45 is still ahead; the one at 10:20 passed while paused: it runs now.
+        assert_eq!(retrying(at(10, 0), at(10, 45)), Resume::At(at(10, 45)));
+        assert_eq!(retrying(at(10, 0), at(10, 20)), Resume::At(at(10, 30)));
+        // The retry of 09:00: 10:00 came while paused, and is not run either.
         assert_eq!(
-            resumed_next(Some(&hourly), true, false, at(12, 0), now),
-            at(12, 0)
+            retrying(at(9, 0), at(9, 20)),
+            Resume::CutShort { next: at(11, 0) }
         );
-        // Executing, holding a retry, or not parsing: the row keeps its instant.
+        // Exactly at the next occurrence: cut short, as a claim then would.
         assert_eq!(
-            resumed_next(Some(&hourly), false, false, at(8, 0), now),
-            at(8, 0)
+            resume(
+                Some(&hourly),
+                true,
+                at(9, 30),
+                at(9, 40),
+                at(10, 0).unwrap()
+            ),
+            Resume::CutShort { next: at(11, 0) }
         );
-        assert_eq!(
-            resumed_next(Some(&hourly), true, true, at(8, 0), now),
-            at(8, 0)
-        );
-        assert_eq!(resumed_next(None, true, false, at(8, 0), now), at(8, 0));
     }
 }

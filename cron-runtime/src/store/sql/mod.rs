@@ -40,6 +40,7 @@ use sqlx::Pool;
 use self::claimable::Claimable;
 use self::run::{Affected, Bind, Reads, Run};
 use self::values::{Ago, At, Column, Span};
+use super::clock::ClockWatch;
 use super::schedules::Schedules;
 use super::{
     Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, JobSpec, Runner, StoreError,
@@ -253,6 +254,8 @@ struct Shared<D: Protocol> {
     deployments: Mutex<HashMap<i64, Arc<Known>>>,
     schedules: Schedules,
     watch: D::Watch,
+    /// Holds back recovery after a step of the database's clock (`store/clock.rs`).
+    clock: ClockWatch,
 }
 
 /// How many expired rows one recovery transaction takes back.
@@ -288,6 +291,7 @@ impl<D: Protocol> SqlStore<D> {
                 deployments: Mutex::new(HashMap::new()),
                 schedules: Schedules::default(),
                 watch: D::Watch::default(),
+                clock: ClockWatch::default(),
             }),
             settings: StoreSettings::default(),
         }

@@ -9,7 +9,7 @@ use sqlx::SqliteConnection;
 
 use super::{SqliteStore, db, instant, micros, micros_of};
 use crate::store::rules::{ActiveRow, Carry, End, Held, Record};
-use crate::store::{Attempt, Finish, Finished, Runner, StoreError};
+use crate::store::{Attempt, Finish, Finished, Recovered, Runner, StoreError};
 
 /// An executing job row with the run that holds it, and whether its deployment is the active one.
 macro_rules! held_rows {
@@ -251,12 +251,12 @@ impl SqliteStore {
     }
 
     /// Takes back the rows whose lease expired, recording their runs `abandoned` (G4). Returns the
-    /// verbs of the runs it took back.
+    /// jobs of the runs it took back.
     pub(super) async fn recover(
         &self,
         tx: &mut SqliteConnection,
         now: DateTime<Utc>,
-    ) -> Result<Vec<String>, sqlx::Error> {
+    ) -> Result<Vec<Recovered>, sqlx::Error> {
         let expired: Vec<Row> = sqlx::query_as(concat!(
             held_rows!(),
             "AND j.lease_expires_at < ? ORDER BY j.lease_expires_at"
@@ -277,7 +277,13 @@ impl SqliteStore {
             self.end_run(tx, held, held.facts().lease_expired(), now)
                 .await?;
         }
-        Ok(expired.into_iter().map(|locked| locked.held.verb).collect())
+        Ok(expired
+            .into_iter()
+            .map(|locked| Recovered {
+                module: locked.held.module,
+                verb: locked.held.verb,
+            })
+            .collect())
     }
 
     /// Ends the held run as `end` says at `now`: writes the ending the rules compute ([`HeldRun::ending`])

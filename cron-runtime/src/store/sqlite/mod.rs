@@ -47,6 +47,7 @@ use super::{
 };
 use crate::redact::{redact, scrub};
 use crate::store::JobSpec;
+use crate::store::clock::ClockWatch;
 use crate::store::schedules::Schedules;
 use crate::sync::lock;
 
@@ -86,6 +87,8 @@ struct Shared {
     /// processes'.
     commits: AtomicU64,
     watch: watch::Watch,
+    /// Holds back recovery after a step of the host's clock.
+    clock: ClockWatch,
 }
 
 impl SqliteStore {
@@ -142,6 +145,7 @@ impl SqliteStore {
                 builds: Mutex::new(HashMap::new()),
                 commits: AtomicU64::new(0),
                 watch: watch::Watch::default(),
+                clock: ClockWatch::default(),
             }),
             settings: StoreSettings::default(),
         }
@@ -334,7 +338,29 @@ fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
 
 /// The store's clock: the host's, to the microsecond the tables keep.
 fn now() -> DateTime<Utc> {
-    instant(Utc::now().timestamp_micros())
+    instant(Utc::now().timestamp_micros() + clock_step())
+}
+
+/// How far [`step_clock`] stepped the host's clock, in microseconds.
+#[cfg(any(test, feature = "testing"))]
+static CLOCK_STEP: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+#[cfg(any(test, feature = "testing"))]
+fn clock_step() -> i64 {
+    CLOCK_STEP.load(Ordering::Relaxed)
+}
+
+#[cfg(not(any(test, feature = "testing")))]
+fn clock_step() -> i64 {
+    0
+}
+
+/// Steps the clock of every SQLite store of this process forward by `by`, as setting the host's date
+/// would, for tests of a clock step (docs/runtime.md, "Leases: a frozen replica cannot run on"). It is
+/// the whole process's: a test binary of its own uses it.
+#[cfg(any(test, feature = "testing"))]
+pub fn step_clock(by: Duration) {
+    CLOCK_STEP.fetch_add(micros_of(by), Ordering::Relaxed);
 }
 
 /// An instant as the tables store it: microseconds since the Unix epoch.

@@ -66,6 +66,7 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("admin::pause::PAUSE", pause::PAUSE),
     ("admin::pause::LOCK_FOR_RESUME", pause::LOCK_FOR_RESUME),
     ("admin::pause::RESUME", pause::RESUME),
+    ("admin::pause::CUT_SHORT", pause::CUT_SHORT),
     ("admin::pause::SELECT_PAUSE", pause::SELECT_PAUSE),
     (
         "admin::pause::SELECT_ACTIVE_DEPLOYMENT",
@@ -112,6 +113,7 @@ impl Dialect for Postgres {
         pause: pause::PAUSE,
         lock_for_resume: pause::LOCK_FOR_RESUME,
         resume: pause::RESUME,
+        cut_short: pause::CUT_SHORT,
         pause_state: pause::SELECT_PAUSE,
         active_deployment: pause::SELECT_ACTIVE_DEPLOYMENT,
         lock_trigger_row: pause::LOCK_TRIGGER_ROW,

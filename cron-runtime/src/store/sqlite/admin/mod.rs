@@ -61,6 +61,7 @@ impl Dialect for Sqlite {
         pause: pause::PAUSE,
         lock_for_resume: pause::SELECT_FOR_RESUME,
         resume: pause::RESUME,
+        cut_short: pause::CUT_SHORT,
         pause_state: pause::SELECT_PAUSE,
         active_deployment: pause::SELECT_ACTIVE_DEPLOYMENT,
         lock_trigger_row: pause::SELECT_TRIGGER_ROW,

@@ -16,21 +16,30 @@ pub(super) const PAUSE: &str = "\
         paused_at = CASE WHEN paused = 1 THEN paused_at ELSE ?4 END \
     WHERE module_name = ?1 AND verb = ?2";
 
-/// The rows of verb `?2` of module `?1`, as `ResumeRow`s.
+/// The rows of verb `?2` of module `?1`, as `ResumeRow`s, each with the run whose retry it holds.
 pub(super) const SELECT_FOR_RESUME: &str = "\
-    SELECT id, schedule, timezone, state, paused, next_execution, retry_run_id \
-    FROM cron_jobs WHERE module_name = ?1 AND verb = ?2 ORDER BY id";
+    SELECT j.id, j.schedule, j.timezone, j.state, j.paused, j.next_execution, j.retry_run_id, \
+           r.scheduled_at AS retry_of, r.attempts AS retry_attempts \
+    FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.retry_run_id \
+    WHERE j.module_name = ?1 AND j.verb = ?2 ORDER BY j.id";
 
-/// Resumes row `?1`, whose next occurrence is `?2`.
+/// Resumes row `?1`, whose next occurrence is `?2` and whose pending retry is the run `?3`.
 pub(super) const RESUME: &str = "\
     UPDATE cron_jobs \
-    SET paused = 0, pause_note = NULL, paused_at = NULL, next_execution = ?2 \
+    SET paused = 0, pause_note = NULL, paused_at = NULL, next_execution = ?2, retry_run_id = ?3 \
     WHERE id = ?1";
+
+/// Ends run `?1`, whose retry was pending, `failed` with the error `?2` at the instant `?3`, started at
+/// `?4` (its first attempt's start) when given.
+pub(super) const CUT_SHORT: &str = "\
+    UPDATE cron_job_runs \
+    SET outcome = 'failed', error = ?2, finished_at = ?3, started_at = coalesce(?4, started_at) \
+    WHERE id = ?1 AND outcome = 'running'";
 
 /// The pause of verb `?2` of module `?1`, as `PauseRow`s: the active deployment's row first,
 /// then the newest.
 pub(super) const SELECT_PAUSE: &str = "\
-    SELECT j.paused, j.pause_note, j.paused_at, j.next_execution, d.active \
+    SELECT j.state, j.paused, j.pause_note, j.paused_at, j.next_execution, d.active \
     FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
     WHERE j.module_name = ?1 AND j.verb = ?2 \
     ORDER BY d.active DESC, d.created_at DESC, d.id DESC";
