@@ -194,6 +194,9 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     let mut missed = Vec::new();
     let mut next = Vec::new();
     let mut every_replica = Vec::new();
+    let mut leases = Vec::new();
+    let mut retries = Vec::new();
+    let mut backoffs = Vec::new();
     for job in &spec.jobs {
         verbs.push(job.verb.clone());
         expressions.push(job.expression.clone());
@@ -202,6 +205,12 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         missed.push(job.missed.as_str().to_owned());
         next.push(rules::first_occurrence(job, now).map(At));
         every_replica.push(job.on == RunOn::EveryReplica);
+        let millis =
+            |span: std::time::Duration| i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
+        leases.push(job.lease.map(millis));
+        let retry = (job.retry.retries > 0).then_some(job.retry);
+        retries.push(retry.map(|r| i64::from(r.retries)));
+        backoffs.push(retry.map(|r| millis(r.backoff)));
     }
     Statement::<D>::new(D::STEPS.insert_jobs)
         .bind(deployment_id)
@@ -213,6 +222,9 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         .bind(Column(missed))
         .bind(Column(next))
         .bind(Column(every_replica))
+        .bind(Column(leases))
+        .bind(Column(retries))
+        .bind(Column(backoffs))
         .execute(&mut *tx)
         .await?;
     Ok(())

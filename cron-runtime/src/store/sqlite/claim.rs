@@ -25,9 +25,20 @@ macro_rules! claimable_rows {
     };
 }
 
-/// A due row: `(id, verb, schedule, timezone, scheduled_at, missed, manual, retry_run_id)`; for a
-/// pending retry (`retry_run_id` set, not manual), `scheduled_at` is the retry's instant.
-type Locked = (i64, String, String, String, i64, String, bool, Option<i64>);
+/// A due row: `(id, verb, schedule, timezone, scheduled_at, missed, manual, retry_run_id, lease)`;
+/// for a pending retry (`retry_run_id` set, not manual), `scheduled_at` is the retry's instant; `lease`
+/// is the job's own, in milliseconds.
+type Locked = (
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    String,
+    bool,
+    Option<i64>,
+    Option<i64>,
+);
 
 impl SqliteStore {
     pub(super) async fn claim(
@@ -80,7 +91,8 @@ impl SqliteStore {
         let horizon = micros(now + ahead);
         let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut due: Vec<Locked> = sqlx::query_as(concat!(
-            "SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution, j.missed, 0, j.retry_run_id ",
+            "SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution, j.missed, 0, j.retry_run_id,
+                    j.lease ",
             claimable_rows!(),
             " AND j.paused = 0 AND j.next_execution IS NOT NULL AND j.next_execution <= ?3
              ORDER BY j.next_execution, j.id LIMIT ?4"
@@ -95,7 +107,8 @@ impl SqliteStore {
         // A pending trigger is due too, paused or not; unless a regular occurrence is due with it (which
         // then runs and satisfies the trigger), its run is manual: at the trigger's instant, never late.
         let manual: Vec<Locked> = sqlx::query_as(concat!(
-            "SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at, j.missed, 1, NULL ",
+            "SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at, j.missed, 1, NULL,
+                    j.lease ",
             claimable_rows!(),
             " AND j.trigger_requested_at IS NOT NULL
               AND NOT coalesce(j.paused = 0 AND j.next_execution <= ?3, 0)
@@ -148,7 +161,7 @@ impl SqliteStore {
         tx: &mut SqliteConnection,
         runner: &Runner,
         module: &str,
-        (job_id, verb, expression, zone, at, missed, manual, retry_run_id): Locked,
+        (job_id, verb, expression, zone, at, missed, manual, retry_run_id, lease): Locked,
         now: DateTime<Utc>,
     ) -> Result<Option<Claim>, sqlx::Error> {
         let Some(schedule) =
@@ -160,6 +173,9 @@ impl SqliteStore {
             at: instant(at),
             due: if manual { Due::Manual } else { Due::Regular },
             missed: missed.parse().unwrap_or_default(),
+            lease: lease
+                .and_then(|ms| u64::try_from(ms).ok())
+                .map(Duration::from_millis),
         };
         let mut retry = None;
         if let (Some(run_id), false) = (retry_run_id, manual) {

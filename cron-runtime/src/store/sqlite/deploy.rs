@@ -4,6 +4,7 @@
 //! carries each unchanged verb's next occurrence (after the one in flight), its pause and its trigger.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cron_schema::RunOn;
@@ -356,11 +357,12 @@ const INSERT_DEPLOYMENT: &str = "\
 
 /// Adds the row of one verb to deployment `?1` of module `?2`: its expression `?4`, zone `?5`, timeout
 /// `?6` (milliseconds) and missed-run policy `?7`, counting from `?8`, next due at `?9`, on every
-/// replica when `?10`.
+/// replica when `?10`, with its own lease `?11`, retries `?12` and backoff `?13` (milliseconds; NULL
+/// for none).
 const INSERT_JOB: &str = "\
     INSERT INTO cron_jobs (deployment_id, module_name, verb, schedule, timezone, timeout, missed, \
-                           start_time, next_execution, every_replica) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+                           start_time, next_execution, every_replica, lease, retries, backoff) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 
 /// Adds a deployment with its jobs, inactive, each row at its first occurrence after `now` as
 /// PostgreSQL's (`insert_jobs`): what `cronverb deploy` and `cronverb status` show until a takeover
@@ -377,7 +379,9 @@ pub(super) async fn insert_deployment(
         .bind(micros(now))
         .fetch_one(&mut *tx)
         .await?;
+    let millis = |span: Duration| i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
     for job in &spec.jobs {
+        let retry = (job.retry.retries > 0).then_some(job.retry);
         sqlx::query(INSERT_JOB)
             .bind(id)
             .bind(&spec.module)
@@ -389,6 +393,9 @@ pub(super) async fn insert_deployment(
             .bind(micros(now))
             .bind(rules::first_occurrence(job, now).map(micros))
             .bind(job.on == RunOn::EveryReplica)
+            .bind(job.lease.map(millis))
+            .bind(retry.map(|r| i64::from(r.retries)))
+            .bind(retry.map(|r| millis(r.backoff)))
             .execute(&mut *tx)
             .await?;
     }

@@ -17,7 +17,8 @@ macro_rules! held_rows {
         "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
                 j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id AS run_id,
                 r.scheduled_at, r.manual, d.active, j.retry_run_id, r.attempts,
-                r.started_at AS run_started_at
+                coalesce(json_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
+                j.backoff AS backoff_ms, r.started_at AS run_started_at
          FROM cron_jobs j
          JOIN cron_job_runs r ON r.id = j.current_run_id
          JOIN cron_deployments d ON d.id = j.deployment_id
@@ -43,6 +44,9 @@ pub(super) struct Row {
     active: bool,
     retry_run_id: Option<i64>,
     attempts: Option<String>,
+    earlier_attempts: i32,
+    retries: Option<i32>,
+    backoff_ms: Option<i64>,
     run_started_at: Option<i64>,
 }
 
@@ -76,6 +80,9 @@ impl Row {
                 manual: self.manual,
                 retry_run_id: self.retry_run_id,
                 retried: self.attempts.is_some(),
+                earlier_attempts: self.earlier_attempts,
+                retries: self.retries,
+                backoff_ms: self.backoff_ms,
                 now,
                 active: self.active,
             },
@@ -157,17 +164,20 @@ impl SqliteStore {
     ) -> Result<Vec<i64>, StoreError> {
         let context = "renewing leases";
         let (mut tx, now) = self.write(context).await?;
-        let until = micros(now) + micros_of(self.settings.lease);
+        // A job's own lease (milliseconds), else the runtime's.
+        let lease = micros_of(self.settings.lease);
         let mut held = Vec::with_capacity(run_ids.len());
         for run_id in run_ids {
             let renewed = sqlx::query(
-                "UPDATE cron_jobs SET lease_expires_at = max(lease_expires_at, ?1)
+                "UPDATE cron_jobs
+                 SET lease_expires_at = max(lease_expires_at, ?1 + coalesce(lease * 1000, ?4))
                  WHERE state = 'executing' AND current_run_id = ?2
                    AND EXISTS (SELECT 1 FROM cron_job_runs r WHERE r.id = ?2 AND r.runner_id = ?3)",
             )
-            .bind(until)
+            .bind(micros(now))
             .bind(run_id)
             .bind(runner.id)
+            .bind(lease)
             .execute(&mut *tx)
             .await
             .map_err(db(context))?;
@@ -263,7 +273,9 @@ impl SqliteStore {
                 held.run_id,
                 held.verb
             );
-            self.end_run(tx, held, End::lease_expired(), now).await?;
+            // With retries left, the attempt taken back is retried (docs/runtime.md, "Retries").
+            self.end_run(tx, held, held.facts().lease_expired(), now)
+                .await?;
         }
         Ok(expired
             .into_iter()

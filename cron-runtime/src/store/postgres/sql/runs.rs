@@ -40,7 +40,7 @@ runs AS (
 UPDATE cron_jobs j
 SET state = 'executing',
     current_run_id = runs.id,
-    lease_expires_at = ", lease_from!("runs.scheduled_at", "$8"), ",
+    lease_expires_at = ", lease_from!("runs.scheduled_at", "j.lease", "$8"), ",
     trigger_requested_at = CASE WHEN runs.started_at IS NULL THEN j.trigger_requested_at END
 FROM runs
 WHERE j.id = runs.job_id
@@ -65,7 +65,11 @@ CROSS JOIN LATERAL (
 ) j
 ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
 RETURNING r.id AS run_id, r.job_id,
-          ", lease_from!("r.scheduled_at", "$5"), " AS lease_expires_at,
+          ", lease_from!(
+              "r.scheduled_at",
+              "(SELECT c.lease FROM cron_jobs c WHERE c.id = r.job_id)",
+              "$5"
+          ), " AS lease_expires_at,
           clock_timestamp() AS clock
 ");
 
@@ -124,7 +128,7 @@ runs AS (
 UPDATE cron_jobs j
 SET state = 'executing',
     current_run_id = runs.id,
-    lease_expires_at = ", lease_from!("runs.retry_at", "$5"), "
+    lease_expires_at = ", lease_from!("runs.retry_at", "j.lease", "$5"), "
 FROM runs
 WHERE j.id = runs.job_id
 RETURNING j.id AS job_id, runs.id AS run_id, runs.retry_at, runs.attempt::integer AS attempt,
