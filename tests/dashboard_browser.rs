@@ -598,6 +598,7 @@ async fn a_job_on_every_replica_shows_each_replicas_last_run() -> anyhow::Result
         timeout: std::time::Duration::from_secs(60),
         missed: Default::default(),
         retry: Default::default(),
+        lease: None,
         on,
     };
     let refresh = "reports::refresh_cache";

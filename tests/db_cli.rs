@@ -168,6 +168,7 @@ fn heartbeat_job() -> JobSpec {
         timeout: Duration::from_secs(60),
         missed: MissedPolicy::Once,
         retry: Default::default(),
+        lease: None,
         on: Default::default(),
     }
 }

@@ -5,6 +5,9 @@
 //! as the occurrence's second attempt when the manual run has ended. What the handlers did is recorded
 //! in the side table with the database's clock.
 //!
+//! An attempt whose replica is killed mid-run is a failed attempt: with retries left, another replica
+//! runs the next one, about the job's own lease after the kill.
+//!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
 
 mod support;
@@ -20,9 +23,31 @@ const MODULE: &str = "rt";
 const KEY: &str = "rt@1";
 const SEND: &str = "rt::send";
 
+/// A job whose first attempt outlasts the test: its replica is killed during it (issue 26, point 2).
+const CRASH: &str = "rt::crash";
+
 #[test]
 fn replica_main() {
-    support::replica_entry(|builder, _| {
+    support::replica_entry(|builder, jobs| {
+        if jobs == "crash" {
+            // The runtime's lease is ten times the job's own: the run is recovered after the job's.
+            return builder.lease(Duration::from_secs(30)).job_with(
+                CRASH,
+                "*/10 * * * * *",
+                JobOptions::new()
+                    .retries(2)
+                    .backoff(Duration::from_secs(1))
+                    .lease(Duration::from_secs(3)),
+                || async {
+                    let steps = if cronverb::context().attempt() == 1 {
+                        600
+                    } else {
+                        0
+                    };
+                    support::execute(steps, Duration::from_millis(100)).await
+                },
+            );
+        }
         builder.job_with(
             SEND,
             "*/10 * * * * *",
@@ -246,5 +271,92 @@ async fn a_retry_pending_while_a_manual_run_ends_still_runs_as_the_occurrences_s
             .fetch_all(&db.pool)
             .await?;
     assert!(running.is_empty(), "runs left running: {running:?}");
+    Ok(())
+}
+
+/// Issue 26, point 2 (docs/runtime.md, "Retries" and "Leases"): `kill -9` of the replica running the
+/// first attempt of a `retries = 2, lease = "3s"` job (on replicas whose own lease is 30 s). The other
+/// replica takes the run back after the job's lease, records the attempt `abandoned` and runs the
+/// second attempt after the backoff, before the next occurrence; the history lists both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_whose_replica_is_killed_is_retried_by_another_after_the_jobs_lease()
+-> anyhow::Result<()> {
+    let db = TestDb::create("rtk").await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    println!("replica logs: {}", cluster.logs_dir().display());
+    cluster.spawn("r1", KEY, "crash")?;
+    cluster.spawn("r2", KEY, "crash")?;
+
+    let (run_id, first, scheduled_at): (i64, String, DateTime<Utc>) = wait_for(
+        "a first attempt to start",
+        Duration::from_secs(30),
+        || async {
+            Ok(sqlx::query_as::<_, (i64, String, DateTime<Utc>)>(
+                "SELECT run_id, replica, scheduled_at FROM test_executions \
+                 WHERE verb = $1 ORDER BY id LIMIT 1",
+            )
+            .bind(CRASH)
+            .fetch_optional(&db.pool)
+            .await?)
+        },
+    )
+    .await?;
+    let survivor = if first == "r1" { "r2" } else { "r1" };
+    cluster.kill9(&first)?;
+    let killed_at: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&db.pool)
+        .await?;
+    println!(
+        "killed {first}, running run {run_id} of {}, at {}",
+        t(scheduled_at),
+        t(killed_at)
+    );
+
+    let run = ended(&db, run_id).await?;
+    cluster.stop(&[survivor], Duration::from_secs(10))?;
+    assert_eq!(run.outcome, "succeeded", "{run:?}");
+    let attempts = run.attempts.as_ref().expect("the attempts are recorded");
+    let outcomes: Vec<&str> = attempts
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["abandoned", "succeeded"], "{attempts}");
+    assert!(
+        attempts[0]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("stopped renewing its lease")),
+        "{attempts}"
+    );
+    let executions: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT replica, started_at FROM test_executions WHERE run_id = $1 ORDER BY id",
+    )
+    .bind(run_id)
+    .fetch_all(&db.pool)
+    .await?;
+    println!("executions of run {run_id}: {executions:?}");
+    let replicas: Vec<&str> = executions.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(replicas, [first.as_str(), survivor]);
+    // About the job's lease (3 s) and the backoff (1 s, plus jitter) after the kill, not the runtime's
+    // lease (30 s); and before the next occurrence.
+    let retried_at = executions[1].1;
+    println!(
+        "the second attempt started {} after the kill",
+        retried_at - killed_at
+    );
+    assert!(
+        retried_at - killed_at < TimeDelta::seconds(8),
+        "the second attempt started at {}, {} after the kill",
+        t(retried_at),
+        retried_at - killed_at
+    );
+    assert!(retried_at < scheduled_at + TimeDelta::seconds(10));
+    let runs_of_occurrence: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM cron_job_runs WHERE scheduled_at = $1")
+            .bind(scheduled_at)
+            .fetch_one(&db.pool)
+            .await?;
+    assert_eq!(runs_of_occurrence, 1);
     Ok(())
 }

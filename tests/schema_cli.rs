@@ -126,7 +126,7 @@ fn extraction_follows_modules_and_names_verbs_as_the_registry_does() {
             ),
             (
                 "src/elsewhere/audit_jobs.rs",
-                "#[cron(\"*/15 * * * *\", retries = 2, backoff = \"1m\")]\nasync fn sweep() {}\n",
+                "#[cron(\"*/15 * * * *\", retries = 2, backoff = \"1m\", lease = \"20s\")]\nasync fn sweep() {}\n",
             ),
             (
                 "src/bin/billing-worker.rs",
@@ -147,7 +147,7 @@ fn extraction_follows_modules_and_names_verbs_as_the_registry_does() {
         "\
 module billing_app {
   verb audit::sweep(Unit) Unit
-    +cron */15 * * * * retries=2 backoff=1m
+    +cron */15 * * * * retries=2 backoff=1m lease=20s
 
   // Sends yesterday's invoices.
   verb billing::send_invoices(Unit) Unit
@@ -235,7 +235,7 @@ fn an_invalid_attribute_is_reported_where_it_is_with_the_compilers_message() {
     assert_eq!(
         stderr(&output),
         "src/jobs.rs:3:17: invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead\n\
-         src/jobs.rs:6:21: unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `on`, `crate`\n\
+         src/jobs.rs:6:21: unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `lease`, `on`, `crate`\n\
          src/jobs.rs:7:1: the `async` keyword is missing from the function declaration\n"
     );
 }

@@ -117,6 +117,7 @@ async fn replica(url: &str) -> (SqliteStore, Runner) {
                 timeout: Duration::from_secs(60),
                 missed: MissedPolicy::Once,
                 retry: Default::default(),
+                lease: None,
                 on: Default::default(),
             }],
         })

@@ -2,7 +2,8 @@
 //! processes never run the same occurrence; a process killed with SIGKILL in the middle of a run has
 //! that run recovered as `abandoned`, by the other process and, when none is left, by a new one after a
 //! restart (lease); a process stopped across several occurrences catches up on start as its jobs'
-//! missed-run policies say.
+//! missed-run policies say; a process stopped gracefully while a retry waits leaves it pending, and the
+//! next start runs it.
 //!
 //! The processes are this test binary re-executed (`process_main`, which returns at once in a normal run).
 //! Each handler appends the occurrence it runs to a side file of its own process: what ran, whatever
@@ -27,6 +28,8 @@ const ONCE: &str = "sq::once";
 /// Due every 5 s, `missed = "skip"`.
 const SKIP: &str = "sq::skip";
 const LEASE: Duration = Duration::from_secs(3);
+/// Due every 10 s, `retries = 2` with a 4 s backoff; its first attempt fails.
+const RETRYING: &str = "sq::retrying";
 
 /// A process of the test: the runtime on the SQLite file `CRONVERB_TEST_DB`, its jobs by
 /// `CRONVERB_TEST_JOBS`, each run appended to `CRONVERB_TEST_RAN`.
@@ -47,6 +50,7 @@ fn process_main() {
         .build()
         .unwrap();
     runtime.block_on(async move {
+        let retry_ran = ran.clone();
         let record = move |verb: &'static str, work: Duration| {
             let ran = ran.clone();
             move || {
@@ -67,7 +71,27 @@ fn process_main() {
             .lease(LEASE)
             .missed_run_tolerance(Duration::from_secs(2))
             .shutdown_grace(Duration::from_secs(3));
-        builder = if jobs == "overlap" {
+        builder = if jobs == "retry" {
+            let ran = retry_ran;
+            builder.job_with(
+                RETRYING,
+                "*/10 * * * * *",
+                JobOptions::new().retries(2).backoff(Duration::from_secs(4)),
+                move || {
+                    let ran = ran.clone();
+                    async move {
+                        let cx = cronverb::context();
+                        let (at, attempt) = (cx.scheduled_at().timestamp(), cx.attempt());
+                        append(&ran, &format!("{RETRYING} {at} attempt {attempt}\n"));
+                        if attempt == 1 {
+                            Err("the first attempt fails".to_owned())
+                        } else {
+                            Ok(())
+                        }
+                    }
+                },
+            )
+        } else if jobs == "overlap" {
             builder
                 .job(
                     EVERY_SECOND,
@@ -404,4 +428,60 @@ async fn a_restart_across_occurrences_runs_a_once_job_once_late_and_records_the_
         "the late run of `once` is scheduled at {late_run}"
     );
     host.assert_ran_at_most_once();
+}
+
+/// Issue 26, point 2 (docs/runtime.md, "Retries"): a graceful stop while a retry waits leaves the retry
+/// pending; the process started again runs it, as the occurrence's second attempt, before the next
+/// occurrence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_pending_at_a_graceful_stop_runs_after_the_restart() {
+    let mut host = Host::new("retry");
+    host.spawn("first");
+    let (pool, run_id, scheduled_at): (SqlitePool, i64, i64) =
+        wait_for("a retry to wait", Duration::from_secs(30), || async {
+            let pool = host.pool().await?;
+            let pending: Option<(i64, i64)> = sqlx::query_as(
+                "SELECT id, scheduled_at FROM cron_job_runs \
+                 WHERE outcome = 'running' AND attempts IS NOT NULL",
+            )
+            .fetch_optional(&pool)
+            .await
+            .ok()?;
+            pending.map(|(id, at)| (pool, id, at))
+        })
+        .await;
+    host.stop("first");
+    host.spawn("second");
+
+    let (outcome, attempts): (String, String) =
+        wait_for("the retry to run", Duration::from_secs(30), || async {
+            sqlx::query_as(
+                "SELECT outcome, attempts FROM cron_job_runs WHERE id = ? AND outcome <> 'running'",
+            )
+            .bind(run_id)
+            .fetch_optional(&pool)
+            .await
+            .unwrap()
+        })
+        .await;
+    host.stop("second");
+    let attempts: Vec<serde_json::Value> = serde_json::from_str(&attempts).unwrap();
+    let outcomes: Vec<&str> = attempts
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        (outcome.as_str(), outcomes.as_slice()),
+        ("succeeded", ["failed", "succeeded"].as_slice()),
+        "{attempts:?}"
+    );
+    // The second attempt ran in the process started again, as attempt 2 of the same occurrence.
+    let second = std::fs::read_to_string(host.dir.join("second.ran")).unwrap_or_default();
+    let at = scheduled_at / 1_000_000;
+    assert!(
+        second
+            .lines()
+            .any(|line| line == format!("{RETRYING} {at} attempt 2")),
+        "{second}"
+    );
 }

@@ -47,6 +47,7 @@ fn registration(args: &CronAttribute) -> TokenStream {
     };
     let retries = args.retries;
     let backoff = optional(args.backoff.as_ref());
+    let lease = optional(args.lease.as_ref());
     let on = match args.on {
         RunOn::OneReplica => quote!(__cronverb_private::RunOn::OneReplica),
         RunOn::EveryReplica => quote!(__cronverb_private::RunOn::EveryReplica),
@@ -93,6 +94,7 @@ fn registration(args: &CronAttribute) -> TokenStream {
                     missed: #missed,
                     retries: #retries,
                     backoff: #backoff,
+                    lease: #lease,
                     on: #on,
                     file: ::core::file!(),
                     line: #line,

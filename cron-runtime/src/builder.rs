@@ -27,6 +27,7 @@ pub struct JobOptions {
     missed: MissedPolicy,
     retries: u32,
     backoff: Option<Duration>,
+    lease: Option<Duration>,
     on: RunOn,
     doc: String,
 }
@@ -70,6 +71,17 @@ impl JobOptions {
     /// a backoff without retries is refused, as `#[cron]` refuses it.
     pub fn backoff(mut self, backoff: Duration) -> JobOptions {
         self.backoff = Some(backoff);
+        self
+    }
+
+    /// How long a claimed run of the job stays owned without renewal (default: the runtime's
+    /// [`lease`](RuntimeBuilder::lease), 30 s unless set): a replica killed or frozen mid-run loses the run
+    /// about this long after its last renewal, and the run is recovered (retried, with retries left). At
+    /// least 3 s, the runtime renewing every third of the shortest lease, and at most 365 days, as
+    /// `#[cron(lease = "…")]` (docs/runtime.md, "Leases: a frozen replica cannot run on"). Not for a job
+    /// on every replica, which holds no lease.
+    pub fn lease(mut self, lease: Duration) -> JobOptions {
+        self.lease = Some(lease);
         self
     }
 
@@ -267,6 +279,7 @@ impl RuntimeBuilder {
                 missed: options.missed,
                 retries: options.retries,
                 backoff: None,
+                lease: None,
                 on: options.on,
                 file: location.file().to_owned(),
                 line: location.line(),
@@ -274,6 +287,7 @@ impl RuntimeBuilder {
             },
             timeout: options.timeout,
             backoff: options.backoff,
+            lease: options.lease,
             module_path: None,
             handler: Arc::new(move || {
                 let handler = Arc::clone(&handler);

@@ -71,6 +71,16 @@ pub enum JobError {
     InvalidBackoff(DurationError),
     #[error("backoff `{0}` is out of range: a backoff is at least 1s and at most 1h")]
     Backoff(String),
+    #[error("invalid lease: {0}")]
+    InvalidLease(DurationError),
+    #[error(
+        "lease `{0}` is out of range: a lease is at least 3s (the runtime renews it every third, at most once a second) and at most 8760h"
+    )]
+    Lease(String),
+    #[error(
+        "a job with `on = \"every_replica\"` holds no lease: every replica runs it and claims nothing in the store"
+    )]
+    LeaseOnEveryReplica,
     #[error("retries = {0} is too many: a job retries at most 100 times")]
     Retries(u32),
     #[error(

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chrono_tz::Tz;
 use cron_schema::{
-    MAX_DURATION, MissedPolicy, RunOn, Schedule, ZonedSchedule, format_duration, parse_duration,
-    parse_timezone,
+    MAX_DURATION, MIN_LEASE, MissedPolicy, RunOn, Schedule, ZonedSchedule, format_duration,
+    parse_duration, parse_timezone,
 };
 
 use crate::defaults::{DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF};
@@ -33,6 +33,9 @@ pub struct Job {
     pub retries: u32,
     /// The wait before the first retry, as written (`30s`); `None` is the default (10 s).
     pub backoff: Option<String>,
+    /// How long a claimed run stays owned without renewal, as written (`10s`); `None` is the runtime's
+    /// lease (docs/runtime.md, "Leases: a frozen replica cannot run on").
+    pub lease: Option<String>,
     /// One replica per occurrence, or every replica (`on = "…"`).
     pub on: RunOn,
     /// Where the job is declared.
@@ -148,6 +151,7 @@ fn from_registration(r: &Registration) -> Job {
         missed: r.missed,
         retries: r.retries,
         backoff: r.backoff.map(str::to_owned),
+        lease: r.lease.map(str::to_owned),
         on: r.on,
         file: r.file.to_owned(),
         line: r.line,
@@ -165,6 +169,8 @@ pub(crate) struct Declared {
     pub(crate) timeout: Option<Duration>,
     /// A backoff given as a `Duration` (builder jobs); takes the place of `job.backoff`'s text.
     pub(crate) backoff: Option<Duration>,
+    /// A lease given as a `Duration` (builder jobs); takes the place of `job.lease`'s text.
+    pub(crate) lease: Option<Duration>,
     /// `module_path!()` of a `#[cron]` function; `None` for a job added with the builder.
     pub(crate) module_path: Option<&'static str>,
     pub(crate) handler: Handler,
@@ -176,6 +182,7 @@ impl fmt::Debug for Declared {
             .field("job", &self.job)
             .field("timeout", &self.timeout)
             .field("backoff", &self.backoff)
+            .field("lease", &self.lease)
             .field("module_path", &self.module_path)
             .finish_non_exhaustive()
     }
@@ -191,6 +198,7 @@ pub(crate) fn registered() -> Vec<Declared> {
                 job: from_registration(r),
                 timeout: None,
                 backoff: None,
+                lease: None,
                 module_path: Some(r.module_path),
                 handler: Arc::new(handler),
             }
@@ -227,6 +235,8 @@ pub(crate) struct Fields<'a> {
     pub(crate) retries: u32,
     /// `None` is [`DEFAULT_BACKOFF`](crate::defaults::DEFAULT_BACKOFF).
     pub(crate) backoff: Option<Timeout<'a>>,
+    /// `None` is the runtime's lease.
+    pub(crate) lease: Option<Timeout<'a>>,
     pub(crate) on: RunOn,
 }
 
@@ -290,6 +300,33 @@ pub(crate) fn job_spec(
         },
         None => Ok(DEFAULT_BACKOFF),
     };
+    // The bounds of the attribute (docs/attribute.md, "`lease`"): renewed every third of it, at most
+    // once a second; at most `MAX_DURATION`, as every duration the runtime adds to an instant.
+    let lease = match fields.lease {
+        Some(Timeout::Given(lease)) if lease < MIN_LEASE || lease > MAX_DURATION => {
+            // A fraction of a second is shown as one (`2.999s`), not rounded to a valid-looking `2s`.
+            let shown = if lease.subsec_nanos() == 0 {
+                format_duration(lease)
+            } else {
+                format!("{lease:?}")
+            };
+            errors.push(JobError::Lease(shown));
+            Err(())
+        }
+        Some(Timeout::Given(lease)) => Ok(Some(lease)),
+        Some(Timeout::Text(text)) => match parse_duration(text) {
+            Ok(lease) if lease < MIN_LEASE => {
+                errors.push(JobError::Lease(text.to_owned()));
+                Err(())
+            }
+            Ok(lease) => Ok(Some(lease)),
+            Err(e) => {
+                errors.push(JobError::InvalidLease(e));
+                Err(())
+            }
+        },
+        None => Ok(None),
+    };
     if fields.retries > MAX_RETRIES {
         errors.push(JobError::Retries(fields.retries));
     }
@@ -305,20 +342,26 @@ pub(crate) fn job_spec(
     if fields.on == RunOn::EveryReplica && fields.missed != MissedPolicy::Once {
         errors.push(JobError::MissedOnEveryReplica);
     }
-    match (schedule, zone, timeout, backoff) {
-        (Ok(schedule), Ok(zone), Ok(timeout), Ok(backoff)) if errors.is_empty() => Ok(JobSpec {
-            verb: fields.name.to_owned(),
-            expression: fields.expression.to_owned(),
-            zone,
-            schedule: ZonedSchedule::new(schedule, zone),
-            timeout,
-            missed: fields.missed,
-            retry: Retries {
-                retries: fields.retries,
-                backoff,
-            },
-            on: fields.on,
-        }),
+    if fields.on == RunOn::EveryReplica && fields.lease.is_some() {
+        errors.push(JobError::LeaseOnEveryReplica);
+    }
+    match (schedule, zone, timeout, backoff, lease) {
+        (Ok(schedule), Ok(zone), Ok(timeout), Ok(backoff), Ok(lease)) if errors.is_empty() => {
+            Ok(JobSpec {
+                verb: fields.name.to_owned(),
+                expression: fields.expression.to_owned(),
+                zone,
+                schedule: ZonedSchedule::new(schedule, zone),
+                timeout,
+                missed: fields.missed,
+                retry: Retries {
+                    retries: fields.retries,
+                    backoff,
+                },
+                lease,
+                on: fields.on,
+            })
+        }
         _ => Err(errors),
     }
 }
@@ -362,6 +405,11 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
             (None, Some(text)) => Some(Timeout::Text(text)),
             (None, None) => None,
         },
+        lease: match (d.lease, &d.job.lease) {
+            (Some(lease), _) => Some(Timeout::Given(lease)),
+            (None, Some(text)) => Some(Timeout::Text(text)),
+            (None, None) => None,
+        },
         on: d.job.on,
     };
     let spec = job_spec(fields, default_timeout).map_err(|errors| BuildError::InvalidJob {
@@ -379,6 +427,9 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
     }
     if let Some(backoff) = d.backoff {
         d.job.backoff = Some(format_duration(backoff));
+    }
+    if let Some(lease) = d.lease {
+        d.job.lease = Some(format_duration(lease));
     }
     Ok(spec)
 }
@@ -447,6 +498,7 @@ mod tests {
             missed: MissedPolicy::Once,
             retries: 0,
             backoff: None,
+            lease: None,
             on: RunOn::OneReplica,
             file: "src/a.rs".to_owned(),
             line: 1,

@@ -43,6 +43,9 @@ pub(crate) struct PlannedJob {
     pub(crate) timeout: Duration,
     /// How a failed attempt is tried again (docs/runtime.md, "Retries").
     pub(crate) retry: Retries,
+    /// How long a claimed run stays owned without renewal: the job's own lease, else the runtime's
+    /// (docs/runtime.md, "Leases: a frozen replica cannot run on").
+    pub(crate) lease: Duration,
     /// Makes the future of one run.
     pub(crate) handler: Handler,
 }
@@ -82,6 +85,7 @@ impl Plan {
                     verb: Arc::clone(&verb),
                     timeout: spec.timeout,
                     retry: spec.retry,
+                    lease: spec.lease.unwrap_or(settings.lease),
                     handler: d.handler,
                 };
                 jobs.insert(verb, Arc::new(planned));

@@ -32,6 +32,8 @@ pub struct Registration {
     pub retries: u32,
     /// `backoff = "…"` as written (`30s`); `None` is the runtime's default.
     pub backoff: Option<&'static str>,
+    /// `lease = "…"` as written (`10s`); `None` is the runtime's lease.
+    pub lease: Option<&'static str>,
     /// `on = "one_replica" | "every_replica"`; `one_replica` when not given.
     pub on: RunOn,
     /// `file!()` of the function.

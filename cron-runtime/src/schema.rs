@@ -53,6 +53,7 @@ pub(crate) fn verb(job: Job) -> Verb {
         missed: job.missed,
         retries: job.retries,
         backoff: job.backoff,
+        lease: job.lease,
         on: job.on,
     };
     Verb::new(job.name, cron)

@@ -241,6 +241,20 @@ async fn retries_backoff_and_on_follow_the_attributes_rules() {
                 .on(RunOn::EveryReplica),
             "has no missed runs",
         ),
+        (
+            JobOptions::new().lease(Duration::from_millis(2_999)),
+            "lease `2.999s` is out of range: a lease is at least 3s",
+        ),
+        (
+            JobOptions::new().lease(Duration::from_secs(8761 * 3600)),
+            "lease `8761h` is out of range",
+        ),
+        (
+            JobOptions::new()
+                .lease(Duration::from_secs(10))
+                .on(RunOn::EveryReplica),
+            "holds no lease",
+        ),
     ] {
         let error = refused(options).await;
         assert!(error.starts_with("job `test::retry` at "), "{error}");
@@ -254,7 +268,8 @@ async fn retries_backoff_and_on_follow_the_attributes_rules() {
             "* * * * *",
             JobOptions::new()
                 .retries(3)
-                .backoff(Duration::from_secs(90)),
+                .backoff(Duration::from_secs(90))
+                .lease(Duration::from_secs(10)),
             || async {},
         )
         .job_with(
@@ -269,8 +284,13 @@ async fn retries_backoff_and_on_follow_the_attributes_rules() {
     let listed = jobs();
     let retries = listed.iter().find(|j| j.name == "test::retries").unwrap();
     assert_eq!(
-        (retries.retries, retries.backoff.as_deref(), retries.on),
-        (3, Some("1m30s"), RunOn::OneReplica)
+        (
+            retries.retries,
+            retries.backoff.as_deref(),
+            retries.lease.as_deref(),
+            retries.on
+        ),
+        (3, Some("1m30s"), Some("10s"), RunOn::OneReplica)
     );
     let everywhere = listed
         .iter()
@@ -286,7 +306,7 @@ async fn retries_backoff_and_on_follow_the_attributes_rules() {
     );
     let schema = cron_runtime::schema().to_string();
     assert!(
-        schema.contains("+cron * * * * * retries=3 backoff=1m30s\n"),
+        schema.contains("+cron * * * * * retries=3 backoff=1m30s lease=10s\n"),
         "{schema}"
     );
     assert!(

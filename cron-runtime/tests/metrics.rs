@@ -496,6 +496,7 @@ async fn a_run_taken_back_is_counted_with_its_module_and_verb() {
         timeout: Duration::from_secs(60),
         missed: MissedPolicy::Once,
         retry: Default::default(),
+        lease: None,
         on: Default::default(),
     };
     let schema = cron_schema::Schema::new([(

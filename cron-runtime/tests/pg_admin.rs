@@ -49,6 +49,7 @@ fn job(verb: &str, expression: &str) -> JobSpec {
         timeout: Duration::from_secs(60),
         missed: MissedPolicy::Once,
         retry: Default::default(),
+        lease: None,
         on: Default::default(),
     }
 }

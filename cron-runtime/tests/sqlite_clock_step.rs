@@ -28,6 +28,7 @@ fn job(verb: &str) -> JobSpec {
         timeout: Duration::from_secs(60),
         missed: MissedPolicy::Once,
         retry: Default::default(),
+        lease: None,
         on: Default::default(),
     }
 }

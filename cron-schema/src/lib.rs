@@ -36,8 +36,8 @@ pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration}
 pub use error::Error;
 pub use field::Field;
 pub use policy::{
-    DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF, MissedPolicy, PolicyError, RunOn,
-    RunOnError,
+    DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF, MIN_LEASE, MissedPolicy, PolicyError,
+    RunOn, RunOnError,
 };
 pub use schedule::{Occurrences, Schedule};
 pub use schema::{

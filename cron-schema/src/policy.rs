@@ -107,3 +107,9 @@ pub const MIN_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The longest backoff a job may declare, and the cap of the doubling waits between retries.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
+
+/// The shortest lease a job may declare (`lease = "…"` of `#[cron]`; docs/attribute.md, "`lease`"): the
+/// runtime renews a run's lease every third of the shortest lease among its jobs, and a lease under three
+/// seconds would have it renew more than once a second, its heartbeat's resolution. The runtime-wide
+/// lease has the same bound (`RuntimeBuilder::lease`).
+pub const MIN_LEASE: Duration = Duration::from_secs(3);

@@ -439,6 +439,43 @@ fn diff_reports_retries_backoff_and_on() {
     );
 }
 
+#[test]
+fn a_lease_is_in_both_forms_only_when_set_and_diffed_as_a_duration() {
+    let leased = |lease: Option<&str>| {
+        let cron = Cron::new("*/10 * * * * *").retries(2);
+        let cron = match lease {
+            Some(lease) => cron.lease(lease),
+            None => cron,
+        };
+        Schema::new([("ledger", Verb::new("ledger::sync", cron))])
+    };
+    let schema = leased(Some("10s"));
+    let text = schema.to_string();
+    assert!(
+        text.contains("    +cron */10 * * * * * retries=2 lease=10s\n"),
+        "{text}"
+    );
+    assert_eq!(Schema::from_text(&text).unwrap(), schema);
+    let json = serde_json::to_value(&schema).unwrap();
+    assert_eq!(
+        json["modules"][0]["verbs"][0]["cron"]["lease"],
+        serde_json::json!("10s")
+    );
+    // Without a lease, neither form names one: the schema (and the deployment key) of a job that does
+    // not use it is as before.
+    assert!(!leased(None).to_string().contains("lease"));
+    assert!(
+        serde_json::to_value(leased(None)).unwrap()["modules"][0]["verbs"][0]["cron"]
+            .get("lease")
+            .is_none()
+    );
+    assert!(schema.diff(&leased(Some("0m10s"))).is_empty());
+    assert_eq!(
+        schema.diff(&leased(None)).to_string(),
+        "~ ledger ledger::sync: lease `10s` -> the default\n"
+    );
+}
+
 #[cfg(feature = "syn")]
 mod attribute {
     use cron_schema::attribute::{self, DocLine};
@@ -579,7 +616,7 @@ mod attribute {
             messages,
             [
                 "invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead",
-                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `on`, `crate`",
+                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `lease`, `on`, `crate`",
                 "duration `0s` is zero; it must be at least one second",
                 "the `async` keyword is missing from the function declaration",
                 "`#[cron]` functions take no parameters; reach application state with `cronverb::context().state::<T>()`",

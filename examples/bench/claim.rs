@@ -41,6 +41,7 @@ pub(crate) fn deployment_spec(
             timeout: Duration::from_secs(300),
             missed: MissedPolicy::Once,
             retry: Default::default(),
+            lease: None,
             on: Default::default(),
         })
         .collect();

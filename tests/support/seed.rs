@@ -328,6 +328,7 @@ fn spec(key: &str, module: &ModulePlan) -> anyhow::Result<DeploymentSpec> {
                 timeout: Duration::from_secs(j.timeout_secs),
                 missed: MissedPolicy::Once,
                 retry: Default::default(),
+                lease: None,
                 on: Default::default(),
             })
         })

@@ -330,6 +330,7 @@ fn fields<'a>(name: &'a str, cron: &'a Cron) -> Fields<'a> {
         missed: cron.missed,
         retries: cron.retries,
         backoff: cron.backoff.as_deref().map(Timeout::Text),
+        lease: cron.lease.as_deref().map(Timeout::Text),
         on: cron.on,
     }
 }

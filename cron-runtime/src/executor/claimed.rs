@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::backoff::retry_after;
 use super::clock::Anchor;
 use super::handler::{self, Called, Ending, Pending};
 use super::runs::{Ended, Measure, Run, RunState};
 use super::shared::Shared;
 use crate::context::Context;
+use crate::store::rules::retry_after;
 use crate::store::{Finish, Outcome, Retries, Store};
 
 /// What starting a run came to. Not boxed: an `Ended` moves on into the recorder's batch, and a box

@@ -27,12 +27,13 @@ const FRESH_CLAIM: Duration = Duration::from_secs(2);
 /// prune comes a minute after start, so that replicas started together spread out.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
-/// Heartbeats and renews the leases of runs in flight every third of the lease, and heartbeats also
+/// Heartbeats and renews the leases of runs in flight every third of the shortest lease (each run for
+/// its job's own lease, else the runtime's: docs/runtime.md, "Leases"), and heartbeats also
 /// when a lease it saw would end unrenewed, so that a dead replica's row is taken back within
 /// [`RECOVERY_MARGIN`] of its lease's end rather than at the next regular heartbeat (G4,
 /// docs/operations.md).
 pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
-    let period = shared.plan.settings.lease / 3;
+    let period = shared.renew_every();
     let mut interval = tokio::time::interval_at(Instant::now() + period, period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut recover_at: Option<Instant> = None;
@@ -82,17 +83,19 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         // Taken before the runs are listed: a run claimed after this instant has a lease of its own that
         // outlasts the one this renewal gives.
         let sent = Instant::now();
-        let lease = shared.plan.settings.lease;
         // The runs whose lease outlasts this renewal's by less than [`FRESH_CLAIM`] are not renewed:
         // thousands of every-second runs, each claimed a moment ago, hold leases nearly as long as a
         // renewal would give, and renewing them would rewrite their rows for nothing (and wait on the
         // finishes recording them).
         let (ids, leases): (Vec<i64>, Vec<Arc<RunState>>) = {
             let in_flight = shared.in_flight.lock();
-            let due = sent + lease.saturating_sub((period / 2).min(FRESH_CLAIM));
+            let fresh = (period / 2).min(FRESH_CLAIM);
             in_flight
                 .iter()
-                .filter(|(_, run)| run.state.until(shared.epoch) < due)
+                .filter(|(_, run)| {
+                    run.state.until(shared.epoch)
+                        < sent + shared.lease_of(&run.state).saturating_sub(fresh)
+                })
                 .map(|(run_id, run)| (*run_id, Arc::clone(&run.state)))
                 .unzip()
         };
@@ -100,10 +103,10 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
             match shared.store.renew(&shared.runner, &ids).await {
                 Ok(held) => {
                     let held: HashSet<i64> = held.into_iter().collect();
-                    // The runs renewed hold their leases until `sent` plus the lease, at least.
+                    // The runs renewed hold their leases until `sent` plus their lease, at least.
                     for (run_id, run_lease) in ids.iter().zip(&leases) {
                         if held.contains(run_id) {
-                            run_lease.extend(shared.epoch, sent + lease);
+                            run_lease.extend(shared.epoch, sent + shared.lease_of(run_lease));
                         }
                     }
                     for run_id in ids.iter().filter(|id| !held.contains(id)) {

@@ -17,7 +17,6 @@
 //!
 //! - `clock`: the store's clock on the local one, and instants packed into atomics;
 //! - `retry`: how long the executor waits for a store that fails;
-//! - `backoff`: how long a failed run waits for its retry;
 //! - `metrics`: the metrics the parts emit (docs/metrics.md), each job's handles registered once;
 //! - `runs`: a run as it passes between the tasks: waiting, in flight, ended; a run on every replica;
 //! - `shared`: what the tasks share ([`Shared`]), the jobs on every replica and their runs included;
@@ -38,7 +37,6 @@
 //! - `watch`: the watchdog's task, which ends the runs of both kinds whose handler blocks its thread,
 //!   and the keeper thread.
 
-mod backoff;
 mod claim;
 mod claimed;
 mod clock;

@@ -146,11 +146,28 @@ impl<S> Shared<S> {
         }
     }
 
+    /// How long the lease of a run of this state is: its job's own, else the runtime's.
+    pub(super) fn lease_of(&self, run: &RunState) -> Duration {
+        self.jobs
+            .get(run.job)
+            .map_or(self.plan.settings.lease, |(job, _)| job.lease)
+    }
+
+    /// How often this replica renews its leases: every third of the shortest lease among its jobs and
+    /// the runtime's own, so that each run is renewed often enough for its lease.
+    pub(super) fn renew_every(&self) -> Duration {
+        self.jobs
+            .iter()
+            .map(|(job, _)| job.lease)
+            .fold(self.plan.settings.lease, Duration::min)
+            / 3
+    }
+
     /// Until when this replica may still run a run with this lease: its end less a margin for the
     /// clocks' drift and the round trip. Past it another replica may have taken the run back, so its
     /// handler must not go on (G4, docs/operations.md).
     pub(super) fn lease_until(&self, lease: &RunState) -> Instant {
-        let margin = (self.plan.settings.lease / 10).min(Duration::from_secs(1));
+        let margin = (self.lease_of(lease) / 10).min(Duration::from_secs(1));
         let until = lease.until(self.epoch);
         until.checked_sub(margin).unwrap_or(until)
     }

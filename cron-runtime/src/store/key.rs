@@ -106,6 +106,13 @@ fn canonical(schema: &Schema) -> Schema {
                     Ok(duration) => format_duration(duration),
                     Err(_) => backoff.clone(),
                 }),
+            lease: cron
+                .lease
+                .as_ref()
+                .map(|lease| match parse_duration(lease) {
+                    Ok(duration) => format_duration(duration),
+                    Err(_) => lease.clone(),
+                }),
             on: cron.on,
         };
         (module.name.clone(), Verb::new(verb.name.clone(), cron))

@@ -34,6 +34,9 @@ pub struct JobSpec {
     pub missed: MissedPolicy,
     /// How a failed attempt is tried again (docs/runtime.md, "Retries").
     pub retry: Retries,
+    /// How long a claimed run of the job stays owned without renewal (`lease = "10s"`); `None`: the
+    /// runtime's ([`StoreSettings::lease`]). docs/runtime.md, "Leases: a frozen replica cannot run on".
+    pub lease: Option<Duration>,
     /// One replica per occurrence (claimed through the store), or every replica (registered, never
     /// claimed: docs/runtime.md, "Jobs on every replica").
     pub on: RunOn,

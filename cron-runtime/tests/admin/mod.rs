@@ -62,6 +62,7 @@ fn job(verb: &str, expression: &str) -> JobSpec {
         timeout: Duration::from_secs(60),
         missed: MissedPolicy::Once,
         retry: Default::default(),
+        lease: None,
         on: Default::default(),
     }
 }
@@ -171,6 +172,32 @@ pub async fn deploy_registers_ahead_and_refuses_what_a_key_cannot_be(db: &impl A
         .to_string();
     assert!(error.contains("retries = 101 is too many"), "{error}");
     assert!(error.contains("cannot retry"), "{error}");
+    // A job's own lease: bounded as the attribute bounds it (docs/attribute.md, "`lease`").
+    for (lease, expected) in [
+        ("2s", "lease `2s` is out of range: a lease is at least 3s"),
+        ("8761h", "invalid lease: duration `8761h` is too long"),
+        (
+            "1d",
+            "invalid lease: invalid duration `1d`; days are written in hours: `24h`",
+        ),
+    ] {
+        let error = admin
+            .deploy("billing@2", &retrying(Cron::new(HOURLY).lease(lease)), None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{lease}: {error}");
+    }
+    let error = admin
+        .deploy(
+            "billing@2",
+            &retrying(Cron::new(HOURLY).lease("10s").on(RunOn::EveryReplica)),
+            None,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("holds no lease"), "{error}");
     let error = admin.deploy(" billing@2", &first, None).await.unwrap_err();
     assert!(matches!(error, AdminError::InvalidKey { .. }), "{error}");
 

@@ -153,3 +153,50 @@ pub async fn a_run_claimed_ahead_holds_its_lease_from_its_instant(h: impl StoreU
         "the replica that claimed ahead still holds its run: {finished:?}"
     );
 }
+
+pub async fn a_jobs_own_lease_is_taken_back_after_it_not_after_the_runtimes(
+    h: impl StoreUnderTest,
+) {
+    // `lease = "3s"` on replicas whose lease is 30 s (docs/runtime.md, "Leases"): the claim takes the
+    // job's lease, a renewal extends it by the job's lease, and a replica that stops renewing loses
+    // the run after it; a job that sets none keeps the runtime's.
+    settle(&h).await;
+    let own = |verb| JobSpec {
+        lease: Some(std::time::Duration::from_secs(3)),
+        ..job(verb, SECONDLY)
+    };
+    let spec = deployment("billing@1", vec![own("a"), job("b", SECONDLY), own("c")]);
+    let (dies, r1) = replica(&h, &spec).await;
+    let (alive, r2) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    let claimed = claim_ahead(&dies, &r1).await;
+    assert!(
+        at > claimed.now,
+        "claimed ahead of its instant: {claimed:?}"
+    );
+    let (a, b, c) = (
+        claim_of(&claimed, "a").clone(),
+        claim_of(&claimed, "b").clone(),
+        claim_of(&claimed, "c").clone(),
+    );
+    assert_eq!(a.lease_expires_at, at + TimeDelta::seconds(3));
+    assert_eq!(b.lease_expires_at, at + TimeDelta::seconds(30));
+    assert_eq!(c.lease_expires_at, at + TimeDelta::seconds(3));
+
+    // `c` is renewed once, for its own lease; `a` never.
+    sleep_until(&h, at + ms(1_500)).await;
+    assert_eq!(dies.renew(&r1, &[c.run_id]).await.unwrap(), [c.run_id]);
+    sleep_until(&h, at + ms(3_500)).await;
+    let beat = alive.heartbeat(&r2).await.unwrap();
+    assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");
+    assert_eq!(
+        run_of(&h, a.run_id).await.unwrap().outcome,
+        Some(Outcome::Abandoned)
+    );
+    assert_eq!(run_of(&h, c.run_id).await.unwrap().outcome, None);
+    // The renewal gave `c` three seconds, not thirty.
+    sleep_until(&h, at + ms(5_000)).await;
+    let beat = alive.heartbeat(&r2).await.unwrap();
+    assert_eq!(recovered_verbs(&beat), ["c"], "{beat:?}");
+    assert_eq!(run_of(&h, b.run_id).await.unwrap().outcome, None);
+}

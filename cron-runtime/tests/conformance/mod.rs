@@ -211,6 +211,7 @@ macro_rules! every_case {
         $test!(an_expired_lease_is_recovered_and_the_late_finish_is_fenced);
         $test!(a_heartbeat_says_when_a_job_is_next_due_and_when_a_held_lease_ends);
         $test!(a_run_claimed_ahead_holds_its_lease_from_its_instant);
+        $test!(a_jobs_own_lease_is_taken_back_after_it_not_after_the_runtimes);
         // Shutdown
         $test!(give_back_returns_runs_that_never_started_to_the_store);
         $test!(deregister_records_cancelled_runs_and_gives_back_the_ones_not_started);
@@ -236,6 +237,9 @@ macro_rules! every_case {
         $test!(a_retry_claimed_ahead_and_given_back_after_a_takeover_is_pending_under_the_active_deployment);
         $test!(a_retry_claimed_ahead_by_a_replaced_deployment_stopping_goes_to_the_active_deployment);
         $test!(a_takeover_carries_a_pending_retry_or_cuts_it_short);
+        $test!(a_run_taken_back_with_retries_left_is_retried_as_its_next_attempt);
+        $test!(a_run_taken_back_with_no_retries_left_ends_abandoned);
+        $test!(a_retry_pending_when_its_replica_stops_stays_pending);
         // Operators
         $test!(a_trigger_runs_once_now_as_a_manual_run_and_leaves_the_schedule_alone);
         $test!(a_manual_run_given_back_before_it_started_is_pending_again);
@@ -301,6 +305,7 @@ pub fn job(verb: &str, expression: &str) -> JobSpec {
         timeout: Duration::from_secs(60),
         missed: MissedPolicy::Once,
         retry: Default::default(),
+        lease: None,
         on: Default::default(),
     }
 }
@@ -511,4 +516,9 @@ pub async fn woken_by<S: Store, T>(
         .await
         .ok();
     (result, change)
+}
+
+/// The verbs of the runs a heartbeat took back, in its order.
+pub fn recovered_verbs(beat: &cron_runtime::store::Beat) -> Vec<&str> {
+    beat.recovered.iter().map(|r| r.verb.as_str()).collect()
 }

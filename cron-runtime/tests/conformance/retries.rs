@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cron_runtime::store::{RETRIES_CUT_SHORT, Store};
+use cron_runtime::store::{RETRIES_CUT_SHORT, Retries, Store};
 
 use super::*;
 
@@ -261,4 +261,159 @@ pub async fn a_takeover_carries_a_pending_retry_or_cuts_it_short(h: impl StoreUn
         "{error}"
     );
     assert_eq!(run.attempts.len(), 2);
+}
+
+/// A [`TEN_SECONDLY`] job `verb` that tries a failed attempt `retries` more times, the first after a
+/// second.
+fn retrying(verb: &str, retries: u32) -> JobSpec {
+    JobSpec {
+        retry: Retries {
+            retries,
+            backoff: Duration::from_secs(1),
+        },
+        ..job(verb, TEN_SECONDLY)
+    }
+}
+
+/// The second attempt of `a` ([`retrying`]), claimed at its instant by the replica `store` with a lease
+/// of two seconds after the first attempt failed: the first claim and the second.
+async fn a_second_attempt<H: StoreUnderTest>(
+    h: &H,
+    store: &H::Store,
+    runner: &Runner,
+) -> (Claim, Claim) {
+    let first = first_attempt(h, store, runner, "a").await;
+    let finished = finish_one(store, runner, &retried(&first, Duration::from_secs(1))).await;
+    let Finished::Retrying { at: retry_at } = finished else {
+        panic!("{finished:?}")
+    };
+    sleep_until(h, retry_at + ms(50)).await;
+    let claimed = claim(store, runner).await;
+    let second = claim_of(&claimed, "a").clone();
+    assert_eq!((second.run_id, second.attempt), (first.run_id, 2));
+    (first, second)
+}
+
+pub async fn a_run_taken_back_with_retries_left_is_retried_as_its_next_attempt(
+    h: impl StoreUnderTest,
+) {
+    // docs/runtime.md, "Retries": an attempt whose replica died (it stopped renewing its lease) is a
+    // failed attempt. With retries left, the occurrence is tried again after the backoff (doubled for
+    // a second retry), on any replica, as the same run's next attempt; the attempt taken back is
+    // listed `abandoned`.
+    let spec = deployment("billing@1", vec![retrying("a", 3)]);
+    let (dies, r1) = replica_with(&h, short_lease(), &spec).await;
+    let (alive, r2) = replica(&h, &spec).await;
+    let (first, second) = a_second_attempt(&h, &dies, &r1).await;
+
+    // The replica running attempt 2 dies; its lease runs out; the live replica takes the run back.
+    sleep_until(&h, second.lease_expires_at + ms(500)).await;
+    let taken_back = h.now().await;
+    let beat = alive.heartbeat(&r2).await.unwrap();
+    assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(run.outcome, None, "waits for its retry: {run:?}");
+    let outcomes: Vec<Outcome> = run.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Failed, Outcome::Abandoned], "{run:?}");
+    assert!(
+        run.attempts[1].error.as_deref().unwrap().contains("lease"),
+        "{run:?}"
+    );
+    // Held for the retry: the second retry waits twice the backoff, plus up to a fifth as jitter.
+    let retry_at = h.next_execution(MODULE, "a").await.expect("idle, held");
+    let waited = retry_at - run.attempts[1].finished_at;
+    assert!(
+        ms(2_000) <= waited && waited <= ms(2_400),
+        "{waited:?} after the attempt taken back ({taken_back})"
+    );
+    assert!(claim(&alive, &r2).await.claims.is_empty());
+
+    // The live replica takes it at its instant, as attempt 3 of the same run, and it succeeds.
+    sleep_until(&h, retry_at + ms(50)).await;
+    let claimed = claim(&alive, &r2).await;
+    let third = claim_of(&claimed, "a");
+    assert_eq!(
+        (third.run_id, third.attempt, third.retry_at),
+        (first.run_id, 3, Some(retry_at))
+    );
+    let finished = finish_one(&alive, &r2, &succeeded(third)).await;
+    let next = first.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(
+        finished,
+        Finished::Recorded {
+            next_execution: Some(next),
+            skipped: 0
+        }
+    );
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Succeeded), "{run:?}");
+    let outcomes: Vec<Outcome> = run.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Failed, Outcome::Abandoned, Outcome::Succeeded]
+    );
+    // The next occurrence runs as usual.
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+}
+
+pub async fn a_run_taken_back_with_no_retries_left_ends_abandoned(h: impl StoreUnderTest) {
+    // Its last allowed attempt taken back: the occurrence ends `abandoned`, with every attempt listed,
+    // and the job goes on at its next occurrence.
+    let spec = deployment("billing@1", vec![retrying("a", 1)]);
+    let (dies, r1) = replica_with(&h, short_lease(), &spec).await;
+    let (alive, r2) = replica(&h, &spec).await;
+    let (first, second) = a_second_attempt(&h, &dies, &r1).await;
+    sleep_until(&h, second.lease_expires_at + ms(500)).await;
+    let beat = alive.heartbeat(&r2).await.unwrap();
+    assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Abandoned), "{run:?}");
+    assert!(run.error.as_deref().unwrap().contains("lease"), "{run:?}");
+    let outcomes: Vec<Outcome> = run.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Failed, Outcome::Abandoned], "{run:?}");
+    let next = first.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+}
+
+pub async fn a_retry_pending_when_its_replica_stops_stays_pending(h: impl StoreUnderTest) {
+    // docs/runtime.md, "Retries": a graceful stop leaves a pending retry to the others, or to the
+    // next start. `b`'s attempt, which the stopping replica held without saying how it ended, is taken
+    // back as a crashed one is: with retries left, it is retried.
+    let spec = deployment("billing@1", vec![retrying("a", 3), retrying("b", 3)]);
+    let (stops, r1) = replica(&h, &spec).await;
+    let first = first_attempt(&h, &stops, &r1, "a").await;
+    let finished = finish_one(&stops, &r1, &retried(&first, Duration::from_secs(3))).await;
+    let Finished::Retrying { at: retry_at } = finished else {
+        panic!("{finished:?}")
+    };
+    // `b`, due with `a`, was claimed with it and is still running.
+    let b = h
+        .runs()
+        .await
+        .into_iter()
+        .find(|r| r.verb == "b" && r.outcome.is_none())
+        .expect("`b` was claimed with `a`")
+        .run_id;
+
+    stops.deregister(&r1, &[]).await.unwrap();
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(retry_at));
+    let run = run_of(&h, first.run_id).await.unwrap();
+    assert_eq!((run.outcome, run.attempts.len()), (None, 1), "{run:?}");
+    let run_b = run_of(&h, b).await.unwrap();
+    assert_eq!(run_b.outcome, None, "`b` waits for its retry: {run_b:?}");
+    let outcomes: Vec<Outcome> = run_b.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Abandoned], "{run_b:?}");
+
+    // Another replica (or the same one, started again) takes both as their second attempts.
+    let (other, r2) = replica(&h, &spec).await;
+    let b_at = h
+        .next_execution(MODULE, "b")
+        .await
+        .expect("held for its retry");
+    sleep_until(&h, retry_at.max(b_at) + ms(50)).await;
+    let claimed = claim(&other, &r2).await;
+    let again = claim_of(&claimed, "a");
+    assert_eq!((again.run_id, again.attempt), (first.run_id, 2));
+    let again_b = claim_of(&claimed, "b");
+    assert_eq!((again_b.run_id, again_b.attempt), (b, 2));
 }

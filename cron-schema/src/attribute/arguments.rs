@@ -10,7 +10,7 @@ use syn::punctuated::Punctuated;
 use syn::{Expr, ExprAssign, ExprLit, Ident, Lit, LitStr, Path, Token};
 
 use super::errors::Errors;
-use crate::{MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF, MissedPolicy, RunOn, Schedule};
+use crate::{MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF, MIN_LEASE, MissedPolicy, RunOn, Schedule};
 
 /// The arguments, every one of them valid.
 pub(super) struct Args {
@@ -22,11 +22,13 @@ pub(super) struct Args {
     pub(super) missed: MissedPolicy,
     pub(super) retries: u32,
     pub(super) backoff: Option<LitStr>,
+    pub(super) lease: Option<LitStr>,
     pub(super) on: RunOn,
     pub(super) crate_path: Option<Path>,
 }
 
-const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `on`, `crate`";
+const KEYS: &str =
+    "`timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `lease`, `on`, `crate`";
 
 /// The named arguments.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -37,6 +39,7 @@ enum Key {
     Missed,
     Retries,
     Backoff,
+    Lease,
     On,
     Crate,
 }
@@ -50,6 +53,7 @@ impl Key {
             "missed" => Some(Key::Missed),
             "retries" => Some(Key::Retries),
             "backoff" => Some(Key::Backoff),
+            "lease" => Some(Key::Lease),
             "on" => Some(Key::On),
             "crate" => Some(Key::Crate),
             _ => None,
@@ -64,6 +68,7 @@ impl Key {
             Key::Missed => "missed",
             Key::Retries => "retries",
             Key::Backoff => "backoff",
+            Key::Lease => "lease",
             Key::On => "on",
             Key::Crate => "crate",
         }
@@ -76,6 +81,9 @@ impl Key {
             "retry" | "max_retries" | "attempts" | "max_attempts" => Some(Key::Retries),
             "retry_delay" | "retry_backoff" | "delay" | "backoff_delay" => Some(Key::Backoff),
             "run_on" | "replicas" | "runs_on" | "mode" => Some(Key::On),
+            "lease_duration" | "lease_time" | "visibility_timeout" | "heartbeat" => {
+                Some(Key::Lease)
+            }
             _ => None,
         }
     }
@@ -89,6 +97,7 @@ impl Key {
             Key::Missed => "skip",
             Key::Retries => "3",
             Key::Backoff => "30s",
+            Key::Lease => "10s",
             Key::On => "every_replica",
             Key::Crate => "cv",
         }
@@ -114,6 +123,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
     let mut missed = MissedPolicy::default();
     let mut retries = None;
     let mut backoff = None;
+    let mut lease = None;
     let mut on = None;
     let mut crate_path = None;
     let mut keys_seen = Vec::new();
@@ -229,6 +239,11 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
                     backoff = Some((value.clone(), assign));
                 }
             }
+            Key::Lease => {
+                if check_lease(value, errors) {
+                    lease = Some((value.clone(), assign));
+                }
+            }
             Key::On => match RunOn::from_str(&value.value()) {
                 Ok(run_on) => on = Some(run_on),
                 Err(_) => errors.at(
@@ -253,6 +268,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
             .as_ref()
             .map(|(_, assign)| *assign)
             .filter(|_| !retries_wrong),
+        lease.as_ref().map(|(_, assign)| *assign),
         on,
         missed_arg,
         errors,
@@ -278,6 +294,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         missed,
         retries: retries.map_or(0, |(count, _)| count),
         backoff: backoff.map(|(value, _)| value),
+        lease: lease.map(|(value, _)| value),
         on: on.unwrap_or_default(),
         crate_path,
     })
@@ -359,11 +376,37 @@ fn check_backoff(lit: &LitStr, errors: &mut Errors) -> bool {
     }
 }
 
+/// `lease = "…"`: a duration from [`MIN_LEASE`] to [`MAX_DURATION`](crate::MAX_DURATION)
+/// (docs/attribute.md, "`lease`").
+fn check_lease(lit: &LitStr, errors: &mut Errors) -> bool {
+    match crate::parse_duration(&lit.value()) {
+        Ok(lease) if lease >= MIN_LEASE => true,
+        Ok(_) => {
+            errors.at(
+                lit.span(),
+                format!(
+                    "lease `{}` is too short: the runtime renews a run's lease every third of it, at \
+                     most once a second, so a lease is at least {}, such as `lease = \"10s\"`",
+                    lit.value().escape_default(),
+                    crate::format_duration(MIN_LEASE),
+                ),
+            );
+            false
+        }
+        // `parse_duration` refuses more than `MAX_DURATION` itself.
+        Err(error) => {
+            errors.at(lit.span(), error);
+            false
+        }
+    }
+}
+
 /// The arguments that are valid alone but not together: `backoff` needs `retries`, and a job on every
-/// replica neither retries nor has missed runs (docs/attribute.md, "`on`").
+/// replica neither retries, nor has missed runs, nor holds a lease (docs/attribute.md, "`on`").
 fn check_combinations(
     retries: Option<(u32, &ExprAssign)>,
     backoff: Option<&ExprAssign>,
+    lease: Option<&ExprAssign>,
     on: Option<RunOn>,
     missed: Option<&ExprAssign>,
     errors: &mut Errors,
@@ -393,6 +436,13 @@ fn check_combinations(
             retries,
             "a job with `on = \"every_replica\"` cannot retry: retries are kept in the store, and a job \
              on every replica claims nothing there; remove `retries`, or run the job on one replica",
+        );
+    }
+    if let Some(lease) = lease {
+        errors.spanned(
+            lease,
+            "a job with `on = \"every_replica\"` holds no lease: every live replica runs each occurrence \
+             and claims nothing in the store; remove `lease`, or run the job on one replica",
         );
     }
     if let Some(missed) = missed {

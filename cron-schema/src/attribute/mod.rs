@@ -68,6 +68,9 @@ pub struct CronAttribute {
     /// `backoff = "…"`, as written: the wait before the first retry; `None` is the runtime's default
     /// (10 s). Only given together with `retries`.
     pub backoff: Option<LitStr>,
+    /// `lease = "…"`, as written: how long a claimed run stays owned without renewal; `None` is the
+    /// runtime's lease (30 s unless set).
+    pub lease: Option<LitStr>,
     /// `on = "one_replica" | "every_replica"`; `one_replica` when not given.
     pub on: RunOn,
     /// `crate = "…"`: the path of the cronverb crate in the generated code, for a renamed dependency or a
@@ -87,6 +90,7 @@ impl fmt::Debug for CronAttribute {
             .field("missed", &self.missed)
             .field("retries", &self.retries)
             .field("backoff", &self.backoff.as_ref().map(LitStr::value))
+            .field("lease", &self.lease.as_ref().map(LitStr::value))
             .field("on", &self.on)
             .field(
                 "crate_path",
@@ -123,6 +127,7 @@ pub fn parse(args: TokenStream, item: TokenStream) -> syn::Result<CronAttribute>
             missed: args.missed,
             retries: args.retries,
             backoff: args.backoff,
+            lease: args.lease,
             on: args.on,
             crate_path: args.crate_path,
             function,

@@ -12,7 +12,7 @@ use crate::parse_duration;
 ///
 /// A verb is identified by its module and its full name. It has changed when its expression (fields
 /// compared with whitespace normalized), zone (none is `UTC`), timeout (compared as durations: `90s` is
-/// `1m30s`; none is the runtime's default), missed-run policy, retries, backoff (compared as durations;
+/// `1m30s`; none is the runtime's default), missed-run policy, retries, backoff and lease (compared as durations;
 /// none is the runtime's default) or `on` differ. Doc comments and source locations
 /// are not compared: moving a function does not change its schedule.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,7 +41,7 @@ pub struct ChangedVerb {
 /// One field of the cron metadata, before and after. A timeout of `None` is the runtime's default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldChange {
-    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff` or `on`.
+    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff`, `lease` or `on`.
     pub field: String,
     pub old: Option<String>,
     pub new: Option<String>,
@@ -135,6 +135,9 @@ fn changes(old: &Cron, new: &Cron) -> Vec<FieldChange> {
     if !same_duration(&old.backoff, &new.backoff) {
         push("backoff", old.backoff.clone(), new.backoff.clone());
     }
+    if !same_duration(&old.lease, &new.lease) {
+        push("lease", old.lease.clone(), new.lease.clone());
+    }
     if old.on != new.on {
         push("on", Some(old.on.to_string()), Some(new.on.to_string()));
     }
@@ -214,6 +217,9 @@ fn summary(cron: &Cron) -> String {
     }
     if let Some(backoff) = &cron.backoff {
         text.push_str(&format!(" backoff={backoff}"));
+    }
+    if let Some(lease) = &cron.lease {
+        text.push_str(&format!(" lease={lease}"));
     }
     if cron.on != crate::RunOn::default() {
         text.push_str(&format!(" on={}", cron.on));

@@ -82,6 +82,9 @@ pub struct Cron {
     /// The wait before the first retry, as written; `None` is the runtime's default (10 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<String>,
+    /// How long a claimed run stays owned without renewal, as written; `None` is the runtime's lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
     /// `on = "…"`; `one_replica` when absent, and then left out of both forms.
     #[serde(default, skip_serializing_if = "is_one_replica")]
     pub on: RunOn,
@@ -252,6 +255,7 @@ impl Cron {
             missed: MissedPolicy::Once,
             retries: 0,
             backoff: None,
+            lease: None,
             on: RunOn::OneReplica,
         }
     }
@@ -278,6 +282,11 @@ impl Cron {
 
     pub fn backoff(mut self, backoff: impl Into<String>) -> Cron {
         self.backoff = Some(backoff.into());
+        self
+    }
+
+    pub fn lease(mut self, lease: impl Into<String>) -> Cron {
+        self.lease = Some(lease.into());
         self
     }
 

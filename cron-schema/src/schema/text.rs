@@ -60,6 +60,9 @@ fn write_verb(module: &str, verb: &Verb, f: &mut fmt::Formatter<'_>) -> fmt::Res
     if let Some(backoff) = &cron.backoff {
         write!(f, " backoff={backoff}")?;
     }
+    if let Some(lease) = &cron.lease {
+        write!(f, " lease={lease}")?;
+    }
     if cron.on != RunOn::default() {
         write!(f, " on={}", cron.on)?;
     }
@@ -176,7 +179,7 @@ pub(super) fn parse(text: &str) -> Result<Schema, SchemaError> {
 }
 
 /// `<expression> [<zone>] [timeout=<duration>] [missed=<policy>] [retries=<n>] [backoff=<duration>]
-/// [on=<replicas>]`. Expression fields never contain a
+/// [lease=<duration>] [on=<replicas>]`. Expression fields never contain a
 /// letter, so a last word with a letter is the zone.
 fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut words: Vec<&str> = Vec::new();
@@ -184,6 +187,7 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut missed = MissedPolicy::default();
     let mut retries = 0;
     let mut backoff = None;
+    let mut lease = None;
     let mut on = RunOn::default();
     for word in text.split_whitespace() {
         if let Some(value) = word.strip_prefix("timeout=") {
@@ -198,12 +202,14 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
             })?;
         } else if let Some(value) = word.strip_prefix("backoff=") {
             backoff = Some(value.to_owned());
+        } else if let Some(value) = word.strip_prefix("lease=") {
+            lease = Some(value.to_owned());
         } else if let Some(value) = word.strip_prefix("on=") {
             on = value.parse().map_err(|e| format!("{e}"))?;
         } else if word.contains('=') {
             return Err(format!(
                 "unknown `+cron` option `{word}`; expected `timeout=…`, `missed=…`, `retries=…`, \
-                 `backoff=…` or `on=…`"
+                 `backoff=…`, `lease=…` or `on=…`"
             ));
         } else {
             words.push(word);
@@ -225,6 +231,7 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
         missed,
         retries,
         backoff,
+        lease,
         on,
     })
 }

@@ -96,6 +96,7 @@ impl State {
                 at,
                 due,
                 missed: job.spec.missed,
+                lease: job.spec.lease,
             };
             let take = row
                 .take(|| Some(&job.spec.schedule), now, settings)

@@ -25,6 +25,9 @@ impl State {
             } else {
                 RetryHeld::Nothing
             },
+            run_id: executing.run_id,
+            attempt: self.attempt_in_flight(executing.run_id),
+            retries: job.spec.retry,
         }
     }
 
@@ -38,11 +41,10 @@ impl State {
         end: End<'_>,
         now: DateTime<Utc>,
     ) -> Option<Finished> {
+        let facts = self.held_run(self.job_in_flight(run_id)?);
         let mut run = self.take_in_flight(run_id)?;
         let job_id = run.job_id;
-        let ending =
-            self.held_run(job_id)
-                .ending(Some(&self.jobs[&job_id].spec.schedule), &end, now);
+        let ending = facts.ending(Some(&self.jobs[&job_id].spec.schedule), &end, now);
         self.set_idle(job_id, ending.next);
         if let Some(at) = ending.trigger {
             let trigger = self.jobs[&job_id].trigger.unwrap_or(at);
@@ -167,12 +169,13 @@ impl State {
     }
 
     /// [`Store::renew`](crate::store::Store::renew) under the lock: the runs `runner` holds get a lease
-    /// until `until`.
+    /// from `now`, their job's own or else `lease` long.
     pub(super) fn renew(
         &mut self,
         runner: &Runner,
         run_ids: &[i64],
-        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+        lease: std::time::Duration,
     ) -> Vec<i64> {
         let mut held = Vec::with_capacity(run_ids.len());
         for run_id in run_ids {
@@ -180,6 +183,7 @@ impl State {
                 continue;
             };
             let job = self.jobs.get_mut(&job_id).expect("exists");
+            let until = now + job.spec.lease.unwrap_or(lease);
             if let Some(executing) = &mut job.executing
                 && executing.run_id == *run_id
                 && executing.runner_id == runner.id
@@ -202,12 +206,17 @@ impl State {
             .map(|e| e.run_id)
             .collect();
         let mut recovered = Vec::with_capacity(expired.len());
-        for run_id in &expired {
-            recovered.extend(self.job_in_flight(*run_id).map(|id| Recovered {
-                module: self.jobs[&id].module.to_string(),
-                verb: self.jobs[&id].verb.to_string(),
-            }));
-            self.end_run(*run_id, End::lease_expired(), now);
+        for run_id in expired {
+            let Some(job_id) = self.job_in_flight(run_id) else {
+                continue;
+            };
+            recovered.push(Recovered {
+                module: self.jobs[&job_id].module.to_string(),
+                verb: self.jobs[&job_id].verb.to_string(),
+            });
+            // With retries left, the attempt taken back is retried (docs/runtime.md, "Retries").
+            let end = self.held_run(job_id).lease_expired();
+            self.end_run(run_id, end, now);
         }
         recovered
     }

@@ -199,9 +199,7 @@ impl Store for MemoryStore {
 
     async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
         let now = self.now();
-        Ok(self
-            .lock()
-            .renew(runner, run_ids, now + self.settings.lease))
+        Ok(self.lock().renew(runner, run_ids, now, self.settings.lease))
     }
 
     /// All of them under one lock. It chains no claim: a claim here is a walk of an ordered set under

@@ -182,6 +182,7 @@ mod tests {
             timeout: Duration::from_secs(60),
             missed: MissedPolicy::Once,
             retry: Default::default(),
+            lease: None,
             on: Default::default(),
         };
         let spec = DeploymentSpec {

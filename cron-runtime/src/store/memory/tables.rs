@@ -168,6 +168,16 @@ impl State {
         Some(self.whole(run_id, flight))
     }
 
+    /// Which attempt of its occurrence the run `run_id` in flight is: one after those it lists.
+    pub(super) fn attempt_in_flight(&self, run_id: i64) -> u32 {
+        match self.running.get(&run_id) {
+            Some(Flight::Whole(run)) => {
+                u32::try_from(run.attempts.len()).map_or(u32::MAX, |n| n + 1)
+            }
+            _ => 1,
+        }
+    }
+
     /// The job of the run `run_id` in flight.
     pub(super) fn job_in_flight(&self, run_id: i64) -> Option<i64> {
         self.running.get(&run_id).map(Flight::job_id)

@@ -122,4 +122,5 @@ bind_rows!(a: A, b: B, c: C, d: D);
 bind_rows!(a: A, b: B, c: C, d: D, e: E);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G);
+bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K);

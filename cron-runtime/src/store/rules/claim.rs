@@ -7,6 +7,7 @@
 //! (docs/runtime.md, "The store seam").
 
 use std::borrow::Borrow;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cron_schema::{MissedPolicy, ZonedSchedule};
@@ -35,6 +36,8 @@ pub(crate) struct DueRow {
     pub(crate) due: Due,
     /// The job's missed-run policy.
     pub(crate) missed: MissedPolicy,
+    /// The job's own lease; `None`: the runtime's ([`StoreSettings::lease`]).
+    pub(crate) lease: Option<Duration>,
 }
 
 /// What a claim does with a due row.
@@ -97,7 +100,7 @@ impl DueRow {
         now: DateTime<Utc>,
         settings: &StoreSettings,
     ) -> Option<Take> {
-        let lease = settings.lease;
+        let lease = self.lease.unwrap_or(settings.lease);
         let run = |scheduled_at, late, manual| Take::Run {
             scheduled_at,
             late,
@@ -236,7 +239,12 @@ mod tests {
     }
 
     fn row(at: DateTime<Utc>, due: Due, missed: MissedPolicy) -> DueRow {
-        DueRow { at, due, missed }
+        DueRow {
+            at,
+            due,
+            missed,
+            lease: None,
+        }
     }
 
     fn settings() -> StoreSettings {

@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
 
 use super::carry::Carry;
-use super::{AfterAttempt, Start, after_run, after_skipping, ended_at};
-use crate::store::{Finish, Finished, Outcome};
+use super::{AfterAttempt, Start, after_run, after_skipping, ended_at, retry_after};
+use crate::store::{Finish, Finished, Outcome, Retries};
 
 /// Which retry a job row holds (docs/runtime.md, "Retries"): the run of an occurrence whose next
 /// attempt is pending, at the row's `next_execution`.
@@ -44,6 +44,13 @@ pub(crate) struct HeldRun {
     pub(crate) active: bool,
     /// The retry the row holds.
     pub(crate) retry: RetryHeld,
+    /// The run (its id spreads the wait before a retry: [`retry_after`]).
+    pub(crate) run_id: i64,
+    /// Which attempt of its occurrence the run is: 1, or more for a retry.
+    pub(crate) attempt: u32,
+    /// How the job tries a failed attempt again, as its row says: a run taken back from its replica
+    /// is such an attempt (docs/runtime.md, "Retries").
+    pub(crate) retries: Retries,
 }
 
 /// The error of a run taken back because the replica running it stopped renewing its lease (G4,
@@ -103,11 +110,6 @@ impl<'a> End<'a> {
             started: Start::Planned,
             retry_after: None,
         }
-    }
-
-    /// A run whose lease expired, taken back from its replica (G4): `abandoned`.
-    pub(crate) fn lease_expired() -> End<'static> {
-        End::by_the_store(Outcome::Abandoned, LEASE_EXPIRED)
     }
 }
 
@@ -203,14 +205,35 @@ impl HeldRun {
     /// How a shutdown at `now` ends the run (G9, docs/operations.md), `cancelled` when the executor
     /// cancelled it after the grace period. Claimed ahead and never started: given back, for another
     /// replica to run. Otherwise its handler may have run: `cancelled`, or, not named (a claim whose
-    /// answer the replica never got, a run whose end it could not record), `abandoned`.
+    /// answer the replica never got, a run whose end it could not record), `abandoned` as a run taken
+    /// back is ([`HeldRun::taken_back`]).
     pub(crate) fn at_shutdown(&self, cancelled: bool, now: DateTime<Utc>) -> End<'static> {
         if self.starts_at() > now && !self.manual {
             End::GivenBack
         } else if cancelled {
             End::by_the_store(Outcome::Cancelled, CANCELLED_AT_SHUTDOWN)
         } else {
-            End::by_the_store(Outcome::Abandoned, LEFT_AT_SHUTDOWN)
+            self.taken_back(LEFT_AT_SHUTDOWN)
+        }
+    }
+
+    /// How the run ends when the store takes it back from its replica whose lease expired (G4,
+    /// docs/operations.md).
+    pub(crate) fn lease_expired(&self) -> End<'static> {
+        self.taken_back(LEASE_EXPIRED)
+    }
+
+    /// A run taken back from its replica without the replica's word, `abandoned` with `error`: a failed
+    /// attempt, tried again as any other while the job has retries left (docs/runtime.md, "Retries":
+    /// at least once, up to `retries + 1` attempts), the usual backoff after the store's now. A job
+    /// without retries is not: at most once.
+    fn taken_back(&self, error: &'static str) -> End<'static> {
+        End::Recorded {
+            outcome: Outcome::Abandoned,
+            error: Some(error),
+            at: None,
+            started: Start::Planned,
+            retry_after: retry_after(self.retries, self.attempt, Outcome::Abandoned, self.run_id),
         }
     }
 
@@ -377,6 +400,9 @@ mod tests {
             paused: false,
             active: true,
             retry: RetryHeld::Nothing,
+            run_id: 7,
+            attempt: 1,
+            retries: Retries::default(),
         }
     }
 
@@ -481,6 +507,80 @@ mod tests {
             ..ahead
         };
         assert_eq!(kind(manual.at_shutdown(false, at(0, 59))), "abandoned");
+    }
+
+    #[test]
+    fn a_run_taken_back_with_retries_left_is_a_failed_attempt_retried() {
+        // docs/runtime.md, "Retries": at least once, up to `retries + 1` attempts.
+        let every_10m = ZonedSchedule::utc(Schedule::parse("0 */10 * * * *").unwrap());
+        let second = HeldRun {
+            attempt: 2,
+            retries: Retries {
+                retries: 3,
+                backoff: Duration::from_secs(10),
+            },
+            ..held(at(0, 0))
+        };
+        let end = second.lease_expired();
+        let End::Recorded {
+            outcome,
+            error,
+            retry_after: Some(wait),
+            ..
+        } = end
+        else {
+            panic!("{end:?}")
+        };
+        assert_eq!((outcome, error), (Outcome::Abandoned, Some(LEASE_EXPIRED)));
+        // The second retry waits twice the backoff, plus up to a fifth as jitter.
+        assert!(wait >= Duration::from_secs(20) && wait < Duration::from_secs(24));
+        let ending = second.ending(Some(&every_10m), &end, at(0, 40));
+        assert_eq!(
+            (ending.after, ending.record, ending.retry),
+            (
+                AfterAttempt::Retries(at(0, 40) + chrono::TimeDelta::from_std(wait).unwrap()),
+                Record::Waits,
+                RetryHeld::ThisRun
+            )
+        );
+        // A shutdown that leaves the run unnamed takes it back the same way; a cancelled one ends it.
+        assert!(matches!(
+            second.at_shutdown(false, at(0, 40)),
+            End::Recorded {
+                retry_after: Some(_),
+                ..
+            }
+        ));
+        assert!(matches!(
+            second.at_shutdown(true, at(0, 40)),
+            End::Recorded {
+                outcome: Outcome::Cancelled,
+                retry_after: None,
+                ..
+            }
+        ));
+        // No retries left, or none declared: the occurrence ends `abandoned` (at most once).
+        for last in [
+            HeldRun {
+                attempt: 4,
+                ..second
+            },
+            held(at(0, 0)),
+        ] {
+            let end = last.lease_expired();
+            assert!(matches!(
+                end,
+                End::Recorded {
+                    retry_after: None,
+                    ..
+                }
+            ));
+            let ending = last.ending(Some(&every_10m), &end, at(0, 40));
+            assert_eq!(
+                (ending.after, ending.record, ending.next),
+                (AfterAttempt::Ends, Record::Ends, Some(at(10, 0)))
+            );
+        }
     }
 
     #[test]

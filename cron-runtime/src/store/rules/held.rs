@@ -3,9 +3,12 @@
 //! `sqlite/steps.rs`), and the facts of it that decide how the run ends ([`Held::facts`]). The in-memory
 //! store reads the same facts from its tables.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 
 use super::HeldRun;
+use crate::store::Retries;
 
 /// A locked job row and the run that holds it.
 #[derive(Debug, sqlx::FromRow)]
@@ -34,6 +37,11 @@ pub(crate) struct Held {
     pub(crate) retry_run_id: Option<i64>,
     /// The run has attempts recorded: it is an occurrence tried more than once.
     pub(crate) retried: bool,
+    /// How many attempts the run lists: the ones before this one, while it executes.
+    pub(crate) earlier_attempts: i32,
+    /// The job's retries and backoff (migration `0004`; NULL on a row of an older release: none).
+    pub(crate) retries: Option<i32>,
+    pub(crate) backoff_ms: Option<i64>,
     /// The store's now in the step that locked the row.
     pub(crate) now: DateTime<Utc>,
     /// Whether the row's deployment is the active one (PostgreSQL reads it after the lock:
@@ -55,6 +63,18 @@ impl Held {
             paused: self.paused,
             active: self.active,
             retry: HeldRun::retry_of(self.retry_run_id, self.run_id),
+            run_id: self.run_id.unwrap_or_default(),
+            attempt: u32::try_from(self.earlier_attempts).map_or(1, |n| n.saturating_add(1)),
+            retries: Retries {
+                retries: self
+                    .retries
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0),
+                backoff: self
+                    .backoff_ms
+                    .and_then(|ms| u64::try_from(ms).ok())
+                    .map_or(Duration::ZERO, Duration::from_millis),
+            },
         }
     }
 }

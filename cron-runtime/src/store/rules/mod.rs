@@ -17,6 +17,7 @@ use cron_schema::ZonedSchedule;
 use crate::defaults::SKIPPED_COUNT_LIMIT;
 use crate::store::{Outcome, RETRIES_CUT_SHORT};
 
+mod backoff;
 mod carry;
 mod claim;
 mod deploy;
@@ -25,6 +26,7 @@ mod ending;
 mod held;
 pub(crate) mod operator;
 
+pub(crate) use backoff::retry_after;
 pub(crate) use carry::{ActiveRow, Carry};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use claim::AlreadyRan;

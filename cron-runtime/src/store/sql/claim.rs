@@ -48,6 +48,9 @@ impl Due {
             at: self.scheduled_at,
             due,
             missed: self.missed.parse().unwrap_or_default(),
+            // The statements that record the runs hold them for the row's own lease, in SQL
+            // (`lease_from!`, which reads the row's `lease`); a skipped run holds none.
+            lease: None,
         }
     }
 }
@@ -248,6 +251,9 @@ impl<D: Protocol> SqlStore<D> {
                     manual: false,
                     retry_run_id: None,
                     retried: false,
+                    earlier_attempts: 0,
+                    retries: None,
+                    backoff_ms: None,
                     now,
                     active: true,
                 };

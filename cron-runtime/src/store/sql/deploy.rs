@@ -120,6 +120,9 @@ pub(crate) type InsertJobs = (
     Column<String>,
     Column<Option<At>>,
     Column<bool>,
+    Column<Option<i64>>,
+    Column<Option<i64>>,
+    Column<Option<i64>>,
 );
 
 /// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
@@ -205,6 +208,9 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     let mut missed = Vec::new();
     let mut next = Vec::new();
     let mut every_replica = Vec::new();
+    let mut leases = Vec::new();
+    let mut retries = Vec::new();
+    let mut backoffs = Vec::new();
     for job in &spec.jobs {
         verbs.push(job.verb.clone());
         expressions.push(job.expression.clone());
@@ -213,6 +219,12 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         missed.push(job.missed.as_str().to_owned());
         next.push(rules::first_occurrence(job, now).map(At));
         every_replica.push(job.on == RunOn::EveryReplica);
+        let millis =
+            |span: std::time::Duration| i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
+        leases.push(job.lease.map(millis));
+        let retry = (job.retry.retries > 0).then_some(job.retry);
+        retries.push(retry.map(|r| i64::from(r.retries)));
+        backoffs.push(retry.map(|r| millis(r.backoff)));
     }
     Statement::<D>::new(D::STEPS.insert_jobs)
         .bind(deployment_id)
@@ -225,6 +237,9 @@ pub(crate) async fn insert_jobs<D: Protocol>(
             Column(missed),
             Column(next),
             Column(every_replica),
+            Column(leases),
+            Column(retries),
+            Column(backoffs),
         )))
         .execute(&mut *tx)
         .await?;

@@ -200,7 +200,9 @@ impl<D: Protocol> SqlStore<D> {
                     "taking back `{}`: {LEASE_EXPIRED}",
                     held.verb
                 );
-                ends.push((held, End::lease_expired()));
+                // With retries left, the attempt taken back is retried (docs/runtime.md, "Retries").
+                let end = held.facts().lease_expired();
+                ends.push((held, end));
             }
             if !ends.is_empty() {
                 self.write_ends(&mut tx, &ends, None)

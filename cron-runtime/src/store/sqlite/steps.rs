@@ -86,6 +86,7 @@ macro_rules! held_rows {
             attempt_instant!("r.scheduled_at"),
             " AS scheduled_at,
        coalesce(r.manual, false) AS manual, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
+       coalesce(json_array_length(r.attempts), 0) AS earlier_attempts, j.retries, j.backoff AS backoff_ms,
        ",
             attempt_instant!("(SELECT now FROM temp.cron_clock)"),
             " AS now
@@ -119,9 +120,10 @@ FROM cron_deployments WHERE key = ?1",
     insert_jobs: "
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution, start_time,
-     every_replica)
+     every_replica, lease, retries, backoff)
 SELECT ?1, ?2, value ->> 0, value ->> 1, value ->> 2, CAST(round((value ->> 3) * 1000) AS INTEGER),
-       value ->> 4, value ->> 5, (SELECT now FROM temp.cron_clock), value ->> 6
+       value ->> 4, value ->> 5, (SELECT now FROM temp.cron_clock), value ->> 6, value ->> 7,
+       value ->> 8, value ->> 9
 FROM json_each(?3)
 WHERE true
 ON CONFLICT (deployment_id, verb) DO NOTHING",
@@ -254,7 +256,7 @@ ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING;
 UPDATE cron_jobs AS j
 SET state = 'executing',
     current_run_id = r.id,
-    lease_expires_at = max((SELECT now FROM temp.cron_clock), r.scheduled_at) + ?3,
+    lease_expires_at = max((SELECT now FROM temp.cron_clock), r.scheduled_at) + coalesce(j.lease * 1000, ?3),
     trigger_requested_at = CASE WHEN r.started_at IS NULL THEN j.trigger_requested_at END
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS at FROM json_each(?4)) AS i
 JOIN cron_job_runs AS r ON r.scheduled_at = i.at
@@ -276,7 +278,7 @@ WHERE r.id = i.run_id AND r.outcome = 'running' AND r.finished_at IS NULL
 UPDATE cron_jobs AS j
 SET state = 'executing',
     current_run_id = r.id,
-    lease_expires_at = max((SELECT now FROM temp.cron_clock), j.next_execution) + ?3
+    lease_expires_at = max((SELECT now FROM temp.cron_clock), j.next_execution) + coalesce(j.lease * 1000, ?3)
 FROM cron_job_runs AS r
 WHERE j.id IN (SELECT value ->> 0 FROM json_each(?4))
   AND j.state = 'idle' AND r.id = j.retry_run_id
@@ -336,7 +338,7 @@ LIMIT ?2"
     // Outside a step's transaction: the clock set as it got its connection.
     renew: "
 UPDATE cron_jobs AS j
-SET lease_expires_at = max(j.lease_expires_at, (SELECT now FROM temp.cron_clock) + ?3)
+SET lease_expires_at = max(j.lease_expires_at, (SELECT now FROM temp.cron_clock) + coalesce(j.lease * 1000, ?3))
 FROM cron_job_runs AS r
 WHERE r.id IN (SELECT value FROM json_each(?1))
   AND r.runner_id = ?2
@@ -399,7 +401,10 @@ FROM (SELECT value ->> 0 AS id, value ->> 1 AS at FROM json_each(?4)) AS i
 JOIN cron_jobs c ON c.id = i.id
 WHERE true
 ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
-RETURNING id AS run_id, job_id, max((SELECT now FROM temp.cron_clock), scheduled_at) + ?3 AS lease_expires_at, (SELECT now FROM temp.cron_clock) AS clock",
+RETURNING id AS run_id, job_id,
+          max((SELECT now FROM temp.cron_clock), scheduled_at)
+              + coalesce((SELECT c.lease * 1000 FROM cron_jobs c WHERE c.id = job_id), ?3) AS lease_expires_at,
+          (SELECT now FROM temp.cron_clock) AS clock",
     carried_rows: "
 SELECT o.id AS held_id, n.id, n.state = 'idle' AS idle,
        n.schedule = o.schedule AND n.timezone = o.timezone AS same_schedule,

@@ -211,6 +211,7 @@ impl Walker<'_> {
                 missed: cron.missed,
                 retries: cron.retries,
                 backoff: cron.backoff.as_ref().map(|backoff| backoff.value()),
+                lease: cron.lease.as_ref().map(|lease| lease.value()),
                 on: cron.on,
             },
         )

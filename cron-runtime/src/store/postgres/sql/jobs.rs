@@ -61,25 +61,29 @@ macro_rules! held_rows {
         "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
        j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, r.scheduled_at,
        coalesce(r.manual, false) AS manual, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
-       now() AS now
+       coalesce(jsonb_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
+       (extract(epoch FROM j.backoff) * 1000)::bigint AS backoff_ms, now() AS now
 FROM cron_jobs j
 LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"
     };
 }
 
 statements! { "jobs";
-    /// The job rows of deployment `$1` of module `$2`, one per element of the arrays `$3`..`$9`
+    /// The job rows of deployment `$1` of module `$2`, one per element of the arrays `$3`..`$12`
     /// (verb, expression, zone, timeout in seconds, missed-run policy, first occurrence, whether every
-    /// replica runs it). A row that exists is left as it is.
+    /// replica runs it; the job's own lease in milliseconds, its retries and backoff in milliseconds,
+    /// NULL for none). A row that exists is left as it is.
     INSERT_JOBS = "
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution,
-     every_replica)
+     every_replica, lease, retries, backoff)
 SELECT $1, $2, u.verb, u.schedule, u.timezone, make_interval(secs => u.timeout), u.missed,
-       u.next_execution, u.every_replica
+       u.next_execution, u.every_replica, make_interval(secs => u.lease / 1000.0), u.retries,
+       make_interval(secs => u.backoff / 1000.0)
 FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[],
-            $9::boolean[])
-    AS u(verb, schedule, timezone, timeout, missed, next_execution, every_replica)
+            $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[])
+    AS u(verb, schedule, timezone, timeout, missed, next_execution, every_replica, lease, retries,
+         backoff)
 ON CONFLICT (deployment_id, verb) DO NOTHING
 ";
 
@@ -294,7 +298,8 @@ LIMIT $2
 FOR UPDATE OF j SKIP LOCKED
 ");
 
-    /// Extends by `$3` seconds the leases of the runs `$1` that runner `$2` holds; returns their ids. The
+    /// Extends by the job's own lease, or `$3` seconds for a job that sets none, the leases of the runs
+    /// `$1` that runner `$2` holds; returns their ids. The
     /// rows are locked in the order of their ids, as a batch of finishes locks them, so that the two never
     /// wait on each other in a cycle.
     RENEW = "
@@ -309,7 +314,7 @@ WITH held AS (
     FOR UPDATE OF j
 )
 UPDATE cron_jobs j
-SET lease_expires_at = greatest(j.lease_expires_at, now() + make_interval(secs => $3))
+SET lease_expires_at = greatest(j.lease_expires_at, now() + coalesce(j.lease, make_interval(secs => $3)))
 FROM held
 WHERE j.id = held.id
 RETURNING held.run_id

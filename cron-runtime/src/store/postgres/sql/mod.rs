@@ -35,17 +35,20 @@ macro_rules! claimed_start {
     };
 }
 
-/// When the lease, `$secs` seconds long, of a run claimed now for `$instant` runs out: from its planned
-/// start ([`claimed_start!`]), so a run claimed ahead holds its lease from its instant (G4,
+/// When the lease of a run claimed now for `$instant` runs out: its job's own lease (`$row_lease`, the
+/// row's `lease`), or `$secs` seconds for a job that sets none, from its planned start
+/// ([`claimed_start!`]), so a run claimed ahead holds its lease from its instant (G4,
 /// docs/operations.md). `rules::lease_expires`, in SQL: the one rule every store applies, written here
 /// for the statements that record a batch of runs at once.
 macro_rules! lease_from {
-    ($instant:literal, $secs:literal) => {
+    ($instant:literal, $row_lease:literal, $secs:literal) => {
         concat!(
             claimed_start!($instant),
-            " + make_interval(secs => ",
+            " + coalesce(",
+            $row_lease,
+            ", make_interval(secs => ",
             $secs,
-            ")"
+            "))"
         )
     };
 }

@@ -6,7 +6,7 @@
 statements! { "runs";
     /// The claim's second statement: records one run per accepted row, one element of each array of
     /// `$4`..`$8` per row (job, scheduled instant, manual, late, skipped), by runner `$1` (id `$2`), and
-    /// moves the rows that got one to `executing` with a lease of `$3` seconds from the later of now
+    /// moves the rows that got one to `executing` with the job's own lease, else `$3` seconds, from the later of now
     /// and the run's instant. The unique key on `(module_name, verb, scheduled_at)` refuses an occurrence that already
     /// ran: that row gets no run. A late row under `missed = 'skip'` gets a run with no start, which the
     /// claim ends `skipped` at once; the claim clears a pending trigger unless the occurrence it took is
@@ -40,7 +40,7 @@ runs AS (
 UPDATE cron_jobs j
 SET state = 'executing',
     current_run_id = runs.id,
-    lease_expires_at = ", lease_from!("runs.scheduled_at", "$3"), ",
+    lease_expires_at = ", lease_from!("runs.scheduled_at", "j.lease", "$3"), ",
     trigger_requested_at = CASE WHEN runs.started_at IS NULL THEN j.trigger_requested_at END
 FROM runs
 WHERE j.id = runs.job_id
@@ -65,7 +65,11 @@ CROSS JOIN LATERAL (
 ) j
 ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
 RETURNING r.id AS run_id, r.job_id,
-          ", lease_from!("r.scheduled_at", "$3"), " AS lease_expires_at,
+          ", lease_from!(
+              "r.scheduled_at",
+              "(SELECT c.lease FROM cron_jobs c WHERE c.id = r.job_id)",
+              "$3"
+          ), " AS lease_expires_at,
           clock_timestamp() AS clock
 ");
 
@@ -124,7 +128,7 @@ runs AS (
 UPDATE cron_jobs j
 SET state = 'executing',
     current_run_id = runs.id,
-    lease_expires_at = ", lease_from!("runs.retry_at", "$3"), "
+    lease_expires_at = ", lease_from!("runs.retry_at", "j.lease", "$3"), "
 FROM runs
 WHERE j.id = runs.job_id
 RETURNING j.id AS job_id, runs.id AS run_id, runs.retry_at, runs.attempt::integer AS attempt,

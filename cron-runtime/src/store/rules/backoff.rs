@@ -1,4 +1,6 @@
-//! How long a failed attempt waits before it is tried again (docs/runtime.md, "Retries").
+//! How long a failed attempt waits before it is tried again (docs/runtime.md, "Retries"): one rule for
+//! the executor, which asks for a retry with a finish, and for the stores, which ask for one when they
+//! take an attempt back from a replica that stopped renewing its lease.
 
 use std::time::Duration;
 
@@ -6,12 +8,13 @@ use crate::defaults::MAX_BACKOFF;
 use crate::store::{Outcome, Retries};
 
 /// The wait after attempt `attempt` of a run ended with `outcome` before its occurrence is tried again,
-/// or `None` when it is not: it succeeded (or was cancelled, abandoned, skipped), or the job has no
-/// retries left. The first retry waits the job's backoff, each later one twice the one before, capped
+/// or `None` when it is not: it succeeded (or was cancelled or skipped), or the job has no retries
+/// left. An attempt `abandoned` (its replica died, or left without saying how it ended) counts as a
+/// failed one (docs/runtime.md, "Retries": at least once, up to `retries + 1` attempts). The first retry waits the job's backoff, each later one twice the one before, capped
 /// at [`MAX_BACKOFF`], plus up to a fifth of that wait as jitter, so that jobs that failed together
 /// (a database down at midnight) do not all come back at one instant. The jitter is taken from the
 /// run's id and attempt: spread across runs, and the same wherever it is computed.
-pub(super) fn retry_after(
+pub(crate) fn retry_after(
     retry: Retries,
     attempt: u32,
     outcome: Outcome,
@@ -19,7 +22,7 @@ pub(super) fn retry_after(
 ) -> Option<Duration> {
     let failed = matches!(
         outcome,
-        Outcome::Failed | Outcome::Panicked | Outcome::TimedOut
+        Outcome::Failed | Outcome::Panicked | Outcome::TimedOut | Outcome::Abandoned
     );
     if !failed || attempt == 0 || attempt > retry.retries {
         return None;
@@ -70,15 +73,15 @@ mod tests {
     #[test]
     fn the_last_attempt_and_other_outcomes_are_not_retried() {
         assert_eq!(retry_after(thrice(), 4, Outcome::Failed, 7), None);
-        for outcome in [
-            Outcome::Succeeded,
-            Outcome::Cancelled,
-            Outcome::Abandoned,
-            Outcome::Skipped,
-        ] {
+        for outcome in [Outcome::Succeeded, Outcome::Cancelled, Outcome::Skipped] {
             assert_eq!(retry_after(thrice(), 1, outcome, 7), None);
         }
-        for outcome in [Outcome::Failed, Outcome::Panicked, Outcome::TimedOut] {
+        for outcome in [
+            Outcome::Failed,
+            Outcome::Panicked,
+            Outcome::TimedOut,
+            Outcome::Abandoned,
+        ] {
             assert!(retry_after(thrice(), 1, outcome, 7).is_some());
         }
         assert_eq!(retry_after(Retries::default(), 1, Outcome::Failed, 7), None);
