@@ -37,9 +37,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
-use sqlx::{Sqlite, Transaction};
+use sqlx::{Connection, Sqlite, Transaction, TransactionManager};
 
 use super::{
     Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, ReplicaRun, Runner, Store,
@@ -132,7 +133,8 @@ impl SqliteStore {
     }
 
     /// A store on an existing pool, which should connect with the options [`SqliteStore::connect`]
-    /// uses: WAL, a busy timeout and foreign keys.
+    /// uses (WAL, a busy timeout and foreign keys) and be made by [`pool_options`], which closes a
+    /// connection that a full disk left inside a transaction.
     pub fn from_pool(pool: SqlitePool) -> SqliteStore {
         let options = (*pool.connect_options()).clone();
         SqliteStore {
@@ -336,11 +338,37 @@ const EVERY_REPLICA: every_replica::Statements = every_replica::Statements {
 };
 
 /// The pool the store opens: a few connections (SQLite has one writer at a time), each waiting for a
-/// free one a little longer than a write waits for the file.
+/// free one a little longer than a write waits for the file, and each closed rather than pooled again
+/// when it comes back still counted inside a transaction ([`ended_its_transactions`]).
 pub fn pool_options() -> SqlitePoolOptions {
     SqlitePoolOptions::new()
         .max_connections(4)
         .acquire_timeout(BUSY_TIMEOUT + Duration::from_secs(5))
+        .after_release(|conn, _| Box::pin(ended_its_transactions(conn)))
+}
+
+/// Whether a connection coming back to the pool is outside every transaction, as sqlx counts them;
+/// the pool closes one that is not (docs/operations.md, "When things go wrong": a full disk).
+///
+/// On a full disk (`SQLITE_FULL`), or an I/O error, SQLite may end the whole transaction itself, in
+/// the failed statement or in the `COMMIT`. sqlx still counts the connection inside it: the
+/// `ROLLBACK` that dropping the transaction sends fails (no transaction is active), so the count is
+/// never taken back, and every later `begin_with` on that connection fails with "attempted to call
+/// begin_with at non-zero transaction depth", after the disk has space again too. Closing it instead
+/// puts a fresh connection in its place at the next acquire. Every step, the operator API and the
+/// migrations use this pool.
+async fn ended_its_transactions(conn: &mut SqliteConnection) -> Result<bool, sqlx::Error> {
+    // The rollback that dropping a transaction queued on the connection has run once it answers.
+    conn.ping().await?;
+    let depth = <Sqlite as sqlx::Database>::TransactionManager::get_transaction_depth(conn);
+    if depth > 0 {
+        tracing::warn!(
+            depth,
+            "closing a SQLite connection left inside a transaction that could not be ended \
+             (a full disk?); the next write opens a fresh one"
+        );
+    }
+    Ok(depth == 0)
 }
 
 /// Wraps a database error with what was being done.
