@@ -32,7 +32,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
-use sqlx::{Executor, Sqlite};
+use sqlx::{Connection, Executor, Sqlite, TransactionManager};
 
 use super::sql::{Protocol, SqlStore, Steps, db, store_on_sql};
 use super::{Change, StoreError, StoreSettings};
@@ -91,7 +91,8 @@ impl SqliteStore {
     }
 
     /// A store on an existing pool, which should connect with the options [`SqliteStore::connect`]
-    /// uses: WAL, a busy timeout and foreign keys.
+    /// uses (WAL, a busy timeout and foreign keys) and be made by [`pool_options`], which closes a
+    /// connection that a full disk left inside a transaction.
     pub fn from_pool(pool: SqlitePool) -> SqliteStore {
         SqliteStore(SqlStore::new(pool))
     }
@@ -189,11 +190,37 @@ impl Protocol for Sqlite {
 }
 
 /// The pool the store opens: a few connections (SQLite has one writer at a time), each waiting for a
-/// free one a little longer than a write waits for the file.
+/// free one a little longer than a write waits for the file, and each closed rather than pooled again
+/// when it comes back still counted inside a transaction ([`ended_its_transactions`]).
 pub fn pool_options() -> SqlitePoolOptions {
     SqlitePoolOptions::new()
         .max_connections(4)
         .acquire_timeout(BUSY_TIMEOUT + Duration::from_secs(5))
+        .after_release(|conn, _| Box::pin(ended_its_transactions(conn)))
+}
+
+/// Whether a connection coming back to the pool is outside every transaction, as sqlx counts them;
+/// the pool closes one that is not (docs/operations.md, "When things go wrong": a full disk).
+///
+/// On a full disk (`SQLITE_FULL`), or an I/O error, SQLite may end the whole transaction itself, in
+/// the failed statement or in the `COMMIT`. sqlx still counts the connection inside it: the
+/// `ROLLBACK` that dropping the transaction sends fails (no transaction is active), so the count is
+/// never taken back, and every later `begin_with` on that connection fails with "attempted to call
+/// begin_with at non-zero transaction depth", after the disk has space again too. Closing it instead
+/// puts a fresh connection in its place at the next acquire. Every step, the operator API and the
+/// migrations use this pool.
+async fn ended_its_transactions(conn: &mut SqliteConnection) -> Result<bool, sqlx::Error> {
+    // The rollback that dropping a transaction queued on the connection has run once it answers.
+    conn.ping().await?;
+    let depth = <Sqlite as sqlx::Database>::TransactionManager::get_transaction_depth(conn);
+    if depth > 0 {
+        tracing::warn!(
+            depth,
+            "closing a SQLite connection left inside a transaction that could not be ended \
+             (a full disk?); the next write opens a fresh one"
+        );
+    }
+    Ok(depth == 0)
 }
 
 /// The store's clock: the host's, to the microsecond the tables keep.
