@@ -3,7 +3,7 @@
 //! that run recovered as `abandoned`, by the other process and, when none is left, by a new one after a
 //! restart (lease); a process stopped across several occurrences catches up on start as its jobs'
 //! missed-run policies say; a process stopped gracefully while a retry waits leaves it pending, and the
-//! next start runs it.
+//! next start runs it; a process whose disk fills up runs again once it has space, and stops gracefully.
 //!
 //! The processes are this test binary re-executed (`process_main`, which returns at once in a normal run).
 //! Each handler appends the occurrence it runs to a side file of its own process: what ran, whatever
@@ -91,6 +91,12 @@ fn process_main() {
                     }
                 },
             )
+        } else if jobs == "tick" {
+            builder.job(
+                EVERY_SECOND,
+                "* * * * * *",
+                record(EVERY_SECOND, Duration::from_millis(50)),
+            )
         } else if jobs == "overlap" {
             builder
                 .job(
@@ -134,6 +140,8 @@ struct Host {
     url: String,
     jobs: &'static str,
     children: HashMap<String, Child>,
+    /// The disk of its own that the file is on ([`Host::on_tmpfs`]), unmounted when the test ends.
+    disk: Option<PathBuf>,
 }
 
 impl Host {
@@ -153,7 +161,26 @@ impl Host {
             url,
             jobs,
             children: HashMap::new(),
+            disk: None,
         }
+    }
+
+    /// Puts the file on a disk of its own of `size` (`4m`), a tmpfs mounted at `disk/`; `false` where
+    /// this host cannot mount one (it takes root).
+    fn on_tmpfs(&mut self, size: &str) -> bool {
+        let disk = self.dir.join("disk");
+        std::fs::create_dir_all(&disk).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&disk)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if mounted {
+            self.url = format!("sqlite://{}", disk.join("cron.db").display());
+            self.disk = Some(disk);
+        }
+        mounted
     }
 
     fn spawn(&mut self, name: &str) -> u32 {
@@ -233,6 +260,9 @@ impl Drop for Host {
         for child in self.children.values_mut() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if let Some(disk) = &self.disk {
+            let _ = Command::new("umount").arg(disk).status();
         }
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
@@ -484,4 +514,67 @@ async fn a_retry_pending_at_a_graceful_stop_runs_after_the_restart() {
             .any(|line| line == format!("{RETRYING} {at} attempt 2")),
         "{second}"
     );
+}
+
+/// Issue 26: a process whose disk fills up fails its writes ("database or disk is full"), and once the
+/// disk has space again the same process runs its jobs, and a SIGTERM stops it gracefully (docs/operations.md,
+/// "When things go wrong"). Needs a tmpfs of its own, so root: elsewhere it says so and passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_whose_disk_was_full_runs_again_once_it_has_space() {
+    let mut host = Host::new("tick");
+    if !host.on_tmpfs("4m") {
+        eprintln!("skipped: this host cannot mount a tmpfs (it takes root)");
+        return;
+    }
+    host.spawn("replica");
+    let pool = wait_for("a first run", Duration::from_secs(30), || async {
+        let pool = host.pool().await?;
+        let succeeded: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM cron_job_runs WHERE outcome = 'succeeded'")
+                .fetch_one(&pool)
+                .await
+                .ok()?;
+        (succeeded > 0).then_some(pool)
+    })
+    .await;
+
+    // Something else fills the disk.
+    let ballast = host.disk.as_ref().unwrap().join("ballast");
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&ballast).unwrap();
+        let chunk = vec![0_u8; 16 * 1024];
+        while file
+            .write_all(&chunk)
+            .and_then(|()| file.sync_all())
+            .is_ok()
+        {}
+    }
+    let log = host.dir.join("replica.log");
+    wait_for("a write to fail", Duration::from_secs(30), || async {
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        log.contains("disk is full").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    std::fs::remove_file(&ballast).unwrap();
+    let back = chrono::Utc::now().timestamp_micros();
+    wait_for(
+        "a run after the disk had space",
+        Duration::from_secs(30),
+        || async {
+            let succeeded: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM cron_job_runs WHERE outcome = 'succeeded' \
+                 AND scheduled_at > ?",
+            )
+            .bind(back)
+            .fetch_one(&pool)
+            .await
+            .ok()?;
+            (succeeded > 0).then_some(())
+        },
+    )
+    .await;
+    host.stop("replica");
 }

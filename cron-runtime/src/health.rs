@@ -106,7 +106,7 @@ impl Vitals {
         let stopped = self.stopped.load(Ordering::Acquire);
         Health {
             live: !stopped && tick_age <= LIVE_WITHIN,
-            ready: registered && !draining && !stopped,
+            ready: registered && !draining && !stopped && down == REACHABLE,
             registered,
             draining,
             stopped,
@@ -129,7 +129,9 @@ pub struct Health {
     /// The claim loop has gone round within [`LIVE_WITHIN`] and the runtime has not stopped: facts of
     /// this process only, never of the store, so that a database outage fails no liveness probe.
     pub live: bool,
-    /// Registered with the store, and neither shutting down nor stopped: ready for work.
+    /// Registered with the store, neither shutting down nor stopped, and the store's last call
+    /// answered: ready for work. A replica whose store refuses its writes (a full disk, a database
+    /// outage) can run nothing, and is not ready until a call succeeds again.
     pub ready: bool,
     /// This replica is registered with its store (it retries while the store is away at start).
     pub registered: bool,

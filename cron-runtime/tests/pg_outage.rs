@@ -182,7 +182,8 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
     let cut_at = db_now(&direct).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     // The probes (docs/operations.md, "Health checks"): the store is reported away since the cut, and
-    // liveness, which reads only this process, still holds: an outage restarts no replica.
+    // liveness, which reads only this process, still holds: an outage restarts no replica; the replica
+    // is not ready while it can write nothing.
     let health = handle.health();
     assert!(!health.store.reachable, "{health:?}");
     let since = health
@@ -195,6 +196,10 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
     );
     assert!(health.live, "the claim loop goes on ticking: {health:?}");
     assert!(health.registered, "{health:?}");
+    assert!(
+        !health.ready,
+        "a replica that can write nothing: {health:?}"
+    );
     assert!(
         long_runs_finished.load(Ordering::SeqCst) > finished_before,
         "the long run's handler went on while the database was away"
@@ -249,7 +254,7 @@ async fn an_outage_longer_than_the_lease_neither_stops_the_runtime_nor_loses_a_r
     );
     let health = handle.health();
     assert!(
-        health.store.reachable && health.store.unreachable_since.is_none(),
+        health.store.reachable && health.store.unreachable_since.is_none() && health.ready,
         "the store answers again: {health:?}"
     );
     handle

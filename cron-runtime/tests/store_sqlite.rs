@@ -340,3 +340,79 @@ async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_ke
     assert_eq!(run.outcome, Some(Outcome::Succeeded));
     assert_eq!(run.attempts.len(), 2);
 }
+
+/// A full disk (docs/operations.md, "When things go wrong"): while the file cannot grow, a write that
+/// needs a page fails with SQLite's "database or disk is full", and once space is back the same store
+/// records and claims runs again, as a fresh process on the file would. The disk is `max_page_count` on
+/// every connection to the file; another table filling it, then emptied, is the space taken and freed.
+///
+/// The finish's long error needs pages of its own; SQLite ends the whole transaction on that failure,
+/// as it does when a commit cannot write to a full disk.
+#[tokio::test]
+async fn a_store_writes_again_once_its_full_disk_has_space() {
+    use conformance::*;
+    use cron_runtime::store::Store;
+    use sqlx::{ConnectOptions, Connection};
+
+    let h = Sqlite::new().await;
+    let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+        .fetch_one(h.observer.pool())
+        .await
+        .unwrap();
+    let disk = connect_options(&h.db.url)
+        .unwrap()
+        .pragma("max_page_count", (pages + 100).to_string());
+    let store = SqliteStore::from_pool(pool_options().connect_lazy_with(disk.clone()));
+    let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
+    let runner = store.register(&spec).await.unwrap();
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let failed = ended(
+        claim_of(&claimed, "a"),
+        Outcome::Failed,
+        Some(&"the relay refused the message. ".repeat(1_000)),
+    );
+
+    let mut other = disk.connect().await.unwrap();
+    sqlx::query("CREATE TABLE other_files (content BLOB NOT NULL)")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let full = loop {
+        if let Err(error) = sqlx::query("INSERT INTO other_files VALUES (zeroblob(4000))")
+            .execute(&mut other)
+            .await
+        {
+            break error.to_string();
+        }
+    };
+    assert!(full.contains("full"), "{full}");
+    for _ in 0..3 {
+        let finishing = store.finish(&runner, std::slice::from_ref(&failed), None);
+        let error = finishing.await.single().unwrap_err().to_string();
+        assert!(error.contains("full"), "a finish on a full disk: {error}");
+    }
+
+    sqlx::query("DELETE FROM other_files")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    other.close().await.unwrap();
+    let finishing = store.finish(&runner, std::slice::from_ref(&failed), None);
+    finishing
+        .await
+        .single()
+        .expect("a finish once the disk has space");
+    let next = next_second(at);
+    sleep_until(&h, next + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    finish_one(&store, &runner, &succeeded(claim_of(&claimed, "a"))).await;
+    store.heartbeat(&runner).await.unwrap();
+    store.deregister(&runner, &[]).await.unwrap();
+    let outcomes: Vec<String> = sqlx::query_scalar("SELECT outcome FROM cron_job_runs ORDER BY id")
+        .fetch_all(h.observer.pool())
+        .await
+        .unwrap();
+    assert_eq!(outcomes, ["failed", "succeeded"]);
+}

@@ -9,12 +9,13 @@ use cron_schema::{Cron, RunOn, Schema};
 use serde::Serialize;
 
 use super::AdminError;
-use super::rows::{ActiveSchema, RegisteredJob, Registration};
+use super::rows::{ActiveSchema, RegisteredJob};
 use super::sql::{Dialect, SqlAdmin, Statement, db, unmigrated};
 use crate::defaults::DEFAULT_TIMEOUT;
 use crate::error::JobError;
 use crate::job::{Fields, Timeout, job_spec};
 use crate::rfc3339;
+use crate::store::sql::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use crate::store::{DeploymentSpec, JobSpec, check_job_count};
 
 /// [`Admin::deploy`](super::Admin::deploy).
@@ -43,17 +44,27 @@ pub(crate) async fn deploy<D: Dialect>(
         });
     }
     let mut tx = admin.write(&context).await?;
-    let (deployment_id, created) = match D::register(&mut tx.tx, &spec, tx.now).await? {
-        Registration::Registered { id, created } => (id, created),
+    // As a replica registers it: the same rows, the same keys refused.
+    D::set_clock(&mut tx.tx, tx.now)
+        .await
+        .map_err(db(&context))?;
+    let (deployment_id, created) = match insert_deployment::<D>(&mut tx.tx, &spec).await? {
+        Ok((id, true)) => {
+            insert_jobs::<D>(&mut tx.tx, id, &spec, tx.now)
+                .await
+                .map_err(db(&context))?;
+            (id, true)
+        }
+        Ok((id, false)) => (id, false),
         // Registered meanwhile for another module.
-        Registration::OtherModule { registered } => {
+        Err(KeyConflict::Module { registered }) => {
             return Err(AdminError::KeyTaken {
                 key: spec.key,
                 registered,
                 module: spec.module,
             });
         }
-        Registration::OtherJobs(refusal) => {
+        Err(KeyConflict::Schema(refusal)) => {
             return Err(AdminError::KeyRegisteredWithOtherJobs(refusal));
         }
     };

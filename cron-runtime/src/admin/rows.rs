@@ -49,17 +49,6 @@ pub(crate) struct RegisteredJob {
     pub(crate) next_execution: Option<At>,
 }
 
-/// What a store's registration did with a deployment `deploy` registers.
-#[derive(Debug)]
-pub(crate) enum Registration {
-    /// The deployment `id`, which this call `created`, or registered before with the same jobs.
-    Registered { id: i64, created: bool },
-    /// The key is registered for module `registered`.
-    OtherModule { registered: String },
-    /// The key is registered with other jobs; the text says what differs.
-    OtherJobs(String),
-}
-
 /// A replica of a deployment, `live` when its last heartbeat is within the liveness window.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct ReplicaRow {

@@ -17,11 +17,12 @@ use sqlx::{Database, Pool, Transaction};
 
 use super::rows::{
     ActiveDeployment, ActiveSchema, Ago, At, ExecutingRow, Ids, JobRow, ListedDeployment, PauseRow,
-    RegisteredDeployment, RegisteredJob, Registration, ReplicaRow, ResumeRow, RunRow, TriggerRow,
+    RegisteredDeployment, RegisteredJob, ReplicaRow, ResumeRow, RunRow, TriggerRow,
 };
+use crate::store::StoreError;
 use crate::store::schedules::Schedules;
+use crate::store::sql::Protocol;
 pub(crate) use crate::store::sql::run::{Affected, Bind, Reads, Run, Statement};
-use crate::store::{DeploymentSpec, StoreError};
 
 /// The text of every statement of the operator API on one database, each binding its parameters in the
 /// order given (`$1`, `$2`, … on PostgreSQL, `?1`, `?2`, … on SQLite) and reading the row named.
@@ -102,7 +103,8 @@ pub(crate) struct Statements {
 
 /// A database the operator API runs on: its statements, and what its driver decides.
 pub(crate) trait Dialect:
-    Run
+    Protocol
+    + Run
     + Affected
     + Bind<i64>
     + Bind<String>
@@ -132,9 +134,6 @@ pub(crate) trait Dialect:
     /// The statements.
     const SQL: Statements;
 
-    /// The statement that begins a write transaction.
-    const BEGIN: &'static str;
-
     /// The store's clock, read on `conn` (in a transaction: its instant).
     fn clock(
         conn: &mut Self::Connection,
@@ -146,15 +145,6 @@ pub(crate) trait Dialect:
         conn: &mut Self::Connection,
         module: &str,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
-
-    /// Registers deployment `spec` and its job rows at `now` on the transaction `conn`, as a replica's
-    /// registration does, unless its key is registered: then the registered deployment if it has the
-    /// same module and jobs, else why not. An error says it was registering deployment `spec.key`.
-    fn register(
-        conn: &mut Self::Connection,
-        spec: &DeploymentSpec,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Registration, StoreError>> + Send;
 
     /// Whether `error` says that cronverb's tables are missing or older than this code.
     fn unmigrated(error: &dyn DatabaseError) -> bool;
@@ -201,7 +191,7 @@ impl<D: Dialect> SqlAdmin<D> {
     pub(crate) async fn write(&self, context: &str) -> Result<Write<D>, StoreError> {
         let mut tx = self
             .pool
-            .begin_with(D::BEGIN)
+            .begin_with(<D as Protocol>::BEGIN)
             .await
             .map_err(unmigrated::<D>(context))?;
         let now = D::clock(&mut *tx).await.map_err(unmigrated::<D>(context))?;

@@ -1,6 +1,6 @@
 //! The executor run whole on the in-memory store, with a fault where a test needs one.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,12 +20,13 @@ use crate::{JobOptions, Runtime};
 /// frozen or cut off from the store while the others go on), or recording how a run ended takes
 /// 1.5 s (a busy store); or none, claiming with the finishes as PostgreSQL does (the memory store
 /// does not). Counts the runs [`Store::claim_due`] claimed, and keeps the ids of the runs sent for
-/// renewal.
+/// renewal. While `full` is set, every write fails as on a full disk.
 struct Faulty {
     store: MemoryStore,
     fault: Fault,
     claimed: Arc<AtomicU32>,
     renewed: Arc<Mutex<Vec<i64>>>,
+    full: Arc<AtomicBool>,
 }
 
 #[derive(PartialEq)]
@@ -38,6 +39,17 @@ enum Fault {
 }
 
 impl Faulty {
+    /// The error of a write while `full` is set.
+    fn refused(&self) -> Result<(), StoreError> {
+        if self.full.load(Ordering::SeqCst) {
+            return Err(StoreError::Database {
+                context: "writing".to_owned(),
+                source: "database or disk is full".into(),
+            });
+        }
+        Ok(())
+    }
+
     async fn record(&self) {
         if self.fault == Fault::SlowRecords {
             tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -52,6 +64,7 @@ impl Store for Faulty {
         self.store.register(spec).await
     }
     async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
+        self.refused()?;
         self.store.heartbeat(runner).await
     }
     async fn claim_due(
@@ -60,6 +73,7 @@ impl Store for Faulty {
         ahead: Duration,
         limit: usize,
     ) -> Result<Claimed, StoreError> {
+        self.refused()?;
         let claimed = self.store.claim_due(runner, ahead, limit).await?;
         let runs = u32::try_from(claimed.claims.len()).unwrap_or(u32::MAX);
         self.claimed.fetch_add(runs, Ordering::SeqCst);
@@ -79,6 +93,22 @@ impl Store for Faulty {
         chain: Option<Duration>,
     ) -> Finishing {
         self.record().await;
+        if let Err(error) = self.refused() {
+            let message = error.to_string();
+            let results = finishes
+                .iter()
+                .map(|_| {
+                    Err(StoreError::Database {
+                        context: "recording how runs ended".to_owned(),
+                        source: message.clone().into(),
+                    })
+                })
+                .collect();
+            return Finishing {
+                results,
+                claimed: None,
+            };
+        }
         let results = self.store.finish(runner, finishes, None).await.results;
         let Some(ahead) = chain.filter(|_| self.fault == Fault::Chaining) else {
             return Finishing {
@@ -126,6 +156,9 @@ struct Running {
     claimed: Arc<AtomicU32>,
     /// The runs sent for renewal, once per renewal.
     renewed: Arc<Mutex<Vec<i64>>>,
+    /// Set, every write fails.
+    full: Arc<AtomicBool>,
+    vitals: Arc<Vitals>,
     stop: watch::Sender<bool>,
     executor: tokio::task::JoinHandle<Result<(), RuntimeError>>,
 }
@@ -144,23 +177,28 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
     let (stop, shutdown) = watch::channel(false);
     let claimed = Arc::new(AtomicU32::new(0));
     let renewed = Arc::new(Mutex::new(Vec::new()));
+    let full = Arc::new(AtomicBool::new(false));
+    let vitals = Vitals::new();
     let faulty = Faulty {
         store: store.clone(),
         fault,
         claimed: Arc::clone(&claimed),
         renewed: Arc::clone(&renewed),
+        full: Arc::clone(&full),
     };
     Running {
         store,
         claimed,
         renewed,
+        full,
+        vitals: Arc::clone(&vitals),
         stop,
         executor: tokio::spawn(run(
             faulty,
             Start {
                 plan,
                 shutdown,
-                vitals: Vitals::new(),
+                vitals,
             },
         )),
     }
@@ -609,4 +647,42 @@ async fn a_finish_at_the_cap_claims_no_more_than_the_slots_it_frees() {
     }
     // Finishes claimed some of the occurrences: chained claims were made, and kept within the cap.
     assert!(claimed < 30, "claims by `claim_due`: {claimed}");
+}
+
+/// Health while the store refuses every write (a full disk; docs/operations.md, "Health checks"): the
+/// replica is not ready, yet live; ready again, and running, once a write succeeds.
+#[tokio::test(start_paused = true)]
+async fn a_replica_is_not_ready_while_its_store_refuses_writes() {
+    let (origin, running) = every_second(|builder| builder).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(
+        running.vitals.health().ready,
+        "{:?}",
+        running.vitals.health()
+    );
+
+    running.full.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let health = running.vitals.health();
+    assert!(!health.ready, "{health:?}");
+    assert!(
+        health.live && health.registered && !health.store.reachable,
+        "{health:?}"
+    );
+
+    running.full.store(false, Ordering::SeqCst);
+    let space_back = Utc::now();
+    let mut waited = Duration::ZERO;
+    while !running.vitals.health().ready {
+        assert!(waited < Duration::from_secs(35), "still not ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += Duration::from_millis(100);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let store = running.stop().await;
+    let after: Vec<i64> = seconds(&store, origin)
+        .into_iter()
+        .filter(|second| *second > 8)
+        .collect();
+    assert!(!after.is_empty(), "nothing ran after {space_back}");
 }

@@ -5,8 +5,9 @@
 //! PostgreSQL). A step forward larger than what is left of a lease (an administrator setting the date,
 //! NTP correcting a clock far off, a VM resumed) makes every lease held look expired, and a recovery
 //! would take back runs whose replicas are alive and renewing. Each store handle keeps a
-//! [`ClockWatch`]: when it recovers (SQLite: at every heartbeat; the SQL steps: at a heartbeat that
-//! finds a lease expired, so that the others cost no statement more) it compares how far the store's
+//! [`ClockWatch`]: when it recovers (on the host's clock, SQLite's: at every heartbeat; on a database's,
+//! PostgreSQL's: at a heartbeat that finds a lease expired, so that the others cost no statement more)
+//! it compares how far the store's
 //! clock moved since the last reading with how far tokio's clock (monotonic) moved over the same
 //! interval, however long; when the store's moved further by more than
 //! [`tolerance`], it takes nothing back for one lease of monotonic time, in which every live holder

@@ -185,6 +185,10 @@ impl Protocol for Postgres {
 
     type Watch = listen::Listener;
 
+    async fn began(_: &listen::Listener, _: &mut PgConnection) -> Result<(), sqlx::Error> {
+        Ok(())
+    }
+
     async fn wake(conn: &mut PgConnection, modules: &[&str]) -> Result<(), sqlx::Error> {
         notify::notify_modules(conn, modules).await
     }

@@ -5,10 +5,11 @@
 use chrono::{DateTime, Utc};
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef};
-use sqlx::{Decode, Encode, Postgres, Type};
+use sqlx::postgres::{PgArgumentBuffer, PgArguments, PgHasArrayType, PgTypeInfo, PgValueRef};
+use sqlx::{Arguments, Decode, Encode, Postgres, Type};
 
-use crate::store::sql::values::{Ago, At, Column, Ids, Span};
+use crate::store::sql::run::Bind;
+use crate::store::sql::values::{Ago, At, Column, Ids, Rows, Span};
 
 /// An instant is a `timestamptz`.
 impl Type<Postgres> for At {
@@ -97,3 +98,29 @@ where
         <Vec<T> as Encode<Postgres>>::encode_by_ref(&self.0, buf)
     }
 }
+
+/// The columns of a batch are an array each, bound in order: the statement reads them with one `unnest`.
+macro_rules! bind_rows {
+    ($($column:ident: $value:ident),+) => {
+        impl<$($value),+> Bind<Rows<($(Column<$value>,)+)>> for Postgres
+        where
+            $(Column<$value>: 'static + Send + Encode<'static, Postgres> + Type<Postgres>,)+
+        {
+            fn bind(
+                arguments: &mut PgArguments,
+                Rows(($($column,)+)): Rows<($(Column<$value>,)+)>,
+            ) -> Result<(), BoxDynError> {
+                $(arguments.add($column)?;)+
+                Ok(())
+            }
+        }
+    };
+}
+
+bind_rows!(a: A, b: B);
+bind_rows!(a: A, b: B, c: C, d: D);
+bind_rows!(a: A, b: B, c: C, d: D, e: E);
+bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F);
+bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G);
+bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J);
+bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K);

@@ -1,6 +1,6 @@
 //! A held row: the locked job row of a database store and the run that holds it, as every path that
 //! ends runs reads it (PostgreSQL's `held_rows!` in `postgres/sql/jobs.rs`, SQLite's in
-//! `sqlite/end.rs`), and the facts of it that decide how the run ends ([`Held::facts`]). The in-memory
+//! `sqlite/steps.rs`), and the facts of it that decide how the run ends ([`Held::facts`]). The in-memory
 //! store reads the same facts from its tables.
 
 use std::time::Duration;
@@ -11,8 +11,6 @@ use super::HeldRun;
 use crate::store::Retries;
 
 /// A locked job row and the run that holds it.
-// SQLite reads every column and decides with some (its chained claims would read the others).
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct Held {
     #[sqlx(rename = "id")]

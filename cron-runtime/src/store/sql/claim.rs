@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::run::Statement;
-use super::values::{At, Column, Span};
+use super::values::{At, Column, Rows, Span};
 use super::{Protocol, SqlStore, db};
 use crate::store::rules::End;
 use crate::store::rules::Held;
@@ -173,14 +173,10 @@ impl<D: Protocol> SqlStore<D> {
                 .map(|(.., take)| matches!(take, Take::Skip { .. }))
                 .collect();
             Statement::<D>::new(D::STEPS.claim_runs)
-                .bind(ids)
-                .bind(at)
-                .bind(manual)
-                .bind(late)
-                .bind(skip)
                 .bind(runner.name.clone())
                 .bind(runner.id)
                 .bind(self.lease())
+                .bind(Rows((ids, at, manual, late, skip)))
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context()))?
@@ -281,11 +277,10 @@ impl<D: Protocol> SqlStore<D> {
                 .map(|(row, _)| row.retry_run_id.unwrap_or_default())
                 .collect();
             let taken: Vec<Retried> = Statement::<D>::new(D::STEPS.retry_runs)
-                .bind(ids)
-                .bind(run_ids)
                 .bind(runner.name.clone())
                 .bind(runner.id)
                 .bind(self.lease())
+                .bind(Rows((ids, run_ids)))
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context()))?;
@@ -308,15 +303,17 @@ impl<D: Protocol> SqlStore<D> {
             claims.sort_by_key(|claim| (claim.start_at(), claim.job_id));
         }
 
-        // The database's clock read `clock` at most a one-way trip before `clock_at`: anchoring the
-        // local clock there can only make a start late by that trip, never early.
-        let (clock, clock_at, next_due) = if full {
+        // The clock anchors the executor's ([`Protocol::anchor`]): a database's clock read `clock` at
+        // most a one-way trip before `clock_at`, which can only make a start late by that trip, never
+        // early.
+        let ((clock, clock_at), next_due) = if full {
             // Due now, rather than the next-due query: the executor claims again at once anyway.
             let (At(clock),) = Statement::<D>::new(D::STEPS.clock)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db(context()))?;
-            (clock, tokio::time::Instant::now(), Some(clock))
+            let anchor = D::anchor(clock);
+            (anchor, Some(anchor.0))
         } else {
             let next: NextDue = Statement::<D>::new(D::STEPS.next_due)
                 .unprepared()
@@ -325,11 +322,7 @@ impl<D: Protocol> SqlStore<D> {
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db(context()))?;
-            (
-                next.clock,
-                tokio::time::Instant::now(),
-                next.next_due.map(DateTime::from),
-            )
+            (D::anchor(next.clock), next.next_due.map(DateTime::from))
         };
         D::wake_due(&mut *tx, moved).await.map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;

@@ -7,7 +7,7 @@ use cron_schema::RunOn;
 
 use super::claimable::Claimable;
 use super::run::Statement;
-use super::values::{Ago, At, Column};
+use super::values::{Ago, At, Column, Rows};
 use super::{FORGET_RUNNERS_AFTER, Known, Protocol, SqlStore, db};
 use crate::store::rules::{self, GivenUp, Taking};
 use crate::store::schedules::zone_text;
@@ -110,6 +110,20 @@ pub(crate) struct Own {
     state: String,
     every_replica: bool,
 }
+
+/// The columns of [`Steps::insert_jobs`](super::Steps::insert_jobs), bound together.
+pub(crate) type InsertJobs = (
+    Column<String>,
+    Column<String>,
+    Column<String>,
+    Column<f64>,
+    Column<String>,
+    Column<Option<At>>,
+    Column<bool>,
+    Column<Option<i64>>,
+    Column<Option<i64>>,
+    Column<Option<i64>>,
+);
 
 /// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
 #[derive(Debug)]
@@ -215,16 +229,18 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     Statement::<D>::new(D::STEPS.insert_jobs)
         .bind(deployment_id)
         .bind(spec.module.clone())
-        .bind(Column(verbs))
-        .bind(Column(expressions))
-        .bind(Column(zones))
-        .bind(Column(timeouts))
-        .bind(Column(missed))
-        .bind(Column(next))
-        .bind(Column(every_replica))
-        .bind(Column(leases))
-        .bind(Column(retries))
-        .bind(Column(backoffs))
+        .bind(Rows((
+            Column(verbs),
+            Column(expressions),
+            Column(zones),
+            Column(timeouts),
+            Column(missed),
+            Column(next),
+            Column(every_replica),
+            Column(leases),
+            Column(retries),
+            Column(backoffs),
+        )))
         .execute(&mut *tx)
         .await?;
     Ok(())
@@ -514,10 +530,12 @@ impl<D: Protocol> SqlStore<D> {
             retries.push(start.retry);
         }
         Statement::<D>::new(D::STEPS.start_rows)
-            .bind(Column(ids))
-            .bind(Column(nexts))
-            .bind(Column(starts))
-            .bind(Column(retries))
+            .bind(Rows((
+                Column(ids),
+                Column(nexts),
+                Column(starts),
+                Column(retries),
+            )))
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
@@ -533,8 +551,7 @@ impl<D: Protocol> SqlStore<D> {
         if !plan.orphaned.is_empty() {
             let (runs, errors): (Vec<i64>, Vec<String>) = plan.orphaned.into_iter().unzip();
             Statement::<D>::new(D::STEPS.end_orphaned_retries)
-                .bind(Column(runs))
-                .bind(Column(errors))
+                .bind(Rows((Column(runs), Column(errors))))
                 .execute(&mut *tx)
                 .await
                 .map_err(db(context()))?;

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::claimable::{Chain, may_chain};
 use super::run::Statement;
-use super::values::{At, Column};
+use super::values::{At, Column, Rows};
 use super::{Protocol, SqlStore};
 use crate::store::rules::{ActiveRow, Carry, End, Ending, Held, Record, Start};
 use crate::store::{Claim, ClaimAction, Claimed, Finished, Outcome};
@@ -69,6 +69,22 @@ struct RunColumns {
     attempt_outcomes: Vec<&'static str>,
     attempt_errors: Vec<Option<String>>,
 }
+
+/// The columns of [`Steps::end_runs`](super::Steps::end_runs), bound together, as [`RunColumns`] holds
+/// them.
+pub(crate) type EndRuns = (
+    Column<i64>,
+    Column<&'static str>,
+    Column<Option<String>>,
+    Column<i32>,
+    Column<At>,
+    Column<bool>,
+    Column<Option<At>>,
+    Column<bool>,
+    Column<bool>,
+    Column<&'static str>,
+    Column<Option<String>>,
+);
 
 /// The active deployment's row of a verb as [`Steps::carried_rows`](super::Steps::carried_rows) reads
 /// it, for the held row `held_id` of a replaced deployment.
@@ -231,19 +247,16 @@ impl<D: Protocol> SqlStore<D> {
                 let (ids, at): (Vec<i64>, Vec<At>) =
                     chained.iter().map(|(id, (_, at))| (*id, At(*at))).unzip();
                 let rows: Vec<ChainedRun> = Statement::<D>::new(D::STEPS.chain_runs)
-                    .bind(Column(ids))
-                    .bind(Column(at))
                     .bind(chain.runner.name.clone())
                     .bind(chain.runner.id)
                     .bind(self.lease())
+                    .bind(Rows((Column(ids), Column(at))))
                     .fetch_all(&mut *tx)
                     .await?;
-                let now_at = tokio::time::Instant::now();
+                // The database's clock as it returned the last row ([`Protocol::anchor`]).
+                let anchor = rows.iter().map(|row| row.clock).max().map(D::anchor);
                 let mut claims = Vec::with_capacity(rows.len());
-                // The database's clock as it returned the last row: at most a trip before `now_at`.
-                let mut clock: Option<DateTime<Utc>> = None;
                 for row in rows {
-                    clock = Some(clock.map_or(row.clock, |c| c.max(row.clock)));
                     let (Some((verb, scheduled_at)), Some(&i)) =
                         (chained.remove(&row.job_id), position.get(&row.job_id))
                     else {
@@ -266,8 +279,8 @@ impl<D: Protocol> SqlStore<D> {
                 }
                 // The runs of one instant together, as a claim returns them.
                 claims.sort_by_key(|claim| (claim.scheduled_at, claim.job_id));
-                match clock {
-                    Some(now) if !claims.is_empty() => Some(Claimed {
+                match anchor {
+                    Some((now, now_at)) if !claims.is_empty() => Some(Claimed {
                         claims,
                         now,
                         now_at,
@@ -285,27 +298,31 @@ impl<D: Protocol> SqlStore<D> {
             .map(|(_, module, next)| (module, next))
             .collect();
         Statement::<D>::new(D::STEPS.end_jobs)
-            .bind(Column(jobs.ids))
-            .bind(Column(jobs.next))
-            .bind(Column(chained_runs))
-            .bind(Column(leases))
-            .bind(Column(jobs.triggers))
-            .bind(Column(jobs.retries))
+            .bind(Rows((
+                Column(jobs.ids),
+                Column(jobs.next),
+                Column(chained_runs),
+                Column(leases),
+                Column(jobs.triggers),
+                Column(jobs.retries),
+            )))
             .execute(&mut *tx)
             .await?;
         if !runs.ids.is_empty() {
             Statement::<D>::new(D::STEPS.end_runs)
-                .bind(Column(runs.ids))
-                .bind(Column(runs.outcomes))
-                .bind(Column(runs.errors))
-                .bind(Column(runs.skipped))
-                .bind(Column(runs.ended))
-                .bind(Column(runs.reported))
-                .bind(Column(runs.started))
-                .bind(Column(runs.push))
-                .bind(Column(runs.waits))
-                .bind(Column(runs.attempt_outcomes))
-                .bind(Column(runs.attempt_errors))
+                .bind(Rows((
+                    Column(runs.ids),
+                    Column(runs.outcomes),
+                    Column(runs.errors),
+                    Column(runs.skipped),
+                    Column(runs.ended),
+                    Column(runs.reported),
+                    Column(runs.started),
+                    Column(runs.push),
+                    Column(runs.waits),
+                    Column(runs.attempt_outcomes),
+                    Column(runs.attempt_errors),
+                )))
                 .execute(&mut *tx)
                 .await?;
         }
@@ -390,8 +407,7 @@ impl<D: Protocol> SqlStore<D> {
         }
         if !refused.0.is_empty() {
             Statement::<D>::new(D::STEPS.end_orphaned_retries)
-                .bind(Column(refused.0))
-                .bind(Column(refused.1))
+                .bind(Rows((Column(refused.0), Column(refused.1))))
                 .execute(&mut *tx)
                 .await?;
         }
@@ -413,16 +429,12 @@ impl<D: Protocol> SqlStore<D> {
             })
             .collect();
         Statement::<D>::new(D::STEPS.carry_to_active)
-            .bind(ids)
-            .bind(next)
-            .bind(triggers)
-            .bind(retries)
+            .bind(Rows((ids, next, triggers, retries)))
             .execute(&mut *tx)
             .await?;
         if !moved.0.is_empty() {
             Statement::<D>::new(D::STEPS.move_retries)
-                .bind(Column(moved.0))
-                .bind(Column(moved.1))
+                .bind(Rows((Column(moved.0), Column(moved.1))))
                 .execute(&mut *tx)
                 .await?;
         }

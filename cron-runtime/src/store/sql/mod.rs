@@ -11,14 +11,7 @@
 //! - `claim`: claiming due jobs; `claimable`: which rows a claim may take;
 //! - `end`: the one writer of run ends; `runs`: the paths that end runs (finish, recovery, shutdown).
 //!
-//! The PostgreSQL store runs on it (`store/postgres`); the SQLite store still has its own steps
-//! (`store/sqlite`).
-
-// Until a second database runs on the steps, a build without PostgreSQL compiles them unused.
-#![cfg_attr(
-    not(feature = "postgres"),
-    allow(dead_code, unused_macros, unused_imports)
-)]
+//! The PostgreSQL store (`store/postgres`) and the SQLite store (`store/sqlite`) run on it.
 
 mod claim;
 mod claimable;
@@ -39,8 +32,10 @@ use chrono::{DateTime, Utc};
 use sqlx::Pool;
 
 use self::claimable::Claimable;
+use self::deploy::InsertJobs;
+use self::end::EndRuns;
 use self::run::{Affected, Bind, Reads, Run};
-use self::values::{Ago, At, Column, Span};
+use self::values::{Ago, At, Column, Rows, Span};
 use super::clock::ClockWatch;
 use super::schedules::Schedules;
 use super::{
@@ -52,7 +47,8 @@ use crate::sync::lock;
 
 /// The text of every statement of the store's steps on one database, each binding its parameters in the
 /// order given and reading the row named. Instants bind as [`At`], durations as [`Span`] (added to the
-/// store's clock) or [`Ago`] (taken from it), a batch's values as one [`Column`] each.
+/// store's clock) or [`Ago`] (taken from it), a batch's values as one [`Column`] each, bound together
+/// ([`Rows`]).
 #[derive(Debug)]
 pub(crate) struct Steps {
     /// A replica's jobs on every replica: its last runs, and which are paused.
@@ -106,9 +102,9 @@ pub(crate) struct Steps {
     pub(crate) claim_due: &'static str,
     /// The earliest due instant for deployment `1` less the refused ids `2`, and the clock.
     pub(crate) next_due: &'static str,
-    /// Records a run for each row of the columns `1`..`5` by runner `6` (id `7`), leased for `8`.
+    /// Records a run for each row of the columns `4`..`8` by runner `1` (id `2`), leased for `3`.
     pub(crate) claim_runs: &'static str,
-    /// Takes the pending runs `2` of rows `1` again by runner `3` (id `4`), leased for `5`.
+    /// Takes the pending runs `5` of rows `4` again by runner `1` (id `2`), leased for `3`.
     pub(crate) retry_runs: &'static str,
     /// Drops the trigger of row `1` pending at `2`.
     pub(crate) drop_trigger: &'static str,
@@ -116,7 +112,7 @@ pub(crate) struct Steps {
     pub(crate) move_past_ran: &'static str,
     /// The retry of run `2` of row `1` cut short with error `3`; the row goes on at `4`.
     pub(crate) cut_short: &'static str,
-    /// The rows that the runs `1` of jobs `2` hold for runner `3`, locked.
+    /// The rows that the runs `2` of jobs `3` hold for runner `1`, locked.
     pub(crate) held_by_runs: &'static str,
     /// The rows that the runs `1` hold for runner `2`, locked.
     pub(crate) held_by_run_ids: &'static str,
@@ -134,7 +130,7 @@ pub(crate) struct Steps {
     pub(crate) end_runs: &'static str,
     /// Drops the records of the runs `1`, given back before they started.
     pub(crate) drop_runs: &'static str,
-    /// Claims the next occurrence `2` of each job `1` by runner `3` (id `4`), leased for `5`.
+    /// Claims the next occurrence `5` of each job `4` by runner `1` (id `2`), leased for `3`.
     pub(crate) chain_runs: &'static str,
     /// The active deployment's row of each held row's verb of `1`, locked.
     pub(crate) carried_rows: &'static str,
@@ -159,15 +155,16 @@ pub(crate) trait Protocol:
     + Bind<Span>
     + Bind<Ago>
     + Bind<Column<i64>>
-    + Bind<Column<i32>>
-    + Bind<Column<f64>>
-    + Bind<Column<bool>>
-    + Bind<Column<String>>
-    + Bind<Column<Option<String>>>
-    + Bind<Column<&'static str>>
-    + Bind<Column<At>>
-    + Bind<Column<Option<At>>>
-    + Bind<Column<Option<i64>>>
+    // The batches, by the statements that bind them.
+    + Bind<Rows<(Column<i64>, Column<i64>)>>
+    + Bind<Rows<(Column<i64>, Column<At>)>>
+    + Bind<Rows<(Column<i64>, Column<String>)>>
+    + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<At>, Column<Option<i64>>)>>
+    + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
+    + Bind<Rows<(Column<i64>, Column<At>, Column<bool>, Column<bool>, Column<bool>)>>
+    + Bind<Rows<InsertJobs>>
+    + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<i64>>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
+    + Bind<Rows<EndRuns>>
     + Reads<(i64,)>
     + Reads<(bool,)>
     + Reads<(String,)>
@@ -192,31 +189,79 @@ pub(crate) trait Protocol:
     /// The statement that begins a write transaction.
     const BEGIN: &'static str;
 
+    /// The store's clock where it is this host's (SQLite), read here with no trip; `None` where it is
+    /// the database's, which a statement reads.
+    fn host_clock() -> Option<DateTime<Utc>> {
+        None
+    }
+
+    /// The store's clock, and the local instant at which it reads that, for the executor's anchor
+    /// ([`Claimed`]'s `now` and `now_at`), given `read`: the clock a statement of the step returned
+    /// just now. A database's own clock is that reading, at most a one-way trip before now; the host's
+    /// is read again here (a statement's clock is as old as the statement is long).
+    fn anchor(read: DateTime<Utc>) -> (DateTime<Utc>, tokio::time::Instant) {
+        (
+            Self::host_clock().unwrap_or(read),
+            tokio::time::Instant::now(),
+        )
+    }
+
     /// How this store hears of the other replicas' changes ([`Protocol::changed`]).
     type Watch: Debug + Default + Send + Sync + 'static;
+
+    /// Readies `conn` for the step's statements, in a write transaction that just began or outside one
+    /// (SQLite: the step's clock), and tells `watch` that this store writes.
+    fn began(
+        watch: &Self::Watch,
+        conn: &mut Self::Connection,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// Readies the write transaction on `conn` for the steps' statements at the instant `now`, where
+    /// they read the step's clock from the connection (SQLite); a database's own `now()` needs nothing.
+    fn set_clock(
+        conn: &mut Self::Connection,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        let _ = (conn, now);
+        async { Ok(()) }
+    }
+
+    // The wake-ups: none where the other replicas hear every commit by themselves (SQLite's watch).
 
     /// Wakes the replicas of each of `modules` once the transaction on `conn` commits: jobs of theirs
     /// may be due now.
     fn wake(
         conn: &mut Self::Connection,
         modules: &[&str],
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        let _ = (conn, modules);
+        async { Ok(()) }
+    }
 
     /// Tells the replicas of each module when its jobs that went back to idle are next due (`due`:
     /// each job's module and next occurrence), once the transaction on `conn` commits.
     fn wake_due(
         conn: &mut Self::Connection,
         due: Vec<(&str, DateTime<Utc>)>,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        let _ = (conn, due);
+        async { Ok(()) }
+    }
 
     /// Wakes the replicas of deployment `deployment_id`'s module once the transaction commits.
     fn wake_deployment(
         conn: &mut Self::Connection,
         deployment_id: i64,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        let _ = (conn, deployment_id);
+        async { Ok(()) }
+    }
 
     /// Starts hearing of the changes the other replicas make to `module`'s jobs.
-    fn listen_for(store: &SqlStore<Self>, module: &str) -> impl Future<Output = ()> + Send;
+    fn listen_for(store: &SqlStore<Self>, module: &str) -> impl Future<Output = ()> + Send {
+        let _ = (store, module);
+        async {}
+    }
 
     /// [`Store::changed`](super::Store::changed).
     fn changed(store: &SqlStore<Self>) -> impl Future<Output = Change> + Send;
@@ -340,12 +385,16 @@ impl<D: Protocol> SqlStore<D> {
 
     /// Begins a transaction of a step.
     async fn begin(&self) -> Result<sqlx::Transaction<'static, D>, sqlx::Error> {
-        self.pool.begin_with(D::BEGIN).await
+        let mut tx = self.pool.begin_with(D::BEGIN).await?;
+        D::began(&self.shared.watch, &mut tx).await?;
+        Ok(tx)
     }
 
     /// A connection for a step's statements outside a transaction.
     async fn connection(&self) -> Result<sqlx::pool::PoolConnection<D>, sqlx::Error> {
-        self.pool.acquire().await
+        let mut conn = self.pool.acquire().await?;
+        D::began(&self.shared.watch, &mut conn).await?;
+        Ok(conn)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::claimable::Chain;
 use super::run::Statement;
-use super::values::{At, Column};
+use super::values::{At, Column, Rows};
 use super::{Protocol, RECOVERY_BATCH, SqlStore, db};
 use crate::store::rules::Held;
 use crate::store::rules::{End, LEASE_EXPIRED};
@@ -67,9 +67,8 @@ impl<D: Protocol> SqlStore<D> {
         let job_ids: Column<i64> = finishes.iter().map(|f| f.job_id).collect();
         let mut tx = self.begin().await?;
         let rows: Vec<Held> = Statement::<D>::new(D::STEPS.held_by_runs)
-            .bind(run_ids)
-            .bind(job_ids)
             .bind(runner.id)
+            .bind(Rows((run_ids, job_ids)))
             .fetch_all(&mut *tx)
             .await?;
         let active = still_active::<D>(&mut tx, runner.deployment_id).await?;
@@ -151,21 +150,28 @@ impl<D: Protocol> SqlStore<D> {
                 .map_err(db(context))?;
             // After a step of the database's clock the leases held look expired for a while: their
             // holders get one lease to renew them first (docs/runtime.md, "Leases: a frozen replica
-            // cannot run on"). The clock is read only when a lease looks expired: a heartbeat that
-            // finds none costs no statement more.
-            if pass == 0 && !rows.is_empty() {
-                let (At(clock),) = Statement::<D>::new(D::STEPS.clock)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db(context))?;
-                let now = tokio::time::Instant::now();
-                if !self
-                    .shared
-                    .clock
-                    .may_take_back(clock, now, self.settings.lease)
-                {
-                    return Ok(recovered);
+            // cannot run on"). A database's clock is read only when a lease looks expired: a heartbeat
+            // that finds none costs no statement more; the host's (SQLite's) at every heartbeat, for
+            // nothing.
+            let clock = match D::host_clock() {
+                Some(clock) => Some(clock),
+                None if !rows.is_empty() => {
+                    let (At(clock),) = Statement::<D>::new(D::STEPS.clock)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(db(context))?;
+                    Some(clock)
                 }
+                None => None,
+            };
+            if let (0, Some(clock)) = (pass, clock)
+                && !self.shared.clock.may_take_back(
+                    clock,
+                    tokio::time::Instant::now(),
+                    self.settings.lease,
+                )
+            {
+                return Ok(recovered);
             }
             let full = rows.len() >= usize::try_from(batch).unwrap_or(usize::MAX);
             // Which of their deployments are active, read after the lock (see `still_active`).

@@ -1,8 +1,8 @@
 //! The values the SQL stores' statements bind and read whose encoding each driver gives: an instant
-//! ([`At`]), a span ([`Span`], [`Ago`]), ids ([`Ids`]) and a column of values bound as one parameter
-//! ([`Column`]): PostgreSQL binds an array that the statement reads with `unnest`, SQLite JSON text that
-//! the statement reads with `json_each`. The impls live with each driver (`store/postgres/values.rs`,
-//! `store/sqlite/admin`).
+//! ([`At`]), a span ([`Span`], [`Ago`]), ids ([`Ids`]), a column of values bound as one parameter
+//! ([`Column`]) and the columns of a batch bound together ([`Rows`]): PostgreSQL binds an array per
+//! column that the statement reads with `unnest`, SQLite JSON text that the statement reads with
+//! `json_each`. The impls live with each driver (`store/postgres/values.rs`, `store/sqlite/values.rs`).
 
 use std::time::Duration;
 
@@ -44,3 +44,12 @@ impl<T> FromIterator<T> for Column<T> {
         Column(iter.into_iter().collect())
     }
 }
+
+/// The columns of a batch, bound together, after a statement's other parameters: a tuple of
+/// [`Column`]s of one length, the values of row `i` at index `i` of each. PostgreSQL binds each column
+/// as its own array, which the statement reads with one `unnest`. SQLite binds one JSON array of rows,
+/// each row the array of its values, which the statement reads with one `json_each` and `value ->> n`
+/// (reading a column at the index of another is a walk of its array per row, O(n²) in the batch).
+/// Last, so that the parameters before it have the same numbers on both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rows<T>(pub(crate) T);

@@ -1,56 +1,42 @@
 //! The SQLite store: durable job state, runs and replicas in one file, for the processes of one host
 //! (docs/runtime.md, "Which store").
 //!
-//! Every step of the store's protocol that decides something (register and election, claim, finish,
-//! recovery, give-back, shutdown) is one write transaction begun with `BEGIN IMMEDIATE`: SQLite lets one
-//! writer at a time hold the file, so two processes never decide on the same rows at once, and the
-//! unique key of `cron_job_runs` makes "each occurrence runs at most once" a fact of the file as it is of
-//! PostgreSQL. The file is in WAL mode (readers do not wait for the writer) with a busy timeout (a writer
-//! waits for the other instead of failing).
+//! Its steps are the SQL stores' (`store/sql`), run on SQLite's statements (`steps`). Every step that
+//! decides something is one write transaction begun with `BEGIN IMMEDIATE`: SQLite lets one writer at a
+//! time hold the file, so two processes never decide on the same rows at once, and the unique key of
+//! `cron_job_runs` makes "each occurrence runs at most once" a fact of the file as it is of PostgreSQL.
+//! The file is in WAL mode (readers do not wait for the writer) with a busy timeout (a writer waits for
+//! the other instead of failing).
 //!
 //! The clock (G1, docs/operations.md) is the host's system clock (`Utc::now()`), read inside each write
 //! transaction once it holds the file: every process sharing the file runs on this host and reads the
 //! same clock. Instants are stored as microseconds since the Unix epoch (migrations/sqlite).
 //!
-//! - `deploy`: registration, heartbeats and takeover;
-//! - `claim`: claiming due jobs;
-//! - `end`: finish, renewal, recovery, give-back and shutdown, through one writer of run ends;
-//! - `watch`: [`Store::changed`], by polling `PRAGMA data_version`;
+//! - `steps`: the statements of the steps, batch-shaped over `json_each`;
+//! - `watch`: [`Store::changed`](super::Store::changed), by polling `PRAGMA data_version`;
 //! - `values`: how the driver binds the SQL stores' values (instants as microseconds, columns as JSON
 //!   arrays that `json_each` reads);
 //! - `migrate`: the embedded migrations and their compatibility.
 
 pub(crate) mod admin;
-mod claim;
-mod deploy;
-mod end;
 mod migrate;
+mod steps;
 mod values;
 mod watch;
 
-use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cron_schema::ZonedSchedule;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
-use sqlx::{Sqlite, Transaction};
+use sqlx::{Connection, Executor, Sqlite, TransactionManager};
 
-use super::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, ReplicaRun, Runner, Store,
-    StoreError, StoreSettings, rules,
-};
+use super::sql::{Protocol, SqlStore, Steps, db, store_on_sql};
+use super::{Change, StoreError, StoreSettings};
 use crate::redact::{redact, scrub};
-use crate::store::JobSpec;
-use crate::store::clock::ClockWatch;
-use crate::store::schedules::Schedules;
-use crate::store::sql::every_replica;
-use crate::sync::lock;
 
 pub use migrate::MIGRATOR;
 
@@ -61,36 +47,9 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// Cloning is cheap and shares the pool and the settings.
 #[derive(Debug, Clone)]
-pub struct SqliteStore {
-    pool: SqlitePool,
-    shared: Arc<Shared>,
-    /// This handle's lease and missed-run tolerance ([`SqliteStore::with_settings`]).
-    settings: StoreSettings,
-}
+pub struct SqliteStore(SqlStore<Sqlite>);
 
-#[derive(Debug)]
-struct Shared {
-    host: String,
-    pid: i32,
-    /// The options the pool connects with: [`Store::changed`] opens its own connection with them.
-    options: SqliteConnectOptions,
-    /// The rows' schedules, parsed once by their text, and the bad rows reported (G8).
-    schedules: Schedules,
-    /// The jobs of each deployment registered through this store, by verb: a claimed row is checked
-    /// against its build's job ([`Schedules::checked`]).
-    builds: Mutex<HashMap<i64, Arc<HashMap<String, JobSpec>>>>,
-    /// Whether each runner registered through this store saw its deployment active when it last looked:
-    /// a runner that was active and no longer is says so once ([`rules::log_superseded`]).
-    ///
-    /// [`rules::log_superseded`]: crate::store::rules::log_superseded
-    saw_active: Mutex<HashMap<i64, bool>>,
-    /// Write transactions this store committed: [`Store::changed`] tells its own writes from other
-    /// processes'.
-    commits: AtomicU64,
-    watch: watch::Watch,
-    /// Holds back recovery after a step of the host's clock.
-    clock: ClockWatch,
-}
+store_on_sql!(SqliteStore);
 
 impl SqliteStore {
     /// Opens (creating it if it is missing) the SQLite file at `url` (`sqlite://path/to/cron.db`, or
@@ -132,24 +91,10 @@ impl SqliteStore {
     }
 
     /// A store on an existing pool, which should connect with the options [`SqliteStore::connect`]
-    /// uses: WAL, a busy timeout and foreign keys.
+    /// uses (WAL, a busy timeout and foreign keys) and be made by [`pool_options`], which closes a
+    /// connection that a full disk left inside a transaction.
     pub fn from_pool(pool: SqlitePool) -> SqliteStore {
-        let options = (*pool.connect_options()).clone();
-        SqliteStore {
-            pool,
-            shared: Arc::new(Shared {
-                host: rules::host_name(),
-                pid: rules::process_id(),
-                options,
-                schedules: Schedules::default(),
-                saw_active: Mutex::default(),
-                builds: Mutex::new(HashMap::new()),
-                commits: AtomicU64::new(0),
-                watch: watch::Watch::default(),
-                clock: ClockWatch::default(),
-            }),
-            settings: StoreSettings::default(),
-        }
+        SqliteStore(SqlStore::new(pool))
     }
 
     /// Creates or upgrades cronverb's tables (the embedded migrations), then checks that this build may
@@ -157,15 +102,15 @@ impl SqliteStore {
     /// "Migrations across releases"). Safe to run from every process at once: it is one write
     /// transaction.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        migrate::migrate(&self.pool).await
+        migrate::migrate(self.pool()).await
     }
 
     /// The operator commands (`deploy`, `status`, `runs`, `pause`, `resume`, `trigger`, `prune`) on this
     /// store's file, counting a replica alive while its last heartbeat is at most a lease old.
     pub fn admin(&self) -> crate::admin::Admin {
         crate::admin::Admin::new(admin::SqliteAdmin::on(
-            self.pool.clone(),
-            self.settings.lease,
+            self.pool().clone(),
+            self.0.liveness(),
         ))
     }
 
@@ -173,7 +118,7 @@ impl SqliteStore {
     /// releases"); what [`SqliteStore::migrate`] checks last, for a runtime that does not migrate.
     pub async fn check_compatible(&self) -> Result<(), StoreError> {
         let mut conn = self
-            .pool
+            .pool()
             .acquire()
             .await
             .map_err(db("checking which builds may use cronverb's tables"))?;
@@ -182,7 +127,7 @@ impl SqliteStore {
 
     /// The pool the store uses.
     pub fn pool(&self) -> &SqlitePool {
-        &self.pool
+        self.0.pool()
     }
 
     /// The migrations this build embeds for SQLite (`cron-runtime/migrations/sqlite`), as
@@ -195,161 +140,87 @@ impl SqliteStore {
     /// A handle on the same file that claims with this lease duration and missed-run tolerance. The
     /// runtime makes one with its own settings when it is built.
     pub fn with_settings(self, settings: StoreSettings) -> SqliteStore {
-        SqliteStore { settings, ..self }
+        SqliteStore(self.0.with_settings(settings))
+    }
+}
+
+/// The steps of the protocol on SQLite: the statements of `steps`, `BEGIN IMMEDIATE` (the transaction
+/// holds the file), the host's clock read once it does; no wake-ups to send, as the other processes
+/// poll the file (`watch`).
+impl Protocol for Sqlite {
+    const STEPS: Steps = steps::STEPS;
+
+    const BEGIN: &'static str = "BEGIN IMMEDIATE";
+
+    /// The host's clock is the store's.
+    fn host_clock() -> Option<DateTime<Utc>> {
+        Some(now())
     }
 
-    /// Begins a write transaction that holds the file until it ends (`BEGIN IMMEDIATE`), and reads the
-    /// clock once it does.
-    async fn write(
-        &self,
-        context: &str,
-    ) -> Result<(Transaction<'static, Sqlite>, DateTime<Utc>), StoreError> {
-        let tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db(context))?;
-        Ok((tx, now()))
+    type Watch = watch::Watch;
+
+    async fn began(watch: &watch::Watch, conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+        watch.wrote();
+        Sqlite::set_clock(conn, now()).await
     }
 
-    /// Commits a write transaction of [`write`](Self::write).
-    async fn commit(
-        &self,
-        tx: Transaction<'static, Sqlite>,
-        context: &str,
-    ) -> Result<(), StoreError> {
-        tx.commit().await.map_err(db(context))?;
-        self.shared.commits.fetch_add(1, Ordering::Relaxed);
+    /// The statements read the step's clock from the temporary table `cron_clock`
+    /// (`steps::SET_CLOCK`).
+    async fn set_clock(conn: &mut SqliteConnection, now: DateTime<Utc>) -> Result<(), sqlx::Error> {
+        conn.execute(steps::CLOCK_TABLE).await?;
+        conn.execute(sqlx::query(steps::SET_CLOCK).bind(micros(now)))
+            .await?;
         Ok(())
     }
 
-    /// The schedule a row of `verb` describes; `None` (reported once per row and text) when it does not
-    /// parse (G8, docs/operations.md: such a row is left alone).
-    fn schedule(
-        &self,
-        job_id: i64,
-        verb: &str,
-        expression: &str,
-        zone: &str,
-    ) -> Option<ZonedSchedule> {
-        self.shared.schedules.of_row(job_id, verb, expression, zone)
+    async fn changed(store: &SqlStore<Sqlite>) -> Change {
+        watch::wait_for_change(store).await
     }
 
-    /// The schedule of a row of `verb` that deployment `deployment_id` claims, checked against that
-    /// deployment's build as every store checks it ([`Schedules::checked`]).
-    fn claimed_schedule(
-        &self,
-        deployment_id: i64,
-        job_id: i64,
-        verb: &str,
-        expression: &str,
-        zone: &str,
-    ) -> Option<ZonedSchedule> {
-        let build = lock(&self.shared.builds).get(&deployment_id).cloned();
-        let job = build.as_ref().and_then(|jobs| jobs.get(verb));
-        self.shared
-            .schedules
-            .checked(job_id, verb, expression, zone, job)
+    /// `cronverb prune`'s batches, at most 10 per call, each its own write transaction.
+    async fn prune(store: &SqlStore<Sqlite>, older_than: Duration) -> Result<u64, StoreError> {
+        crate::admin::prune::prune(
+            store.pool(),
+            older_than,
+            crate::admin::PRUNE_BATCH,
+            Some(10),
+        )
+        .await
     }
 }
-
-impl Store for SqliteStore {
-    async fn register(&self, spec: &DeploymentSpec) -> Result<Runner, StoreError> {
-        self.register_deployment(spec).await
-    }
-
-    async fn heartbeat(&self, runner: &Runner) -> Result<Beat, StoreError> {
-        self.beat(runner).await
-    }
-
-    async fn claim_due(
-        &self,
-        runner: &Runner,
-        ahead: Duration,
-        limit: usize,
-    ) -> Result<Claimed, StoreError> {
-        self.claim(runner, ahead, limit).await
-    }
-
-    async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
-        self.renew_leases(runner, run_ids).await
-    }
-
-    /// It chains no claim: a claim is one more write transaction on a local file.
-    async fn finish(
-        &self,
-        runner: &Runner,
-        finishes: &[Finish],
-        _chain: Option<Duration>,
-    ) -> Finishing {
-        let results = match self.finish_runs(runner, finishes).await {
-            Ok(results) => results.into_iter().map(Ok).collect(),
-            Err(error) => {
-                let message = error.to_string();
-                finishes
-                    .iter()
-                    .map(|_| {
-                        Err(StoreError::Database {
-                            context: "recording how runs ended".to_owned(),
-                            source: message.clone().into(),
-                        })
-                    })
-                    .collect()
-            }
-        };
-        Finishing {
-            results,
-            claimed: None,
-        }
-    }
-
-    async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
-        self.give_back_runs(runner, run_ids).await
-    }
-
-    async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
-        self.release(runner, cancelled).await
-    }
-
-    async fn changed(&self) -> Change {
-        self.wait_for_change().await
-    }
-
-    async fn every_replica(
-        &self,
-        runner: &Runner,
-        last_runs: Option<&[ReplicaRun]>,
-    ) -> Result<Vec<String>, StoreError> {
-        every_replica::every_replica(&self.pool, &EVERY_REPLICA, runner, last_runs).await
-    }
-
-    async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
-        self.prune(older_than).await
-    }
-}
-
-/// The statements of [`Store::every_replica`] on SQLite (docs/runtime.md, "Jobs on every replica").
-const EVERY_REPLICA: every_replica::Statements = every_replica::Statements {
-    record: "UPDATE cron_runners SET every_replica_runs = ?2 WHERE id = ?1",
-    paused: "SELECT verb FROM cron_jobs \
-             WHERE deployment_id = ?1 AND every_replica = 1 AND paused = 1 ORDER BY verb",
-};
 
 /// The pool the store opens: a few connections (SQLite has one writer at a time), each waiting for a
-/// free one a little longer than a write waits for the file.
+/// free one a little longer than a write waits for the file, and each closed rather than pooled again
+/// when it comes back still counted inside a transaction ([`ended_its_transactions`]).
 pub fn pool_options() -> SqlitePoolOptions {
     SqlitePoolOptions::new()
         .max_connections(4)
         .acquire_timeout(BUSY_TIMEOUT + Duration::from_secs(5))
+        .after_release(|conn, _| Box::pin(ended_its_transactions(conn)))
 }
 
-/// Wraps a database error with what was being done.
-fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
-    let context = context.into();
-    move |source| StoreError::Database {
-        context,
-        source: Box::new(source),
+/// Whether a connection coming back to the pool is outside every transaction, as sqlx counts them;
+/// the pool closes one that is not (docs/operations.md, "When things go wrong": a full disk).
+///
+/// On a full disk (`SQLITE_FULL`), or an I/O error, SQLite may end the whole transaction itself, in
+/// the failed statement or in the `COMMIT`. sqlx still counts the connection inside it: the
+/// `ROLLBACK` that dropping the transaction sends fails (no transaction is active), so the count is
+/// never taken back, and every later `begin_with` on that connection fails with "attempted to call
+/// begin_with at non-zero transaction depth", after the disk has space again too. Closing it instead
+/// puts a fresh connection in its place at the next acquire. Every step, the operator API and the
+/// migrations use this pool.
+async fn ended_its_transactions(conn: &mut SqliteConnection) -> Result<bool, sqlx::Error> {
+    // The rollback that dropping a transaction queued on the connection has run once it answers.
+    conn.ping().await?;
+    let depth = <Sqlite as sqlx::Database>::TransactionManager::get_transaction_depth(conn);
+    if depth > 0 {
+        tracing::warn!(
+            depth,
+            "closing a SQLite connection left inside a transaction that could not be ended \
+             (a full disk?); the next write opens a fresh one"
+        );
     }
+    Ok(depth == 0)
 }
 
 /// The store's clock: the host's, to the microsecond the tables keep.
@@ -363,7 +234,7 @@ static CLOCK_STEP: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::
 
 #[cfg(any(test, feature = "testing"))]
 fn clock_step() -> i64 {
-    CLOCK_STEP.load(Ordering::Relaxed)
+    CLOCK_STEP.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 #[cfg(not(any(test, feature = "testing")))]
@@ -376,7 +247,7 @@ fn clock_step() -> i64 {
 /// the whole process's: a test binary of its own uses it.
 #[cfg(any(test, feature = "testing"))]
 pub fn step_clock(by: Duration) {
-    CLOCK_STEP.fetch_add(micros_of(by), Ordering::Relaxed);
+    CLOCK_STEP.fetch_add(micros_of(by), std::sync::atomic::Ordering::Relaxed);
 }
 
 /// An instant as the tables store it: microseconds since the Unix epoch.

@@ -6,15 +6,15 @@
 //! every finish of its own and still sees another process's takeover, trigger or give-back within a
 //! second. The heartbeat's `next_due` covers whatever a wake-up missed (docs/runtime.md, "Waking up").
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sqlx::{ConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions, Sqlite, SqliteConnection};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::SqliteStore;
 use crate::store::Change;
+use crate::store::sql::SqlStore;
 
 /// How often `changed()` looks at the file.
 pub const POLL: Duration = Duration::from_millis(100);
@@ -22,9 +22,20 @@ pub const POLL: Duration = Duration::from_millis(100);
 /// How often at most a change that may be this store's own wakes the executor.
 const OWN_CHANGES_EVERY: Duration = Duration::from_secs(1);
 
+/// What the store last saw of the file, and how often it wrote to it.
 #[derive(Debug, Default)]
-pub(super) struct Watch {
+pub(crate) struct Watch {
     state: Mutex<Option<Seen>>,
+    /// Write transactions this store began: [`wait_for_change`] tells its own writes from other
+    /// processes' (one that rolled back only makes a change look like it may be this store's own).
+    writes: AtomicU64,
+}
+
+impl Watch {
+    /// This store begins a write transaction.
+    pub(super) fn wrote(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug)]
@@ -32,67 +43,67 @@ struct Seen {
     conn: SqliteConnection,
     /// `PRAGMA data_version` when last looked.
     version: i64,
-    /// This store's commits when last looked.
+    /// This store's writes when last looked.
     commits: u64,
     /// When a change that may be this store's own last woke the executor.
     woke_at: Option<Instant>,
 }
 
-impl SqliteStore {
-    pub(super) async fn wait_for_change(&self) -> Change {
-        let mut state = self.shared.watch.state.lock().await;
-        loop {
-            if state.is_none() {
-                *state = self.open_watch().await;
-            }
-            let Some(seen) = state.as_mut() else {
-                // The file cannot be opened now: look again later.
-                tokio::time::sleep(POLL).await;
-                continue;
-            };
-            match data_version(&mut seen.conn).await {
-                Ok(version) if version != seen.version => {
-                    let commits = self.shared.commits.load(Ordering::Relaxed);
-                    let foreign = commits == seen.commits;
-                    let due = seen
-                        .woke_at
-                        .is_none_or(|at| at.elapsed() >= OWN_CHANGES_EVERY);
-                    seen.version = version;
-                    seen.commits = commits;
-                    if foreign {
-                        return Change::Claim;
-                    }
-                    if due {
-                        seen.woke_at = Some(Instant::now());
-                        return Change::Claim;
-                    }
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(%error, "could not read the SQLite file's data version");
-                    *state = None;
-                }
-            }
-            tokio::time::sleep(POLL).await;
+/// [`Store::changed`](crate::store::Store::changed) of `store`.
+pub(super) async fn wait_for_change(store: &SqlStore<Sqlite>) -> Change {
+    let watch = store.watch();
+    let mut state = watch.state.lock().await;
+    loop {
+        if state.is_none() {
+            *state = open_watch(store).await;
         }
-    }
-
-    async fn open_watch(&self) -> Option<Seen> {
-        let mut conn = match self.shared.options.connect().await {
-            Ok(conn) => conn,
-            Err(error) => {
-                tracing::warn!(%error, "could not open the SQLite file to watch it");
-                return None;
-            }
+        let Some(seen) = state.as_mut() else {
+            // The file cannot be opened now: look again later.
+            tokio::time::sleep(POLL).await;
+            continue;
         };
-        let version = data_version(&mut conn).await.ok()?;
-        Some(Seen {
-            conn,
-            version,
-            commits: self.shared.commits.load(Ordering::Relaxed),
-            woke_at: None,
-        })
+        match data_version(&mut seen.conn).await {
+            Ok(version) if version != seen.version => {
+                let commits = watch.writes.load(Ordering::Relaxed);
+                let foreign = commits == seen.commits;
+                let due = seen
+                    .woke_at
+                    .is_none_or(|at| at.elapsed() >= OWN_CHANGES_EVERY);
+                seen.version = version;
+                seen.commits = commits;
+                if foreign {
+                    return Change::Claim;
+                }
+                if due {
+                    seen.woke_at = Some(Instant::now());
+                    return Change::Claim;
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, "could not read the SQLite file's data version");
+                *state = None;
+            }
+        }
+        tokio::time::sleep(POLL).await;
     }
+}
+
+async fn open_watch(store: &SqlStore<Sqlite>) -> Option<Seen> {
+    let mut conn = match store.pool().connect_options().connect().await {
+        Ok(conn) => conn,
+        Err(error) => {
+            tracing::warn!(%error, "could not open the SQLite file to watch it");
+            return None;
+        }
+    };
+    let version = data_version(&mut conn).await.ok()?;
+    Some(Seen {
+        conn,
+        version,
+        commits: store.watch().writes.load(Ordering::Relaxed),
+        woke_at: None,
+    })
 }
 
 async fn data_version(conn: &mut SqliteConnection) -> Result<i64, sqlx::Error> {

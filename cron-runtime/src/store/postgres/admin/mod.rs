@@ -27,12 +27,10 @@ mod status;
 
 pub(in crate::store::postgres) use retention::{PRUNE_BATCHES_PER_CALL, prune_batches};
 
-use crate::admin::rows::Registration;
 use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
+use crate::store::StoreError;
 use crate::store::postgres::notify::notify;
 use crate::store::postgres::sql::deployments;
-use crate::store::sql::deploy::{KeyConflict, insert_deployment, insert_jobs};
-use crate::store::{DeploymentSpec, StoreError};
 
 /// The database's clock, as the runtime reads it.
 use super::sql::clock::NOW;
@@ -121,32 +119,12 @@ impl Dialect for Postgres {
         request_trigger: pause::REQUEST_TRIGGER,
     };
 
-    const BEGIN: &'static str = "BEGIN";
-
     async fn clock(conn: &mut PgConnection) -> Result<DateTime<Utc>, sqlx::Error> {
         sqlx::query_scalar(NOW).fetch_one(conn).await
     }
 
     async fn notify(conn: &mut PgConnection, module: &str) -> Result<(), sqlx::Error> {
         notify(conn, module).await
-    }
-
-    async fn register(
-        conn: &mut PgConnection,
-        spec: &DeploymentSpec,
-        now: DateTime<Utc>,
-    ) -> Result<Registration, StoreError> {
-        Ok(match insert_deployment::<Postgres>(conn, spec).await? {
-            Ok((id, true)) => {
-                insert_jobs::<Postgres>(conn, id, spec, now)
-                    .await
-                    .map_err(super::db(format!("registering deployment `{}`", spec.key)))?;
-                Registration::Registered { id, created: true }
-            }
-            Ok((id, false)) => Registration::Registered { id, created: false },
-            Err(KeyConflict::Module { registered }) => Registration::OtherModule { registered },
-            Err(KeyConflict::Schema(refusal)) => Registration::OtherJobs(refusal),
-        })
     }
 
     /// An undefined table or column.

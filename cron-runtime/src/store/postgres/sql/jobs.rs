@@ -248,13 +248,13 @@ UPDATE cron_jobs SET trigger_requested_at = NULL
 WHERE deployment_id = $2 AND trigger_requested_at IS NOT NULL
 ";
 
-    /// The rows that the runs `$1` of jobs `$2` (one pair per element) still hold for runner `$3`,
+    /// The rows that the runs `$2` of jobs `$3` (one pair per element) still hold for runner `$1`,
     /// locked in the order of their ids, so that two transactions locking several rows never wait on
     /// each other in a cycle. A finish reads them.
     HELD_BY_RUNS = concat!(held_rows!(), "
-WHERE (j.current_run_id, j.id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
+WHERE (j.current_run_id, j.id) IN (SELECT * FROM unnest($2::bigint[], $3::bigint[]))
   AND j.state = 'executing'
-  AND r.runner_id = $3
+  AND r.runner_id = $1
 ORDER BY j.id
 FOR UPDATE OF j
 ");

@@ -4,10 +4,10 @@
 //! (`carry`, beside it).
 
 statements! { "runs";
-    /// The claim's second statement: records one run per accepted row, one element of each array per
-    /// row (job, scheduled instant, manual, late, skipped), by runner `$6` (id `$7`), and moves the rows
-    /// that got one to `executing` with a lease of `$8` seconds from the later of now and the run's
-    /// instant. The unique key on `(module_name, verb, scheduled_at)` refuses an occurrence that already
+    /// The claim's second statement: records one run per accepted row, one element of each array of
+    /// `$4`..`$8` per row (job, scheduled instant, manual, late, skipped), by runner `$1` (id `$2`), and
+    /// moves the rows that got one to `executing` with the job's own lease, else `$3` seconds, from the later of now
+    /// and the run's instant. The unique key on `(module_name, verb, scheduled_at)` refuses an occurrence that already
     /// ran: that row gets no run. A late row under `missed = 'skip'` gets a run with no start, which the
     /// claim ends `skipped` at once; the claim clears a pending trigger unless the occurrence it took is
     /// skipped.
@@ -16,11 +16,11 @@ statements! { "runs";
     /// change them in between. Its only inputs are arrays of the same length, so it is prepared once per
     /// connection: no large constant to plan. Both halves reach the job rows through the primary key, one
     /// probe per row (the `LIMIT 1` keeps the lateral subquery from being flattened into a join, and
-    /// `= ANY($1)` gives the update an index path), where joins would hash the whole table for a batch of
+    /// `= ANY($4)` gives the update an index path), where joins would hash the whole table for a batch of
     /// a thousand rows (docs/benchmarks.md).
     CLAIM_RUNS = concat!("
 WITH due AS (
-    SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[], $4::bool[], $5::bool[])
+    SELECT * FROM unnest($4::bigint[], $5::timestamptz[], $6::bool[], $7::bool[], $8::bool[])
         AS d(id, scheduled_at, manual, late, skip)
 ),
 runs AS (
@@ -29,7 +29,7 @@ runs AS (
          runner, runner_id, late, manual)
     SELECT j.id, j.deployment_id, j.module_name, j.verb, due.scheduled_at, now(),
            CASE WHEN due.skip THEN NULL ELSE ", claimed_start!("due.scheduled_at"), " END,
-           'running', $6, $7, due.late, due.manual
+           'running', $1, $2, due.late, due.manual
     FROM due
     CROSS JOIN LATERAL (
         SELECT c.id, c.deployment_id, c.module_name, c.verb FROM cron_jobs c WHERE c.id = due.id LIMIT 1
@@ -40,16 +40,16 @@ runs AS (
 UPDATE cron_jobs j
 SET state = 'executing',
     current_run_id = runs.id,
-    lease_expires_at = ", lease_from!("runs.scheduled_at", "j.lease", "$8"), ",
+    lease_expires_at = ", lease_from!("runs.scheduled_at", "j.lease", "$3"), ",
     trigger_requested_at = CASE WHEN runs.started_at IS NULL THEN j.trigger_requested_at END
 FROM runs
 WHERE j.id = runs.job_id
-  AND j.id = ANY($1::bigint[])
+  AND j.id = ANY($4::bigint[])
 RETURNING j.id AS job_id, runs.id AS run_id, j.lease_expires_at
 ");
 
     /// The runs of the next occurrences that a batch of ended runs claims (a chained claim), one per
-    /// job of `$1` at its instant of `$2`, by runner `$3` (id `$4`) with a lease of `$5` seconds, unless
+    /// job of `$4` at its instant of `$5`, by runner `$1` (id `$2`) with a lease of `$3` seconds, unless
     /// the occurrence already has one. Which jobs may be claimed is decided on the locked rows before
     /// (`may_chain`). Reaches the rows by primary key, as
     /// [`CLAIM_RUNS`] does. Returns the database's clock as it answers.
@@ -58,8 +58,8 @@ INSERT INTO cron_job_runs AS r
     (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
      runner, runner_id, late, manual)
 SELECT j.id, j.deployment_id, j.module_name, j.verb, e.scheduled_at, now(),
-       ", claimed_start!("e.scheduled_at"), ", 'running', $3, $4, false, false
-FROM unnest($1::bigint[], $2::timestamptz[]) AS e(id, scheduled_at)
+       ", claimed_start!("e.scheduled_at"), ", 'running', $1, $2, false, false
+FROM unnest($4::bigint[], $5::timestamptz[]) AS e(id, scheduled_at)
 CROSS JOIN LATERAL (
     SELECT c.id, c.deployment_id, c.module_name, c.verb FROM cron_jobs c WHERE c.id = e.id LIMIT 1
 ) j
@@ -68,7 +68,7 @@ RETURNING r.id AS run_id, r.job_id,
           ", lease_from!(
               "r.scheduled_at",
               "(SELECT c.lease FROM cron_jobs c WHERE c.id = r.job_id)",
-              "$5"
+              "$3"
           ), " AS lease_expires_at,
           clock_timestamp() AS clock
 ");
@@ -106,19 +106,19 @@ FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz
 WHERE r.id = e.id AND r.outcome = 'running'
 ";
 
-    /// The claim's statement for retries (docs/runtime.md, "Retries"): takes the runs `$2` again, one
-    /// per idle row of `$1` holding it for a retry due at the row's `next_execution`, by runner `$3`
-    /// (id `$4`), and moves the rows to `executing` with a lease of `$5` seconds from the later of now
+    /// The claim's statement for retries (docs/runtime.md, "Retries"): takes the runs `$5` again, one
+    /// per idle row of `$4` holding it for a retry due at the row's `next_execution`, by runner `$1`
+    /// (id `$2`), and moves the rows to `executing` with a lease of `$3` seconds from the later of now
     /// and the retry's instant. A run that is no longer waiting for its retry is left alone, and so is
     /// its row. Returns which attempt each run now is.
     RETRY_RUNS = concat!("
 WITH due AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS d(job_id, run_id)
+    SELECT * FROM unnest($4::bigint[], $5::bigint[]) AS d(job_id, run_id)
 ),
 runs AS (
     UPDATE cron_job_runs r
-    SET claimed_at = now(), started_at = ", claimed_start!("j.next_execution"), ", runner = $3,
-        runner_id = $4, job_id = j.id, deployment_id = j.deployment_id
+    SET claimed_at = now(), started_at = ", claimed_start!("j.next_execution"), ", runner = $1,
+        runner_id = $2, job_id = j.id, deployment_id = j.deployment_id
     FROM due JOIN cron_jobs j ON j.id = due.job_id
     WHERE r.id = due.run_id AND r.outcome = 'running' AND r.finished_at IS NULL
       AND j.retry_run_id = r.id AND j.state = 'idle'
@@ -128,7 +128,7 @@ runs AS (
 UPDATE cron_jobs j
 SET state = 'executing',
     current_run_id = runs.id,
-    lease_expires_at = ", lease_from!("runs.retry_at", "j.lease", "$5"), "
+    lease_expires_at = ", lease_from!("runs.retry_at", "j.lease", "$3"), "
 FROM runs
 WHERE j.id = runs.job_id
 RETURNING j.id AS job_id, runs.id AS run_id, runs.retry_at, runs.attempt::integer AS attempt,

@@ -5,10 +5,6 @@
 /// The module deployment `?1` is registered for.
 pub(super) const SELECT_MODULE_OF_KEY: &str = "SELECT module FROM cron_deployments WHERE key = ?1";
 
-/// The module and registered schema of deployment `?1`, with its id.
-pub(super) const SELECT_KEY: &str =
-    "SELECT id, module, schema FROM cron_deployments WHERE key = ?1";
-
 /// The job rows of deployment `?1`, as `RegisteredJob`s.
 pub(super) const SELECT_DEPLOYED_JOBS: &str = "\
     SELECT verb, schedule, timezone, next_execution FROM cron_jobs \

@@ -13,11 +13,8 @@ use chrono::{DateTime, Utc};
 use sqlx::error::DatabaseError;
 use sqlx::{Sqlite, SqliteConnection};
 
-use super::deploy::insert_deployment;
-use super::{db, now};
-use crate::admin::rows::Registration;
-use crate::admin::sql::{Dialect, SqlAdmin, Statements, unmigrated};
-use crate::store::{DeploymentSpec, StoreError, other_schema};
+use super::now;
+use crate::admin::sql::{Dialect, SqlAdmin, Statements};
 
 mod deploy;
 mod deployment;
@@ -69,9 +66,6 @@ impl Dialect for Sqlite {
         request_trigger: pause::REQUEST_TRIGGER,
     };
 
-    /// A write holds the file from its start, so that its reads are those it decides on.
-    const BEGIN: &'static str = "BEGIN IMMEDIATE";
-
     async fn clock(_conn: &mut SqliteConnection) -> Result<DateTime<Utc>, sqlx::Error> {
         Ok(now())
     }
@@ -79,34 +73,6 @@ impl Dialect for Sqlite {
     /// Replicas hear a commit through their `data_version` watch: nothing to do.
     async fn notify(_conn: &mut SqliteConnection, _module: &str) -> Result<(), sqlx::Error> {
         Ok(())
-    }
-
-    async fn register(
-        conn: &mut SqliteConnection,
-        spec: &DeploymentSpec,
-        now: DateTime<Utc>,
-    ) -> Result<Registration, StoreError> {
-        let context = format!("registering deployment `{}`", spec.key);
-        let registered: Option<(i64, String, String)> = sqlx::query_as(deploy::SELECT_KEY)
-            .bind(&spec.key)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(unmigrated::<Sqlite>(&context))?;
-        Ok(match registered {
-            Some((_, registered, _)) if registered != spec.module => {
-                Registration::OtherModule { registered }
-            }
-            Some((id, _, schema)) => match other_schema(&spec.key, &schema, &spec.schema) {
-                Some(refusal) => Registration::OtherJobs(refusal),
-                None => Registration::Registered { id, created: false },
-            },
-            None => {
-                let id = insert_deployment(conn, spec, now)
-                    .await
-                    .map_err(db(&context))?;
-                Registration::Registered { id, created: true }
-            }
-        })
     }
 
     fn unmigrated(error: &dyn DatabaseError) -> bool {
