@@ -654,6 +654,14 @@ async fn a_job_on_every_replica_shows_each_replicas_last_run() -> anyhow::Result
     }
     assert!(row.contains("succeeded") && row.contains("failed"), "{row}");
     assert!(row.contains("the cache <server> is down"), "{row}");
+    // A job on every replica has no missed-run policy (each replica runs its own occurrences).
+    let schedule = cell(&browser, refresh, "td:nth-child(2)").await?;
+    assert!(!schedule.contains("missed"), "{schedule}");
+    assert!(
+        cell(&browser, "reports::send", "td:nth-child(2)")
+            .await?
+            .contains("missed: once")
+    );
     assert!(
         cell(&browser, "reports::send", "td:nth-child(4)")
             .await?
