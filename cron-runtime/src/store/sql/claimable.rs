@@ -1,11 +1,56 @@
 //! Which rows a claim may take. The rule is written once per form of the row it reads: for the idle
-//! rows a claim reads in SQL, in each database's statements ([`Steps::claim_due`] and
-//! [`Steps::next_due`]; PostgreSQL's `claimable_rows!`, `store/postgres/sql/jobs.rs`); for a row whose
-//! run ends and whose next occurrence is claimed in the same transaction (a chained claim),
+//! rows a claim reads in SQL, [`claimable_rows!`], which each database's statements
+//! ([`Steps::claim_due`] and [`Steps::next_due`]) include in its own spelling of the parameters; for a
+//! row whose run ends and whose next occurrence is claimed in the same transaction (a chained claim),
 //! [`may_chain`]. Both take only rows whose schedule text this store checked ([`Claimable`]).
 //!
 //! [`Steps::claim_due`]: super::Steps::claim_due
 //! [`Steps::next_due`]: super::Steps::next_due
+
+/// Which rows a claim may take (G2, G3 and G6, docs/operations.md), the one definition every SQL
+/// store's claim reads (`Steps::claim_due`, `Steps::next_due`), each database spelling its parameters:
+/// the idle job rows of deployment `deployment` while it is the active one, less the ids this store
+/// refused since it last checked its rows (`not_refused`), less the jobs on every replica (each replica
+/// runs them itself: docs/runtime.md, "Jobs on every replica"; `not_every_replica`), and less the verbs
+/// executing under any other deployment of the module (no overlap across a deploy). Reads
+/// `cron_jobs j` joined to its deployment `d`; a statement adds which occurrence is due and how far
+/// ahead.
+///
+/// A row whose run ends and whose next occurrence is claimed in the same transaction (a chained claim)
+/// is still executing, so this cannot read it: [`may_chain`] applies the same rule to it.
+macro_rules! claimable_rows {
+    (
+        deployment: $deployment:literal,
+        not_refused: $not_refused:literal,
+        not_every_replica: $not_every_replica:literal $(,)?
+    ) => {
+        concat!(
+            "FROM cron_jobs j
+    JOIN cron_deployments d ON d.id = j.deployment_id
+    WHERE j.deployment_id = ",
+            $deployment,
+            "
+      AND d.active
+      AND j.state = 'idle'
+      AND ",
+            $not_refused,
+            "
+      AND ",
+            $not_every_replica,
+            "
+      AND j.verb NOT IN (
+          SELECT o.verb FROM cron_jobs o
+          WHERE o.state = 'executing'
+            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = ",
+            $deployment,
+            ")
+            AND o.deployment_id <> ",
+            $deployment,
+            ")"
+        )
+    };
+}
+pub(crate) use claimable_rows;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

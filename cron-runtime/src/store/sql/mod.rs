@@ -32,6 +32,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Pool;
 
 use self::claimable::Claimable;
+pub(crate) use self::claimable::claimable_rows;
 use self::deploy::InsertJobs;
 use self::end::EndRuns;
 use self::run::{Affected, Bind, Reads, Run};

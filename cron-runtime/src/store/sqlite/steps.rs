@@ -53,24 +53,15 @@ macro_rules! attempt_instant {
     };
 }
 
-/// Which rows a claim may take (G2, G3 and G6, docs/operations.md), as PostgreSQL's
-/// `claimable_rows!`: the idle rows of deployment `?1` while it is active, less the ids of the JSON
-/// array `?2`, less the jobs on every replica (docs/runtime.md, "Jobs on every replica"), and less the
-/// verbs executing under the module's other deployments.
+/// Which rows a claim may take: the one definition (`store/sql/claimable.rs`) in SQLite's spelling, the
+/// refused ids as the JSON array `?2`.
 macro_rules! claimable_rows {
     () => {
-        "FROM cron_jobs j
-    JOIN cron_deployments d ON d.id = j.deployment_id
-    WHERE j.deployment_id = ?1
-      AND d.active
-      AND j.state = 'idle'
-      AND j.id NOT IN (SELECT value FROM json_each(?2))
-      AND j.every_replica = 0
-      AND j.verb NOT IN (
-          SELECT o.verb FROM cron_jobs o
-          WHERE o.state = 'executing'
-            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = ?1)
-            AND o.deployment_id <> ?1)"
+        crate::store::sql::claimable_rows!(
+            deployment: "?1",
+            not_refused: "j.id NOT IN (SELECT value FROM json_each(?2))",
+            not_every_replica: "j.every_replica = 0",
+        )
     };
 }
 

@@ -1,35 +1,19 @@
 //! `cron_jobs`: one verb of one deployment with its schedule state. Registration, the claim's reads,
 //! takeover, leases, and the job side of ending runs.
 
-/// Which rows a claim may take (G2, G3 and G6, docs/operations.md): the idle job rows of deployment
-/// `$1` while it is the active one, less the ids `$2` this store refused since it last checked its rows,
-/// less the jobs on every replica (each replica runs them itself: docs/runtime.md, "Jobs on every
-/// replica"), and less the verbs executing under any other deployment of the module (no overlap across
-/// a deploy).
-/// Reads `cron_jobs j` joined to its deployment `d`; a statement adds which occurrence is due, a regular
-/// one (`regular_occurrence!`) or a pending trigger (`pending_trigger!`), and how far ahead.
+/// Which rows a claim may take: the one definition (`store/sql/claimable.rs`) in PostgreSQL's
+/// spelling, the refused ids as the array `$2`.
 ///
 /// The executing verbs of the module's other deployments (the runner's own has one row per verb, the
 /// candidate) are read once into a hashed `NOT IN`: a correlated `NOT EXISTS` is planned as a scan of
 /// every executing row per candidate, because the partial index looks empty to the planner.
-///
-/// A row whose run ends and whose next occurrence is claimed in the same transaction (a chained claim)
-/// is still executing, so this cannot read it: `may_chain` (`store/sql/claimable.rs`) applies the same
-/// rule to it.
 macro_rules! claimable_rows {
     () => {
-        "FROM cron_jobs j
-    JOIN cron_deployments d ON d.id = j.deployment_id
-    WHERE j.deployment_id = $1
-      AND d.active
-      AND j.state = 'idle'
-      AND j.id <> ALL($2::bigint[])
-      AND NOT j.every_replica
-      AND j.verb NOT IN (
-          SELECT o.verb FROM cron_jobs o
-          WHERE o.state = 'executing'
-            AND o.module_name = (SELECT module FROM cron_deployments WHERE id = $1)
-            AND o.deployment_id <> $1)"
+        crate::store::sql::claimable_rows!(
+            deployment: "$1",
+            not_refused: "j.id <> ALL($2::bigint[])",
+            not_every_replica: "NOT j.every_replica",
+        )
     };
 }
 
