@@ -234,13 +234,20 @@ fn test_file_shapes() -> BTreeSet<(String, BTreeSet<String>)> {
 async fn prometheus_scraping_a_replica_stores_what_the_rules_select() {
     // Fails at once, before starting anything, when it is missing.
     binary("PROMETHEUS", "prometheus");
-    let exporter = format!("127.0.0.1:{}", free_port());
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .set_buckets(&[0.005, 0.05, 0.25, 1.0, 5.0])
-        .unwrap()
-        .with_http_listener(exporter.parse::<std::net::SocketAddr>().unwrap())
-        .install()
-        .unwrap();
+    // A free port can be taken between choosing it and listening on it ("Address already in use",
+    // seen once in a full run): choose another. A failed listener installs no recorder.
+    let exporter = (0..5)
+        .find_map(|_| {
+            let exporter = format!("127.0.0.1:{}", free_port());
+            metrics_exporter_prometheus::PrometheusBuilder::new()
+                .set_buckets(&[0.005, 0.05, 0.25, 1.0, 5.0])
+                .unwrap()
+                .with_http_listener(exporter.parse::<std::net::SocketAddr>().unwrap())
+                .install()
+                .ok()
+                .map(|()| exporter)
+        })
+        .expect("the exporter listens on a free port");
     let runtime = cronverb::Runtime::builder()
         .module("shop")
         .registered_jobs(false)
