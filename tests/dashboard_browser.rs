@@ -361,12 +361,20 @@ async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
         .await?
         .click()
         .await?;
-    client.wait().for_element(Locator::Css("tr.job")).await?;
-    let triggered: Option<chrono::DateTime<chrono::Utc>> =
-        sqlx::query_scalar("SELECT max(trigger_requested_at) FROM cron_jobs WHERE verb = $1")
-            .bind(&seeded.xss)
-            .fetch_one(&db.pool)
-            .await?;
+    // The page before the form's answer has rows too, so its write is waited for in the database (a
+    // full run once read it before the POST had reached the server).
+    let mut triggered: Option<chrono::DateTime<chrono::Utc>> = None;
+    for _ in 0..100 {
+        triggered =
+            sqlx::query_scalar("SELECT max(trigger_requested_at) FROM cron_jobs WHERE verb = $1")
+                .bind(&seeded.xss)
+                .fetch_one(&db.pool)
+                .await?;
+        if triggered.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     assert!(
         triggered.is_some(),
         "the trigger did not reach the database"
