@@ -81,6 +81,8 @@ pub(crate) struct RunRow {
     pub(crate) late: bool,
     pub(crate) skipped: i32,
     pub(crate) manual: bool,
+    /// A backfilled occurrence's run (migration `0006`).
+    pub(crate) backfill: bool,
     /// `cron_job_runs.attempts` as JSON text, or NULL.
     pub(crate) attempts: Option<String>,
     pub(crate) retry_at: Option<At>,

@@ -130,6 +130,7 @@ pub(crate) trait Dialect:
     + Reads<ActiveDeployment>
     + Reads<TriggerRow>
     + Reads<ExecutingRow>
+    + Reads<super::backfill::QueueRow>
 {
     /// The statements.
     const SQL: Statements;

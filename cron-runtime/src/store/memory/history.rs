@@ -49,6 +49,9 @@ pub struct RunRecord {
     /// A manual run (asked for with [`MemoryStore::trigger`](super::MemoryStore::trigger)), scheduled
     /// at the trigger's instant.
     pub manual: bool,
+    /// A run of a backfilled occurrence ([`MemoryStore::backfill`](super::MemoryStore::backfill)), a
+    /// manual run of its own instant (docs/operations.md, "Backfill").
+    pub backfill: bool,
 }
 
 /// The finished runs the store keeps, oldest first.
@@ -115,6 +118,7 @@ mod tests {
             skipped: 0,
             attempts: Vec::new(),
             manual: false,
+            backfill: false,
         }
     }
 

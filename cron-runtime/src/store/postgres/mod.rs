@@ -305,7 +305,10 @@ fn without_unread_secrets(url: &str) -> std::borrow::Cow<'_, str> {
 pub fn statements() -> Vec<(&'static str, &'static str)> {
     sql::FAMILIES
         .iter()
-        .chain([&admin::STATEMENTS])
+        .chain([
+            &admin::STATEMENTS,
+            &crate::admin::backfill::STATEMENTS.as_slice(),
+        ])
         .flat_map(|family| family.iter().copied())
         .collect()
 }

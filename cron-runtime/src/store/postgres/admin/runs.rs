@@ -15,7 +15,7 @@ pub(super) const HAS_HISTORY: &str = "\
 /// after a takeover, another deployment's row than `job_id`): that subquery runs for those runs only.
 pub(super) const SELECT_RUNS: &str = "\
     SELECT r.id, r.module_name AS module, r.verb, d.key AS deployment, r.scheduled_at, r.claimed_at, \
-           r.started_at, r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual, \
+           r.started_at, r.finished_at, r.outcome, r.error, r.runner, r.late, r.skipped, r.manual, r.backfill, \
            r.attempts::text AS attempts, \
            CASE WHEN r.outcome = 'running' AND r.attempts IS NOT NULL THEN \
                (SELECT j.next_execution FROM cron_jobs j \

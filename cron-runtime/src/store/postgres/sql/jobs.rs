@@ -36,6 +36,22 @@ macro_rules! pending_trigger {
     };
 }
 
+/// A claimable row with a queued backfill occurrence (docs/operations.md, "Backfill"): its verb has
+/// one queued and it is not paused. The claim takes the earliest when, besides, no trigger is pending
+/// on the row and no regular occurrence (or retry) of it is due by its horizon
+/// (`rules::takes_backfill`). Reads the module's part of the queue by its primary key (module, verb,
+/// occurrence): nothing unless an operator backfills, and while a backfill of N occurrences is queued,
+/// N index entries per claim (docs/operations.md, "Backfill").
+macro_rules! queued_backfill {
+    () => {
+        "
+      AND NOT j.paused
+      AND (j.module_name, j.verb) IN (
+          SELECT b.module_name, b.verb FROM cron_backfills b
+          WHERE b.module_name = (SELECT module FROM cron_deployments WHERE id = $1))"
+    };
+}
+
 /// The columns of a locked job row and of the run that holds it (`rules::Held`), from `cron_jobs j` and
 /// `cron_job_runs r`: every path that ends runs reads its rows through it. `manual` is false for a row
 /// whose run is not recorded. Whether the deployment is active is read after the lock
@@ -100,7 +116,7 @@ FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
     CLAIM_DUE = concat!("
 WITH regular AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
-           j.missed, j.retry_run_id,
+           false AS backfill, j.missed, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
                THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
            now() AS now
@@ -113,10 +129,25 @@ WITH regular AS (
 ),
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
-           j.missed, NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, now() AS now
+           false AS backfill, j.missed, NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of,
+           now() AS now
     ", claimable_rows!(), pending_trigger!(), "
       AND NOT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $3), false)
     ORDER BY j.trigger_requested_at, j.id
+    LIMIT $4
+    FOR UPDATE OF j SKIP LOCKED
+    FOR SHARE OF d
+),
+backfill AS (
+    SELECT j.id, j.verb, j.schedule, j.timezone,
+           (SELECT min(b.scheduled_at) FROM cron_backfills b
+            WHERE b.module_name = j.module_name AND b.verb = j.verb) AS scheduled_at,
+           true AS manual, true AS backfill, j.missed, NULL::bigint AS retry_run_id,
+           NULL::timestamptz AS retry_of, now() AS now
+    ", claimable_rows!(), queued_backfill!(), "
+      AND j.trigger_requested_at IS NULL
+      AND NOT coalesce(j.next_execution <= now() + make_interval(secs => $3), false)
+    ORDER BY j.id
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
     FOR SHARE OF d
@@ -124,6 +155,8 @@ manual AS (
 SELECT * FROM regular
 UNION ALL
 SELECT * FROM manual
+UNION ALL
+SELECT * FROM backfill
 ORDER BY scheduled_at, id
 LIMIT $4
 ");
@@ -140,7 +173,10 @@ SELECT clock_timestamp() AS clock, least(
     (SELECT j.trigger_requested_at
     ", claimable_rows!(), pending_trigger!(), "
     ORDER BY j.trigger_requested_at, j.id
-    LIMIT 1)
+    LIMIT 1),
+    (SELECT min(b.scheduled_at) FROM cron_backfills b
+     WHERE (b.module_name, b.verb) IN (SELECT j.module_name, j.verb
+    ", claimable_rows!(), queued_backfill!(), "))
 ) AS next_due
 ");
 
