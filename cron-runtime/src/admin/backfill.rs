@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::AdminError;
 use super::lookup::resolve_verb;
-use super::rows::{ActiveDeployment, At};
+use super::rows::{ActiveDeployment, At, QueueRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db, unmigrated};
 use crate::rfc3339;
 use crate::store::rules::backfill::Backfill;
@@ -71,15 +71,6 @@ pub(crate) const STATEMENTS: [(&str, &str); 8] = [
         crate::store::sql::backfill::DROP_QUEUED,
     ),
 ];
-
-/// A verb's queue, as [`PROGRESS`] reads it.
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct QueueRow {
-    pub(crate) module_name: String,
-    pub(crate) verb: String,
-    pub(crate) queued: i64,
-    pub(crate) next: At,
-}
 
 /// The result of [`Admin::backfill`](super::Admin::backfill).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -170,3 +170,13 @@ pub(crate) struct ExecutingRow {
     pub(crate) current_run_id: i64,
     pub(crate) started_at: Option<At>,
 }
+
+/// A verb's backfill queue, as `admin::backfill::PROGRESS` reads it: how many occurrences are queued,
+/// and the earliest.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct QueueRow {
+    pub(crate) module_name: String,
+    pub(crate) verb: String,
+    pub(crate) queued: i64,
+    pub(crate) next: At,
+}
