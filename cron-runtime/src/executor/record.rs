@@ -137,18 +137,14 @@ async fn record_batch<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
             }
             Ok(finished) => {
                 count_recorded(shared, &finish, finished, measure);
-                // A backfill's run ended: the job's next queued occurrence is due now
-                // (docs/operations.md, "Backfill").
-                let next = recorded_as(&finish, finished, &span).map(|next| {
-                    match (measure.backfill, finish.ended_at) {
-                        (true, Some(ended)) => next.min(ended),
-                        _ => next,
-                    }
-                });
-                let next = match (next, measure.backfill, finish.ended_at) {
-                    (None, true, Some(ended)) => Some(ended),
-                    (next, ..) => next,
-                };
+                let mut next = recorded_as(&finish, finished, &span);
+                // A backfill's run ended: the job's next queued occurrence is due now, not at its
+                // next regular one (docs/operations.md, "Backfill").
+                if measure.backfill
+                    && let Some(ended) = finish.ended_at
+                {
+                    next = Some(next.map_or(ended, |next| next.min(ended)));
+                }
                 if let Some(next) = next
                     && !chained.contains(&finish.job_id)
                 {
