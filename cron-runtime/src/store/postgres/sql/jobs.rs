@@ -110,7 +110,12 @@ FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
     /// reads the rows it takes, not every due row of the deployment (docs/benchmarks.md). A trigger row
     /// locked but left out by the final limit stays idle.
     ///
-    /// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
+    /// A row with a queued backfill occurrence (`queued_backfill!`) is due too when it is not paused,
+    /// no trigger is pending on it and no regular occurrence of it is due: its run is manual, scheduled
+    /// at its verb's earliest queued occurrence and recorded as a backfill (`rules::backfill`; the claim
+    /// deletes it from the queue, `store::sql::backfill::DROP_QUEUED`).
+    ///
+        /// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
     /// claim either commits before the takeover reads the old deployment's rows or sees the deployment
     /// inactive.
     CLAIM_DUE = concat!("
@@ -161,8 +166,8 @@ ORDER BY scheduled_at, id
 LIMIT $4
 ");
 
-    /// The earliest occurrence (or pending trigger) among the rows deployment `$1`'s claim could take
-    /// next (less the refused ids `$2`), and the database's clock as it answers (not `now()`, which
+    /// The earliest occurrence (or pending trigger, or queued backfill occurrence, which is due at
+    /// once) among the rows deployment `$1`'s claim could take next (less the refused ids `$2`), and the database's clock as it answers (not `now()`, which
     /// stands still at the transaction's start). Each half reads the first row of its index that passes.
     NEXT_DUE = concat!("
 SELECT clock_timestamp() AS clock, least(
