@@ -259,12 +259,14 @@ SELECT (SELECT now FROM temp.cron_clock) AS clock, (SELECT min(due) FROM (
     ORDER BY j.trigger_requested_at, j.id
     LIMIT 1)
     UNION ALL
-    SELECT min(b.scheduled_at) AS due FROM cron_backfills b
-    WHERE (b.module_name, b.verb) IN (SELECT j.module_name, j.verb
+    SELECT * FROM (SELECT (SELECT min(b.scheduled_at) FROM cron_backfills b
+                           WHERE b.module_name = j.module_name AND b.verb = j.verb) AS due
     ",
         claimable_rows!(),
         queued_backfill!(),
-        "))) AS next_due"
+        "
+    ORDER BY due
+    LIMIT 1))) AS next_due"
     ),
     // The runs first, then the rows that got one: the run of a row is the one this transaction
     // recorded for its occurrence (claimed now by this runner), none where the occurrence already ran.

@@ -179,9 +179,11 @@ SELECT clock_timestamp() AS clock, least(
     ", claimable_rows!(), pending_trigger!(), "
     ORDER BY j.trigger_requested_at, j.id
     LIMIT 1),
-    (SELECT min(b.scheduled_at) FROM cron_backfills b
-     WHERE (b.module_name, b.verb) IN (SELECT j.module_name, j.verb
-    ", claimable_rows!(), queued_backfill!(), "))
+    (SELECT (SELECT min(b.scheduled_at) FROM cron_backfills b
+             WHERE b.module_name = j.module_name AND b.verb = j.verb) AS first
+    ", claimable_rows!(), queued_backfill!(), "
+    ORDER BY first
+    LIMIT 1)
 ) AS next_due
 ");
 
