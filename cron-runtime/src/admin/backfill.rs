@@ -204,6 +204,7 @@ pub(crate) async fn backfill<D: Dialect>(
         &schedule,
         from,
         to,
+        tx.now,
         |at| ran.contains(&at),
         |at| queued.contains(&at),
     )

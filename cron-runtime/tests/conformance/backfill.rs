@@ -110,7 +110,20 @@ pub async fn a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it
     );
     finish_one(&store, &runner, &succeeded(&backfilled)).await;
 
+    // The backfill yields to the schedule: the occurrence that came while it ran still runs, late
+    // under the job's missed-run policy, and is not recorded skipped.
+    let claimed = claim(&store, &runner).await;
+    let came = claim_of(&claimed, "billing::tick").clone();
+    assert!(!came.backfill, "{claimed:?}");
+    assert_eq!(came.scheduled_at, regular_at + TimeDelta::seconds(1));
+    finish_one(&store, &runner, &succeeded(&came)).await;
+
     let runs = h.runs().await;
+    assert!(
+        runs.iter()
+            .all(|run| run.skipped == 0 && run.outcome != Some(Outcome::Skipped)),
+        "nothing skipped for a backfill: {runs:?}"
+    );
     for pair in runs.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
         assert!(
@@ -188,4 +201,55 @@ pub async fn a_backfill_of_too_many_occurrences_is_refused<H: StoreUnderTest>(h:
     assert!(h.runs().await.is_empty());
     let claimed = claim(&store, &runner).await;
     assert!(claimed.claims.iter().all(|c| !c.backfill), "{claimed:?}");
+}
+
+pub async fn a_backfill_window_reaching_past_now_is_refused<H: StoreUnderTest>(h: H) {
+    let spec = deployment("billing@1", vec![job("billing::tick", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let now = h.now().await;
+    let from = DateTime::from_timestamp(now.timestamp() - 3, 0).unwrap();
+    let to = from + TimeDelta::seconds(60);
+    let refused = h.backfill("billing::tick", from, to).await.unwrap_err();
+    assert!(
+        refused.contains("after now") && refused.contains("`--to`"),
+        "{refused}"
+    );
+    // Nothing was queued: no occurrence to come is claimed ahead of its instant, now or later.
+    for _ in 0..3 {
+        let claimed = claim(&store, &runner).await;
+        assert!(claimed.claims.iter().all(|c| !c.backfill), "{claimed:?}");
+        for c in &claimed.claims {
+            assert!(c.scheduled_at <= claimed.now, "{claimed:?}");
+            finish_one(&store, &runner, &succeeded(c)).await;
+        }
+    }
+    assert!(h.runs().await.iter().all(|run| !run.backfill));
+}
+
+pub async fn regular_runs_come_before_backfills_under_the_replicas_cap<H: StoreUnderTest>(h: H) {
+    let spec = deployment(
+        "billing@1",
+        vec![
+            job("billing::tick", SECONDLY),
+            job("billing::rollup", YEARLY),
+        ],
+    );
+    let (store, runner) = replica(&h, &spec).await;
+    let queued = h
+        .backfill("billing::rollup", new_year(2020), new_year(2023))
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 3);
+    let due = h.next_execution(MODULE, "billing::tick").await.unwrap();
+    sleep_until(&h, due + ms(100)).await;
+
+    // One free slot: the regular occurrence takes it, though the queued ones are older.
+    let full = store.claim_due(&runner, Duration::ZERO, 1).await.unwrap();
+    assert_eq!(verbs(&full), ["billing::tick"], "{full:?}");
+    assert!(!full.claims[0].backfill);
+    // The next free slot takes the backfill.
+    let next = store.claim_due(&runner, Duration::ZERO, 1).await.unwrap();
+    assert_eq!(verbs(&next), ["billing::rollup"], "{next:?}");
+    assert!(next.claims[0].backfill);
+    assert_eq!(next.claims[0].scheduled_at, new_year(2020));
 }

@@ -309,6 +309,8 @@ macro_rules! every_case {
         $test!(a_backfill_run_twice_repeats_nothing);
         $test!(a_cancelled_backfill_runs_nothing_more);
         $test!(a_backfill_of_too_many_occurrences_is_refused);
+        $test!(a_backfill_window_reaching_past_now_is_refused);
+        $test!(regular_runs_come_before_backfills_under_the_replicas_cap);
         // Waking up
         $test!(a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due);
         // Jobs on every replica

@@ -97,9 +97,13 @@ impl State {
             if picked.len() >= before_backfills + limit {
                 break;
             }
+            // Only an occurrence at or before now (docs/operations.md, "Backfill").
             let (Some(&first), true) = (queued.first(), **queue_module == *module) else {
                 continue;
             };
+            if first > now {
+                continue;
+            }
             if let Some(&job_id) = deployment_jobs(self, runner.deployment_id).get(verb)
                 && self.takes_backfill(&module, job_id, horizon)
             {
@@ -107,9 +111,11 @@ impl State {
             }
         }
         if picked.len() > regular {
-            // Triggers among the regular occurrences, in the order of their instants; the regular
-            // ones alone come ordered from their index.
-            picked.sort_unstable();
+            // Triggers among the regular occurrences, in the order of their instants, and backfills
+            // after them all: under the replica's cap, queued occurrences never take a slot a regular
+            // run is due for (docs/operations.md, "Backfill"). The regular ones alone come ordered
+            // from their index.
+            picked.sort_unstable_by_key(|&(at, job_id, pick)| (pick == Pick::Backfill, at, job_id));
             picked.truncate(limit);
         }
         // Room for every pick at once: thousands of claims grown by doubling would hold room for up to
@@ -270,6 +276,7 @@ impl State {
             lease_expires_at,
             retry_at,
             manual: run.manual,
+            backfill: run.backfill,
         });
         self.executing_verbs
             .entry(Arc::clone(&run.module))

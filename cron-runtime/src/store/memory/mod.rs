@@ -159,7 +159,8 @@ impl MemoryStore {
         to: DateTime<Utc>,
         dry_run: bool,
     ) -> Result<Vec<DateTime<Utc>>, StoreError> {
-        let queued = self.lock().backfill(module, verb, from, to, dry_run)?;
+        let now = self.now();
+        let queued = self.lock().backfill(module, verb, from, to, now, dry_run)?;
         if !queued.is_empty() && !dry_run {
             self.wake();
         }

@@ -166,13 +166,14 @@ impl State {
     /// Queues the occurrences of `verb` of `module` in `[from, to)` that have no run and are not queued
     /// (docs/operations.md, "Backfill"; `rules::backfill`), unless `dry_run`; returns them. Refused as
     /// the operator API refuses it: an unknown verb, no active deployment, a verb not in it, a job on
-    /// every replica, an empty window or one above the limit.
+    /// every replica, an empty window, one that ends after `now` or one above the limit.
     pub(super) fn backfill(
         &mut self,
         module: &str,
         verb: &str,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
+        now: DateTime<Utc>,
         dry_run: bool,
     ) -> Result<Vec<DateTime<Utc>>, StoreError> {
         let job_id = self.active_row(module, verb)?;
@@ -194,6 +195,7 @@ impl State {
             &job.spec.schedule,
             from,
             to,
+            now,
             |at| ran.contains(&at),
             |at| queued.is_some_and(|q| q.contains(&at)),
         )

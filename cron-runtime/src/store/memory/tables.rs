@@ -107,6 +107,8 @@ pub(super) struct Executing {
     pub(super) retry_at: Option<DateTime<Utc>>,
     /// A manual run: it did not take the job's `next_execution`.
     pub(super) manual: bool,
+    /// A backfill's run: it yields to the schedule (`rules::HeldRun::backfill`).
+    pub(super) backfill: bool,
 }
 
 #[derive(Debug)]
@@ -216,7 +218,7 @@ impl State {
             skipped: 0,
             attempts: Vec::new(),
             manual: executing.manual,
-            backfill: false,
+            backfill: executing.backfill,
         }
     }
 

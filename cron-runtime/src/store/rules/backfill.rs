@@ -1,7 +1,8 @@
 //! Backfills (`cronverb backfill`), decided once for every store (docs/operations.md, "Backfill"):
 //! which occurrences of a window a backfill queues ([`Backfill::plan`]: the schedule's occurrences in
 //! `[from, to)` less the ones that have a run or are queued already, refused above
-//! [`MAX_BACKFILL`]), when a claim takes a job's queued occurrence ([`takes_backfill`]: the job is
+//! [`MAX_BACKFILL`] and for a window that ends after now: a backfill queues past occurrences only,
+//! the schedule runs the ones to come), when a claim takes a job's queued occurrence ([`takes_backfill`]: the job is
 //! idle, not paused, no trigger is pending and no regular occurrence of it is due, so a backfill never
 //! overlaps a regular run nor holds one back), and which queued occurrence it takes (the earliest:
 //! backfills run in order, one at a time). A queued occurrence is taken as a manual run of its own
@@ -34,16 +35,22 @@ pub(crate) struct Backfill {
 
 impl Backfill {
     /// The occurrences of `schedule` in `[from, to)` for `verb`, or why the window is refused: empty
-    /// or reversed, or holding more than [`MAX_BACKFILL`] occurrences. `ran` and `queued` say whether
-    /// an occurrence has a run or is queued already.
+    /// or reversed, ending after the store's `now` (a queued occurrence to come would be claimed
+    /// before its instant and hold the job's row until then, blocking its regular runs), or holding
+    /// more than [`MAX_BACKFILL`] occurrences. `ran` and `queued` say whether an occurrence has a run
+    /// or is queued already.
     pub(crate) fn plan(
         verb: &str,
         schedule: &ZonedSchedule,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
+        now: DateTime<Utc>,
         ran: impl Fn(DateTime<Utc>) -> bool,
         queued: impl Fn(DateTime<Utc>) -> bool,
     ) -> Result<Backfill, String> {
+        if to > now {
+            return Err(past_now(verb, to, now));
+        }
         let occurrences = occurrences(verb, schedule, from, to)?;
         let (mut already_ran, mut already_queued) = (0, 0);
         let mut to_queue = Vec::new();
@@ -91,6 +98,16 @@ pub(crate) fn occurrences(
         found.push(at);
     }
     Ok(found)
+}
+
+/// The refusal of a window that ends after now (docs/operations.md, "Backfill").
+fn past_now(verb: &str, to: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    format!(
+        "the backfill window of `{verb}` ends at {}, after now ({}): a backfill queues past \
+         occurrences only, the schedule runs the ones to come; give `--to` at or before now",
+        text(to),
+        text(now)
+    )
 }
 
 /// The refusal of a window with more than [`MAX_BACKFILL`] occurrences.
@@ -183,6 +200,7 @@ mod tests {
             &hourly(),
             at(0, 0),
             at(5, 0),
+            at(5, 0),
             |o| o == at(1, 0),
             |o| o == at(3, 0),
         )
@@ -190,6 +208,22 @@ mod tests {
         assert_eq!(plan.occurrences.len(), 5);
         assert_eq!((plan.already_ran, plan.already_queued), (1, 1));
         assert_eq!(plan.to_queue, vec![at(0, 0), at(2, 0), at(4, 0)]);
+    }
+
+    #[test]
+    fn a_window_ending_after_now_is_refused() {
+        let plan =
+            |to| Backfill::plan("v", &hourly(), at(0, 0), to, at(5, 0), |_| false, |_| false);
+        assert_eq!(plan(at(5, 0)).map(|p| p.to_queue.len()), Ok(5));
+        assert_eq!(
+            plan(at(5, 1)),
+            Err(
+                "the backfill window of `v` ends at 2026-01-01T05:01:00Z, after now \
+                 (2026-01-01T05:00:00Z): a backfill queues past occurrences only, the schedule \
+                 runs the ones to come; give `--to` at or before now"
+                    .to_owned()
+            )
+        );
     }
 
     #[test]

@@ -265,6 +265,7 @@ impl<D: Protocol> SqlStore<D> {
                     run_id: Some(run.run_id),
                     scheduled_at: Some(scheduled_at),
                     manual: false,
+                    backfill: false,
                     retry_run_id: None,
                     retried: false,
                     earlier_attempts: 0,

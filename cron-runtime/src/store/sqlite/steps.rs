@@ -88,7 +88,8 @@ macro_rules! held_rows {
        j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, ",
             attempt_instant!("r.scheduled_at"),
             " AS scheduled_at,
-       coalesce(r.manual, false) AS manual, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
+       coalesce(r.manual, false) AS manual,
+       coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(json_array_length(r.attempts), 0) AS earlier_attempts, j.retries, j.backoff AS backoff_ms,
        ",
             attempt_instant!("(SELECT now FROM temp.cron_clock)"),
@@ -220,6 +221,8 @@ backfill AS (
         "
       AND j.trigger_requested_at IS NULL
       AND NOT coalesce(j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3, false)
+      AND (SELECT min(b.scheduled_at) FROM cron_backfills b
+           WHERE b.module_name = j.module_name AND b.verb = j.verb) <= (SELECT now FROM temp.cron_clock)
     ORDER BY j.id
     LIMIT ?4
 )
@@ -228,7 +231,7 @@ UNION ALL
 SELECT * FROM manual
 UNION ALL
 SELECT * FROM backfill
-ORDER BY scheduled_at, id
+ORDER BY backfill, scheduled_at, id
 LIMIT ?4"
     ),
     next_due: concat!(

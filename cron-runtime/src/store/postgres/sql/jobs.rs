@@ -60,7 +60,8 @@ macro_rules! held_rows {
     () => {
         "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
        j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, r.scheduled_at,
-       coalesce(r.manual, false) AS manual, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
+       coalesce(r.manual, false) AS manual,
+       coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(jsonb_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
        (extract(epoch FROM j.backoff) * 1000)::bigint AS backoff_ms, now() AS now
 FROM cron_jobs j
@@ -113,7 +114,11 @@ FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
     /// A row with a queued backfill occurrence (`queued_backfill!`) is due too when it is not paused,
     /// no trigger is pending on it and no regular occurrence of it is due: its run is manual, scheduled
     /// at its verb's earliest queued occurrence and recorded as a backfill (`rules::backfill`; the claim
-    /// deletes it from the queue, `store::sql::backfill::DROP_QUEUED`).
+    /// deletes it from the queue, `store::sql::backfill::DROP_QUEUED`). Only an occurrence at or
+    /// before now is taken (a backfill's window ends by now, but a queued occurrence to come would hold
+    /// the row until its instant), and backfill rows come after every regular, retry and trigger row:
+    /// under the replica's cap, old queued occurrences never take a slot a regular run is due for
+    /// (docs/operations.md, "Backfill").
     ///
         /// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
     /// claim either commits before the takeover reads the old deployment's rows or sees the deployment
@@ -152,6 +157,8 @@ backfill AS (
     ", claimable_rows!(), queued_backfill!(), "
       AND j.trigger_requested_at IS NULL
       AND NOT coalesce(j.next_execution <= now() + make_interval(secs => $3), false)
+      AND (SELECT min(b.scheduled_at) FROM cron_backfills b
+           WHERE b.module_name = j.module_name AND b.verb = j.verb) <= now()
     ORDER BY j.id
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
@@ -162,7 +169,7 @@ UNION ALL
 SELECT * FROM manual
 UNION ALL
 SELECT * FROM backfill
-ORDER BY scheduled_at, id
+ORDER BY backfill, scheduled_at, id
 LIMIT $4
 ");
 
