@@ -249,11 +249,27 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
         .router();
     let page = get(&router, JOB).await;
     let (cookie, token) = csrf(&page);
+    // A backfill queued already (Monday 2 to Saturday 7 March: five occurrences of `0 2 * * 1-5`), so
+    // that a `backfill/cancel` let through would show: the refusals must leave it queued.
+    let (from, to) = ("2026-03-02T00:00:00Z", "2026-03-07T00:00:00Z");
+    store
+        .admin()
+        .backfill(
+            "billing::send",
+            Some("billing"),
+            from.parse().unwrap(),
+            to.parse().unwrap(),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(queued(&pool).await, 5);
 
     // No CSRF cookie, no CSRF token, a CSRF token of another cookie, a wrong action token, no token.
     let other_cookie = format!("cronverb_csrf={}", "ab".repeat(32));
-    // A backfill's window rides along in every form: `backfill` reads it.
-    let window = "from=2026-03-02T00%3A00%3A00Z&to=2026-03-07T00%3A00%3A00Z";
+    // A backfill's window rides along in every form: `backfill` reads it. It is the week after the
+    // one queued, so that a `backfill` let through would queue five more.
+    let window = "from=2026-03-09T00%3A00%3A00Z&to=2026-03-14T00%3A00%3A00Z";
     let attempts = [
         ("", format!("csrf={token}&token={TOKEN}&note=n&{window}")),
         (cookie.as_str(), format!("token={TOKEN}&note=n&{window}")),
@@ -286,7 +302,11 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(triggered, None);
-    assert_eq!(queued(&pool).await, 0, "no backfill was queued");
+    assert_eq!(
+        queued(&pool).await,
+        5,
+        "no backfill was queued and none was cancelled"
+    );
 
     // A read-only dashboard refuses even a complete form, and shows no form.
     let read_only = dashboard::router(store.admin());
