@@ -206,11 +206,24 @@ impl State {
         !self.has_run(&job.module, &job.verb, at)
     }
 
-    /// Whether the store has a run of the occurrence `at` of `verb` of `module`, finished or in flight.
-    pub(super) fn has_run(&self, module: &str, verb: &str, at: DateTime<Utc>) -> bool {
-        self.runs()
-            .iter()
-            .any(|run| run.scheduled_at == at && &*run.module == module && &*run.verb == verb)
+    /// Whether the store has a run of the occurrence `at` of `verb` of `module`, finished (one the
+    /// history keeps: one look-up, as the database stores' unique key on runs) or in flight (held by,
+    /// or waiting for its retry on, a row of the verb in one of the module's deployments).
+    pub(super) fn has_run(&self, module: &Arc<str>, verb: &Arc<str>, at: DateTime<Utc>) -> bool {
+        self.history.has(module, verb, at)
+            || self
+                .deployments
+                .values()
+                .filter(|deployment| deployment.module == *module)
+                .filter_map(|deployment| deployment.jobs.get(&**verb))
+                .any(|job_id| {
+                    let job = &self.jobs[job_id];
+                    job.executing.is_some_and(|run| run.scheduled_at == at)
+                        || job
+                            .retrying
+                            .as_ref()
+                            .is_some_and(|run| run.scheduled_at == at)
+                })
     }
 
     /// Whether a claim with this horizon takes the pending trigger of `job_id` as a manual run: the job

@@ -182,23 +182,12 @@ impl State {
             return Err(StoreError::Invalid(runs_on_every_replica(verb)));
         }
         let module_name = std::sync::Arc::clone(&job.module);
-        let ran: std::collections::HashSet<DateTime<Utc>> = self
-            .runs()
-            .into_iter()
-            .filter(|run| run.module == module_name && &*run.verb == verb)
-            .map(|run| run.scheduled_at)
-            .collect();
+        let ran = |at| self.has_run(&job.module, &job.verb, at);
         let key = (module_name, verb.to_owned());
         let queued = self.backfills.get(&key);
-        let plan = Backfill::plan(
-            verb,
-            &job.spec.schedule,
-            from,
-            to,
-            now,
-            |at| ran.contains(&at),
-            |at| queued.is_some_and(|q| q.contains(&at)),
-        )
+        let plan = Backfill::plan(verb, &job.spec.schedule, from, to, now, ran, |at| {
+            queued.is_some_and(|q| q.contains(&at))
+        })
         .map_err(StoreError::Invalid)?;
         if !dry_run && !plan.to_queue.is_empty() {
             self.backfills
