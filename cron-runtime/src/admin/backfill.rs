@@ -6,6 +6,7 @@
 //! too; instants bind as each driver's `At`).
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -40,11 +41,24 @@ SELECT scheduled_at FROM cron_backfills
 WHERE module_name = $1 AND verb = $2 AND scheduled_at >= $3 AND scheduled_at < $4
 ";
 
-/// Queues occurrence `$3` of verb `$2` of module `$1`, asked for at `$4`.
-const QUEUE: &str = "
-INSERT INTO cron_backfills (module_name, verb, scheduled_at, requested_at) VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING
-";
+/// How many occurrences one [`QUEUE`] statement queues: 503 parameters, under the 999 of SQLite's
+/// oldest limit and PostgreSQL's 65,535.
+const QUEUE_ROWS: usize = 500;
+
+/// Queues occurrences `$4` … `$503` ([`QUEUE_ROWS`]) of verb `$2` of module `$1`, asked for at `$3`:
+/// one multi-row insert, valid on both databases. A last batch shorter than that repeats its last
+/// occurrence, which the conflict clause drops (docs/benchmarks.md, "A backfill of 100,000
+/// occurrences").
+static QUEUE: LazyLock<String> = LazyLock::new(|| {
+    let rows: Vec<String> = (0..QUEUE_ROWS)
+        .map(|i| format!("($1, $2, ${}, $3)", i + 4))
+        .collect();
+    format!(
+        "INSERT INTO cron_backfills (module_name, verb, scheduled_at, requested_at) VALUES {} \
+         ON CONFLICT DO NOTHING",
+        rows.join(", ")
+    )
+});
 
 /// Drops every queued occurrence of verb `$2` of module `$1`.
 const CANCEL: &str = "
@@ -58,19 +72,21 @@ FROM cron_backfills GROUP BY module_name, verb ORDER BY module_name, verb
 ";
 
 /// Every statement of this file, by name, for the tests that prepare them on each database.
-pub(crate) const STATEMENTS: [(&str, &str); 8] = [
-    ("admin::backfill::ROW", ROW),
-    ("admin::backfill::EVERY_REPLICA", EVERY_REPLICA),
-    ("admin::backfill::RAN", RAN),
-    ("admin::backfill::QUEUED", QUEUED),
-    ("admin::backfill::QUEUE", QUEUE),
-    ("admin::backfill::CANCEL", CANCEL),
-    ("admin::backfill::PROGRESS", PROGRESS),
-    (
-        "store::sql::backfill::DROP_QUEUED",
-        crate::store::sql::backfill::DROP_QUEUED,
-    ),
-];
+pub(crate) fn statements() -> [(&'static str, &'static str); 8] {
+    [
+        ("admin::backfill::ROW", ROW),
+        ("admin::backfill::EVERY_REPLICA", EVERY_REPLICA),
+        ("admin::backfill::RAN", RAN),
+        ("admin::backfill::QUEUED", QUEUED),
+        ("admin::backfill::QUEUE", QUEUE.as_str()),
+        ("admin::backfill::CANCEL", CANCEL),
+        ("admin::backfill::PROGRESS", PROGRESS),
+        (
+            "store::sql::backfill::DROP_QUEUED",
+            crate::store::sql::backfill::DROP_QUEUED,
+        ),
+    ]
+}
 
 /// The result of [`Admin::backfill`](super::Admin::backfill).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -210,15 +226,16 @@ pub(crate) async fn backfill<D: Dialect>(
     )
     .map_err(AdminError::BackfillRefused)?;
     if !dry_run && !plan.to_queue.is_empty() {
-        for &at in &plan.to_queue {
-            Statement::<D>::new(QUEUE)
+        for batch in plan.to_queue.chunks(QUEUE_ROWS) {
+            let mut queue = Statement::<D>::new(QUEUE.as_str())
                 .bind(module.clone())
                 .bind(verb.clone())
-                .bind(At(at))
-                .bind(At(tx.now))
-                .execute(&mut tx.tx)
-                .await
-                .map_err(db(&context))?;
+                .bind(At(tx.now));
+            let last = batch[batch.len() - 1];
+            for i in 0..QUEUE_ROWS {
+                queue = queue.bind(At(batch.get(i).copied().unwrap_or(last)));
+            }
+            queue.execute(&mut tx.tx).await.map_err(db(&context))?;
         }
         tx.notify(&module).await.map_err(db(&context))?;
     }

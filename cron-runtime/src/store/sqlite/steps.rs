@@ -596,7 +596,7 @@ mod tests {
     #[tokio::test]
     async fn the_backfill_statements_prepare_against_the_migrated_schema() {
         let mut conn = migrated().await;
-        for (name, text) in crate::admin::backfill::STATEMENTS {
+        for (name, text) in crate::admin::backfill::statements() {
             if let Err(error) = (&mut conn).prepare(text).await {
                 panic!("{name}: {error}\n{text}");
             }
