@@ -170,6 +170,7 @@ fn heartbeat_job() -> JobSpec {
         retry: Default::default(),
         lease: None,
         on: Default::default(),
+        catch_up: None,
     }
 }
 

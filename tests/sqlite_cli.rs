@@ -119,6 +119,7 @@ async fn replica(url: &str) -> (SqliteStore, Runner) {
                 retry: Default::default(),
                 lease: None,
                 on: Default::default(),
+                catch_up: None,
             }],
         })
         .await

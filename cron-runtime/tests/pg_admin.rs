@@ -51,6 +51,7 @@ fn job(verb: &str, expression: &str) -> JobSpec {
         retry: Default::default(),
         lease: None,
         on: Default::default(),
+        catch_up: None,
     }
 }
 

@@ -34,6 +34,7 @@ fn job(verb: &str, expression: &str) -> JobSpec {
         retry: Default::default(),
         lease: None,
         on: Default::default(),
+        catch_up: None,
     }
 }
 

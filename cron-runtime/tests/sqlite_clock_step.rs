@@ -30,6 +30,7 @@ fn job(verb: &str) -> JobSpec {
         retry: Default::default(),
         lease: None,
         on: Default::default(),
+        catch_up: None,
     }
 }
 

@@ -153,7 +153,7 @@ fn bad_text_is_refused_with_its_line() {
         (
             "module a {\n  verb x(Unit) Unit\n    +cron 0 2 * * * missed=never\n}\n",
             3,
-            "unknown missed-run policy `never`; expected `once` or `skip`",
+            "unknown missed-run policy `never`; expected `once`, `skip` or `all`",
         ),
         (
             "module a {\n  verb x(Unit) Unit\n    +cron * * * * *\n",
@@ -616,7 +616,7 @@ mod attribute {
             messages,
             [
                 "invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead",
-                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `lease`, `on`, `crate`",
+                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `crate`",
                 "duration `0s` is zero; it must be at least one second",
                 "the `async` keyword is missing from the function declaration",
                 "`#[cron]` functions take no parameters; reach application state with `cronverb::context().state::<T>()`",

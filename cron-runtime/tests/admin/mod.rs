@@ -64,6 +64,7 @@ fn job(verb: &str, expression: &str) -> JobSpec {
         retry: Default::default(),
         lease: None,
         on: Default::default(),
+        catch_up: None,
     }
 }
 
