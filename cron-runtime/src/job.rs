@@ -563,10 +563,36 @@ mod tests {
             backoff: None,
             lease: None,
             on: RunOn::OneReplica,
+            catch_up: None,
             file: "src/a.rs".to_owned(),
             line: 1,
             doc: String::new(),
         }
+    }
+
+    #[test]
+    fn a_catch_up_window_is_checked_as_the_attribute_checks_it_and_defaults_by_policy() {
+        use cron_schema::Cron;
+        let spec = |cron: Cron| job_spec(fields_of("app::a", &cron), Duration::from_secs(60));
+        let hourly = || Cron::new("0 * * * *");
+        let day = Some(Duration::from_secs(24 * 3600));
+        assert_eq!(
+            spec(hourly().missed(MissedPolicy::All)).unwrap().catch_up,
+            day
+        );
+        assert_eq!(spec(hourly()).unwrap().catch_up, None);
+        assert_eq!(
+            spec(hourly().catch_up("1d12h")).unwrap().catch_up,
+            Some(Duration::from_secs(36 * 3600))
+        );
+        let refused = |cron: Cron| spec(cron).unwrap_err()[0].to_string();
+        assert!(refused(hourly().catch_up("soon")).contains("invalid catch-up window"));
+        assert!(refused(hourly().missed(MissedPolicy::Skip).catch_up("1h")).contains("skip"));
+        assert!(
+            refused(Cron::new("* * * * * *").missed(MissedPolicy::All))
+                .contains("at most `2h46m40s`")
+        );
+        assert!(refused(hourly().catch_up("1h").on(RunOn::EveryReplica)).contains("every_replica"));
     }
 
     #[test]

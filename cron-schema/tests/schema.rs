@@ -705,3 +705,40 @@ mod attribute {
         assert_eq!(error.to_string(), "`#[cron]` goes on an `async fn`");
     }
 }
+
+#[test]
+fn catch_up_and_missed_all_round_trip_and_diff_as_windows() {
+    let schema = |window: &str| {
+        Schema::new([(
+            "billing",
+            Verb::new(
+                "billing::rollup",
+                Cron::new("0 * * * *")
+                    .missed(MissedPolicy::All)
+                    .catch_up(window),
+            ),
+        )])
+    };
+    let day = schema("1d");
+    let text = day.to_string();
+    assert!(
+        text.contains("    +cron 0 * * * * missed=all catch_up=1d\n"),
+        "{text}"
+    );
+    assert_eq!(Schema::from_text(&text).unwrap(), day);
+    let json = day.to_json();
+    assert!(json.contains(r#""catch_up": "1d""#), "{json}");
+    assert_eq!(Schema::from_json(&json).unwrap(), day);
+    // The same window written in hours is no change; another window is.
+    assert!(day.diff(&schema("24h")).is_empty());
+    assert_eq!(
+        day.diff(&schema("12h")).to_string(),
+        "~ billing billing::rollup: catch_up `1d` -> `12h`\n"
+    );
+    // A schema without the field reads as before: no window, the policy's default.
+    let old = Schema::new([(
+        "billing",
+        Verb::new("billing::rollup", Cron::new("0 * * * *")),
+    )]);
+    assert!(!old.to_json().contains("catch_up"));
+}

@@ -27,7 +27,7 @@ pub struct Args {
     /// The runtime's missed-run tolerance, in seconds
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     tolerance: u64,
-    /// A schema in JSON (`cronverb schema extract --json`, or the application's); without it, the
+    /// A schema in JSON (`cronverb schema extract --format json`, or the application's); without it, the
     /// active deployments' schemas in the database
     #[arg(value_name = "SCHEMA.json")]
     schema: Option<PathBuf>,

@@ -25,7 +25,7 @@ pub(super) const SELECT_DEPLOYMENTS: &str = concat!(
 /// each with the latest run of its verb under any deployment of its module.
 pub(super) const SELECT_JOBS: &str = "\
     SELECT j.module_name, j.verb, d.key, d.active, j.every_replica, j.schedule, j.timezone, \
-           j.missed, j.state, \
+           CASE WHEN j.catch_up_all THEN 'all' ELSE j.missed END AS missed, j.state, \
            j.paused, j.pause_note, j.paused_at, j.next_execution, j.trigger_requested_at, \
            j.current_run_id, j.lease_expires_at, c.runner AS current_runner, \
            c.started_at AS current_started_at, \

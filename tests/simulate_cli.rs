@@ -1,0 +1,155 @@
+//! `cronverb simulate`: what an outage would do to each job, read from a schema file, as a user or a
+//! script runs it (docs/operations.md, "Simulating an outage").
+#![cfg(feature = "cli")]
+
+use std::process::{Command, Output};
+
+use cronverb::{Cron, MissedPolicy, RunOn, Schema, Verb};
+
+fn cronverb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("the cronverb binary runs")
+}
+
+fn stdout(output: &Output) -> &str {
+    std::str::from_utf8(&output.stdout).expect("standard output is UTF-8")
+}
+
+fn stderr(output: &Output) -> &str {
+    std::str::from_utf8(&output.stderr).expect("standard error is UTF-8")
+}
+
+/// A schema file of the minutely jobs of docs/runtime.md, "Missed runs", one per policy.
+fn schema_file(name: &str) -> std::path::PathBuf {
+    let minutely = |policy| Cron::new("* * * * *").missed(policy);
+    // In the order the output lists them.
+    let schema = Schema::new([
+        (
+            "billing",
+            Verb::new("billing::all", minutely(MissedPolicy::All).catch_up("5m")),
+        ),
+        (
+            "billing",
+            Verb::new(
+                "billing::cache",
+                Cron::new("* * * * *").on(RunOn::EveryReplica),
+            ),
+        ),
+        (
+            "billing",
+            Verb::new("billing::once", minutely(MissedPolicy::Once)),
+        ),
+        (
+            "billing",
+            Verb::new("billing::skip", minutely(MissedPolicy::Skip)),
+        ),
+    ]);
+    let path = std::env::temp_dir().join(format!(
+        "cronverb-simulate-{}-{name}.json",
+        std::process::id()
+    ));
+    std::fs::write(&path, schema.to_json()).unwrap();
+    path
+}
+
+const DOWN: [&str; 3] = ["--down", "2026-01-01T00:00:30Z", "2026-01-01T00:10:30Z"];
+
+#[test]
+fn simulate_prints_what_each_policy_runs_and_skips_after_an_outage() {
+    let path = schema_file("text");
+    let mut args = vec!["simulate"];
+    args.extend(DOWN);
+    args.push(path.to_str().unwrap());
+    let output = cronverb(&args);
+    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "down from 2026-01-01T00:00:30Z to 2026-01-01T00:10:30Z, back at 2026-01-01T00:10:30Z\n\
+         \n\
+         billing billing::all (missed=all catch_up=5m)\n\
+         \x20 skip  5 occurrences from 2026-01-01T00:01:00Z\n\
+         \x20 run   2026-01-01T00:06:00Z at 2026-01-01T00:10:30Z (late)\n\
+         \x20 run   2026-01-01T00:07:00Z at 2026-01-01T00:10:30Z (late)\n\
+         \x20 run   2026-01-01T00:08:00Z at 2026-01-01T00:10:30Z (late)\n\
+         \x20 run   2026-01-01T00:09:00Z at 2026-01-01T00:10:30Z (late)\n\
+         \x20 run   2026-01-01T00:10:00Z at 2026-01-01T00:10:30Z\n\
+         \x20 next  2026-01-01T00:11:00Z\n\
+         \n\
+         billing billing::cache (missed=once)\n\
+         \x20 runs on every replica: each replica runs the occurrences that come while it is up, and none is missed\n\
+         \n\
+         billing billing::once (missed=once)\n\
+         \x20 run   2026-01-01T00:01:00Z at 2026-01-01T00:10:30Z (late)\n\
+         \x20 skip  9 occurrences from 2026-01-01T00:02:00Z\n\
+         \x20 next  2026-01-01T00:11:00Z\n\
+         \n\
+         billing billing::skip (missed=skip)\n\
+         \x20 skip  10 occurrences from 2026-01-01T00:01:00Z\n\
+         \x20 next  2026-01-01T00:11:00Z\n"
+    );
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn simulate_json_lists_each_jobs_events() {
+    let path = schema_file("json");
+    let mut args = vec!["simulate"];
+    args.extend(DOWN);
+    args.extend([
+        "--up-at",
+        "2026-01-01T00:12:30Z",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    let output = cronverb(&args);
+    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
+    let jobs: serde_json::Value = serde_json::from_str(stdout(&output)).unwrap();
+    let all = &jobs[0];
+    assert_eq!(all["verb"], "billing::all");
+    assert_eq!(all["missed"], "all");
+    assert_eq!(all["catch_up_secs"], 300);
+    // Back at 00:12:30: the window starts at 00:07:30.
+    assert_eq!(
+        all["events"][0],
+        serde_json::json!({"kind": "skipped", "first": "2026-01-01T00:01:00Z", "count": 7})
+    );
+    assert_eq!(
+        all["events"][1],
+        serde_json::json!({
+            "kind": "run",
+            "scheduled_at": "2026-01-01T00:08:00Z",
+            "at": "2026-01-01T00:12:30Z",
+            "late": true
+        })
+    );
+    assert_eq!(all["events"].as_array().unwrap().len(), 6);
+    assert_eq!(all["next"], "2026-01-01T00:13:00Z");
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn simulate_refuses_an_outage_that_ends_before_it_starts_and_a_bad_instant() {
+    let path = schema_file("bad");
+    let output = cronverb(&[
+        "simulate",
+        "--down",
+        "2026-01-01T00:10:30Z",
+        "2026-01-01T00:00:30Z",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("ends"), "{}", stderr(&output));
+    let output = cronverb(&[
+        "simulate",
+        "--down",
+        "yesterday",
+        "today",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("RFC 3339"), "{}", stderr(&output));
+    std::fs::remove_file(path).unwrap();
+}
