@@ -143,9 +143,9 @@ fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0005)\n"
+        "cronverb's tables are up to date (migration 0006)\n"
     );
-    assert_eq!(file.json(&["migrate"])["version"], 5);
+    assert_eq!(file.json(&["migrate"])["version"], 6);
     let output = file.cronverb(&["status"]);
     assert_eq!(stdout(&output), "no deployment is registered\n");
 
