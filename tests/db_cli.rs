@@ -493,7 +493,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     let message = stderr(&output);
     assert!(
-        message.contains("migration 10000") && message.contains("up to 0005"),
+        message.contains("migration 10000") && message.contains("up to 0006"),
         "{message}"
     );
     // Every other command refuses it as `migrate` and the replicas do, before reading or writing.
@@ -514,7 +514,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
         );
         let message = stderr(&output);
         assert!(
-            message.contains("require migration 10000 or later") && message.contains("up to 0005"),
+            message.contains("require migration 10000 or later") && message.contains("up to 0006"),
             "{args:?}: {message}"
         );
     }

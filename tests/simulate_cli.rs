@@ -153,3 +153,92 @@ fn simulate_refuses_an_outage_that_ends_before_it_starts_and_a_bad_instant() {
     assert!(stderr(&output).contains("RFC 3339"), "{}", stderr(&output));
     std::fs::remove_file(path).unwrap();
 }
+
+#[test]
+fn simulate_reads_the_active_deployments_schema_from_the_database_and_writes_nothing() {
+    use cron_runtime::store::sqlite::SqliteStore;
+    use cron_runtime::store::{DeploymentSpec, JobSpec, Store};
+    use cronverb::{Schedule, ZonedSchedule};
+    use std::time::Duration;
+
+    let path = std::env::temp_dir().join(format!("cronverb-simulate-{}.db", std::process::id()));
+    let url = format!("sqlite://{}", path.display());
+    let remove = || {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    };
+    remove();
+    let output = cronverb(&["migrate", "--database-url", &url]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let schema = Schema::new([(
+        "billing",
+        Verb::new(
+            "billing::rollup",
+            Cron::new("0 * * * *")
+                .missed(MissedPolicy::All)
+                .catch_up("3h"),
+        ),
+    )]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let count_runs = |store: &SqliteStore| {
+        runtime.block_on(async {
+            cronverb::sqlx::query_scalar::<_, i64>("SELECT count(*) FROM cron_job_runs")
+                .fetch_one(store.pool())
+                .await
+                .unwrap()
+        })
+    };
+    let store = runtime.block_on(async {
+        let store = SqliteStore::connect(&url).await.unwrap();
+        let job = JobSpec {
+            verb: "billing::rollup".to_owned(),
+            expression: "0 * * * *".to_owned(),
+            zone: cronverb::Tz::UTC,
+            schedule: ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap()),
+            timeout: Duration::from_secs(60),
+            missed: MissedPolicy::All,
+            retry: Default::default(),
+            lease: None,
+            on: Default::default(),
+            catch_up: Some(Duration::from_secs(3 * 3600)),
+        };
+        store
+            .register(&DeploymentSpec {
+                key: "billing@1".to_owned(),
+                module: "billing".to_owned(),
+                schema: schema.to_json(),
+                jobs: vec![job],
+            })
+            .await
+            .unwrap();
+        store
+    });
+
+    let output = cronverb(&[
+        "simulate",
+        "--down",
+        "2026-01-01T00:30:00Z",
+        "2026-01-01T10:30:00Z",
+        "--database-url",
+        &url,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "down from 2026-01-01T00:30:00Z to 2026-01-01T10:30:00Z, back at 2026-01-01T10:30:00Z\n\
+         \n\
+         billing billing::rollup (missed=all catch_up=3h)\n\
+         \x20 skip  7 occurrences from 2026-01-01T01:00:00Z\n\
+         \x20 run   2026-01-01T08:00:00Z at 2026-01-01T10:30:00Z (late)\n\
+         \x20 run   2026-01-01T09:00:00Z at 2026-01-01T10:30:00Z (late)\n\
+         \x20 run   2026-01-01T10:00:00Z at 2026-01-01T10:30:00Z (late)\n\
+         \x20 next  2026-01-01T11:00:00Z\n"
+    );
+    assert_eq!(count_runs(&store), 0, "nothing written");
+    drop(store);
+    remove();
+}

@@ -671,7 +671,7 @@ fn every_command_refuses_a_file_that_a_newer_release_contracted() {
         let message = stderr(&output);
         assert!(
             message.contains("require migration 10000 or later")
-                && message.contains("knows migrations up to 0005"),
+                && message.contains("knows migrations up to 0006"),
             "{args:?}: {message}"
         );
     }
