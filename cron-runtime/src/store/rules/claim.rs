@@ -157,6 +157,11 @@ impl DueRow {
     pub(crate) fn already_ran(&self, schedule: &ZonedSchedule, now: DateTime<Utc>) -> AlreadyRan {
         match self.due {
             Due::Manual => AlreadyRan::DropTrigger,
+            // A catch-up goes on at the occurrence after this one: those between it and now are
+            // still to run (docs/runtime.md, "Missed runs").
+            Due::Regular if self.missed == MissedPolicy::All => {
+                AlreadyRan::MovePast(schedule.next_after(self.at))
+            }
             _ => AlreadyRan::MovePast(super::next_after_run(schedule, self.at, now)),
         }
     }
@@ -409,6 +414,12 @@ mod tests {
         let regular = row(at(0, 1, 0), Due::Regular, MissedPolicy::Once);
         assert_eq!(
             regular.already_ran(&minutely(), at(0, 1, 5)),
+            AlreadyRan::MovePast(Some(at(0, 2, 0)))
+        );
+        // Under `all`, the occurrences after it that came while the job was down still run.
+        let catching_up = row(at(0, 1, 0), Due::Regular, MissedPolicy::All);
+        assert_eq!(
+            catching_up.already_ran(&minutely(), at(0, 10, 5)),
             AlreadyRan::MovePast(Some(at(0, 2, 0)))
         );
     }

@@ -258,7 +258,8 @@ impl HeldRun {
     /// - A manual run leaves the regular schedule alone: the job keeps its next occurrence while it is
     ///   still ahead, while the verb is paused, and while another occurrence's retry is pending there
     ///   (the retry is claimed at its instant, or cut short by the next occurrence); an occurrence that
-    ///   came while the manual run executed is skipped, with the ones after it up to now
+    ///   came while the manual run executed is skipped, with the ones after it up to now, unless the
+    ///   job runs every missed occurrence (`missed = "all"`: they run after it, in its window)
     ///   (docs/operations.md, "Manual runs").
     /// - A run of a replaced deployment that ended: the active deployment's unchanged verb goes on
     ///   after it ([`Carry::ContinueAt`]).
@@ -326,7 +327,10 @@ impl HeldRun {
         let (next, skipped) = if self.manual {
             match self.next_execution {
                 Some(regular)
-                    if regular > at || self.paused || self.retry == RetryHeld::OtherRun =>
+                    if regular > at
+                        || self.paused
+                        || self.retry == RetryHeld::OtherRun
+                        || self.every_missed =>
                 {
                     (Some(regular), 0)
                 }
@@ -444,6 +448,13 @@ mod tests {
         let ending = plain.ending(Some(&every_30s), &recorded(None), at(0, 31));
         assert_eq!((ending.next, ending.skipped), (Some(at(1, 0)), 1));
         assert_eq!(ending.retry_run(Some(2), None), None);
+        // Under `missed = "all"` it is kept: the catch-up runs it after the manual run.
+        let catching_up = HeldRun {
+            every_missed: true,
+            ..plain
+        };
+        let ending = catching_up.ending(Some(&every_30s), &recorded(None), at(0, 31));
+        assert_eq!((ending.next, ending.skipped), (Some(at(0, 30)), 0));
     }
 
     #[test]
