@@ -333,24 +333,7 @@ fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry_on_a_file(
         .execute(store.pool())
         .await
         .unwrap();
-        let pending: i64 = sqlx::query_scalar(
-            "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, outcome, \
-             runner, runner_id, attempts) VALUES ('billing', 'billing::heartbeat', ?1, ?1, \
-             'running', 'h:1', 0, ?2) RETURNING id",
-        )
-        .bind(at("2026-03-08T11:00:00Z"))
-        .bind(
-            r#"[{"outcome":"failed","error":"the relay said no","started_at":"2026-03-08T11:00:00Z","finished_at":"2026-03-08T11:00:02Z"}]"#,
-        )
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-        sqlx::query("UPDATE cron_jobs SET next_execution = ?1, retry_run_id = ?2")
-            .bind(at("2026-03-08T11:00:12Z"))
-            .bind(pending)
-            .execute(store.pool())
-            .await
-            .unwrap();
+        seed_pending_retry(&store).await;
     });
 
     let runs = file.json(&["runs"]);
@@ -386,30 +369,8 @@ fn resume_reports_no_next_run_in_the_past_and_cuts_short_a_retry_overtaken_while
     assert_eq!(file.json(&["migrate"])["migrated"], true);
     let runtime = current_thread();
     let (store, _runner) = runtime.block_on(replica(&file.url));
-    let at = |text: &str| {
-        chrono::DateTime::parse_from_rfc3339(text)
-            .unwrap()
-            .timestamp_micros()
-    };
     runtime.block_on(async {
-        let pending: i64 = sqlx::query_scalar(
-            "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, outcome, \
-             runner, runner_id, attempts) VALUES ('billing', 'billing::heartbeat', ?1, ?1, \
-             'running', 'h:1', 0, ?2) RETURNING id",
-        )
-        .bind(at("2026-03-08T11:00:00Z"))
-        .bind(
-            r#"[{"outcome":"failed","error":"the relay said no","started_at":"2026-03-08T11:00:00Z","finished_at":"2026-03-08T11:00:02Z"}]"#,
-        )
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-        sqlx::query("UPDATE cron_jobs SET next_execution = ?1, retry_run_id = ?2")
-            .bind(at("2026-03-08T11:00:12Z"))
-            .bind(pending)
-            .execute(store.pool())
-            .await
-            .unwrap();
+        seed_pending_retry(&store).await;
     });
     assert_eq!(file.json(&["pause", "billing::heartbeat"])["paused"], true);
     let before = chrono::Utc::now();
@@ -811,4 +772,32 @@ fn trigger_wait_follows_a_regular_occurrence_that_took_the_trigger() {
     assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
     assert_eq!(runs[0]["manual"], false);
     drop(store);
+}
+
+/// Writes, as a replica would have, the occurrence of 11:00 of `billing::heartbeat` whose first attempt
+/// failed ("the relay said no"), its retry pending at 11:00:12 on the job row.
+async fn seed_pending_retry(store: &SqliteStore) {
+    let at = |text: &str| {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .timestamp_micros()
+    };
+    let pending: i64 = sqlx::query_scalar(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, outcome, \
+         runner, runner_id, attempts) VALUES ('billing', 'billing::heartbeat', ?1, ?1, \
+         'running', 'h:1', 0, ?2) RETURNING id",
+    )
+    .bind(at("2026-03-08T11:00:00Z"))
+    .bind(
+        r#"[{"outcome":"failed","error":"the relay said no","started_at":"2026-03-08T11:00:00Z","finished_at":"2026-03-08T11:00:02Z"}]"#,
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    sqlx::query("UPDATE cron_jobs SET next_execution = ?1, retry_run_id = ?2")
+        .bind(at("2026-03-08T11:00:12Z"))
+        .bind(pending)
+        .execute(store.pool())
+        .await
+        .unwrap();
 }

@@ -10,12 +10,10 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cron_runtime::admin::{AdminError, RunFilter, Since};
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::{
-    Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Runner, Store,
-};
+use cron_runtime::store::{Claimed, DeploymentSpec, Finish, Finished, Outcome, Runner, Store};
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
 use sqlx::PgPool;
-use support::schema_of;
+use support::{deployment, job};
 
 mod admin;
 mod support;
@@ -39,30 +37,6 @@ every_admin_case!(sqlx::test(migrations = "./migrations"), (pool: PgPool), Pg(po
 
 const HOURLY: &str = "0 * * * *";
 const MINUTELY: &str = "* * * * *";
-
-fn job(verb: &str, expression: &str) -> JobSpec {
-    JobSpec {
-        verb: verb.to_owned(),
-        expression: expression.to_owned(),
-        zone: Tz::UTC,
-        schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
-        timeout: Duration::from_secs(60),
-        missed: MissedPolicy::Once,
-        retry: Default::default(),
-        lease: None,
-        on: Default::default(),
-        catch_up: None,
-    }
-}
-
-fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
-    DeploymentSpec {
-        key: key.to_owned(),
-        module: "billing".to_owned(),
-        schema: schema_of("billing", &jobs),
-        jobs,
-    }
-}
 
 fn schema(verbs: &[(&str, Cron)]) -> Schema {
     Schema::new(

@@ -8,44 +8,18 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{
     Claimed, DeploymentSpec, Finish, Finished, Finishing, JobSpec, Outcome, Runner, Store,
     StoreError,
 };
-use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use sqlx::PgPool;
-use support::{Logs, schema_of};
+use support::{Logs, deployment, job};
 
 mod support;
 
 const HOURLY: &str = "0 * * * *";
 const MINUTELY: &str = "* * * * *";
-
-fn job(verb: &str, expression: &str) -> JobSpec {
-    JobSpec {
-        verb: verb.to_owned(),
-        expression: expression.to_owned(),
-        zone: Tz::UTC,
-        schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
-        timeout: Duration::from_secs(60),
-        missed: MissedPolicy::Once,
-        retry: Default::default(),
-        lease: None,
-        on: Default::default(),
-        catch_up: None,
-    }
-}
-
-fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
-    DeploymentSpec {
-        key: key.to_owned(),
-        module: "billing".to_owned(),
-        schema: schema_of("billing", &jobs),
-        jobs,
-    }
-}
 
 async fn replica(pool: &PgPool, spec: &DeploymentSpec) -> (PgStore, Runner) {
     let store = PgStore::from_pool(pool.clone());

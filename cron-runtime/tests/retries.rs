@@ -74,26 +74,41 @@ fn failing(
     (starts, handler)
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_failed_occurrence_is_tried_again_after_a_doubling_backoff_and_each_attempt_is_recorded()
-{
-    let store = MemoryStore::starting_at(at(0));
-    let (starts, handler) = failing(&store, 2, Duration::from_millis(100));
-    let runtime = builder(&store)
-        .job_with(
-            "test::invoices",
-            "0 * * * * *",
-            JobOptions::new().retries(3).backoff(Duration::from_secs(2)),
-            handler,
-        )
+/// Runs `verb` on `expression` with `options` for `span` of the paused clock, its handler failing its
+/// first `failures` calls, each taking `took` ([`failing`]), and returns when each call started.
+async fn run_failing(
+    store: &MemoryStore,
+    verb: &str,
+    expression: &str,
+    options: JobOptions,
+    (failures, took): (usize, Duration),
+    span: Duration,
+) -> Vec<DateTime<Utc>> {
+    let (starts, handler) = failing(store, failures, took);
+    let runtime = builder(store)
+        .job_with(verb, expression, options, handler)
         .build()
         .await
         .unwrap();
     let handle = runtime.start();
-    sleep(Duration::from_secs(70)).await;
+    sleep(span).await;
     handle.shutdown().await.unwrap();
+    starts.lock().unwrap().clone()
+}
 
-    let starts = starts.lock().unwrap().clone();
+#[tokio::test(start_paused = true)]
+async fn a_failed_occurrence_is_tried_again_after_a_doubling_backoff_and_each_attempt_is_recorded()
+{
+    let store = MemoryStore::starting_at(at(0));
+    let starts = run_failing(
+        &store,
+        "test::invoices",
+        "0 * * * * *",
+        JobOptions::new().retries(3).backoff(Duration::from_secs(2)),
+        (2, Duration::from_millis(100)),
+        Duration::from_secs(70),
+    )
+    .await;
     assert_eq!(starts.len(), 3, "{starts:?}");
     assert_eq!(starts[0], at(60));
     // Attempt 1 ends at 60.1 s and waits 2 s (plus jitter); attempt 2 ends 100 ms after it starts and
@@ -134,22 +149,15 @@ async fn a_failed_occurrence_is_tried_again_after_a_doubling_backoff_and_each_at
 #[tokio::test(start_paused = true)]
 async fn a_retry_that_would_start_after_the_next_occurrence_ends_the_occurrence_failed() {
     let store = MemoryStore::starting_at(at(0));
-    let (starts, handler) = failing(&store, usize::MAX, Duration::ZERO);
-    let runtime = builder(&store)
-        .job_with(
-            "test::sync",
-            "*/10 * * * * *",
-            JobOptions::new().retries(5).backoff(Duration::from_secs(4)),
-            handler,
-        )
-        .build()
-        .await
-        .unwrap();
-    let handle = runtime.start();
-    sleep(Duration::from_millis(25_000)).await;
-    handle.shutdown().await.unwrap();
-
-    let starts = starts.lock().unwrap().clone();
+    let starts = run_failing(
+        &store,
+        "test::sync",
+        "*/10 * * * * *",
+        JobOptions::new().retries(5).backoff(Duration::from_secs(4)),
+        (usize::MAX, Duration::ZERO),
+        Duration::from_millis(25_000),
+    )
+    .await;
     // 10 s, its retry after 4 s; the next retry would wait 8 s, past 20 s: cut short. 20 s, 24 s…
     assert_eq!(starts.len(), 4, "{starts:?}");
     assert_eq!(starts[0], at(10));
@@ -171,25 +179,18 @@ async fn a_retry_that_would_start_after_the_next_occurrence_ends_the_occurrence_
 #[tokio::test(start_paused = true)]
 async fn each_attempt_has_its_own_timeout_and_the_job_is_held_until_the_last_one_ends() {
     let store = MemoryStore::starting_at(at(0));
-    let (starts, handler) = failing(&store, usize::MAX, Duration::from_secs(12));
-    let runtime = builder(&store)
-        .job_with(
-            "test::export",
-            "*/10 * * * * *",
-            JobOptions::new()
-                .timeout(Duration::from_secs(3))
-                .retries(1)
-                .backoff(Duration::from_secs(1)),
-            handler,
-        )
-        .build()
-        .await
-        .unwrap();
-    let handle = runtime.start();
-    sleep(Duration::from_millis(19_000)).await;
-    handle.shutdown().await.unwrap();
-
-    let starts = starts.lock().unwrap().clone();
+    let starts = run_failing(
+        &store,
+        "test::export",
+        "*/10 * * * * *",
+        JobOptions::new()
+            .timeout(Duration::from_secs(3))
+            .retries(1)
+            .backoff(Duration::from_secs(1)),
+        (usize::MAX, Duration::from_secs(12)),
+        Duration::from_millis(19_000),
+    )
+    .await;
     // 10 s, timed out at 13 s; its retry at 14 s (plus jitter), timed out 3 s later. Nothing at 20 s
     // yet: the shutdown came at 19 s.
     assert_eq!(starts.len(), 2, "{starts:?}");

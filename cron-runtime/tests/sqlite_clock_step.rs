@@ -5,10 +5,8 @@
 
 use std::time::Duration;
 
-use chrono_tz::Tz;
 use cron_runtime::store::sqlite::{SqliteStore, connect_options, pool_options, step_clock};
-use cron_runtime::store::{DeploymentSpec, JobSpec, Recovered, Store, StoreSettings};
-use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
+use cron_runtime::store::{Recovered, Store, StoreSettings};
 
 mod sqlite_support;
 mod support;
@@ -16,23 +14,7 @@ mod support;
 use sqlite_support::TempDb;
 
 const MODULE: &str = "billing";
-
-/// A job `verb` due every second.
-fn job(verb: &str) -> JobSpec {
-    let expression = "* * * * * *";
-    JobSpec {
-        verb: verb.to_owned(),
-        expression: expression.to_owned(),
-        zone: Tz::UTC,
-        schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
-        timeout: Duration::from_secs(60),
-        missed: MissedPolicy::Once,
-        retry: Default::default(),
-        lease: None,
-        on: Default::default(),
-        catch_up: None,
-    }
-}
+const EVERY_SECOND: &str = "* * * * * *";
 
 #[tokio::test]
 async fn a_forward_step_of_the_hosts_clock_takes_back_only_the_runs_not_renewed() {
@@ -47,13 +29,13 @@ async fn a_forward_step_of_the_hosts_clock_takes_back_only_the_runs_not_renewed(
             ..StoreSettings::default()
         })
     };
-    let jobs = vec![job("a"), job("b")];
-    let spec = DeploymentSpec {
-        key: "billing@1".to_owned(),
-        module: MODULE.to_owned(),
-        schema: support::schema_of(MODULE, &jobs),
-        jobs,
-    };
+    let spec = support::deployment(
+        "billing@1",
+        vec![
+            support::job("a", EVERY_SECOND),
+            support::job("b", EVERY_SECOND),
+        ],
+    );
     let (alive, frozen, recovering) = (replica(), replica(), replica());
     let alive_runner = alive.register(&spec).await.unwrap();
     let frozen_runner = frozen.register(&spec).await.unwrap();

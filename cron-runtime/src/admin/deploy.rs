@@ -73,7 +73,7 @@ pub(crate) async fn deploy<D: Dialect>(
         .fetch_all(&mut tx.tx)
         .await
         .map_err(db(&context))?;
-    let (active,): (bool,) = Statement::<D>::new(D::SQL.is_active)
+    let (active,): (bool,) = Statement::<D>::new(D::STEPS.active)
         .bind(deployment_id)
         .fetch_one(&mut tx.tx)
         .await

@@ -38,6 +38,7 @@ pub(crate) mod prune;
 pub(crate) mod rows;
 pub(crate) mod runs;
 pub(crate) mod sql;
+pub(crate) mod statements;
 pub(crate) mod status;
 pub(crate) mod triggered;
 
@@ -58,6 +59,10 @@ pub use cron_schema::FieldChange;
 
 /// How many runs one pruning statement deletes: `cronverb prune`'s batch and the runtime's.
 pub const PRUNE_BATCH: u32 = 1000;
+
+/// How many pruning statements one call of the runtime's periodic retention runs at most, so that
+/// each call does a bounded amount of work and the next continues (docs/operations.md, "Retention").
+pub(crate) const PRUNE_BATCHES_PER_CALL: u32 = 10;
 
 /// The operator commands on a store's database: `deploy`, `status`, `runs`, `pause`, `resume`,
 /// `trigger` and `prune`, with the same rules, results and errors on every database. Made by the store's

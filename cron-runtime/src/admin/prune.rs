@@ -7,6 +7,7 @@ use sqlx::Pool;
 
 use super::rows::Ago;
 use super::sql::{Dialect, Statement, unmigrated};
+use super::{PRUNE_BATCH, PRUNE_BATCHES_PER_CALL};
 use crate::store::StoreError;
 
 /// Deletes the runs that finished more than `older_than` ago on `pool`, `batch` per statement (each
@@ -35,4 +36,14 @@ pub(crate) async fn prune<D: Dialect>(
         }
     }
     Ok(deleted)
+}
+
+/// The runtime's periodic retention on `pool`: [`PRUNE_BATCH`] runs per statement, at most
+/// [`PRUNE_BATCHES_PER_CALL`] statements, so that each call does a bounded amount of work and the next
+/// continues.
+pub(crate) async fn retention<D: Dialect>(
+    pool: &Pool<D>,
+    older_than: Duration,
+) -> Result<u64, StoreError> {
+    prune(pool, older_than, PRUNE_BATCH, Some(PRUNE_BATCHES_PER_CALL)).await
 }

@@ -1,7 +1,7 @@
 //! The operator API on every database: the commands (`crate::admin::*`) bind and run the statements
 //! here through the SQL stores' statement runner (`crate::store::sql::run`). A store gives a
-//! [`Dialect`]: the text of each statement ([`Statements`], one named constant per statement beside its
-//! store) and the few details its driver decides (how an instant, a span back from now and a list of
+//! [`Dialect`]: the text of each statement ([`Statements`], written once in `super::statements` and
+//! spelled by each store) and the few details its driver decides (how an instant, a span back from now and a list of
 //! ids bind, how a write transaction begins, the clock, the wake-up, the registration insert, the error
 //! of a database without cronverb's tables). docs/architecture.md.
 
@@ -25,7 +25,8 @@ use crate::store::sql::Protocol;
 pub(crate) use crate::store::sql::run::{Affected, Bind, Reads, Run, Statement};
 
 /// The text of every statement of the operator API on one database, each binding its parameters in the
-/// order given (`$1`, `$2`, … on PostgreSQL, `?1`, `?2`, … on SQLite) and reading the row named.
+/// order given (`$1`, `$2`, …) and reading the row named: written once for both databases by
+/// `statements!` (`admin/statements.rs`), which each spells its own way.
 /// Instants bind as [`At`], spans back from the store's clock as [`Ago`], lists of ids as [`Ids`].
 #[derive(Debug)]
 pub(crate) struct Statements {
@@ -38,8 +39,6 @@ pub(crate) struct Statements {
     pub(crate) module_of_key: &'static str,
     /// The job rows of deployment `1`, as [`RegisteredJob`]s by verb.
     pub(crate) deployed_jobs: &'static str,
-    /// Whether deployment `1` is its module's active one.
-    pub(crate) is_active: &'static str,
     /// The key and registered schema of module `1`'s active deployment, as an [`ActiveSchema`].
     pub(crate) active_schema: &'static str,
     /// Deployment `1` (its key), as a [`RegisteredDeployment`].
@@ -99,6 +98,64 @@ pub(crate) struct Statements {
     pub(crate) executing: &'static str,
     /// Marks row `1` triggered at the instant `2`.
     pub(crate) request_trigger: &'static str,
+}
+
+impl Statements {
+    /// Every statement, as `(name, SQL)`: for the tests that prepare or plan each against a migrated
+    /// database, so that a typo or a scan fails the suite.
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+    pub(crate) fn named(&self) -> [(&'static str, &'static str); 23] {
+        let Statements {
+            verbs,
+            modules,
+            module_of_key,
+            deployed_jobs,
+            active_schema,
+            deployment,
+            replicas,
+            has_history,
+            runs,
+            prune,
+            deployments,
+            jobs,
+            live_replicas,
+            lock_paused,
+            pause,
+            lock_for_resume,
+            resume,
+            cut_short,
+            pause_state,
+            active_deployment,
+            lock_trigger_row,
+            executing,
+            request_trigger,
+        } = *self;
+        [
+            ("admin::verbs", verbs),
+            ("admin::modules", modules),
+            ("admin::module_of_key", module_of_key),
+            ("admin::deployed_jobs", deployed_jobs),
+            ("admin::active_schema", active_schema),
+            ("admin::deployment", deployment),
+            ("admin::replicas", replicas),
+            ("admin::has_history", has_history),
+            ("admin::runs", runs),
+            ("admin::prune", prune),
+            ("admin::deployments", deployments),
+            ("admin::jobs", jobs),
+            ("admin::live_replicas", live_replicas),
+            ("admin::lock_paused", lock_paused),
+            ("admin::pause", pause),
+            ("admin::lock_for_resume", lock_for_resume),
+            ("admin::resume", resume),
+            ("admin::cut_short", cut_short),
+            ("admin::pause_state", pause_state),
+            ("admin::active_deployment", active_deployment),
+            ("admin::lock_trigger_row", lock_trigger_row),
+            ("admin::executing", executing),
+            ("admin::request_trigger", request_trigger),
+        ]
+    }
 }
 
 /// A database the operator API runs on: its statements, and what its driver decides.

@@ -160,26 +160,23 @@ async fn job_loop<S: Store>(shared: Arc<Shared<S>>, index: usize) {
             return;
         }
         last = Some(at);
-        if job.paused.load(Ordering::Acquire) {
+        let not_run = |why: &str| {
             tracing::debug!(
                 module = %shared.plan.module,
                 verb = %job.planned.verb,
                 scheduled_at = %at,
                 on = "every_replica",
-                "occurrence not run: the job is paused"
+                "occurrence {why}"
             );
+        };
+        if job.paused.load(Ordering::Acquire) {
+            not_run("not run: the job is paused");
             continue;
         }
         if shared.every_replica.running(index) {
             job.skipped.fetch_add(1, Ordering::AcqRel);
             job.metrics.skipped(SkipReason::Overlap, 1);
-            tracing::debug!(
-                module = %shared.plan.module,
-                verb = %job.planned.verb,
-                scheduled_at = %at,
-                on = "every_replica",
-                "occurrence skipped: the job's previous run on this replica is still going"
-            );
+            not_run("skipped: the job's previous run on this replica is still going");
             continue;
         }
         job.skipped.store(0, Ordering::Release);

@@ -8,12 +8,11 @@
 
 use std::time::Duration;
 
-use chrono_tz::Tz;
 use cron_runtime::admin::{Admin, AdminError, RunFilter};
-use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Store};
-use cron_schema::{Cron, MissedPolicy, RunOn, Schedule, Schema, Verb, ZonedSchedule};
+use cron_runtime::store::{Finish, Outcome, Store};
+use cron_schema::{Cron, RunOn, Schema, Verb};
 
-use crate::support::schema_of;
+use crate::support::{deployment, job};
 
 /// A database store under test.
 pub trait AdminUnderTest {
@@ -52,30 +51,6 @@ macro_rules! every_admin_case {
 
 const HOURLY: &str = "0 * * * *";
 const EVERY_SECOND: &str = "* * * * * *";
-
-fn job(verb: &str, expression: &str) -> JobSpec {
-    JobSpec {
-        verb: verb.to_owned(),
-        expression: expression.to_owned(),
-        zone: Tz::UTC,
-        schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
-        timeout: Duration::from_secs(60),
-        missed: MissedPolicy::Once,
-        retry: Default::default(),
-        lease: None,
-        on: Default::default(),
-        catch_up: None,
-    }
-}
-
-fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
-    DeploymentSpec {
-        key: key.to_owned(),
-        module: "billing".to_owned(),
-        schema: schema_of("billing", &jobs),
-        jobs,
-    }
-}
 
 fn schema(module: &str, verbs: &[(&str, &str)]) -> Schema {
     Schema::new(

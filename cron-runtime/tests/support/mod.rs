@@ -5,10 +5,11 @@
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::time::Duration;
 
 use chrono_tz::Tz;
-use cron_runtime::store::JobSpec;
-use cron_schema::{Cron, Schema, Verb, format_duration};
+use cron_runtime::store::{DeploymentSpec, JobSpec};
+use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule, format_duration};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::dynamic_filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
@@ -89,6 +90,32 @@ impl std::io::Write for LogWriter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// A job of `verb` on `expression` in UTC, with the defaults a job without options gets.
+pub fn job(verb: &str, expression: &str) -> JobSpec {
+    JobSpec {
+        verb: verb.to_owned(),
+        expression: expression.to_owned(),
+        zone: Tz::UTC,
+        schedule: ZonedSchedule::utc(Schedule::parse(expression).unwrap()),
+        timeout: Duration::from_secs(60),
+        missed: MissedPolicy::Once,
+        retry: Default::default(),
+        lease: None,
+        on: Default::default(),
+        catch_up: None,
+    }
+}
+
+/// The deployment `key` of module `billing` with `jobs`, registering the schema a build of them would.
+pub fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
+    DeploymentSpec {
+        key: key.to_owned(),
+        module: "billing".to_owned(),
+        schema: schema_of("billing", &jobs),
+        jobs,
     }
 }
 

@@ -13,7 +13,7 @@
 //! - `migrate`: the migrations and their compatibility;
 //! - `admin`: the operator commands' statements, behind [`Admin`](crate::admin::Admin).
 
-pub(crate) mod admin;
+mod admin;
 mod listen;
 mod migrate;
 mod notify;
@@ -216,13 +216,7 @@ impl Protocol for Postgres {
     }
 
     async fn prune(store: &SqlStore<Postgres>, older_than: Duration) -> Result<u64, StoreError> {
-        admin::prune_batches(
-            store.pool(),
-            older_than,
-            crate::admin::PRUNE_BATCH,
-            admin::PRUNE_BATCHES_PER_CALL,
-        )
-        .await
+        crate::admin::prune::retention(store.pool(), older_than).await
     }
 }
 
@@ -305,7 +299,7 @@ fn without_unread_secrets(url: &str) -> std::borrow::Cow<'_, str> {
 pub fn statements() -> Vec<(&'static str, &'static str)> {
     sql::FAMILIES
         .iter()
-        .chain([&admin::STATEMENTS])
         .flat_map(|family| family.iter().copied())
+        .chain(<Postgres as crate::admin::sql::Dialect>::SQL.named())
         .collect()
 }

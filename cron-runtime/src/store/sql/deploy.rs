@@ -81,6 +81,32 @@ impl Elected {
     }
 }
 
+/// Takeover: the rows of module `module`'s active deployment, locked in the order of their ids where
+/// the database locks rows (`lock`), as [`Previous`] reads them: the instant of a regular run in flight
+/// (a manual run took none; a retry's row is at the retry's instant), and the retry an idle row holds.
+/// The one definition of [`Steps::previous_rows`](super::Steps::previous_rows), each database spelling
+/// its parameter and its lock.
+macro_rules! previous_rows {
+    (module: $module:literal, lock: $lock:literal $(,)?) => {
+        concat!(
+            "
+SELECT j.verb, j.schedule, j.timezone, j.next_execution, j.start_time,
+       CASE WHEN j.state = 'executing'
+            AND NOT coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false)
+       THEN j.next_execution END AS in_flight,
+       CASE WHEN j.state = 'idle' THEN j.retry_run_id END AS retry_run_id, j.every_replica
+FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
+WHERE d.module = ",
+            $module,
+            " AND d.active
+ORDER BY j.id
+",
+            $lock
+        )
+    };
+}
+pub(crate) use previous_rows;
+
 /// A job row of the previously active deployment, as a takeover carries it
 /// ([`Steps::previous_rows`](super::Steps::previous_rows), read into [`GivenUp`]).
 #[derive(Debug, sqlx::FromRow)]

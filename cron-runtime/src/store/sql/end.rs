@@ -86,6 +86,32 @@ pub(crate) type EndRuns = (
     Column<Option<String>>,
 );
 
+/// What ended runs of replaced deployments carry (docs/operations.md, G6): for each held row among
+/// `held`, the active deployment's row of its verb, locked in the order of its id where the database
+/// locks rows (`lock`), as [`CarriedRow`] reads it. The one definition of
+/// [`Steps::carried_rows`](super::Steps::carried_rows), each database spelling how the held ids bind
+/// and its lock.
+macro_rules! carried_rows {
+    (held: $held:literal, lock: $lock:literal $(,)?) => {
+        concat!(
+            "
+SELECT o.id AS held_id, n.id, n.state = 'idle' AS idle,
+       n.schedule = o.schedule AND n.timezone = o.timezone AS same_schedule,
+       n.next_execution, n.trigger_requested_at, n.retry_run_id IS NOT NULL AS holds_retry
+FROM cron_jobs o
+JOIN cron_deployments d ON d.module = o.module_name AND d.active
+JOIN cron_jobs n ON n.deployment_id = d.id AND n.verb = o.verb
+WHERE o.id ",
+            $held,
+            " AND n.deployment_id <> o.deployment_id
+ORDER BY n.id
+",
+            $lock
+        )
+    };
+}
+pub(crate) use carried_rows;
+
 /// The active deployment's row of a verb as [`Steps::carried_rows`](super::Steps::carried_rows) reads
 /// it, for the held row `held_id` of a replaced deployment.
 #[derive(Debug, sqlx::FromRow)]

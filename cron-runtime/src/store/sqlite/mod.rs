@@ -18,7 +18,7 @@
 //!   arrays that `json_each` reads);
 //! - `migrate`: the embedded migrations and their compatibility.
 
-pub(crate) mod admin;
+mod admin;
 mod migrate;
 mod steps;
 mod values;
@@ -177,15 +177,9 @@ impl Protocol for Sqlite {
         watch::wait_for_change(store).await
     }
 
-    /// `cronverb prune`'s batches, at most 10 per call, each its own write transaction.
+    /// `cronverb prune`'s batches, a bounded number per call, each its own write transaction.
     async fn prune(store: &SqlStore<Sqlite>, older_than: Duration) -> Result<u64, StoreError> {
-        crate::admin::prune::prune(
-            store.pool(),
-            older_than,
-            crate::admin::PRUNE_BATCH,
-            Some(10),
-        )
-        .await
+        crate::admin::prune::retention(store.pool(), older_than).await
     }
 }
 

@@ -140,15 +140,7 @@ FROM cron_jobs WHERE deployment_id = ?1 ORDER BY id",
 (SELECT key FROM cron_deployments WHERE module = ?1 AND active) AS active_key",
     // The transaction holds the file: no other takeover runs meanwhile.
     takeover_lock: "SELECT ?1 WHERE false",
-    previous_rows: "
-SELECT j.verb, j.schedule, j.timezone, j.next_execution, j.start_time,
-       CASE WHEN j.state = 'executing'
-            AND NOT coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false)
-       THEN j.next_execution END AS in_flight,
-       CASE WHEN j.state = 'idle' THEN j.retry_run_id END AS retry_run_id, j.every_replica
-FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
-WHERE d.module = ?1 AND d.active
-ORDER BY j.id",
+    previous_rows: crate::store::sql::previous_rows!(module: "?1", lock: ""),
     deactivate: "UPDATE cron_deployments SET active = false WHERE module = ?1 AND active RETURNING id, key",
     own_rows: "SELECT id, verb, schedule, timezone, state, every_replica FROM cron_jobs WHERE deployment_id = ?1 ORDER BY id",
     start_rows: "
@@ -397,15 +389,10 @@ RETURNING id AS run_id, job_id,
           max((SELECT now FROM temp.cron_clock), scheduled_at)
               + coalesce((SELECT c.lease * 1000 FROM cron_jobs c WHERE c.id = job_id), ?3) AS lease_expires_at,
           (SELECT now FROM temp.cron_clock) AS clock",
-    carried_rows: "
-SELECT o.id AS held_id, n.id, n.state = 'idle' AS idle,
-       n.schedule = o.schedule AND n.timezone = o.timezone AS same_schedule,
-       n.next_execution, n.trigger_requested_at, n.retry_run_id IS NOT NULL AS holds_retry
-FROM cron_jobs o
-JOIN cron_deployments d ON d.module = o.module_name AND d.active
-JOIN cron_jobs n ON n.deployment_id = d.id AND n.verb = o.verb
-WHERE o.id IN (SELECT value FROM json_each(?1)) AND n.deployment_id <> o.deployment_id
-ORDER BY n.id",
+    carried_rows: crate::store::sql::carried_rows!(
+        held: "IN (SELECT value FROM json_each(?1))",
+        lock: "",
+    ),
     carry_to_active: "
 UPDATE cron_jobs AS j
 SET next_execution = w.next_execution, trigger_requested_at = w.trigger_requested_at,

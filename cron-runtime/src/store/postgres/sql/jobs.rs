@@ -166,17 +166,7 @@ WHERE id = $1 AND state = 'idle' AND next_execution = $3
     /// row), in the order of their ids, as finishes and renewals lock them, so that none waits on another
     /// in a cycle. As `rules::GivenUp` reads them: the instant of a regular run in flight (a manual run
     /// took none; a retry's row is at the retry's instant), and the retry an idle row holds.
-    PREVIOUS_ROWS = "
-SELECT j.verb, j.schedule, j.timezone, j.next_execution, j.start_time,
-       CASE WHEN j.state = 'executing'
-            AND NOT coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false)
-       THEN j.next_execution END AS in_flight,
-       CASE WHEN j.state = 'idle' THEN j.retry_run_id END AS retry_run_id, j.every_replica
-FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
-WHERE d.module = $1 AND d.active
-ORDER BY j.id
-FOR UPDATE OF j
-";
+    PREVIOUS_ROWS = crate::store::sql::previous_rows!(module: "$1", lock: "FOR UPDATE OF j");
 
     /// Takeover: the rows of the deployment `$1` taking the module over, locked in the order of their ids.
     OWN_ROWS = "

@@ -153,17 +153,10 @@ WHERE r.id = o.id AND r.outcome = 'running'
     /// held row of `$1`, the active deployment's row of its verb, locked in the order of its id, with
     /// the facts the rules decide on (`rules::ActiveRow`): idle, the same schedule text and zone,
     /// its next occurrence, its pending trigger, and whether it holds a retry.
-    CARRIED_ROWS = "
-SELECT o.id AS held_id, n.id, n.state = 'idle' AS idle,
-       n.schedule = o.schedule AND n.timezone = o.timezone AS same_schedule,
-       n.next_execution, n.trigger_requested_at, n.retry_run_id IS NOT NULL AS holds_retry
-FROM cron_jobs o
-JOIN cron_deployments d ON d.module = o.module_name AND d.active
-JOIN cron_jobs n ON n.deployment_id = d.id AND n.verb = o.verb
-WHERE o.id = ANY($1::bigint[]) AND n.deployment_id <> o.deployment_id
-ORDER BY n.id
-FOR UPDATE OF n
-";
+    CARRIED_ROWS = crate::store::sql::carried_rows!(
+        held: "= ANY($1::bigint[])",
+        lock: "FOR UPDATE OF n",
+    );
 
     /// Writes what the rules computed for the rows [`CARRIED_ROWS`] read (`rules::Carry::onto`), one
     /// element of each array per row: its next occurrence, its pending trigger, and the retry it holds
