@@ -201,8 +201,8 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
         .await
         .unwrap();
     // Each of the migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`, `0003_retries.sql`,
-    // `0004_job_lease.sql`, `0005_every_replica.sql`), once.
-    assert_eq!(applied, 5);
+    // `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`), once.
+    assert_eq!(applied, 6);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
     sqlx::query("UPDATE cron_compatibility SET required_migration = 7")
@@ -303,9 +303,9 @@ async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_ke
             .fetch_all(observer.pool())
             .await
             .unwrap();
-    // And `0004_job_lease.sql` and `0005_every_replica.sql`, whose columns are nullable or have
-    // defaults.
-    assert_eq!(applied, [1, 2, 3, 4, 5]);
+    // And `0004_job_lease.sql`, `0005_every_replica.sql` and `0006_catch_up.sql`, whose columns are
+    // nullable or have defaults.
+    assert_eq!(applied, [1, 2, 3, 4, 5, 6]);
     // What an earlier release writes still fits.
     sqlx::query(old_run)
         .bind(2_000_000_i64)

@@ -195,6 +195,8 @@ macro_rules! every_case {
         $test!(a_late_run_under_missed_once_runs_once_and_counts_what_it_skipped);
         $test!(a_late_job_under_missed_skip_is_recorded_skipped_and_rescheduled);
         $test!(a_job_within_the_tolerance_is_not_late);
+        $test!(a_late_job_under_missed_all_runs_every_occurrence_in_its_window_oldest_first);
+        $test!(a_catch_up_window_bounds_missed_once);
         // Ending runs
         $test!(a_failure_is_recorded_with_its_message_and_the_job_goes_on);
         $test!(a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded);
@@ -307,6 +309,7 @@ pub fn job(verb: &str, expression: &str) -> JobSpec {
         retry: Default::default(),
         lease: None,
         on: Default::default(),
+        catch_up: None,
     }
 }
 

@@ -17,6 +17,7 @@ mod prune;
 mod runs;
 mod schedule_args;
 mod schema;
+mod simulate;
 mod status;
 mod trigger;
 
@@ -52,6 +53,7 @@ enum Command {
     Resume(pause::ResumeArgs),
     Trigger(trigger::Args),
     Prune(prune::Args),
+    Simulate(simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Command::Trigger(args) => return trigger::run(args),
         Command::Prune(args) => return prune::run(args),
         Command::Dashboard(args) => return dashboard::run(args),
+        Command::Simulate(args) => return simulate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

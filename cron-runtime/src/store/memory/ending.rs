@@ -28,6 +28,7 @@ impl State {
             run_id: executing.run_id,
             attempt: self.attempt_in_flight(executing.run_id),
             retries: job.spec.retry,
+            every_missed: job.spec.missed == cron_schema::MissedPolicy::All,
         }
     }
 

@@ -42,6 +42,8 @@ pub(crate) struct Held {
     /// The job's retries and backoff (migration `0004`; NULL on a row of an older release: none).
     pub(crate) retries: Option<i32>,
     pub(crate) backoff_ms: Option<i64>,
+    /// `missed = "all"` (migration `0006`): the job goes on at the occurrence after the run's own.
+    pub(crate) catch_up_all: bool,
     /// The store's now in the step that locked the row.
     pub(crate) now: DateTime<Utc>,
     /// Whether the row's deployment is the active one (PostgreSQL reads it after the lock:
@@ -65,6 +67,7 @@ impl Held {
             retry: HeldRun::retry_of(self.retry_run_id, self.run_id),
             run_id: self.run_id.unwrap_or_default(),
             attempt: u32::try_from(self.earlier_attempts).map_or(1, |n| n.saturating_add(1)),
+            every_missed: self.catch_up_all,
             retries: Retries {
                 retries: self
                     .retries
