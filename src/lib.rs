@@ -83,6 +83,8 @@ pub use cron_runtime::defaults::MAX_HISTORY_RETENTION;
 /// refused by [`RuntimeBuilder::build`], by a store's registration and by `cronverb deploy`.
 pub use cron_runtime::defaults::MAX_JOBS_PER_DEPLOYMENT;
 pub use cron_runtime::schema;
+/// What an outage would do to a build's jobs, by the stores' rules (`cronverb simulate`).
+pub use cron_runtime::simulate;
 /// The sqlx the runtime is built with, for [`RuntimeBuilder::postgres`]: pass a `cronverb::sqlx::PgPool`.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use cron_runtime::sqlx;
@@ -96,9 +98,10 @@ pub use cron_runtime::{
 /// of the offending text.
 pub use cron_schema::Error as ExpressionError;
 pub use cron_schema::{
-    ChangedVerb, Cron, Diff, DurationError, Field, FieldChange, MissedPolicy, Module, ModuleVerb,
-    Occurrences, PolicyError, RunOn, RunOnError, Schedule, Schema, SchemaError, Source, Verb,
-    ZoneError, ZonedOccurrences, ZonedSchedule,
+    CatchUpError, ChangedVerb, Cron, DEFAULT_CATCH_UP, Diff, DurationError, Field, FieldChange,
+    MAX_CATCH_UP_RUNS, MissedPolicy, Module, ModuleVerb, Occurrences, PolicyError, RunOn,
+    RunOnError, Schedule, Schema, SchemaError, Source, Verb, ZoneError, ZonedOccurrences,
+    ZonedSchedule,
 };
 
 // Not public API. Used by generated code.

@@ -108,6 +108,7 @@ async fn replica(url: &str) -> (SqliteStore, Runner) {
                 missed: MissedPolicy::Once,
                 retry: Default::default(),
                 lease: None,
+                catch_up: None,
                 on: Default::default(),
             }],
         })

@@ -44,7 +44,9 @@ fn registration(args: &CronAttribute) -> TokenStream {
     let missed = match args.missed {
         MissedPolicy::Once => quote!(__cronverb_private::MissedPolicy::Once),
         MissedPolicy::Skip => quote!(__cronverb_private::MissedPolicy::Skip),
+        MissedPolicy::All => quote!(__cronverb_private::MissedPolicy::All),
     };
+    let catch_up = optional(args.catch_up.as_ref());
     let retries = args.retries;
     let backoff = optional(args.backoff.as_ref());
     let lease = optional(args.lease.as_ref());
@@ -96,6 +98,7 @@ fn registration(args: &CronAttribute) -> TokenStream {
                     backoff: #backoff,
                     lease: #lease,
                     on: #on,
+                    catch_up: #catch_up,
                     file: ::core::file!(),
                     line: #line,
                     doc: #doc,

@@ -29,6 +29,7 @@ pub struct JobOptions {
     backoff: Option<Duration>,
     lease: Option<Duration>,
     on: RunOn,
+    catch_up: Option<Duration>,
     doc: String,
 }
 
@@ -53,9 +54,20 @@ impl JobOptions {
         self
     }
 
-    /// What to do with a late run (default [`MissedPolicy::Once`]).
+    /// What to do with a late run (default [`MissedPolicy::Once`]; docs/runtime.md, "Missed runs").
     pub fn missed(mut self, missed: MissedPolicy) -> JobOptions {
         self.missed = missed;
+        self
+    }
+
+    /// How far back from now a late occurrence still runs: older ones are skipped and counted
+    /// (docs/runtime.md, "Missed runs"). Default: [`cron_schema::DEFAULT_CATCH_UP`] (a day) under
+    /// [`MissedPolicy::All`], no bound under [`MissedPolicy::Once`]; refused with
+    /// [`MissedPolicy::Skip`], on every replica, and where the window can hold more than
+    /// [`cron_schema::MAX_CATCH_UP_RUNS`] occurrences of the schedule under `All`, as
+    /// `#[cron(catch_up = "…")]` refuses them.
+    pub fn catch_up(mut self, window: Duration) -> JobOptions {
+        self.catch_up = Some(window);
         self
     }
 
@@ -281,6 +293,7 @@ impl RuntimeBuilder {
                 backoff: None,
                 lease: None,
                 on: options.on,
+                catch_up: None,
                 file: location.file().to_owned(),
                 line: location.line(),
                 doc: options.doc,
@@ -288,6 +301,7 @@ impl RuntimeBuilder {
             timeout: options.timeout,
             backoff: options.backoff,
             lease: options.lease,
+            catch_up: options.catch_up,
             module_path: None,
             handler: Arc::new(move || {
                 let handler = Arc::clone(&handler);

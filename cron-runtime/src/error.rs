@@ -95,6 +95,14 @@ pub enum JobError {
         "a job with `on = \"every_replica\"` has no missed runs: it is never claimed late, so `missed = \"skip\"` has nothing to decide"
     )]
     MissedOnEveryReplica,
+    #[error(
+        "a job with `on = \"every_replica\"` has no missed runs to catch up: it is never claimed late, so `catch_up` has nothing to bound"
+    )]
+    CatchUpOnEveryReplica,
+    /// `catch_up` is not a window, or does not fit the job's policy and schedule
+    /// ([`cron_schema::check_catch_up`]).
+    #[error(transparent)]
+    CatchUp(#[from] cron_schema::CatchUpError),
 }
 
 /// Why a running runtime stopped with an error.

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use chrono_tz::Tz;
 use cron_schema::{
-    MAX_DURATION, MIN_LEASE, MissedPolicy, RunOn, Schedule, ZonedSchedule, format_duration,
-    parse_duration, parse_timezone,
+    CatchUpError, MAX_DURATION, MIN_LEASE, MissedPolicy, RunOn, Schedule, ZonedSchedule,
+    catch_up_window, check_catch_up, format_duration, parse_catch_up, parse_duration,
+    parse_timezone,
 };
 
 use crate::defaults::{DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF};
@@ -38,6 +39,9 @@ pub struct Job {
     pub lease: Option<String>,
     /// One replica per occurrence, or every replica (`on = "…"`).
     pub on: RunOn,
+    /// How far back a late occurrence still runs, as written (`1d`); `None` is the policy's default
+    /// (docs/runtime.md, "Missed runs").
+    pub catch_up: Option<String>,
     /// Where the job is declared.
     pub file: String,
     pub line: u32,
@@ -153,6 +157,7 @@ fn from_registration(r: &Registration) -> Job {
         backoff: r.backoff.map(str::to_owned),
         lease: r.lease.map(str::to_owned),
         on: r.on,
+        catch_up: r.catch_up.map(str::to_owned),
         file: r.file.to_owned(),
         line: r.line,
         doc: r.doc.to_owned(),
@@ -171,6 +176,8 @@ pub(crate) struct Declared {
     pub(crate) backoff: Option<Duration>,
     /// A lease given as a `Duration` (builder jobs); takes the place of `job.lease`'s text.
     pub(crate) lease: Option<Duration>,
+    /// A catch-up window given as a `Duration` (builder jobs); takes the place of `job.catch_up`'s text.
+    pub(crate) catch_up: Option<Duration>,
     /// `module_path!()` of a `#[cron]` function; `None` for a job added with the builder.
     pub(crate) module_path: Option<&'static str>,
     pub(crate) handler: Handler,
@@ -199,6 +206,7 @@ pub(crate) fn registered() -> Vec<Declared> {
                 timeout: None,
                 backoff: None,
                 lease: None,
+                catch_up: None,
                 module_path: Some(r.module_path),
                 handler: Arc::new(handler),
             }
@@ -238,6 +246,25 @@ pub(crate) struct Fields<'a> {
     /// `None` is the runtime's lease.
     pub(crate) lease: Option<Timeout<'a>>,
     pub(crate) on: RunOn,
+    /// `None` is the policy's default window ([`cron_schema::catch_up_window`]).
+    pub(crate) catch_up: Option<Timeout<'a>>,
+}
+
+/// The fields of verb `name` of a schema (`cronverb deploy`, `cronverb simulate`), as [`job_spec`]
+/// validates them.
+pub(crate) fn fields_of<'a>(name: &'a str, cron: &'a cron_schema::Cron) -> Fields<'a> {
+    Fields {
+        name,
+        expression: &cron.expression,
+        timezone: cron.timezone.as_deref(),
+        timeout: cron.timeout.as_deref().map(Timeout::Text),
+        missed: cron.missed,
+        retries: cron.retries,
+        backoff: cron.backoff.as_deref().map(Timeout::Text),
+        lease: cron.lease.as_deref().map(Timeout::Text),
+        on: cron.on,
+        catch_up: cron.catch_up.as_deref().map(Timeout::Text),
+    }
 }
 
 /// A job's timeout or backoff as declared.
@@ -345,8 +372,31 @@ pub(crate) fn job_spec(
     if fields.on == RunOn::EveryReplica && fields.lease.is_some() {
         errors.push(JobError::LeaseOnEveryReplica);
     }
-    match (schedule, zone, timeout, backoff, lease) {
-        (Ok(schedule), Ok(zone), Ok(timeout), Ok(backoff), Ok(lease)) if errors.is_empty() => {
+    // The window of the attribute's `catch_up` (docs/attribute.md, "`missed` and `catch_up`"), checked
+    // against the policy and the schedule by the same function.
+    let catch_up = match fields.catch_up {
+        Some(Timeout::Given(window)) if window.is_zero() || window > MAX_DURATION => {
+            Err(CatchUpError::OutOfRange(format!("{window:?}")))
+        }
+        Some(Timeout::Given(window)) => Ok(Some(window)),
+        Some(Timeout::Text(text)) => parse_catch_up(text).map(Some),
+        None => Ok(None),
+    }
+    .and_then(|window| {
+        if fields.on == RunOn::EveryReplica && window.is_some() {
+            errors.push(JobError::CatchUpOnEveryReplica);
+            return Ok(None);
+        }
+        if let Ok(schedule) = &schedule {
+            check_catch_up(schedule, fields.expression, fields.missed, window)?;
+        }
+        Ok(catch_up_window(fields.missed, window))
+    })
+    .map_err(|e| errors.push(JobError::CatchUp(e)));
+    match (schedule, zone, timeout, backoff, lease, catch_up) {
+        (Ok(schedule), Ok(zone), Ok(timeout), Ok(backoff), Ok(lease), Ok(catch_up))
+            if errors.is_empty() =>
+        {
             Ok(JobSpec {
                 verb: fields.name.to_owned(),
                 expression: fields.expression.to_owned(),
@@ -360,6 +410,11 @@ pub(crate) fn job_spec(
                 },
                 lease,
                 on: fields.on,
+                catch_up: if fields.on == RunOn::EveryReplica {
+                    None
+                } else {
+                    catch_up
+                },
             })
         }
         _ => Err(errors),
@@ -411,6 +466,11 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
             (None, None) => None,
         },
         on: d.job.on,
+        catch_up: match (d.catch_up, &d.job.catch_up) {
+            (Some(window), _) => Some(Timeout::Given(window)),
+            (None, Some(text)) => Some(Timeout::Text(text)),
+            (None, None) => None,
+        },
     };
     let spec = job_spec(fields, default_timeout).map_err(|errors| BuildError::InvalidJob {
         name: d.job.name.clone(),
@@ -430,6 +490,9 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
     }
     if let Some(lease) = d.lease {
         d.job.lease = Some(format_duration(lease));
+    }
+    if let Some(window) = d.catch_up {
+        d.job.catch_up = Some(format_duration(window));
     }
     Ok(spec)
 }
@@ -500,10 +563,36 @@ mod tests {
             backoff: None,
             lease: None,
             on: RunOn::OneReplica,
+            catch_up: None,
             file: "src/a.rs".to_owned(),
             line: 1,
             doc: String::new(),
         }
+    }
+
+    #[test]
+    fn a_catch_up_window_is_checked_as_the_attribute_checks_it_and_defaults_by_policy() {
+        use cron_schema::Cron;
+        let spec = |cron: Cron| job_spec(fields_of("app::a", &cron), Duration::from_secs(60));
+        let hourly = || Cron::new("0 * * * *");
+        let day = Some(Duration::from_secs(24 * 3600));
+        assert_eq!(
+            spec(hourly().missed(MissedPolicy::All)).unwrap().catch_up,
+            day
+        );
+        assert_eq!(spec(hourly()).unwrap().catch_up, None);
+        assert_eq!(
+            spec(hourly().catch_up("1d12h")).unwrap().catch_up,
+            Some(Duration::from_secs(36 * 3600))
+        );
+        let refused = |cron: Cron| spec(cron).unwrap_err()[0].to_string();
+        assert!(refused(hourly().catch_up("soon")).contains("invalid catch-up window"));
+        assert!(refused(hourly().missed(MissedPolicy::Skip).catch_up("1h")).contains("skip"));
+        assert!(
+            refused(Cron::new("* * * * * *").missed(MissedPolicy::All))
+                .contains("at most `2h46m40s`")
+        );
+        assert!(refused(hourly().catch_up("1h").on(RunOn::EveryReplica)).contains("every_replica"));
     }
 
     #[test]

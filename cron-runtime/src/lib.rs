@@ -29,6 +29,7 @@ mod rfc3339;
 mod runtime;
 mod schema;
 mod settings;
+pub mod simulate;
 mod sync;
 
 // Not public API. Used by code the `#[cron]` attribute generates, through `cronverb::__private`.

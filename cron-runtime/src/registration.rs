@@ -26,7 +26,7 @@ pub struct Registration {
     pub timezone: Option<&'static str>,
     /// `timeout = "…"` as written (`30s`, `5m`, `1h30m`); `None` is the runtime's default.
     pub timeout: Option<&'static str>,
-    /// `missed = "once" | "skip"`; `once` when not given.
+    /// `missed = "once" | "skip" | "all"`; `once` when not given.
     pub missed: MissedPolicy,
     /// `retries = n`; 0 when not given.
     pub retries: u32,
@@ -36,6 +36,8 @@ pub struct Registration {
     pub lease: Option<&'static str>,
     /// `on = "one_replica" | "every_replica"`; `one_replica` when not given.
     pub on: RunOn,
+    /// `catch_up = "…"` as written (`1d`); `None` is the policy's default window.
+    pub catch_up: Option<&'static str>,
     /// `file!()` of the function.
     pub file: &'static str,
     /// The line of the function's name.

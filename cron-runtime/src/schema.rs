@@ -55,6 +55,7 @@ pub(crate) fn verb(job: Job) -> Verb {
         backoff: job.backoff,
         lease: job.lease,
         on: job.on,
+        catch_up: job.catch_up,
     };
     Verb::new(job.name, cron)
         .doc(job.doc)

@@ -328,6 +328,84 @@ async fn missed_skip_records_a_late_occurrence_skipped_and_counts_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn missed_all_runs_every_occurrence_in_its_window_one_at_a_time_oldest_first() {
+    // docs/runtime.md, "Missed runs": down from 00:00:00.5 to 00:10:30.5, `catch_up = "5m"`, each run
+    // taking ten seconds.
+    let store = store();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let build = |store: &MemoryStore| {
+        let seen = Arc::clone(&seen);
+        builder(store).job_with(
+            "test::minutely",
+            "0 * * * * *",
+            JobOptions::new()
+                .missed(MissedPolicy::All)
+                .catch_up(Duration::from_secs(300)),
+            move || {
+                let seen = Arc::clone(&seen);
+                async move {
+                    let started = Instant::now();
+                    sleep(Duration::from_secs(10)).await;
+                    seen.lock()
+                        .unwrap()
+                        .push((context().scheduled_at(), started, Instant::now()));
+                }
+            },
+        )
+    };
+    let origin = Instant::now();
+    let first = build(&store).build().await.unwrap().start();
+    sleep(Duration::from_millis(500)).await;
+    first.shutdown().await.unwrap();
+    sleep(Duration::from_secs(630)).await;
+    let second = build(&store).build().await.unwrap().start();
+    sleep(Duration::from_secs(85)).await; // until 00:11:55.5
+    second.shutdown().await.unwrap();
+
+    let seen = seen.lock().unwrap().clone();
+    let secs = |at: Instant| (at - origin).as_millis();
+    let ran: Vec<(DateTime<Utc>, u128)> = seen
+        .iter()
+        .map(|(s, start, _)| (*s, secs(*start)))
+        .collect();
+    // 00:06 … 00:10, the window's, one after the other from 00:10:30.5; 00:11 at its end, 20 s late.
+    assert_eq!(
+        ran,
+        vec![
+            (at(360), 630_500),
+            (at(420), 640_500),
+            (at(480), 650_500),
+            (at(540), 660_500),
+            (at(600), 670_500),
+            (at(660), 680_500),
+        ]
+    );
+    // Never two at once: each started when the one before ended.
+    for pair in seen.windows(2) {
+        assert!(pair[1].1 >= pair[0].2, "{seen:?}");
+    }
+    let runs = runs_of(&store, "test::minutely");
+    // 00:01 … 00:05 are older than the window: one `skipped` row counts them.
+    let (skipped, succeeded): (Vec<_>, Vec<_>) = runs
+        .iter()
+        .partition(|r| r.outcome == Some(Outcome::Skipped));
+    assert_eq!(
+        skipped
+            .iter()
+            .map(|r| (r.scheduled_at, r.skipped))
+            .collect::<Vec<_>>(),
+        vec![(at(60), 5)]
+    );
+    assert_eq!(
+        succeeded
+            .iter()
+            .map(|r| (r.scheduled_at, r.skipped))
+            .collect::<Vec<_>>(),
+        (6..=11).map(|m| (at(60 * m), 0)).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_run_within_the_tolerance_is_not_late() {
     let store = store();
     let seen = Arc::new(Mutex::new(Vec::new()));

@@ -498,6 +498,7 @@ async fn a_run_taken_back_is_counted_with_its_module_and_verb() {
         retry: Default::default(),
         lease: None,
         on: Default::default(),
+        catch_up: None,
     };
     let schema = cron_schema::Schema::new([(
         "reports",

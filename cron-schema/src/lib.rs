@@ -20,6 +20,7 @@
 #[cfg(feature = "syn")]
 pub mod attribute;
 mod calendar;
+mod catch_up;
 mod describe;
 mod duration;
 mod error;
@@ -32,6 +33,10 @@ mod schema;
 mod timezone;
 mod zoned;
 
+pub use catch_up::{
+    CatchUpError, DEFAULT_CATCH_UP, MAX_CATCH_UP_RUNS, catch_up_window, check_catch_up,
+    most_occurrences_within, parse_catch_up,
+};
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use error::Error;
 pub use field::Field;

@@ -13,15 +13,20 @@ pub enum MissedPolicy {
     Once,
     /// Do not run the late occurrence; schedule after now.
     Skip,
+    /// Run every missed occurrence inside the catch-up window, oldest first, one at a time; older ones
+    /// are skipped (docs/runtime.md, "Missed runs").
+    All,
 }
 
 impl MissedPolicy {
     /// The policy as `#[cron(missed = "…")]` writes it, and as every store keeps it (`cron_jobs.missed`):
-    /// `once` or `skip`, what [`FromStr`] reads back.
+    /// `once`, `skip` or `all`, what [`FromStr`] reads back. (The database stores keep `all` as `once`
+    /// with `cron_jobs.catch_up_all` set: docs/operations.md, "The tables".)
     pub fn as_str(self) -> &'static str {
         match self {
             MissedPolicy::Once => "once",
             MissedPolicy::Skip => "skip",
+            MissedPolicy::All => "all",
         }
     }
 }
@@ -32,9 +37,9 @@ impl fmt::Display for MissedPolicy {
     }
 }
 
-/// A missed-run policy other than `once` or `skip`.
+/// A missed-run policy other than `once`, `skip` or `all`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown missed-run policy `{0}`; expected `once` or `skip`")]
+#[error("unknown missed-run policy `{0}`; expected `once`, `skip` or `all`")]
 pub struct PolicyError(pub String);
 
 impl FromStr for MissedPolicy {
@@ -44,6 +49,7 @@ impl FromStr for MissedPolicy {
         match s {
             "once" => Ok(MissedPolicy::Once),
             "skip" => Ok(MissedPolicy::Skip),
+            "all" => Ok(MissedPolicy::All),
             other => Err(PolicyError(other.to_owned())),
         }
     }

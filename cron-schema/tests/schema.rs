@@ -153,7 +153,7 @@ fn bad_text_is_refused_with_its_line() {
         (
             "module a {\n  verb x(Unit) Unit\n    +cron 0 2 * * * missed=never\n}\n",
             3,
-            "unknown missed-run policy `never`; expected `once` or `skip`",
+            "unknown missed-run policy `never`; expected `once`, `skip` or `all`",
         ),
         (
             "module a {\n  verb x(Unit) Unit\n    +cron * * * * *\n",
@@ -616,7 +616,7 @@ mod attribute {
             messages,
             [
                 "invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead",
-                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `lease`, `on`, `crate`",
+                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `crate`",
                 "duration `0s` is zero; it must be at least one second",
                 "the `async` keyword is missing from the function declaration",
                 "`#[cron]` functions take no parameters; reach application state with `cronverb::context().state::<T>()`",
@@ -704,4 +704,41 @@ mod attribute {
         .unwrap_err();
         assert_eq!(error.to_string(), "`#[cron]` goes on an `async fn`");
     }
+}
+
+#[test]
+fn catch_up_and_missed_all_round_trip_and_diff_as_windows() {
+    let schema = |window: &str| {
+        Schema::new([(
+            "billing",
+            Verb::new(
+                "billing::rollup",
+                Cron::new("0 * * * *")
+                    .missed(MissedPolicy::All)
+                    .catch_up(window),
+            ),
+        )])
+    };
+    let day = schema("1d");
+    let text = day.to_string();
+    assert!(
+        text.contains("    +cron 0 * * * * missed=all catch_up=1d\n"),
+        "{text}"
+    );
+    assert_eq!(Schema::from_text(&text).unwrap(), day);
+    let json = day.to_json();
+    assert!(json.contains(r#""catch_up": "1d""#), "{json}");
+    assert_eq!(Schema::from_json(&json).unwrap(), day);
+    // The same window written in hours is no change; another window is.
+    assert!(day.diff(&schema("24h")).is_empty());
+    assert_eq!(
+        day.diff(&schema("12h")).to_string(),
+        "~ billing billing::rollup: catch_up `1d` -> `12h`\n"
+    );
+    // A schema without the field reads as before: no window, the policy's default.
+    let old = Schema::new([(
+        "billing",
+        Verb::new("billing::rollup", Cron::new("0 * * * *")),
+    )]);
+    assert!(!old.to_json().contains("catch_up"));
 }

@@ -43,6 +43,7 @@ pub(crate) fn deployment_spec(
             retry: Default::default(),
             lease: None,
             on: Default::default(),
+            catch_up: None,
         })
         .collect();
     Ok(DeploymentSpec {

@@ -330,6 +330,7 @@ fn spec(key: &str, module: &ModulePlan) -> anyhow::Result<DeploymentSpec> {
                 retry: Default::default(),
                 lease: None,
                 on: Default::default(),
+                catch_up: None,
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

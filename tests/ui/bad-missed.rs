@@ -1,6 +1,6 @@
 use cronverb::cron;
 
-#[cron("0 2 * * *", missed = "all")]
+#[cron("0 2 * * *", missed = "always")]
 async fn send_invoices() {}
 
 fn main() {}

@@ -13,7 +13,7 @@ use super::rows::{ActiveSchema, RegisteredJob};
 use super::sql::{Dialect, SqlAdmin, Statement, db, unmigrated};
 use crate::defaults::DEFAULT_TIMEOUT;
 use crate::error::JobError;
-use crate::job::{Fields, Timeout, job_spec};
+use crate::job::{Fields, job_spec};
 use crate::rfc3339;
 use crate::store::sql::deploy::{KeyConflict, insert_deployment, insert_jobs};
 use crate::store::{DeploymentSpec, JobSpec, check_job_count};
@@ -322,17 +322,7 @@ fn listed_twice(name: &str) -> String {
 
 /// The fields of verb `name` of a schema, as [`job_spec`] validates them.
 fn fields<'a>(name: &'a str, cron: &'a Cron) -> Fields<'a> {
-    Fields {
-        name,
-        expression: &cron.expression,
-        timezone: cron.timezone.as_deref(),
-        timeout: cron.timeout.as_deref().map(Timeout::Text),
-        missed: cron.missed,
-        retries: cron.retries,
-        backoff: cron.backoff.as_deref().map(Timeout::Text),
-        lease: cron.lease.as_deref().map(Timeout::Text),
-        on: cron.on,
-    }
+    crate::job::fields_of(name, cron)
 }
 
 /// One error of verb `name`, as `deploy` lists it among the schema's errors.

@@ -81,7 +81,7 @@ pub(crate) struct RunRow {
     pub(crate) late: bool,
     pub(crate) skipped: i32,
     pub(crate) manual: bool,
-    /// A backfilled occurrence's run (migration `0006`).
+    /// A backfilled occurrence's run (migration `0007`).
     pub(crate) backfill: bool,
     /// `cron_job_runs.attempts` as JSON text, or NULL.
     pub(crate) attempts: Option<String>,

@@ -104,7 +104,8 @@ macro_rules! statements {
             ),
             jobs: concat!(
                 "SELECT j.module_name, j.verb, d.key, d.active, j.every_replica, j.schedule, \
-                    j.timezone, j.missed, j.state, j.paused, j.pause_note, j.paused_at, \
+                    j.timezone, CASE WHEN j.catch_up_all THEN 'all' ELSE j.missed END AS missed, \
+                    j.state, j.paused, j.pause_note, j.paused_at, \
                     j.next_execution, j.trigger_requested_at, j.current_run_id, j.lease_expires_at, \
                     c.runner AS current_runner, c.started_at AS current_started_at, \
                     l.id AS run_id, l.scheduled_at, l.started_at, l.finished_at, l.outcome, l.error, \

@@ -256,7 +256,7 @@ pub struct JobStatus {
     pub expression: String,
     /// The row's zone.
     pub timezone: String,
-    /// `once` or `skip`.
+    /// `once`, `skip` or `all`.
     pub missed: String,
     /// `idle` or `executing`.
     pub state: String,

@@ -114,6 +114,12 @@ fn canonical(schema: &Schema) -> Schema {
                     Err(_) => lease.clone(),
                 }),
             on: cron.on,
+            catch_up: cron.catch_up.as_ref().map(|window| {
+                match cron_schema::parse_catch_up(window) {
+                    Ok(duration) => format_duration(duration),
+                    Err(_) => window.clone(),
+                }
+            }),
         };
         (module.name.clone(), Verb::new(verb.name.clone(), cron))
     }))

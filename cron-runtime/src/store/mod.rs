@@ -40,6 +40,9 @@ pub struct JobSpec {
     /// One replica per occurrence (claimed through the store), or every replica (registered, never
     /// claimed: docs/runtime.md, "Jobs on every replica").
     pub on: RunOn,
+    /// How far back from the store's now a late occurrence still runs (docs/runtime.md, "Missed runs"):
+    /// the job's window, or its policy's default ([`cron_schema::catch_up_window`]); `None`: no bound.
+    pub catch_up: Option<Duration>,
 }
 
 /// How a job tries a failed, panicked or timed-out attempt of an occurrence again (`retries = n,

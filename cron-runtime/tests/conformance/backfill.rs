@@ -253,3 +253,90 @@ pub async fn regular_runs_come_before_backfills_under_the_replicas_cap<H: StoreU
     assert!(next.claims[0].backfill);
     assert_eq!(next.claims[0].scheduled_at, new_year(2020));
 }
+
+pub async fn a_backfill_of_a_job_under_missed_all_keeps_its_backlog_and_runs_nothing_twice<
+    H: StoreUnderTest,
+>(
+    h: H,
+) {
+    // A backfill's run is a manual one: under `missed = "all"` the regular occurrences that came while
+    // it ran are a backlog that runs after it, each once (docs/operations.md, "Backfill";
+    // docs/runtime.md, "Missed runs"), and a queued occurrence the backlog ran meanwhile leaves the
+    // queue without running again.
+    let mut all = job("billing::tick", SECONDLY);
+    all.missed = MissedPolicy::All;
+    all.catch_up = Some(Duration::from_secs(60));
+    let spec = deployment("billing@1", vec![all]);
+    let (store, runner) = replica(&h, &spec).await;
+    settle(&h).await;
+    let from = new_year(2020);
+    h.backfill("billing::tick", from, from + TimeDelta::seconds(1))
+        .await
+        .unwrap();
+    let regular_at = h.next_execution(MODULE, "billing::tick").await.unwrap();
+    sleep_until(&h, regular_at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let regular = claim_of(&claimed, "billing::tick").clone();
+    assert!(
+        !regular.backfill && regular.scheduled_at == regular_at,
+        "{claimed:?}"
+    );
+    finish_one(&store, &runner, &succeeded(&regular)).await;
+
+    // The backfill's run, while three regular occurrences come.
+    let claimed = claim(&store, &runner).await;
+    let backfilled = claim_of(&claimed, "billing::tick").clone();
+    assert!(
+        backfilled.backfill && backfilled.scheduled_at == from,
+        "{claimed:?}"
+    );
+    let came: Vec<_> = (1..=3)
+        .map(|s| regular_at + TimeDelta::seconds(s))
+        .collect();
+    sleep_until(&h, came[2] + ms(50)).await;
+    assert!(claim(&store, &runner).await.claims.is_empty());
+    // Two of them queued too, as an operator backfilling what has not run yet would.
+    assert_eq!(
+        h.backfill("billing::tick", came[0], came[2]).await.unwrap(),
+        came[..2]
+    );
+    finish_one(&store, &runner, &succeeded(&backfilled)).await;
+
+    // The backlog, oldest first, one at a time, as regular runs; then nothing: the queued two ran.
+    let mut ran = Vec::new();
+    loop {
+        let claimed = claim(&store, &runner).await;
+        let Some(run) = claimed.claims.first().cloned() else {
+            break;
+        };
+        assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
+        assert!(
+            !run.backfill,
+            "the backlog runs before the queue: {claimed:?}"
+        );
+        finish_one(&store, &runner, &succeeded(&run)).await;
+        ran.push(run.scheduled_at);
+        assert!(ran.len() <= 10, "{ran:?}");
+    }
+    assert_eq!(ran[..3], came[..], "none lost, in order");
+
+    let runs = h.runs().await;
+    let mut instants: Vec<_> = runs.iter().map(|run| run.scheduled_at).collect();
+    instants.sort();
+    instants.dedup();
+    assert_eq!(
+        instants.len(),
+        runs.len(),
+        "no occurrence runs twice: {runs:?}"
+    );
+    assert!(
+        runs.iter()
+            .all(|run| run.skipped == 0 && run.outcome == Some(Outcome::Succeeded)),
+        "nothing skipped: {runs:?}"
+    );
+    assert_eq!(
+        runs.iter().filter(|run| run.backfill).count(),
+        1,
+        "only the 2020 occurrence ran as a backfill: {runs:?}"
+    );
+}

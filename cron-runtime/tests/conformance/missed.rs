@@ -113,3 +113,127 @@ pub async fn a_job_within_the_tolerance_is_not_late(h: impl StoreUnderTest) {
         (true, ClaimAction::Skipped)
     );
 }
+
+/// `missed = "all"` with a catch-up window of `window` seconds (the effective window a `JobSpec`
+/// carries).
+fn catching_up(mut job: JobSpec, window: u64) -> JobSpec {
+    job.missed = MissedPolicy::All;
+    job.catch_up = Some(Duration::from_secs(window));
+    job
+}
+
+pub async fn a_late_job_under_missed_all_runs_every_occurrence_in_its_window_oldest_first(
+    h: impl StoreUnderTest,
+) {
+    // docs/runtime.md, "Missed runs": down for six seconds, a window of four.
+    let spec = deployment("billing@1", vec![catching_up(job("a", SECONDLY), 4)]);
+    let (store, runner) = replica_with(&h, short_tolerance(), &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(6_300)).await;
+
+    // The occurrences older than the window are one skipped run, counted, and the job goes on at the
+    // window's first occurrence, due already.
+    let claimed = claim(&store, &runner).await;
+    let [skip] = &claimed.claims[..] else {
+        panic!("one claim: {claimed:?}")
+    };
+    assert_eq!(
+        (skip.action, skip.late, skip.scheduled_at),
+        (ClaimAction::Skipped, true, at)
+    );
+    let first = h.next_execution(MODULE, "a").await.unwrap();
+    assert_eq!(first, at + ms(1_000 * i64::from(skip.skipped)));
+    assert!(
+        first > claimed.now - ms(4_000) && first <= claimed.now,
+        "the window's first occurrence, due: {first} {claimed:?}"
+    );
+    let run = run_of(&h, skip.run_id).await.unwrap();
+    assert_eq!(
+        (run.outcome, run.skipped),
+        (Some(Outcome::Skipped), skip.skipped)
+    );
+
+    // Then every occurrence runs, one at a time, each with its own instant, until the job is on time.
+    let mut expected = first;
+    let mut caught_up = 0;
+    loop {
+        let claimed = claim(&store, &runner).await;
+        let Some(c) = claimed.claims.first() else {
+            break;
+        };
+        assert_eq!(claimed.claims.len(), 1, "one run at a time: {claimed:?}");
+        if c.action == ClaimAction::Skipped {
+            // The window moved past an occurrence while the others ran: skipped, counted, never run.
+            expected += ms(1_000 * i64::from(c.skipped));
+            continue;
+        }
+        assert_eq!((c.action, c.scheduled_at), (ClaimAction::Run, expected));
+        // While it runs, nothing else of the job is claimed.
+        assert!(claim(&store, &runner).await.claims.is_empty());
+        let finished = finish_one(&store, &runner, &succeeded(c)).await;
+        expected += ms(1_000);
+        assert_eq!(
+            finished,
+            Finished::Recorded {
+                next_execution: Some(expected),
+                skipped: 0
+            },
+            "the next is the occurrence after its own, however late"
+        );
+        caught_up += 1;
+        if !c.late {
+            break;
+        }
+        assert!(caught_up < 20, "a catch-up ends");
+    }
+    assert!(caught_up >= 3, "{caught_up}");
+    let runs = h.runs().await;
+    let ran: Vec<_> = runs
+        .iter()
+        .filter(|r| r.outcome == Some(Outcome::Succeeded))
+        .map(|r| r.scheduled_at)
+        .collect();
+    let mut sorted = ran.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(ran.len(), sorted.len(), "each occurrence once: {runs:?}");
+    assert!(ran.iter().all(|s| *s >= first), "{runs:?}");
+}
+
+pub async fn a_catch_up_window_bounds_missed_once(h: impl StoreUnderTest) {
+    let mut once = job("a", SECONDLY);
+    once.catch_up = Some(Duration::from_secs(2));
+    let spec = deployment("billing@1", vec![once]);
+    let (store, runner) = replica_with(&h, short_tolerance(), &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(5_300)).await;
+
+    // The missed occurrence is older than the window: skipped, with those after it up to the window.
+    let claimed = claim(&store, &runner).await;
+    let [skip] = &claimed.claims[..] else {
+        panic!("one claim: {claimed:?}")
+    };
+    assert_eq!((skip.action, skip.scheduled_at), (ClaimAction::Skipped, at));
+    let first = h.next_execution(MODULE, "a").await.unwrap();
+    assert!(first > claimed.now - ms(2_000), "{first} {claimed:?}");
+    assert_eq!(first, at + ms(1_000 * i64::from(skip.skipped)));
+
+    // The one inside runs once, late, and the job goes on after now, as `once` does.
+    let claimed = claim(&store, &runner).await;
+    let [c] = &claimed.claims[..] else {
+        panic!("one claim: {claimed:?}")
+    };
+    assert_eq!(
+        (c.action, c.late, c.scheduled_at),
+        (ClaimAction::Run, true, first)
+    );
+    let before = h.now().await;
+    let Finished::Recorded {
+        next_execution: Some(next),
+        ..
+    } = finish_one(&store, &runner, &succeeded(c)).await
+    else {
+        panic!("recorded")
+    };
+    assert!(next >= next_second(before), "{next} {before}");
+}

@@ -242,6 +242,8 @@ macro_rules! every_case {
         $test!(a_late_run_under_missed_once_runs_once_and_counts_what_it_skipped);
         $test!(a_late_job_under_missed_skip_is_recorded_skipped_and_rescheduled);
         $test!(a_job_within_the_tolerance_is_not_late);
+        $test!(a_late_job_under_missed_all_runs_every_occurrence_in_its_window_oldest_first);
+        $test!(a_catch_up_window_bounds_missed_once);
         // Ending runs
         $test!(a_failure_is_recorded_with_its_message_and_the_job_goes_on);
         $test!(a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded);
@@ -311,6 +313,7 @@ macro_rules! every_case {
         $test!(a_backfill_of_too_many_occurrences_is_refused);
         $test!(a_backfill_window_reaching_past_now_is_refused);
         $test!(regular_runs_come_before_backfills_under_the_replicas_cap);
+        $test!(a_backfill_of_a_job_under_missed_all_keeps_its_backlog_and_runs_nothing_twice);
         // Waking up
         $test!(a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due);
         // Jobs on every replica
@@ -362,6 +365,7 @@ pub fn job(verb: &str, expression: &str) -> JobSpec {
         retry: Default::default(),
         lease: None,
         on: Default::default(),
+        catch_up: None,
     }
 }
 

@@ -105,6 +105,7 @@ pub fn job(verb: &str, expression: &str) -> JobSpec {
         retry: Default::default(),
         lease: None,
         on: Default::default(),
+        catch_up: None,
     }
 }
 

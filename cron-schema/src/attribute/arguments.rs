@@ -24,11 +24,12 @@ pub(super) struct Args {
     pub(super) backoff: Option<LitStr>,
     pub(super) lease: Option<LitStr>,
     pub(super) on: RunOn,
+    pub(super) catch_up: Option<LitStr>,
     pub(super) crate_path: Option<Path>,
 }
 
-const KEYS: &str =
-    "`timezone`, `timeout`, `name`, `missed`, `retries`, `backoff`, `lease`, `on`, `crate`";
+const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, \
+                    `lease`, `on`, `crate`";
 
 /// The named arguments.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,7 @@ enum Key {
     Backoff,
     Lease,
     On,
+    CatchUp,
     Crate,
 }
 
@@ -55,6 +57,7 @@ impl Key {
             "backoff" => Some(Key::Backoff),
             "lease" => Some(Key::Lease),
             "on" => Some(Key::On),
+            "catch_up" => Some(Key::CatchUp),
             "crate" => Some(Key::Crate),
             _ => None,
         }
@@ -70,6 +73,7 @@ impl Key {
             Key::Backoff => "backoff",
             Key::Lease => "lease",
             Key::On => "on",
+            Key::CatchUp => "catch_up",
             Key::Crate => "crate",
         }
     }
@@ -81,6 +85,8 @@ impl Key {
             "retry" | "max_retries" | "attempts" | "max_attempts" => Some(Key::Retries),
             "retry_delay" | "retry_backoff" | "delay" | "backoff_delay" => Some(Key::Backoff),
             "run_on" | "replicas" | "runs_on" | "mode" => Some(Key::On),
+            "catchup" | "catch_up_window" | "catchup_window" | "misfire_grace_time" | "fill"
+            | "starting_deadline" => Some(Key::CatchUp),
             "lease_duration" | "lease_time" | "visibility_timeout" | "heartbeat" => {
                 Some(Key::Lease)
             }
@@ -99,6 +105,7 @@ impl Key {
             Key::Backoff => "30s",
             Key::Lease => "10s",
             Key::On => "every_replica",
+            Key::CatchUp => "1d",
             Key::Crate => "cv",
         }
     }
@@ -125,6 +132,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
     let mut backoff = None;
     let mut lease = None;
     let mut on = None;
+    let mut catch_up = None;
     let mut crate_path = None;
     let mut keys_seen = Vec::new();
     // The arguments whose combination with another one is checked once all are read.
@@ -256,6 +264,10 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
                     ),
                 ),
             },
+            Key::CatchUp => match crate::parse_catch_up(&value.value()) {
+                Ok(window) => catch_up = Some((value.clone(), window, assign)),
+                Err(error) => errors.at(value.span(), error),
+            },
             Key::Crate => crate_path = check_crate_path(value, errors),
         }
     }
@@ -273,6 +285,30 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         missed_arg,
         errors,
     );
+    if let Some((_, _, assign)) = &catch_up
+        && on == Some(RunOn::EveryReplica)
+    {
+        errors.spanned(
+            assign,
+            "a job with `on = \"every_replica\"` has no missed runs to catch up: every live replica \
+             runs each occurrence when it comes, and none is claimed late; remove `catch_up`",
+        );
+    } else if on != Some(RunOn::EveryReplica)
+        && let Some((_, schedule)) = &expression
+    {
+        // The window against the policy and the schedule (`check_catch_up`): on `catch_up` where it
+        // is written, else on `missed = "all"`, whose default window it is.
+        let window = catch_up.as_ref().map(|(_, window, _)| *window);
+        if let Err(error) =
+            crate::check_catch_up(schedule, &schedule_text(&expression), missed, window)
+        {
+            match (&catch_up, missed_arg) {
+                (Some((_, _, assign)), _) => errors.spanned(assign, error),
+                (None, Some(assign)) => errors.spanned(assign, error),
+                (None, None) => errors.at(Span::call_site(), error),
+            }
+        }
+    }
 
     if !expression_seen {
         errors.at(
@@ -296,8 +332,17 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         backoff: backoff.map(|(value, _)| value),
         lease: lease.map(|(value, _)| value),
         on: on.unwrap_or_default(),
+        catch_up: catch_up.map(|(value, ..)| value),
         crate_path,
     })
+}
+
+/// The expression's text, for messages.
+fn schedule_text(expression: &Option<(LitStr, Schedule)>) -> String {
+    expression
+        .as_ref()
+        .map(|(lit, _)| lit.value())
+        .unwrap_or_default()
 }
 
 /// `retries = n`: an integer literal from 0 to [`MAX_RETRIES`].

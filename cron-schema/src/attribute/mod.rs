@@ -61,7 +61,7 @@ pub struct CronAttribute {
     pub timeout: Option<LitStr>,
     /// `name = "…"`; `None` names the job after the function's module path and name.
     pub name: Option<LitStr>,
-    /// `missed = "once" | "skip"`; `once` when not given.
+    /// `missed = "once" | "skip" | "all"`; `once` when not given.
     pub missed: MissedPolicy,
     /// `retries = n`: how many more times a failed, panicked or timed-out run is tried; 0 when not given.
     pub retries: u32,
@@ -73,6 +73,9 @@ pub struct CronAttribute {
     pub lease: Option<LitStr>,
     /// `on = "one_replica" | "every_replica"`; `one_replica` when not given.
     pub on: RunOn,
+    /// `catch_up = "…"`, as written: how far back a late occurrence still runs; `None` is the policy's
+    /// default ([`catch_up_window`](crate::catch_up_window)).
+    pub catch_up: Option<LitStr>,
     /// `crate = "…"`: the path of the cronverb crate in the generated code, for a renamed dependency or a
     /// re-export; `None` is `::cronverb`. It changes nothing about the job.
     pub crate_path: Option<Path>,
@@ -92,6 +95,7 @@ impl fmt::Debug for CronAttribute {
             .field("backoff", &self.backoff.as_ref().map(LitStr::value))
             .field("lease", &self.lease.as_ref().map(LitStr::value))
             .field("on", &self.on)
+            .field("catch_up", &self.catch_up.as_ref().map(LitStr::value))
             .field(
                 "crate_path",
                 &self
@@ -129,6 +133,7 @@ pub fn parse(args: TokenStream, item: TokenStream) -> syn::Result<CronAttribute>
             backoff: args.backoff,
             lease: args.lease,
             on: args.on,
+            catch_up: args.catch_up,
             crate_path: args.crate_path,
             function,
         }),

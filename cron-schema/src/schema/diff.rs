@@ -41,7 +41,7 @@ pub struct ChangedVerb {
 /// One field of the cron metadata, before and after. A timeout of `None` is the runtime's default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldChange {
-    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff`, `lease` or `on`.
+    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff`, `lease`, `on` or `catch_up`.
     pub field: String,
     pub old: Option<String>,
     pub new: Option<String>,
@@ -141,6 +141,14 @@ fn changes(old: &Cron, new: &Cron) -> Vec<FieldChange> {
     if old.on != new.on {
         push("on", Some(old.on.to_string()), Some(new.on.to_string()));
     }
+    let window = |text: &Option<String>| text.as_deref().map(crate::parse_catch_up);
+    let same_window = match (window(&old.catch_up), window(&new.catch_up)) {
+        (Some(Ok(a)), Some(Ok(b))) => a == b,
+        _ => old.catch_up == new.catch_up,
+    };
+    if !same_window {
+        push("catch_up", old.catch_up.clone(), new.catch_up.clone());
+    }
     changes
 }
 
@@ -223,6 +231,9 @@ fn summary(cron: &Cron) -> String {
     }
     if cron.on != crate::RunOn::default() {
         text.push_str(&format!(" on={}", cron.on));
+    }
+    if let Some(catch_up) = &cron.catch_up {
+        text.push_str(&format!(" catch_up={catch_up}"));
     }
     text
 }

@@ -88,6 +88,10 @@ pub struct Cron {
     /// `on = "…"`; `one_replica` when absent, and then left out of both forms.
     #[serde(default, skip_serializing_if = "is_one_replica")]
     pub on: RunOn,
+    /// The catch-up window of late occurrences, as written (`1d`); `None` is the policy's default
+    /// ([`catch_up_window`](crate::catch_up_window)), and then left out of both forms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<String>,
 }
 
 fn is_zero(retries: &u32) -> bool {
@@ -257,6 +261,7 @@ impl Cron {
             backoff: None,
             lease: None,
             on: RunOn::OneReplica,
+            catch_up: None,
         }
     }
 
@@ -292,6 +297,11 @@ impl Cron {
 
     pub fn on(mut self, on: RunOn) -> Cron {
         self.on = on;
+        self
+    }
+
+    pub fn catch_up(mut self, catch_up: impl Into<String>) -> Cron {
+        self.catch_up = Some(catch_up.into());
         self
     }
 }

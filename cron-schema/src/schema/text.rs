@@ -66,6 +66,9 @@ fn write_verb(module: &str, verb: &Verb, f: &mut fmt::Formatter<'_>) -> fmt::Res
     if cron.on != RunOn::default() {
         write!(f, " on={}", cron.on)?;
     }
+    if let Some(catch_up) = &cron.catch_up {
+        write!(f, " catch_up={catch_up}")?;
+    }
     writeln!(f)
 }
 
@@ -179,7 +182,7 @@ pub(super) fn parse(text: &str) -> Result<Schema, SchemaError> {
 }
 
 /// `<expression> [<zone>] [timeout=<duration>] [missed=<policy>] [retries=<n>] [backoff=<duration>]
-/// [lease=<duration>] [on=<replicas>]`. Expression fields never contain a
+/// [lease=<duration>] [on=<replicas>] [catch_up=<window>]`. Expression fields never contain a
 /// letter, so a last word with a letter is the zone.
 fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut words: Vec<&str> = Vec::new();
@@ -189,6 +192,7 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut backoff = None;
     let mut lease = None;
     let mut on = RunOn::default();
+    let mut catch_up = None;
     for word in text.split_whitespace() {
         if let Some(value) = word.strip_prefix("timeout=") {
             timeout = Some(value.to_owned());
@@ -206,10 +210,12 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
             lease = Some(value.to_owned());
         } else if let Some(value) = word.strip_prefix("on=") {
             on = value.parse().map_err(|e| format!("{e}"))?;
+        } else if let Some(value) = word.strip_prefix("catch_up=") {
+            catch_up = Some(value.to_owned());
         } else if word.contains('=') {
             return Err(format!(
                 "unknown `+cron` option `{word}`; expected `timeout=…`, `missed=…`, `retries=…`, \
-                 `backoff=…`, `lease=…` or `on=…`"
+                 `backoff=…`, `lease=…`, `on=…` or `catch_up=…`"
             ));
         } else {
             words.push(word);
@@ -233,5 +239,6 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
         backoff,
         lease,
         on,
+        catch_up,
     })
 }

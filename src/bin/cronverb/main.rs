@@ -18,6 +18,7 @@ mod prune;
 mod runs;
 mod schedule_args;
 mod schema;
+mod simulate;
 mod status;
 mod trigger;
 
@@ -54,6 +55,7 @@ enum Command {
     Trigger(trigger::Args),
     Backfill(backfill::Args),
     Prune(prune::Args),
+    Simulate(simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Backfill(args) => return backfill::run(args),
         Command::Prune(args) => return prune::run(args),
         Command::Dashboard(args) => return dashboard::run(args),
+        Command::Simulate(args) => return simulate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -44,7 +44,7 @@ fn parse_zone(name: &str) -> Result<Tz, String> {
     cron_schema::parse_timezone(name).map_err(|error| error.to_string())
 }
 
-fn parse_instant(text: &str) -> Result<DateTime<Utc>, String> {
+pub fn parse_instant(text: &str) -> Result<DateTime<Utc>, String> {
     DateTime::parse_from_rfc3339(text)
         .map(|instant| instant.with_timezone(&Utc))
         .map_err(|error| {

@@ -139,6 +139,7 @@ impl State {
                 due,
                 missed: job.spec.missed,
                 lease: job.spec.lease,
+                catch_up: job.spec.catch_up,
             };
             let take = row
                 .take(|| Some(&job.spec.schedule), now, settings)

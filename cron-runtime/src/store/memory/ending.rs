@@ -29,6 +29,7 @@ impl State {
             run_id: executing.run_id,
             attempt: self.attempt_in_flight(executing.run_id),
             retries: job.spec.retry,
+            every_missed: job.spec.missed == cron_schema::MissedPolicy::All,
         }
     }
 

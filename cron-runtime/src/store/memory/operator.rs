@@ -256,6 +256,7 @@ mod tests {
             retry: Default::default(),
             lease: None,
             on: Default::default(),
+            catch_up: None,
         };
         let spec = DeploymentSpec {
             key: "billing@1".to_owned(),

@@ -124,3 +124,4 @@ bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K);
+bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K, l: L);

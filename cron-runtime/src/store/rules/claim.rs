@@ -1,5 +1,6 @@
 //! What a claim does with each due row it locked, decided once for every store: a new run of a regular
-//! occurrence (late or not), a late occurrence recorded skipped under `missed = "skip"`, a manual run of
+//! occurrence (late or not), a late occurrence recorded skipped under `missed = "skip"` or because it is
+//! older than the job's catch-up window (with the ones after it up to the window), a manual run of
 //! a pending trigger, or the next attempt of a pending retry (or that retry cut short), each with the
 //! run's planned start, its lease and where the row goes on. Which rows are due stays in each store's
 //! claimable predicate (in SQL for `SKIP LOCKED` and the indexes); each store reads the facts of the
@@ -12,7 +13,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use cron_schema::{MissedPolicy, ZonedSchedule};
 
-use super::{after_skipping, is_late, lease_expires, retry_cut_short, start_of};
+use super::{after_skipping, is_late, lease_expires, past_the_window, retry_cut_short, start_of};
 use crate::store::{Claim, ClaimAction, StoreSettings};
 
 /// Which occurrence of a locked row is due.
@@ -42,6 +43,10 @@ pub(crate) struct DueRow {
     pub(crate) missed: MissedPolicy,
     /// The job's own lease; `None`: the runtime's ([`StoreSettings::lease`]).
     pub(crate) lease: Option<Duration>,
+    /// How far back from now a late occurrence still runs ([`JobSpec::catch_up`]); `None`: no bound.
+    ///
+    /// [`JobSpec::catch_up`]: crate::store::JobSpec::catch_up
+    pub(crate) catch_up: Option<Duration>,
 }
 
 /// What a claim does with a due row.
@@ -58,8 +63,10 @@ pub(crate) enum Take {
         start_at: DateTime<Utc>,
         lease_expires_at: DateTime<Utc>,
     },
-    /// Late under `missed = "skip"` (G5, docs/operations.md): a run of `scheduled_at` recorded `skipped`
-    /// at once, with `skipped` occurrences (its own included); the row goes on at `next`, and a trigger
+    /// Late under `missed = "skip"` (G5, docs/operations.md), or older than the job's catch-up window
+    /// (docs/runtime.md, "Missed runs"): a run of `scheduled_at` recorded `skipped` at once, with
+    /// `skipped` occurrences (its own included); the row goes on at `next` (after now under `skip`; the
+    /// first occurrence inside the window, which may be due already, past the window), and a trigger
     /// pending on it stays pending. The claim reports the lease a run would have held.
     Skip {
         scheduled_at: DateTime<Utc>,
@@ -121,14 +128,22 @@ impl DueRow {
             Due::Manual | Due::Backfill => Some(run(self.at, false, true)),
             Due::Regular => {
                 let late = is_late(self.at, now, settings.missed_tolerance);
+                let skip = |(next, skipped)| Take::Skip {
+                    scheduled_at: self.at,
+                    next,
+                    skipped,
+                    lease_expires_at: lease_expires(self.at, now, lease),
+                };
                 if late && self.missed == MissedPolicy::Skip {
-                    let (next, skipped) = after_skipping(schedule()?.borrow(), self.at, now);
-                    return Some(Take::Skip {
-                        scheduled_at: self.at,
-                        next,
-                        skipped,
-                        lease_expires_at: lease_expires(self.at, now, lease),
-                    });
+                    return Some(skip(after_skipping(schedule()?.borrow(), self.at, now)));
+                }
+                // `once` and `all` run a late occurrence inside the window; older ones are skipped to
+                // the window's first, which the next claim takes (docs/runtime.md, "Missed runs").
+                if late && let Some(window) = self.catch_up {
+                    let schedule = schedule()?;
+                    if let Some(past) = past_the_window(schedule.borrow(), self.at, now, window) {
+                        return Some(skip(past));
+                    }
                 }
                 Some(run(self.at, late, false))
             }
@@ -152,6 +167,11 @@ impl DueRow {
         match self.due {
             Due::Manual => AlreadyRan::DropTrigger,
             Due::Backfill => AlreadyRan::DropBackfill,
+            // A catch-up goes on at the occurrence after this one: those between it and now are
+            // still to run (docs/runtime.md, "Missed runs").
+            Due::Regular if self.missed == MissedPolicy::All => {
+                AlreadyRan::MovePast(schedule.next_after(self.at))
+            }
             _ => AlreadyRan::MovePast(super::next_after_run(schedule, self.at, now)),
         }
     }
@@ -236,6 +256,16 @@ impl Take {
         })
     }
 
+    /// Where a skipped occurrence's row goes on, and how many occurrences the skip counts (its own
+    /// included): a [`Take::Skip`]'s; none for the others.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) fn skipped_to(&self) -> (Option<DateTime<Utc>>, u32) {
+        match *self {
+            Take::Skip { next, skipped, .. } => (next, skipped),
+            _ => (None, 0),
+        }
+    }
+
     /// The lease of the run, when it starts one.
     pub(crate) fn lease_expires_at(&self) -> Option<DateTime<Utc>> {
         match *self {
@@ -276,6 +306,7 @@ mod tests {
             due,
             missed,
             lease: None,
+            catch_up: None,
         }
     }
 
@@ -355,6 +386,60 @@ mod tests {
     }
 
     #[test]
+    fn a_late_occurrence_older_than_the_window_is_skipped_to_the_windows_first() {
+        // Down from 00:01 to 00:10:30; a window of three minutes: 00:08 is the window's first.
+        let now = at(0, 10, 30);
+        for missed in [MissedPolicy::Once, MissedPolicy::All] {
+            let row = DueRow {
+                catch_up: Some(Duration::from_secs(180)),
+                ..row(at(0, 1, 0), Due::Regular, missed)
+            };
+            assert_eq!(
+                row.take(|| Some(minutely()), now, &settings()),
+                Some(Take::Skip {
+                    scheduled_at: at(0, 1, 0),
+                    next: Some(at(0, 8, 0)),
+                    skipped: 7,
+                    lease_expires_at: at(0, 11, 0),
+                }),
+                "{missed}"
+            );
+            // Inside the window: it runs, late.
+            let inside = DueRow {
+                at: at(0, 8, 0),
+                ..row
+            };
+            assert!(matches!(
+                inside.take(|| Some(minutely()), now, &settings()),
+                Some(Take::Run { late: true, scheduled_at, .. }) if scheduled_at == at(0, 8, 0)
+            ));
+        }
+        // A window with no occurrence left in it: every one is skipped, and the job goes on after now.
+        let short = DueRow {
+            catch_up: Some(Duration::from_secs(20)),
+            ..row(at(0, 1, 0), Due::Regular, MissedPolicy::All)
+        };
+        assert_eq!(
+            short.take(|| Some(minutely()), now, &settings()),
+            Some(Take::Skip {
+                scheduled_at: at(0, 1, 0),
+                next: Some(at(0, 11, 0)),
+                skipped: 10,
+                lease_expires_at: at(0, 11, 0),
+            })
+        );
+        // On time, the window does not matter.
+        let on_time = DueRow {
+            catch_up: Some(Duration::from_secs(1)),
+            ..row(at(0, 10, 0), Due::Regular, MissedPolicy::All)
+        };
+        assert!(matches!(
+            on_time.take(|| Some(minutely()), now, &settings()),
+            Some(Take::Run { late: false, .. })
+        ));
+    }
+
+    #[test]
     fn a_trigger_is_a_manual_run_never_late() {
         let manual = row(at(0, 1, 0), Due::Manual, MissedPolicy::Skip);
         let taken = manual.take(|| None::<ZonedSchedule>, at(0, 10, 0), &settings());
@@ -387,6 +472,12 @@ mod tests {
         let regular = row(at(0, 1, 0), Due::Regular, MissedPolicy::Once);
         assert_eq!(
             regular.already_ran(&minutely(), at(0, 1, 5)),
+            AlreadyRan::MovePast(Some(at(0, 2, 0)))
+        );
+        // Under `all`, the occurrences after it that came while the job was down still run.
+        let catching_up = row(at(0, 1, 0), Due::Regular, MissedPolicy::All);
+        assert_eq!(
+            catching_up.already_ran(&minutely(), at(0, 10, 5)),
             AlreadyRan::MovePast(Some(at(0, 2, 0)))
         );
     }

@@ -12,7 +12,9 @@ use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
 
 use super::carry::Carry;
-use super::{AfterAttempt, Start, after_run, after_skipping, ended_at, retry_after};
+use super::{
+    AfterAttempt, Start, after_catching_up, after_run, after_skipping, ended_at, retry_after,
+};
 use crate::store::{Finish, Finished, Outcome, Retries};
 
 /// Which retry a job row holds (docs/runtime.md, "Retries"): the run of an occurrence whose next
@@ -54,6 +56,9 @@ pub(crate) struct HeldRun {
     /// How the job tries a failed attempt again, as its row says: a run taken back from its replica
     /// is such an attempt (docs/runtime.md, "Retries").
     pub(crate) retries: Retries,
+    /// `missed = "all"`: a regular run ends with the job at the occurrence after its own, however
+    /// late, not after now (docs/runtime.md, "Missed runs").
+    pub(crate) every_missed: bool,
 }
 
 /// The error of a run taken back because the replica running it stopped renewing its lease (G4,
@@ -82,11 +87,15 @@ pub(crate) enum End<'a> {
         started: Start,
         retry_after: Option<Duration>,
     },
-    /// Recorded `skipped` at its claim (`missed = "skip"`, G5) at the store's now: its own occurrence
-    /// counts among the skipped ones. (The in-memory and SQLite stores record such a run in their
-    /// claim, where nothing is held yet.)
+    /// Recorded `skipped` at its claim (`missed = "skip"`, G5, or older than the catch-up window) at
+    /// the store's now, the row going on at `next` with `skipped` occurrences counted, its own among
+    /// them ([`Take::Skip`](super::Take::Skip)). (The in-memory store records such a run in its claim,
+    /// where nothing is held yet.)
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
-    Skipped,
+    Skipped {
+        next: Option<DateTime<Utc>>,
+        skipped: u32,
+    },
     /// Claimed ahead and never started (G9): its record is dropped and the occurrence (a manual run's
     /// trigger, a retry) is the row's again, or the active deployment's ([`Ending::carry`]).
     GivenBack,
@@ -253,9 +262,10 @@ impl HeldRun {
     ///   still ahead, while the verb is paused, and while another occurrence's retry is pending there
     ///   (the retry is claimed at its instant, or cut short by the next occurrence); an occurrence that
     ///   came while the manual run executed is skipped, with the ones after it up to now
-    ///   (docs/operations.md, "Manual runs"), unless the run is a backfill's: a backfill yields to the
-    ///   schedule, and the row keeps that occurrence, which the next claim takes late under the job's
-    ///   missed-run policy (docs/operations.md, "Backfill").
+    ///   (docs/operations.md, "Manual runs"), unless the job runs every missed occurrence
+    ///   (`missed = "all"`: they run after it, in its window) or the run is a backfill's: a backfill
+    ///   yields to the schedule, and the row keeps that occurrence, which the next claim takes late
+    ///   under the job's missed-run policy (docs/operations.md, "Backfill").
     /// - A run of a replaced deployment that ended: the active deployment's unchanged verb goes on
     ///   after it ([`Carry::ContinueAt`]).
     pub(crate) fn ending(
@@ -268,9 +278,9 @@ impl HeldRun {
             End::GivenBack => return self.given_back(now),
             End::Recorded {
                 at, retry_after, ..
-            } => (ended_at(at, now), retry_after, false),
+            } => (ended_at(at, now), retry_after, None),
             #[cfg(any(feature = "postgres", feature = "sqlite"))]
-            End::Skipped => (now, None, true),
+            End::Skipped { next, skipped } => (now, None, Some((next, skipped))),
         };
         let ends = |next, skipped, after| {
             let ending = Ending {
@@ -325,15 +335,18 @@ impl HeldRun {
                     if regular > at
                         || self.paused
                         || self.backfill
-                        || self.retry == RetryHeld::OtherRun =>
+                        || self.retry == RetryHeld::OtherRun
+                        || self.every_missed =>
                 {
                     (Some(regular), 0)
                 }
                 Some(regular) => after_skipping(schedule, regular, at),
                 None => (None, 0),
             }
-        } else if skipped_at_claim {
-            after_skipping(schedule, self.scheduled_at, at)
+        } else if let Some(skipped) = skipped_at_claim {
+            skipped
+        } else if self.every_missed {
+            after_catching_up(schedule, self.scheduled_at)
         } else {
             after_run(schedule, self.scheduled_at, at)
         };
@@ -412,6 +425,7 @@ mod tests {
             run_id: 7,
             attempt: 1,
             retries: Retries::default(),
+            every_missed: false,
         }
     }
 
@@ -447,6 +461,13 @@ mod tests {
             ..plain
         };
         let ending = backfill.ending(Some(&every_30s), &recorded(None), at(0, 31));
+        assert_eq!((ending.next, ending.skipped), (Some(at(0, 30)), 0));
+        // Under `missed = "all"` it is kept: the catch-up runs it after the manual run.
+        let catching_up = HeldRun {
+            every_missed: true,
+            ..plain
+        };
+        let ending = catching_up.ending(Some(&every_30s), &recorded(None), at(0, 31));
         assert_eq!((ending.next, ending.skipped), (Some(at(0, 30)), 0));
     }
 
@@ -523,6 +544,21 @@ mod tests {
             ..ahead
         };
         assert_eq!(kind(manual.at_shutdown(false, at(0, 59))), "abandoned");
+    }
+
+    #[test]
+    fn a_run_under_missed_all_goes_on_at_the_occurrence_after_its_own() {
+        // docs/runtime.md, "Missed runs": the catch-up of 00:00 ended at 00:30; 00:01 is next, due.
+        let minutely = ZonedSchedule::utc(Schedule::parse("0 * * * * *").unwrap());
+        let all = HeldRun {
+            every_missed: true,
+            ..held(at(0, 0))
+        };
+        let ending = all.ending(Some(&minutely), &recorded(None), at(30, 0));
+        assert_eq!((ending.next, ending.skipped), (Some(at(1, 0)), 0));
+        // `once` goes on after the end, and counts the ones in between.
+        let once = held(at(0, 0)).ending(Some(&minutely), &recorded(None), at(30, 0));
+        assert_eq!((once.next, once.skipped), (Some(at(31, 0)), 30));
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub(crate) struct Held {
     pub(crate) scheduled_at: Option<DateTime<Utc>>,
     /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
     pub(crate) manual: bool,
-    /// The run is a backfill's (migration `0006`; false for a row whose run is not recorded).
+    /// The run is a backfill's (migration `0007`; false for a row whose run is not recorded).
     pub(crate) backfill: bool,
     /// The run whose retry the row holds (docs/runtime.md, "Retries"): this run, when it is a retry.
     pub(crate) retry_run_id: Option<i64>,
@@ -44,6 +44,8 @@ pub(crate) struct Held {
     /// The job's retries and backoff (migration `0004`; NULL on a row of an older release: none).
     pub(crate) retries: Option<i32>,
     pub(crate) backoff_ms: Option<i64>,
+    /// `missed = "all"` (migration `0006`): the job goes on at the occurrence after the run's own.
+    pub(crate) catch_up_all: bool,
     /// The store's now in the step that locked the row.
     pub(crate) now: DateTime<Utc>,
     /// Whether the row's deployment is the active one (PostgreSQL reads it after the lock:
@@ -68,6 +70,7 @@ impl Held {
             retry: HeldRun::retry_of(self.retry_run_id, self.run_id),
             run_id: self.run_id.unwrap_or_default(),
             attempt: u32::try_from(self.earlier_attempts).map_or(1, |n| n.saturating_add(1)),
+            every_missed: self.catch_up_all,
             retries: Retries {
                 retries: self
                     .retries

@@ -111,6 +111,35 @@ pub(crate) fn after_skipping(
     (next, count_between(schedule, occurrence, next, true))
 }
 
+/// Where a job goes on when its late `occurrence`, claimed at `now`, is older than its catch-up
+/// `window` (docs/runtime.md, "Missed runs"): at its first occurrence inside the window (`now - window <
+/// o`), which is due already when there is one before now, and how many occurrences never run: that one
+/// and every one after it before the window. `None` when the occurrence is inside the window.
+pub(crate) fn past_the_window(
+    schedule: &ZonedSchedule,
+    occurrence: DateTime<Utc>,
+    now: DateTime<Utc>,
+    window: Duration,
+) -> Option<(Option<DateTime<Utc>>, u32)> {
+    let start = now.checked_sub_signed(chrono::TimeDelta::from_std(window).ok()?)?;
+    if occurrence > start {
+        return None;
+    }
+    let next = schedule.next_after(start);
+    Some((next, count_between(schedule, occurrence, next, true)))
+}
+
+/// Where a job under `missed = "all"` goes on after its run of `scheduled_at` ended: at the occurrence
+/// after the run's own, due already when the run was late (a catch-up runs every missed occurrence, one
+/// at a time, oldest first), and none skipped; the claim skips what has fallen out of the window since
+/// ([`past_the_window`]).
+pub(crate) fn after_catching_up(
+    schedule: &ZonedSchedule,
+    scheduled_at: DateTime<Utc>,
+) -> (Option<DateTime<Utc>>, u32) {
+    (schedule.next_after(scheduled_at), 0)
+}
+
 /// Whether an occurrence of `scheduled_at` claimed at `now` is late: claimed more than `tolerance`
 /// after its instant (docs/runtime.md, "Missed runs"). Exactly at the tolerance is on time.
 pub(crate) fn is_late(
@@ -314,6 +343,30 @@ mod tests {
         );
         assert_eq!(count_between(&secondly, at(0, 0, 0), None, false), 0);
         assert_eq!(count_between(&secondly, at(0, 0, 0), None, true), 1);
+    }
+
+    #[test]
+    fn the_window_starts_after_now_less_its_length() {
+        let minutely = schedule("* * * * *");
+        let three = Duration::from_secs(180);
+        // 00:07:30 is the window's start: 00:08 is its first occurrence; 00:07 and before are past it.
+        assert_eq!(
+            past_the_window(&minutely, at(0, 7, 0), at(0, 10, 30), three),
+            Some((Some(at(0, 8, 0)), 1))
+        );
+        assert_eq!(
+            past_the_window(&minutely, at(0, 8, 0), at(0, 10, 30), three),
+            None
+        );
+        // Exactly at the window's start is outside it.
+        assert_eq!(
+            past_the_window(&minutely, at(0, 7, 0), at(0, 10, 0), three),
+            Some((Some(at(0, 8, 0)), 1))
+        );
+        assert_eq!(
+            after_catching_up(&minutely, at(0, 1, 0)),
+            (Some(at(0, 2, 0)), 0)
+        );
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub(crate) struct Due {
     /// The row's earliest queued backfill occurrence (`scheduled_at`; docs/operations.md, "Backfill").
     backfill: bool,
     missed: String,
+    /// The job's catch-up window in milliseconds (migration 0006); NULL: no bound.
+    catch_up_ms: Option<i64>,
+    /// `missed = "all"`, kept as `missed = 'once'` with this set.
+    catch_up_all: bool,
     /// The run whose retry is due (docs/runtime.md, "Retries"), with its occurrence.
     retry_run_id: Option<i64>,
     retry_of: Option<At>,
@@ -50,7 +54,15 @@ impl Due {
         DueRow {
             at: self.scheduled_at,
             due,
-            missed: self.missed.parse().unwrap_or_default(),
+            missed: if self.catch_up_all {
+                cron_schema::MissedPolicy::All
+            } else {
+                self.missed.parse().unwrap_or_default()
+            },
+            catch_up: self
+                .catch_up_ms
+                .and_then(|ms| u64::try_from(ms).ok())
+                .map(Duration::from_millis),
             // The statements that record the runs hold them for the row's own lease, in SQL
             // (`lease_from!`, which reads the row's `lease`); a skipped run holds none.
             lease: None,
@@ -271,10 +283,18 @@ impl<D: Protocol> SqlStore<D> {
                     earlier_attempts: 0,
                     retries: None,
                     backoff_ms: None,
+                    catch_up_all: false,
                     now,
                     active: true,
                 };
-                skipped.push((held, End::Skipped));
+                let (next, skipped_count) = take.skipped_to();
+                skipped.push((
+                    held,
+                    End::Skipped {
+                        next,
+                        skipped: skipped_count,
+                    },
+                ));
             }
             claims.extend(take.claim(run.run_id, job_id, verb, 0).map(|claim| Claim {
                 lease_expires_at: run.lease_expires_at,

@@ -149,6 +149,8 @@ pub(crate) type InsertJobs = (
     Column<Option<i64>>,
     Column<Option<i64>>,
     Column<Option<i64>>,
+    Column<Option<i64>>,
+    Column<bool>,
 );
 
 /// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
@@ -237,12 +239,22 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     let mut leases = Vec::new();
     let mut retries = Vec::new();
     let mut backoffs = Vec::new();
+    let mut catch_ups = Vec::new();
+    let mut catch_up_all = Vec::new();
     for job in &spec.jobs {
         verbs.push(job.verb.clone());
         expressions.push(job.expression.clone());
         zones.push(zone_text(job));
         timeouts.push(job.timeout.as_secs_f64());
-        missed.push(job.missed.as_str().to_owned());
+        // `all` is kept as `once` with `catch_up_all` (migration 0006: the CHECK on `missed`).
+        let all = job.missed == cron_schema::MissedPolicy::All;
+        let policy = if all {
+            cron_schema::MissedPolicy::Once
+        } else {
+            job.missed
+        };
+        missed.push(policy.as_str().to_owned());
+        catch_up_all.push(all);
         next.push(rules::first_occurrence(job, now).map(At));
         every_replica.push(job.on == RunOn::EveryReplica);
         let millis =
@@ -251,6 +263,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         let retry = (job.retry.retries > 0).then_some(job.retry);
         retries.push(retry.map(|r| i64::from(r.retries)));
         backoffs.push(retry.map(|r| millis(r.backoff)));
+        catch_ups.push(job.catch_up.map(millis));
     }
     Statement::<D>::new(D::STEPS.insert_jobs)
         .bind(deployment_id)
@@ -266,6 +279,8 @@ pub(crate) async fn insert_jobs<D: Protocol>(
             Column(leases),
             Column(retries),
             Column(backoffs),
+            Column(catch_ups),
+            Column(catch_up_all),
         )))
         .execute(&mut *tx)
         .await?;

@@ -218,7 +218,7 @@ impl<D: Protocol> SqlStore<D> {
                         ..
                     },
                 ) => (outcome, error, started),
-                (_, End::Skipped) => (Outcome::Skipped, None, Start::Planned),
+                (_, End::Skipped { .. }) => (Outcome::Skipped, None, Start::Planned),
                 (_, End::GivenBack) => unreachable!("a run given back is pending again or dropped"),
             };
             let waits = ending.record == Record::Waits;

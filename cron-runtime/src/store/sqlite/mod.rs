@@ -76,17 +76,27 @@ impl SqliteStore {
     }
 
     /// Opens a pool on the file of `url` with `options`.
+    ///
+    /// A connection's first statements make the file WAL; SQLite answers "database is locked" at once,
+    /// without waiting its busy timeout, to one that does so while another process is doing the same
+    /// to a new file. So opening is tried again, within the busy timeout, while the file is busy.
     async fn open(url: &str, options: SqliteConnectOptions) -> Result<SqliteStore, StoreError> {
-        let pool = pool_options()
-            .connect_with(options)
-            .await
-            .map_err(|source| {
-                let message = scrub(&source.to_string(), url);
-                StoreError::Database {
-                    context: format!("opening {}", redact(url)),
-                    source: message.into(),
+        let deadline = tokio::time::Instant::now() + BUSY_TIMEOUT;
+        let pool = loop {
+            match pool_options().connect_with(options.clone()).await {
+                Ok(pool) => break pool,
+                Err(error) if busy(&error) && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-            })?;
+                Err(source) => {
+                    let message = scrub(&source.to_string(), url);
+                    return Err(StoreError::Database {
+                        context: format!("opening {}", redact(url)),
+                        source: message.into(),
+                    });
+                }
+            }
+        };
         Ok(SqliteStore::from_pool(pool))
     }
 
@@ -181,6 +191,15 @@ impl Protocol for Sqlite {
     async fn prune(store: &SqlStore<Sqlite>, older_than: Duration) -> Result<u64, StoreError> {
         crate::admin::prune::retention(store.pool(), older_than).await
     }
+}
+
+/// Whether `error` is SQLite's "database is locked" (`SQLITE_BUSY` and its extended codes).
+fn busy(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|error| error.code())
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| code & 0xff == 5)
 }
 
 /// The pool the store opens: a few connections (SQLite has one writer at a time), each waiting for a
@@ -332,6 +351,35 @@ mod tests {
             .close()
             .await;
         assert!(SqliteStore::connect_existing(&url).await.unwrap().is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Replicas started at once on a file that does not exist yet all open it: one of them making the
+    /// file WAL while another opens it must not fail the other's start with "database is locked"
+    /// (tests/sqlite_processes.rs lost a replica that way on a busy machine).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn replicas_opening_a_new_file_at_once_all_open_it() {
+        let dir = std::env::temp_dir().join(format!("cronverb-open-race-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for round in 0..40 {
+            let url = format!(
+                "sqlite://{}",
+                dir.join(format!("cron-{round}.db")).display()
+            );
+            let opens: Vec<_> = (0..8)
+                .map(|_| {
+                    let url = url.clone();
+                    tokio::spawn(async move { SqliteStore::connect(&url).await })
+                })
+                .collect();
+            for open in opens {
+                let store = open
+                    .await
+                    .unwrap()
+                    .unwrap_or_else(|error| panic!("round {round}: {error}"));
+                store.pool().close().await;
+            }
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -91,7 +91,7 @@ macro_rules! held_rows {
        coalesce(r.manual, false) AS manual,
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(json_array_length(r.attempts), 0) AS earlier_attempts, j.retries, j.backoff AS backoff_ms,
-       ",
+       j.catch_up_all, ",
             attempt_instant!("(SELECT now FROM temp.cron_clock)"),
             " AS now
 FROM cron_jobs j
@@ -124,10 +124,10 @@ FROM cron_deployments WHERE key = ?1",
     insert_jobs: "
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution, start_time,
-     every_replica, lease, retries, backoff)
+     every_replica, lease, retries, backoff, catch_up, catch_up_all)
 SELECT ?1, ?2, value ->> 0, value ->> 1, value ->> 2, CAST(round((value ->> 3) * 1000) AS INTEGER),
        value ->> 4, value ->> 5, (SELECT now FROM temp.cron_clock), value ->> 6, value ->> 7,
-       value ->> 8, value ->> 9
+       value ->> 8, value ->> 9, value ->> 10, value ->> 11
 FROM json_each(?3)
 WHERE true
 ON CONFLICT (deployment_id, verb) DO NOTHING",
@@ -184,7 +184,7 @@ WHERE deployment_id = ?2 AND trigger_requested_at IS NOT NULL",
         "
 WITH regular AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
-           false AS backfill, j.missed, j.retry_run_id,
+           false AS backfill, j.missed, j.catch_up AS catch_up_ms, j.catch_up_all, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
                THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
            (SELECT now FROM temp.cron_clock) AS now
@@ -199,7 +199,8 @@ WITH regular AS (
 ),
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
-           false AS backfill, j.missed, NULL AS retry_run_id, NULL AS retry_of,
+           false AS backfill, j.missed, NULL AS catch_up_ms, j.catch_up_all, NULL AS retry_run_id,
+           NULL AS retry_of,
            (SELECT now FROM temp.cron_clock) AS now
     ",
         claimable_rows!(),
@@ -213,7 +214,8 @@ backfill AS (
     SELECT j.id, j.verb, j.schedule, j.timezone,
            (SELECT min(b.scheduled_at) FROM cron_backfills b
             WHERE b.module_name = j.module_name AND b.verb = j.verb) AS scheduled_at,
-           true AS manual, true AS backfill, j.missed, NULL AS retry_run_id, NULL AS retry_of,
+           true AS manual, true AS backfill, j.missed, NULL AS catch_up_ms, j.catch_up_all,
+           NULL AS retry_run_id, NULL AS retry_of,
            (SELECT now FROM temp.cron_clock) AS now
     ",
         claimable_rows!(),

@@ -212,6 +212,7 @@ impl Walker<'_> {
                 retries: cron.retries,
                 backoff: cron.backoff.as_ref().map(|backoff| backoff.value()),
                 lease: cron.lease.as_ref().map(|lease| lease.value()),
+                catch_up: cron.catch_up.as_ref().map(|window| window.value()),
                 on: cron.on,
             },
         )

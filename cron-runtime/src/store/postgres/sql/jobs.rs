@@ -63,28 +63,30 @@ macro_rules! held_rows {
        coalesce(r.manual, false) AS manual,
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(jsonb_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
-       (extract(epoch FROM j.backoff) * 1000)::bigint AS backoff_ms, now() AS now
+       (extract(epoch FROM j.backoff) * 1000)::bigint AS backoff_ms, j.catch_up_all, now() AS now
 FROM cron_jobs j
 LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"
     };
 }
 
 statements! { "jobs";
-    /// The job rows of deployment `$1` of module `$2`, one per element of the arrays `$3`..`$12`
+    /// The job rows of deployment `$1` of module `$2`, one per element of the arrays `$3`..`$14`
     /// (verb, expression, zone, timeout in seconds, missed-run policy, first occurrence, whether every
     /// replica runs it; the job's own lease in milliseconds, its retries and backoff in milliseconds,
-    /// NULL for none). A row that exists is left as it is.
+    /// its catch-up window in milliseconds, NULL for none; whether it catches up every missed
+    /// occurrence, `missed = "all"`, written `once` in `missed`). A row that exists is left as it is.
     INSERT_JOBS = "
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution,
-     every_replica, lease, retries, backoff)
+     every_replica, lease, retries, backoff, catch_up, catch_up_all)
 SELECT $1, $2, u.verb, u.schedule, u.timezone, make_interval(secs => u.timeout), u.missed,
        u.next_execution, u.every_replica, make_interval(secs => u.lease / 1000.0), u.retries,
-       make_interval(secs => u.backoff / 1000.0)
+       make_interval(secs => u.backoff / 1000.0), make_interval(secs => u.catch_up / 1000.0),
+       u.catch_up_all
 FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[],
-            $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[])
+            $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[])
     AS u(verb, schedule, timezone, timeout, missed, next_execution, every_replica, lease, retries,
-         backoff)
+         backoff, catch_up, catch_up_all)
 ON CONFLICT (deployment_id, verb) DO NOTHING
 ";
 
@@ -120,13 +122,14 @@ FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
     /// under the replica's cap, old queued occurrences never take a slot a regular run is due for
     /// (docs/operations.md, "Backfill").
     ///
-        /// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
+    /// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
     /// claim either commits before the takeover reads the old deployment's rows or sees the deployment
     /// inactive.
     CLAIM_DUE = concat!("
 WITH regular AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
-           false AS backfill, j.missed, j.retry_run_id,
+           false AS backfill, j.missed, (extract(epoch FROM j.catch_up) * 1000)::bigint AS catch_up_ms,
+           j.catch_up_all, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
                THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
            now() AS now
@@ -139,8 +142,8 @@ WITH regular AS (
 ),
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
-           false AS backfill, j.missed, NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of,
-           now() AS now
+           false AS backfill, j.missed, NULL::bigint AS catch_up_ms, j.catch_up_all,
+           NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, now() AS now
     ", claimable_rows!(), pending_trigger!(), "
       AND NOT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $3), false)
     ORDER BY j.trigger_requested_at, j.id
@@ -152,8 +155,8 @@ backfill AS (
     SELECT j.id, j.verb, j.schedule, j.timezone,
            (SELECT min(b.scheduled_at) FROM cron_backfills b
             WHERE b.module_name = j.module_name AND b.verb = j.verb) AS scheduled_at,
-           true AS manual, true AS backfill, j.missed, NULL::bigint AS retry_run_id,
-           NULL::timestamptz AS retry_of, now() AS now
+           true AS manual, true AS backfill, j.missed, NULL::bigint AS catch_up_ms, j.catch_up_all,
+           NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, now() AS now
     ", claimable_rows!(), queued_backfill!(), "
       AND j.trigger_requested_at IS NULL
       AND NOT coalesce(j.next_execution <= now() + make_interval(secs => $3), false)
