@@ -14,6 +14,8 @@ use cron_schema::MissedPolicy;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tokio::time::sleep;
 
+mod support;
+
 fn at(seconds: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(seconds)
 }
@@ -479,32 +481,18 @@ async fn occurrences_missed_under_once_are_counted_missed() {
 /// replica that froze after claiming it.
 #[tokio::test(start_paused = true)]
 async fn a_run_taken_back_is_counted_with_its_module_and_verb() {
-    use cron_runtime::store::{DeploymentSpec, JobSpec, Store, StoreSettings};
+    use cron_runtime::store::{DeploymentSpec, Store, StoreSettings};
 
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _local = metrics::set_default_local_recorder(&recorder);
     let store = MemoryStore::starting_at(at(0));
-    let expression = "* * * * * *";
-    let job = JobSpec {
-        verb: "reports::stuck".to_owned(),
-        expression: expression.to_owned(),
-        zone: chrono_tz::Tz::UTC,
-        schedule: cron_schema::ZonedSchedule::utc(
-            cron_schema::Schedule::parse(expression).unwrap(),
-        ),
-        timeout: Duration::from_secs(60),
-        missed: MissedPolicy::Once,
-        retry: Default::default(),
-        lease: None,
-        on: Default::default(),
-        catch_up: None,
-    };
+    let job = support::job("reports::stuck", "* * * * * *");
     let schema = cron_schema::Schema::new([(
         "reports",
         cron_schema::Verb::new(
             "reports::stuck",
-            cron_schema::Cron::new(expression).timeout("1m"),
+            cron_schema::Cron::new(job.expression.as_str()).timeout("1m"),
         ),
     )]);
     let spec = DeploymentSpec {

@@ -16,7 +16,6 @@ use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use chrono_tz::Tz;
 use cron_runtime::store::{
     Attempt, Change, Claim, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome,
     ReplicaRun, Runner, Store, StoreSettings,
@@ -354,20 +353,7 @@ pub fn zoned(expression: &str) -> ZonedSchedule {
     ZonedSchedule::utc(Schedule::parse(expression).unwrap())
 }
 
-pub fn job(verb: &str, expression: &str) -> JobSpec {
-    JobSpec {
-        verb: verb.to_owned(),
-        expression: expression.to_owned(),
-        zone: Tz::UTC,
-        schedule: zoned(expression),
-        timeout: Duration::from_secs(60),
-        missed: MissedPolicy::Once,
-        retry: Default::default(),
-        lease: None,
-        on: Default::default(),
-        catch_up: None,
-    }
-}
+pub use crate::support::job;
 
 pub fn skipping(mut job: JobSpec) -> JobSpec {
     job.missed = MissedPolicy::Skip;
