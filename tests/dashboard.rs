@@ -249,21 +249,42 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
         .router();
     let page = get(&router, JOB).await;
     let (cookie, token) = csrf(&page);
+    // A backfill queued already (Monday 2 to Saturday 7 March: five occurrences of `0 2 * * 1-5`), so
+    // that a `backfill/cancel` let through would show: the refusals must leave it queued.
+    let (from, to) = ("2026-03-02T00:00:00Z", "2026-03-07T00:00:00Z");
+    store
+        .admin()
+        .backfill(
+            "billing::send",
+            Some("billing"),
+            from.parse().unwrap(),
+            to.parse().unwrap(),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(queued(&pool).await, 5);
 
     // No CSRF cookie, no CSRF token, a CSRF token of another cookie, a wrong action token, no token.
     let other_cookie = format!("cronverb_csrf={}", "ab".repeat(32));
+    // A backfill's window rides along in every form: `backfill` reads it. It is the week after the
+    // one queued, so that a `backfill` let through would queue five more.
+    let window = "from=2026-03-09T00%3A00%3A00Z&to=2026-03-14T00%3A00%3A00Z";
     let attempts = [
-        ("", format!("csrf={token}&token={TOKEN}&note=n")),
-        (cookie.as_str(), format!("token={TOKEN}&note=n")),
+        ("", format!("csrf={token}&token={TOKEN}&note=n&{window}")),
+        (cookie.as_str(), format!("token={TOKEN}&note=n&{window}")),
         (
             other_cookie.as_str(),
-            format!("csrf={token}&token={TOKEN}&note=n"),
+            format!("csrf={token}&token={TOKEN}&note=n&{window}"),
         ),
-        (cookie.as_str(), format!("csrf={token}&token=wrong&note=n")),
-        (cookie.as_str(), format!("csrf={token}&note=n")),
+        (
+            cookie.as_str(),
+            format!("csrf={token}&token=wrong&note=n&{window}"),
+        ),
+        (cookie.as_str(), format!("csrf={token}&note=n&{window}")),
     ];
     for (cookie, form) in &attempts {
-        for action in ["pause", "trigger"] {
+        for action in ["pause", "trigger", "backfill", "backfill/cancel"] {
             let reply = post(&router, &format!("{JOB}/{action}"), cookie, form).await;
             assert_eq!(
                 reply.status,
@@ -281,6 +302,11 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(triggered, None);
+    assert_eq!(
+        queued(&pool).await,
+        5,
+        "no backfill was queued and none was cancelled"
+    );
 
     // A read-only dashboard refuses even a complete form, and shows no form.
     let read_only = dashboard::router(store.admin());
@@ -300,7 +326,7 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
 async fn a_get_cannot_act(pool: PgPool) {
     let store = seed(&pool).await;
     let router = with_hook(&store);
-    for action in ["pause", "resume", "trigger"] {
+    for action in ["pause", "resume", "trigger", "backfill", "backfill/cancel"] {
         let reply = get_as(&router, &format!("{JOB}/{action}?note=n"), "").await;
         assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{action}");
     }
@@ -366,6 +392,67 @@ async fn a_pause_through_the_form_records_its_note_and_who(pool: PgPool) {
     .await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER);
     assert_eq!(paused(&pool).await, (false, None));
+}
+
+/// How many occurrences are queued for a backfill.
+async fn queued(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM cron_backfills")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_backfill_through_the_form_is_queued_shown_and_cancelled(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = with_hook(&store);
+    let page = get_as(&router, JOB, "").await;
+    assert!(page.body.contains("/backfill\""), "{}", page.body);
+    assert!(!page.body.contains("/backfill/cancel\""), "{}", page.body);
+    let (cookie, token) = csrf(&page);
+
+    // A window that is not RFC 3339 is refused, and nothing is queued.
+    let reply = post(
+        &router,
+        &format!("{JOB}/backfill"),
+        &cookie,
+        &format!("csrf={token}&from=monday&to=friday"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(reply.body.contains("RFC 3339"), "{}", reply.body);
+    assert_eq!(queued(&pool).await, 0);
+
+    // Monday to Saturday: `0 2 * * 1-5` runs five times.
+    let window = "from=2026-03-02T00%3A00%3A00Z&to=2026-03-07T00%3A00%3A00Z";
+    let reply = post(
+        &router,
+        &format!("{JOB}/backfill"),
+        &cookie,
+        &format!("csrf={token}&{window}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert_eq!(reply.headers[header::LOCATION], JOB);
+    assert_eq!(queued(&pool).await, 5);
+    let page = get_as(&router, JOB, &cookie).await;
+    assert!(
+        page.body
+            .contains("backfill: 5 occurrence(s) queued, the next 2026-03-02 02:00:00 UTC"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("/backfill/cancel\""), "{}", page.body);
+
+    let reply = post(
+        &router,
+        &format!("{JOB}/backfill/cancel"),
+        &cookie,
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert_eq!(queued(&pool).await, 0);
 }
 
 #[sqlx::test(migrations = false)]

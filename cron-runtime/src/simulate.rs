@@ -142,6 +142,7 @@ fn job_outage(job: &JobSpec, outage: &Outage) -> (Vec<Event>, Option<DateTime<Ut
                     scheduled_at,
                     next_execution: Some(scheduled_at),
                     manual: false,
+                    backfill: false,
                     paused: false,
                     active: true,
                     retry: RetryHeld::Nothing,

@@ -26,7 +26,7 @@ async fn a_role_with_only_dml_on_the_four_tables_runs_jobs(
                  GRANT CONNECT ON DATABASE \"{database}\" TO {role};
                  GRANT USAGE ON SCHEMA public TO {role};
                  GRANT SELECT, INSERT, UPDATE, DELETE
-                     ON cron_deployments, cron_jobs, cron_job_runs, cron_runners TO {role};
+                     ON cron_deployments, cron_jobs, cron_job_runs, cron_runners, cron_backfills TO {role};
                  GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};"
             )
             .as_str(),

@@ -56,6 +56,7 @@ impl StoreUnderTest for Memory {
                 skipped: run.skipped,
                 attempts: run.attempts,
                 manual: run.manual,
+                backfill: run.backfill,
             })
             .collect();
         runs.sort_by_key(|run| run.run_id);
@@ -81,6 +82,20 @@ impl conformance::Operator for MemoryStore {
 
     async fn pause(&self, verb: &str) {
         MemoryStore::pause(self, conformance::MODULE, verb).unwrap();
+    }
+
+    async fn backfill(
+        &self,
+        verb: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<DateTime<Utc>>, String> {
+        MemoryStore::backfill(self, conformance::MODULE, verb, from, to, false)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn cancel_backfill(&self, verb: &str) -> u64 {
+        MemoryStore::cancel_backfill(self, conformance::MODULE, verb).unwrap()
     }
 
     /// The store reports nothing: its row's next occurrence, as `cronverb resume` reports the row's.

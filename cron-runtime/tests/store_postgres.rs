@@ -30,6 +30,7 @@ struct RunRow {
     runner: String,
     skipped: i32,
     manual: bool,
+    backfill: bool,
     attempts: Option<sqlx::types::Json<Vec<Attempt>>>,
 }
 
@@ -66,7 +67,7 @@ impl StoreUnderTest for Postgres {
     async fn runs(&self) -> Vec<RunView> {
         let rows: Vec<RunRow> = sqlx::query_as(
             "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped, \
-             manual, attempts FROM cron_job_runs ORDER BY id",
+             manual, backfill, attempts FROM cron_job_runs ORDER BY id",
         )
         .fetch_all(&self.pool)
         .await
@@ -84,6 +85,7 @@ impl StoreUnderTest for Postgres {
                 runner: row.runner,
                 skipped: u32::try_from(row.skipped).unwrap(),
                 manual: row.manual,
+                backfill: row.backfill,
                 attempts: row.attempts.map(|a| a.0).unwrap_or_default(),
             })
             .collect()

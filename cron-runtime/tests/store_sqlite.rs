@@ -46,6 +46,7 @@ struct RunRow {
     runner: String,
     skipped: i64,
     manual: bool,
+    backfill: bool,
     attempts: Option<String>,
 }
 
@@ -83,7 +84,7 @@ impl StoreUnderTest for Sqlite {
 
     async fn runs(&self) -> Vec<RunView> {
         let rows: Vec<RunRow> = sqlx::query_as(
-            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped, manual, attempts \
+            "SELECT id, verb, scheduled_at, claimed_at, started_at, finished_at, outcome, error, runner, skipped, manual, backfill, attempts \
              FROM cron_job_runs ORDER BY id",
         )
         .fetch_all(self.observer.pool())
@@ -102,6 +103,7 @@ impl StoreUnderTest for Sqlite {
                 runner: row.runner,
                 skipped: u32::try_from(row.skipped).unwrap(),
                 manual: row.manual,
+                backfill: row.backfill,
                 attempts: row
                     .attempts
                     .map(|text| serde_json::from_str(&text).unwrap())
@@ -201,17 +203,17 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
         .await
         .unwrap();
     // Each of the migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`, `0003_retries.sql`,
-    // `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`), once.
-    assert_eq!(applied, 6);
+    // `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`, `0007_backfills.sql`), once.
+    assert_eq!(applied, 7);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
-    sqlx::query("UPDATE cron_compatibility SET required_migration = 7")
+    sqlx::query("UPDATE cron_compatibility SET required_migration = 8")
         .execute(a.pool())
         .await
         .unwrap();
     let refused = b.migrate().await.unwrap_err().to_string();
     assert!(
-        refused.contains("require migration 0007 or later"),
+        refused.contains("require migration 0008 or later"),
         "{refused}"
     );
     assert!(b.check_compatible().await.is_err());
@@ -303,9 +305,9 @@ async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_ke
             .fetch_all(observer.pool())
             .await
             .unwrap();
-    // And `0004_job_lease.sql`, `0005_every_replica.sql` and `0006_catch_up.sql`, whose columns are
-    // nullable or have defaults.
-    assert_eq!(applied, [1, 2, 3, 4, 5, 6]);
+    // And `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql` and `0007_backfills.sql`,
+    // whose columns are nullable or have defaults.
+    assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7]);
     // What an earlier release writes still fits.
     sqlx::query(old_run)
         .bind(2_000_000_i64)

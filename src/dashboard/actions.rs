@@ -1,4 +1,5 @@
-//! The actions: pause (with a note), resume and trigger, each a POST from a job's page, and the action
+//! The actions: pause (with a note), resume, trigger and backfill (with its window, or cancelled),
+//! each a POST from a job's page, and the action
 //! token's session (docs/dashboard.md, "Security model"). Each action is refused with nothing changed
 //! unless actions are enabled, the form carries the CSRF token of the request's cookie, the
 //! authorization hook accepts the request and, where the dashboard has an action token, the request
@@ -32,6 +33,11 @@ pub(super) struct ActionForm {
     /// A pause's note.
     #[serde(default)]
     note: String,
+    /// A backfill's window: its start (included) and end (excluded), RFC 3339.
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    to: String,
 }
 
 /// The fields of the session's forms.
@@ -47,12 +53,16 @@ pub(super) struct SessionForm {
     next: String,
 }
 
-/// The three actions.
+/// The actions.
 #[derive(Debug, Clone, Copy)]
 enum Action {
     Pause,
     Resume,
     Trigger,
+    /// Queue the occurrences of a window that never ran (docs/operations.md, "Backfill").
+    Backfill,
+    /// Drop what a backfill queued and has not started.
+    CancelBackfill,
 }
 
 impl Action {
@@ -61,6 +71,8 @@ impl Action {
             Action::Pause => "pause",
             Action::Resume => "resume",
             Action::Trigger => "trigger",
+            Action::Backfill => "backfill",
+            Action::CancelBackfill => "cancel backfill",
         }
     }
 }
@@ -128,6 +140,31 @@ pub(super) async fn trigger(
     act(state, path, request, Action::Trigger).await
 }
 
+/// `POST /jobs/{module}/{verb}/backfill`, with the window's `from` and `to`.
+pub(super) async fn backfill(
+    state: State,
+    path: Path<(String, String)>,
+    request: Request,
+) -> Response {
+    act(state, path, request, Action::Backfill).await
+}
+
+/// `POST /jobs/{module}/{verb}/backfill/cancel`.
+pub(super) async fn cancel_backfill(
+    state: State,
+    path: Path<(String, String)>,
+    request: Request,
+) -> Response {
+    act(state, path, request, Action::CancelBackfill).await
+}
+
+/// An instant of a backfill's form, RFC 3339.
+fn instant(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(text.trim())
+        .ok()
+        .map(|at| at.with_timezone(&chrono::Utc))
+}
+
 async fn act(
     axum::extract::State(shared): State,
     Path((module, verb)): Path<(String, String)>,
@@ -185,6 +222,25 @@ async fn act(
         }
         Action::Resume => shared.admin.resume(&verb, Some(&module)).await.map(drop),
         Action::Trigger => shared.admin.trigger(&verb, Some(&module)).await.map(drop),
+        Action::Backfill => {
+            let (Some(from), Some(to)) = (instant(&form.from), instant(&form.to)) else {
+                return visit.refuse(
+                    StatusCode::BAD_REQUEST,
+                    "a backfill needs its window as RFC 3339 instants, such as \
+                     `2026-03-01T00:00:00Z`: nothing was changed",
+                );
+            };
+            shared
+                .admin
+                .backfill(&verb, Some(&module), from, to, false)
+                .await
+                .map(drop)
+        }
+        Action::CancelBackfill => shared
+            .admin
+            .cancel_backfill(&verb, Some(&module))
+            .await
+            .map(drop),
     };
     if let Err(error) = result {
         tracing::warn!(
@@ -205,6 +261,8 @@ async fn act(
         module = %Escaped(&module),
         verb = %Escaped(&verb),
         note = (matches!(action, Action::Pause)).then(|| Escaped(note).to_string()),
+        window = (matches!(action, Action::Backfill))
+            .then(|| format!("{} to {}", Escaped(form.from.trim()), Escaped(form.to.trim()))),
         at = %chrono::Utc::now().to_rfc3339(),
         "dashboard action"
     );

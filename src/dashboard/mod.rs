@@ -158,6 +158,11 @@ impl Dashboard {
             .route("/jobs/{module}/{verb}/pause", post(actions::pause))
             .route("/jobs/{module}/{verb}/resume", post(actions::resume))
             .route("/jobs/{module}/{verb}/trigger", post(actions::trigger))
+            .route("/jobs/{module}/{verb}/backfill", post(actions::backfill))
+            .route(
+                "/jobs/{module}/{verb}/backfill/cancel",
+                post(actions::cancel_backfill),
+            )
             .route("/session", post(actions::start_session))
             .route("/session/end", post(actions::end_session))
             .route("/static/dashboard.css", get(pages::css))

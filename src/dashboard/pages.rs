@@ -69,6 +69,7 @@ impl Visit {
             session: self.session,
             paused: job.paused,
             every_replica: job.every_replica,
+            backfilling: job.backfill.is_some(),
         })
     }
 
@@ -182,8 +183,10 @@ pub(super) struct Actions {
     /// It was: the actions, and a form that ends the session.
     session: bool,
     paused: bool,
-    /// A job on every replica cannot be triggered: no "Run now".
+    /// A job on every replica cannot be triggered: no "Run now", no backfill.
     every_replica: bool,
+    /// A backfill is queued: a form cancels it.
+    backfilling: bool,
 }
 
 #[derive(Template)]
@@ -294,6 +297,8 @@ struct JobView {
     paused: Option<PausedView>,
     executing: Option<ExecutingView>,
     triggered: Option<String>,
+    /// A backfill in progress: how many occurrences are queued, from which.
+    backfill: Option<String>,
     broken: Option<String>,
     overdue: Option<String>,
 }
@@ -410,6 +415,13 @@ impl JobView {
                 },
             }),
             triggered: job.trigger_requested_at.map(|at| format::utc(Some(at))),
+            backfill: job.backfill.as_ref().map(|backfill| {
+                format!(
+                    "{} occurrence(s) queued, the next {}",
+                    backfill.queued,
+                    format::utc(Some(backfill.next))
+                )
+            }),
             broken: job.broken.clone(),
             overdue: job
                 .overdue_secs
@@ -761,6 +773,8 @@ struct RunView {
     outcome: String,
     class: String,
     manual: bool,
+    /// A backfill's run (`cronverb backfill`): tagged so, not `manual`.
+    backfill: bool,
     late: bool,
     scheduled: String,
     scheduled_machine: String,
@@ -795,7 +809,8 @@ impl RunView {
             id: run.id,
             outcome: run.outcome.clone(),
             class: format!("outcome-{}", run.outcome),
-            manual: run.manual,
+            manual: run.manual && !run.backfill,
+            backfill: run.backfill,
             late: run.late,
             scheduled: format::utc(Some(run.scheduled_at)),
             scheduled_machine: format::machine(Some(run.scheduled_at)),

@@ -7,11 +7,15 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use cron_schema::Schema;
 use futures_util::future::BoxFuture;
 
 use super::sql::{Dialect, SqlAdmin};
-use super::{AdminError, Deployed, Deployment, Pause, Run, RunFilter, Status, Triggered};
+use super::{
+    AdminError, BackfillCancelled, Backfilled, Deployed, Deployment, Pause, Run, RunFilter, Status,
+    Triggered,
+};
 
 /// What a command of a [`Commands`] returns: its result, once the database has answered.
 type Answer<'a, T> = BoxFuture<'a, Result<T, AdminError>>;
@@ -38,6 +42,19 @@ pub(crate) trait Commands: Debug + Send + Sync {
     fn resume<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Pause>;
     fn trigger<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Triggered>;
     fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64>;
+    fn backfill<'a>(
+        &'a self,
+        verb: &'a str,
+        module: Option<&'a str>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        dry_run: bool,
+    ) -> Answer<'a, Backfilled>;
+    fn cancel_backfill<'a>(
+        &'a self,
+        verb: &'a str,
+        module: Option<&'a str>,
+    ) -> Answer<'a, BackfillCancelled>;
 }
 
 impl<D: Dialect> Commands for SqlAdmin<D> {
@@ -83,5 +100,26 @@ impl<D: Dialect> Commands for SqlAdmin<D> {
         Box::pin(
             async move { Ok(super::prune::prune(self.pool(), older_than, batch, None).await?) },
         )
+    }
+
+    fn backfill<'a>(
+        &'a self,
+        verb: &'a str,
+        module: Option<&'a str>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        dry_run: bool,
+    ) -> Answer<'a, Backfilled> {
+        Box::pin(super::backfill::backfill(
+            self, verb, module, from, to, dry_run,
+        ))
+    }
+
+    fn cancel_backfill<'a>(
+        &'a self,
+        verb: &'a str,
+        module: Option<&'a str>,
+    ) -> Answer<'a, BackfillCancelled> {
+        Box::pin(super::backfill::cancel(self, verb, module))
     }
 }

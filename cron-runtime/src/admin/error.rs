@@ -112,6 +112,10 @@ pub enum AdminError {
         /// When it started; `None` before its handler started.
         started_at: Option<DateTime<Utc>>,
     },
+    /// A backfill refused before anything was queued: an empty window, one with more occurrences than
+    /// one backfill may queue, or a job on every replica (docs/operations.md, "Backfill").
+    #[error("{0}")]
+    BackfillRefused(String),
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -131,6 +135,7 @@ impl AdminError {
                 | AdminError::InvalidKey { .. }
                 | AdminError::KeyTaken { .. }
                 | AdminError::KeyRegisteredWithOtherJobs(_)
+                | AdminError::BackfillRefused(_)
         )
     }
 }

@@ -29,6 +29,7 @@ use cron_schema::Schema;
 use self::backend::Commands;
 
 pub(crate) mod backend;
+pub(crate) mod backfill;
 pub(crate) mod deploy;
 pub(crate) mod deployment;
 mod error;
@@ -42,6 +43,7 @@ pub(crate) mod statements;
 pub(crate) mod status;
 pub(crate) mod triggered;
 
+pub use backfill::{BackfillCancelled, BackfillProgress, Backfilled, Occurrence};
 pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob, check_verbs_listed_once};
 pub use deployment::Deployment;
 pub use error::AdminError;
@@ -158,6 +160,35 @@ impl Admin {
     /// Whether `run` has ended: its outcome is final (not `running`, nor `retrying` between attempts).
     pub fn run_ended(run: &Run) -> bool {
         triggered::ended(run)
+    }
+
+    /// Queues the occurrences of `verb`'s schedule (its active deployment's row) in `[from, to)` that
+    /// have no recorded run and are not queued yet, unless `dry_run`. The replicas' claim runs them in
+    /// order, one at a time, each as a manual run of its own instant recorded with `backfill = true`,
+    /// when the job is idle, not paused, has no pending trigger and no regular occurrence due: a
+    /// backfill never overlaps the job's regular runs nor holds one back. Running the same backfill
+    /// twice queues nothing the second time. A window of more than the per-deployment job limit's
+    /// worth of occurrences is refused ([`AdminError::BackfillRefused`]); see docs/operations.md,
+    /// "Backfill".
+    pub async fn backfill(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+        from: chrono::DateTime<chrono::Utc>,
+        to: chrono::DateTime<chrono::Utc>,
+        dry_run: bool,
+    ) -> Result<Backfilled, AdminError> {
+        self.backend.backfill(verb, module, from, to, dry_run).await
+    }
+
+    /// Drops the queued occurrences of `verb` that have not started: a backfill's run in flight goes
+    /// on, nothing after it runs.
+    pub async fn cancel_backfill(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+    ) -> Result<BackfillCancelled, AdminError> {
+        self.backend.cancel_backfill(verb, module).await
     }
 
     /// Deletes the runs that finished more than `older_than` ago (never a running one), `batch` per

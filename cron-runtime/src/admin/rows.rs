@@ -81,6 +81,8 @@ pub(crate) struct RunRow {
     pub(crate) late: bool,
     pub(crate) skipped: i32,
     pub(crate) manual: bool,
+    /// A backfilled occurrence's run (migration `0007`).
+    pub(crate) backfill: bool,
     /// `cron_job_runs.attempts` as JSON text, or NULL.
     pub(crate) attempts: Option<String>,
     pub(crate) retry_at: Option<At>,
@@ -167,4 +169,14 @@ pub(crate) struct TriggerRow {
 pub(crate) struct ExecutingRow {
     pub(crate) current_run_id: i64,
     pub(crate) started_at: Option<At>,
+}
+
+/// A verb's backfill queue, as `admin::backfill::PROGRESS` reads it: how many occurrences are queued,
+/// and the earliest.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct QueueRow {
+    pub(crate) module_name: String,
+    pub(crate) verb: String,
+    pub(crate) queued: i64,
+    pub(crate) next: At,
 }

@@ -202,8 +202,10 @@ pub struct Run {
     pub late: bool,
     /// How many occurrences it skipped (docs/runtime.md, "Missed runs").
     pub skipped: i32,
-    /// Started by `cronverb trigger`.
+    /// Started by `cronverb trigger`, or by `cronverb backfill` (then `backfill` too).
     pub manual: bool,
+    /// A run of an occurrence queued by `cronverb backfill` (docs/operations.md, "Backfill").
+    pub backfill: bool,
 }
 
 impl From<RunRow> for Run {
@@ -236,6 +238,7 @@ impl From<RunRow> for Run {
             late: row.late,
             skipped: row.skipped,
             manual: row.manual,
+            backfill: row.backfill,
         }
     }
 }

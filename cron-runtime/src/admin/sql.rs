@@ -17,7 +17,7 @@ use sqlx::{Database, Pool, Transaction};
 
 use super::rows::{
     ActiveDeployment, ActiveSchema, Ago, At, ExecutingRow, Ids, JobRow, ListedDeployment, PauseRow,
-    RegisteredDeployment, RegisteredJob, ReplicaRow, ResumeRow, RunRow, TriggerRow,
+    QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow, ResumeRow, RunRow, TriggerRow,
 };
 use crate::store::StoreError;
 use crate::store::schedules::Schedules;
@@ -187,6 +187,7 @@ pub(crate) trait Dialect:
     + Reads<ActiveDeployment>
     + Reads<TriggerRow>
     + Reads<ExecutingRow>
+    + Reads<QueueRow>
 {
     /// The statements.
     const SQL: Statements;

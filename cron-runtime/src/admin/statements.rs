@@ -56,7 +56,7 @@ macro_rules! statements {
             runs: concat!(
                 "SELECT r.id, r.module_name AS module, r.verb, d.key AS deployment, r.scheduled_at, \
                     r.claimed_at, r.started_at, r.finished_at, r.outcome, r.error, r.runner, r.late, \
-                    r.skipped, r.manual, CAST(r.attempts AS text) AS attempts, \
+                    r.skipped, r.manual, r.backfill, CAST(r.attempts AS text) AS attempts, \
                     CASE WHEN r.outcome = 'running' AND r.attempts IS NOT NULL THEN \
                         (SELECT j.next_execution FROM cron_jobs j \
                          WHERE j.retry_run_id = r.id AND j.state = 'idle' LIMIT 1) \

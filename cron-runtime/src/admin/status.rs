@@ -11,6 +11,7 @@ use cron_schema::{ZonedSchedule, parse_timezone};
 use serde::Serialize;
 
 use super::AdminError;
+use super::backfill::BackfillProgress;
 use super::lookup::check_module;
 use super::rows::{Ids, JobRow, ListedDeployment, ReplicaRow};
 use super::sql::{Dialect, SqlAdmin, Statement, unmigrated};
@@ -73,11 +74,18 @@ pub(crate) async fn status<D: Dialect>(
         .fetch_all(&mut conn)
         .await
         .map_err(read(context))?;
-    Ok(
-        modules.status(now, jobs, &replica_runs, |expression, zone| {
-            admin.schedule(expression, zone)
-        }),
-    )
+    let mut status = modules.status(now, jobs, &replica_runs, |expression, zone| {
+        admin.schedule(expression, zone)
+    });
+    let mut backfills = super::backfill::progress(admin).await?;
+    if !backfills.is_empty() {
+        for module in &mut status.modules {
+            for job in &mut module.jobs {
+                job.backfill = backfills.remove(&(module.name.clone(), job.verb.clone()));
+            }
+        }
+    }
+    Ok(status)
 }
 
 /// The last runs of the jobs on every replica that the live replicas reported
@@ -280,6 +288,10 @@ pub struct JobStatus {
     /// How many seconds past its `next_execution` the row is, when it is overdue: idle, not paused, of
     /// the active deployment, and more than [`OVERDUE_AFTER`] past its instant. `None` otherwise.
     pub overdue_secs: Option<u64>,
+    /// The verb's backfill in progress (`cronverb backfill`): what is queued and not started. `None`
+    /// when nothing is queued, and then left out of the JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<BackfillProgress>,
 }
 
 /// The latest run of a verb in [`JobStatus`].
@@ -440,6 +452,7 @@ fn job_status(row: JobRow) -> JobStatus {
         replica_runs: Vec::new(),
         broken: None,
         overdue_secs: None,
+        backfill: None,
     }
 }
 

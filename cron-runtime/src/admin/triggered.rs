@@ -99,6 +99,7 @@ mod tests {
             late: false,
             skipped: 0,
             manual: false,
+            backfill: false,
         }
     }
 

@@ -221,6 +221,7 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
         run_id: claim.run_id,
         scheduled_at: claim.scheduled_at,
         late: claim.late,
+        backfill: claim.backfill,
         state: RunState::new(
             shared.epoch,
             anchor.instant_for(claim.lease_expires_at),

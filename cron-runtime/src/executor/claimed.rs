@@ -262,6 +262,7 @@ fn ended_run(
         measure: Measure {
             job: run.state.job,
             late: run.late,
+            backfill: run.backfill,
         },
         finish: Finish {
             run_id: run.run_id,
@@ -319,6 +320,7 @@ pub(super) fn blocked<S>(
             job: state.job,
             // Only a late run's own claim knows; its skips are counted as overlap.
             late: false,
+            backfill: false,
         },
     };
     ended.ended_at(now, anchor);

@@ -137,7 +137,15 @@ async fn record_batch<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
             }
             Ok(finished) => {
                 count_recorded(shared, &finish, finished, measure);
-                if let Some(next) = recorded_as(&finish, finished, &span)
+                let mut next = recorded_as(&finish, finished, &span);
+                // A backfill's run ended: the job's next queued occurrence is due now, not at its
+                // next regular one (docs/operations.md, "Backfill").
+                if measure.backfill
+                    && let Some(ended) = finish.ended_at
+                {
+                    next = Some(next.map_or(ended, |next| next.min(ended)));
+                }
+                if let Some(next) = next
                     && !chained.contains(&finish.job_id)
                 {
                     earliest = Some(earliest.map_or(next, |e| e.min(next)));

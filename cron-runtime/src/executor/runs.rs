@@ -26,6 +26,11 @@ pub(super) struct Run {
     ///
     /// [`Claim::late`]: crate::store::Claim::late
     pub(super) late: bool,
+    /// A run of a backfilled occurrence ([`Claim::backfill`]): when it ends, the executor claims
+    /// again at once, for the next queued one.
+    ///
+    /// [`Claim::backfill`]: crate::store::Claim::backfill
+    pub(super) backfill: bool,
     /// Its lease (renewals extend it), its deadline and whether it ended.
     pub(super) state: Arc<RunState>,
     /// The context its handler will get (taken now, so that no reference count is touched when
@@ -195,6 +200,8 @@ pub(super) struct Measure {
     pub(super) job: usize,
     /// It was claimed late ([`Run::late`]).
     pub(super) late: bool,
+    /// It ran a backfilled occurrence ([`Run::backfill`]).
+    pub(super) backfill: bool,
 }
 
 impl Measure {

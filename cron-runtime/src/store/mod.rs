@@ -117,6 +117,10 @@ pub struct Claim {
     /// For a retry, the instant it is due, after the backoff; `None` for a first attempt, which is due
     /// at `scheduled_at`.
     pub retry_at: Option<DateTime<Utc>>,
+    /// A run of an occurrence an operator backfilled (`cronverb backfill`, docs/operations.md,
+    /// "Backfill"): recorded with `backfill = true`, a manual run of its own instant. When it ends, the
+    /// executor claims again at once, for the next queued occurrence.
+    pub backfill: bool,
 }
 
 impl Claim {

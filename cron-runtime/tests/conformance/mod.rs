@@ -24,6 +24,7 @@ use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 
 use crate::support::schema_of;
 
+mod backfill;
 mod chain;
 mod claims;
 mod deploys;
@@ -40,6 +41,7 @@ mod rows;
 mod shutdown;
 mod waking;
 
+pub use backfill::*;
 pub use chain::*;
 pub use claims::*;
 pub use deploys::*;
@@ -113,6 +115,18 @@ pub trait StoreUnderTest {
         let verb = verb.to_owned();
         async move { operator.resume(&verb).await }
     }
+
+    /// Backfills `verb` of [`MODULE`] over `[from, to)`, as `cronverb backfill` does.
+    fn backfill(
+        &self,
+        verb: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<DateTime<Utc>>, String>> {
+        let operator = self.operator();
+        let verb = verb.to_owned();
+        async move { operator.backfill(&verb, from, to).await }
+    }
 }
 
 /// What an operator does to the jobs of [`MODULE`] (docs/operations.md, "Pause and resume" and "Manual
@@ -127,6 +141,18 @@ pub trait Operator {
     /// Resumes `verb`; the next run it reports (`cronverb resume`'s "next run at"), which is never in
     /// the past (docs/operations.md, "Pause and resume").
     fn resume(&self, verb: &str) -> impl Future<Output = Option<DateTime<Utc>>>;
+
+    /// Queues the occurrences of `verb` in `[from, to)` that never ran, as `cronverb backfill` does;
+    /// the occurrences queued, or why it was refused (docs/operations.md, "Backfill").
+    fn backfill(
+        &self,
+        verb: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<DateTime<Utc>>, String>>;
+
+    /// Drops the queued occurrences of `verb`, as `cronverb backfill --cancel` does; how many.
+    fn cancel_backfill(&self, verb: &str) -> impl Future<Output = u64>;
 }
 
 /// The database stores' operator: the operator API, written once over every database store.
@@ -151,6 +177,25 @@ impl Operator for cron_runtime::admin::Admin {
             .unwrap()
             .next_execution
     }
+
+    async fn backfill(
+        &self,
+        verb: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<DateTime<Utc>>, String> {
+        cron_runtime::admin::Admin::backfill(self, verb, Some(MODULE), from, to, false)
+            .await
+            .map(|done| done.queued.iter().map(|o| o.scheduled_at).collect())
+            .map_err(|e| e.to_string())
+    }
+
+    async fn cancel_backfill(&self, verb: &str) -> u64 {
+        cron_runtime::admin::Admin::cancel_backfill(self, verb, Some(MODULE))
+            .await
+            .unwrap()
+            .cancelled
+    }
 }
 
 /// A run as every store records it.
@@ -173,8 +218,10 @@ pub struct RunView {
     pub skipped: u32,
     /// The attempts of an occurrence tried more than once (docs/runtime.md, "Retries").
     pub attempts: Vec<Attempt>,
-    /// A manual run (`cronverb trigger`).
+    /// A manual run (`cronverb trigger`, or a backfill's).
     pub manual: bool,
+    /// A run of a backfilled occurrence (`cronverb backfill`).
+    pub backfill: bool,
 }
 
 /// Makes one test of each case with `$test`, a macro given the case's name: `$test!(case_name);`.
@@ -257,6 +304,15 @@ macro_rules! every_case {
         $test!(a_heartbeat_leaves_out_a_paused_job_and_counts_a_pending_trigger);
         $test!(a_retry_paused_past_its_instant_runs_at_the_resume);
         $test!(a_retry_whose_next_occurrence_came_while_paused_is_cut_short_at_the_resume);
+        // Backfills
+        $test!(a_backfill_queues_what_never_ran_and_runs_it_in_order_as_backfills);
+        $test!(a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it);
+        $test!(a_backfill_run_twice_repeats_nothing);
+        $test!(a_cancelled_backfill_runs_nothing_more);
+        $test!(a_backfill_of_too_many_occurrences_is_refused);
+        $test!(a_backfill_window_reaching_past_now_is_refused);
+        $test!(regular_runs_come_before_backfills_under_the_replicas_cap);
+        $test!(a_backfill_of_a_job_under_missed_all_keeps_its_backlog_and_runs_nothing_twice);
         // Waking up
         $test!(a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due);
         // Jobs on every replica

@@ -4,6 +4,7 @@
 //! expression, an unknown zone, a malformed instant, or a usage error reported by clap), 1 for any other
 //! failure.
 
+mod backfill;
 mod check;
 mod dashboard;
 mod db;
@@ -31,7 +32,7 @@ pub use diagnostic::InvalidInput;
 #[command(
     name = "cronverb",
     version,
-    about = "Check cron expressions, and deploy, inspect, pause, resume and trigger the scheduled jobs \
+    about = "Check cron expressions, and deploy, inspect, pause, resume, trigger and backfill the scheduled jobs \
              of applications built with cronverb; serve their dashboard"
 )]
 struct Cli {
@@ -52,6 +53,7 @@ enum Command {
     Pause(pause::PauseArgs),
     Resume(pause::ResumeArgs),
     Trigger(trigger::Args),
+    Backfill(backfill::Args),
     Prune(prune::Args),
     Simulate(simulate::Args),
 }
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Command::Pause(args) => return pause::pause(args),
         Command::Resume(args) => return pause::resume(args),
         Command::Trigger(args) => return trigger::run(args),
+        Command::Backfill(args) => return backfill::run(args),
         Command::Prune(args) => return prune::run(args),
         Command::Dashboard(args) => return dashboard::run(args),
         Command::Simulate(args) => return simulate::run(args),

@@ -123,7 +123,9 @@ fn row(run: &Run) -> Vec<String> {
     // How late the handler started (docs/operations.md, "The tables").
     let lateness = run.lateness_ms.map_or_else(|| "-".to_owned(), seconds);
     let mut notes = Vec::new();
-    if run.manual {
+    if run.backfill {
+        notes.push("backfill".to_owned());
+    } else if run.manual {
         notes.push("manual".to_owned());
     }
     if run.late {

@@ -213,6 +213,13 @@ fn job_row(job: &JobStatus) -> Vec<String> {
     if job.trigger_requested_at.is_some() {
         state.push_str(", triggered");
     }
+    if let Some(backfill) = &job.backfill {
+        state.push_str(&format!(
+            ", backfill: {} queued from {}",
+            backfill.queued,
+            db::instant(Some(backfill.next))
+        ));
+    }
     let last = match &job.last_run {
         // Its runs are each replica's, listed under the table.
         None if job.every_replica => format!("{} replica(s)", job.replica_runs.len()),

@@ -7,8 +7,25 @@ use chrono::{DateTime, Utc};
 
 use super::history::RunRecord;
 use super::tables::{Executing, State};
+use crate::store::rules::backfill::takes_backfill;
 use crate::store::rules::{Due, DueRow, Take};
 use crate::store::{Claim, Outcome, RETRIES_CUT_SHORT, Runner, StoreError, StoreSettings};
+
+/// What a claim picked a job for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Pick {
+    /// Its regular occurrence, or its pending retry.
+    Regular,
+    /// Its pending trigger.
+    Trigger,
+    /// Its earliest queued backfill occurrence.
+    Backfill,
+}
+
+/// The job ids of deployment `deployment_id` by verb.
+fn deployment_jobs(state: &State, deployment_id: i64) -> &std::collections::HashMap<String, i64> {
+    &state.deployments[&deployment_id].jobs
+}
 
 impl State {
     /// Ends the run whose retry job `job_id` holds `failed`, its retries cut short at `now` (a claim
@@ -48,8 +65,9 @@ impl State {
             return Ok((Vec::new(), None));
         }
         let module = deployment.module.clone();
-        // Regular occurrences (and pending retries) due by the horizon, then pending triggers: each
-        // `(instant, job, manual)`.
+        // Regular occurrences (and pending retries) due by the horizon, then pending triggers, then
+        // the earliest queued backfill occurrence of each job that takes one: each `(instant, job,
+        // kind)`.
         let mut picked = Vec::new();
         if let Some(due) = self.due.get(&runner.deployment_id) {
             for &(at, job_id) in due.iter() {
@@ -60,7 +78,7 @@ impl State {
                     // Still running under another deployment; its finish wakes us.
                     continue;
                 }
-                picked.push((at, job_id, false));
+                picked.push((at, job_id, Pick::Regular));
             }
         }
         let regular = picked.len();
@@ -70,27 +88,51 @@ impl State {
                     break;
                 }
                 if self.takes_trigger(&module, job_id, horizon) {
-                    picked.push((at, job_id, true));
+                    picked.push((at, job_id, Pick::Trigger));
                 }
             }
         }
+        let before_backfills = picked.len();
+        for ((queue_module, verb), queued) in &self.backfills {
+            if picked.len() >= before_backfills + limit {
+                break;
+            }
+            // Only an occurrence at or before now (docs/operations.md, "Backfill").
+            let (Some(&first), true) = (queued.first(), **queue_module == *module) else {
+                continue;
+            };
+            if first > now {
+                continue;
+            }
+            if let Some(&job_id) = deployment_jobs(self, runner.deployment_id).get(verb)
+                && self.takes_backfill(&module, job_id, horizon)
+            {
+                picked.push((first, job_id, Pick::Backfill));
+            }
+        }
         if picked.len() > regular {
-            // Triggers among the regular occurrences, in the order of their instants; the regular
-            // ones alone come ordered from their index.
-            picked.sort_unstable();
+            // Triggers among the regular occurrences, in the order of their instants, and backfills
+            // after them all: under the replica's cap, queued occurrences never take a slot a regular
+            // run is due for (docs/operations.md, "Backfill"). The regular ones alone come ordered
+            // from their index.
+            picked.sort_unstable_by_key(|&(at, job_id, pick)| (pick == Pick::Backfill, at, job_id));
             picked.truncate(limit);
         }
         // Room for every pick at once: thousands of claims grown by doubling would hold room for up to
         // twice as many.
         let mut claims = Vec::with_capacity(picked.len());
-        for (at, job_id, manual) in picked {
+        for (at, job_id, pick) in picked {
+            if pick == Pick::Backfill && !self.take_queued(job_id, at) {
+                continue;
+            }
             let job = &self.jobs[&job_id];
-            let due = match (&job.retrying, manual) {
-                (_, true) => Due::Manual,
-                (Some(run), false) => Due::Retry {
+            let due = match (&job.retrying, pick) {
+                (_, Pick::Trigger) => Due::Manual,
+                (_, Pick::Backfill) => Due::Backfill,
+                (Some(run), Pick::Regular) => Due::Retry {
                     occurrence: run.scheduled_at,
                 },
-                (None, false) => Due::Regular,
+                (None, Pick::Regular) => Due::Regular,
             };
             let row = DueRow {
                 at,
@@ -122,7 +164,67 @@ impl State {
                 .find(|(_, job_id)| !self.is_executing(module, &self.jobs[job_id].spec.verb))
                 .map(|(at, _)| *at)
         });
-        regular.into_iter().chain(triggered).min()
+        let backfill = self
+            .backfills
+            .iter()
+            .filter(|((queue_module, _), _)| **queue_module == *module)
+            .filter_map(|((_, verb), queued)| {
+                let job = &self.jobs[self.deployments[&deployment_id].jobs.get(verb)?];
+                let free =
+                    job.executing.is_none() && !job.paused && !self.is_executing(module, verb);
+                free.then(|| queued.first().copied()).flatten()
+            })
+            .min();
+        regular.into_iter().chain(triggered).chain(backfill).min()
+    }
+
+    /// Whether a claim with this horizon takes the earliest queued backfill occurrence of `job_id`
+    /// (`rules::takes_backfill`), no run of its verb being in flight under any deployment.
+    fn takes_backfill(&self, module: &str, job_id: i64, horizon: DateTime<Utc>) -> bool {
+        let job = &self.jobs[&job_id];
+        let regular_due = job.next_execution.is_some_and(|next| next <= horizon);
+        takes_backfill(
+            job.executing.is_none(),
+            job.paused,
+            job.trigger.is_some(),
+            regular_due,
+        ) && !self.is_executing(module, &job.spec.verb)
+    }
+
+    /// Takes the queued backfill occurrence `at` of `job_id` out of the queue; whether it is to run:
+    /// not when it ran meanwhile (the database stores' unique key on runs refuses it there:
+    /// `AlreadyRan::DropBackfill`).
+    fn take_queued(&mut self, job_id: i64, at: DateTime<Utc>) -> bool {
+        let job = &self.jobs[&job_id];
+        let key = (Arc::clone(&job.module), job.spec.verb.clone());
+        if let Some(queued) = self.backfills.get_mut(&key) {
+            queued.remove(&at);
+            if queued.is_empty() {
+                self.backfills.remove(&key);
+            }
+        }
+        let job = &self.jobs[&job_id];
+        !self.has_run(&job.module, &job.verb, at)
+    }
+
+    /// Whether the store has a run of the occurrence `at` of `verb` of `module`, finished (one the
+    /// history keeps: one look-up, as the database stores' unique key on runs) or in flight (held by,
+    /// or waiting for its retry on, a row of the verb in one of the module's deployments).
+    pub(super) fn has_run(&self, module: &Arc<str>, verb: &Arc<str>, at: DateTime<Utc>) -> bool {
+        self.history.has(module, verb, at)
+            || self
+                .deployments
+                .values()
+                .filter(|deployment| deployment.module == *module)
+                .filter_map(|deployment| deployment.jobs.get(&**verb))
+                .any(|job_id| {
+                    let job = &self.jobs[job_id];
+                    job.executing.is_some_and(|run| run.scheduled_at == at)
+                        || job
+                            .retrying
+                            .as_ref()
+                            .is_some_and(|run| run.scheduled_at == at)
+                })
     }
 
     /// Whether a claim with this horizon takes the pending trigger of `job_id` as a manual run: the job
@@ -161,6 +263,7 @@ impl State {
             skipped: 0,
             attempts: Vec::new(),
             manual,
+            backfill: false,
         }
     }
 
@@ -187,6 +290,7 @@ impl State {
             lease_expires_at,
             retry_at,
             manual: run.manual,
+            backfill: run.backfill,
         });
         self.executing_verbs
             .entry(Arc::clone(&run.module))
@@ -210,13 +314,16 @@ impl State {
             Take::Run {
                 scheduled_at,
                 manual,
+                backfill,
                 start_at,
                 lease_expires_at,
                 ..
             } => {
-                // A manual run takes its trigger; a regular one satisfies it.
+                // A manual run takes its trigger; a regular one satisfies it. A backfill's run was
+                // taken with no trigger pending.
                 self.set_trigger(job_id, None);
-                let run = self.new_run(runner, module, job_id, scheduled_at, now, manual);
+                let mut run = self.new_run(runner, module, job_id, scheduled_at, now, manual);
+                run.backfill = backfill;
                 let claim = take.claim(run.run_id, job_id, verb, 0);
                 self.execute(runner, run, start_at, lease_expires_at, None);
                 claim

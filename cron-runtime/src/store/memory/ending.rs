@@ -16,6 +16,7 @@ impl State {
             scheduled_at: executing.scheduled_at,
             next_execution: job.next_execution,
             manual: executing.manual,
+            backfill: executing.backfill,
             paused: job.paused,
             active: self.deployments[&job.deployment_id].active,
             retry: if executing.retry_at.is_some() {

@@ -1,7 +1,7 @@
 //! The in-memory store's history: the runs it records, the last ones only (docs/runtime.md, "History
 //! retention").
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -49,6 +49,9 @@ pub struct RunRecord {
     /// A manual run (asked for with [`MemoryStore::trigger`](super::MemoryStore::trigger)), scheduled
     /// at the trigger's instant.
     pub manual: bool,
+    /// A run of a backfilled occurrence ([`MemoryStore::backfill`](super::MemoryStore::backfill)), a
+    /// manual run of its own instant (docs/operations.md, "Backfill").
+    pub backfill: bool,
 }
 
 /// The finished runs the store keeps, oldest first.
@@ -56,13 +59,21 @@ pub struct RunRecord {
 pub(super) struct History {
     limit: usize,
     runs: VecDeque<RunRecord>,
+    /// The occurrences of the runs kept, by module, verb and instant (how many runs of each: one, as
+    /// the database stores' unique key on runs allows): whether an occurrence ran is one look-up,
+    /// not a scan of the history ([`History::has`]).
+    occurrences: HashMap<Occurrence, u32>,
 }
+
+/// A run's occurrence: its module, verb and instant, the database stores' unique key on runs.
+type Occurrence = (Arc<str>, Arc<str>, DateTime<Utc>);
 
 impl Default for History {
     fn default() -> Self {
         History {
             limit: DEFAULT_HISTORY_LIMIT,
             runs: VecDeque::new(),
+            occurrences: HashMap::new(),
         }
     }
 }
@@ -84,13 +95,36 @@ impl History {
     /// would hold room for 16,384 (docs/benchmarks.md, "Where the memory went").
     pub(super) fn record(&mut self, run: RunRecord) {
         if self.runs.len() >= self.limit {
-            self.runs.pop_front();
+            if let Some(forgotten) = self.runs.pop_front() {
+                let key = occurrence(&forgotten);
+                if let Some(count) = self.occurrences.get_mut(&key) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.occurrences.remove(&key);
+                    }
+                }
+            }
         } else if self.runs.len() == self.runs.capacity() {
             let grown = (self.runs.len() * 2).max(4).min(self.limit);
             self.runs.reserve_exact(grown - self.runs.len());
         }
+        *self.occurrences.entry(occurrence(&run)).or_default() += 1;
         self.runs.push_back(run);
     }
+
+    /// Whether a run kept is of the occurrence `at` of `verb` of `module`.
+    pub(super) fn has(&self, module: &Arc<str>, verb: &Arc<str>, at: DateTime<Utc>) -> bool {
+        self.occurrences
+            .contains_key(&(Arc::clone(module), Arc::clone(verb), at))
+    }
+}
+
+fn occurrence(run: &RunRecord) -> Occurrence {
+    (
+        Arc::clone(&run.module),
+        Arc::clone(&run.verb),
+        run.scheduled_at,
+    )
 }
 
 #[cfg(test)]
@@ -115,6 +149,7 @@ mod tests {
             skipped: 0,
             attempts: Vec::new(),
             manual: false,
+            backfill: false,
         }
     }
 
@@ -132,5 +167,26 @@ mod tests {
         }
         let kept: Vec<i64> = history.finished().map(|r| r.run_id).collect();
         assert_eq!(kept, (16..=25).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn knows_the_occurrences_of_the_runs_it_keeps() {
+        let mut history = History::default();
+        history.set_limit(2);
+        let at = |s| DateTime::<Utc>::from_timestamp(s, 0).unwrap();
+        let of = |run_id, s| RunRecord {
+            scheduled_at: at(s),
+            ..run(run_id)
+        };
+        let (m, v) = (Arc::from("m"), Arc::from("m::v"));
+        history.record(of(1, 1));
+        history.record(of(2, 2));
+        assert!(history.has(&m, &v, at(1)) && history.has(&m, &v, at(2)));
+        assert!(!history.has(&m, &Arc::from("m::w"), at(1)));
+        // The oldest run forgotten, its occurrence is too.
+        history.record(of(3, 3));
+        assert!(!history.has(&m, &v, at(1)));
+        assert!(history.has(&m, &v, at(2)) && history.has(&m, &v, at(3)));
+        assert_eq!(history.occurrences.len(), 2);
     }
 }

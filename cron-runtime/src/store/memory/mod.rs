@@ -146,6 +146,37 @@ impl MemoryStore {
         Ok(requested_at)
     }
 
+    /// Queues the occurrences of `verb` of `module` in `[from, to)` that have no run and are not queued
+    /// yet; the claims run them in order, one at a time, as manual runs of their own instants recorded
+    /// as backfills, never overlapping the job's regular runs (docs/operations.md, "Backfill"). Returns
+    /// the occurrences queued (or, with `dry_run`, that would be). What `cronverb backfill` does to a
+    /// database store.
+    pub fn backfill(
+        &self,
+        module: &str,
+        verb: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        dry_run: bool,
+    ) -> Result<Vec<DateTime<Utc>>, StoreError> {
+        let now = self.now();
+        let queued = self.lock().backfill(module, verb, from, to, now, dry_run)?;
+        if !queued.is_empty() && !dry_run {
+            self.wake();
+        }
+        Ok(queued)
+    }
+
+    /// Drops the queued backfill occurrences of `verb` of `module` that have not started; how many.
+    pub fn cancel_backfill(&self, module: &str, verb: &str) -> Result<u64, StoreError> {
+        self.lock().cancel_backfill(module, verb)
+    }
+
+    /// The queued backfill occurrences of `verb` of `module`, in order: a backfill's progress.
+    pub fn queued_backfill(&self, module: &str, verb: &str) -> Vec<DateTime<Utc>> {
+        self.lock().queued_backfill(module, verb)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         crate::sync::lock(&self.inner.state)
     }

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use cron_schema::RunOn;
 
 use super::tables::State;
+use crate::store::rules::backfill::Backfill;
 use crate::store::rules::operator::{
     Resume, close_to, executing, no_active_deployment, not_in_active_deployment, resume,
     runs_on_every_replica, unknown_module, unknown_verb,
@@ -158,6 +159,77 @@ impl State {
         }
         self.set_trigger(job_id, Some(now));
         Ok(now)
+    }
+}
+
+impl State {
+    /// Queues the occurrences of `verb` of `module` in `[from, to)` that have no run and are not queued
+    /// (docs/operations.md, "Backfill"; `rules::backfill`), unless `dry_run`; returns them. Refused as
+    /// the operator API refuses it: an unknown verb, no active deployment, a verb not in it, a job on
+    /// every replica, an empty window, one that ends after `now` or one above the limit.
+    pub(super) fn backfill(
+        &mut self,
+        module: &str,
+        verb: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        now: DateTime<Utc>,
+        dry_run: bool,
+    ) -> Result<Vec<DateTime<Utc>>, StoreError> {
+        let job_id = self.active_row(module, verb)?;
+        let job = &self.jobs[&job_id];
+        if job.spec.on == RunOn::EveryReplica {
+            return Err(StoreError::Invalid(runs_on_every_replica(verb)));
+        }
+        let module_name = std::sync::Arc::clone(&job.module);
+        let ran = |at| self.has_run(&job.module, &job.verb, at);
+        let key = (module_name, verb.to_owned());
+        let queued = self.backfills.get(&key);
+        let plan = Backfill::plan(verb, &job.spec.schedule, from, to, now, ran, |at| {
+            queued.is_some_and(|q| q.contains(&at))
+        })
+        .map_err(StoreError::Invalid)?;
+        if !dry_run && !plan.to_queue.is_empty() {
+            self.backfills
+                .entry(key)
+                .or_default()
+                .extend(plan.to_queue.iter().copied());
+        }
+        Ok(plan.to_queue)
+    }
+
+    /// Drops the queued backfill occurrences of `verb` of `module` (a run in flight goes on); how many.
+    pub(super) fn cancel_backfill(&mut self, module: &str, verb: &str) -> Result<u64, StoreError> {
+        self.rows_of(module, verb)?;
+        let key = (std::sync::Arc::<str>::from(module), verb.to_owned());
+        let dropped = self.backfills.remove(&key).map_or(0, |q| q.len());
+        Ok(u64::try_from(dropped).unwrap_or(u64::MAX))
+    }
+
+    /// The queued backfill occurrences of `verb` of `module`, in order.
+    pub(super) fn queued_backfill(&self, module: &str, verb: &str) -> Vec<DateTime<Utc>> {
+        let key = (std::sync::Arc::<str>::from(module), verb.to_owned());
+        self.backfills
+            .get(&key)
+            .map(|q| q.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The row of `verb` in `module`'s active deployment, refused as a trigger is refused when there is
+    /// none.
+    fn active_row(&self, module: &str, verb: &str) -> Result<i64, StoreError> {
+        self.rows_of(module, verb)?;
+        let Some(active) = self.active_deployment(module) else {
+            return Err(StoreError::Invalid(no_active_deployment(module)));
+        };
+        match active.jobs.get(verb) {
+            Some(&job_id) => Ok(job_id),
+            None => Err(StoreError::Invalid(not_in_active_deployment(
+                module,
+                verb,
+                &active.key,
+            ))),
+        }
     }
 }
 

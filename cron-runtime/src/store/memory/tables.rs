@@ -24,6 +24,9 @@ pub(super) struct State {
     /// Jobs with a pending trigger (a manual run asked for), per deployment, ordered by the trigger's
     /// instant: idle or not, paused or not.
     pub(super) triggered: HashMap<i64, BTreeSet<(DateTime<Utc>, i64)>>,
+    /// The queued backfill occurrences of each verb, by module and verb (docs/operations.md,
+    /// "Backfill"): a claim takes a verb's earliest one (`rules::backfill`).
+    pub(super) backfills: BTreeMap<(Arc<str>, String), BTreeSet<DateTime<Utc>>>,
     /// The executing verbs of each module, whatever their deployment (no verb runs twice at once, also
     /// across deployments: docs/runtime.md, "Overlap").
     pub(super) executing_verbs: HashMap<Arc<str>, HashSet<Arc<str>>>,
@@ -104,6 +107,8 @@ pub(super) struct Executing {
     pub(super) retry_at: Option<DateTime<Utc>>,
     /// A manual run: it did not take the job's `next_execution`.
     pub(super) manual: bool,
+    /// A backfill's run: it yields to the schedule (`rules::HeldRun::backfill`).
+    pub(super) backfill: bool,
 }
 
 #[derive(Debug)]
@@ -143,6 +148,7 @@ impl State {
             && run.verb == job.verb
             && run.scheduled_at == executing.scheduled_at
             && run.manual == executing.manual
+            && !run.backfill
             && run.finished_at.is_none()
             && run.outcome.is_none()
             && run.error.is_none()
@@ -212,6 +218,7 @@ impl State {
             skipped: 0,
             attempts: Vec::new(),
             manual: executing.manual,
+            backfill: executing.backfill,
         }
     }
 

@@ -301,5 +301,6 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         .iter()
         .flat_map(|family| family.iter().copied())
         .chain(<Postgres as crate::admin::sql::Dialect>::SQL.named())
+        .chain(crate::admin::backfill::statements())
         .collect()
 }

@@ -27,6 +27,10 @@ pub(crate) enum Due {
     /// The retry of the run of `occurrence`, pending at the row's `next_execution` (docs/runtime.md,
     /// "Retries").
     Retry { occurrence: DateTime<Utc> },
+    /// The job's earliest queued backfill occurrence, at its own instant: a manual run, never late,
+    /// that leaves `next_execution` alone and is recorded as a backfill (docs/operations.md,
+    /// "Backfill"; `rules::backfill`).
+    Backfill,
 }
 
 /// The facts of a due row a claim locked.
@@ -50,10 +54,12 @@ pub(crate) struct DueRow {
 pub(crate) enum Take {
     /// A new run of `scheduled_at` (its first attempt), to start at `start_at` and held until
     /// `lease_expires_at`: the row executes it. A regular run satisfies a trigger pending on the row.
+    /// A backfill's run is a manual one too (`backfill` and `manual`).
     Run {
         scheduled_at: DateTime<Utc>,
         late: bool,
         manual: bool,
+        backfill: bool,
         start_at: DateTime<Utc>,
         lease_expires_at: DateTime<Utc>,
     },
@@ -95,6 +101,8 @@ pub(crate) enum AlreadyRan {
     /// A regular occurrence that an old deployment's run took (a changed verb's first one): the row
     /// moves past it, as an overlap would.
     MovePast(Option<DateTime<Utc>>),
+    /// A queued backfill occurrence that ran meanwhile: it leaves the queue, and is not run again.
+    DropBackfill,
 }
 
 impl DueRow {
@@ -112,11 +120,12 @@ impl DueRow {
             scheduled_at,
             late,
             manual,
+            backfill: self.due == Due::Backfill,
             start_at: start_of(scheduled_at, now),
             lease_expires_at: lease_expires(scheduled_at, now, lease),
         };
         match self.due {
-            Due::Manual => Some(run(self.at, false, true)),
+            Due::Manual | Due::Backfill => Some(run(self.at, false, true)),
             Due::Regular => {
                 let late = is_late(self.at, now, settings.missed_tolerance);
                 let skip = |(next, skipped)| Take::Skip {
@@ -157,6 +166,7 @@ impl DueRow {
     pub(crate) fn already_ran(&self, schedule: &ZonedSchedule, now: DateTime<Utc>) -> AlreadyRan {
         match self.due {
             Due::Manual => AlreadyRan::DropTrigger,
+            Due::Backfill => AlreadyRan::DropBackfill,
             // A catch-up goes on at the occurrence after this one: those between it and now are
             // still to run (docs/runtime.md, "Missed runs").
             Due::Regular if self.missed == MissedPolicy::All => {
@@ -180,6 +190,10 @@ impl AlreadyRan {
                 job_id, verb, %at,
                 "the occurrence of `{verb}` at {at} already ran; moving to the next one"
             ),
+            AlreadyRan::DropBackfill => tracing::info!(
+                job_id, verb, %at,
+                "the backfilled occurrence of `{verb}` at {at} already ran; it leaves the queue"
+            ),
         }
     }
 }
@@ -194,20 +208,37 @@ impl Take {
         verb: String,
         earlier: usize,
     ) -> Option<Claim> {
-        let (scheduled_at, late, action, skipped, retry_at) = match *self {
+        let (scheduled_at, late, action, skipped, retry_at, backfill) = match *self {
             Take::Run {
-                scheduled_at, late, ..
-            } => (scheduled_at, late, ClaimAction::Run, 0, None),
+                scheduled_at,
+                late,
+                backfill,
+                ..
+            } => (scheduled_at, late, ClaimAction::Run, 0, None, backfill),
             Take::Skip {
                 scheduled_at,
                 skipped,
                 ..
-            } => (scheduled_at, true, ClaimAction::Skipped, skipped, None),
+            } => (
+                scheduled_at,
+                true,
+                ClaimAction::Skipped,
+                skipped,
+                None,
+                false,
+            ),
             Take::Retry {
                 occurrence,
                 retry_at,
                 ..
-            } => (occurrence, false, ClaimAction::Run, 0, Some(retry_at)),
+            } => (
+                occurrence,
+                false,
+                ClaimAction::Run,
+                0,
+                Some(retry_at),
+                false,
+            ),
             Take::CutShort { .. } => return None,
         };
         Some(Claim {
@@ -221,6 +252,7 @@ impl Take {
             lease_expires_at: self.lease_expires_at()?,
             attempt: u32::try_from(earlier + 1).unwrap_or(u32::MAX),
             retry_at,
+            backfill,
         })
     }
 
@@ -298,6 +330,7 @@ mod tests {
                 scheduled_at: at(0, 1, 0),
                 late: false,
                 manual: false,
+                backfill: false,
                 start_at: at(0, 1, 0),
                 lease_expires_at: at(0, 1, 30),
             })
@@ -314,6 +347,7 @@ mod tests {
                 scheduled_at: at(0, 1, 0),
                 late: true,
                 manual: false,
+                backfill: false,
                 start_at: now,
                 lease_expires_at: at(0, 11, 0),
             })
@@ -330,6 +364,25 @@ mod tests {
         );
         // A row that does not parse is left alone.
         assert_eq!(skip.take(|| None::<ZonedSchedule>, now, &settings()), None);
+    }
+
+    #[test]
+    fn a_backfill_is_a_manual_run_of_its_own_instant_never_late() {
+        let queued = row(at(0, 1, 0), Due::Backfill, MissedPolicy::Skip);
+        let taken = queued.take(|| None::<ZonedSchedule>, at(0, 10, 0), &settings());
+        assert_eq!(
+            taken,
+            Some(Take::Run {
+                scheduled_at: at(0, 1, 0),
+                late: false,
+                manual: true,
+                backfill: true,
+                start_at: at(0, 10, 0),
+                lease_expires_at: at(0, 10, 30),
+            })
+        );
+        let claim = taken.unwrap().claim(7, 1, "v".to_owned(), 0).unwrap();
+        assert!(claim.backfill && !claim.late);
     }
 
     #[test]
@@ -410,6 +463,11 @@ mod tests {
         assert_eq!(
             manual.already_ran(&minutely(), at(0, 10, 0)),
             AlreadyRan::DropTrigger
+        );
+        let queued = row(at(0, 1, 0), Due::Backfill, MissedPolicy::Once);
+        assert_eq!(
+            queued.already_ran(&minutely(), at(0, 10, 0)),
+            AlreadyRan::DropBackfill
         );
         let regular = row(at(0, 1, 0), Due::Regular, MissedPolicy::Once);
         assert_eq!(

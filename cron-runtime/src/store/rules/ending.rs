@@ -40,6 +40,9 @@ pub(crate) struct HeldRun {
     pub(crate) next_execution: Option<DateTime<Utc>>,
     /// The run is a manual one (`cronverb trigger`): it did not take `next_execution`.
     pub(crate) manual: bool,
+    /// The run is a backfill's (a manual run of a queued occurrence, `cronverb backfill`): it yields to
+    /// the schedule, so a regular occurrence that came while it ran still runs.
+    pub(crate) backfill: bool,
     /// The verb is paused: its row keeps its `next_execution` until it is resumed.
     pub(crate) paused: bool,
     /// The row's deployment is the module's active one: only its runs retry.
@@ -258,9 +261,11 @@ impl HeldRun {
     /// - A manual run leaves the regular schedule alone: the job keeps its next occurrence while it is
     ///   still ahead, while the verb is paused, and while another occurrence's retry is pending there
     ///   (the retry is claimed at its instant, or cut short by the next occurrence); an occurrence that
-    ///   came while the manual run executed is skipped, with the ones after it up to now, unless the
-    ///   job runs every missed occurrence (`missed = "all"`: they run after it, in its window)
-    ///   (docs/operations.md, "Manual runs").
+    ///   came while the manual run executed is skipped, with the ones after it up to now
+    ///   (docs/operations.md, "Manual runs"), unless the job runs every missed occurrence
+    ///   (`missed = "all"`: they run after it, in its window) or the run is a backfill's: a backfill
+    ///   yields to the schedule, and the row keeps that occurrence, which the next claim takes late
+    ///   under the job's missed-run policy (docs/operations.md, "Backfill").
     /// - A run of a replaced deployment that ended: the active deployment's unchanged verb goes on
     ///   after it ([`Carry::ContinueAt`]).
     pub(crate) fn ending(
@@ -329,6 +334,7 @@ impl HeldRun {
                 Some(regular)
                     if regular > at
                         || self.paused
+                        || self.backfill
                         || self.retry == RetryHeld::OtherRun
                         || self.every_missed =>
                 {
@@ -412,6 +418,7 @@ mod tests {
             scheduled_at,
             next_execution: Some(scheduled_at),
             manual: false,
+            backfill: false,
             paused: false,
             active: true,
             retry: RetryHeld::Nothing,
@@ -448,6 +455,13 @@ mod tests {
         let ending = plain.ending(Some(&every_30s), &recorded(None), at(0, 31));
         assert_eq!((ending.next, ending.skipped), (Some(at(1, 0)), 1));
         assert_eq!(ending.retry_run(Some(2), None), None);
+        // A backfill's run yields to the schedule: the row keeps the occurrence that came meanwhile.
+        let backfill = HeldRun {
+            backfill: true,
+            ..plain
+        };
+        let ending = backfill.ending(Some(&every_30s), &recorded(None), at(0, 31));
+        assert_eq!((ending.next, ending.skipped), (Some(at(0, 30)), 0));
         // Under `missed = "all"` it is kept: the catch-up runs it after the manual run.
         let catching_up = HeldRun {
             every_missed: true,

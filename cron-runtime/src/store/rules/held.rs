@@ -33,6 +33,8 @@ pub(crate) struct Held {
     pub(crate) scheduled_at: Option<DateTime<Utc>>,
     /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
     pub(crate) manual: bool,
+    /// The run is a backfill's (migration `0007`; false for a row whose run is not recorded).
+    pub(crate) backfill: bool,
     /// The run whose retry the row holds (docs/runtime.md, "Retries"): this run, when it is a retry.
     pub(crate) retry_run_id: Option<i64>,
     /// The run has attempts recorded: it is an occurrence tried more than once.
@@ -62,6 +64,7 @@ impl Held {
                 .unwrap_or(self.now),
             next_execution: self.next_execution,
             manual: self.manual,
+            backfill: self.backfill,
             paused: self.paused,
             active: self.active,
             retry: HeldRun::retry_of(self.retry_run_id, self.run_id),

@@ -17,6 +17,7 @@ use cron_schema::ZonedSchedule;
 use crate::defaults::SKIPPED_COUNT_LIMIT;
 use crate::store::{Outcome, RETRIES_CUT_SHORT};
 
+pub(crate) mod backfill;
 mod backoff;
 mod carry;
 mod claim;

@@ -27,6 +27,8 @@ pub(crate) struct Due {
     #[sqlx(try_from = "At")]
     scheduled_at: DateTime<Utc>,
     manual: bool,
+    /// The row's earliest queued backfill occurrence (`scheduled_at`; docs/operations.md, "Backfill").
+    backfill: bool,
     missed: String,
     /// The job's catch-up window in milliseconds (migration 0006); NULL: no bound.
     catch_up_ms: Option<i64>,
@@ -44,6 +46,7 @@ impl Due {
     /// The facts the claim's rules decide on.
     fn facts(&self) -> DueRow {
         let due = match (self.manual, self.retry_run_id, self.retry_of) {
+            (true, _, _) if self.backfill => rules::Due::Backfill,
             (true, _, _) => rules::Due::Manual,
             (false, Some(_), Some(At(occurrence))) => rules::Due::Retry { occurrence },
             _ => rules::Due::Regular,
@@ -184,17 +187,29 @@ impl<D: Protocol> SqlStore<D> {
                 .iter()
                 .map(|(.., take)| matches!(take, Take::Skip { .. }))
                 .collect();
+            let backfill: Column<bool> = new_runs.iter().map(|(d, ..)| d.backfill).collect();
             Statement::<D>::new(D::STEPS.claim_runs)
                 .bind(runner.name.clone())
                 .bind(runner.id)
                 .bind(self.lease())
-                .bind(Rows((ids, at, manual, late, skip)))
+                .bind(Rows((ids, at, manual, late, skip, backfill)))
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context()))?
         };
         let mut runs: HashMap<i64, Recorded> =
             recorded.into_iter().map(|run| (run.job_id, run)).collect();
+        // A queued backfill occurrence taken leaves the queue, whether it got its run or had one
+        // already (`AlreadyRan::DropBackfill`).
+        for (row, ..) in new_runs.iter().filter(|(row, ..)| row.backfill) {
+            Statement::<D>::new(super::backfill::DROP_QUEUED)
+                .bind(known.module.clone())
+                .bind(row.verb.clone())
+                .bind(At(row.scheduled_at))
+                .execute(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+        }
 
         let mut claims = Vec::with_capacity(new_runs.len() + retries.len());
         // Runs recorded `skipped`, ended below with the others' ends.
@@ -232,6 +247,7 @@ impl<D: Protocol> SqlStore<D> {
                             .map_err(db(context()))?;
                         moved.extend(next.map(|next| (known.module.as_str(), next)));
                     }
+                    AlreadyRan::DropBackfill => {}
                 }
                 continue;
             };
@@ -261,6 +277,7 @@ impl<D: Protocol> SqlStore<D> {
                     run_id: Some(run.run_id),
                     scheduled_at: Some(scheduled_at),
                     manual: false,
+                    backfill: false,
                     retry_run_id: None,
                     retried: false,
                     earlier_attempts: 0,

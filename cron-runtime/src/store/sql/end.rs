@@ -301,6 +301,7 @@ impl<D: Protocol> SqlStore<D> {
                         lease_expires_at: row.lease_expires_at,
                         attempt: 1,
                         retry_at: None,
+                        backfill: false,
                     });
                 }
                 // The runs of one instant together, as a claim returns them.

@@ -13,6 +13,7 @@
 //!
 //! The PostgreSQL store (`store/postgres`) and the SQLite store (`store/sqlite`) run on it.
 
+pub(crate) mod backfill;
 mod claim;
 mod claimable;
 pub(crate) mod deploy;
@@ -164,7 +165,7 @@ pub(crate) trait Protocol:
     + Bind<Rows<(Column<i64>, Column<String>)>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<At>, Column<Option<i64>>)>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
-    + Bind<Rows<(Column<i64>, Column<At>, Column<bool>, Column<bool>, Column<bool>)>>
+    + Bind<Rows<(Column<i64>, Column<At>, Column<bool>, Column<bool>, Column<bool>, Column<bool>)>>
     + Bind<Rows<InsertJobs>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<i64>>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
     + Bind<Rows<EndRuns>>

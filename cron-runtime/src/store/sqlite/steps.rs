@@ -53,6 +53,18 @@ macro_rules! attempt_instant {
     };
 }
 
+/// A claimable row with a queued backfill occurrence: PostgreSQL's
+/// `queued_backfill!` (`postgres/sql/jobs.rs`) in SQLite's spelling.
+macro_rules! queued_backfill {
+    () => {
+        "
+      AND j.paused = 0
+      AND (j.module_name, j.verb) IN (
+          SELECT b.module_name, b.verb FROM cron_backfills b
+          WHERE b.module_name = (SELECT module FROM cron_deployments WHERE id = ?1))"
+    };
+}
+
 /// Which rows a claim may take: the one definition (`store/sql/claimable.rs`) in SQLite's spelling, the
 /// refused ids as the JSON array `?2`.
 macro_rules! claimable_rows {
@@ -76,7 +88,8 @@ macro_rules! held_rows {
        j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, ",
             attempt_instant!("r.scheduled_at"),
             " AS scheduled_at,
-       coalesce(r.manual, false) AS manual, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
+       coalesce(r.manual, false) AS manual,
+       coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(json_array_length(r.attempts), 0) AS earlier_attempts, j.retries, j.backoff AS backoff_ms,
        j.catch_up_all, ",
             attempt_instant!("(SELECT now FROM temp.cron_clock)"),
@@ -171,7 +184,7 @@ WHERE deployment_id = ?2 AND trigger_requested_at IS NOT NULL",
         "
 WITH regular AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
-           j.missed, j.catch_up AS catch_up_ms, j.catch_up_all, j.retry_run_id,
+           false AS backfill, j.missed, j.catch_up AS catch_up_ms, j.catch_up_all, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
                THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
            (SELECT now FROM temp.cron_clock) AS now
@@ -186,7 +199,8 @@ WITH regular AS (
 ),
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
-           j.missed, NULL AS catch_up_ms, j.catch_up_all, NULL AS retry_run_id, NULL AS retry_of,
+           false AS backfill, j.missed, NULL AS catch_up_ms, j.catch_up_all, NULL AS retry_run_id,
+           NULL AS retry_of,
            (SELECT now FROM temp.cron_clock) AS now
     ",
         claimable_rows!(),
@@ -195,11 +209,31 @@ manual AS (
       AND NOT coalesce(j.paused = 0 AND j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3, false)
     ORDER BY j.trigger_requested_at, j.id
     LIMIT ?4
+),
+backfill AS (
+    SELECT j.id, j.verb, j.schedule, j.timezone,
+           (SELECT min(b.scheduled_at) FROM cron_backfills b
+            WHERE b.module_name = j.module_name AND b.verb = j.verb) AS scheduled_at,
+           true AS manual, true AS backfill, j.missed, NULL AS catch_up_ms, j.catch_up_all,
+           NULL AS retry_run_id, NULL AS retry_of,
+           (SELECT now FROM temp.cron_clock) AS now
+    ",
+        claimable_rows!(),
+        queued_backfill!(),
+        "
+      AND j.trigger_requested_at IS NULL
+      AND NOT coalesce(j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3, false)
+      AND (SELECT min(b.scheduled_at) FROM cron_backfills b
+           WHERE b.module_name = j.module_name AND b.verb = j.verb) <= (SELECT now FROM temp.cron_clock)
+    ORDER BY j.id
+    LIMIT ?4
 )
 SELECT * FROM regular
 UNION ALL
 SELECT * FROM manual
-ORDER BY scheduled_at, id
+UNION ALL
+SELECT * FROM backfill
+ORDER BY backfill, scheduled_at, id
 LIMIT ?4"
     ),
     next_due: concat!(
@@ -220,6 +254,15 @@ SELECT (SELECT now FROM temp.cron_clock) AS clock, (SELECT min(due) FROM (
         "
       AND j.trigger_requested_at IS NOT NULL
     ORDER BY j.trigger_requested_at, j.id
+    LIMIT 1)
+    UNION ALL
+    SELECT * FROM (SELECT (SELECT min(b.scheduled_at) FROM cron_backfills b
+                           WHERE b.module_name = j.module_name AND b.verb = j.verb) AS due
+    ",
+        claimable_rows!(),
+        queued_backfill!(),
+        "
+    ORDER BY due
     LIMIT 1))) AS next_due"
     ),
     // The runs first, then the rows that got one: the run of a row is the one this transaction
@@ -227,12 +270,12 @@ SELECT (SELECT now FROM temp.cron_clock) AS clock, (SELECT min(due) FROM (
     claim_runs: "
 INSERT INTO cron_job_runs
     (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
-     runner, runner_id, late, manual)
+     runner, runner_id, late, manual, backfill)
 SELECT c.id, c.deployment_id, c.module_name, c.verb, i.at, (SELECT now FROM temp.cron_clock),
        CASE WHEN i.skip THEN NULL ELSE max((SELECT now FROM temp.cron_clock), i.at) END,
-       'running', ?1, ?2, i.late, i.manual
+       'running', ?1, ?2, i.late, i.manual, i.backfill
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS at, value ->> 2 AS manual, value ->> 3 AS late,
-             value ->> 4 AS skip
+             value ->> 4 AS skip, value ->> 5 AS backfill
       FROM json_each(?4)) AS i
 JOIN cron_jobs c ON c.id = i.id
 WHERE true
@@ -550,6 +593,18 @@ mod tests {
         assert!(failed.is_empty(), "{}", failed.join("\n\n"));
     }
 
+    /// The backfill's statements, written once for both databases with `$N` parameters
+    /// (`crate::admin::backfill`, `store::sql::backfill`), prepare on SQLite too.
+    #[tokio::test]
+    async fn the_backfill_statements_prepare_against_the_migrated_schema() {
+        let mut conn = migrated().await;
+        for (name, text) in crate::admin::backfill::statements() {
+            if let Err(error) = (&mut conn).prepare(text).await {
+                panic!("{name}: {error}\n{text}");
+            }
+        }
+    }
+
     /// Every part of a text that writes two tables gets the parameters it reads. sqlx binds the parts
     /// of one text in turn with the same values, and takes a number a part does not read for the next
     /// value not yet taken by position: once those run out, it binds nothing more, and the part's later
@@ -610,7 +665,14 @@ mod tests {
                 };
                 let table = scan.split(' ').next().unwrap_or_default();
                 !scan.contains("VIRTUAL TABLE")
-                    && !["temp.cron_clock", "CONSTANT", "regular", "manual"].contains(&table)
+                    && ![
+                        "temp.cron_clock",
+                        "CONSTANT",
+                        "regular",
+                        "manual",
+                        "backfill",
+                    ]
+                    .contains(&table)
                     && !table.starts_with("(subquery-")
                     && name != "forget_runners"
             };

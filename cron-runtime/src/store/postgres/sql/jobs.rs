@@ -36,6 +36,22 @@ macro_rules! pending_trigger {
     };
 }
 
+/// A claimable row with a queued backfill occurrence (docs/operations.md, "Backfill"): its verb has
+/// one queued and it is not paused. The claim takes the earliest when, besides, no trigger is pending
+/// on the row and no regular occurrence (or retry) of it is due by its horizon
+/// (`rules::takes_backfill`). Reads the module's part of the queue by its primary key (module, verb,
+/// occurrence): nothing unless an operator backfills, and while a backfill of N occurrences is queued,
+/// N index entries per claim (docs/operations.md, "Backfill").
+macro_rules! queued_backfill {
+    () => {
+        "
+      AND NOT j.paused
+      AND (j.module_name, j.verb) IN (
+          SELECT b.module_name, b.verb FROM cron_backfills b
+          WHERE b.module_name = (SELECT module FROM cron_deployments WHERE id = $1))"
+    };
+}
+
 /// The columns of a locked job row and of the run that holds it (`rules::Held`), from `cron_jobs j` and
 /// `cron_job_runs r`: every path that ends runs reads its rows through it. `manual` is false for a row
 /// whose run is not recorded. Whether the deployment is active is read after the lock
@@ -44,7 +60,8 @@ macro_rules! held_rows {
     () => {
         "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
        j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, r.scheduled_at,
-       coalesce(r.manual, false) AS manual, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
+       coalesce(r.manual, false) AS manual,
+       coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(jsonb_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
        (extract(epoch FROM j.backoff) * 1000)::bigint AS backoff_ms, j.catch_up_all, now() AS now
 FROM cron_jobs j
@@ -96,14 +113,23 @@ FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
     /// reads the rows it takes, not every due row of the deployment (docs/benchmarks.md). A trigger row
     /// locked but left out by the final limit stays idle.
     ///
+    /// A row with a queued backfill occurrence (`queued_backfill!`) is due too when it is not paused,
+    /// no trigger is pending on it and no regular occurrence of it is due: its run is manual, scheduled
+    /// at its verb's earliest queued occurrence and recorded as a backfill (`rules::backfill`; the claim
+    /// deletes it from the queue, `store::sql::backfill::DROP_QUEUED`). Only an occurrence at or
+    /// before now is taken (a backfill's window ends by now, but a queued occurrence to come would hold
+    /// the row until its instant), and backfill rows come after every regular, retry and trigger row:
+    /// under the replica's cap, old queued occurrences never take a slot a regular run is due for
+    /// (docs/operations.md, "Backfill").
+    ///
     /// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
     /// claim either commits before the takeover reads the old deployment's rows or sees the deployment
     /// inactive.
     CLAIM_DUE = concat!("
 WITH regular AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
-           j.missed, (extract(epoch FROM j.catch_up) * 1000)::bigint AS catch_up_ms, j.catch_up_all,
-           j.retry_run_id,
+           false AS backfill, j.missed, (extract(epoch FROM j.catch_up) * 1000)::bigint AS catch_up_ms,
+           j.catch_up_all, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
                THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
            now() AS now
@@ -116,11 +142,27 @@ WITH regular AS (
 ),
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
-           j.missed, NULL::bigint AS catch_up_ms, j.catch_up_all, NULL::bigint AS retry_run_id,
-           NULL::timestamptz AS retry_of, now() AS now
+           false AS backfill, j.missed, NULL::bigint AS catch_up_ms, j.catch_up_all,
+           NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, now() AS now
     ", claimable_rows!(), pending_trigger!(), "
       AND NOT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $3), false)
     ORDER BY j.trigger_requested_at, j.id
+    LIMIT $4
+    FOR UPDATE OF j SKIP LOCKED
+    FOR SHARE OF d
+),
+backfill AS (
+    SELECT j.id, j.verb, j.schedule, j.timezone,
+           (SELECT min(b.scheduled_at) FROM cron_backfills b
+            WHERE b.module_name = j.module_name AND b.verb = j.verb) AS scheduled_at,
+           true AS manual, true AS backfill, j.missed, NULL::bigint AS catch_up_ms, j.catch_up_all,
+           NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, now() AS now
+    ", claimable_rows!(), queued_backfill!(), "
+      AND j.trigger_requested_at IS NULL
+      AND NOT coalesce(j.next_execution <= now() + make_interval(secs => $3), false)
+      AND (SELECT min(b.scheduled_at) FROM cron_backfills b
+           WHERE b.module_name = j.module_name AND b.verb = j.verb) <= now()
+    ORDER BY j.id
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
     FOR SHARE OF d
@@ -128,12 +170,14 @@ manual AS (
 SELECT * FROM regular
 UNION ALL
 SELECT * FROM manual
-ORDER BY scheduled_at, id
+UNION ALL
+SELECT * FROM backfill
+ORDER BY backfill, scheduled_at, id
 LIMIT $4
 ");
 
-    /// The earliest occurrence (or pending trigger) among the rows deployment `$1`'s claim could take
-    /// next (less the refused ids `$2`), and the database's clock as it answers (not `now()`, which
+    /// The earliest occurrence (or pending trigger, or queued backfill occurrence, which is due at
+    /// once) among the rows deployment `$1`'s claim could take next (less the refused ids `$2`), and the database's clock as it answers (not `now()`, which
     /// stands still at the transaction's start). Each half reads the first row of its index that passes.
     NEXT_DUE = concat!("
 SELECT clock_timestamp() AS clock, least(
@@ -144,6 +188,11 @@ SELECT clock_timestamp() AS clock, least(
     (SELECT j.trigger_requested_at
     ", claimable_rows!(), pending_trigger!(), "
     ORDER BY j.trigger_requested_at, j.id
+    LIMIT 1),
+    (SELECT (SELECT min(b.scheduled_at) FROM cron_backfills b
+             WHERE b.module_name = j.module_name AND b.verb = j.verb) AS first
+    ", claimable_rows!(), queued_backfill!(), "
+    ORDER BY first
     LIMIT 1)
 ) AS next_due
 ");

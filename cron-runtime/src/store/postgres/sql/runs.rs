@@ -5,7 +5,7 @@
 
 statements! { "runs";
     /// The claim's second statement: records one run per accepted row, one element of each array of
-    /// `$4`..`$8` per row (job, scheduled instant, manual, late, skipped), by runner `$1` (id `$2`), and
+    /// `$4`..`$9` per row (job, scheduled instant, manual, late, skipped, backfill), by runner `$1` (id `$2`), and
     /// moves the rows that got one to `executing` with the job's own lease, else `$3` seconds, from the later of now
     /// and the run's instant. The unique key on `(module_name, verb, scheduled_at)` refuses an occurrence that already
     /// ran: that row gets no run. A late row under `missed = 'skip'` gets a run with no start, which the
@@ -20,16 +20,17 @@ statements! { "runs";
     /// a thousand rows (docs/benchmarks.md).
     CLAIM_RUNS = concat!("
 WITH due AS (
-    SELECT * FROM unnest($4::bigint[], $5::timestamptz[], $6::bool[], $7::bool[], $8::bool[])
-        AS d(id, scheduled_at, manual, late, skip)
+    SELECT * FROM unnest($4::bigint[], $5::timestamptz[], $6::bool[], $7::bool[], $8::bool[],
+                         $9::bool[])
+        AS d(id, scheduled_at, manual, late, skip, backfill)
 ),
 runs AS (
     INSERT INTO cron_job_runs AS r
         (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
-         runner, runner_id, late, manual)
+         runner, runner_id, late, manual, backfill)
     SELECT j.id, j.deployment_id, j.module_name, j.verb, due.scheduled_at, now(),
            CASE WHEN due.skip THEN NULL ELSE ", claimed_start!("due.scheduled_at"), " END,
-           'running', $1, $2, due.late, due.manual
+           'running', $1, $2, due.late, due.manual, due.backfill
     FROM due
     CROSS JOIN LATERAL (
         SELECT c.id, c.deployment_id, c.module_name, c.verb FROM cron_jobs c WHERE c.id = due.id LIMIT 1

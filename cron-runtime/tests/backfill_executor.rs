@@ -1,0 +1,71 @@
+//! A backfill run by the executor on the in-memory store, on tokio's paused clock (docs/operations.md,
+//! "Backfill"): the queued occurrences run one after the other, in order, as soon as the one before
+//! ended, not at the job's next regular occurrence; each handler sees its own occurrence.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use cron_runtime::store::{MemoryStore, Outcome};
+use cron_runtime::{Runtime, context};
+use tokio::time::sleep;
+
+fn at(seconds: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 30, 0).unwrap() + chrono::Duration::seconds(seconds)
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_occurrences_run_one_after_the_other_in_order_with_their_own_instants() {
+    let store = MemoryStore::starting_at(at(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_in_job = Arc::clone(&seen);
+    let clock = store.clone();
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .job("test::hourly", "0 * * * *", move || {
+            let seen = Arc::clone(&seen_in_job);
+            let clock = clock.clone();
+            async move {
+                let started = clock.now();
+                sleep(Duration::from_millis(200)).await;
+                seen.lock()
+                    .unwrap()
+                    .push((context().scheduled_at(), started, clock.now()));
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(100)).await;
+    // The ten hours before now (00:30): 2025-12-31 15:00 to 2026-01-01 00:00.
+    let from = Utc.with_ymd_and_hms(2025, 12, 31, 15, 0, 0).unwrap();
+    let queued = store
+        .backfill("test", "test::hourly", from, at(0), false)
+        .unwrap();
+    assert_eq!(queued.len(), 10);
+    // Ten runs of 200 ms, one after the other: well within three seconds, and long before 01:00.
+    sleep(Duration::from_secs(3)).await;
+    handle.shutdown().await.unwrap();
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.iter().map(|s| s.0).collect::<Vec<_>>(),
+        queued,
+        "each handler sees its own occurrence, in order"
+    );
+    for pair in seen.windows(2) {
+        assert!(pair[0].2 <= pair[1].1, "one at a time: {pair:?}");
+    }
+    assert!(seen.last().unwrap().2 <= at(3));
+    let runs = store.runs();
+    assert_eq!(runs.len(), 10);
+    assert!(
+        runs.iter()
+            .all(|r| r.backfill && r.manual && r.outcome == Some(Outcome::Succeeded))
+    );
+    assert!(store.queued_backfill("test", "test::hourly").is_empty());
+}
