@@ -72,6 +72,7 @@ FROM cron_backfills GROUP BY module_name, verb ORDER BY module_name, verb
 ";
 
 /// Every statement of this file, by name, for the tests that prepare them on each database.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn statements() -> [(&'static str, &'static str); 8] {
     [
         ("admin::backfill::ROW", ROW),
