@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::AdminError;
 use super::lookup::resolve_verb;
-use super::rows::{ActiveDeployment, At, QueueRow};
+use super::rows::{At, QueueRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db, unmigrated};
 use crate::rfc3339;
 use crate::store::rules::backfill::Backfill;
@@ -159,15 +159,7 @@ pub(crate) async fn backfill<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("backfilling `{verb}`");
     let mut tx = admin.write(&context).await?;
-    let active: Option<ActiveDeployment> = Statement::<D>::new(D::SQL.active_deployment)
-        .bind(module.clone())
-        .bind(tx.alive())
-        .fetch_optional(&mut tx.tx)
-        .await
-        .map_err(db(&context))?;
-    let Some(active) = active else {
-        return Err(AdminError::NoActiveDeployment { module });
-    };
+    let active = tx.active_deployment(&module, &context).await?;
     let row: Option<(String, String)> = Statement::<D>::new(ROW)
         .bind(active.id)
         .bind(verb.clone())

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::AdminError;
 use super::lookup::resolve_verb;
-use super::rows::{ActiveDeployment, At, ExecutingRow, PauseRow, ResumeRow, TriggerRow};
+use super::rows::{At, ExecutingRow, PauseRow, ResumeRow, TriggerRow};
 use super::runs::attempts;
 use super::sql::{Dialect, SqlAdmin, Statement, Write, db};
 use crate::rfc3339;
@@ -170,15 +170,7 @@ pub(crate) async fn trigger<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("triggering `{verb}`");
     let mut tx = admin.write(&context).await?;
-    let active: Option<ActiveDeployment> = Statement::<D>::new(D::SQL.active_deployment)
-        .bind(module.clone())
-        .bind(tx.alive())
-        .fetch_optional(&mut tx.tx)
-        .await
-        .map_err(db(&context))?;
-    let Some(active) = active else {
-        return Err(AdminError::NoActiveDeployment { module });
-    };
+    let active = tx.active_deployment(&module, &context).await?;
     let row: Option<TriggerRow> = Statement::<D>::new(D::SQL.lock_trigger_row)
         .bind(active.id)
         .bind(verb.clone())

@@ -15,6 +15,7 @@ use sqlx::error::DatabaseError;
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool, Transaction};
 
+use super::AdminError;
 use super::rows::{
     ActiveDeployment, ActiveSchema, Ago, At, ExecutingRow, Ids, JobRow, ListedDeployment, PauseRow,
     QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow, ResumeRow, RunRow, TriggerRow,
@@ -291,6 +292,25 @@ impl<D: Dialect> Write<D> {
     /// The liveness window, as the statements bind it.
     pub(crate) fn alive(&self) -> Ago {
         Ago(self.liveness)
+    }
+
+    /// The active deployment of `module`, read in this transaction; refused when the module has none.
+    /// `context` says what the command is doing, for its error.
+    pub(crate) async fn active_deployment(
+        &mut self,
+        module: &str,
+        context: &str,
+    ) -> Result<ActiveDeployment, AdminError> {
+        let alive = self.alive();
+        let active: Option<ActiveDeployment> = Statement::<D>::new(D::SQL.active_deployment)
+            .bind(module.to_owned())
+            .bind(alive)
+            .fetch_optional(&mut self.tx)
+            .await
+            .map_err(db(context))?;
+        active.ok_or_else(|| AdminError::NoActiveDeployment {
+            module: module.to_owned(),
+        })
     }
 
     /// Wakes the replicas of `module` once the transaction commits.

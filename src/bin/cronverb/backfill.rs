@@ -23,12 +23,8 @@ const LISTED: usize = 10;
 /// database fails or refuses the backfill, 2 when what was given is wrong.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The verb: its full name (`billing::send_invoices`) or its name in its module
-    #[arg(value_name = "VERB")]
-    verb: String,
-    /// The verb's module, when its name is in several
-    #[arg(long, value_name = "NAME")]
-    module: Option<String>,
+    #[command(flatten)]
+    verb: db::Verb,
     /// The window's start, included: an RFC 3339 instant (`2026-03-01T00:00:00Z`)
     #[arg(long, value_name = "T1", value_parser = parse_instant, required_unless_present = "cancel")]
     from: Option<DateTime<Utc>>,
@@ -59,7 +55,7 @@ pub fn run(args: Args) -> ExitCode {
         let admin = store.admin();
         if args.cancel {
             let cancelled = admin
-                .cancel_backfill(&args.verb, args.module.as_deref())
+                .cancel_backfill(args.verb.name(), args.verb.module())
                 .await?;
             return if json {
                 db::print_json(&cancelled)
@@ -73,7 +69,7 @@ pub fn run(args: Args) -> ExitCode {
             ));
         };
         let backfilled = admin
-            .backfill(&args.verb, args.module.as_deref(), from, to, args.dry_run)
+            .backfill(args.verb.name(), args.verb.module(), from, to, args.dry_run)
             .await?;
         if json {
             db::print_json(&backfilled)

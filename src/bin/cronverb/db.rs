@@ -28,6 +28,29 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// `history_retention`, so that a retention the runtime refuses is refused here too.
 pub const MAX_AGE: Duration = cronverb::MAX_HISTORY_RETENTION;
 
+/// The verb a command acts on, as every command that names one takes it.
+#[derive(Debug, clap::Args)]
+pub struct Verb {
+    /// The verb: its full name (`billing::send_invoices`) or its name in its module
+    #[arg(value_name = "VERB")]
+    verb: String,
+    /// The verb's module, when its name is in several
+    #[arg(long, value_name = "NAME")]
+    module: Option<String>,
+}
+
+impl Verb {
+    /// The verb as given.
+    pub fn name(&self) -> &str {
+        &self.verb
+    }
+
+    /// The module given with it, if any.
+    pub fn module(&self) -> Option<&str> {
+        self.module.as_deref()
+    }
+}
+
 /// The database and the output form, common to every database command.
 #[derive(Debug, clap::Args)]
 pub struct Connection {

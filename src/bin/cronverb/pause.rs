@@ -10,12 +10,8 @@ use crate::escape::escape;
 /// Pause a verb: its regular occurrences are not run until it is resumed, across deploys
 #[derive(Debug, clap::Args)]
 pub struct PauseArgs {
-    /// The verb: its full name (`billing::send_invoices`) or its name in its module
-    #[arg(value_name = "VERB")]
-    verb: String,
-    /// The verb's module, when its name is in several
-    #[arg(long, value_name = "NAME")]
-    module: Option<String>,
+    #[command(flatten)]
+    verb: db::Verb,
     /// Why it is paused, shown by `cronverb status`
     #[arg(long, value_name = "TEXT")]
     note: Option<String>,
@@ -26,12 +22,8 @@ pub struct PauseArgs {
 /// Resume a paused verb from its next occurrence after now
 #[derive(Debug, clap::Args)]
 pub struct ResumeArgs {
-    /// The verb: its full name (`billing::send_invoices`) or its name in its module
-    #[arg(value_name = "VERB")]
-    verb: String,
-    /// The verb's module, when its name is in several
-    #[arg(long, value_name = "NAME")]
-    module: Option<String>,
+    #[command(flatten)]
+    verb: db::Verb,
     #[command(flatten)]
     connection: Connection,
 }
@@ -41,7 +33,7 @@ pub fn pause(args: PauseArgs) -> ExitCode {
     db::run(&args.connection, |store| async move {
         let pause = store
             .admin()
-            .pause(&args.verb, args.module.as_deref(), args.note.as_deref())
+            .pause(args.verb.name(), args.verb.module(), args.note.as_deref())
             .await?;
         show(&pause, json)
     })
@@ -52,7 +44,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
     db::run(&args.connection, |store| async move {
         let pause = store
             .admin()
-            .resume(&args.verb, args.module.as_deref())
+            .resume(args.verb.name(), args.verb.module())
             .await?;
         show(&pause, json)
     })

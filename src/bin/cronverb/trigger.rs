@@ -26,12 +26,8 @@ const WAIT_TIMED_OUT: u8 = 4;
 /// given is wrong.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The verb: its full name (`billing::send_invoices`) or its name in its module
-    #[arg(value_name = "VERB")]
-    verb: String,
-    /// The verb's module, when its name is in several
-    #[arg(long, value_name = "NAME")]
-    module: Option<String>,
+    #[command(flatten)]
+    verb: db::Verb,
     /// Wait for the run the trigger causes to end, and exit with its outcome (`--json`: print the run)
     #[arg(long)]
     wait: bool,
@@ -46,7 +42,7 @@ pub fn run(args: Args) -> ExitCode {
     let json = args.connection.json;
     db::run(&args.connection, |store| async move {
         let admin = store.admin();
-        let triggered = admin.trigger(&args.verb, args.module.as_deref()).await?;
+        let triggered = admin.trigger(args.verb.name(), args.verb.module()).await?;
         if !args.wait {
             return if json {
                 db::print_json(&triggered)
