@@ -112,6 +112,28 @@ impl History {
         self.runs.push_back(run);
     }
 
+    /// The latest instant among the runs kept of `verb` of `module` that succeeded, scheduled strictly
+    /// before `before` ([`Store::previous_success`](crate::store::Store::previous_success)): a walk of
+    /// the runs kept (at most the limit), only when a handler asks. Only finished runs are kept, and a
+    /// run that succeeded is finished.
+    pub(super) fn previous_success(
+        &self,
+        module: &str,
+        verb: &str,
+        before: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        self.runs
+            .iter()
+            .filter(|run| {
+                run.outcome == Some(Outcome::Succeeded)
+                    && run.scheduled_at < before
+                    && *run.verb == *verb
+                    && *run.module == *module
+            })
+            .map(|run| run.scheduled_at)
+            .max()
+    }
+
     /// Whether a run kept is of the occurrence `at` of `verb` of `module`.
     pub(super) fn has(&self, module: &Arc<str>, verb: &Arc<str>, at: DateTime<Utc>) -> bool {
         self.occurrences
