@@ -52,6 +52,10 @@ pub(crate) enum History {
     Given(Option<DateTime<Utc>>),
 }
 
+/// What [`Successes::previous_success`] gives: the store's answer, to await.
+type PreviousSuccess<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<DateTime<Utc>>, StoreError>> + Send + 'a>>;
+
 /// The store's side of [`Context::previous_success`], for a context that names no store type:
 /// [`Store::previous_success`] boxed.
 pub(crate) trait Successes: Send + Sync {
@@ -60,7 +64,7 @@ pub(crate) trait Successes: Send + Sync {
         module: &'a str,
         verb: &'a str,
         before: DateTime<Utc>,
-    ) -> Pin<Box<dyn Future<Output = Result<Option<DateTime<Utc>>, StoreError>> + Send + 'a>>;
+    ) -> PreviousSuccess<'a>;
 }
 
 impl<S: Store> Successes for S {
@@ -69,7 +73,7 @@ impl<S: Store> Successes for S {
         module: &'a str,
         verb: &'a str,
         before: DateTime<Utc>,
-    ) -> Pin<Box<dyn Future<Output = Result<Option<DateTime<Utc>>, StoreError>> + Send + 'a>> {
+    ) -> PreviousSuccess<'a> {
         Box::pin(Store::previous_success(self, module, verb, before))
     }
 }

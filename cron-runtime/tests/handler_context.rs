@@ -143,8 +143,7 @@ async fn down_ten_minutes(options: JobOptions, took: Duration) -> Vec<Seen> {
     let second = build(&store).build().await.unwrap().start();
     sleep(Duration::from_secs(85)).await;
     second.shutdown().await.unwrap();
-    let seen = log.lock().unwrap().clone();
-    seen
+    log.lock().unwrap().clone()
 }
 
 fn minutely_key(minute: i64) -> String {
