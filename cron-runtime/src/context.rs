@@ -87,8 +87,8 @@ impl<S: Store> Successes for S {
 pub enum Trigger {
     /// Its scheduled occurrence, started on time: claimed within the missed-run tolerance.
     Regular,
-    /// Its scheduled occurrence, claimed more than the missed-run tolerance after its instant (after
-    /// downtime, or behind an overlong run) by a job under `missed = "once"`, which runs the oldest
+    /// Its scheduled occurrence, claimed more than the missed-run tolerance after its instant (every
+    /// replica was down, frozen or busy) by a job under `missed = "once"`, which runs the oldest
     /// missed occurrence once (docs/runtime.md, "Missed runs"). A job on every replica's run is late
     /// when its replica started it more than the tolerance after its instant.
     Late,
