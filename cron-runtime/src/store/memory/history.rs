@@ -63,8 +63,11 @@ pub(super) struct History {
     /// on runs: whether an occurrence ran is one look-up ([`History::has`]), and a verb's last success
     /// before an instant a walk back from that instant ([`History::previous_success`]), as the
     /// database stores read their key; neither is a scan of the history.
-    occurrences: HashMap<Arc<str>, HashMap<Arc<str>, BTreeMap<DateTime<Utc>, Kept>>>,
+    occurrences: HashMap<Arc<str>, HashMap<Arc<str>, Instants>>,
 }
+
+/// The occurrences kept of one verb, by instant.
+type Instants = BTreeMap<DateTime<Utc>, Kept>;
 
 /// The runs kept of one occurrence: one, as the database stores' unique key on runs allows.
 #[derive(Debug, Default)]
@@ -153,7 +156,7 @@ impl History {
     }
 
     /// The instants of the occurrences kept of `verb` of `module`, in order.
-    fn instants(&self, module: &str, verb: &str) -> Option<&BTreeMap<DateTime<Utc>, Kept>> {
+    fn instants(&self, module: &str, verb: &str) -> Option<&Instants> {
         self.occurrences.get(module)?.get(verb)
     }
 
