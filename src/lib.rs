@@ -91,7 +91,7 @@ pub use cron_runtime::sqlx;
 pub use cron_runtime::{
     Attempt, BuildError, Context, DEFAULT_MODULE, Health, HealthCheck, IntoOutcome, Job, JobError,
     JobOptions, MemoryStore, Outcome, RunRecord, Runtime, RuntimeBuilder, RuntimeError,
-    RuntimeHandle, StoreError, StoreHealth, StoreSettings, Tz, chrono, context, job, jobs,
+    RuntimeHandle, StoreError, StoreHealth, StoreSettings, Trigger, Tz, chrono, context, job, jobs,
     try_context,
 };
 /// Why an expression was rejected ([`Schedule::parse`], [`JobError::Expression`]), with the byte range

@@ -1,18 +1,24 @@
-//! What a handler knows about the run it is executing, and how a test gives a handler one.
+//! What a handler knows about the run it is executing, and how a test gives a handler one
+//! (docs/runtime.md, "What a handler knows").
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::IntoFuture;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+use cron_schema::MissedPolicy;
+
+use crate::store::{Claim, Store, StoreError};
 
 tokio::task_local! {
     static CONTEXT: Context;
 }
 
-/// The run a handler is executing: its module, verb, scheduled instant and id, and the runtime's state.
+/// The run a handler is executing: its module, verb, scheduled instant and id, what started it, the key
+/// of its occurrence, and the runtime's state.
 ///
 /// Get it with [`context()`] inside a handler. Cloning is cheap. A test runs a handler with a context of
 /// its choosing through [`Context::for_test`].
@@ -22,6 +28,7 @@ pub struct Context {
     pub(crate) scheduled_at: DateTime<Utc>,
     pub(crate) run_id: i64,
     pub(crate) attempt: u32,
+    pub(crate) trigger: Trigger,
 }
 
 /// What every run of one job shares. One reference per run rather than one per field: with thousands of
@@ -30,6 +37,118 @@ pub(crate) struct JobContext {
     pub(crate) module: Arc<str>,
     pub(crate) verb: Arc<str>,
     pub(crate) state: Arc<State>,
+    /// Where [`Context::previous_success`] asks.
+    pub(crate) history: History,
+}
+
+/// Where [`Context::previous_success`] finds its answer.
+pub(crate) enum History {
+    /// The store that records the job's runs, asked only when a handler calls.
+    Store(Arc<dyn Successes>),
+    /// No history: a job on every replica, whose runs are not in the store (docs/runtime.md, "Jobs on
+    /// every replica").
+    None,
+    /// The answer a test chose ([`TestContext::previous_success`]).
+    Given(Option<DateTime<Utc>>),
+}
+
+/// What [`Successes::previous_success`] gives: the store's answer, to await.
+type PreviousSuccess<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<DateTime<Utc>>, StoreError>> + Send + 'a>>;
+
+/// The store's side of [`Context::previous_success`], for a context that names no store type:
+/// [`Store::previous_success`] boxed.
+pub(crate) trait Successes: Send + Sync {
+    fn previous_success<'a>(
+        &'a self,
+        module: &'a str,
+        verb: &'a str,
+        before: DateTime<Utc>,
+    ) -> PreviousSuccess<'a>;
+}
+
+impl<S: Store> Successes for S {
+    fn previous_success<'a>(
+        &'a self,
+        module: &'a str,
+        verb: &'a str,
+        before: DateTime<Utc>,
+    ) -> PreviousSuccess<'a> {
+        Box::pin(Store::previous_success(self, module, verb, before))
+    }
+}
+
+/// What started a run (docs/runtime.md, "What a handler knows"): its [`Context::trigger`].
+///
+/// Written in logs and reports as its [`Display`](fmt::Display): `regular`, `late`, `catch_up`,
+/// `backfill`, `manual`, `retry`. More kinds may come: match with a `_` arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Trigger {
+    /// Its scheduled occurrence, started on time: claimed within the missed-run tolerance.
+    Regular,
+    /// Its scheduled occurrence, claimed more than the missed-run tolerance after its instant (every
+    /// replica was down, frozen or busy) by a job under `missed = "once"`, which runs the oldest
+    /// missed occurrence once (docs/runtime.md, "Missed runs"). A job on every replica's run is late
+    /// when its replica started it more than the tolerance after its instant.
+    Late,
+    /// One of the missed occurrences a job under `missed = "all"` runs one after the other after
+    /// downtime, oldest first, each late (docs/runtime.md, "Missed runs").
+    CatchUp,
+    /// An occurrence an operator queued with `cronverb backfill` (docs/operations.md, "Backfill").
+    Backfill,
+    /// A run an operator asked for with `cronverb trigger`, scheduled at the trigger's instant
+    /// (docs/operations.md, "Manual runs").
+    Manual,
+    /// A second attempt of its occurrence, or a later one, of a job with `retries` (docs/runtime.md,
+    /// "Retries"): [`Context::attempt`] is 2 or more.
+    Retry,
+}
+
+impl Trigger {
+    /// Its name in logs and reports: `regular`, `late`, `catch_up`, `backfill`, `manual`, `retry`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Regular => "regular",
+            Trigger::Late => "late",
+            Trigger::CatchUp => "catch_up",
+            Trigger::Backfill => "backfill",
+            Trigger::Manual => "manual",
+            Trigger::Retry => "retry",
+        }
+    }
+
+    /// What started the run of `claim`, of a job under the missed-run policy `missed`: from the facts
+    /// every store reports alike on a claim ([`Claim::retry_at`], [`Claim::backfill`],
+    /// [`Claim::manual`], [`Claim::late`]).
+    pub(crate) fn of(claim: &Claim, missed: MissedPolicy) -> Trigger {
+        if claim.retry_at.is_some() {
+            Trigger::Retry
+        } else if claim.backfill {
+            Trigger::Backfill
+        } else if claim.manual {
+            Trigger::Manual
+        } else if claim.late {
+            match missed {
+                MissedPolicy::All => Trigger::CatchUp,
+                // `skip` records a late occurrence skipped: no handler sees it.
+                _ => Trigger::Late,
+            }
+        } else {
+            Trigger::Regular
+        }
+    }
+
+    /// Whether the run was claimed late ([`Claim::late`]): what it skips was missed, not overlapped.
+    pub(crate) fn late(self) -> bool {
+        matches!(self, Trigger::Late | Trigger::CatchUp)
+    }
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Context {
@@ -59,6 +178,42 @@ impl Context {
     /// assert_eq!(result, Ok(()));
     /// # }
     /// ```
+    ///
+    /// What started the run and the previous success are set the same way; the occurrence key follows
+    /// from the module, the verb and the scheduled instant:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use cron_runtime::chrono::{DateTime, TimeZone, Utc};
+    /// use cron_runtime::{Context, StoreError, Trigger};
+    ///
+    /// /// Exports the rows changed since the last export that succeeded.
+    /// async fn export() -> Result<String, StoreError> {
+    ///     let cx = cron_runtime::context();
+    ///     let since = cx.previous_success().await?.unwrap_or(DateTime::UNIX_EPOCH);
+    ///     Ok(format!(
+    ///         "{} run, rows from {since} to {}, key {}",
+    ///         cx.trigger(),
+    ///         cx.scheduled_at(),
+    ///         cx.occurrence_key()
+    ///     ))
+    /// }
+    ///
+    /// let at = Utc.with_ymd_and_hms(2026, 3, 9, 1, 0, 0).unwrap();
+    /// let exported = Context::for_test("reports::export")
+    ///     .scheduled_at(at)
+    ///     .trigger(Trigger::CatchUp)
+    ///     .previous_success(Some(Utc.with_ymd_and_hms(2026, 3, 8, 23, 0, 0).unwrap()))
+    ///     .run(export())
+    ///     .await;
+    /// assert_eq!(
+    ///     exported.unwrap(),
+    ///     "catch_up run, rows from 2026-03-08 23:00:00 UTC to 2026-03-09 01:00:00 UTC, \
+    ///      key reports/reports::export@2026-03-09T01:00:00Z"
+    /// );
+    /// # }
+    /// ```
     pub fn for_test(verb: impl Into<String>) -> TestContext {
         TestContext {
             verb: verb.into(),
@@ -66,6 +221,8 @@ impl Context {
             scheduled_at: None,
             run_id: 0,
             attempt: 1,
+            trigger: Trigger::Regular,
+            previous_success: None,
             state: State::default(),
         }
     }
@@ -99,6 +256,54 @@ impl Context {
         self.attempt
     }
 
+    /// What started this run: its occurrence on time or late, a catch-up, a backfill, a manual run or
+    /// a retry (docs/runtime.md, "What a handler knows").
+    pub fn trigger(&self) -> Trigger {
+        self.trigger
+    }
+
+    /// The key of the occurrence this run executes, to pass to a downstream API as its idempotency key
+    /// (Stripe's `Idempotency-Key`, a unique constraint of your own): the same for every attempt of
+    /// the occurrence, on every replica, across restarts and releases, and different for every other
+    /// occurrence. A downstream call repeated by a retry, or by a replica that took over a run whose
+    /// first replica froze mid-call, is then recognized as the same call (docs/runtime.md, "What a
+    /// handler knows").
+    ///
+    /// It is `{module}/{verb}@{scheduled_at}`, the instant in RFC 3339 in UTC with `Z`, in whole seconds
+    /// unless it has a fraction (a manual run's, at the trigger's instant), which is then written in
+    /// milliseconds (or finer, when it has finer): `billing/billing::send_invoices@2026-03-09T01:00:00Z`.
+    /// It names only what the code fixes, the module (the crate, or [`RuntimeBuilder::module`]) and the
+    /// verb, never the deployment key, so a deploy does not change it. A manual run and a backfill
+    /// have their own instants, so their own keys.
+    ///
+    /// [`RuntimeBuilder::module`]: crate::RuntimeBuilder::module
+    pub fn occurrence_key(&self) -> String {
+        occurrence_key(&self.job.module, &self.job.verb, self.scheduled_at)
+    }
+
+    /// The scheduled instant of the job's last occurrence that succeeded before this run's: the latest
+    /// run of this verb of this module, under any deployment, recorded `succeeded` and scheduled
+    /// strictly before [`scheduled_at`](Self::scheduled_at) (a manual run and a backfill count, at their
+    /// own instants); `None` when there is none. For incremental work: process what came since the
+    /// last success, up to this occurrence. Every attempt of an occurrence gets the same answer, unless a
+    /// run of an earlier instant succeeded in between.
+    ///
+    /// The store is asked when this is called, and only then (one indexed read of the history: nothing
+    /// is read for runs that do not ask). It sees what the history keeps (docs/runtime.md, "History
+    /// retention": the in-memory store keeps the last runs only). A job on every replica has no history
+    /// in the store: `Ok(None)`. An error is the store's, which the handler may return or retry.
+    pub async fn previous_success(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        match &self.job.history {
+            History::Store(store) => {
+                store
+                    .previous_success(&self.job.module, &self.job.verb, self.scheduled_at)
+                    .await
+            }
+            History::None => Ok(None),
+            History::Given(at) => Ok(*at),
+        }
+    }
+
     /// A clone of the value of type `T` given to
     /// [`RuntimeBuilder::state`](crate::RuntimeBuilder::state), or `None` when none was.
     ///
@@ -125,8 +330,19 @@ impl fmt::Debug for Context {
             .field("verb", &self.job.verb)
             .field("scheduled_at", &self.scheduled_at)
             .field("run_id", &self.run_id)
+            .field("attempt", &self.attempt)
+            .field("trigger", &self.trigger)
             .finish_non_exhaustive()
     }
+}
+
+/// [`Context::occurrence_key`]: `{module}/{verb}@{instant}`, the instant in RFC 3339 in UTC with `Z`,
+/// with a fraction only when it has one (in milliseconds, or finer when it has finer).
+fn occurrence_key(module: &str, verb: &str, scheduled_at: DateTime<Utc>) -> String {
+    format!(
+        "{module}/{verb}@{}",
+        scheduled_at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+    )
 }
 
 /// The context of the run the current task executes.
@@ -152,20 +368,24 @@ pub fn try_context() -> Option<Context> {
     CONTEXT.try_with(Context::clone).ok()
 }
 
-/// A context a test chooses for a handler: its verb, module, scheduled instant, run id and state. Get one
-/// with [`Context::for_test`], then [`run`](TestContext::run) the handler with it.
+/// A context a test chooses for a handler: its verb, module, scheduled instant, run id, attempt, trigger,
+/// previous success and state. Get one with [`Context::for_test`], then [`run`](TestContext::run) the
+/// handler with it.
 ///
 /// Every part not set has a default: the module is the verb's first `::`-separated segment (or
 /// [`DEFAULT_MODULE`](crate::DEFAULT_MODULE) when it has none, as for a job added with
 /// [`RuntimeBuilder::job`](crate::RuntimeBuilder::job)); the scheduled instant is the current time,
-/// truncated to the second as the runtime's instants are; the run id is `0`, which no store gives;
-/// there is no state.
+/// truncated to the second as the runtime's instants are; the run id is `0`, which no store gives; the
+/// attempt is 1; the trigger is [`Trigger::Regular`]; there is no previous success and no state. The
+/// occurrence key follows from the module, the verb and the scheduled instant.
 pub struct TestContext {
     verb: String,
     module: Option<String>,
     scheduled_at: Option<DateTime<Utc>>,
     run_id: i64,
     attempt: u32,
+    trigger: Trigger,
+    previous_success: Option<DateTime<Utc>>,
     state: State,
 }
 
@@ -194,6 +414,19 @@ impl TestContext {
         self
     }
 
+    /// What [`Context::trigger`] returns (default [`Trigger::Regular`]). It sets nothing else: a test
+    /// of a retry sets [`attempt`](Self::attempt) too.
+    pub fn trigger(mut self, trigger: Trigger) -> TestContext {
+        self.trigger = trigger;
+        self
+    }
+
+    /// What [`Context::previous_success`] answers (default `None`: no earlier success).
+    pub fn previous_success(mut self, at: Option<DateTime<Utc>>) -> TestContext {
+        self.previous_success = at;
+        self
+    }
+
     /// A value [`Context::state`] returns, one per type, as
     /// [`RuntimeBuilder::state`](crate::RuntimeBuilder::state) gives it: a second value of the same type
     /// replaces the first.
@@ -213,12 +446,14 @@ impl TestContext {
                 module: module.into(),
                 verb: self.verb.into(),
                 state: Arc::new(self.state),
+                history: History::Given(self.previous_success),
             }),
             scheduled_at: self
                 .scheduled_at
                 .unwrap_or_else(|| Utc::now().trunc_subsecs(0)),
             run_id: self.run_id,
             attempt: self.attempt,
+            trigger: self.trigger,
         }
     }
 
@@ -241,6 +476,9 @@ impl fmt::Debug for TestContext {
             .field("module", &self.module)
             .field("scheduled_at", &self.scheduled_at)
             .field("run_id", &self.run_id)
+            .field("attempt", &self.attempt)
+            .field("trigger", &self.trigger)
+            .field("previous_success", &self.previous_success)
             .field("state", &self.state)
             .finish()
     }
@@ -270,5 +508,158 @@ impl fmt::Debug for State {
         f.debug_struct("State")
             .field("values", &self.values.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeDelta, TimeZone};
+
+    use super::*;
+    use crate::store::ClaimAction;
+
+    fn at() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, 9, 1, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn the_occurrence_key_is_module_verb_and_instant_in_rfc_3339_utc() {
+        // Pinned: a key handed to a downstream API must read the same in every release.
+        let key = |at| occurrence_key("billing", "billing::send_invoices", at);
+        assert_eq!(
+            key(at()),
+            "billing/billing::send_invoices@2026-03-09T01:00:00Z"
+        );
+        // A fraction only when there is one: milliseconds, or finer when the instant is finer.
+        assert_eq!(
+            key(at() + TimeDelta::milliseconds(250)),
+            "billing/billing::send_invoices@2026-03-09T01:00:00.250Z"
+        );
+        assert_eq!(
+            key(at() + TimeDelta::microseconds(250_001)),
+            "billing/billing::send_invoices@2026-03-09T01:00:00.250001Z"
+        );
+        // Another zone's instant is written in UTC.
+        let berlin = chrono_tz::Europe::Berlin
+            .with_ymd_and_hms(2026, 3, 9, 2, 0, 0)
+            .unwrap();
+        assert_eq!(key(berlin.with_timezone(&Utc)), key(at()));
+    }
+
+    #[test]
+    fn a_test_context_derives_its_key_from_its_module_verb_and_instant() {
+        let cx = Context::for_test("send_invoices")
+            .module("billing")
+            .scheduled_at(at())
+            .attempt(3)
+            .build();
+        assert_eq!(
+            cx.occurrence_key(),
+            "billing/send_invoices@2026-03-09T01:00:00Z"
+        );
+        // The attempt, the run id and the trigger are not in it.
+        let retry = Context::for_test("send_invoices")
+            .module("billing")
+            .scheduled_at(at())
+            .run_id(7)
+            .trigger(Trigger::Retry)
+            .build();
+        assert_eq!(retry.occurrence_key(), cx.occurrence_key());
+        let other = Context::for_test("send_invoices")
+            .module("billing")
+            .scheduled_at(at() + TimeDelta::seconds(1))
+            .build();
+        assert_ne!(other.occurrence_key(), cx.occurrence_key());
+    }
+
+    #[test]
+    fn a_trigger_is_written_in_snake_case() {
+        let written: Vec<String> = [
+            Trigger::Regular,
+            Trigger::Late,
+            Trigger::CatchUp,
+            Trigger::Backfill,
+            Trigger::Manual,
+            Trigger::Retry,
+        ]
+        .iter()
+        .map(Trigger::to_string)
+        .collect();
+        assert_eq!(
+            written,
+            ["regular", "late", "catch_up", "backfill", "manual", "retry"]
+        );
+    }
+
+    fn claim() -> Claim {
+        Claim {
+            run_id: 1,
+            job_id: 1,
+            verb: "billing::send_invoices".to_owned(),
+            scheduled_at: at(),
+            late: false,
+            action: ClaimAction::Run,
+            skipped: 0,
+            lease_expires_at: at(),
+            attempt: 1,
+            retry_at: None,
+            backfill: false,
+            manual: false,
+        }
+    }
+
+    #[test]
+    fn a_claim_says_what_started_its_run() {
+        let late = Claim {
+            late: true,
+            ..claim()
+        };
+        let cases = [
+            (claim(), MissedPolicy::Once, Trigger::Regular),
+            (claim(), MissedPolicy::All, Trigger::Regular),
+            (late.clone(), MissedPolicy::Once, Trigger::Late),
+            (late.clone(), MissedPolicy::All, Trigger::CatchUp),
+            (
+                Claim {
+                    manual: true,
+                    ..claim()
+                },
+                MissedPolicy::All,
+                Trigger::Manual,
+            ),
+            (
+                Claim {
+                    manual: true,
+                    backfill: true,
+                    ..claim()
+                },
+                MissedPolicy::Once,
+                Trigger::Backfill,
+            ),
+            (
+                Claim {
+                    attempt: 2,
+                    retry_at: Some(at() + TimeDelta::seconds(30)),
+                    ..claim()
+                },
+                MissedPolicy::All,
+                Trigger::Retry,
+            ),
+        ];
+        for (claim, missed, trigger) in cases {
+            assert_eq!(Trigger::of(&claim, missed), trigger, "{claim:?} {missed}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_test_context_answers_the_previous_success_it_was_given() {
+        let cx = Context::for_test("billing::send_invoices").build();
+        assert_eq!(cx.previous_success().await.unwrap(), None);
+        assert_eq!(cx.trigger(), Trigger::Regular);
+        let earlier = at() - TimeDelta::hours(1);
+        let cx = Context::for_test("billing::send_invoices")
+            .previous_success(Some(earlier))
+            .build();
+        assert_eq!(cx.previous_success().await.unwrap(), Some(earlier));
     }
 }

@@ -51,7 +51,7 @@ pub mod store;
 mod store;
 
 pub use builder::{JobOptions, RuntimeBuilder};
-pub use context::{Context, TestContext, context, try_context};
+pub use context::{Context, TestContext, Trigger, context, try_context};
 pub use defaults::DEFAULT_MODULE;
 pub use error::{BuildError, JobError, RuntimeError};
 pub use health::{Health, HealthCheck, StoreHealth};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cron_schema::RunOn;
+use cron_schema::{MissedPolicy, RunOn};
 
 use crate::context::State;
 use crate::job::{Declared, Handler, Job};
@@ -43,6 +43,9 @@ pub(crate) struct PlannedJob {
     pub(crate) timeout: Duration,
     /// How a failed attempt is tried again (docs/runtime.md, "Retries").
     pub(crate) retry: Retries,
+    /// What a claim does with a late occurrence: a late run of a job under `all` is a catch-up
+    /// ([`Trigger::CatchUp`](crate::Trigger::CatchUp)).
+    pub(crate) missed: MissedPolicy,
     /// How long a claimed run stays owned without renewal: the job's own lease, else the runtime's
     /// (docs/runtime.md, "Leases: a frozen replica cannot run on").
     pub(crate) lease: Duration,
@@ -85,6 +88,7 @@ impl Plan {
                     verb: Arc::clone(&verb),
                     timeout: spec.timeout,
                     retry: spec.retry,
+                    missed: spec.missed,
                     lease: spec.lease.unwrap_or(settings.lease),
                     handler: d.handler,
                 };

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
+use cron_schema::MissedPolicy;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -14,6 +15,7 @@ use super::retry::{CLAIM_RETRY, RETRY_MAX};
 use super::runs::{Run, RunState};
 use super::shared::Shared;
 use super::start::{START_CHUNK, wait_for_instant};
+use crate::context::Trigger;
 use crate::health::{TICK_EVERY, Vitals};
 use crate::store::{Change, Claim, ClaimAction, Claimed, Outcome, Store};
 use crate::sync::lock;
@@ -207,6 +209,8 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
         skipped = tracing::field::Empty,
     );
     let job = shared.job_index.get(claim.verb.as_str()).copied();
+    // A job this build has no handler for starts no handler: its policy does not matter.
+    let missed = job.map_or(MissedPolicy::Once, |index| shared.jobs[index].0.missed);
     let context = match job {
         Some(index) => {
             shared.job_metrics[index].next_run(claim.scheduled_at);
@@ -220,8 +224,7 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
     Run {
         run_id: claim.run_id,
         scheduled_at: claim.scheduled_at,
-        late: claim.late,
-        backfill: claim.backfill,
+        trigger: Trigger::of(&claim, missed),
         state: RunState::new(
             shared.epoch,
             anchor.instant_for(claim.lease_expires_at),

@@ -11,7 +11,7 @@ use super::clock::Anchor;
 use super::handler::{self, Called, Ending, Pending};
 use super::runs::{Ended, Measure, Run, RunState};
 use super::shared::Shared;
-use crate::context::Context;
+use crate::context::{Context, Trigger};
 use crate::store::rules::retry_after;
 use crate::store::{Finish, Outcome, Retries, Store};
 
@@ -67,6 +67,7 @@ pub(super) fn start_one<S: Store>(
         scheduled_at: run.scheduled_at,
         run_id: run.run_id,
         attempt: run.state.attempt,
+        trigger: run.trigger,
     };
     let blocks_thread = &shared.blocks_thread[index];
     if blocks_thread.get() {
@@ -182,6 +183,7 @@ async fn pending_task<S: Store>(
         scheduled_at: run.scheduled_at,
         run_id: run.run_id,
         attempt: run.state.attempt,
+        trigger: run.trigger,
     };
     let Some(ending) = pending
         .finish(
@@ -261,8 +263,7 @@ fn ended_run(
     Ended {
         measure: Measure {
             job: run.state.job,
-            late: run.late,
-            backfill: run.backfill,
+            trigger: run.trigger,
         },
         finish: Finish {
             run_id: run.run_id,
@@ -318,9 +319,9 @@ pub(super) fn blocked<S>(
         span,
         measure: Measure {
             job: state.job,
-            // Only a late run's own claim knows; its skips are counted as overlap.
-            late: false,
-            backfill: false,
+            // Only a run's own claim knows what started it: its skips are counted as overlap, and a
+            // backfill's next queued occurrence waits for the next claim.
+            trigger: Trigger::Regular,
         },
     };
     ended.ended_at(now, anchor);

@@ -30,7 +30,7 @@ use super::handler::{self, Called, Ending};
 use super::metrics::SkipReason;
 use super::runs::{LocalRun, RunState};
 use super::shared::Shared;
-use crate::context::Context;
+use crate::context::{Context, Trigger};
 use crate::store::{Outcome, ReplicaRun, Store};
 use crate::sync::lock;
 
@@ -243,12 +243,20 @@ async fn run_occurrence<S: Store>(
         i64::try_from(late.as_millis()).unwrap_or(i64::MAX),
     );
     job.metrics.started(late);
+    // Started more than the missed-run tolerance after its instant, as a claim tells a late run:
+    // this replica's workers were busy, since an occurrence it slept through is not run at all.
+    let trigger = if late > shared.plan.settings.missed_tolerance {
+        Trigger::Late
+    } else {
+        Trigger::Regular
+    };
     let context = || Context {
         job: Arc::clone(&job.context),
         scheduled_at: at,
         // Not in the store's history: no run id.
         run_id: 0,
         attempt: 1,
+        trigger,
     };
     let blocks_thread = &job.blocks_thread;
     let called = handler::call(

@@ -17,6 +17,7 @@ use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
 use super::runs::{Ended, Measure};
 use super::shared::{FINISH_BATCH, Shared};
 use super::shutdown::give_back;
+use crate::context::Trigger;
 use crate::store::{ClaimAction, Claimed, Finish, Finished, Finishing, Outcome, Store, StoreError};
 
 /// A run's finish claims its job's next occurrence when that is due within this much (or the
@@ -140,7 +141,7 @@ async fn record_batch<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
                 let mut next = recorded_as(&finish, finished, &span);
                 // A backfill's run ended: the job's next queued occurrence is due now, not at its
                 // next regular one (docs/operations.md, "Backfill").
-                if measure.backfill
+                if measure.trigger == Trigger::Backfill
                     && let Some(ended) = finish.ended_at
                 {
                     next = Some(next.map_or(ended, |next| next.min(ended)));
@@ -266,7 +267,7 @@ fn count_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, me
         Finished::Fenced => return,
     };
     metrics.recorded(finish.outcome, Measure::took(finish));
-    let reason = if measure.late {
+    let reason = if measure.trigger.late() {
         SkipReason::Missed
     } else {
         SkipReason::Overlap

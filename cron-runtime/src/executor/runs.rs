@@ -11,7 +11,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::clock::{Anchor, at_nanos, nanos_after};
-use crate::context::JobContext;
+use crate::context::{JobContext, Trigger};
 use crate::store::Finish;
 
 /// A claimed run, waiting for its instant. Kept small: ten thousand of them wait at once for one
@@ -21,16 +21,12 @@ use crate::store::Finish;
 pub(super) struct Run {
     pub(super) run_id: i64,
     pub(super) scheduled_at: DateTime<Utc>,
-    /// Claimed more than the missed-run tolerance after `scheduled_at` ([`Claim::late`]): what it
-    /// skips was missed, not overlapped (docs/metrics.md).
+    /// What started it, from its claim ([`Trigger::of`]): its handler's [`Context::trigger`]. A late
+    /// run's skips were missed, not overlapped (docs/metrics.md); when a backfill's run ends, the
+    /// executor claims again at once, for the next queued occurrence.
     ///
-    /// [`Claim::late`]: crate::store::Claim::late
-    pub(super) late: bool,
-    /// A run of a backfilled occurrence ([`Claim::backfill`]): when it ends, the executor claims
-    /// again at once, for the next queued one.
-    ///
-    /// [`Claim::backfill`]: crate::store::Claim::backfill
-    pub(super) backfill: bool,
+    /// [`Context::trigger`]: crate::Context::trigger
+    pub(super) trigger: Trigger,
     /// Its lease (renewals extend it), its deadline and whether it ended.
     pub(super) state: Arc<RunState>,
     /// The context its handler will get (taken now, so that no reference count is touched when
@@ -198,10 +194,9 @@ pub(super) struct Ended {
 pub(super) struct Measure {
     /// Where its job is in the executor's jobs; `usize::MAX` if this build has no handler for it.
     pub(super) job: usize,
-    /// It was claimed late ([`Run::late`]).
-    pub(super) late: bool,
-    /// It ran a backfilled occurrence ([`Run::backfill`]).
-    pub(super) backfill: bool,
+    /// What started it ([`Run::trigger`]): whether it was claimed late, whether it ran a backfilled
+    /// occurrence.
+    pub(super) trigger: Trigger,
 }
 
 impl Measure {

@@ -16,10 +16,10 @@ use tokio::time::Instant;
 use super::clock::Anchor;
 use super::metrics::{JobMetrics, RuntimeMetrics};
 use super::runs::{BlocksThread, Chunk, Ended, InFlight, LocalRun, RunState};
-use crate::context::JobContext;
+use crate::context::{History, JobContext, Successes};
 use crate::health::Vitals;
 use crate::plan::{Plan, PlannedJob};
-use crate::store::{ReplicaRun, Runner};
+use crate::store::{ReplicaRun, Runner, Store};
 use crate::sync::lock;
 
 /// Ended runs wait for recording in this many queues ([`EndedRuns::shards`]).
@@ -71,7 +71,13 @@ impl<S> Shared<S> {
         plan: Arc<Plan>,
         shutdown: watch::Receiver<bool>,
         vitals: Arc<Vitals>,
-    ) -> Shared<S> {
+    ) -> Shared<S>
+    where
+        S: Store,
+    {
+        // One handle on the store for every job's runs to ask their previous success through
+        // (docs/runtime.md, "What a handler knows").
+        let history: Arc<dyn Successes> = Arc::new(store.clone());
         // In the deployment's order, which is the order of the store's job ids and so of the runs of one
         // instant: starting thousands of runs then reads these (and the handlers, allocated in the same
         // order) one after the other rather than all over the heap.
@@ -87,6 +93,7 @@ impl<S> Shared<S> {
                     module: Arc::clone(&plan.module),
                     verb: Arc::clone(&job.verb),
                     state: Arc::clone(&plan.state),
+                    history: History::Store(Arc::clone(&history)),
                 });
                 (Arc::clone(job), context)
             })
@@ -515,6 +522,8 @@ impl EveryReplica {
                         module: Arc::clone(&plan.module),
                         verb: Arc::clone(&planned.verb),
                         state: Arc::clone(&plan.state),
+                        // Their runs are not in the store's history.
+                        history: History::None,
                     }),
                     schedule: spec.schedule.clone(),
                     metrics: JobMetrics::new(&plan.module, &planned.verb),

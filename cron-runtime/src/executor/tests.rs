@@ -21,6 +21,7 @@ use crate::{JobOptions, Runtime};
 /// 1.5 s (a busy store); or none, claiming with the finishes as PostgreSQL does (the memory store
 /// does not). Counts the runs [`Store::claim_due`] claimed, and keeps the ids of the runs sent for
 /// renewal. While `full` is set, every write fails as on a full disk.
+#[derive(Clone)]
 struct Faulty {
     store: MemoryStore,
     fault: Fault,
@@ -29,7 +30,7 @@ struct Faulty {
     full: Arc<AtomicBool>,
 }
 
-#[derive(PartialEq)]
+#[derive(Clone, Copy, PartialEq)]
 enum Fault {
     Chaining,
     /// None: the memory store as it is, which claims nothing with the finishes.
@@ -132,6 +133,14 @@ impl Store for Faulty {
     }
     async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
         self.store.give_back(runner, run_ids).await
+    }
+    async fn previous_success(
+        &self,
+        module: &str,
+        verb: &str,
+        before: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        self.store.previous_success(module, verb, before).await
     }
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         self.store.deregister(runner, cancelled).await

@@ -121,6 +121,11 @@ pub struct Claim {
     /// "Backfill"): recorded with `backfill = true`, a manual run of its own instant. When it ends, the
     /// executor claims again at once, for the next queued occurrence.
     pub backfill: bool,
+    /// A manual run: of a trigger (`cronverb trigger`, docs/operations.md, "Manual runs"), at the
+    /// trigger's instant, or of a backfilled occurrence ([`Claim::backfill`]). Never late; recorded
+    /// with `manual = true`. The handler's trigger says which (`Context::trigger`, docs/runtime.md,
+    /// "What a handler knows").
+    pub manual: bool,
 }
 
 impl Claim {
@@ -385,7 +390,10 @@ impl Default for StoreSettings {
 /// the same conformance tests. It is not public API: the feature `testing` shows it so that this
 /// workspace's tests and benchmarks can drive a store the way the executor does; docs/runtime.md ("The
 /// store seam") says why it is not open to other crates.
-pub trait Store: sealed::Sealed + Send + Sync + 'static {
+///
+/// A store is a cheap handle (`Clone`): the executor gives one to its handlers' contexts, for
+/// `Context::previous_success`.
+pub trait Store: sealed::Sealed + Clone + Send + Sync + 'static {
     /// Registers this replica (a row in `cron_runners`) and its deployment with its jobs (idempotent for a
     /// key already registered), and takes the module over if this deployment should be active
     /// (G6, docs/operations.md).
@@ -490,6 +498,18 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
         runner: &Runner,
         last_runs: Option<&[ReplicaRun]>,
     ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+
+    /// The scheduled instant of the latest run of `verb` of `module`, under any of the module's
+    /// deployments, that succeeded and is scheduled strictly before `before`; `None` when the history
+    /// keeps none. What `Context::previous_success` asks, only when a handler calls it: one read of
+    /// the history by its unique key (module, verb, instant), never a statement of every run
+    /// (docs/runtime.md, "What a handler knows").
+    fn previous_success(
+        &self,
+        module: &str,
+        verb: &str,
+        before: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Option<DateTime<Utc>>, StoreError>> + Send;
 
     /// Deletes the finished runs (never a running one) that finished more than `older_than` ago, in
     /// small batches and a bounded number of them per call (the PostgreSQL store: at most 10,000 runs;

@@ -30,6 +30,7 @@ mod claims;
 mod deploys;
 mod ending;
 mod every_replica;
+mod history;
 mod leases;
 mod logs;
 mod missed;
@@ -47,6 +48,7 @@ pub use claims::*;
 pub use deploys::*;
 pub use ending::*;
 pub use every_replica::*;
+pub use history::*;
 pub use leases::*;
 pub use logs::*;
 pub use missed::*;
@@ -313,6 +315,8 @@ macro_rules! every_case {
         $test!(a_backfill_window_reaching_past_now_is_refused);
         $test!(regular_runs_come_before_backfills_under_the_replicas_cap);
         $test!(a_backfill_of_a_job_under_missed_all_keeps_its_backlog_and_runs_nothing_twice);
+        // What a handler asks of the history
+        $test!(the_previous_success_is_the_last_succeeded_occurrence_before_the_runs_own);
         // Waking up
         $test!(a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due);
         // Jobs on every replica

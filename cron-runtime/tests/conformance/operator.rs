@@ -51,6 +51,8 @@ async fn manual_run<H: StoreUnderTest>(
     let manual = claim_of(&claimed, verb).clone();
     assert_eq!(manual.scheduled_at, requested_at, "{claimed:?}");
     assert_eq!((manual.attempt, manual.late), (1, false));
+    // What the handler's context says started it (`Trigger::Manual`).
+    assert!(manual.manual && !manual.backfill, "{manual:?}");
     manual
 }
 

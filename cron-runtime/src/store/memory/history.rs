@@ -1,7 +1,7 @@
 //! The in-memory store's history: the runs it records, the last ones only (docs/runtime.md, "History
 //! retention").
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -59,14 +59,23 @@ pub struct RunRecord {
 pub(super) struct History {
     limit: usize,
     runs: VecDeque<RunRecord>,
-    /// The occurrences of the runs kept, by module, verb and instant (how many runs of each: one, as
-    /// the database stores' unique key on runs allows): whether an occurrence ran is one look-up,
-    /// not a scan of the history ([`History::has`]).
-    occurrences: HashMap<Occurrence, u32>,
+    /// The occurrences of the runs kept, by module, verb and instant, the database stores' unique key
+    /// on runs: whether an occurrence ran is one look-up ([`History::has`]), and a verb's last success
+    /// before an instant a walk back from that instant ([`History::previous_success`]), as the
+    /// database stores read their key; neither is a scan of the history.
+    occurrences: HashMap<Arc<str>, HashMap<Arc<str>, Instants>>,
 }
 
-/// A run's occurrence: its module, verb and instant, the database stores' unique key on runs.
-type Occurrence = (Arc<str>, Arc<str>, DateTime<Utc>);
+/// The occurrences kept of one verb, by instant.
+type Instants = BTreeMap<DateTime<Utc>, Kept>;
+
+/// The runs kept of one occurrence: one, as the database stores' unique key on runs allows.
+#[derive(Debug, Default)]
+struct Kept {
+    runs: u32,
+    /// How many of them succeeded.
+    succeeded: u32,
+}
 
 impl Default for History {
     fn default() -> Self {
@@ -96,35 +105,84 @@ impl History {
     pub(super) fn record(&mut self, run: RunRecord) {
         if self.runs.len() >= self.limit {
             if let Some(forgotten) = self.runs.pop_front() {
-                let key = occurrence(&forgotten);
-                if let Some(count) = self.occurrences.get_mut(&key) {
-                    *count -= 1;
-                    if *count == 0 {
-                        self.occurrences.remove(&key);
-                    }
-                }
+                self.forget(&forgotten);
             }
         } else if self.runs.len() == self.runs.capacity() {
             let grown = (self.runs.len() * 2).max(4).min(self.limit);
             self.runs.reserve_exact(grown - self.runs.len());
         }
-        *self.occurrences.entry(occurrence(&run)).or_default() += 1;
+        self.keep(&run);
         self.runs.push_back(run);
+    }
+
+    /// Counts `run` among the occurrences kept.
+    fn keep(&mut self, run: &RunRecord) {
+        // Looked up by name first: the names are cloned only for a module or verb not kept yet.
+        let verbs = match self.occurrences.get_mut(&*run.module) {
+            Some(verbs) => verbs,
+            None => self.occurrences.entry(Arc::clone(&run.module)).or_default(),
+        };
+        let instants = match verbs.get_mut(&*run.verb) {
+            Some(instants) => instants,
+            None => verbs.entry(Arc::clone(&run.verb)).or_default(),
+        };
+        let kept = instants.entry(run.scheduled_at).or_default();
+        kept.runs += 1;
+        kept.succeeded += u32::from(run.outcome == Some(Outcome::Succeeded));
+    }
+
+    /// No longer counts `run`, forgotten, among the occurrences kept.
+    fn forget(&mut self, run: &RunRecord) {
+        let Some(verbs) = self.occurrences.get_mut(&*run.module) else {
+            return;
+        };
+        let Some(instants) = verbs.get_mut(&*run.verb) else {
+            return;
+        };
+        let Some(kept) = instants.get_mut(&run.scheduled_at) else {
+            return;
+        };
+        kept.runs -= 1;
+        kept.succeeded -= u32::from(run.outcome == Some(Outcome::Succeeded));
+        if kept.runs == 0 {
+            instants.remove(&run.scheduled_at);
+            if instants.is_empty() {
+                verbs.remove(&*run.verb);
+                if verbs.is_empty() {
+                    self.occurrences.remove(&*run.module);
+                }
+            }
+        }
+    }
+
+    /// The instants of the occurrences kept of `verb` of `module`, in order.
+    fn instants(&self, module: &str, verb: &str) -> Option<&Instants> {
+        self.occurrences.get(module)?.get(verb)
+    }
+
+    /// The latest instant among the runs kept of `verb` of `module` that succeeded, scheduled strictly
+    /// before `before` ([`Store::previous_success`](crate::store::Store::previous_success)): a walk
+    /// back from `before` over the verb's occurrences kept, stopping at the first that succeeded, as
+    /// the database stores walk their unique key. Only finished runs are kept, and a run that
+    /// succeeded is finished.
+    pub(super) fn previous_success(
+        &self,
+        module: &str,
+        verb: &str,
+        before: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        self.instants(module, verb)?
+            .range(..before)
+            .rev()
+            .find(|(_, kept)| kept.succeeded > 0)
+            .map(|(at, _)| *at)
     }
 
     /// Whether a run kept is of the occurrence `at` of `verb` of `module`.
     pub(super) fn has(&self, module: &Arc<str>, verb: &Arc<str>, at: DateTime<Utc>) -> bool {
-        self.occurrences
-            .contains_key(&(Arc::clone(module), Arc::clone(verb), at))
+        self.instants(module, verb)
+            .is_some_and(|instants| instants.contains_key(&at))
     }
-}
-
-fn occurrence(run: &RunRecord) -> Occurrence {
-    (
-        Arc::clone(&run.module),
-        Arc::clone(&run.verb),
-        run.scheduled_at,
-    )
 }
 
 #[cfg(test)]
@@ -187,6 +245,48 @@ mod tests {
         history.record(of(3, 3));
         assert!(!history.has(&m, &v, at(1)));
         assert!(history.has(&m, &v, at(2)) && history.has(&m, &v, at(3)));
-        assert_eq!(history.occurrences.len(), 2);
+        assert_eq!(history.instants(&m, &v).map(BTreeMap::len), Some(2));
+        // Forgotten whole: no empty verb or module is left behind.
+        let w: Arc<str> = Arc::from("m::w");
+        history.record(RunRecord {
+            verb: Arc::clone(&w),
+            ..of(4, 4)
+        });
+        assert!(history.has(&m, &w, at(4)));
+        history.record(of(5, 5));
+        history.record(of(6, 6));
+        assert!(!history.has(&m, &w, at(4)));
+        assert_eq!(history.occurrences[&m].len(), 1);
+    }
+
+    #[test]
+    fn the_previous_success_is_the_latest_kept_success_strictly_before() {
+        let mut history = History::default();
+        history.set_limit(4);
+        let at = |s| DateTime::<Utc>::from_timestamp(s, 0).unwrap();
+        let of = |run_id, s, outcome| RunRecord {
+            scheduled_at: at(s),
+            outcome: Some(outcome),
+            ..run(run_id)
+        };
+        history.record(of(1, 10, Outcome::Succeeded));
+        history.record(of(2, 20, Outcome::Succeeded));
+        history.record(of(3, 30, Outcome::Failed));
+        history.record(of(4, 40, Outcome::Skipped));
+        assert_eq!(history.previous_success("m", "m::v", at(10)), None);
+        assert_eq!(history.previous_success("m", "m::v", at(11)), Some(at(10)));
+        assert_eq!(history.previous_success("m", "m::v", at(50)), Some(at(20)));
+        assert_eq!(history.previous_success("m", "m::w", at(50)), None);
+        assert_eq!(history.previous_success("n", "m::v", at(50)), None);
+        // A later run recorded first (a backfill of an older instant after it) changes nothing.
+        history.record(of(5, 5, Outcome::Succeeded));
+        assert_eq!(history.previous_success("m", "m::v", at(50)), Some(at(20)));
+        // Forgotten beyond the limit: 00:10, 00:20, then 00:05 are no longer kept.
+        history.record(of(6, 60, Outcome::Failed));
+        history.record(of(7, 70, Outcome::Failed));
+        assert_eq!(history.previous_success("m", "m::v", at(80)), Some(at(5)));
+        history.record(of(8, 80, Outcome::Failed));
+        history.record(of(9, 90, Outcome::Failed));
+        assert_eq!(history.previous_success("m", "m::v", at(100)), None);
     }
 }

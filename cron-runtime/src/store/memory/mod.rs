@@ -285,6 +285,15 @@ impl Store for MemoryStore {
         Change::Claim
     }
 
+    async fn previous_success(
+        &self,
+        module: &str,
+        verb: &str,
+        before: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Ok(self.lock().history.previous_success(module, verb, before))
+    }
+
     /// The last runs are not kept: no operator status reads this store but its own process's.
     async fn every_replica(
         &self,

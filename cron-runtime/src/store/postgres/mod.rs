@@ -302,5 +302,9 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         .flat_map(|family| family.iter().copied())
         .chain(<Postgres as crate::admin::sql::Dialect>::SQL.named())
         .chain(crate::admin::backfill::statements())
+        .chain([(
+            "store::sql::history::PREVIOUS_SUCCESS",
+            crate::store::sql::history::PREVIOUS_SUCCESS,
+        )])
         .collect()
 }

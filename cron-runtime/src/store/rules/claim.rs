@@ -208,13 +208,22 @@ impl Take {
         verb: String,
         earlier: usize,
     ) -> Option<Claim> {
-        let (scheduled_at, late, action, skipped, retry_at, backfill) = match *self {
+        let (scheduled_at, late, action, skipped, retry_at, backfill, manual) = match *self {
             Take::Run {
                 scheduled_at,
                 late,
+                manual,
                 backfill,
                 ..
-            } => (scheduled_at, late, ClaimAction::Run, 0, None, backfill),
+            } => (
+                scheduled_at,
+                late,
+                ClaimAction::Run,
+                0,
+                None,
+                backfill,
+                manual,
+            ),
             Take::Skip {
                 scheduled_at,
                 skipped,
@@ -226,7 +235,9 @@ impl Take {
                 skipped,
                 None,
                 false,
+                false,
             ),
+            // A manual run is never retried (docs/runtime.md, "Retries").
             Take::Retry {
                 occurrence,
                 retry_at,
@@ -237,6 +248,7 @@ impl Take {
                 ClaimAction::Run,
                 0,
                 Some(retry_at),
+                false,
                 false,
             ),
             Take::CutShort { .. } => return None,
@@ -253,6 +265,7 @@ impl Take {
             attempt: u32::try_from(earlier + 1).unwrap_or(u32::MAX),
             retry_at,
             backfill,
+            manual,
         })
     }
 
@@ -382,7 +395,7 @@ mod tests {
             })
         );
         let claim = taken.unwrap().claim(7, 1, "v".to_owned(), 0).unwrap();
-        assert!(claim.backfill && !claim.late);
+        assert!(claim.backfill && claim.manual && !claim.late);
     }
 
     #[test]
@@ -453,6 +466,29 @@ mod tests {
                 })
             ),
             "{taken:?}"
+        );
+        let claim = taken.unwrap().claim(1, 1, "v".to_owned(), 0).unwrap();
+        assert!(claim.manual && !claim.backfill && !claim.late, "{claim:?}");
+        // A regular run, on time or late, is not manual; nor is a retry.
+        let regular = row(at(0, 1, 0), Due::Regular, MissedPolicy::Once);
+        for now in [at(0, 1, 0), at(0, 10, 0)] {
+            let taken = regular.take(|| Some(minutely()), now, &settings()).unwrap();
+            assert!(!taken.claim(1, 1, "v".to_owned(), 0).unwrap().manual);
+        }
+        let retry = row(
+            at(0, 1, 20),
+            Due::Retry {
+                occurrence: at(0, 1, 0),
+            },
+            MissedPolicy::Once,
+        );
+        let taken = retry.take(|| Some(minutely()), at(0, 1, 20), &settings());
+        assert!(
+            !taken
+                .unwrap()
+                .claim(1, 1, "v".to_owned(), 1)
+                .unwrap()
+                .manual
         );
     }
 

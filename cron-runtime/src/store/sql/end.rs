@@ -302,6 +302,7 @@ impl<D: Protocol> SqlStore<D> {
                         attempt: 1,
                         retry_at: None,
                         backfill: false,
+                        manual: false,
                     });
                 }
                 // The runs of one instant together, as a claim returns them.

@@ -9,7 +9,8 @@
 //! - `run`: the statement runner (also the operator API's); `values`: what statements bind and read;
 //! - `deploy`: registration, heartbeats and takeover;
 //! - `claim`: claiming due jobs; `claimable`: which rows a claim may take;
-//! - `end`: the one writer of run ends; `runs`: the paths that end runs (finish, recovery, shutdown).
+//! - `end`: the one writer of run ends; `runs`: the paths that end runs (finish, recovery, shutdown);
+//! - `history`: the read of the history a handler asks for (its previous success).
 //!
 //! The PostgreSQL store (`store/postgres`) and the SQLite store (`store/sqlite`) run on it.
 
@@ -19,6 +20,7 @@ mod claimable;
 pub(crate) mod deploy;
 mod end;
 pub(crate) mod every_replica;
+pub(crate) mod history;
 pub(crate) mod run;
 mod runs;
 pub(crate) mod values;
@@ -456,6 +458,15 @@ impl<D: Protocol> super::Store for SqlStore<D> {
         every_replica::every_replica(&self.pool, &D::STEPS.every_replica, runner, last_runs).await
     }
 
+    async fn previous_success(
+        &self,
+        module: &str,
+        verb: &str,
+        before: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.last_success_before(module, verb, before).await
+    }
+
     async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
         D::prune(self, older_than).await
     }
@@ -532,6 +543,15 @@ macro_rules! store_on_sql {
                 last_runs: Option<&[$crate::store::ReplicaRun]>,
             ) -> Result<Vec<String>, $crate::store::StoreError> {
                 $crate::store::Store::every_replica(&self.0, runner, last_runs).await
+            }
+
+            async fn previous_success(
+                &self,
+                module: &str,
+                verb: &str,
+                before: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<chrono::DateTime<chrono::Utc>>, $crate::store::StoreError> {
+                $crate::store::Store::previous_success(&self.0, module, verb, before).await
             }
 
             async fn prune_history(

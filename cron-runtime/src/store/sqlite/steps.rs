@@ -605,6 +605,26 @@ mod tests {
         }
     }
 
+    /// The read of a handler's previous success (`store::sql::history`), written once for both
+    /// databases, prepares on SQLite and searches an index of the history by verb and instant from the
+    /// run's instant down, with no sort: it stops at the first run that succeeded.
+    #[tokio::test]
+    async fn the_previous_success_searches_the_historys_unique_key() {
+        let mut conn = migrated().await;
+        let sql = crate::store::sql::history::PREVIOUS_SUCCESS;
+        let plan: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        let plan: Vec<String> = plan.into_iter().map(|(.., detail)| detail).collect();
+        assert!(
+            matches!(&plan[..], [search] if search.starts_with("SEARCH cron_job_runs USING INDEX")
+                && search.contains("verb=? AND scheduled_at<?")),
+            "{plan:?}"
+        );
+    }
+
     /// Every part of a text that writes two tables gets the parameters it reads. sqlx binds the parts
     /// of one text in turn with the same values, and takes a number a part does not read for the next
     /// value not yet taken by position: once those run out, it binds nothing more, and the part's later
