@@ -185,13 +185,17 @@ impl Context {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// use cron_runtime::chrono::{DateTime, TimeZone, Utc};
+    /// use cron_runtime::chrono::{TimeDelta, TimeZone, Utc};
     /// use cron_runtime::{Context, StoreError, Trigger};
     ///
     /// /// Exports the rows changed since the last export that succeeded.
     /// async fn export() -> Result<String, StoreError> {
     ///     let cx = cron_runtime::context();
-    ///     let since = cx.previous_success().await?.unwrap_or(DateTime::UNIX_EPOCH);
+    ///     // The first run, with no success before it, takes the day before its instant.
+    ///     let since = cx
+    ///         .previous_success()
+    ///         .await?
+    ///         .unwrap_or(cx.scheduled_at() - TimeDelta::days(1));
     ///     Ok(format!(
     ///         "{} run, rows from {since} to {}, key {}",
     ///         cx.trigger(),

@@ -604,6 +604,7 @@ async fn each_run_is_a_span_with_its_module_verb_instant_lateness_outcome_and_sk
     assert_eq!(field(first, "outcome").as_deref(), Some("succeeded"));
     assert_eq!(field(first, "skipped").as_deref(), Some("2"));
     assert_eq!(field(first, "late").as_deref(), Some("false"));
+    assert_eq!(field(first, "trigger").as_deref(), Some("regular"));
     assert!(field(first, "run_id").is_some());
 
     let failed = closed

@@ -585,3 +585,40 @@ async fn prune_deletes_old_finished_runs_in_batches_and_never_a_running_one(pool
     );
     assert_eq!(count(&pool, "SELECT count(*) FROM cron_job_runs").await, 11);
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn prune_keeps_each_verbs_latest_success_however_old(pool: PgPool) {
+    // A monthly verb whose last success is 40 days old, after an older success and a later failure,
+    // beside a verb whose successes are all old.
+    sqlx::query(
+        "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, \
+             outcome, runner, runner_id) \
+         SELECT 'billing', v, now() - make_interval(days => d), now() - make_interval(days => d), \
+                now() - make_interval(days => d) + interval '1 hour', o, 'test:1', 1 \
+         FROM (VALUES ('billing::monthly', 70, 'succeeded'), ('billing::monthly', 40, 'succeeded'), \
+                      ('billing::monthly', 35, 'failed'), ('billing::other', 50, 'succeeded'), \
+                      ('billing::other', 45, 'succeeded')) AS r(v, d, o)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let store = PgStore::from_pool(pool.clone());
+    let deleted = store
+        .admin()
+        .prune(Duration::from_secs(30 * 24 * 3600), 100)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 3);
+    let kept: Vec<(String, String)> =
+        sqlx::query_as("SELECT verb, outcome FROM cron_job_runs ORDER BY verb, scheduled_at")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        kept,
+        [
+            ("billing::monthly".to_owned(), "succeeded".to_owned()),
+            ("billing::other".to_owned(), "succeeded".to_owned()),
+        ]
+    );
+}

@@ -77,13 +77,17 @@ macro_rules! statements {
             ),
             prune: concat!(
                 "DELETE FROM cron_job_runs WHERE id IN ( \
-                    SELECT id FROM cron_job_runs \
-                    WHERE scheduled_at < ",
+                    SELECT o.id FROM cron_job_runs o \
+                    WHERE o.scheduled_at < ",
                 $since_1,
-                " AND finished_at < ",
+                " AND o.finished_at < ",
                 $since_1,
-                " AND outcome <> 'running' \
-                    ORDER BY scheduled_at \
+                " AND o.outcome <> 'running' \
+                      AND NOT (o.outcome = 'succeeded' AND NOT EXISTS ( \
+                          SELECT 1 FROM cron_job_runs n \
+                          WHERE n.module_name = o.module_name AND n.verb = o.verb \
+                            AND n.scheduled_at > o.scheduled_at AND n.outcome = 'succeeded')) \
+                    ORDER BY o.scheduled_at \
                     LIMIT $2)"
             ),
             deployments: concat!(

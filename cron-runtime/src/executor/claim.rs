@@ -196,6 +196,10 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
 
 /// Prepares the run of a claim: its span and its handler, before its instant.
 fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Run {
+    let job = shared.job_index.get(claim.verb.as_str()).copied();
+    // A job this build has no handler for starts no handler: its policy does not matter.
+    let missed = job.map_or(MissedPolicy::Once, |index| shared.jobs[index].0.missed);
+    let trigger = Trigger::of(&claim, missed);
     let span = tracing::info_span!(
         "cron_run",
         module = %shared.plan.module,
@@ -203,14 +207,12 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
         scheduled_at = %claim.scheduled_at,
         run_id = claim.run_id,
         late = claim.late,
+        trigger = %trigger,
         attempt = claim.attempt,
         lateness_ms = tracing::field::Empty,
         outcome = tracing::field::Empty,
         skipped = tracing::field::Empty,
     );
-    let job = shared.job_index.get(claim.verb.as_str()).copied();
-    // A job this build has no handler for starts no handler: its policy does not matter.
-    let missed = job.map_or(MissedPolicy::Once, |index| shared.jobs[index].0.missed);
     let context = match job {
         Some(index) => {
             shared.job_metrics[index].next_run(claim.scheduled_at);
@@ -224,7 +226,7 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
     Run {
         run_id: claim.run_id,
         scheduled_at: claim.scheduled_at,
-        trigger: Trigger::of(&claim, missed),
+        trigger,
         state: RunState::new(
             shared.epoch,
             anchor.instant_for(claim.lease_expires_at),

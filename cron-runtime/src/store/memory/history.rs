@@ -63,11 +63,21 @@ pub(super) struct History {
     /// on runs: whether an occurrence ran is one look-up ([`History::has`]), and a verb's last success
     /// before an instant a walk back from that instant ([`History::previous_success`]), as the
     /// database stores read their key; neither is a scan of the history.
-    occurrences: HashMap<Arc<str>, HashMap<Arc<str>, Instants>>,
+    occurrences: HashMap<Arc<str>, HashMap<Arc<str>, Verb>>,
 }
 
-/// The occurrences kept of one verb, by instant.
-type Instants = BTreeMap<DateTime<Utc>, Kept>;
+/// What the history knows of one verb. Kept once the verb's runs have all been forgotten: the verbs a
+/// store has run are few beside its runs, and a verb's entry made again for each run would cost an
+/// allocation per run.
+#[derive(Debug, Default)]
+struct Verb {
+    /// The occurrences kept, by instant.
+    instants: BTreeMap<DateTime<Utc>, Kept>,
+    /// The latest instant of the verb that succeeded, kept or not: a verb's last success outlives the
+    /// limit on runs as it outlives retention in the database stores (docs/runtime.md, "What a handler
+    /// knows").
+    last_succeeded: Option<DateTime<Utc>>,
+}
 
 /// The runs kept of one occurrence: one, as the database stores' unique key on runs allows.
 #[derive(Debug, Default)]
@@ -122,13 +132,16 @@ impl History {
             Some(verbs) => verbs,
             None => self.occurrences.entry(Arc::clone(&run.module)).or_default(),
         };
-        let instants = match verbs.get_mut(&*run.verb) {
-            Some(instants) => instants,
+        let known = match verbs.get_mut(&*run.verb) {
+            Some(known) => known,
             None => verbs.entry(Arc::clone(&run.verb)).or_default(),
         };
-        let kept = instants.entry(run.scheduled_at).or_default();
+        let kept = known.instants.entry(run.scheduled_at).or_default();
         kept.runs += 1;
-        kept.succeeded += u32::from(run.outcome == Some(Outcome::Succeeded));
+        if run.outcome == Some(Outcome::Succeeded) {
+            kept.succeeded += 1;
+            known.last_succeeded = known.last_succeeded.max(Some(run.scheduled_at));
+        }
     }
 
     /// No longer counts `run`, forgotten, among the occurrences kept.
@@ -136,52 +149,51 @@ impl History {
         let Some(verbs) = self.occurrences.get_mut(&*run.module) else {
             return;
         };
-        let Some(instants) = verbs.get_mut(&*run.verb) else {
+        let Some(known) = verbs.get_mut(&*run.verb) else {
             return;
         };
-        let Some(kept) = instants.get_mut(&run.scheduled_at) else {
+        let Some(kept) = known.instants.get_mut(&run.scheduled_at) else {
             return;
         };
         kept.runs -= 1;
         kept.succeeded -= u32::from(run.outcome == Some(Outcome::Succeeded));
         if kept.runs == 0 {
-            instants.remove(&run.scheduled_at);
-            if instants.is_empty() {
-                verbs.remove(&*run.verb);
-                if verbs.is_empty() {
-                    self.occurrences.remove(&*run.module);
-                }
-            }
+            known.instants.remove(&run.scheduled_at);
         }
     }
 
-    /// The instants of the occurrences kept of `verb` of `module`, in order.
-    fn instants(&self, module: &str, verb: &str) -> Option<&Instants> {
+    /// What the history knows of `verb` of `module`.
+    fn verb(&self, module: &str, verb: &str) -> Option<&Verb> {
         self.occurrences.get(module)?.get(verb)
     }
 
-    /// The latest instant among the runs kept of `verb` of `module` that succeeded, scheduled strictly
-    /// before `before` ([`Store::previous_success`](crate::store::Store::previous_success)): a walk
-    /// back from `before` over the verb's occurrences kept, stopping at the first that succeeded, as
-    /// the database stores walk their unique key. Only finished runs are kept, and a run that
-    /// succeeded is finished.
+    /// The latest instant of `verb` of `module` that succeeded, scheduled strictly before `before`
+    /// ([`Store::previous_success`](crate::store::Store::previous_success)): a walk back from `before`
+    /// over the verb's occurrences kept, stopping at the first that succeeded, as the database stores
+    /// walk their unique key, else the verb's latest success if it is before `before`, kept or not.
+    /// Only finished runs are kept, and a run that succeeded is finished.
     pub(super) fn previous_success(
         &self,
         module: &str,
         verb: &str,
         before: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
-        self.instants(module, verb)?
+        let known = self.verb(module, verb)?;
+        let kept = known
+            .instants
             .range(..before)
             .rev()
             .find(|(_, kept)| kept.succeeded > 0)
-            .map(|(at, _)| *at)
+            .map(|(at, _)| *at);
+        // The latest success, forgotten or not, is the answer when it is before `before`: every
+        // success before `before` is then at or before it.
+        kept.or(known.last_succeeded.filter(|at| *at < before))
     }
 
     /// Whether a run kept is of the occurrence `at` of `verb` of `module`.
     pub(super) fn has(&self, module: &Arc<str>, verb: &Arc<str>, at: DateTime<Utc>) -> bool {
-        self.instants(module, verb)
-            .is_some_and(|instants| instants.contains_key(&at))
+        self.verb(module, verb)
+            .is_some_and(|known| known.instants.contains_key(&at))
     }
 }
 
@@ -245,8 +257,9 @@ mod tests {
         history.record(of(3, 3));
         assert!(!history.has(&m, &v, at(1)));
         assert!(history.has(&m, &v, at(2)) && history.has(&m, &v, at(3)));
-        assert_eq!(history.instants(&m, &v).map(BTreeMap::len), Some(2));
-        // Forgotten whole: no empty verb or module is left behind.
+        assert_eq!(history.verb(&m, &v).map(|v| v.instants.len()), Some(2));
+        // Forgotten whole, a verb keeps its entry (no allocation per run for a verb that runs once
+        // between two others).
         let w: Arc<str> = Arc::from("m::w");
         history.record(RunRecord {
             verb: Arc::clone(&w),
@@ -256,7 +269,8 @@ mod tests {
         history.record(of(5, 5));
         history.record(of(6, 6));
         assert!(!history.has(&m, &w, at(4)));
-        assert_eq!(history.occurrences[&m].len(), 1);
+        assert_eq!(history.verb(&m, &w).map(|w| w.instants.len()), Some(0));
+        assert_eq!(history.occurrences[&m].len(), 2);
     }
 
     #[test]
@@ -287,6 +301,7 @@ mod tests {
         assert_eq!(history.previous_success("m", "m::v", at(80)), Some(at(5)));
         history.record(of(8, 80, Outcome::Failed));
         history.record(of(9, 90, Outcome::Failed));
-        assert_eq!(history.previous_success("m", "m::v", at(100)), None);
+        // No success kept: the verb's latest, 00:20, outlives the limit.
+        assert_eq!(history.previous_success("m", "m::v", at(100)), Some(at(20)));
     }
 }
