@@ -1379,7 +1379,8 @@ async fn a_job_shows_its_missed_policy_and_catch_up_window(pool: PgPool) {
         }
         if path != "/jobs/billing/billing%3A%3Arollup" {
             assert!(
-                row(&body, "billing::send").contains("<div class=\"muted\">UTC, missed: once</div>"),
+                row(&body, "billing::send")
+                    .contains("<div class=\"muted\">UTC, missed: once</div>"),
                 "{path}: {body}"
             );
         }

@@ -294,7 +294,10 @@ pub async fn a_manual_run_under_missed_all_keeps_the_occurrences_that_came_while
 
     let runs = h.runs().await;
     let manual_run = run_of(&h, manual.run_id).await.unwrap();
-    assert!(manual_run.manual && manual_run.skipped == 0, "{manual_run:?}");
+    assert!(
+        manual_run.manual && manual_run.skipped == 0,
+        "{manual_run:?}"
+    );
     let regular_runs: Vec<_> = runs
         .iter()
         .filter(|r| !r.manual)
