@@ -1344,3 +1344,45 @@ async fn serve_returns_on_shutdown_once_its_connections_are_done() {
     .await;
     assert!(read.is_ok(), "the idle connection is still open");
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_job_shows_its_missed_policy_and_catch_up_window(pool: PgPool) {
+    // docs/dashboard.md: the job's row, on the overview and on its page, says what a late occurrence
+    // does and how old it may be and still run (docs/runtime.md, "Missed runs").
+    let store = PgStore::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let schema = Schema::new([
+        (
+            "billing",
+            Verb::new(
+                "billing::rollup",
+                Cron::new("0 * * * *")
+                    .missed(cronverb::MissedPolicy::All)
+                    .catch_up("2h"),
+            ),
+        ),
+        (
+            "billing",
+            Verb::new("billing::send", Cron::new("0 2 * * 1-5")),
+        ),
+    ]);
+    store.admin().deploy("v1", &schema, None).await.unwrap();
+    let router = dashboard::router(store.admin());
+    for path in ["/", "/jobs/billing/billing%3A%3Arollup", JOB] {
+        let body = get(&router, path).await.body;
+        if path != JOB {
+            assert!(
+                row(&body, "billing::rollup")
+                    .contains("<div class=\"muted\">UTC, missed: all, catch-up window 2h</div>"),
+                "{path}: {body}"
+            );
+        }
+        if path != "/jobs/billing/billing%3A%3Arollup" {
+            assert!(
+                row(&body, "billing::send")
+                    .contains("<div class=\"muted\">UTC, missed: once</div>"),
+                "{path}: {body}"
+            );
+        }
+    }
+}

@@ -1040,3 +1040,65 @@ fn trigger_wait_exits_with_the_outcome_of_the_triggered_run() {
     assert_eq!(run["error"], "ran past its timeout of 1m");
     drop(store);
 }
+
+#[test]
+fn status_shows_each_jobs_missed_policy_and_catch_up_window() {
+    // docs/operations.md, "status": the policy and the window a late occurrence still runs in.
+    let db = Database::migrated("missed");
+    let file = db.schema_file(
+        r#"{
+  "version": 1,
+  "modules": [
+    {
+      "name": "billing",
+      "verbs": [
+        { "name": "billing::export", "cron": { "expression": "0 * * * *", "missed": "all" } },
+        { "name": "billing::rollup",
+          "cron": { "expression": "*/5 * * * *", "missed": "all", "catch_up": "2h" } },
+        { "name": "billing::tick", "cron": { "expression": "*/5 * * * *" } }
+      ]
+    }
+  ]
+}"#,
+    );
+    let output = db.cronverb(&["deploy", "--deployment", "billing@1", file.path()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+
+    let status = db.json(&["status"]);
+    let shown: Vec<(Value, Value, Value)> = status["modules"][0]["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            (
+                j["verb"].clone(),
+                j["missed"].clone(),
+                j["catch_up_secs"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("billing::export".into(), "all".into(), 86_400.into()),
+            ("billing::rollup".into(), "all".into(), 7200.into()),
+            ("billing::tick".into(), "once".into(), Value::Null),
+        ]
+    );
+
+    let output = db.cronverb(&["status"]);
+    let text = stdout(&output);
+    let row = |verb: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(verb))
+            .unwrap_or_else(|| panic!("no row of `{verb}`: {text}"))
+            .split("  ")
+            .map(str::trim)
+            .filter(|cell| !cell.is_empty())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("VERB")[3], "MISSED", "{text}");
+    assert_eq!(row("billing::export")[3], "all 24h", "{text}");
+    assert_eq!(row("billing::rollup")[3], "all 2h", "{text}");
+    assert_eq!(row("billing::tick")[3], "once", "{text}");
+}

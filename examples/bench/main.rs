@@ -6,10 +6,12 @@
 //! $ cargo run --release --example bench -- --scenario throughput --jobs 10000 --replicas 1 --seconds 30
 //! ```
 //!
-//! Options: `--scenario all|throughput|idle|limit|scale|register` (repeatable), `--seconds N`
+//! Options: `--scenario all|throughput|idle|limit|scale|register|catchup` (repeatable; `all` leaves out
+//! `catchup`), `--seconds N`
 //! (throughput window, default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`,
 //! `--idle-replicas 2` (replica processes per idle row: `1,16` compares one idle replica with sixteen),
-//! `--limit-seconds 10`, `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`,
+//! `--limit-seconds 10`, `--occurrences 10000` (the catch-up scenario's missed occurrences, at most
+//! 10,000), `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`,
 //! `--count-statements` (every throughput row through the counting proxies), `--no-extra` (skip the extra
 //! throughput rows: counted statements, `synchronous_commit = off`, a pool of 40 connections,
 //! `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N` (the
@@ -47,10 +49,12 @@
 //! - **Where the database waits**: `pg_stat_activity` of the bench database sampled every 200 ms.
 //!
 //! The parts: `replica` (the child process and the protocol between it and this one), `throughput`,
-//! `idle`, `limit`, `scale` and `register` (the scenarios), `claim` (the store's claim driven and explained
-//! directly), `proxy` (the statement counter), `measure` (what is read of the database and the machine
-//! around a window), `stats` (the lateness histogram and quantiles) and `url` (database URLs).
+//! `idle`, `limit`, `scale`, `register` and `catchup` (the scenarios), `claim` (the store's claim driven
+//! and explained directly), `proxy` (the statement counter), `measure` (what is read of the database and
+//! the machine around a window), `stats` (the lateness histogram and quantiles) and `url` (database
+//! URLs).
 
+mod catchup;
 mod claim;
 mod idle;
 mod limit;
@@ -90,6 +94,9 @@ cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
   --limit-seconds N      pgbench duration per batch size (default 10)
   --scale-rows N         job rows of the scale scenario (default 1000000)
   --register-verbs 10000,100000   verbs of one deployment, per row of the register scenario
+  --scenario catchup     one `missed = \"all\"` job set --occurrences in the past, per --replicas row;
+                         not part of `all`
+  --occurrences N        the catch-up's missed occurrences (default 10000, at most 10000)
   --count-statements     every throughput row through the counting proxy
   --no-extra             skip the extra throughput rows (counted, batch_limit 100, sync off, pool 40)
   --batch-limit N        the replicas' batch_limit (default: the runtime's)
@@ -117,6 +124,8 @@ struct Args {
     limit_seconds: u32,
     scale_rows: u64,
     register_verbs: Vec<usize>,
+    /// The catch-up scenario's missed occurrences (and its job's window in seconds).
+    occurrences: u64,
     count_statements: bool,
     extra: bool,
     /// The replicas' `batch_limit` (0: the runtime's default).
@@ -143,6 +152,7 @@ fn args() -> Args {
         limit_seconds: 10,
         scale_rows: 1_000_000,
         register_verbs: vec![10_000, 25_000, 50_000, 100_000],
+        occurrences: 10_000,
         count_statements: false,
         extra: true,
         batch_limit: 0,
@@ -172,6 +182,7 @@ fn args() -> Args {
             "--limit-seconds" => args.limit_seconds = value().parse().expect("--limit-seconds N"),
             "--scale-rows" => args.scale_rows = value().parse().expect("--scale-rows N"),
             "--register-verbs" => args.register_verbs = list(value()),
+            "--occurrences" => args.occurrences = value().parse().expect("--occurrences N"),
             "--count-statements" => args.count_statements = true,
             "--no-extra" => args.extra = false,
             "--batch-limit" => args.batch_limit = value().parse().expect("--batch-limit N"),
@@ -190,7 +201,7 @@ fn args() -> Args {
             other => panic!(
                 "unknown option `{other}`; expected one of: `--scenario`, `--seconds`, `--jobs`, \
                  `--replicas`, `--idle-seconds`, `--idle-replicas`, `--replica-pool`, `--limit-seconds`, \
-                 `--scale-rows`, `--register-verbs`, \
+                 `--scale-rows`, `--register-verbs`, `--occurrences`, \
                  `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
                  `--max-concurrent-runs`, `--database-url`, `--sqlite-dir`"
             ),
@@ -256,11 +267,12 @@ async fn parent(args: Args) -> AnyResult<()> {
             "idle" => bench.idle().await,
             "scale" => bench.scale().await,
             "register" => bench.register().await,
+            "catchup" => bench.catchup().await,
             #[cfg(feature = "sqlite")]
             "sqlite" => sqlite::sqlite(&args).await,
             other => Err(anyhow::anyhow!(
                 "unknown scenario `{other}`; expected one of: `all`, `throughput`, `idle`, `limit`, \
-                 `scale`, `register`"
+                 `scale`, `register`, `catchup`"
             )),
         };
         if let Err(error) = result {

@@ -132,7 +132,7 @@ pub(crate) fn machine() -> String {
 }
 
 /// User + system ticks (10 ms) of one process, from `/proc/<pid>/stat`.
-fn process_ticks(pid: i32) -> Option<u64> {
+pub(crate) fn process_ticks(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let close = stat.rfind(')')?;
     let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();

@@ -35,6 +35,9 @@ pub(crate) struct ReplicaConfig {
     pub(crate) claim_ahead_ms: u64,
     /// The replica's `max_concurrent_runs` (0: none, the runtime's default).
     pub(crate) max_concurrent_runs: usize,
+    /// When not 0, every job is `missed = "all"` with this catch-up window in seconds (the catch-up
+    /// scenario); else the default policy.
+    pub(crate) catch_up_secs: u64,
 }
 
 pub(crate) struct ReplicaProcess {
@@ -69,6 +72,7 @@ impl ReplicaProcess {
                 "BENCH_MAX_CONCURRENT",
                 config.max_concurrent_runs.to_string(),
             )
+            .env("BENCH_CATCH_UP_SECS", config.catch_up_secs.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -82,6 +86,18 @@ impl ReplicaProcess {
             }
         });
         Ok(ReplicaProcess { child, lines })
+    }
+
+    /// The replica's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the replica (by its own pid) without waiting for a result: for a scenario that measures
+    /// the database rather than the replica's window.
+    pub(crate) fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub(crate) fn start_window(&mut self, second: i64) -> AnyResult<()> {
@@ -221,6 +237,7 @@ async fn run() -> AnyResult<String> {
     let batch_limit: usize = env("BENCH_BATCH_LIMIT");
     let claim_ahead_ms: u64 = env("BENCH_CLAIM_AHEAD_MS");
     let max_concurrent: usize = env("BENCH_MAX_CONCURRENT");
+    let catch_up_secs: u64 = env("BENCH_CATCH_UP_SECS");
     let recorder = Arc::new(Recorder {
         window_start: AtomicI64::new(i64::MAX),
         seconds,
@@ -256,9 +273,16 @@ async fn run() -> AnyResult<String> {
         .shutdown_grace(Duration::from_secs(5));
     for job in 0..jobs {
         let recorder = Arc::clone(&recorder);
-        builder = builder.job(
+        let mut options = cronverb::JobOptions::new();
+        if catch_up_secs > 0 {
+            options = options
+                .missed(cronverb::MissedPolicy::All)
+                .catch_up(Duration::from_secs(catch_up_secs));
+        }
+        builder = builder.job_with(
             format!("{module}::job_{job}"),
             expression.as_str(),
+            options,
             move || {
                 let recorder = Arc::clone(&recorder);
                 async move {

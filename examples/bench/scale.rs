@@ -115,6 +115,7 @@ impl Bench {
             batch_limit: 0,
             claim_ahead_ms: 0,
             max_concurrent_runs: 0,
+            catch_up_secs: 0,
         });
         match spawned {
             Ok(mut child) => {

@@ -66,6 +66,7 @@ async fn row(dir: &Path, jobs: usize, seconds: u32) -> AnyResult<String> {
         batch_limit: 0,
         claim_ahead_ms: 0,
         max_concurrent_runs: 0,
+        catch_up_secs: 0,
     })?;
     wait_for_runner(&pool).await?;
     let window_start = Utc::now().timestamp() + 3;

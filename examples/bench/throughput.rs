@@ -129,6 +129,7 @@ impl Bench {
                 },
                 claim_ahead_ms: self.args.claim_ahead_ms,
                 max_concurrent_runs: self.args.max_concurrent_runs,
+                catch_up_secs: 0,
             })?);
         }
         // Registration of the same deployment by many replicas at once takes a while.

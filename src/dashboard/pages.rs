@@ -286,6 +286,9 @@ struct JobView {
     next_machine: String,
     next_relative: String,
     missed: String,
+    /// How old a late occurrence may be and still run (`catch_up`, docs/runtime.md, "Missed runs"); `None`
+    /// when nothing bounds it.
+    catch_up: Option<String>,
     /// Its last run failed, panicked, timed out or was abandoned.
     failing: bool,
     /// `outcome-…` of the last run, with its outcome, duration and lateness.
@@ -364,6 +367,9 @@ impl JobView {
             next_machine: format::machine(job.next_execution),
             next_relative: format::relative_to(job.next_execution, now),
             missed: job.missed.clone(),
+            catch_up: job
+                .catch_up_secs
+                .map(|secs| cron_schema::format_duration(std::time::Duration::from_secs(secs))),
             failing: is_failing(job),
             last: job.last_run.as_ref().map(|run| LastView {
                 outcome: run.outcome.clone(),

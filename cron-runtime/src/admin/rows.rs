@@ -100,6 +100,8 @@ pub(crate) struct JobRow {
     pub(crate) schedule: String,
     pub(crate) timezone: String,
     pub(crate) missed: String,
+    /// `cron_jobs.catch_up` in milliseconds (migration `0006`); NULL for no bound.
+    pub(crate) catch_up_ms: Option<i64>,
     pub(crate) state: String,
     pub(crate) paused: bool,
     pub(crate) pause_note: Option<String>,

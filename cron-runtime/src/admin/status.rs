@@ -258,6 +258,10 @@ pub struct JobStatus {
     pub timezone: String,
     /// `once`, `skip` or `all`.
     pub missed: String,
+    /// The catch-up window in seconds (docs/runtime.md, "Missed runs"): how old a late occurrence may be
+    /// and still run, the job's `catch_up` or, under `all`, the default of one day. `None` when nothing
+    /// bounds it (`once` without `catch_up`) or no late occurrence runs (`skip`).
+    pub catch_up_secs: Option<u64>,
     /// `idle` or `executing`.
     pub state: String,
     /// The run in flight, when `state` is `executing`.
@@ -440,6 +444,10 @@ fn job_status(row: JobRow) -> JobStatus {
         expression: row.schedule,
         timezone: row.timezone,
         missed: row.missed,
+        catch_up_secs: row
+            .catch_up_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map(|ms| ms / 1000),
         state: row.state,
         running,
         paused: row.paused,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cron_runtime::admin::{Admin, AdminError, RunFilter};
 use cron_runtime::store::{Finish, Outcome, Store};
-use cron_schema::{Cron, RunOn, Schema, Verb};
+use cron_schema::{Cron, MissedPolicy, RunOn, Schema, Verb};
 
 use crate::support::{deployment, job};
 
@@ -37,6 +37,7 @@ macro_rules! every_admin_case {
             a_paused_verb_is_not_claimed_until_resumed,
             a_trigger_runs_once_through_the_claim_and_shows_in_runs_and_status,
             a_job_on_every_replica_is_deployed_listed_with_each_replicas_last_run_and_paused,
+            status_shows_each_jobs_missed_policy_and_catch_up_window,
         );
     };
     (@cases $attr:meta, $params:tt, $make:expr, $($case:ident,)*) => {
@@ -560,5 +561,51 @@ pub async fn a_trigger_runs_once_through_the_claim_and_shows_in_runs_and_status(
             .await
             .unwrap(),
         []
+    );
+}
+
+pub async fn status_shows_each_jobs_missed_policy_and_catch_up_window(db: &impl AdminUnderTest) {
+    // docs/operations.md, "status": the policy of each job and the window its late occurrences run in
+    // (docs/runtime.md, "Missed runs"), none where nothing bounds it or nothing late runs.
+    let with = |verb: &str, missed: MissedPolicy, catch_up: Option<u64>| {
+        let mut job = job(verb, HOURLY);
+        job.missed = missed;
+        job.catch_up = catch_up.map(Duration::from_secs);
+        job
+    };
+    db.replica()
+        .register(&deployment(
+            "billing@1",
+            vec![
+                with("billing::digest", MissedPolicy::Once, Some(2 * 3600)),
+                with("billing::export", MissedPolicy::All, Some(24 * 3600)),
+                with("billing::ping", MissedPolicy::Skip, None),
+                with("billing::rollup", MissedPolicy::All, Some(300)),
+                with("billing::tick", MissedPolicy::Once, None),
+            ],
+        ))
+        .await
+        .unwrap();
+    let status = db.admin().status(None).await.unwrap();
+    let shown: Vec<(&str, &str, Option<u64>)> = status.modules[0]
+        .jobs
+        .iter()
+        .map(|j| (j.verb.as_str(), j.missed.as_str(), j.catch_up_secs))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("billing::digest", "once", Some(7200)),
+            ("billing::export", "all", Some(86_400)),
+            ("billing::ping", "skip", None),
+            ("billing::rollup", "all", Some(300)),
+            ("billing::tick", "once", None),
+        ]
+    );
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["modules"][0]["jobs"][3]["catch_up_secs"], 300);
+    assert_eq!(
+        json["modules"][0]["jobs"][4]["catch_up_secs"],
+        serde_json::Value::Null
     );
 }

@@ -237,3 +237,75 @@ pub async fn a_catch_up_window_bounds_missed_once(h: impl StoreUnderTest) {
     };
     assert!(next >= next_second(before), "{next} {before}");
 }
+
+pub async fn a_manual_run_under_missed_all_keeps_the_occurrences_that_came_while_it_ran(
+    h: impl StoreUnderTest,
+) {
+    // docs/operations.md, "Manual runs": under `missed = "all"` the regular occurrences that come while a
+    // manual run executes are a catch-up's backlog, not an overlap to skip: they run after it, oldest
+    // first, one at a time, each once (docs/runtime.md, "Missed runs").
+    let spec = deployment("billing@1", vec![catching_up(job("a", SECONDLY), 60)]);
+    let second = settle(&h).await;
+    let (store, runner) = replica_with(&h, short_tolerance(), &spec).await;
+    let regular = h.next_execution(MODULE, "a").await.unwrap();
+    assert_eq!(regular, second + TimeDelta::seconds(1));
+    let requested_at = h.trigger("a").await.unwrap();
+    let claimed = claim(&store, &runner).await;
+    let manual = claim_of(&claimed, "a").clone();
+    assert_eq!(manual.scheduled_at, requested_at, "{claimed:?}");
+
+    // Three regular occurrences come while it runs; none starts beside it.
+    let came: Vec<_> = (0..3).map(|s| regular + TimeDelta::seconds(s)).collect();
+    sleep_until(&h, came[2] + ms(300)).await;
+    assert!(claim(&store, &runner).await.claims.is_empty());
+    assert_eq!(
+        finish_one(&store, &runner, &succeeded(&manual)).await,
+        Finished::Recorded {
+            next_execution: Some(regular),
+            skipped: 0
+        },
+        "the first that came is next, none skipped"
+    );
+
+    // The backlog, oldest first, one at a time, as regular runs, until the job is on time.
+    let mut ran = Vec::new();
+    loop {
+        let claimed = claim(&store, &runner).await;
+        let Some(c) = claimed.claims.first().cloned() else {
+            break;
+        };
+        assert_eq!(claimed.claims.len(), 1, "one run at a time: {claimed:?}");
+        assert_eq!(c.action, ClaimAction::Run, "{claimed:?}");
+        let finished = finish_one(&store, &runner, &succeeded(&c)).await;
+        assert_eq!(
+            finished,
+            Finished::Recorded {
+                next_execution: Some(c.scheduled_at + TimeDelta::seconds(1)),
+                skipped: 0
+            }
+        );
+        ran.push(c.scheduled_at);
+        if !c.late {
+            break;
+        }
+        assert!(ran.len() < 10, "a catch-up ends: {ran:?}");
+    }
+    assert_eq!(ran[..3], came[..], "none lost, in order: {ran:?}");
+
+    let runs = h.runs().await;
+    let manual_run = run_of(&h, manual.run_id).await.unwrap();
+    assert!(
+        manual_run.manual && manual_run.skipped == 0,
+        "{manual_run:?}"
+    );
+    let regular_runs: Vec<_> = runs
+        .iter()
+        .filter(|r| !r.manual)
+        .map(|r| (r.scheduled_at, r.outcome, r.skipped))
+        .collect();
+    let expected: Vec<_> = ran
+        .iter()
+        .map(|at| (*at, Some(Outcome::Succeeded), 0))
+        .collect();
+    assert_eq!(regular_runs, expected, "each occurrence once: {runs:?}");
+}

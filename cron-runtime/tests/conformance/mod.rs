@@ -245,6 +245,7 @@ macro_rules! every_case {
         $test!(a_job_within_the_tolerance_is_not_late);
         $test!(a_late_job_under_missed_all_runs_every_occurrence_in_its_window_oldest_first);
         $test!(a_catch_up_window_bounds_missed_once);
+        $test!(a_manual_run_under_missed_all_keeps_the_occurrences_that_came_while_it_ran);
         // Ending runs
         $test!(a_failure_is_recorded_with_its_message_and_the_job_goes_on);
         $test!(a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded);

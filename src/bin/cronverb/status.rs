@@ -81,6 +81,7 @@ fn render(status: &Status) -> String {
                 "VERB",
                 "SCHEDULE",
                 "ZONE",
+                "MISSED",
                 "STATE",
                 "NEXT (UTC)",
                 "NEXT (ZONE)",
@@ -192,6 +193,23 @@ fn replica_runs(job: &JobStatus) -> String {
     text
 }
 
+/// The job's `missed` policy and, where one bounds it, its catch-up window (docs/runtime.md, "Missed
+/// runs"): `once`, `skip`, `all 24h`, `once 2h`; `-` for a job on every replica, which runs no late
+/// occurrence of its own.
+fn missed(job: &JobStatus) -> String {
+    if job.every_replica {
+        return "-".to_owned();
+    }
+    match job.catch_up_secs {
+        Some(secs) => format!(
+            "{} {}",
+            job.missed,
+            cron_schema::format_duration(Duration::from_secs(secs))
+        ),
+        None => job.missed.clone(),
+    }
+}
+
 fn job_row(job: &JobStatus) -> Vec<String> {
     let mut state = if job.every_replica {
         "every replica".to_owned()
@@ -234,6 +252,7 @@ fn job_row(job: &JobStatus) -> Vec<String> {
         job.verb.clone(),
         job.expression.clone(),
         job.timezone.clone(),
+        missed(job),
         state,
         db::instant(job.next_execution),
         job.next_execution_local

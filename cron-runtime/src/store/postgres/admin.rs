@@ -27,6 +27,7 @@ impl Dialect for Postgres {
         since_4: "now() - make_interval(secs => $4)",
         among_ids_1: "= ANY($1)",
         last_instant: "'infinity'::timestamptz",
+        catch_up_ms: "CAST(extract(epoch FROM j.catch_up) * 1000 AS bigint)",
     };
 
     async fn clock(conn: &mut PgConnection) -> Result<DateTime<Utc>, sqlx::Error> {
