@@ -302,5 +302,6 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         .flat_map(|family| family.iter().copied())
         .chain(<Postgres as crate::admin::sql::Dialect>::SQL.named())
         .chain(crate::admin::backfill::statements())
+        .chain(crate::admin::audit::statements())
         .collect()
 }
