@@ -849,7 +849,13 @@ fn audit_lists_who_acted_newest_first_as_text_and_json_and_prune_keeps_it_unless
 
     let by_verb = file.json(&["audit", "--verb", "send_invoices", "--since", "7d"]);
     assert_eq!(by_verb.as_array().unwrap().len(), 2);
-    assert_eq!(file.json(&["audit", "--limit", "1"]).as_array().unwrap().len(), 1);
+    assert_eq!(
+        file.json(&["audit", "--limit", "1"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 
     let output = file.cronverb(&["audit", "--verb", "billing::send_invoices"]);
     let text = stdout(&output);
@@ -859,9 +865,18 @@ fn audit_lists_who_acted_newest_first_as_text_and_json_and_prune_keeps_it_unless
         lines[0].starts_with("AT (UTC)") && lines[0].contains("ACTOR  FROM"),
         "{text}"
     );
-    assert!(lines[1].contains("bob") && lines[1].contains("resume"), "{text}");
-    assert!(lines[2].contains("alice") && lines[2].contains("pause"), "{text}");
-    assert!(lines[2].contains("relay \\u{1b}[2J down"), "escaped: {text}");
+    assert!(
+        lines[1].contains("bob") && lines[1].contains("resume"),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains("alice") && lines[2].contains("pause"),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains("relay \\u{1b}[2J down"),
+        "escaped: {text}"
+    );
     assert!(!text.contains('\u{1b}'));
 
     // `prune --audit-older-than` is the trail's retention: every row here is younger than a day.

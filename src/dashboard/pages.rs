@@ -1077,10 +1077,7 @@ pub(super) struct AuditQuery {
 }
 
 /// `GET /audit`: the audit trail, newest first; `?verb=` keeps one verb's actions.
-pub(super) async fn audit(
-    axum::extract::State(shared): State,
-    request: Request,
-) -> Response {
+pub(super) async fn audit(axum::extract::State(shared): State, request: Request) -> Response {
     let (parts, _) = request.into_parts();
     let visit = Visit::new(&shared, &parts);
     let query = match Query::<AuditQuery>::try_from_uri(&parts.uri) {

@@ -66,7 +66,10 @@ pub async fn every_action_writes_one_row_naming_its_actor_and_a_refused_one_none
         .await
         .unwrap();
 
-    admin.pause("report", None, Some("INC-7 <b>")).await.unwrap();
+    admin
+        .pause("report", None, Some("INC-7 <b>"))
+        .await
+        .unwrap();
     let row = one_more(&admin, 1).await;
     assert_eq!(row.action, "pause");
     assert_eq!(row.verb.as_deref(), Some("billing::report"));
@@ -191,10 +194,7 @@ pub async fn the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the
     replica
         .register(&deployment(
             "billing@1",
-            vec![
-                job("billing::report", HOURLY),
-                job("billing::send", HOURLY),
-            ],
+            vec![job("billing::report", HOURLY), job("billing::send", HOURLY)],
         ))
         .await
         .unwrap();
