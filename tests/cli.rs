@@ -231,7 +231,7 @@ fn help_says_what_the_tool_is() {
         stdout(&output).lines().next(),
         Some(
             "Check cron expressions, and deploy, inspect, pause, resume, trigger and backfill the \
-             scheduled jobs of applications built with cronverb; serve their dashboard"
+             scheduled jobs of applications built with cronverb, and read who did; serve their dashboard"
         )
     );
 }

@@ -147,8 +147,18 @@ fn with_hook(store: &PgStore) -> Router {
 async fn handler_text_is_escaped(pool: PgPool) {
     let store = seed(&pool).await;
     runs(&pool, 1, "failed", Some(XSS)).await;
+    // A hostile actor and note in the audit trail.
+    store
+        .admin()
+        .with_actor(cronverb::admin::Actor::new(
+            XSS,
+            cronverb::admin::Origin::Api,
+        ))
+        .pause("billing::send", None, Some(XSS))
+        .await
+        .unwrap();
     let router = dashboard::router(store.admin());
-    for path in ["/", JOB] {
+    for path in ["/", JOB, "/audit", "/audit?verb=billing%3A%3Asend"] {
         let reply = get(&router, path).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}");
         assert!(!reply.body.contains("<img"), "{path}: {}", reply.body);
@@ -307,6 +317,11 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
         5,
         "no backfill was queued and none was cancelled"
     );
+    assert_eq!(
+        dashboard_rows(&pool).await,
+        0,
+        "a refused action writes no row"
+    );
 
     // A read-only dashboard refuses even a complete form, and shows no form.
     let read_only = dashboard::router(store.admin());
@@ -320,6 +335,15 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     let reply = post(&router, &format!("{JOB}/pause"), &cookie, &form).await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
     assert!(paused(&pool).await.0);
+    assert_eq!(dashboard_rows(&pool).await, 1);
+}
+
+/// How many rows of the audit trail the dashboard wrote.
+async fn dashboard_rows(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM cron_audit WHERE origin = 'dashboard'")
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 #[sqlx::test(migrations = false)]
@@ -392,6 +416,40 @@ async fn a_pause_through_the_form_records_its_note_and_who(pool: PgPool) {
     .await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER);
     assert_eq!(paused(&pool).await, (false, None));
+
+    // The audit page, linked from the overview and, filtered by verb, from the job's page.
+    assert!(
+        get_as(&router, "/", "")
+            .await
+            .body
+            .contains("href=\"/audit\"")
+    );
+    let audit_link = "href=\"/audit?verb=billing%3A%3Asend\"";
+    assert!(page.body.contains(audit_link), "{}", page.body);
+    let audit = get_as(&router, "/audit?verb=billing%3A%3Asend", "").await;
+    assert_eq!(audit.status, StatusCode::OK);
+    let rows: Vec<&str> = audit.body.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 2, "{}", audit.body);
+    assert!(
+        rows[0].contains("alice") && rows[0].contains("resume"),
+        "{}",
+        rows[0]
+    );
+    assert!(rows[0].contains("dashboard on "), "{}", rows[0]);
+    assert!(rows[1].contains("pause"), "{}", rows[1]);
+    assert!(
+        rows[1].contains("disk &#60;b&#62;full&#60;/b&#62; (paused by alice)"),
+        "{}",
+        rows[1]
+    );
+    // The deploy of the seed is the module's, not the verb's: only the whole trail lists it.
+    let whole = get_as(&router, "/audit", "").await;
+    assert_eq!(
+        whole.body.split("<tr>").skip(2).count(),
+        3,
+        "{}",
+        whole.body
+    );
 }
 
 /// How many occurrences are queued for a backfill.

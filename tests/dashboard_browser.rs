@@ -349,6 +349,33 @@ async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
     no_injected_markup(&browser).await?;
     browser.screenshot("paused").await?;
 
+    // The job's audit trail: the pause, by the holder of the action token, from the dashboard, its
+    // note shown as written.
+    let job_page = client.current_url().await?;
+    client.find(Locator::Css("a.audit")).await?.click().await?;
+    let audit_rows = client
+        .find_all(Locator::Css("table.audit tbody tr"))
+        .await?;
+    let newest = audit_rows
+        .first()
+        .context("the job's audit trail lists no action")?
+        .text()
+        .await?;
+    assert!(newest.contains("pause"), "{newest}");
+    assert!(newest.contains("dashboard on "), "{newest}");
+    let shown_note = client
+        .find(Locator::Css("table.audit tbody tr td.note"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        shown_note.starts_with(note),
+        "the note is not shown as written: {shown_note}"
+    );
+    no_injected_markup(&browser).await?;
+    browser.screenshot("audit").await?;
+    client.goto(job_page.as_str()).await?;
+
     // The session holds for the other jobs' pages too: a trigger needs no token either.
     client.goto(&format!("{base}/")).await?;
     client

@@ -206,11 +206,11 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0007)\n"
+        "cronverb's tables are up to date (migration 0010)\n"
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
-    assert_eq!(migrated["version"], 7);
+    assert_eq!(migrated["version"], 10);
 
     let output = db.cronverb(&["status"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -493,7 +493,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     let message = stderr(&output);
     assert!(
-        message.contains("migration 10000") && message.contains("up to 0007"),
+        message.contains("migration 10000") && message.contains("up to 0010"),
         "{message}"
     );
     // Every other command refuses it as `migrate` and the replicas do, before reading or writing.
@@ -514,7 +514,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
         );
         let message = stderr(&output);
         assert!(
-            message.contains("require migration 10000 or later") && message.contains("up to 0007"),
+            message.contains("require migration 10000 or later") && message.contains("up to 0010"),
             "{args:?}: {message}"
         );
     }

@@ -143,9 +143,9 @@ fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0007)\n"
+        "cronverb's tables are up to date (migration 0010)\n"
     );
-    assert_eq!(file.json(&["migrate"])["version"], 7);
+    assert_eq!(file.json(&["migrate"])["version"], 10);
     let output = file.cronverb(&["status"]);
     assert_eq!(stdout(&output), "no deployment is registered\n");
 
@@ -632,7 +632,7 @@ fn every_command_refuses_a_file_that_a_newer_release_contracted() {
         let message = stderr(&output);
         assert!(
             message.contains("require migration 10000 or later")
-                && message.contains("knows migrations up to 0007"),
+                && message.contains("knows migrations up to 0010"),
             "{args:?}: {message}"
         );
     }
@@ -800,4 +800,92 @@ async fn seed_pending_retry(store: &SqliteStore) {
         .execute(store.pool())
         .await
         .unwrap();
+}
+
+#[test]
+fn audit_lists_who_acted_newest_first_as_text_and_json_and_prune_keeps_it_unless_asked() {
+    let file = File::new("audit");
+    file.json(&["migrate"]);
+    let schema = file.schema_file();
+    let schema = schema.to_str().unwrap();
+    file.json(&["deploy", "--deployment", "billing@1", schema]);
+    // A hostile note: the terminal sees it escaped.
+    let output = file.cronverb(&[
+        "pause",
+        "send_invoices",
+        "--note",
+        "relay \u{1b}[2J down",
+        "--actor",
+        "alice",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    // Refused (unknown verb): nothing recorded.
+    assert_eq!(file.cronverb(&["resume", "nope"]).status.code(), Some(2));
+    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(["resume", "send_invoices"])
+        .env("DATABASE_URL", &file.url)
+        .env("USER", "bob")
+        .env_remove("LOGNAME")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    file.json(&["prune", "--older-than", "30d"]);
+
+    let audit = file.json(&["audit"]);
+    let rows = audit.as_array().unwrap();
+    let actions: Vec<&str> = rows.iter().map(|r| r["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["prune", "resume", "pause", "deploy"]);
+    let pause = &rows[2];
+    assert_eq!(pause["actor"], "alice");
+    assert_eq!(pause["origin"], "cli");
+    assert!(pause["host"].is_string());
+    assert_eq!(pause["module"], "billing");
+    assert_eq!(pause["verb"], "billing::send_invoices");
+    assert_eq!(pause["note"], "relay \u{1b}[2J down");
+    assert_eq!(pause["before"]["paused"], false);
+    assert_eq!(pause["after"]["paused"], true);
+    assert!(pause["at"].is_string() && pause["id"].is_i64());
+    assert_eq!(rows[1]["actor"], "bob", "the OS user without --actor");
+
+    let by_verb = file.json(&["audit", "--verb", "send_invoices", "--since", "7d"]);
+    assert_eq!(by_verb.as_array().unwrap().len(), 2);
+    assert_eq!(
+        file.json(&["audit", "--limit", "1"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let output = file.cronverb(&["audit", "--verb", "billing::send_invoices"]);
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("AT (UTC)") && lines[0].contains("ACTOR  FROM"),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("bob") && lines[1].contains("resume"),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains("alice") && lines[2].contains("pause"),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains("relay \\u{1b}[2J down"),
+        "escaped: {text}"
+    );
+    assert!(!text.contains('\u{1b}'));
+
+    // `prune --audit-older-than` is the trail's retention: every row here is younger than a day.
+    let pruned = file.json(&["prune", "--audit-older-than", "1d"]);
+    assert_eq!(pruned["audit_deleted"], 0);
+    // Two actions, two rows: the runs' prune, then the trail's.
+    let audit = file.json(&["audit"]);
+    let rows = audit.as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    assert_eq!(rows[0]["after"]["audit_deleted"], 0);
+    assert_eq!(rows[1]["after"]["runs_deleted"], 0);
 }

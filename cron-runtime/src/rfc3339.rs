@@ -6,7 +6,12 @@ use serde::Serializer;
 
 /// For `#[serde(with = "rfc3339")]` on a `DateTime<Utc>`.
 pub(crate) fn serialize<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&at.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+    s.serialize_str(&format(*at))
+}
+
+/// `at` as the reports write it.
+pub(crate) fn format(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
 /// For `#[serde(with = "rfc3339::option")]` on an `Option<DateTime<Utc>>`: `null` for `None`.

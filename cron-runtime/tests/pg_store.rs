@@ -173,6 +173,7 @@ async fn migrate_is_idempotent(pool: PgPool) {
     assert_eq!(
         tables,
         [
+            "cron_audit",
             "cron_backfills",
             "cron_compatibility",
             "cron_deployments",

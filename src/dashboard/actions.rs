@@ -205,6 +205,11 @@ async fn act(
         }
     };
     let note = form.note.trim();
+    // The audit trail records the request's actor, from the dashboard, on this host.
+    let admin = shared.admin.clone().with_actor(crate::admin::Actor::new(
+        actor.name.clone(),
+        crate::admin::Origin::Dashboard,
+    ));
     let result = match action {
         Action::Pause => {
             if note.is_empty() {
@@ -214,14 +219,13 @@ async fn act(
                 );
             }
             let note = format!("{note} (paused by {})", actor.name);
-            shared
-                .admin
+            admin
                 .pause(&verb, Some(&module), Some(&note))
                 .await
                 .map(drop)
         }
-        Action::Resume => shared.admin.resume(&verb, Some(&module)).await.map(drop),
-        Action::Trigger => shared.admin.trigger(&verb, Some(&module)).await.map(drop),
+        Action::Resume => admin.resume(&verb, Some(&module)).await.map(drop),
+        Action::Trigger => admin.trigger(&verb, Some(&module)).await.map(drop),
         Action::Backfill => {
             let (Some(from), Some(to)) = (instant(&form.from), instant(&form.to)) else {
                 return visit.refuse(
@@ -230,17 +234,12 @@ async fn act(
                      `2026-03-01T00:00:00Z`: nothing was changed",
                 );
             };
-            shared
-                .admin
+            admin
                 .backfill(&verb, Some(&module), from, to, false)
                 .await
                 .map(drop)
         }
-        Action::CancelBackfill => shared
-            .admin
-            .cancel_backfill(&verb, Some(&module))
-            .await
-            .map(drop),
+        Action::CancelBackfill => admin.cancel_backfill(&verb, Some(&module)).await.map(drop),
     };
     if let Err(error) = result {
         tracing::warn!(

@@ -155,6 +155,7 @@ impl Dashboard {
             .route("/", get(pages::overview))
             .route("/jobs/{module}/{verb}", get(pages::job))
             .route("/deployments/{key}", get(pages::deployment))
+            .route("/audit", get(pages::audit))
             .route("/jobs/{module}/{verb}/pause", post(actions::pause))
             .route("/jobs/{module}/{verb}/resume", post(actions::resume))
             .route("/jobs/{module}/{verb}/trigger", post(actions::trigger))

@@ -10,7 +10,10 @@ use serde::Deserialize;
 
 use chrono::{DateTime, Utc};
 
-use crate::admin::{AdminError, JobStatus, ModuleStatus, Run, RunFilter, Status};
+use crate::admin::{
+    AUDIT_LIMIT, AdminError, AuditEntry, AuditFilter, JobStatus, ModuleStatus, Run, RunFilter,
+    Status,
+};
 
 use super::chart::{self, Chart};
 use super::{Shared, State, csrf, format, session};
@@ -769,6 +772,8 @@ struct JobPage {
     chart_height: u32,
     /// The next page of older runs.
     older: Option<String>,
+    /// The audit trail of this verb.
+    audit_href: String,
     /// The first page, when this is not it.
     newest: Option<String>,
     actions: Option<Actions>,
@@ -904,6 +909,7 @@ pub(super) async fn job(
     };
     let now = status.now;
     let page = JobPage {
+        audit_href: format!("{}/audit?verb={}", visit.base, format::segment(&verb)),
         title: verb.clone(),
         module: module.clone(),
         now_machine: format::machine(Some(now)),
@@ -1013,6 +1019,95 @@ pub(super) async fn deployment(
             .collect(),
         schema: deployment.schema.to_string(),
         diff,
+        base: visit.base.clone(),
+    };
+    visit.render(StatusCode::OK, &page)
+}
+
+#[derive(Template)]
+#[template(path = "audit.html")]
+struct AuditPage {
+    base: String,
+    title: String,
+    verb: Option<String>,
+    limit: u32,
+    entries: Vec<AuditView>,
+}
+
+/// A row of the audit trail as the page shows it; askama escapes every field.
+struct AuditView {
+    at: String,
+    actor: String,
+    from: String,
+    action: String,
+    verb: String,
+    job_href: Option<String>,
+    change: String,
+    note: String,
+}
+
+impl AuditView {
+    fn new(base: &str, entry: &AuditEntry) -> AuditView {
+        let change = match (&entry.before, &entry.after) {
+            (Some(before), Some(after)) if before == after => format!("{after} (unchanged)"),
+            (Some(before), Some(after)) => format!("{before} → {after}"),
+            (None, Some(after)) => after.to_string(),
+            (Some(before), None) => before.to_string(),
+            (None, None) => String::new(),
+        };
+        AuditView {
+            at: format::utc(Some(entry.at)),
+            actor: entry.actor.clone(),
+            from: match &entry.host {
+                Some(host) => format!("{} on {host}", entry.origin),
+                None => entry.origin.clone(),
+            },
+            action: entry.action.clone(),
+            verb: entry.verb.clone().unwrap_or_default(),
+            job_href: entry
+                .module
+                .as_deref()
+                .zip(entry.verb.as_deref())
+                .map(|(module, verb)| format::job_href(base, module, verb)),
+            change,
+            note: entry.note.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// The query of the audit page: the verb whose actions it shows (docs/dashboard.md, "Routes").
+#[derive(Debug, Deserialize)]
+pub(super) struct AuditQuery {
+    #[serde(default)]
+    verb: String,
+}
+
+/// `GET /audit`: the audit trail, newest first; `?verb=` keeps one verb's actions.
+pub(super) async fn audit(axum::extract::State(shared): State, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let visit = Visit::new(&shared, &parts);
+    let query = match Query::<AuditQuery>::try_from_uri(&parts.uri) {
+        Ok(Query(query)) => query,
+        Err(_) => return visit.refuse(StatusCode::BAD_REQUEST, "the query is malformed"),
+    };
+    let verb = Some(query.verb.trim().to_owned()).filter(|v| !v.is_empty());
+    let filter = AuditFilter {
+        verb: verb.clone(),
+        limit: AUDIT_LIMIT,
+        ..AuditFilter::default()
+    };
+    let entries = match shared.admin.audit(&filter).await {
+        Ok(entries) => entries,
+        Err(error) => return visit.failure(&error),
+    };
+    let page = AuditPage {
+        title: "audit trail".to_owned(),
+        verb,
+        limit: AUDIT_LIMIT,
+        entries: entries
+            .iter()
+            .map(|e| AuditView::new(&visit.base, e))
+            .collect(),
         base: visit.base.clone(),
     };
     visit.render(StatusCode::OK, &page)

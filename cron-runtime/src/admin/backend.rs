@@ -13,8 +13,8 @@ use futures_util::future::BoxFuture;
 
 use super::sql::{Dialect, SqlAdmin};
 use super::{
-    AdminError, BackfillCancelled, Backfilled, Deployed, Deployment, Pause, Run, RunFilter, Status,
-    Triggered,
+    Actor, AdminError, AuditEntry, AuditFilter, BackfillCancelled, Backfilled, Deployed,
+    Deployment, Pause, Run, RunFilter, Status, Triggered,
 };
 
 /// What a command of a [`Commands`] returns: its result, once the database has answered.
@@ -26,6 +26,7 @@ type Answer<'a, T> = BoxFuture<'a, Result<T, AdminError>>;
 pub(crate) trait Commands: Debug + Send + Sync {
     fn deploy<'a>(
         &'a self,
+        actor: &'a Actor,
         key: &'a str,
         schema: &'a Schema,
         module: Option<&'a str>,
@@ -35,15 +36,29 @@ pub(crate) trait Commands: Debug + Send + Sync {
     fn runs<'a>(&'a self, filter: &'a RunFilter) -> Answer<'a, Vec<Run>>;
     fn pause<'a>(
         &'a self,
+        actor: &'a Actor,
         verb: &'a str,
         module: Option<&'a str>,
         note: Option<&'a str>,
     ) -> Answer<'a, Pause>;
-    fn resume<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Pause>;
-    fn trigger<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Triggered>;
-    fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64>;
+    fn resume<'a>(
+        &'a self,
+        actor: &'a Actor,
+        verb: &'a str,
+        module: Option<&'a str>,
+    ) -> Answer<'a, Pause>;
+    fn trigger<'a>(
+        &'a self,
+        actor: &'a Actor,
+        verb: &'a str,
+        module: Option<&'a str>,
+    ) -> Answer<'a, Triggered>;
+    fn prune<'a>(&'a self, actor: &'a Actor, older_than: Duration, batch: u32) -> Answer<'a, u64>;
+    fn prune_audit<'a>(&'a self, actor: &'a Actor, older_than: Duration) -> Answer<'a, u64>;
+    fn audit<'a>(&'a self, filter: &'a AuditFilter) -> Answer<'a, Vec<AuditEntry>>;
     fn backfill<'a>(
         &'a self,
+        actor: &'a Actor,
         verb: &'a str,
         module: Option<&'a str>,
         from: DateTime<Utc>,
@@ -52,6 +67,7 @@ pub(crate) trait Commands: Debug + Send + Sync {
     ) -> Answer<'a, Backfilled>;
     fn cancel_backfill<'a>(
         &'a self,
+        actor: &'a Actor,
         verb: &'a str,
         module: Option<&'a str>,
     ) -> Answer<'a, BackfillCancelled>;
@@ -60,11 +76,12 @@ pub(crate) trait Commands: Debug + Send + Sync {
 impl<D: Dialect> Commands for SqlAdmin<D> {
     fn deploy<'a>(
         &'a self,
+        actor: &'a Actor,
         key: &'a str,
         schema: &'a Schema,
         module: Option<&'a str>,
     ) -> Answer<'a, Deployed> {
-        Box::pin(super::deploy::deploy(self, key, schema, module))
+        Box::pin(super::deploy::deploy(self, actor, key, schema, module))
     }
 
     fn status<'a>(&'a self, module: Option<&'a str>) -> Answer<'a, Status> {
@@ -81,29 +98,47 @@ impl<D: Dialect> Commands for SqlAdmin<D> {
 
     fn pause<'a>(
         &'a self,
+        actor: &'a Actor,
         verb: &'a str,
         module: Option<&'a str>,
         note: Option<&'a str>,
     ) -> Answer<'a, Pause> {
-        Box::pin(super::pause::pause(self, verb, module, note))
+        Box::pin(super::pause::pause(self, actor, verb, module, note))
     }
 
-    fn resume<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Pause> {
-        Box::pin(super::pause::resume(self, verb, module))
+    fn resume<'a>(
+        &'a self,
+        actor: &'a Actor,
+        verb: &'a str,
+        module: Option<&'a str>,
+    ) -> Answer<'a, Pause> {
+        Box::pin(super::pause::resume(self, actor, verb, module))
     }
 
-    fn trigger<'a>(&'a self, verb: &'a str, module: Option<&'a str>) -> Answer<'a, Triggered> {
-        Box::pin(super::pause::trigger(self, verb, module))
+    fn trigger<'a>(
+        &'a self,
+        actor: &'a Actor,
+        verb: &'a str,
+        module: Option<&'a str>,
+    ) -> Answer<'a, Triggered> {
+        Box::pin(super::pause::trigger(self, actor, verb, module))
     }
 
-    fn prune(&self, older_than: Duration, batch: u32) -> Answer<'_, u64> {
-        Box::pin(
-            async move { Ok(super::prune::prune(self.pool(), older_than, batch, None).await?) },
-        )
+    fn prune<'a>(&'a self, actor: &'a Actor, older_than: Duration, batch: u32) -> Answer<'a, u64> {
+        Box::pin(super::prune::prune_audited(self, actor, older_than, batch))
+    }
+
+    fn prune_audit<'a>(&'a self, actor: &'a Actor, older_than: Duration) -> Answer<'a, u64> {
+        Box::pin(super::prune::prune_audit_trail(self, actor, older_than))
+    }
+
+    fn audit<'a>(&'a self, filter: &'a AuditFilter) -> Answer<'a, Vec<AuditEntry>> {
+        Box::pin(super::audit::audit(self, filter))
     }
 
     fn backfill<'a>(
         &'a self,
+        actor: &'a Actor,
         verb: &'a str,
         module: Option<&'a str>,
         from: DateTime<Utc>,
@@ -111,15 +146,16 @@ impl<D: Dialect> Commands for SqlAdmin<D> {
         dry_run: bool,
     ) -> Answer<'a, Backfilled> {
         Box::pin(super::backfill::backfill(
-            self, verb, module, from, to, dry_run,
+            self, actor, verb, module, from, to, dry_run,
         ))
     }
 
     fn cancel_backfill<'a>(
         &'a self,
+        actor: &'a Actor,
         verb: &'a str,
         module: Option<&'a str>,
     ) -> Answer<'a, BackfillCancelled> {
-        Box::pin(super::backfill::cancel(self, verb, module))
+        Box::pin(super::backfill::cancel(self, actor, verb, module))
     }
 }

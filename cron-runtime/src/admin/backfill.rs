@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::AdminError;
+use super::audit::{Action, Actor, Record, record};
 use super::lookup::resolve_verb;
 use super::rows::{At, QueueRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db, unmigrated};
@@ -150,6 +151,7 @@ pub struct BackfillProgress {
 /// [`Admin::backfill`](super::Admin::backfill).
 pub(crate) async fn backfill<D: Dialect>(
     admin: &SqlAdmin<D>,
+    actor: &Actor,
     verb: &str,
     module: Option<&str>,
     from: DateTime<Utc>,
@@ -232,6 +234,23 @@ pub(crate) async fn backfill<D: Dialect>(
         }
         tx.notify(&module).await.map_err(db(&context))?;
     }
+    if !dry_run {
+        // A dry run changes nothing and is not recorded; a backfill that queues nothing is.
+        let backfilled = Record {
+            action: Action::Backfill,
+            module: Some(&module),
+            verb: Some(&verb),
+            before: Some(serde_json::json!({ "queued": plan.already_queued })),
+            after: Some(serde_json::json!({
+                "queued": plan.already_queued + plan.to_queue.len(),
+                "from": rfc3339::format(from),
+                "to": rfc3339::format(to),
+                "deployment": active.key,
+            })),
+            note: None,
+        };
+        record(&mut tx, actor, backfilled, &context).await?;
+    }
     tx.commit().await.map_err(db(&context))?;
     Ok(Backfilled {
         module,
@@ -255,6 +274,7 @@ pub(crate) async fn backfill<D: Dialect>(
 /// [`Admin::cancel_backfill`](super::Admin::cancel_backfill).
 pub(crate) async fn cancel<D: Dialect>(
     admin: &SqlAdmin<D>,
+    actor: &Actor,
     verb: &str,
     module: Option<&str>,
 ) -> Result<BackfillCancelled, AdminError> {
@@ -267,6 +287,15 @@ pub(crate) async fn cancel<D: Dialect>(
         .execute(&mut tx.tx)
         .await
         .map_err(db(&context))?;
+    let cancelled_backfill = Record {
+        action: Action::CancelBackfill,
+        module: Some(&module),
+        verb: Some(&verb),
+        before: Some(serde_json::json!({ "queued": cancelled })),
+        after: Some(serde_json::json!({ "queued": 0 })),
+        note: None,
+    };
+    record(&mut tx, actor, cancelled_backfill, &context).await?;
     tx.commit().await.map_err(db(&context))?;
     Ok(BackfillCancelled {
         module,

@@ -9,6 +9,7 @@ use cron_schema::{Cron, RunOn, Schema};
 use serde::Serialize;
 
 use super::AdminError;
+use super::audit::{Action, Actor, Record, record};
 use super::rows::{ActiveSchema, RegisteredJob};
 use super::sql::{Dialect, SqlAdmin, Statement, db, unmigrated};
 use crate::defaults::DEFAULT_TIMEOUT;
@@ -21,6 +22,7 @@ use crate::store::{DeploymentSpec, JobSpec, check_job_count};
 /// [`Admin::deploy`](super::Admin::deploy).
 pub(crate) async fn deploy<D: Dialect>(
     admin: &SqlAdmin<D>,
+    actor: &Actor,
     key: &str,
     schema: &Schema,
     module: Option<&str>,
@@ -83,6 +85,17 @@ pub(crate) async fn deploy<D: Dialect>(
         .fetch_optional(&mut tx.tx)
         .await
         .map_err(db(&context))?;
+    let registered = Record {
+        action: Action::Deploy,
+        module: Some(&spec.module),
+        verb: None,
+        before: Some(serde_json::json!({
+            "active": current.as_ref().map(|c| c.key.as_str()),
+        })),
+        after: Some(serde_json::json!({ "key": spec.key, "created": created, "active": active })),
+        note: None,
+    };
+    record(&mut tx, actor, registered, &context).await?;
     tx.commit().await.map_err(db(&context))?;
     Ok(deployed(spec, &chosen, created, active, rows, current))
 }

@@ -28,6 +28,7 @@ use cron_schema::Schema;
 
 use self::backend::Commands;
 
+pub(crate) mod audit;
 pub(crate) mod backend;
 pub(crate) mod backfill;
 pub(crate) mod deploy;
@@ -43,6 +44,7 @@ pub(crate) mod statements;
 pub(crate) mod status;
 pub(crate) mod triggered;
 
+pub use audit::{AUDIT_LIMIT, Action, Actor, AuditEntry, AuditFilter, Origin};
 pub use backfill::{BackfillCancelled, BackfillProgress, Backfilled, Occurrence};
 pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob, check_verbs_listed_once};
 pub use deployment::Deployment;
@@ -70,10 +72,18 @@ pub(crate) const PRUNE_BATCHES_PER_CALL: u32 = 10;
 /// `trigger` and `prune`, with the same rules, results and errors on every database. Made by the store's
 /// `admin()` (`PgStore::admin` for PostgreSQL, `SqliteStore::admin` for SQLite); cloning is cheap and
 /// shares the pool.
+///
+/// Every command that changes something (`deploy`, `pause`, `resume`, `trigger`, `backfill` unless a
+/// dry run, `cancel_backfill`, `prune`, `prune_audit`) writes one row of the audit trail in its own
+/// transaction, naming the [`Actor`] this `Admin` acts as ([`Admin::with_actor`]); a command that fails
+/// or is refused writes none, and one accepted that changed nothing (pausing a paused verb) writes its
+/// row all the same, its state before and after equal (docs/operations.md, "Audit trail").
 #[derive(Debug, Clone)]
 pub struct Admin {
     /// The commands, over the store's statements.
     backend: Arc<dyn Commands>,
+    /// Who the audit trail records as acting.
+    actor: Actor,
 }
 
 impl Admin {
@@ -81,7 +91,31 @@ impl Admin {
     pub(crate) fn new<D: sql::Dialect>(admin: sql::SqlAdmin<D>) -> Admin {
         Admin {
             backend: Arc::new(admin),
+            actor: Actor::api(),
         }
+    }
+
+    /// The same operator API acting as `actor`: the audit trail records its actions under that name,
+    /// origin and host. Without it an `Admin` acts as [`Actor::api`], the operating system's user
+    /// through the API.
+    ///
+    /// ```no_run
+    /// # async fn example(store: cron_runtime::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+    /// use cron_runtime::admin::{Actor, Origin};
+    ///
+    /// let admin = store.admin().with_actor(Actor::new("alice", Origin::Api));
+    /// admin.pause("send_invoices", None, Some("invoicing is down")).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_actor(mut self, actor: Actor) -> Admin {
+        self.actor = actor;
+        self
+    }
+
+    /// Who this `Admin` acts as.
+    pub fn actor(&self) -> &Actor {
+        &self.actor
     }
 
     /// Registers deployment `key` of a module of `schema` ahead of a rollout: the deployment (inactive)
@@ -98,7 +132,7 @@ impl Admin {
         schema: &Schema,
         module: Option<&str>,
     ) -> Result<Deployed, AdminError> {
-        self.backend.deploy(key, schema, module).await
+        self.backend.deploy(&self.actor, key, schema, module).await
     }
 
     /// The modules, their deployments (active, live replicas) and the jobs of their active deployment.
@@ -128,14 +162,14 @@ impl Admin {
         module: Option<&str>,
         note: Option<&str>,
     ) -> Result<Pause, AdminError> {
-        self.backend.pause(verb, module, note).await
+        self.backend.pause(&self.actor, verb, module, note).await
     }
 
     /// Resumes `verb` in every deployment of its module. It continues from its first occurrence after
     /// now: the occurrences that came while it was paused are not run (and an idle row whose next
     /// occurrence is still ahead keeps it).
     pub async fn resume(&self, verb: &str, module: Option<&str>) -> Result<Pause, AdminError> {
-        self.backend.resume(verb, module).await
+        self.backend.resume(&self.actor, verb, module).await
     }
 
     /// Asks for one run of `verb` now, through the replicas' claim: the active deployment's row is
@@ -145,7 +179,7 @@ impl Admin {
     /// has not started (the trigger is then taken when that run ends). The regular schedule is
     /// unchanged; see docs/operations.md for the details.
     pub async fn trigger(&self, verb: &str, module: Option<&str>) -> Result<Triggered, AdminError> {
-        self.backend.trigger(verb, module).await
+        self.backend.trigger(&self.actor, verb, module).await
     }
 
     /// The run that trigger `triggered` (what [`Admin::trigger`] returned) caused, once a replica has
@@ -178,7 +212,9 @@ impl Admin {
         to: chrono::DateTime<chrono::Utc>,
         dry_run: bool,
     ) -> Result<Backfilled, AdminError> {
-        self.backend.backfill(verb, module, from, to, dry_run).await
+        self.backend
+            .backfill(&self.actor, verb, module, from, to, dry_run)
+            .await
     }
 
     /// Drops the queued occurrences of `verb` that have not started: a backfill's run in flight goes
@@ -188,13 +224,28 @@ impl Admin {
         verb: &str,
         module: Option<&str>,
     ) -> Result<BackfillCancelled, AdminError> {
-        self.backend.cancel_backfill(verb, module).await
+        self.backend
+            .cancel_backfill(&self.actor, verb, module)
+            .await
     }
 
     /// Deletes the runs that finished more than `older_than` ago (never a running one), `batch` per
     /// statement so that no statement holds many locks for long ([`PRUNE_BATCH`] is the runtime's).
-    /// Returns how many it deleted.
+    /// Returns how many it deleted. The audit trail is left alone ([`Admin::prune_audit`] prunes it);
+    /// the row recording this prune is written with its last batch.
     pub async fn prune(&self, older_than: Duration, batch: u32) -> Result<u64, AdminError> {
-        self.backend.prune(older_than, batch).await
+        self.backend.prune(&self.actor, older_than, batch).await
+    }
+
+    /// Deletes the rows of the audit trail written more than `older_than` ago: the trail's only
+    /// retention (the runtime never deletes a row of it by itself; docs/operations.md, "Audit trail").
+    /// Returns how many it deleted; the row recording this prune is written after them and stays.
+    pub async fn prune_audit(&self, older_than: Duration) -> Result<u64, AdminError> {
+        self.backend.prune_audit(&self.actor, older_than).await
+    }
+
+    /// The audit trail, newest first: the rows `filter` selects.
+    pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, AdminError> {
+        self.backend.audit(filter).await
     }
 }

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::AdminError;
+use super::audit::{Action, Actor, Record, record};
 use super::lookup::resolve_verb;
 use super::rows::{At, ExecutingRow, PauseRow, ResumeRow, TriggerRow};
 use super::runs::attempts;
@@ -61,6 +62,7 @@ pub struct Triggered {
 /// [`Admin::pause`](super::Admin::pause).
 pub(crate) async fn pause<D: Dialect>(
     admin: &SqlAdmin<D>,
+    actor: &Actor,
     verb: &str,
     module: Option<&str>,
     note: Option<&str>,
@@ -68,6 +70,7 @@ pub(crate) async fn pause<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("pausing `{verb}`");
     let mut tx = admin.write(&context).await?;
+    let before = read_state(&mut tx, &module, &verb, &context).await?;
     let was_paused: Vec<(bool,)> = Statement::<D>::new(D::SQL.lock_paused)
         .bind(module.clone())
         .bind(verb.clone())
@@ -83,19 +86,27 @@ pub(crate) async fn pause<D: Dialect>(
         .await
         .map_err(db(&context))?;
     let changed = was_paused.iter().any(|(paused,)| !paused);
-    let state = changed_state(tx, &module, &verb, &context).await?;
+    let audit = Audit {
+        actor,
+        action: Action::Pause,
+        before,
+        note,
+    };
+    let state = changed_state(tx, &module, &verb, &context, audit).await?;
     Ok(pause_state(&module, &verb, changed, &state))
 }
 
 /// [`Admin::resume`](super::Admin::resume).
 pub(crate) async fn resume<D: Dialect>(
     admin: &SqlAdmin<D>,
+    actor: &Actor,
     verb: &str,
     module: Option<&str>,
 ) -> Result<Pause, AdminError> {
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("resuming `{verb}`");
     let mut tx = admin.write(&context).await?;
+    let before = read_state(&mut tx, &module, &verb, &context).await?;
     let rows: Vec<ResumeRow> = Statement::<D>::new(D::SQL.lock_for_resume)
         .bind(module.clone())
         .bind(verb.clone())
@@ -139,31 +150,77 @@ pub(crate) async fn resume<D: Dialect>(
             .await
             .map_err(db(&context))?;
     }
-    let state = changed_state(tx, &module, &verb, &context).await?;
+    let audit = Audit {
+        actor,
+        action: Action::Resume,
+        before,
+        note: None,
+    };
+    let state = changed_state(tx, &module, &verb, &context, audit).await?;
     Ok(pause_state(&module, &verb, changed, &state))
 }
 
-/// Wakes the replicas of `module`, reads the pause of `verb`'s rows after the change and commits.
+/// The audit trail's row of a pause or a resume: who, which, the state before it and the note.
+struct Audit<'a> {
+    actor: &'a Actor,
+    action: Action,
+    before: Vec<PauseRow>,
+    note: Option<&'a str>,
+}
+
+/// The pause of `verb`'s rows of `module` (the active deployment's row first, then the newest), read
+/// in `tx`.
+async fn read_state<D: Dialect>(
+    tx: &mut Write<D>,
+    module: &str,
+    verb: &str,
+    context: &str,
+) -> Result<Vec<PauseRow>, AdminError> {
+    Ok(Statement::<D>::new(D::SQL.pause_state)
+        .bind(module.to_owned())
+        .bind(verb.to_owned())
+        .fetch_all(&mut tx.tx)
+        .await
+        .map_err(db(context))?)
+}
+
+/// Wakes the replicas of `module`, reads the pause of `verb`'s rows after the change, writes the audit
+/// trail's row of the change and commits.
 async fn changed_state<D: Dialect>(
     mut tx: Write<D>,
     module: &str,
     verb: &str,
     context: &str,
+    audit: Audit<'_>,
 ) -> Result<Vec<PauseRow>, AdminError> {
     tx.notify(module).await.map_err(db(context))?;
-    let rows = Statement::<D>::new(D::SQL.pause_state)
-        .bind(module.to_owned())
-        .bind(verb.to_owned())
-        .fetch_all(&mut tx.tx)
-        .await
-        .map_err(db(context))?;
+    let rows = read_state(&mut tx, module, verb, context).await?;
+    let recorded = Record {
+        action: audit.action,
+        module: Some(module),
+        verb: Some(verb),
+        before: Some(audited_pause(&audit.before)),
+        after: Some(audited_pause(&rows)),
+        note: audit.note,
+    };
+    record(&mut tx, audit.actor, recorded, context).await?;
     tx.commit().await.map_err(db(context))?;
     Ok(rows)
+}
+
+/// The pause of a verb as the audit trail keeps it: whether it is paused, and its note.
+fn audited_pause(rows: &[PauseRow]) -> serde_json::Value {
+    let first = rows.first();
+    serde_json::json!({
+        "paused": first.is_some_and(|r| r.paused),
+        "note": first.and_then(|r| r.pause_note.as_deref()),
+    })
 }
 
 /// [`Admin::trigger`](super::Admin::trigger).
 pub(crate) async fn trigger<D: Dialect>(
     admin: &SqlAdmin<D>,
+    actor: &Actor,
     verb: &str,
     module: Option<&str>,
 ) -> Result<Triggered, AdminError> {
@@ -217,6 +274,18 @@ pub(crate) async fn trigger<D: Dialect>(
             tx.now
         }
     };
+    let triggered = Record {
+        action: Action::Trigger,
+        module: Some(&module),
+        verb: Some(&verb),
+        before: Some(serde_json::json!({ "trigger_pending": pending.map(rfc3339::format) })),
+        after: Some(serde_json::json!({
+            "trigger_pending": rfc3339::format(requested_at),
+            "deployment": active.key,
+        })),
+        note: None,
+    };
+    record(&mut tx, actor, triggered, &context).await?;
     tx.commit().await.map_err(db(&context))?;
     Ok(Triggered {
         module,

@@ -182,3 +182,20 @@ pub(crate) struct QueueRow {
     pub(crate) queued: i64,
     pub(crate) next: At,
 }
+
+/// A row of the audit trail, as `admin::audit::LIST` reads it (migration `0010`).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct AuditRow {
+    pub(crate) id: i64,
+    pub(crate) at: At,
+    pub(crate) actor: String,
+    pub(crate) origin: String,
+    pub(crate) host: Option<String>,
+    pub(crate) action: String,
+    pub(crate) module: Option<String>,
+    pub(crate) verb: Option<String>,
+    /// JSON text.
+    pub(crate) state_before: Option<String>,
+    pub(crate) state_after: Option<String>,
+    pub(crate) note: Option<String>,
+}

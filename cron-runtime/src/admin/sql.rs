@@ -17,8 +17,9 @@ use sqlx::{Database, Pool, Transaction};
 
 use super::AdminError;
 use super::rows::{
-    ActiveDeployment, ActiveSchema, Ago, At, ExecutingRow, Ids, JobRow, ListedDeployment, PauseRow,
-    QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow, ResumeRow, RunRow, TriggerRow,
+    ActiveDeployment, ActiveSchema, Ago, At, AuditRow, ExecutingRow, Ids, JobRow, ListedDeployment,
+    PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow, ResumeRow, RunRow,
+    TriggerRow,
 };
 use crate::store::StoreError;
 use crate::store::schedules::Schedules;
@@ -189,6 +190,7 @@ pub(crate) trait Dialect:
     + Reads<TriggerRow>
     + Reads<ExecutingRow>
     + Reads<QueueRow>
+    + Reads<AuditRow>
 {
     /// The statements.
     const SQL: Statements;
@@ -269,11 +271,6 @@ impl<D: Dialect> SqlAdmin<D> {
     /// The schedule a row's text describes, or why it does not parse.
     pub(crate) fn schedule(&self, expression: &str, zone: &str) -> Result<ZonedSchedule, String> {
         self.schedules.parse(expression, zone)
-    }
-
-    /// The pool, for the runtime's own retention.
-    pub(crate) fn pool(&self) -> &Pool<D> {
-        &self.pool
     }
 }
 

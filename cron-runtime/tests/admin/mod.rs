@@ -14,6 +14,9 @@ use cron_schema::{Cron, MissedPolicy, RunOn, Schema, Verb};
 
 use crate::support::{deployment, job};
 
+mod audit;
+pub use audit::*;
+
 /// A database store under test.
 pub trait AdminUnderTest {
     /// The store.
@@ -38,6 +41,8 @@ macro_rules! every_admin_case {
             a_trigger_runs_once_through_the_claim_and_shows_in_runs_and_status,
             a_job_on_every_replica_is_deployed_listed_with_each_replicas_last_run_and_paused,
             status_shows_each_jobs_missed_policy_and_catch_up_window,
+            every_action_writes_one_row_naming_its_actor_and_a_refused_one_none,
+            the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the_api_unless_told,
         );
     };
     (@cases $attr:meta, $params:tt, $make:expr, $($case:ident,)*) => {

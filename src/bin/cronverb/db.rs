@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cronverb::admin::{Admin, AdminError};
+use cronverb::admin::{Actor, Admin, AdminError, Origin};
 use cronverb::redact::redact;
 use cronverb::sqlx::migrate::Migrator;
 use cronverb::{PgStore, SqliteStore, StoreError};
@@ -61,6 +61,22 @@ pub struct Connection {
     /// Print the result as JSON (the shape is described in docs/operations.md)
     #[arg(long)]
     pub json: bool,
+    /// Who the audit trail records as acting [default: the operating system's user, `USER` or
+    /// `LOGNAME`]
+    #[arg(long, value_name = "NAME")]
+    actor: Option<String>,
+}
+
+impl Connection {
+    /// Who acts: `--actor`, else the operating system's user, from the command line on this host.
+    fn actor(&self) -> Actor {
+        let name = self
+            .actor
+            .clone()
+            .filter(|name| !name.trim().is_empty())
+            .unwrap_or_else(Actor::os_user);
+        Actor::new(name, Origin::Cli)
+    }
 }
 
 /// Why a command failed, and the exit status that says so.
@@ -109,20 +125,29 @@ const QUICK_CHECK: &str = "PRAGMA quick_check";
 /// The URL schemes the database commands accept, as the error for another one lists them.
 const SCHEMES: &str = "`postgres://`, `postgresql://`, `sqlite://`";
 
-/// The database a command works on; the URL's scheme chose it.
+/// The database a command works on, and who acts on it.
 #[derive(Debug)]
-pub enum Database {
+pub struct Database {
+    store: Store,
+    /// Who the audit trail records as acting (`--actor`).
+    actor: Actor,
+}
+
+/// The store of a [`Database`]; the URL's scheme chose it.
+#[derive(Debug)]
+enum Store {
     Postgres(PgStore),
     Sqlite(SqliteStore),
 }
 
 impl Database {
-    /// The operator commands on this database.
+    /// The operator commands on this database, acting as `--actor` from the command line.
     pub fn admin(&self) -> Admin {
-        match self {
-            Database::Postgres(store) => store.admin(),
-            Database::Sqlite(store) => store.admin(),
-        }
+        let admin = match &self.store {
+            Store::Postgres(store) => store.admin(),
+            Store::Sqlite(store) => store.admin(),
+        };
+        admin.with_actor(self.actor.clone())
     }
 
     /// Refuses tables that a newer release contracted, as the replicas and `migrate` do
@@ -130,9 +155,9 @@ impl Database {
     /// left to the command: with no tables yet (`cron_compatibility` is in the first migration), the
     /// command's own error says to run `cronverb migrate`.
     pub async fn check_compatible(&self) -> Result<(), Failure> {
-        let checked = match self {
-            Database::Postgres(store) => store.check_compatible().await,
-            Database::Sqlite(store) => store.check_compatible().await,
+        let checked = match &self.store {
+            Store::Postgres(store) => store.check_compatible().await,
+            Store::Sqlite(store) => store.check_compatible().await,
         };
         match checked {
             Err(StoreError::Invalid(message)) => Err(Failure::Other(message)),
@@ -145,7 +170,7 @@ impl Database {
     /// it needs, so a damaged page elsewhere would go unnoticed and the deletions would be written
     /// into a malformed file. A PostgreSQL server keeps its own files whole.
     pub async fn check_whole(&self) -> Result<(), Failure> {
-        let Database::Sqlite(store) = self else {
+        let Store::Sqlite(store) = &self.store else {
             return Ok(());
         };
         let context = "checking the SQLite file before changing it";
@@ -164,17 +189,17 @@ impl Database {
 
     /// Creates or upgrades cronverb's tables.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        match self {
-            Database::Postgres(store) => store.migrate().await,
-            Database::Sqlite(store) => store.migrate().await,
+        match &self.store {
+            Store::Postgres(store) => store.migrate().await,
+            Store::Sqlite(store) => store.migrate().await,
         }
     }
 
     /// The migrations the runtime embeds for this database.
     pub fn migrator(&self) -> &'static Migrator {
-        match self {
-            Database::Postgres(_) => PgStore::migrator(),
-            Database::Sqlite(_) => SqliteStore::migrator(),
+        match &self.store {
+            Store::Postgres(_) => PgStore::migrator(),
+            Store::Sqlite(_) => SqliteStore::migrator(),
         }
     }
 }
@@ -256,20 +281,20 @@ where
             .build()
             .map_err(|e| Failure::Other(format!("while starting the async runtime: {e}")))?;
         runtime.block_on(async {
-            let database = match kind {
-                Kind::Postgres => Database::Postgres(
+            let store = match kind {
+                Kind::Postgres => Store::Postgres(
                     PgStore::connect_with_timeout(&url, CONNECT_TIMEOUT)
                         .await
                         .map_err(connecting)?,
                 ),
                 Kind::Sqlite if create => {
-                    Database::Sqlite(SqliteStore::connect(&url).await.map_err(connecting)?)
+                    Store::Sqlite(SqliteStore::connect(&url).await.map_err(connecting)?)
                 }
                 Kind::Sqlite => match SqliteStore::connect_existing(&url)
                     .await
                     .map_err(connecting)?
                 {
-                    Some(store) => Database::Sqlite(store),
+                    Some(store) => Store::Sqlite(store),
                     None => {
                         return Err(Failure::Other(format!(
                             "no SQLite database at `{}`: `cronverb migrate` creates it",
@@ -277,6 +302,10 @@ where
                         )));
                     }
                 },
+            };
+            let database = Database {
+                store,
+                actor: connection.actor(),
             };
             if !create {
                 database.check_compatible().await?;

@@ -4,6 +4,7 @@
 //! expression, an unknown zone, a malformed instant, or a usage error reported by clap), 1 for any other
 //! failure.
 
+mod audit;
 mod backfill;
 mod check;
 mod dashboard;
@@ -33,7 +34,7 @@ pub use diagnostic::InvalidInput;
     name = "cronverb",
     version,
     about = "Check cron expressions, and deploy, inspect, pause, resume, trigger and backfill the scheduled jobs \
-             of applications built with cronverb; serve their dashboard"
+             of applications built with cronverb, and read who did; serve their dashboard"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -55,6 +56,7 @@ enum Command {
     Trigger(trigger::Args),
     Backfill(backfill::Args),
     Prune(prune::Args),
+    Audit(audit::Args),
     Simulate(simulate::Args),
 }
 
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Trigger(args) => return trigger::run(args),
         Command::Backfill(args) => return backfill::run(args),
         Command::Prune(args) => return prune::run(args),
+        Command::Audit(args) => return audit::run(args),
         Command::Dashboard(args) => return dashboard::run(args),
         Command::Simulate(args) => return simulate::run(args),
     };

@@ -306,5 +306,6 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
             "store::sql::history::PREVIOUS_SUCCESS",
             crate::store::sql::history::PREVIOUS_SUCCESS,
         )])
+        .chain(crate::admin::audit::statements())
         .collect()
 }

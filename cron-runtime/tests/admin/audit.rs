@@ -1,0 +1,236 @@
+//! The audit trail's cases of the operator API's shared suite (docs/operations.md, "Audit trail"):
+//! every action writes one row naming its actor, in its own transaction, and a refused one writes none.
+
+use chrono::Utc;
+use cron_runtime::admin::{Actor, AdminError, AuditEntry, AuditFilter, Origin};
+use cron_runtime::store::Store;
+use serde_json::json;
+
+use super::{AdminUnderTest, HOURLY, schema};
+use crate::support::{deployment, job};
+
+/// The whole trail, newest first.
+async fn trail(admin: &cron_runtime::admin::Admin) -> Vec<AuditEntry> {
+    admin
+        .audit(&AuditFilter {
+            limit: 1000,
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap()
+}
+
+/// The newest row, after checking that the trail grew by exactly one row since it had `before`.
+async fn one_more(admin: &cron_runtime::admin::Admin, before: usize) -> AuditEntry {
+    let rows = trail(admin).await;
+    assert_eq!(rows.len(), before + 1, "one action, one row: {rows:#?}");
+    rows.into_iter().next().unwrap()
+}
+
+pub async fn every_action_writes_one_row_naming_its_actor_and_a_refused_one_none(
+    db: &impl AdminUnderTest,
+) {
+    let actor = Actor::new("alice", Origin::Cli).on_host(Some("ops-1".to_owned()));
+    let admin = db.admin().with_actor(actor);
+    assert!(trail(&admin).await.is_empty());
+
+    let first = schema("billing", &[("billing::report", HOURLY)]);
+    admin.deploy("billing@0", &first, None).await.unwrap();
+    let row = one_more(&admin, 0).await;
+    assert_eq!(
+        (row.actor.as_str(), row.origin.as_str(), row.host.as_deref()),
+        ("alice", "cli", Some("ops-1"))
+    );
+    assert_eq!(row.action, "deploy");
+    assert_eq!(row.module.as_deref(), Some("billing"));
+    assert_eq!(row.verb, None);
+    assert_eq!(row.before, Some(json!({ "active": null })));
+    assert_eq!(
+        row.after,
+        Some(json!({ "key": "billing@0", "created": true, "active": false }))
+    );
+    let later = Utc::now() + chrono::Duration::seconds(5);
+    assert!(row.at <= later, "the database's clock, not the future");
+
+    // A key registered with other jobs is refused: no row.
+    let other = schema("billing", &[("billing::report", "30 * * * *")]);
+    assert!(admin.deploy("billing@0", &other, None).await.is_err());
+    assert_eq!(trail(&admin).await.len(), 1);
+
+    let replica = db.replica();
+    let runner = replica
+        .register(&deployment(
+            "billing@1",
+            vec![job("billing::report", HOURLY)],
+        ))
+        .await
+        .unwrap();
+
+    admin
+        .pause("report", None, Some("INC-7 <b>"))
+        .await
+        .unwrap();
+    let row = one_more(&admin, 1).await;
+    assert_eq!(row.action, "pause");
+    assert_eq!(row.verb.as_deref(), Some("billing::report"));
+    assert_eq!(row.note.as_deref(), Some("INC-7 <b>"));
+    assert_eq!(row.before, Some(json!({ "paused": false, "note": null })));
+    assert_eq!(
+        row.after,
+        Some(json!({ "paused": true, "note": "INC-7 <b>" }))
+    );
+    // Pausing a paused verb is accepted and recorded, its state unchanged.
+    admin.pause("report", None, None).await.unwrap();
+    let row = one_more(&admin, 2).await;
+    assert_eq!(row.action, "pause");
+    assert_eq!(row.before, row.after);
+    // An unknown verb is refused: no row.
+    assert!(matches!(
+        admin.pause("nope", None, None).await,
+        Err(AdminError::UnknownVerb { .. })
+    ));
+    assert_eq!(trail(&admin).await.len(), 3);
+
+    admin.resume("report", None).await.unwrap();
+    let row = one_more(&admin, 3).await;
+    assert_eq!(row.action, "resume");
+    assert_eq!(row.after, Some(json!({ "paused": false, "note": null })));
+
+    let triggered = admin.trigger("report", None).await.unwrap();
+    let row = one_more(&admin, 4).await;
+    assert_eq!(row.action, "trigger");
+    assert_eq!(row.before, Some(json!({ "trigger_pending": null })));
+    let after = row.after.unwrap();
+    assert_eq!(after["deployment"], "billing@1");
+    assert!(after["trigger_pending"].is_string());
+    // The trigger is claimed: the verb executes and a second trigger is refused, with no row.
+    let claimed = replica
+        .claim_due(&runner, std::time::Duration::ZERO, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims[0].scheduled_at, triggered.requested_at);
+    assert!(matches!(
+        admin.trigger("report", None).await,
+        Err(AdminError::Executing { .. })
+    ));
+    assert_eq!(trail(&admin).await.len(), 5);
+
+    let now = Utc::now();
+    let (from, to) = (
+        now - chrono::Duration::hours(3),
+        now - chrono::Duration::minutes(1),
+    );
+    admin
+        .backfill("report", None, from, to, true)
+        .await
+        .unwrap();
+    assert_eq!(trail(&admin).await.len(), 5, "a dry run is not recorded");
+    let backfilled = admin
+        .backfill("report", None, from, to, false)
+        .await
+        .unwrap();
+    let row = one_more(&admin, 5).await;
+    assert_eq!(row.action, "backfill");
+    assert_eq!(row.before, Some(json!({ "queued": 0 })));
+    assert_eq!(
+        row.after.as_ref().unwrap()["queued"],
+        json!(backfilled.queued.len())
+    );
+
+    let cancelled = admin.cancel_backfill("report", None).await.unwrap();
+    let row = one_more(&admin, 6).await;
+    assert_eq!(row.action, "cancel_backfill");
+    assert_eq!(row.before, Some(json!({ "queued": cancelled.cancelled })));
+    assert_eq!(row.after, Some(json!({ "queued": 0 })));
+
+    admin
+        .prune(std::time::Duration::from_secs(86400), 10)
+        .await
+        .unwrap();
+    let row = one_more(&admin, 7).await;
+    assert_eq!(row.action, "prune");
+    assert_eq!((row.module, row.verb), (None, None));
+    assert_eq!(
+        row.after,
+        Some(json!({ "older_than_secs": 86400, "runs_deleted": 0 }))
+    );
+    // The runs' prune left the trail alone; its own prune keeps what is younger than its age.
+    let deleted = admin
+        .prune_audit(std::time::Duration::from_secs(86400))
+        .await
+        .unwrap();
+    assert_eq!(deleted, 0);
+    let rows = trail(&admin).await;
+    assert_eq!(rows.len(), 9);
+    assert_eq!(
+        rows[0].after,
+        Some(json!({ "audit_older_than_secs": 86400, "audit_deleted": 0 }))
+    );
+    // Newest first.
+    let actions: Vec<&str> = rows.iter().map(|r| r.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "prune",
+            "prune",
+            "cancel_backfill",
+            "backfill",
+            "trigger",
+            "resume",
+            "pause",
+            "pause",
+            "deploy"
+        ]
+    );
+    assert!(rows.windows(2).all(|w| w[0].id > w[1].id));
+}
+
+pub async fn the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the_api_unless_told(
+    db: &impl AdminUnderTest,
+) {
+    let admin = db.admin();
+    assert_eq!(admin.actor().origin(), Origin::Api);
+    let replica = db.replica();
+    replica
+        .register(&deployment(
+            "billing@1",
+            vec![job("billing::report", HOURLY), job("billing::send", HOURLY)],
+        ))
+        .await
+        .unwrap();
+    admin.pause("report", None, None).await.unwrap();
+    admin.pause("send", None, None).await.unwrap();
+    admin
+        .clone()
+        .with_actor(Actor::new("board", Origin::Dashboard))
+        .resume("send", None)
+        .await
+        .unwrap();
+
+    let read = |verb: Option<&str>, since: Option<u64>, limit: u32| {
+        let filter = AuditFilter {
+            verb: verb.map(str::to_owned),
+            module: None,
+            since: since.map(std::time::Duration::from_secs),
+            limit,
+        };
+        let admin = admin.clone();
+        async move { admin.audit(&filter).await.unwrap() }
+    };
+    let all = read(None, None, 50).await;
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].origin, "dashboard");
+    assert_eq!(all[0].actor, "board");
+    assert_eq!(all[1].origin, "api");
+    let send = read(Some("send"), None, 50).await;
+    assert_eq!(
+        send.iter().map(|r| r.action.as_str()).collect::<Vec<_>>(),
+        ["resume", "pause"],
+        "a verb named in its module reads as its full name"
+    );
+    assert_eq!(read(Some("billing::report"), None, 50).await.len(), 1);
+    assert_eq!(read(Some("gone::verb"), None, 50).await.len(), 0);
+    assert_eq!(read(None, Some(3600), 50).await.len(), 3);
+    assert_eq!(read(None, None, 2).await.len(), 2);
+    assert_eq!(read(None, None, 2).await[0].id, all[0].id);
+}
