@@ -284,24 +284,27 @@ fn deploy_status_pause_resume_trigger_runs_and_prune_on_a_file() {
         "failed"
     );
 
-    // A run that finished two days ago goes; the one of today stays.
+    // Of two runs that finished days ago, the older goes; the later, the verb's latest success, stays
+    // for `previous_success()` however old (docs/operations.md, "Retention"), as does today's.
     runtime.block_on(async {
-        let two_days_ago = (chrono::Utc::now() - chrono::TimeDelta::days(2)).timestamp_micros();
-        sqlx::query(
-            "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, \
-             outcome, runner, runner_id) VALUES ('billing', 'billing::heartbeat', ?1, ?1, ?1, \
-             'succeeded', 'old:1', 0)",
-        )
-        .bind(two_days_ago)
-        .execute(store.pool())
-        .await
-        .unwrap();
+        for days in [3, 2] {
+            let ago = (chrono::Utc::now() - chrono::TimeDelta::days(days)).timestamp_micros();
+            sqlx::query(
+                "INSERT INTO cron_job_runs (module_name, verb, scheduled_at, started_at, finished_at, \
+                 outcome, runner, runner_id) VALUES ('billing', 'billing::heartbeat', ?1, ?1, ?1, \
+                 'succeeded', 'old:1', 0)",
+            )
+            .bind(ago)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        }
     });
-    assert_eq!(file.json(&["runs"]).as_array().unwrap().len(), 2);
+    assert_eq!(file.json(&["runs"]).as_array().unwrap().len(), 3);
     let pruned = file.json(&["prune", "--older-than", "1d"]);
     assert_eq!(pruned["deleted"], 1);
     let runs = file.json(&["runs"]);
-    assert_eq!(runs.as_array().unwrap().len(), 1);
+    assert_eq!(runs.as_array().unwrap().len(), 2);
     assert_eq!(runs[0]["manual"], true);
     drop(store);
 }
