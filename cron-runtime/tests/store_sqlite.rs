@@ -203,17 +203,18 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
         .await
         .unwrap();
     // Each of the migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`, `0003_retries.sql`,
-    // `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`, `0007_backfills.sql`), once.
-    assert_eq!(applied, 7);
+    // `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`, `0007_backfills.sql`,
+    // `0008_jitter.sql`), once.
+    assert_eq!(applied, 8);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
-    sqlx::query("UPDATE cron_compatibility SET required_migration = 8")
+    sqlx::query("UPDATE cron_compatibility SET required_migration = 9")
         .execute(a.pool())
         .await
         .unwrap();
     let refused = b.migrate().await.unwrap_err().to_string();
     assert!(
-        refused.contains("require migration 0008 or later"),
+        refused.contains("require migration 0009 or later"),
         "{refused}"
     );
     assert!(b.check_compatible().await.is_err());
@@ -305,9 +306,9 @@ async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_ke
             .fetch_all(observer.pool())
             .await
             .unwrap();
-    // And `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql` and `0007_backfills.sql`,
-    // whose columns are nullable or have defaults.
-    assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7]);
+    // And `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`, `0007_backfills.sql`
+    // and `0008_jitter.sql`, whose columns are nullable or have defaults.
+    assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8]);
     // What an earlier release writes still fits.
     sqlx::query(old_run)
         .bind(2_000_000_i64)

@@ -16,6 +16,8 @@
 //! - `among_ids_1`: membership in the list of ids `$1` ([`Ids`](super::rows::Ids)): an `int8[]` on
 //!   PostgreSQL, a JSON array on SQLite.
 //! - `last_instant`: an instant after every other, for the history's cursor.
+//! - `jitter_ms`: a job row's jitter (`cron_jobs.jitter`, migration 0008) in milliseconds: an
+//!   `interval` on PostgreSQL, milliseconds already on SQLite.
 
 /// The operator API's [`Statements`](super::sql::Statements), spelled for one database
 /// (docs/architecture.md, "One protocol, three stores").
@@ -27,7 +29,8 @@ macro_rules! statements {
         since_2: $since_2:literal,
         since_4: $since_4:literal,
         among_ids_1: $among_ids_1:literal,
-        last_instant: $last_instant:literal $(,)?
+        last_instant: $last_instant:literal,
+        jitter_ms: $jitter_ms:literal $(,)?
     ) => {
         $crate::admin::sql::Statements {
             verbs: "SELECT DISTINCT module_name, verb FROM cron_jobs \
@@ -107,6 +110,9 @@ macro_rules! statements {
                     j.timezone, CASE WHEN j.catch_up_all THEN 'all' ELSE j.missed END AS missed, \
                     j.state, j.paused, j.pause_note, j.paused_at, \
                     j.next_execution, j.trigger_requested_at, j.current_run_id, j.lease_expires_at, \
+                    j.retry_run_id IS NOT NULL AS retry_pending, ",
+                $jitter_ms,
+                " AS jitter_ms, j.jitter_offset_ms, \
                     c.runner AS current_runner, c.started_at AS current_started_at, \
                     l.id AS run_id, l.scheduled_at, l.started_at, l.finished_at, l.outcome, l.error, \
                     l.manual \

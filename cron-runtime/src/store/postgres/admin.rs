@@ -27,6 +27,7 @@ impl Dialect for Postgres {
         since_4: "now() - make_interval(secs => $4)",
         among_ids_1: "= ANY($1)",
         last_instant: "'infinity'::timestamptz",
+        jitter_ms: "(extract(epoch FROM j.jitter) * 1000)::bigint",
     };
 
     async fn clock(conn: &mut PgConnection) -> Result<DateTime<Utc>, sqlx::Error> {

@@ -31,6 +31,7 @@ impl Dialect for Sqlite {
         since_4: "$4",
         among_ids_1: "IN (SELECT value FROM json_each($1))",
         last_instant: "9223372036854775807",
+        jitter_ms: "j.jitter",
     };
 
     async fn clock(_conn: &mut SqliteConnection) -> Result<DateTime<Utc>, sqlx::Error> {
