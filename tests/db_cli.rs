@@ -211,7 +211,7 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
-    assert_eq!(migrated["version"], 7);
+    assert_eq!(migrated["version"], 8);
 
     let output = db.cronverb(&["status"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
