@@ -418,7 +418,12 @@ fn next_with_a_jitter_prints_the_jobs_starts_and_says_its_offset() {
     );
     // A jitter the schedule cannot take, or one without a verb, is refused.
     let output = cronverb(&[
-        "next", "*/5 * * * *", "--jitter", "5m", "--verb", "app::sweep",
+        "next",
+        "*/5 * * * *",
+        "--jitter",
+        "5m",
+        "--verb",
+        "app::sweep",
     ]);
     assert_ne!(output.status.code(), Some(0));
     assert!(
@@ -427,7 +432,9 @@ fn next_with_a_jitter_prints_the_jobs_starts_and_says_its_offset() {
         stderr(&output)
     );
     assert_eq!(
-        cronverb(&["next", "0 0 * * *", "--jitter", "10m"]).status.code(),
+        cronverb(&["next", "0 0 * * *", "--jitter", "10m"])
+            .status
+            .code(),
         Some(2)
     );
 }

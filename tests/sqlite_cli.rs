@@ -816,7 +816,12 @@ fn status_shows_a_jobs_jitter_its_offset_and_its_next_start() {
         ] } ] }"#,
     )
     .unwrap();
-    let deployed = file.json(&["deploy", "--deployment", "billing@1", path.to_str().unwrap()]);
+    let deployed = file.json(&[
+        "deploy",
+        "--deployment",
+        "billing@1",
+        path.to_str().unwrap(),
+    ]);
     assert_eq!(deployed["created"], true);
 
     let status = file.json(&["status"]);
@@ -834,11 +839,17 @@ fn status_shows_a_jobs_jitter_its_offset_and_its_next_start() {
         u64::try_from(offset.as_millis()).unwrap()
     );
     // The row keeps the instant; the start is the instant plus the offset.
-    let next = cron_runtime::chrono::DateTime::parse_from_rfc3339(nightly["next_execution"].as_str().unwrap())
-        .unwrap();
+    let next = cron_runtime::chrono::DateTime::parse_from_rfc3339(
+        nightly["next_execution"].as_str().unwrap(),
+    )
+    .unwrap();
     let start =
-        cron_runtime::chrono::DateTime::parse_from_rfc3339(nightly["next_start"].as_str().unwrap()).unwrap();
-    assert_eq!(start - next, cron_runtime::chrono::TimeDelta::from_std(offset).unwrap());
+        cron_runtime::chrono::DateTime::parse_from_rfc3339(nightly["next_start"].as_str().unwrap())
+            .unwrap();
+    assert_eq!(
+        start - next,
+        cron_runtime::chrono::TimeDelta::from_std(offset).unwrap()
+    );
     assert_eq!(next.timestamp() % 86_400, 0);
     // A job without jitter has none of the three.
     for key in ["jitter", "jitter_offset_ms", "next_start"] {

@@ -18,6 +18,9 @@ use crate::measure::{BackendCpu, MachineCpu, load, postgres_cpu};
 use crate::stats::{Histogram, ms};
 use crate::{AnyResult, Bench, Db};
 
+/// A run's lateness in µs from its planned start, and when it started.
+type Started = (u64, DateTime<Utc>);
+
 impl Bench {
     pub(crate) async fn burst(&self) -> AnyResult<()> {
         let jitter = self.args.jitter;
@@ -57,8 +60,7 @@ impl Bench {
             instant.year()
         );
         // Each run's lateness in µs from its planned start, and when it started.
-        let seen: Arc<Mutex<Vec<(u64, DateTime<Utc>)>>> =
-            Arc::new(Mutex::new(Vec::with_capacity(jobs)));
+        let seen: Arc<Mutex<Vec<Started>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs)));
         let mut builder = Runtime::builder()
             .module("bench")
             .deployment("bench@1")
