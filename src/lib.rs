@@ -99,9 +99,9 @@ pub use cron_runtime::{
 pub use cron_schema::Error as ExpressionError;
 pub use cron_schema::{
     CatchUpError, ChangedVerb, Cron, DEFAULT_CATCH_UP, Diff, DurationError, Field, FieldChange,
-    MAX_CATCH_UP_RUNS, MissedPolicy, Module, ModuleVerb, Occurrences, PolicyError, RunOn,
-    RunOnError, Schedule, Schema, SchemaError, Source, Verb, ZoneError, ZonedOccurrences,
-    ZonedSchedule,
+    JitterError, MAX_CATCH_UP_RUNS, MissedPolicy, Module, ModuleVerb, Occurrences, PolicyError,
+    RunOn, RunOnError, Schedule, Schema, SchemaError, Source, Verb, ZoneError, ZonedOccurrences,
+    ZonedSchedule, jitter_offset,
 };
 
 // Not public API. Used by generated code.

@@ -109,6 +109,7 @@ async fn replica(url: &str) -> (SqliteStore, Runner) {
                 retry: Default::default(),
                 lease: None,
                 catch_up: None,
+                jitter: None,
                 on: Default::default(),
             }],
         })

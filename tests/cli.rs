@@ -389,3 +389,52 @@ fn usage_errors_exit_with_status_2() {
     );
     assert_eq!(cronverb(&["frobnicate"]).status.code(), Some(2));
 }
+
+#[test]
+fn next_with_a_jitter_prints_the_jobs_starts_and_says_its_offset() {
+    let output = cronverb(&[
+        "next",
+        "0 0 * * *",
+        "--after",
+        "2026-01-01T00:00:00Z",
+        "-n",
+        "2",
+        "--jitter",
+        "10m",
+        "--verb",
+        "billing::nightly_report",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    // The offset pinned in cron-schema (`jitter::tests`): 109,883 ms, the module the verb's first
+    // segment.
+    assert_eq!(
+        stdout(&output),
+        "2026-01-02T00:01:49.883Z\n2026-01-03T00:01:49.883Z\n"
+    );
+    assert_eq!(
+        stderr(&output),
+        "`billing::nightly_report` of module `billing` with jitter 10m: each occurrence starts \
+         1m49.883s after its instant\n"
+    );
+    // A jitter the schedule cannot take, or one without a verb, is refused.
+    let output = cronverb(&[
+        "next",
+        "*/5 * * * *",
+        "--jitter",
+        "5m",
+        "--verb",
+        "app::sweep",
+    ]);
+    assert_ne!(output.status.code(), Some(0));
+    assert!(
+        stderr(&output).contains("must be shorter than the shortest interval"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        cronverb(&["next", "0 0 * * *", "--jitter", "10m"])
+            .status
+            .code(),
+        Some(2)
+    );
+}

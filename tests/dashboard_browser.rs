@@ -636,6 +636,7 @@ async fn a_job_on_every_replica_shows_each_replicas_last_run() -> anyhow::Result
         lease: None,
         on,
         catch_up: None,
+        jitter: None,
     };
     let refresh = "reports::refresh_cache";
     let jobs = vec![

@@ -205,6 +205,7 @@ fn simulate_reads_the_active_deployments_schema_from_the_database_and_writes_not
             lease: None,
             on: Default::default(),
             catch_up: Some(Duration::from_secs(3 * 3600)),
+            jitter: None,
         };
         store
             .register(&DeploymentSpec {

@@ -120,6 +120,7 @@ async fn replica(url: &str) -> (SqliteStore, Runner) {
                 lease: None,
                 on: Default::default(),
                 catch_up: None,
+                jitter: None,
             }],
         })
         .await
@@ -143,9 +144,9 @@ fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0010)\n"
+        "cronverb's tables are up to date (migration 0009)\n"
     );
-    assert_eq!(file.json(&["migrate"])["version"], 10);
+    assert_eq!(file.json(&["migrate"])["version"], 9);
     let output = file.cronverb(&["status"]);
     assert_eq!(stdout(&output), "no deployment is registered\n");
 
@@ -316,7 +317,7 @@ fn runs_show_each_attempt_of_a_retried_occurrence_and_a_pending_retry_on_a_file(
     let runtime = current_thread();
     let (store, _runner) = runtime.block_on(replica(&file.url));
     let at = |text: &str| {
-        chrono::DateTime::parse_from_rfc3339(text)
+        cron_runtime::chrono::DateTime::parse_from_rfc3339(text)
             .unwrap()
             .timestamp_micros()
     };
@@ -384,7 +385,7 @@ fn resume_reports_no_next_run_in_the_past_and_cuts_short_a_retry_overtaken_while
         .lines()
         .find_map(|line| line.strip_prefix("next run at "))
         .unwrap_or_else(|| panic!("no next run: {text}"));
-    let next = chrono::DateTime::parse_from_rfc3339(next).unwrap();
+    let next = cron_runtime::chrono::DateTime::parse_from_rfc3339(next).unwrap();
     assert!(
         next > before,
         "resume reports a next run in the past: {text}"
@@ -545,7 +546,7 @@ fn status_lists_each_live_replica_with_its_heartbeat() {
     let seen = replica["last_seen"].as_str().unwrap();
     // Whole seconds, as the text shows every instant.
     let whole = |at: &str| {
-        chrono::DateTime::parse_from_rfc3339(at)
+        cron_runtime::chrono::DateTime::parse_from_rfc3339(at)
             .unwrap()
             .to_utc()
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
@@ -635,7 +636,7 @@ fn every_command_refuses_a_file_that_a_newer_release_contracted() {
         let message = stderr(&output);
         assert!(
             message.contains("require migration 10000 or later")
-                && message.contains("knows migrations up to 0010"),
+                && message.contains("knows migrations up to 0009"),
             "{args:?}: {message}"
         );
     }
@@ -781,7 +782,7 @@ fn trigger_wait_follows_a_regular_occurrence_that_took_the_trigger() {
 /// failed ("the relay said no"), its retry pending at 11:00:12 on the job row.
 async fn seed_pending_retry(store: &SqliteStore) {
     let at = |text: &str| {
-        chrono::DateTime::parse_from_rfc3339(text)
+        cron_runtime::chrono::DateTime::parse_from_rfc3339(text)
             .unwrap()
             .timestamp_micros()
     };
@@ -891,4 +892,64 @@ fn audit_lists_who_acted_newest_first_as_text_and_json_and_prune_keeps_it_unless
     assert_eq!(rows.len(), 6);
     assert_eq!(rows[0]["after"]["audit_deleted"], 0);
     assert_eq!(rows[1]["after"]["runs_deleted"], 0);
+}
+
+#[test]
+fn status_shows_a_jobs_jitter_its_offset_and_its_next_start() {
+    let file = File::new("jitter");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let path = file.path.with_extension("json");
+    std::fs::write(
+        &path,
+        r#"{ "version": 1, "modules": [ { "name": "billing", "verbs": [
+            { "name": "billing::nightly_report", "cron": { "expression": "0 0 * * *", "jitter": "10m" } },
+            { "name": "billing::heartbeat", "cron": { "expression": "*/5 * * * *" } }
+        ] } ] }"#,
+    )
+    .unwrap();
+    let deployed = file.json(&[
+        "deploy",
+        "--deployment",
+        "billing@1",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(deployed["created"], true);
+
+    let status = file.json(&["status"]);
+    let jobs = &status["modules"][0]["jobs"];
+    let (heartbeat, nightly) = (&jobs[0], &jobs[1]);
+    assert_eq!(nightly["verb"], "billing::nightly_report");
+    assert_eq!(nightly["jitter"], "10m");
+    let offset = cronverb::jitter_offset(
+        "billing",
+        "billing::nightly_report",
+        Duration::from_secs(600),
+    );
+    assert_eq!(
+        nightly["jitter_offset_ms"],
+        u64::try_from(offset.as_millis()).unwrap()
+    );
+    // The row keeps the instant; the start is the instant plus the offset.
+    let next = cron_runtime::chrono::DateTime::parse_from_rfc3339(
+        nightly["next_execution"].as_str().unwrap(),
+    )
+    .unwrap();
+    let start =
+        cron_runtime::chrono::DateTime::parse_from_rfc3339(nightly["next_start"].as_str().unwrap())
+            .unwrap();
+    assert_eq!(
+        start - next,
+        cron_runtime::chrono::TimeDelta::from_std(offset).unwrap()
+    );
+    assert_eq!(next.timestamp() % 86_400, 0);
+    // A job without jitter has none of the three.
+    for key in ["jitter", "jitter_offset_ms", "next_start"] {
+        assert!(heartbeat.get(key).is_none(), "{key}: {heartbeat}");
+    }
+
+    let text = stdout(&file.cronverb(&["status"])).to_owned();
+    assert!(
+        text.contains("`billing::nightly_report` has a jitter of 10m: each occurrence starts "),
+        "{text}"
+    );
 }

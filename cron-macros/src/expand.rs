@@ -47,6 +47,7 @@ fn registration(args: &CronAttribute) -> TokenStream {
         MissedPolicy::All => quote!(__cronverb_private::MissedPolicy::All),
     };
     let catch_up = optional(args.catch_up.as_ref());
+    let jitter = optional(args.jitter.as_ref());
     let retries = args.retries;
     let backoff = optional(args.backoff.as_ref());
     let lease = optional(args.lease.as_ref());
@@ -99,6 +100,7 @@ fn registration(args: &CronAttribute) -> TokenStream {
                     lease: #lease,
                     on: #on,
                     catch_up: #catch_up,
+                    jitter: #jitter,
                     file: ::core::file!(),
                     line: #line,
                     doc: #doc,

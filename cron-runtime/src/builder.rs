@@ -30,6 +30,7 @@ pub struct JobOptions {
     lease: Option<Duration>,
     on: RunOn,
     catch_up: Option<Duration>,
+    jitter: Option<Duration>,
     doc: String,
 }
 
@@ -68,6 +69,18 @@ impl JobOptions {
     /// `#[cron(catch_up = "…")]` refuses them.
     pub fn catch_up(mut self, window: Duration) -> JobOptions {
         self.catch_up = Some(window);
+        self
+    }
+
+    /// Spreads the job's starts (docs/runtime.md, "Jitter"): each regular occurrence starts at its
+    /// instant plus a fixed offset in `[0, jitter)`, derived from the job's module and verb
+    /// ([`cron_schema::jitter_offset`]), the same at every occurrence, on every replica and in every
+    /// release. The occurrence keeps its instant (its `scheduled_at`); a retry, a manual run and a
+    /// backfill start at once, without the offset. Whole seconds, at least one, and shorter than the
+    /// shortest interval between the schedule's occurrences; refused on every replica, as
+    /// `#[cron(jitter = "…")]` refuses them.
+    pub fn jitter(mut self, jitter: Duration) -> JobOptions {
+        self.jitter = Some(jitter);
         self
     }
 
@@ -294,6 +307,7 @@ impl RuntimeBuilder {
                 lease: None,
                 on: options.on,
                 catch_up: None,
+                jitter: None,
                 file: location.file().to_owned(),
                 line: location.line(),
                 doc: options.doc,
@@ -302,6 +316,7 @@ impl RuntimeBuilder {
             backoff: options.backoff,
             lease: options.lease,
             catch_up: options.catch_up,
+            jitter: options.jitter,
             module_path: None,
             handler: Arc::new(move || {
                 let handler = Arc::clone(&handler);

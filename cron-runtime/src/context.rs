@@ -609,6 +609,7 @@ mod tests {
             retry_at: None,
             backfill: false,
             manual: false,
+            jitter_offset: std::time::Duration::ZERO,
         }
     }
 

@@ -103,6 +103,18 @@ pub enum JobError {
     /// ([`cron_schema::check_catch_up`]).
     #[error(transparent)]
     CatchUp(#[from] cron_schema::CatchUpError),
+    #[error(
+        "a job with `on = \"every_replica\"` starts on every live replica at each occurrence, not through the claim that spreads starts: remove the jitter"
+    )]
+    JitterOnEveryReplica,
+    /// A jitter given as a `Duration` (a builder job) with a part of a second: a jitter is whole
+    /// seconds, as `jitter = "…"` writes it.
+    #[error("jitter `{0}` is not a whole number of seconds; a jitter is at least `1s`, in seconds")]
+    JitterFraction(String),
+    /// `jitter` is not a duration, or is not shorter than the schedule's shortest interval
+    /// ([`cron_schema::check_jitter`]).
+    #[error(transparent)]
+    Jitter(#[from] cron_schema::JitterError),
 }
 
 /// Why a running runtime stopped with an error.

@@ -8,8 +8,8 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use cron_schema::{
     CatchUpError, MAX_DURATION, MIN_LEASE, MissedPolicy, RunOn, Schedule, ZonedSchedule,
-    catch_up_window, check_catch_up, format_duration, parse_catch_up, parse_duration,
-    parse_timezone,
+    catch_up_window, check_catch_up, check_jitter, format_duration, parse_catch_up, parse_duration,
+    parse_jitter, parse_timezone,
 };
 
 use crate::defaults::{DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF};
@@ -42,6 +42,9 @@ pub struct Job {
     /// How far back a late occurrence still runs, as written (`1d`); `None` is the policy's default
     /// (docs/runtime.md, "Missed runs").
     pub catch_up: Option<String>,
+    /// How much later than its instant a regular occurrence may start, as written (`10m`); `None`: no
+    /// jitter (docs/runtime.md, "Jitter").
+    pub jitter: Option<String>,
     /// Where the job is declared.
     pub file: String,
     pub line: u32,
@@ -158,6 +161,7 @@ fn from_registration(r: &Registration) -> Job {
         lease: r.lease.map(str::to_owned),
         on: r.on,
         catch_up: r.catch_up.map(str::to_owned),
+        jitter: r.jitter.map(str::to_owned),
         file: r.file.to_owned(),
         line: r.line,
         doc: r.doc.to_owned(),
@@ -178,6 +182,8 @@ pub(crate) struct Declared {
     pub(crate) lease: Option<Duration>,
     /// A catch-up window given as a `Duration` (builder jobs); takes the place of `job.catch_up`'s text.
     pub(crate) catch_up: Option<Duration>,
+    /// A jitter given as a `Duration` (builder jobs); takes the place of `job.jitter`'s text.
+    pub(crate) jitter: Option<Duration>,
     /// `module_path!()` of a `#[cron]` function; `None` for a job added with the builder.
     pub(crate) module_path: Option<&'static str>,
     pub(crate) handler: Handler,
@@ -207,6 +213,7 @@ pub(crate) fn registered() -> Vec<Declared> {
                 backoff: None,
                 lease: None,
                 catch_up: None,
+                jitter: None,
                 module_path: Some(r.module_path),
                 handler: Arc::new(handler),
             }
@@ -248,6 +255,8 @@ pub(crate) struct Fields<'a> {
     pub(crate) on: RunOn,
     /// `None` is the policy's default window ([`cron_schema::catch_up_window`]).
     pub(crate) catch_up: Option<Timeout<'a>>,
+    /// `None`: no jitter.
+    pub(crate) jitter: Option<Timeout<'a>>,
 }
 
 /// The fields of verb `name` of a schema (`cronverb deploy`, `cronverb simulate`), as [`job_spec`]
@@ -264,6 +273,7 @@ pub(crate) fn fields_of<'a>(name: &'a str, cron: &'a cron_schema::Cron) -> Field
         lease: cron.lease.as_deref().map(Timeout::Text),
         on: cron.on,
         catch_up: cron.catch_up.as_deref().map(Timeout::Text),
+        jitter: cron.jitter.as_deref().map(Timeout::Text),
     }
 }
 
@@ -393,8 +403,36 @@ pub(crate) fn job_spec(
         Ok(catch_up_window(fields.missed, window))
     })
     .map_err(|e| errors.push(JobError::CatchUp(e)));
-    match (schedule, zone, timeout, backoff, lease, catch_up) {
-        (Ok(schedule), Ok(zone), Ok(timeout), Ok(backoff), Ok(lease), Ok(catch_up))
+    // The attribute's `jitter` (docs/attribute.md, "`jitter`"), checked against the schedule by the
+    // same function.
+    let jitter = match fields.jitter {
+        Some(Timeout::Given(jitter)) if jitter.subsec_nanos() != 0 => {
+            errors.push(JobError::JitterFraction(format!("{jitter:?}")));
+            Err(())
+        }
+        Some(Timeout::Given(jitter)) => parse_jitter(&format_duration(jitter))
+            .map(Some)
+            .map_err(|e| errors.push(e.into())),
+        Some(Timeout::Text(text)) => parse_jitter(text)
+            .map(Some)
+            .map_err(|e| errors.push(e.into())),
+        None => Ok(None),
+    }
+    .and_then(|jitter| {
+        let Some(width) = jitter else {
+            return Ok(None);
+        };
+        if fields.on == RunOn::EveryReplica {
+            errors.push(JobError::JitterOnEveryReplica);
+            return Err(());
+        }
+        if let Ok(schedule) = &schedule {
+            check_jitter(schedule, fields.expression, width).map_err(|e| errors.push(e.into()))?;
+        }
+        Ok(Some(width))
+    });
+    match (schedule, zone, timeout, backoff, lease, catch_up, jitter) {
+        (Ok(schedule), Ok(zone), Ok(timeout), Ok(backoff), Ok(lease), Ok(catch_up), Ok(jitter))
             if errors.is_empty() =>
         {
             Ok(JobSpec {
@@ -415,6 +453,7 @@ pub(crate) fn job_spec(
                 } else {
                     catch_up
                 },
+                jitter,
             })
         }
         _ => Err(errors),
@@ -471,6 +510,11 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
             (None, Some(text)) => Some(Timeout::Text(text)),
             (None, None) => None,
         },
+        jitter: match (d.jitter, &d.job.jitter) {
+            (Some(jitter), _) => Some(Timeout::Given(jitter)),
+            (None, Some(text)) => Some(Timeout::Text(text)),
+            (None, None) => None,
+        },
     };
     let spec = job_spec(fields, default_timeout).map_err(|errors| BuildError::InvalidJob {
         name: d.job.name.clone(),
@@ -493,6 +537,9 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
     }
     if let Some(window) = d.catch_up {
         d.job.catch_up = Some(format_duration(window));
+    }
+    if let Some(jitter) = d.jitter {
+        d.job.jitter = Some(format_duration(jitter));
     }
     Ok(spec)
 }
@@ -564,6 +611,7 @@ mod tests {
             lease: None,
             on: RunOn::OneReplica,
             catch_up: None,
+            jitter: None,
             file: "src/a.rs".to_owned(),
             line: 1,
             doc: String::new(),
@@ -593,6 +641,54 @@ mod tests {
                 .contains("at most `2h46m40s`")
         );
         assert!(refused(hourly().catch_up("1h").on(RunOn::EveryReplica)).contains("every_replica"));
+    }
+
+    #[test]
+    fn a_jitter_is_checked_as_the_attribute_checks_it() {
+        use cron_schema::Cron;
+        let spec = |cron: Cron| job_spec(fields_of("app::a", &cron), Duration::from_secs(60));
+        let daily = || Cron::new("0 0 * * *");
+        assert_eq!(
+            spec(daily().jitter("10m")).unwrap().jitter,
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(spec(daily()).unwrap().jitter, None);
+        let refused = |cron: Cron| spec(cron).unwrap_err()[0].to_string();
+        assert!(refused(daily().jitter("soon")).contains("invalid jitter `soon`"));
+        assert_eq!(
+            refused(Cron::new("*/5 * * * *").jitter("5m")),
+            "`jitter` (5m) must be shorter than the shortest interval between occurrences of \
+             `*/5 * * * *` (5m): set `jitter` to less than `5m`"
+        );
+        assert!(refused(daily().jitter("1m").on(RunOn::EveryReplica)).contains("every_replica"));
+        // A `Duration` given to the builder: whole seconds, checked the same way.
+        let given = |jitter: Duration| {
+            let cron = daily();
+            let fields = Fields {
+                jitter: Some(Timeout::Given(jitter)),
+                ..fields_of("app::a", &cron)
+            };
+            job_spec(fields, Duration::from_secs(60)).map(|spec| spec.jitter)
+        };
+        assert_eq!(
+            given(Duration::from_secs(90)).unwrap(),
+            Some(Duration::from_secs(90))
+        );
+        assert!(
+            given(Duration::from_millis(1500)).unwrap_err()[0]
+                .to_string()
+                .contains("whole number of seconds")
+        );
+        assert!(
+            given(Duration::ZERO).unwrap_err()[0]
+                .to_string()
+                .contains("invalid jitter")
+        );
+        assert!(
+            given(Duration::from_secs(86_400)).unwrap_err()[0]
+                .to_string()
+                .contains("shorter than the shortest interval")
+        );
     }
 
     #[test]

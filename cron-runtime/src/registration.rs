@@ -38,6 +38,8 @@ pub struct Registration {
     pub on: RunOn,
     /// `catch_up = "…"` as written (`1d`); `None` is the policy's default window.
     pub catch_up: Option<&'static str>,
+    /// `jitter = "…"` as written (`10m`); `None`: no jitter.
+    pub jitter: Option<&'static str>,
     /// `file!()` of the function.
     pub file: &'static str,
     /// The line of the function's name.

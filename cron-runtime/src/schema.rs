@@ -56,6 +56,7 @@ pub(crate) fn verb(job: Job) -> Verb {
         lease: job.lease,
         on: job.on,
         catch_up: job.catch_up,
+        jitter: job.jitter,
     };
     Verb::new(job.name, cron)
         .doc(job.doc)

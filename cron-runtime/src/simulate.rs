@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::defaults::DEFAULT_TIMEOUT;
 use crate::job::{fields_of, job_spec};
 use crate::rfc3339;
-use crate::store::rules::{Due, DueRow, End, HeldRun, RetryHeld, Start, Take};
+use crate::store::rules::{Due, DueRow, End, HeldRun, RetryHeld, Start, Take, jittered};
 use crate::store::{JobSpec, Outcome, Retries, StoreSettings};
 
 /// An outage: the application down from `from` to `to`, its first replica back at `up_at` (`to` unless
@@ -37,6 +37,10 @@ pub struct JobOutage {
     pub missed: MissedPolicy,
     /// The job's catch-up window in seconds, its own or its policy's default; `None`: no bound.
     pub catch_up_secs: Option<u64>,
+    /// The job's jitter offset in milliseconds (docs/runtime.md, "Jitter"): each regular occurrence
+    /// starts this much after its instant, and is late from there; left out when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub jitter_offset_ms: u64,
     /// What happens when the application is back, in order.
     pub events: Vec<Event>,
     /// Its first occurrence after the catch-up, due on time.
@@ -69,6 +73,10 @@ pub enum Event {
     },
 }
 
+fn is_zero(ms: &u64) -> bool {
+    *ms == 0
+}
+
 /// What `outage` does to every job of `schema` that runs on one replica.
 pub fn outage(schema: &Schema, outage: &Outage) -> Vec<JobOutage> {
     schema
@@ -79,6 +87,7 @@ pub fn outage(schema: &Schema, outage: &Outage) -> Vec<JobOutage> {
                 verb: verb.name.clone(),
                 missed: verb.cron.missed,
                 catch_up_secs: None,
+                jitter_offset_ms: 0,
                 events: Vec::new(),
                 next: None,
                 note: None,
@@ -94,7 +103,9 @@ pub fn outage(schema: &Schema, outage: &Outage) -> Vec<JobOutage> {
             match job_spec(fields_of(&verb.name, &verb.cron), DEFAULT_TIMEOUT) {
                 Ok(job) => {
                     report.catch_up_secs = job.catch_up.map(|window| window.as_secs());
-                    (report.events, report.next) = job_outage(&job, outage);
+                    let offset = job.jitter_offset(&module.name);
+                    report.jitter_offset_ms = u64::try_from(offset.as_millis()).unwrap_or(u64::MAX);
+                    (report.events, report.next) = job_outage(&job, offset, outage);
                 }
                 Err(errors) => {
                     let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -107,7 +118,11 @@ pub fn outage(schema: &Schema, outage: &Outage) -> Vec<JobOutage> {
 }
 
 /// The events of one job, and where it goes on.
-fn job_outage(job: &JobSpec, outage: &Outage) -> (Vec<Event>, Option<DateTime<Utc>>) {
+fn job_outage(
+    job: &JobSpec,
+    offset: Duration,
+    outage: &Outage,
+) -> (Vec<Event>, Option<DateTime<Utc>>) {
     let settings = StoreSettings {
         missed_tolerance: outage.tolerance,
         ..StoreSettings::default()
@@ -118,8 +133,10 @@ fn job_outage(job: &JobSpec, outage: &Outage) -> (Vec<Event>, Option<DateTime<Ut
     // Its row when the application went down: its first occurrence after `from` (the ones before ran).
     let mut next = schedule.next_after(outage.from);
     // Every missed occurrence, at most, and the one it ends with.
+    // An occurrence is claimed once it is due to start: its jittered start (docs/runtime.md,
+    // "Jitter"); one that starts after `now` runs on time.
     for _ in 0..=MAX_CATCH_UP_RUNS as usize + 2 {
-        let Some(at) = next.filter(|at| *at <= now) else {
+        let Some(at) = next.filter(|at| jittered(*at, offset) <= now) else {
             break;
         };
         let row = DueRow {
@@ -128,14 +145,18 @@ fn job_outage(job: &JobSpec, outage: &Outage) -> (Vec<Event>, Option<DateTime<Ut
             missed: job.missed,
             lease: job.lease,
             catch_up: job.catch_up,
+            offset,
         };
         match row.take(|| Some(schedule), now, &settings) {
             Some(Take::Run {
-                scheduled_at, late, ..
+                scheduled_at,
+                late,
+                start_at,
+                ..
             }) => {
                 events.push(Event::Run {
                     scheduled_at,
-                    at: now,
+                    at: start_at,
                     late,
                 });
                 let held = HeldRun {

@@ -26,6 +26,7 @@ mod duration;
 mod error;
 mod expression;
 mod field;
+mod jitter;
 mod parse;
 mod policy;
 mod schedule;
@@ -40,6 +41,7 @@ pub use catch_up::{
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use error::Error;
 pub use field::Field;
+pub use jitter::{JitterError, check_jitter, jitter_offset, parse_jitter, shortest_interval};
 pub use policy::{
     DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF, MIN_LEASE, MissedPolicy, PolicyError,
     RunOn, RunOnError,

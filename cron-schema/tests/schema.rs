@@ -616,7 +616,7 @@ mod attribute {
             messages,
             [
                 "invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead",
-                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `crate`",
+                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `jitter`, `crate`",
                 "duration `0s` is zero; it must be at least one second",
                 "the `async` keyword is missing from the function declaration",
                 "`#[cron]` functions take no parameters; reach application state with `cronverb::context().state::<T>()`",
@@ -741,4 +741,40 @@ fn catch_up_and_missed_all_round_trip_and_diff_as_windows() {
         Verb::new("billing::rollup", Cron::new("0 * * * *")),
     )]);
     assert!(!old.to_json().contains("catch_up"));
+}
+
+#[test]
+fn jitter_round_trips_and_diffs_as_a_duration() {
+    let schema = |jitter: Option<&str>| {
+        let cron = Cron::new("0 0 * * *");
+        Schema::new([(
+            "billing",
+            Verb::new(
+                "billing::nightly",
+                match jitter {
+                    Some(jitter) => cron.jitter(jitter),
+                    None => cron,
+                },
+            ),
+        )])
+    };
+    let ten = schema(Some("10m"));
+    let text = ten.to_string();
+    assert!(text.contains("    +cron 0 0 * * * jitter=10m\n"), "{text}");
+    assert_eq!(Schema::from_text(&text).unwrap(), ten);
+    let json = ten.to_json();
+    assert!(json.contains(r#""jitter": "10m""#), "{json}");
+    assert_eq!(Schema::from_json(&json).unwrap(), ten);
+    // The same width written in seconds is no change; another width, or none, is.
+    assert!(ten.diff(&schema(Some("600s"))).is_empty());
+    assert_eq!(
+        ten.diff(&schema(Some("5m"))).to_string(),
+        "~ billing billing::nightly: jitter `10m` -> `5m`\n"
+    );
+    let none = schema(None);
+    assert_eq!(
+        none.diff(&ten).to_string(),
+        "~ billing billing::nightly: jitter the default -> `10m`\n"
+    );
+    assert!(!none.to_json().contains("jitter"));
 }

@@ -44,6 +44,7 @@ pub(crate) fn deployment_spec(
             lease: None,
             on: Default::default(),
             catch_up: None,
+            jitter: None,
         })
         .collect();
     Ok(DeploymentSpec {

@@ -6,10 +6,11 @@
 //! $ cargo run --release --example bench -- --scenario throughput --jobs 10000 --replicas 1 --seconds 30
 //! ```
 //!
-//! Options: `--scenario all|throughput|idle|limit|scale|register|catchup` (repeatable; `all` leaves out
-//! `catchup`), `--seconds N`
+//! Options: `--scenario all|throughput|idle|limit|scale|register|catchup|burst` (repeatable; `all`
+//! leaves out `catchup` and `burst`), `--seconds N`
 //! (throughput window, default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`,
 //! `--idle-replicas 2` (replica processes per idle row: `1,16` compares one idle replica with sixteen),
+//! `--jitter 10m` (the burst's jittered row; the burst measures one row without jitter and one with),
 //! `--limit-seconds 10`, `--occurrences 10000` (the catch-up scenario's missed occurrences, at most
 //! 10,000), `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`,
 //! `--count-statements` (every throughput row through the counting proxies), `--no-extra` (skip the extra
@@ -54,6 +55,7 @@
 //! the machine around a window), `stats` (the lateness histogram and quantiles) and `url` (database
 //! URLs).
 
+mod burst;
 mod catchup;
 mod claim;
 mod idle;
@@ -105,7 +107,10 @@ cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
   --database-url URL     default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres
   --scenario sqlite      (with --features sqlite) --jobs on one process with a SQLite file, no PostgreSQL;
                          not part of `all`
-  --sqlite-dir DIR       where the SQLite scenario's file is made (default target/)";
+  --sqlite-dir DIR       where the SQLite scenario's file is made (default target/)
+  --scenario burst       --jobs due at one instant, one replica in this process, a row without jitter and
+                         one with --jitter (default 10m); not part of `all`
+  --jitter DURATION      the burst's jitter (default 10m)";
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -138,6 +143,8 @@ struct Args {
     /// Where the SQLite scenario makes its file (default `target/`).
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     sqlite_dir: Option<std::path::PathBuf>,
+    /// The burst's jitter.
+    jitter: std::time::Duration,
 }
 
 fn args() -> Args {
@@ -160,6 +167,7 @@ fn args() -> Args {
         max_concurrent_runs: 0,
         url: std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned()),
         sqlite_dir: None,
+        jitter: std::time::Duration::from_secs(600),
     };
     let list = |v: String| -> Vec<usize> {
         v.split(',')
@@ -194,6 +202,9 @@ fn args() -> Args {
             }
             "--database-url" => args.url = value(),
             "--sqlite-dir" => args.sqlite_dir = Some(value().into()),
+            "--jitter" => {
+                args.jitter = cron_schema::parse_jitter(&value()).expect("--jitter 10m");
+            }
             "--help" | "-h" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -203,7 +214,7 @@ fn args() -> Args {
                  `--replicas`, `--idle-seconds`, `--idle-replicas`, `--replica-pool`, `--limit-seconds`, \
                  `--scale-rows`, `--register-verbs`, `--occurrences`, \
                  `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
-                 `--max-concurrent-runs`, `--database-url`, `--sqlite-dir`"
+                 `--max-concurrent-runs`, `--database-url`, `--sqlite-dir`, `--jitter`"
             ),
         }
     }
@@ -268,11 +279,12 @@ async fn parent(args: Args) -> AnyResult<()> {
             "scale" => bench.scale().await,
             "register" => bench.register().await,
             "catchup" => bench.catchup().await,
+            "burst" => bench.burst().await,
             #[cfg(feature = "sqlite")]
             "sqlite" => sqlite::sqlite(&args).await,
             other => Err(anyhow::anyhow!(
                 "unknown scenario `{other}`; expected one of: `all`, `throughput`, `idle`, `limit`, \
-                 `scale`, `register`, `catchup`"
+                 `scale`, `register`, `catchup`, `burst`"
             )),
         };
         if let Err(error) = result {

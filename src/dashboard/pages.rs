@@ -307,6 +307,18 @@ struct JobView {
     backfill: Option<String>,
     broken: Option<String>,
     overdue: Option<String>,
+    /// Its jitter and offset (docs/runtime.md, "Jitter"), in words, with its next start.
+    jitter: Option<String>,
+}
+
+/// When a run of `scheduled_at` was due to start: a regular occurrence of a job with a jitter offset
+/// of `offset_ms` at its instant plus that offset, a manual run (a trigger, a backfill) and a job
+/// without jitter at its instant. Lateness counts from it (docs/runtime.md, "Jitter").
+fn due_start(scheduled_at: DateTime<Utc>, manual: bool, offset_ms: Option<u64>) -> DateTime<Utc> {
+    match offset_ms {
+        Some(ms) if !manual => scheduled_at + chrono::TimeDelta::milliseconds(ms as i64),
+        _ => scheduled_at,
+    }
 }
 
 struct LastView {
@@ -381,7 +393,14 @@ impl JobView {
                 scheduled_machine: format::machine(Some(run.scheduled_at)),
                 scheduled_relative: format::relative_to(Some(run.scheduled_at), now),
                 duration: format::span(run.started_at, run.finished_at),
-                lateness: format::span(Some(run.scheduled_at), run.started_at),
+                lateness: format::span(
+                    Some(due_start(
+                        run.scheduled_at,
+                        run.manual,
+                        job.jitter_offset_ms,
+                    )),
+                    run.started_at,
+                ),
                 manual: run.manual,
                 error: run.error.clone(),
             }),
@@ -435,6 +454,17 @@ impl JobView {
             overdue: job
                 .overdue_secs
                 .map(|secs| format::millis(secs.saturating_mul(1000) as i64)),
+            jitter: match (&job.jitter, job.jitter_offset_ms) {
+                (Some(jitter), Some(offset)) => Some(format!(
+                    "jitter {jitter}: each occurrence starts {} after its instant{}",
+                    format::millis(i64::try_from(offset).unwrap_or(i64::MAX)),
+                    match job.next_start {
+                        Some(start) => format!(", the next at {}", format::utc(Some(start))),
+                        None => String::new(),
+                    }
+                )),
+                _ => None,
+            },
         }
     }
 }
@@ -815,7 +845,8 @@ struct AttemptView {
 }
 
 impl RunView {
-    fn new(run: &Run, now: DateTime<Utc>) -> RunView {
+    /// A run of a job whose jitter offset is `offset_ms` (none without a jitter).
+    fn new(run: &Run, now: DateTime<Utc>, offset_ms: Option<u64>) -> RunView {
         RunView {
             id: run.id,
             outcome: run.outcome.clone(),
@@ -829,7 +860,10 @@ impl RunView {
             started: format::utc(run.started_at),
             finished: format::utc(run.finished_at),
             duration: format::span(run.started_at, run.finished_at),
-            lateness: format::span(Some(run.scheduled_at), run.started_at),
+            lateness: format::span(
+                Some(due_start(run.scheduled_at, run.manual, offset_ms)),
+                run.started_at,
+            ),
             skipped: run.skipped,
             runner: run.runner.clone(),
             deployment: run.deployment.clone().unwrap_or_else(|| "—".to_owned()),
@@ -918,7 +952,10 @@ pub(super) async fn job(
         chart: chart::chart(&runs),
         chart_width: chart::WIDTH,
         chart_height: chart::HEIGHT,
-        runs: runs.iter().map(|run| RunView::new(run, now)).collect(),
+        runs: runs
+            .iter()
+            .map(|run| RunView::new(run, now, job.and_then(|job| job.jitter_offset_ms)))
+            .collect(),
         older,
         newest: before.map(|_| href.clone()),
         actions: job.and_then(|job| visit.actions(&shared, &href, job)),

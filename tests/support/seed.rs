@@ -331,6 +331,7 @@ fn spec(key: &str, module: &ModulePlan) -> anyhow::Result<DeploymentSpec> {
                 lease: None,
                 on: Default::default(),
                 catch_up: None,
+                jitter: None,
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

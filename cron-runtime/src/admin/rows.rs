@@ -110,6 +110,11 @@ pub(crate) struct JobRow {
     pub(crate) trigger_requested_at: Option<At>,
     pub(crate) current_run_id: Option<i64>,
     pub(crate) lease_expires_at: Option<At>,
+    /// The row holds a retry at `next_execution`, which starts there, without the jitter offset.
+    pub(crate) retry_pending: bool,
+    /// The job's jitter and its offset in milliseconds (migration 0008; docs/runtime.md, "Jitter").
+    pub(crate) jitter_ms: Option<i64>,
+    pub(crate) jitter_offset_ms: i64,
     pub(crate) current_runner: Option<String>,
     pub(crate) current_started_at: Option<At>,
     pub(crate) run_id: Option<i64>,
@@ -183,7 +188,7 @@ pub(crate) struct QueueRow {
     pub(crate) next: At,
 }
 
-/// A row of the audit trail, as `admin::audit::LIST` reads it (migration `0010`).
+/// A row of the audit trail, as `admin::audit::LIST` reads it (migration `0009`).
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct AuditRow {
     pub(crate) id: i64,

@@ -18,6 +18,8 @@
 //! - `last_instant`: an instant after every other, for the history's cursor.
 //! - `catch_up_ms`: a job row's catch-up window (`j.catch_up`) in milliseconds: PostgreSQL keeps an
 //!   `interval`, SQLite the milliseconds themselves.
+//! - `jitter_ms`: a job row's jitter (`cron_jobs.jitter`, migration 0008) in milliseconds: an
+//!   `interval` on PostgreSQL, milliseconds already on SQLite.
 
 /// The operator API's [`Statements`](super::sql::Statements), spelled for one database
 /// (docs/architecture.md, "One protocol, three stores").
@@ -30,7 +32,8 @@ macro_rules! statements {
         since_4: $since_4:literal,
         among_ids_1: $among_ids_1:literal,
         last_instant: $last_instant:literal,
-        catch_up_ms: $catch_up_ms:literal $(,)?
+        catch_up_ms: $catch_up_ms:literal,
+        jitter_ms: $jitter_ms:literal $(,)?
     ) => {
         $crate::admin::sql::Statements {
             verbs: "SELECT DISTINCT module_name, verb FROM cron_jobs \
@@ -115,6 +118,9 @@ macro_rules! statements {
                 $catch_up_ms,
                 " AS catch_up_ms, j.state, j.paused, j.pause_note, j.paused_at, \
                     j.next_execution, j.trigger_requested_at, j.current_run_id, j.lease_expires_at, \
+                    j.retry_run_id IS NOT NULL AS retry_pending, ",
+                $jitter_ms,
+                " AS jitter_ms, j.jitter_offset_ms, \
                     c.runner AS current_runner, c.started_at AS current_started_at, \
                     l.id AS run_id, l.scheduled_at, l.started_at, l.finished_at, l.outcome, l.error, \
                     l.manual \

@@ -279,6 +279,18 @@ pub struct JobStatus {
     pub next_execution: Option<DateTime<Utc>>,
     /// `next_execution` in the job's zone, with its offset (`2026-03-08T03:00:00-04:00`).
     pub next_execution_local: Option<String>,
+    /// The job's jitter (`10m`; docs/runtime.md, "Jitter"); `None`, and then left out of the JSON,
+    /// without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<String>,
+    /// The job's jitter offset in milliseconds: each regular occurrence starts this much after its
+    /// instant. Left out of the JSON without a jitter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter_offset_ms: Option<u64>,
+    /// When `next_execution` starts: its instant plus the jitter offset (a pending retry at its
+    /// instant). Left out of the JSON without a jitter.
+    #[serde(with = "rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub next_start: Option<DateTime<Utc>>,
     /// A trigger not taken yet.
     #[serde(with = "rfc3339::option")]
     pub trigger_requested_at: Option<DateTime<Utc>>,
@@ -387,7 +399,8 @@ impl Modules {
                 }
             }
             job.broken = schedule.err();
-            job.overdue_secs = match job.next_execution {
+            // Overdue from when the occurrence is due to start (docs/runtime.md, "Jitter").
+            job.overdue_secs = match job.next_start.or(job.next_execution) {
                 Some(next)
                     if active
                         && job.broken.is_none()
@@ -431,6 +444,22 @@ fn job_status(row: JobRow) -> JobStatus {
         // The verb has no run: the joined columns are all null (a run's are `NOT NULL`).
         _ => None,
     };
+    let offset = row
+        .jitter_ms
+        .map(|_| u64::try_from(row.jitter_offset_ms).unwrap_or(0));
+    let next_start = match (offset, next_execution) {
+        (Some(_), Some(next)) if row.retry_pending => Some(next),
+        (Some(offset), Some(next)) => Some(crate::store::rules::jittered(
+            next,
+            std::time::Duration::from_millis(offset),
+        )),
+        _ => None,
+    };
+    let jitter = row.jitter_ms.map(|ms| {
+        cron_schema::format_duration(std::time::Duration::from_millis(
+            u64::try_from(ms).unwrap_or(0),
+        ))
+    });
     let running = row.current_run_id.map(|run_id| Running {
         run_id,
         runner: row.current_runner.unwrap_or_default(),
@@ -455,6 +484,9 @@ fn job_status(row: JobRow) -> JobStatus {
         paused_at: row.paused_at.map(DateTime::from),
         next_execution,
         next_execution_local,
+        jitter,
+        jitter_offset_ms: offset,
+        next_start,
         trigger_requested_at: row.trigger_requested_at.map(DateTime::from),
         last_run,
         replica_runs: Vec::new(),

@@ -182,7 +182,7 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
                     scheduled_at = %claim.scheduled_at,
                     run_id = claim.run_id,
                     outcome = Outcome::Skipped.as_str(),
-                    lateness_ms = lateness_ms(claimed.now, claim.scheduled_at),
+                    lateness_ms = lateness_ms(claimed.now, claim.start_at()),
                     "late run skipped (missed = \"skip\")"
                 );
             }
@@ -239,7 +239,7 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
     }
 }
 
-/// How late a run skipped at the claim was, in milliseconds.
+/// How late a run skipped at the claim was, in milliseconds: from its start (docs/runtime.md, "Jitter").
 fn lateness_ms(now: DateTime<Utc>, scheduled_at: DateTime<Utc>) -> i64 {
     (now - scheduled_at).num_milliseconds().max(0)
 }

@@ -26,6 +26,8 @@ struct Faulty {
     store: MemoryStore,
     fault: Fault,
     claimed: Arc<AtomicU32>,
+    /// How many times [`Store::claim_due`] was called.
+    calls: Arc<AtomicU32>,
     renewed: Arc<Mutex<Vec<i64>>>,
     full: Arc<AtomicBool>,
 }
@@ -75,6 +77,7 @@ impl Store for Faulty {
         limit: usize,
     ) -> Result<Claimed, StoreError> {
         self.refused()?;
+        self.calls.fetch_add(1, Ordering::SeqCst);
         let claimed = self.store.claim_due(runner, ahead, limit).await?;
         let runs = u32::try_from(claimed.claims.len()).unwrap_or(u32::MAX);
         self.claimed.fetch_add(runs, Ordering::SeqCst);
@@ -163,6 +166,8 @@ struct Running {
     store: MemoryStore,
     /// How many runs [`Store::claim_due`] claimed.
     claimed: Arc<AtomicU32>,
+    /// How many times [`Store::claim_due`] was called.
+    calls: Arc<AtomicU32>,
     /// The runs sent for renewal, once per renewal.
     renewed: Arc<Mutex<Vec<i64>>>,
     /// Set, every write fails.
@@ -185,6 +190,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
     let (store, plan) = runtime.into_memory_parts();
     let (stop, shutdown) = watch::channel(false);
     let claimed = Arc::new(AtomicU32::new(0));
+    let calls = Arc::new(AtomicU32::new(0));
     let renewed = Arc::new(Mutex::new(Vec::new()));
     let full = Arc::new(AtomicBool::new(false));
     let vitals = Vitals::new();
@@ -192,12 +198,14 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
         store: store.clone(),
         fault,
         claimed: Arc::clone(&claimed),
+        calls: Arc::clone(&calls),
         renewed: Arc::clone(&renewed),
         full: Arc::clone(&full),
     };
     Running {
         store,
         claimed,
+        calls,
         renewed,
         full,
         vitals: Arc::clone(&vitals),
@@ -694,4 +702,69 @@ async fn a_replica_is_not_ready_while_its_store_refuses_writes() {
         .filter(|second| *second > 8)
         .collect();
     assert!(!after.is_empty(), "nothing ran after {space_back}");
+}
+
+/// Runs an hourly job `test::hourly`, with `jitter` or none, from 2026-01-01T00:00:00Z for 1 h 15 min,
+/// on a store that claims with the finishes; when its handler started (tokio's clock, from the origin)
+/// with the occurrence its context names, and how many times the executor called `claim_due`.
+async fn hourly(jitter: Option<Duration>) -> (Vec<(Duration, DateTime<Utc>)>, u32, MemoryStore) {
+    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let started = tokio::time::Instant::now();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let options = match jitter {
+        Some(jitter) => JobOptions::new().jitter(jitter),
+        None => JobOptions::new(),
+    };
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(MemoryStore::starting_at(origin))
+        .job_with("test::hourly", "0 * * * *", options, {
+            let seen = Arc::clone(&seen);
+            move || {
+                let seen = Arc::clone(&seen);
+                async move {
+                    let at = crate::context().scheduled_at();
+                    seen.lock().unwrap().push((started.elapsed(), at));
+                }
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let running = run_faulty(runtime, Fault::Chaining);
+    tokio::time::sleep(Duration::from_secs(75 * 60)).await;
+    let calls = running.calls.load(Ordering::SeqCst);
+    let store = running.stop().await;
+    let seen = seen.lock().unwrap().clone();
+    (seen, calls, store)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_jittered_job_is_claimed_once_at_its_start_without_spinning() {
+    let jitter = Duration::from_secs(600);
+    let offset = cron_schema::jitter_offset("test", "test::hourly", jitter);
+    assert!(offset > Duration::from_secs(1), "{offset:?}");
+    let one = Utc.with_ymd_and_hms(2026, 1, 1, 1, 0, 0).unwrap();
+
+    let (plain, plain_calls, _) = hourly(None).await;
+    assert_eq!(plain, vec![(Duration::from_secs(3600), one)]);
+    let (jittered, calls, store) = hourly(Some(jitter)).await;
+    // Started at 01:00 plus its offset, to the millisecond, as the occurrence of 01:00.
+    assert_eq!(jittered, vec![(Duration::from_secs(3600) + offset, one)]);
+    let runs = store.runs();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].scheduled_at, one);
+    assert_eq!(
+        runs[0].started_at,
+        Some(one + chrono::TimeDelta::from_std(offset).unwrap())
+    );
+    // The executor slept until the start: no more claims than without jitter, give or take the one
+    // a wake-up at the instant itself costs, where a loop woken for the row it cannot claim yet would
+    // have claimed thousands of times.
+    assert!(
+        calls <= plain_calls + 2,
+        "claims with jitter: {calls}, without: {plain_calls}"
+    );
 }

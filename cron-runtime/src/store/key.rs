@@ -68,7 +68,7 @@ pub(crate) fn other_schema(key: &str, registered: &str, new: &str) -> Option<Str
 /// that it is the same across builds and Rust versions: the text form of the schema with every verb
 /// reduced to what [`other_schema`] compares (the expression's fields separated by one space, no zone
 /// for `UTC`, a timeout and a backoff as [`format_duration`] writes their durations, the missed-run
-/// policy, retries and `on`, each left out at its default as the text form does; no doc
+/// policy, retries, `on`, `catch_up` and `jitter`, each left out at its default as the text form does; no doc
 /// comment, no source location), hashed with 64-bit FNV-1a over its UTF-8 bytes and folded to 32 bits
 /// (the high half XOR the low half).
 pub(crate) fn fingerprint(schema: &Schema) -> u32 {
@@ -120,6 +120,14 @@ fn canonical(schema: &Schema) -> Schema {
                     Err(_) => window.clone(),
                 }
             }),
+            // Adding, changing or removing a jitter changes the job: a new key.
+            jitter: cron
+                .jitter
+                .as_ref()
+                .map(|jitter| match cron_schema::parse_jitter(jitter) {
+                    Ok(duration) => format_duration(duration),
+                    Err(_) => jitter.clone(),
+                }),
         };
         (module.name.clone(), Verb::new(verb.name.clone(), cron))
     }))
@@ -344,13 +352,16 @@ mod tests {
             change(&mut schema.modules[0].verbs[0]);
             fingerprint(&schema)
         };
-        let changes: [fn(&mut Verb); 6] = [
+        let changes: [fn(&mut Verb); 8] = [
             |v| v.name = "billing::remind".to_owned(),
             |v| v.cron.expression = "*/10 * * * *".to_owned(),
             |v| v.cron.timezone = Some("Europe/Paris".to_owned()),
             |v| v.cron.timeout = Some("1m".to_owned()),
             |v| v.cron.missed = MissedPolicy::Once,
             |v| v.cron.timeout = Some("5m".to_owned()),
+            // Adding a jitter, then changing it, is a change of the job.
+            |v| v.cron.jitter = Some("1m".to_owned()),
+            |v| v.cron.jitter = Some("2m".to_owned()),
         ];
         let mut seen = vec![fingerprint(&billing())];
         for change in changes {

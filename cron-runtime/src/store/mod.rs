@@ -43,6 +43,20 @@ pub struct JobSpec {
     /// How far back from the store's now a late occurrence still runs (docs/runtime.md, "Missed runs"):
     /// the job's window, or its policy's default ([`cron_schema::catch_up_window`]); `None`: no bound.
     pub catch_up: Option<Duration>,
+    /// How much later than its instant a regular occurrence may start (`jitter = "10m"`;
+    /// docs/runtime.md, "Jitter"): each starts at its instant plus the job's fixed offset in `[0,
+    /// jitter)` ([`JobSpec::jitter_offset`]); `None`: at its instant.
+    pub jitter: Option<Duration>,
+}
+
+impl JobSpec {
+    /// The fixed offset of the job's regular starts from their instants, for a job of deployment module
+    /// `module` ([`cron_schema::jitter_offset`]); zero without a jitter.
+    pub fn jitter_offset(&self, module: &str) -> Duration {
+        self.jitter.map_or(Duration::ZERO, |jitter| {
+            cron_schema::jitter_offset(module, &self.verb, jitter)
+        })
+    }
 }
 
 /// How a job tries a failed, panicked or timed-out attempt of an occurrence again (`retries = n,
@@ -126,12 +140,18 @@ pub struct Claim {
     /// with `manual = true`. The handler's trigger says which (`Context::trigger`, docs/runtime.md,
     /// "What a handler knows").
     pub manual: bool,
+    /// How long after `scheduled_at` a first attempt of a regular occurrence starts: the job's jitter
+    /// offset (docs/runtime.md, "Jitter"); zero without a jitter, and for a retry, a manual run and a
+    /// backfill.
+    pub jitter_offset: Duration,
 }
 
 impl Claim {
-    /// When the executor starts the run: a first attempt at its occurrence, a retry at its own instant.
+    /// When the executor starts the run: a first attempt at its occurrence plus its jitter offset, a
+    /// retry at its own instant. Lateness counts from it.
     pub fn start_at(&self) -> DateTime<Utc> {
-        self.retry_at.unwrap_or(self.scheduled_at)
+        self.retry_at
+            .unwrap_or_else(|| rules::jittered(self.scheduled_at, self.jitter_offset))
     }
 }
 

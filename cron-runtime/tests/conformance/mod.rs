@@ -31,6 +31,7 @@ mod deploys;
 mod ending;
 mod every_replica;
 mod history;
+mod jitter;
 mod leases;
 mod logs;
 mod missed;
@@ -49,6 +50,7 @@ pub use deploys::*;
 pub use ending::*;
 pub use every_replica::*;
 pub use history::*;
+pub use jitter::*;
 pub use leases::*;
 pub use logs::*;
 pub use missed::*;
@@ -246,6 +248,12 @@ macro_rules! every_case {
         $test!(a_late_job_under_missed_all_runs_every_occurrence_in_its_window_oldest_first);
         $test!(a_catch_up_window_bounds_missed_once);
         $test!(a_manual_run_under_missed_all_keeps_the_occurrences_that_came_while_it_ran);
+        // Jitter
+        $test!(a_jittered_occurrence_is_claimed_at_its_start_and_recorded_at_its_instant);
+        $test!(a_jittered_occurrence_is_late_from_its_start);
+        $test!(a_retry_of_a_jittered_job_starts_at_its_retry_instant);
+        $test!(changing_the_jitter_at_a_deploy_runs_no_occurrence_twice);
+        $test!(a_finish_chains_a_jittered_occurrence_by_its_start);
         // Ending runs
         $test!(a_failure_is_recorded_with_its_message_and_the_job_goes_on);
         $test!(a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded);

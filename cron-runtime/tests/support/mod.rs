@@ -106,6 +106,7 @@ pub fn job(verb: &str, expression: &str) -> JobSpec {
         lease: None,
         on: Default::default(),
         catch_up: None,
+        jitter: None,
     }
 }
 
@@ -127,6 +128,9 @@ pub fn schema_of(module: &str, jobs: &[JobSpec]) -> String {
             .missed(job.missed);
         if job.zone != Tz::UTC {
             cron = cron.timezone(job.zone.name());
+        }
+        if let Some(jitter) = job.jitter {
+            cron = cron.jitter(format_duration(jitter));
         }
         (module, Verb::new(job.verb.as_str(), cron))
     }));

@@ -25,11 +25,12 @@ pub(super) struct Args {
     pub(super) lease: Option<LitStr>,
     pub(super) on: RunOn,
     pub(super) catch_up: Option<LitStr>,
+    pub(super) jitter: Option<LitStr>,
     pub(super) crate_path: Option<Path>,
 }
 
 const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, \
-                    `lease`, `on`, `crate`";
+                    `lease`, `on`, `jitter`, `crate`";
 
 /// The named arguments.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,7 @@ enum Key {
     Lease,
     On,
     CatchUp,
+    Jitter,
     Crate,
 }
 
@@ -58,6 +60,7 @@ impl Key {
             "lease" => Some(Key::Lease),
             "on" => Some(Key::On),
             "catch_up" => Some(Key::CatchUp),
+            "jitter" => Some(Key::Jitter),
             "crate" => Some(Key::Crate),
             _ => None,
         }
@@ -74,6 +77,7 @@ impl Key {
             Key::Lease => "lease",
             Key::On => "on",
             Key::CatchUp => "catch_up",
+            Key::Jitter => "jitter",
             Key::Crate => "crate",
         }
     }
@@ -87,6 +91,9 @@ impl Key {
             "run_on" | "replicas" | "runs_on" | "mode" => Some(Key::On),
             "catchup" | "catch_up_window" | "catchup_window" | "misfire_grace_time" | "fill"
             | "starting_deadline" => Some(Key::CatchUp),
+            "splay" | "spread" | "random_delay" | "randomized_delay" | "start_delay" => {
+                Some(Key::Jitter)
+            }
             "lease_duration" | "lease_time" | "visibility_timeout" | "heartbeat" => {
                 Some(Key::Lease)
             }
@@ -106,6 +113,7 @@ impl Key {
             Key::Lease => "10s",
             Key::On => "every_replica",
             Key::CatchUp => "1d",
+            Key::Jitter => "10m",
             Key::Crate => "cv",
         }
     }
@@ -133,6 +141,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
     let mut lease = None;
     let mut on = None;
     let mut catch_up = None;
+    let mut jitter = None;
     let mut crate_path = None;
     let mut keys_seen = Vec::new();
     // The arguments whose combination with another one is checked once all are read.
@@ -268,6 +277,10 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
                 Ok(window) => catch_up = Some((value.clone(), window, assign)),
                 Err(error) => errors.at(value.span(), error),
             },
+            Key::Jitter => match crate::parse_jitter(&value.value()) {
+                Ok(width) => jitter = Some((value.clone(), width, assign)),
+                Err(error) => errors.at(value.span(), error),
+            },
             Key::Crate => crate_path = check_crate_path(value, errors),
         }
     }
@@ -310,6 +323,21 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         }
     }
 
+    // The jitter against the schedule (`check_jitter`), on `jitter = "…"` where it is written.
+    if let Some((_, width, assign)) = &jitter {
+        if on == Some(RunOn::EveryReplica) {
+            errors.spanned(
+                assign,
+                "a job with `on = \"every_replica\"` starts on every live replica at each \
+                 occurrence, not through the claim that spreads starts; remove `jitter`",
+            );
+        } else if let Some((_, schedule)) = &expression
+            && let Err(error) = crate::check_jitter(schedule, &schedule_text(&expression), *width)
+        {
+            errors.spanned(assign, error);
+        }
+    }
+
     if !expression_seen {
         errors.at(
             Span::call_site(),
@@ -333,6 +361,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         lease: lease.map(|(value, _)| value),
         on: on.unwrap_or_default(),
         catch_up: catch_up.map(|(value, ..)| value),
+        jitter: jitter.map(|(value, ..)| value),
         crate_path,
     })
 }

@@ -76,6 +76,9 @@ pub struct CronAttribute {
     /// `catch_up = "…"`, as written: how far back a late occurrence still runs; `None` is the policy's
     /// default ([`catch_up_window`](crate::catch_up_window)).
     pub catch_up: Option<LitStr>,
+    /// `jitter = "…"`, as written: each regular occurrence starts this much at most after its instant,
+    /// by a fixed offset of the job ([`jitter_offset`](crate::jitter_offset)); `None`: no jitter.
+    pub jitter: Option<LitStr>,
     /// `crate = "…"`: the path of the cronverb crate in the generated code, for a renamed dependency or a
     /// re-export; `None` is `::cronverb`. It changes nothing about the job.
     pub crate_path: Option<Path>,
@@ -96,6 +99,7 @@ impl fmt::Debug for CronAttribute {
             .field("lease", &self.lease.as_ref().map(LitStr::value))
             .field("on", &self.on)
             .field("catch_up", &self.catch_up.as_ref().map(LitStr::value))
+            .field("jitter", &self.jitter.as_ref().map(LitStr::value))
             .field(
                 "crate_path",
                 &self
@@ -134,6 +138,7 @@ pub fn parse(args: TokenStream, item: TokenStream) -> syn::Result<CronAttribute>
             lease: args.lease,
             on: args.on,
             catch_up: args.catch_up,
+            jitter: args.jitter,
             crate_path: args.crate_path,
             function,
         }),

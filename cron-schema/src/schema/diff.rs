@@ -41,7 +41,7 @@ pub struct ChangedVerb {
 /// One field of the cron metadata, before and after. A timeout of `None` is the runtime's default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldChange {
-    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff`, `lease`, `on` or `catch_up`.
+    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff`, `lease`, `on`, `catch_up` or `jitter`.
     pub field: String,
     pub old: Option<String>,
     pub new: Option<String>,
@@ -149,6 +149,14 @@ fn changes(old: &Cron, new: &Cron) -> Vec<FieldChange> {
     if !same_window {
         push("catch_up", old.catch_up.clone(), new.catch_up.clone());
     }
+    let width = |text: &Option<String>| text.as_deref().map(crate::parse_jitter);
+    let same_jitter = match (width(&old.jitter), width(&new.jitter)) {
+        (Some(Ok(a)), Some(Ok(b))) => a == b,
+        _ => old.jitter == new.jitter,
+    };
+    if !same_jitter {
+        push("jitter", old.jitter.clone(), new.jitter.clone());
+    }
     changes
 }
 
@@ -234,6 +242,9 @@ fn summary(cron: &Cron) -> String {
     }
     if let Some(catch_up) = &cron.catch_up {
         text.push_str(&format!(" catch_up={catch_up}"));
+    }
+    if let Some(jitter) = &cron.jitter {
+        text.push_str(&format!(" jitter={jitter}"));
     }
     text
 }

@@ -92,6 +92,10 @@ pub struct Cron {
     /// ([`catch_up_window`](crate::catch_up_window)), and then left out of both forms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up: Option<String>,
+    /// The jitter of its regular starts, as written (`10m`; docs/runtime.md, "Jitter"); `None`: none,
+    /// and then left out of both forms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<String>,
 }
 
 fn is_zero(retries: &u32) -> bool {
@@ -262,6 +266,7 @@ impl Cron {
             lease: None,
             on: RunOn::OneReplica,
             catch_up: None,
+            jitter: None,
         }
     }
 
@@ -302,6 +307,11 @@ impl Cron {
 
     pub fn catch_up(mut self, catch_up: impl Into<String>) -> Cron {
         self.catch_up = Some(catch_up.into());
+        self
+    }
+
+    pub fn jitter(mut self, jitter: impl Into<String>) -> Cron {
+        self.jitter = Some(jitter.into());
         self
     }
 }

@@ -69,6 +69,9 @@ fn write_verb(module: &str, verb: &Verb, f: &mut fmt::Formatter<'_>) -> fmt::Res
     if let Some(catch_up) = &cron.catch_up {
         write!(f, " catch_up={catch_up}")?;
     }
+    if let Some(jitter) = &cron.jitter {
+        write!(f, " jitter={jitter}")?;
+    }
     writeln!(f)
 }
 
@@ -182,7 +185,7 @@ pub(super) fn parse(text: &str) -> Result<Schema, SchemaError> {
 }
 
 /// `<expression> [<zone>] [timeout=<duration>] [missed=<policy>] [retries=<n>] [backoff=<duration>]
-/// [lease=<duration>] [on=<replicas>] [catch_up=<window>]`. Expression fields never contain a
+/// [lease=<duration>] [on=<replicas>] [catch_up=<window>] [jitter=<duration>]`. Expression fields never contain a
 /// letter, so a last word with a letter is the zone.
 fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut words: Vec<&str> = Vec::new();
@@ -193,6 +196,7 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut lease = None;
     let mut on = RunOn::default();
     let mut catch_up = None;
+    let mut jitter = None;
     for word in text.split_whitespace() {
         if let Some(value) = word.strip_prefix("timeout=") {
             timeout = Some(value.to_owned());
@@ -212,10 +216,12 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
             on = value.parse().map_err(|e| format!("{e}"))?;
         } else if let Some(value) = word.strip_prefix("catch_up=") {
             catch_up = Some(value.to_owned());
+        } else if let Some(value) = word.strip_prefix("jitter=") {
+            jitter = Some(value.to_owned());
         } else if word.contains('=') {
             return Err(format!(
                 "unknown `+cron` option `{word}`; expected `timeout=…`, `missed=…`, `retries=…`, \
-                 `backoff=…`, `lease=…`, `on=…` or `catch_up=…`"
+                 `backoff=…`, `lease=…`, `on=…`, `catch_up=…` or `jitter=…`"
             ));
         } else {
             words.push(word);
@@ -240,5 +246,6 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
         lease,
         on,
         catch_up,
+        jitter,
     })
 }

@@ -126,6 +126,13 @@ fn render(jobs: &[JobOutage], outage: &Outage) -> String {
             ),
             None => String::new(),
         };
+        let window = match job.jitter_offset_ms {
+            0 => window,
+            offset => format!(
+                "{window} jitter offset={}",
+                crate::status::offset_text(offset)
+            ),
+        };
         text.push_str(&format!(
             "\n{} {} (missed={}{window})\n",
             escape(&job.module),

@@ -108,6 +108,17 @@ fn render(status: &Status) -> String {
             if let Some(note) = &job.pause_note {
                 text.push_str(&format!("  `{verb}` is paused: {}\n", escape(note)));
             }
+            if let (Some(jitter), Some(offset)) = (&job.jitter, job.jitter_offset_ms) {
+                text.push_str(&format!(
+                    "  `{verb}` has a jitter of {jitter}: each occurrence starts {} after its \
+                     instant{}\n",
+                    offset_text(offset),
+                    match job.next_start {
+                        Some(start) => format!(", the next at {}", db::instant(Some(start))),
+                        None => String::new(),
+                    }
+                ));
+            }
             if job.every_replica {
                 text.push_str(&replica_runs(job));
             }
@@ -260,4 +271,22 @@ fn job_row(job: &JobStatus) -> Vec<String> {
             .unwrap_or_else(|| "-".to_owned()),
         last,
     ]
+}
+
+/// A jitter offset in milliseconds as people read it: `1m49.883s`, `0.250s`, `12s`.
+pub fn offset_text(ms: u64) -> String {
+    let (h, m, s, milli) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if milli > 0 {
+        out.push_str(&format!("{s}.{milli:03}s"));
+    } else if s > 0 || out.is_empty() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
 }

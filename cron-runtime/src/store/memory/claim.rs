@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::history::RunRecord;
 use super::tables::{Executing, State};
 use crate::store::rules::backfill::takes_backfill;
-use crate::store::rules::{Due, DueRow, Take};
+use crate::store::rules::{AlreadyRan, Due, DueRow, Take};
 use crate::store::{Claim, Outcome, RETRIES_CUT_SHORT, Runner, StoreError, StoreSettings};
 
 /// What a claim picked a job for.
@@ -73,6 +73,10 @@ impl State {
             for &(at, job_id) in due.iter() {
                 if at > horizon || picked.len() >= limit {
                     break;
+                }
+                // Due when it starts within the horizon: a jittered occurrence after its instant.
+                if self.jobs[&job_id].start_of(at) > horizon {
+                    continue;
                 }
                 if self.is_executing(&module, &self.jobs[&job_id].spec.verb) {
                     // Still running under another deployment; its finish wakes us.
@@ -140,7 +144,19 @@ impl State {
                 missed: job.spec.missed,
                 lease: job.spec.lease,
                 catch_up: job.spec.catch_up,
+                offset: job.jitter_offset,
             };
+            // An occurrence that has a run already (one a replaced deployment's run took, a changed
+            // verb's first): it does not run again, whatever its start (the database stores' unique
+            // key on runs; `AlreadyRan`).
+            if due == Due::Regular && self.has_run(&module, &job.verb, at) {
+                let already = row.already_ran(&job.spec.schedule, now);
+                already.report(job_id, &job.spec.verb, at);
+                if let AlreadyRan::MovePast(next) = already {
+                    self.set_idle(job_id, next);
+                }
+                continue;
+            }
             let take = row
                 .take(|| Some(&job.spec.schedule), now, settings)
                 .expect("a schedule in memory parses");
@@ -150,14 +166,24 @@ impl State {
         Ok((claims, next_due))
     }
 
-    /// The earliest occurrence (or pending trigger) of an idle job of the deployment that nothing
-    /// blocks.
+    /// The earliest start of an occurrence ([`JobRow::start_of`]; docs/runtime.md, "Jitter"), or
+    /// pending trigger, of an idle job of the deployment that nothing blocks. No job starts before its
+    /// occurrence, so the walk ends at the first occurrence not before the earliest start found.
+    ///
+    /// [`JobRow::start_of`]: super::tables::JobRow::start_of
     fn first_claimable(&self, deployment_id: i64, module: &str) -> Option<DateTime<Utc>> {
-        let regular = self.due.get(&deployment_id).and_then(|due| {
-            due.iter()
-                .find(|(_, job_id)| !self.is_executing(module, &self.jobs[job_id].spec.verb))
-                .map(|(at, _)| *at)
-        });
+        let mut regular: Option<DateTime<Utc>> = None;
+        for (at, job_id) in self.due.get(&deployment_id).into_iter().flatten() {
+            if regular.is_some_and(|earliest| *at >= earliest) {
+                break;
+            }
+            let job = &self.jobs[job_id];
+            if self.is_executing(module, &job.spec.verb) {
+                continue;
+            }
+            let start = job.start_of(*at);
+            regular = Some(regular.map_or(start, |earliest| earliest.min(start)));
+        }
         let triggered = self.triggered.get(&deployment_id).and_then(|triggered| {
             triggered
                 .iter()
@@ -182,7 +208,9 @@ impl State {
     /// (`rules::takes_backfill`), no run of its verb being in flight under any deployment.
     fn takes_backfill(&self, module: &str, job_id: i64, horizon: DateTime<Utc>) -> bool {
         let job = &self.jobs[&job_id];
-        let regular_due = job.next_execution.is_some_and(|next| next <= horizon);
+        let regular_due = job
+            .next_execution
+            .is_some_and(|next| job.start_of(next) <= horizon);
         takes_backfill(
             job.executing.is_none(),
             job.paused,
@@ -232,7 +260,10 @@ impl State {
     /// is due with the trigger (that one runs, and satisfies the trigger).
     fn takes_trigger(&self, module: &str, job_id: i64, horizon: DateTime<Utc>) -> bool {
         let job = &self.jobs[&job_id];
-        let regular_due = !job.paused && job.next_execution.is_some_and(|next| next <= horizon);
+        let regular_due = !job.paused
+            && job
+                .next_execution
+                .is_some_and(|next| job.start_of(next) <= horizon);
         job.executing.is_none() && !self.is_executing(module, &job.spec.verb) && !regular_due
     }
 

@@ -83,6 +83,7 @@ impl State {
                     retrying: None,
                     paused: false,
                     trigger: None,
+                    jitter_offset: job.jitter_offset(&module),
                 }),
             );
             jobs.insert(job.verb.clone(), job_id);

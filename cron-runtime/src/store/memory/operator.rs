@@ -257,6 +257,7 @@ mod tests {
             lease: None,
             on: Default::default(),
             catch_up: None,
+            jitter: None,
         };
         let spec = DeploymentSpec {
             key: "billing@1".to_owned(),

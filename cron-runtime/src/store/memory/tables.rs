@@ -68,6 +68,23 @@ pub(super) struct JobRow {
     pub(super) paused: bool,
     /// A manual run asked for at this instant and not claimed yet (docs/operations.md, "Manual runs").
     pub(super) trigger: Option<DateTime<Utc>>,
+    /// The job's jitter offset (docs/runtime.md, "Jitter"): its regular occurrences start this much
+    /// after their instant.
+    pub(super) jitter_offset: std::time::Duration,
+}
+
+impl JobRow {
+    /// When the job's occurrence at `next` (its `next_execution`) is due to start: a pending retry at
+    /// its instant, a regular occurrence at its jittered start (`rules::jittered`), as the SQL stores'
+    /// `due_start!` reads it. The claim's index stays ordered by `next_execution`, which no start is
+    /// before.
+    pub(super) fn start_of(&self, next: DateTime<Utc>) -> DateTime<Utc> {
+        if self.retrying.is_some() {
+            next
+        } else {
+            crate::store::rules::jittered(next, self.jitter_offset)
+        }
+    }
 }
 
 /// A run in flight, as the store keeps it: what its job's row does not say already. A first attempt

@@ -28,6 +28,7 @@ impl Dialect for Postgres {
         among_ids_1: "= ANY($1)",
         last_instant: "'infinity'::timestamptz",
         catch_up_ms: "CAST(extract(epoch FROM j.catch_up) * 1000 AS bigint)",
+        jitter_ms: "(extract(epoch FROM j.jitter) * 1000)::bigint",
     };
 
     async fn clock(conn: &mut PgConnection) -> Result<DateTime<Utc>, sqlx::Error> {

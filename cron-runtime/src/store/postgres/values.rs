@@ -118,6 +118,7 @@ macro_rules! bind_rows {
 }
 
 bind_rows!(a: A, b: B);
+bind_rows!(a: A, b: B, c: C);
 bind_rows!(a: A, b: B, c: C, d: D);
 bind_rows!(a: A, b: B, c: C, d: D, e: E);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F);
@@ -125,3 +126,4 @@ bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K, l: L);
+bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K, l: L, m: M, n: N);

@@ -13,7 +13,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use cron_schema::{MissedPolicy, ZonedSchedule};
 
-use super::{after_skipping, is_late, lease_expires, past_the_window, retry_cut_short, start_of};
+use super::{
+    after_skipping, is_late, jittered, lease_expires, past_the_window, retry_cut_short, start_of,
+};
 use crate::store::{Claim, ClaimAction, StoreSettings};
 
 /// Which occurrence of a locked row is due.
@@ -47,19 +49,25 @@ pub(crate) struct DueRow {
     ///
     /// [`JobSpec::catch_up`]: crate::store::JobSpec::catch_up
     pub(crate) catch_up: Option<Duration>,
+    /// The job's jitter offset (docs/runtime.md, "Jitter"): a regular occurrence starts this much after
+    /// its instant; zero without a jitter.
+    pub(crate) offset: Duration,
 }
 
 /// What a claim does with a due row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Take {
-    /// A new run of `scheduled_at` (its first attempt), to start at `start_at` and held until
-    /// `lease_expires_at`: the row executes it. A regular run satisfies a trigger pending on the row.
-    /// A backfill's run is a manual one too (`backfill` and `manual`).
+    /// A new run of `scheduled_at` (its first attempt), due to start `offset` after it (a regular
+    /// occurrence's jitter offset; zero for a manual run), to start at `start_at` (that, or now when
+    /// claimed after it) and held until `lease_expires_at`: the row executes it. A regular run
+    /// satisfies a trigger pending on the row. A backfill's run is a manual one too (`backfill` and
+    /// `manual`).
     Run {
         scheduled_at: DateTime<Utc>,
         late: bool,
         manual: bool,
         backfill: bool,
+        offset: Duration,
         start_at: DateTime<Utc>,
         lease_expires_at: DateTime<Utc>,
     },
@@ -91,9 +99,9 @@ pub(crate) enum Take {
     },
 }
 
-/// What a claim does with a due row whose occurrence already has a run (the database stores' unique
-/// key on runs refused the one it would record; the in-memory store keeps no such key).
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
+/// What a claim does with a due row whose occurrence already has a run: the database stores' unique
+/// key on runs refused the one it would record; the in-memory store finds the run in its history or in
+/// flight (`State::has_run`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AlreadyRan {
     /// A trigger at exactly the instant of a recorded run: the trigger is dropped.
@@ -116,23 +124,28 @@ impl DueRow {
         settings: &StoreSettings,
     ) -> Option<Take> {
         let lease = self.lease.unwrap_or(settings.lease);
-        let run = |scheduled_at, late, manual| Take::Run {
+        // `start`: when the run is due to start, its instant or a regular occurrence's jittered start.
+        let run = |scheduled_at, start, late, manual| Take::Run {
             scheduled_at,
             late,
             manual,
             backfill: self.due == Due::Backfill,
-            start_at: start_of(scheduled_at, now),
-            lease_expires_at: lease_expires(scheduled_at, now, lease),
+            offset: if manual { Duration::ZERO } else { self.offset },
+            start_at: start_of(start, now),
+            lease_expires_at: lease_expires(start, now, lease),
         };
         match self.due {
-            Due::Manual | Due::Backfill => Some(run(self.at, false, true)),
+            Due::Manual | Due::Backfill => Some(run(self.at, self.at, false, true)),
             Due::Regular => {
-                let late = is_late(self.at, now, settings.missed_tolerance);
+                // Lateness counts from the start (docs/runtime.md, "Jitter"); the occurrence, its
+                // catch-up window and where the row goes on count from its instant.
+                let start = jittered(self.at, self.offset);
+                let late = is_late(start, now, settings.missed_tolerance);
                 let skip = |(next, skipped)| Take::Skip {
                     scheduled_at: self.at,
                     next,
                     skipped,
-                    lease_expires_at: lease_expires(self.at, now, lease),
+                    lease_expires_at: lease_expires(start, now, lease),
                 };
                 if late && self.missed == MissedPolicy::Skip {
                     return Some(skip(after_skipping(schedule()?.borrow(), self.at, now)));
@@ -145,7 +158,7 @@ impl DueRow {
                         return Some(skip(past));
                     }
                 }
-                Some(run(self.at, late, false))
+                Some(run(self.at, start, late, false))
             }
             Due::Retry { occurrence } => {
                 if let Some(next) = retry_cut_short(schedule()?.borrow(), occurrence, now) {
@@ -162,7 +175,6 @@ impl DueRow {
     }
 
     /// What a claim at `now` does when the unique key refused the run of this row's occurrence.
-    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn already_ran(&self, schedule: &ZonedSchedule, now: DateTime<Utc>) -> AlreadyRan {
         match self.due {
             Due::Manual => AlreadyRan::DropTrigger,
@@ -177,7 +189,6 @@ impl DueRow {
     }
 }
 
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
 impl AlreadyRan {
     /// Says what the claim does about the occurrence `at` of row `job_id` of `verb`, once per row.
     pub(crate) fn report(self, job_id: i64, verb: &str, at: DateTime<Utc>) {
@@ -208,12 +219,14 @@ impl Take {
         verb: String,
         earlier: usize,
     ) -> Option<Claim> {
-        let (scheduled_at, late, action, skipped, retry_at, backfill, manual) = match *self {
+        let (scheduled_at, late, action, skipped, retry_at, backfill, manual, offset) = match *self
+        {
             Take::Run {
                 scheduled_at,
                 late,
                 manual,
                 backfill,
+                offset,
                 ..
             } => (
                 scheduled_at,
@@ -223,6 +236,7 @@ impl Take {
                 None,
                 backfill,
                 manual,
+                offset,
             ),
             Take::Skip {
                 scheduled_at,
@@ -236,6 +250,7 @@ impl Take {
                 None,
                 false,
                 false,
+                Duration::ZERO,
             ),
             // A manual run is never retried (docs/runtime.md, "Retries").
             Take::Retry {
@@ -250,6 +265,7 @@ impl Take {
                 Some(retry_at),
                 false,
                 false,
+                Duration::ZERO,
             ),
             Take::CutShort { .. } => return None,
         };
@@ -266,6 +282,7 @@ impl Take {
             retry_at,
             backfill,
             manual,
+            jitter_offset: offset,
         })
     }
 
@@ -320,6 +337,7 @@ mod tests {
             missed,
             lease: None,
             catch_up: None,
+            offset: Duration::ZERO,
         }
     }
 
@@ -344,6 +362,7 @@ mod tests {
                 late: false,
                 manual: false,
                 backfill: false,
+                offset: Duration::ZERO,
                 start_at: at(0, 1, 0),
                 lease_expires_at: at(0, 1, 30),
             })
@@ -361,6 +380,7 @@ mod tests {
                 late: true,
                 manual: false,
                 backfill: false,
+                offset: Duration::ZERO,
                 start_at: now,
                 lease_expires_at: at(0, 11, 0),
             })
@@ -390,6 +410,7 @@ mod tests {
                 late: false,
                 manual: true,
                 backfill: true,
+                offset: Duration::ZERO,
                 start_at: at(0, 10, 0),
                 lease_expires_at: at(0, 10, 30),
             })
@@ -453,6 +474,62 @@ mod tests {
     }
 
     #[test]
+    fn a_jittered_occurrence_starts_and_is_late_from_its_start_and_keeps_its_instant() {
+        let offset = Duration::from_secs(30);
+        let jittered = DueRow {
+            offset,
+            ..row(at(0, 1, 0), Due::Regular, MissedPolicy::Skip)
+        };
+        // Claimed ahead of its start: planned at the instant plus the offset, its lease from there;
+        // the run is of the occurrence's instant.
+        let taken = jittered.take(|| Some(minutely()), at(0, 1, 29), &settings());
+        assert_eq!(
+            taken,
+            Some(Take::Run {
+                scheduled_at: at(0, 1, 0),
+                late: false,
+                manual: false,
+                backfill: false,
+                offset,
+                start_at: at(0, 1, 30),
+                lease_expires_at: at(0, 2, 0),
+            })
+        );
+        let claim = taken.unwrap().claim(7, 1, "v".to_owned(), 0).unwrap();
+        assert_eq!(
+            (claim.scheduled_at, claim.start_at()),
+            (at(0, 1, 0), at(0, 1, 30))
+        );
+        // 75 s after its instant but 45 s after its start: on time, not skipped.
+        assert!(matches!(
+            jittered.take(|| Some(minutely()), at(0, 2, 15), &settings()),
+            Some(Take::Run { late: false, .. })
+        ));
+        // More than the tolerance after its start: late, and skipped under `skip`.
+        assert!(matches!(
+            jittered.take(|| Some(minutely()), at(0, 2, 31), &settings()),
+            Some(Take::Skip { scheduled_at, .. }) if scheduled_at == at(0, 1, 0)
+        ));
+        // A trigger, a backfill and a retry start at their own instant, without the offset.
+        for due in [
+            Due::Manual,
+            Due::Backfill,
+            Due::Retry {
+                occurrence: at(0, 0, 0),
+            },
+        ] {
+            let row = DueRow {
+                offset,
+                ..row(at(0, 1, 0), due, MissedPolicy::Once)
+            };
+            let taken = row.take(|| Some(minutely()), at(0, 0, 59), &settings());
+            let claim = taken.unwrap().claim(7, 1, "v".to_owned(), 0).unwrap();
+            assert_eq!(claim.start_at(), at(0, 1, 0), "{due:?}");
+            assert_eq!(claim.lease_expires_at, at(0, 1, 30), "{due:?}");
+        }
+    }
+
+    #[test]
     fn a_trigger_is_a_manual_run_never_late() {
         let manual = row(at(0, 1, 0), Due::Manual, MissedPolicy::Skip);
         let taken = manual.take(|| None::<ZonedSchedule>, at(0, 10, 0), &settings());
@@ -493,7 +570,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     fn an_occurrence_that_already_ran_drops_its_trigger_or_is_moved_past() {
         let manual = row(at(0, 1, 0), Due::Manual, MissedPolicy::Skip);
         assert_eq!(

@@ -46,6 +46,8 @@ pub(crate) struct Held {
     pub(crate) backoff_ms: Option<i64>,
     /// `missed = "all"` (migration `0006`): the job goes on at the occurrence after the run's own.
     pub(crate) catch_up_all: bool,
+    /// The job's jitter offset in milliseconds (migration `0008`; docs/runtime.md, "Jitter").
+    pub(crate) jitter_offset_ms: i64,
     /// The store's now in the step that locked the row.
     pub(crate) now: DateTime<Utc>,
     /// Whether the row's deployment is the active one (PostgreSQL reads it after the lock:
@@ -55,6 +57,13 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    /// When the job's regular occurrence at `next` starts: `next` plus the job's jitter offset
+    /// ([`jittered`](super::jittered)).
+    pub(crate) fn start_of(&self, next: DateTime<Utc>) -> DateTime<Utc> {
+        let offset = u64::try_from(self.jitter_offset_ms).unwrap_or(0);
+        super::jittered(next, Duration::from_millis(offset))
+    }
+
     /// The facts that decide how the run ends ([`HeldRun::ending`]).
     pub(crate) fn facts(&self) -> HeldRun {
         HeldRun {

@@ -29,9 +29,7 @@ pub(crate) mod operator;
 
 pub(crate) use backoff::retry_after;
 pub(crate) use carry::{ActiveRow, Carry};
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
-pub(crate) use claim::AlreadyRan;
-pub(crate) use claim::{Due, DueRow, Take};
+pub(crate) use claim::{AlreadyRan, Due, DueRow, Take};
 pub(crate) use deploy::{
     GivenUp, Taking, first_occurrence, log_superseded, log_takeover, take_over,
 };
@@ -150,8 +148,19 @@ pub(crate) fn is_late(
     (now - scheduled_at).to_std().is_ok_and(|d| d > tolerance)
 }
 
-/// When a run claimed at `now` for `instant` (an occurrence, a trigger's or a retry's instant) is planned
-/// to start: at its instant, or now when claimed after it.
+/// When a regular occurrence at `instant` of a job whose jitter offset is `offset` starts (docs/
+/// runtime.md, "Jitter"): its instant plus the offset. The occurrence keeps its instant (the run's
+/// `scheduled_at`, the row's `next_execution`); whether it is late, and its lease, count from this. A
+/// retry, a trigger and a backfill start at their own instant, without the offset.
+pub(crate) fn jittered(instant: DateTime<Utc>, offset: Duration) -> DateTime<Utc> {
+    chrono::TimeDelta::from_std(offset)
+        .ok()
+        .and_then(|offset| instant.checked_add_signed(offset))
+        .unwrap_or(instant)
+}
+
+/// When a run claimed at `now` for `instant` (an occurrence's start, a trigger's or a retry's instant)
+/// is planned to start: at its instant, or now when claimed after it.
 pub(crate) fn start_of(instant: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
     now.max(instant)
 }

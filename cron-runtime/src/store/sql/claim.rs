@@ -37,6 +37,9 @@ pub(crate) struct Due {
     /// The run whose retry is due (docs/runtime.md, "Retries"), with its occurrence.
     retry_run_id: Option<i64>,
     retry_of: Option<At>,
+    /// The job's jitter offset in milliseconds (migration 0008): its regular occurrences start this
+    /// much after their instant (docs/runtime.md, "Jitter").
+    jitter_offset_ms: i64,
     /// The transaction's clock.
     #[sqlx(try_from = "At")]
     now: DateTime<Utc>,
@@ -66,6 +69,7 @@ impl Due {
             // The statements that record the runs hold them for the row's own lease, in SQL
             // (`lease_from!`, which reads the row's `lease`); a skipped run holds none.
             lease: None,
+            offset: Duration::from_millis(u64::try_from(self.jitter_offset_ms).unwrap_or(0)),
         }
     }
 }
@@ -188,11 +192,20 @@ impl<D: Protocol> SqlStore<D> {
                 .map(|(.., take)| matches!(take, Take::Skip { .. }))
                 .collect();
             let backfill: Column<bool> = new_runs.iter().map(|(d, ..)| d.backfill).collect();
+            // When each run is due to start: its jittered start (`Take::Run`'s `start_at`), which
+            // the statement records as the planned start and counts the lease from.
+            let start: Column<At> = new_runs
+                .iter()
+                .map(|(d, _, take)| match take {
+                    Take::Run { start_at, .. } => At(*start_at),
+                    _ => At(d.scheduled_at),
+                })
+                .collect();
             Statement::<D>::new(D::STEPS.claim_runs)
                 .bind(runner.name.clone())
                 .bind(runner.id)
                 .bind(self.lease())
-                .bind(Rows((ids, at, manual, late, skip, backfill)))
+                .bind(Rows((ids, at, manual, late, skip, backfill, start)))
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context()))?
@@ -284,6 +297,7 @@ impl<D: Protocol> SqlStore<D> {
                     retries: None,
                     backoff_ms: None,
                     catch_up_all: false,
+                    jitter_offset_ms: 0,
                     now,
                     active: true,
                 };
@@ -336,9 +350,9 @@ impl<D: Protocol> SqlStore<D> {
                         }),
                 );
             }
-            // In the order they start.
-            claims.sort_by_key(|claim| (claim.start_at(), claim.job_id));
         }
+        // In the order they start: a retry's instant, a jittered occurrence's offset.
+        claims.sort_by_key(|claim| (claim.start_at(), claim.job_id));
 
         // The clock anchors the executor's ([`Protocol::anchor`]): a database's clock read `clock` at
         // most a one-way trip before `clock_at`, which can only make a start late by that trip, never

@@ -121,17 +121,20 @@ pub(super) struct Chain<'a> {
 }
 
 /// Whether a chained claim takes `next`, the next occurrence of the job whose run ends on `held`: where
-/// `claimable_rows!` would take the row were it idle, and due within the chain's horizon. The deployment
-/// is active (read after the lock), the row is not paused and has no pending trigger (the claim takes
-/// the trigger), the run that ends is not a manual one, the occurrence is not late, and the row's text
-/// is one this store checked. The row's own verb is the one executing, so no other deployment's is.
+/// `claimable_rows!` would take the row were it idle, and due to start (its jittered start,
+/// [`Held::start_of`]; docs/runtime.md, "Jitter") within the chain's horizon. The deployment is active
+/// (read after the lock), the row is not paused and has no pending trigger (the claim takes the
+/// trigger), the run that ends is not a manual one, the occurrence is not late from its start, and
+/// the row's text is one this store checked. The row's own verb is the one executing, so no other
+/// deployment's is.
 pub(super) fn may_chain(chain: &Chain<'_>, held: &Held, next: DateTime<Utc>) -> bool {
+    let start = held.start_of(next);
     held.active
         && !held.manual
         && !held.paused
         && !held.triggered
-        && next <= held.now + chain.ahead
-        && !is_late(next, held.now, chain.tolerance)
+        && start <= held.now + chain.ahead
+        && !is_late(start, held.now, chain.tolerance)
         && chain
             .known
             .claimable

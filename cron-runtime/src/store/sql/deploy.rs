@@ -151,6 +151,8 @@ pub(crate) type InsertJobs = (
     Column<Option<i64>>,
     Column<Option<i64>>,
     Column<bool>,
+    Column<Option<i64>>,
+    Column<i64>,
 );
 
 /// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
@@ -241,6 +243,8 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     let mut backoffs = Vec::new();
     let mut catch_ups = Vec::new();
     let mut catch_up_all = Vec::new();
+    let mut jitters = Vec::new();
+    let mut offsets = Vec::new();
     for job in &spec.jobs {
         verbs.push(job.verb.clone());
         expressions.push(job.expression.clone());
@@ -264,6 +268,9 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         retries.push(retry.map(|r| i64::from(r.retries)));
         backoffs.push(retry.map(|r| millis(r.backoff)));
         catch_ups.push(job.catch_up.map(millis));
+        // The claim reads the offset (docs/runtime.md, "Jitter"); the width is for the operator.
+        jitters.push(job.jitter.map(millis));
+        offsets.push(millis(job.jitter_offset(&spec.module)));
     }
     Statement::<D>::new(D::STEPS.insert_jobs)
         .bind(deployment_id)
@@ -281,6 +288,8 @@ pub(crate) async fn insert_jobs<D: Protocol>(
             Column(backoffs),
             Column(catch_ups),
             Column(catch_up_all),
+            Column(jitters),
+            Column(offsets),
         )))
         .execute(&mut *tx)
         .await?;

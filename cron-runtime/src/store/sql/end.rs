@@ -188,8 +188,9 @@ impl<D: Protocol> SqlStore<D> {
         // The jobs that go back to idle unless their next occurrence is chained: (index in `jobs`,
         // module, next occurrence), for `DUE_CHANNEL`.
         let mut idle: Vec<(usize, &str, DateTime<Utc>)> = Vec::new();
-        // The verb and next occurrence of each job whose next occurrence is claimed, by job id.
-        let mut chained: HashMap<i64, (&str, DateTime<Utc>)> = HashMap::new();
+        // The verb, next occurrence and its start of each job whose next occurrence is claimed, by
+        // job id.
+        let mut chained: HashMap<i64, (&str, DateTime<Utc>, DateTime<Utc>)> = HashMap::new();
         for (held, end) in ends {
             let ending = self.ending(held, end);
             results.push(ending.finished());
@@ -226,10 +227,17 @@ impl<D: Protocol> SqlStore<D> {
                 (&chain, ending.reported_next(), end, waits)
                 && may_chain(chain, held, next)
             {
-                chained.insert(held.job_id, (held.verb.as_str(), next));
+                chained.insert(held.job_id, (held.verb.as_str(), next, held.start_of(next)));
             }
+            // The other replicas hear when the row is next due to start: a retry at its instant, a
+            // regular occurrence at its jittered start.
             if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
-                idle.push((index, &held.module, next));
+                let start = if retry.is_some() {
+                    next
+                } else {
+                    held.start_of(next)
+                };
+                idle.push((index, &held.module, start));
             }
             if let Some(run_id) = held.run_id {
                 runs.ids.push(run_id);
@@ -270,20 +278,26 @@ impl<D: Protocol> SqlStore<D> {
                     .enumerate()
                     .map(|(i, id)| (*id, i))
                     .collect();
-                let (ids, at): (Vec<i64>, Vec<At>) =
-                    chained.iter().map(|(id, (_, at))| (*id, At(*at))).unzip();
+                let mut ids = Vec::with_capacity(chained.len());
+                let mut at = Vec::with_capacity(chained.len());
+                let mut start = Vec::with_capacity(chained.len());
+                for (id, (_, next, starts)) in &chained {
+                    ids.push(*id);
+                    at.push(At(*next));
+                    start.push(At(*starts));
+                }
                 let rows: Vec<ChainedRun> = Statement::<D>::new(D::STEPS.chain_runs)
                     .bind(chain.runner.name.clone())
                     .bind(chain.runner.id)
                     .bind(self.lease())
-                    .bind(Rows((Column(ids), Column(at))))
+                    .bind(Rows((Column(ids), Column(at), Column(start))))
                     .fetch_all(&mut *tx)
                     .await?;
                 // The database's clock as it returned the last row ([`Protocol::anchor`]).
                 let anchor = rows.iter().map(|row| row.clock).max().map(D::anchor);
                 let mut claims = Vec::with_capacity(rows.len());
                 for row in rows {
-                    let (Some((verb, scheduled_at)), Some(&i)) =
+                    let (Some((verb, scheduled_at, start)), Some(&i)) =
                         (chained.remove(&row.job_id), position.get(&row.job_id))
                     else {
                         continue;
@@ -303,10 +317,11 @@ impl<D: Protocol> SqlStore<D> {
                         retry_at: None,
                         backfill: false,
                         manual: false,
+                        jitter_offset: (start - scheduled_at).to_std().unwrap_or_default(),
                     });
                 }
-                // The runs of one instant together, as a claim returns them.
-                claims.sort_by_key(|claim| (claim.scheduled_at, claim.job_id));
+                // The runs of one start together, as a claim returns them.
+                claims.sort_by_key(|claim| (claim.start_at(), claim.job_id));
                 match anchor {
                     Some((now, now_at)) if !claims.is_empty() => Some(Claimed {
                         claims,

@@ -164,10 +164,11 @@ pub(crate) trait Protocol:
     // The batches, by the statements that bind them.
     + Bind<Rows<(Column<i64>, Column<i64>)>>
     + Bind<Rows<(Column<i64>, Column<At>)>>
+    + Bind<Rows<(Column<i64>, Column<At>, Column<At>)>>
     + Bind<Rows<(Column<i64>, Column<String>)>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<At>, Column<Option<i64>>)>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
-    + Bind<Rows<(Column<i64>, Column<At>, Column<bool>, Column<bool>, Column<bool>, Column<bool>)>>
+    + Bind<Rows<(Column<i64>, Column<At>, Column<bool>, Column<bool>, Column<bool>, Column<bool>, Column<At>)>>
     + Bind<Rows<InsertJobs>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<i64>>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
     + Bind<Rows<EndRuns>>

@@ -32,6 +32,7 @@ impl Dialect for Sqlite {
         among_ids_1: "IN (SELECT value FROM json_each($1))",
         last_instant: "9223372036854775807",
         catch_up_ms: "j.catch_up",
+        jitter_ms: "j.jitter",
     };
 
     async fn clock(_conn: &mut SqliteConnection) -> Result<DateTime<Utc>, sqlx::Error> {

@@ -65,6 +65,14 @@ macro_rules! queued_backfill {
     };
 }
 
+/// When a claimable row's regular occurrence is due to start: PostgreSQL's `due_start!`
+/// (`postgres/sql/jobs.rs`) in SQLite's spelling, instants and spans in microseconds.
+macro_rules! due_start {
+    () => {
+        "(j.next_execution + CASE WHEN j.retry_run_id IS NULL THEN j.jitter_offset_ms ELSE 0 END * 1000)"
+    };
+}
+
 /// Which rows a claim may take: the one definition (`store/sql/claimable.rs`) in SQLite's spelling, the
 /// refused ids as the JSON array `?2`.
 macro_rules! claimable_rows {
@@ -91,7 +99,7 @@ macro_rules! held_rows {
        coalesce(r.manual, false) AS manual,
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(json_array_length(r.attempts), 0) AS earlier_attempts, j.retries, j.backoff AS backoff_ms,
-       j.catch_up_all, ",
+       j.catch_up_all, j.jitter_offset_ms, ",
             attempt_instant!("(SELECT now FROM temp.cron_clock)"),
             " AS now
 FROM cron_jobs j
@@ -124,10 +132,10 @@ FROM cron_deployments WHERE key = ?1",
     insert_jobs: "
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution, start_time,
-     every_replica, lease, retries, backoff, catch_up, catch_up_all)
+     every_replica, lease, retries, backoff, catch_up, catch_up_all, jitter, jitter_offset_ms)
 SELECT ?1, ?2, value ->> 0, value ->> 1, value ->> 2, CAST(round((value ->> 3) * 1000) AS INTEGER),
        value ->> 4, value ->> 5, (SELECT now FROM temp.cron_clock), value ->> 6, value ->> 7,
-       value ->> 8, value ->> 9, value ->> 10, value ->> 11
+       value ->> 8, value ->> 9, value ->> 10, value ->> 11, value ->> 12, value ->> 13
 FROM json_each(?3)
 WHERE true
 ON CONFLICT (deployment_id, verb) DO NOTHING",
@@ -187,26 +195,31 @@ WITH regular AS (
            false AS backfill, j.missed, j.catch_up AS catch_up_ms, j.catch_up_all, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
                THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
-           (SELECT now FROM temp.cron_clock) AS now
+           j.jitter_offset_ms, (SELECT now FROM temp.cron_clock) AS now
     ",
         claimable_rows!(),
         "
       AND j.paused = 0
       AND j.next_execution IS NOT NULL
       AND j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3
+      AND ",
+        due_start!(),
+        " <= (SELECT now FROM temp.cron_clock) + ?3
     ORDER BY j.next_execution, j.id
     LIMIT ?4
 ),
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
            false AS backfill, j.missed, NULL AS catch_up_ms, j.catch_up_all, NULL AS retry_run_id,
-           NULL AS retry_of,
+           NULL AS retry_of, 0 AS jitter_offset_ms,
            (SELECT now FROM temp.cron_clock) AS now
     ",
         claimable_rows!(),
         "
       AND j.trigger_requested_at IS NOT NULL
-      AND NOT coalesce(j.paused = 0 AND j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3, false)
+      AND NOT coalesce(j.paused = 0 AND ",
+        due_start!(),
+        " <= (SELECT now FROM temp.cron_clock) + ?3, false)
     ORDER BY j.trigger_requested_at, j.id
     LIMIT ?4
 ),
@@ -215,14 +228,16 @@ backfill AS (
            (SELECT min(b.scheduled_at) FROM cron_backfills b
             WHERE b.module_name = j.module_name AND b.verb = j.verb) AS scheduled_at,
            true AS manual, true AS backfill, j.missed, NULL AS catch_up_ms, j.catch_up_all,
-           NULL AS retry_run_id, NULL AS retry_of,
+           NULL AS retry_run_id, NULL AS retry_of, 0 AS jitter_offset_ms,
            (SELECT now FROM temp.cron_clock) AS now
     ",
         claimable_rows!(),
         queued_backfill!(),
         "
       AND j.trigger_requested_at IS NULL
-      AND NOT coalesce(j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3, false)
+      AND NOT coalesce(",
+        due_start!(),
+        " <= (SELECT now FROM temp.cron_clock) + ?3, false)
       AND (SELECT min(b.scheduled_at) FROM cron_backfills b
            WHERE b.module_name = j.module_name AND b.verb = j.verb) <= (SELECT now FROM temp.cron_clock)
     ORDER BY j.id
@@ -238,15 +253,30 @@ LIMIT ?4"
     ),
     next_due: concat!(
         "
-SELECT (SELECT now FROM temp.cron_clock) AS clock, (SELECT min(due) FROM (
-    SELECT * FROM (SELECT j.next_execution AS due
+WITH first AS (
+    SELECT ",
+        due_start!(),
+        " AS start
     ",
         claimable_rows!(),
         "
       AND j.paused = 0
       AND j.next_execution IS NOT NULL
     ORDER BY j.next_execution, j.id
-    LIMIT 1)
+    LIMIT 1
+)
+SELECT (SELECT now FROM temp.cron_clock) AS clock, (SELECT min(due) FROM (
+    SELECT start AS due FROM first
+    UNION ALL
+    SELECT min(",
+        due_start!(),
+        ") AS due
+    ",
+        claimable_rows!(),
+        "
+      AND j.paused = 0
+      AND j.next_execution IS NOT NULL
+      AND j.next_execution < (SELECT start FROM first)
     UNION ALL
     SELECT * FROM (SELECT j.trigger_requested_at AS due
     ",
@@ -272,10 +302,10 @@ INSERT INTO cron_job_runs
     (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
      runner, runner_id, late, manual, backfill)
 SELECT c.id, c.deployment_id, c.module_name, c.verb, i.at, (SELECT now FROM temp.cron_clock),
-       CASE WHEN i.skip THEN NULL ELSE max((SELECT now FROM temp.cron_clock), i.at) END,
+       CASE WHEN i.skip THEN NULL ELSE max((SELECT now FROM temp.cron_clock), i.start) END,
        'running', ?1, ?2, i.late, i.manual, i.backfill
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS at, value ->> 2 AS manual, value ->> 3 AS late,
-             value ->> 4 AS skip, value ->> 5 AS backfill
+             value ->> 4 AS skip, value ->> 5 AS backfill, value ->> 6 AS start
       FROM json_each(?4)) AS i
 JOIN cron_jobs c ON c.id = i.id
 WHERE true
@@ -283,7 +313,8 @@ ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING;
 UPDATE cron_jobs AS j
 SET state = 'executing',
     current_run_id = r.id,
-    lease_expires_at = max((SELECT now FROM temp.cron_clock), r.scheduled_at) + coalesce(j.lease * 1000, ?3),
+    lease_expires_at = max((SELECT now FROM temp.cron_clock), coalesce(r.started_at, r.scheduled_at))
+        + coalesce(j.lease * 1000, ?3),
     trigger_requested_at = CASE WHEN r.started_at IS NULL THEN j.trigger_requested_at END
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS at FROM json_each(?4)) AS i
 JOIN cron_job_runs AS r ON r.scheduled_at = i.at
@@ -423,13 +454,13 @@ INSERT INTO cron_job_runs
     (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
      runner, runner_id, late, manual)
 SELECT c.id, c.deployment_id, c.module_name, c.verb, i.at, (SELECT now FROM temp.cron_clock),
-       max((SELECT now FROM temp.cron_clock), i.at), 'running', ?1, ?2, false, false
-FROM (SELECT value ->> 0 AS id, value ->> 1 AS at FROM json_each(?4)) AS i
+       max((SELECT now FROM temp.cron_clock), i.start), 'running', ?1, ?2, false, false
+FROM (SELECT value ->> 0 AS id, value ->> 1 AS at, value ->> 2 AS start FROM json_each(?4)) AS i
 JOIN cron_jobs c ON c.id = i.id
 WHERE true
 ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
 RETURNING id AS run_id, job_id,
-          max((SELECT now FROM temp.cron_clock), scheduled_at)
+          started_at
               + coalesce((SELECT c.lease * 1000 FROM cron_jobs c WHERE c.id = job_id), ?3) AS lease_expires_at,
           (SELECT now FROM temp.cron_clock) AS clock",
     carried_rows: crate::store::sql::carried_rows!(
@@ -691,6 +722,8 @@ mod tests {
                         "regular",
                         "manual",
                         "backfill",
+                        // `next_due`'s first regular row: one row.
+                        "first",
                     ]
                     .contains(&table)
                     && !table.starts_with("(subquery-")

@@ -132,6 +132,7 @@ macro_rules! bind_rows {
 }
 
 bind_rows!(a: A, b: B);
+bind_rows!(a: A, b: B, c: C);
 bind_rows!(a: A, b: B, c: C, d: D);
 bind_rows!(a: A, b: B, c: C, d: D, e: E);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F);
@@ -139,6 +140,7 @@ bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K);
 bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K, l: L);
+bind_rows!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K, l: L, m: M, n: N);
 
 #[cfg(test)]
 mod tests {

@@ -213,6 +213,7 @@ impl Walker<'_> {
                 backoff: cron.backoff.as_ref().map(|backoff| backoff.value()),
                 lease: cron.lease.as_ref().map(|lease| lease.value()),
                 catch_up: cron.catch_up.as_ref().map(|window| window.value()),
+                jitter: cron.jitter.as_ref().map(|jitter| jitter.value()),
                 on: cron.on,
             },
         )

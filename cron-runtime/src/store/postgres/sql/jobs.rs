@@ -27,6 +27,17 @@ macro_rules! regular_occurrence {
     };
 }
 
+/// When a claimable row's regular occurrence is due to start (`rules::jittered`; docs/runtime.md,
+/// "Jitter"): its `next_execution` plus the job's jitter offset, or, for a row holding a retry, the
+/// retry's instant. The claim keeps `next_execution <= horizon` beside it, so that it still reads the
+/// index `cron_jobs_due` in order; for a job without jitter this is `next_execution`.
+macro_rules! due_start {
+    () => {
+        "(j.next_execution + CASE WHEN j.retry_run_id IS NULL THEN j.jitter_offset_ms ELSE 0 END
+          * interval '1 millisecond')"
+    };
+}
+
 /// A claimable row has a pending trigger (`cronverb trigger`), paused or not. The predicate of the index
 /// `cron_jobs_triggered`.
 macro_rules! pending_trigger {
@@ -63,7 +74,8 @@ macro_rules! held_rows {
        coalesce(r.manual, false) AS manual,
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(jsonb_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
-       (extract(epoch FROM j.backoff) * 1000)::bigint AS backoff_ms, j.catch_up_all, now() AS now
+       (extract(epoch FROM j.backoff) * 1000)::bigint AS backoff_ms, j.catch_up_all, j.jitter_offset_ms,
+       now() AS now
 FROM cron_jobs j
 LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"
     };
@@ -74,19 +86,22 @@ statements! { "jobs";
     /// (verb, expression, zone, timeout in seconds, missed-run policy, first occurrence, whether every
     /// replica runs it; the job's own lease in milliseconds, its retries and backoff in milliseconds,
     /// its catch-up window in milliseconds, NULL for none; whether it catches up every missed
-    /// occurrence, `missed = "all"`, written `once` in `missed`). A row that exists is left as it is.
+    /// occurrence, `missed = "all"`, written `once` in `missed`; its jitter in milliseconds, NULL for
+    /// none, and its jitter's offset in milliseconds, migration 0008). A row that exists is left as it
+    /// is.
     INSERT_JOBS = "
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution,
-     every_replica, lease, retries, backoff, catch_up, catch_up_all)
+     every_replica, lease, retries, backoff, catch_up, catch_up_all, jitter, jitter_offset_ms)
 SELECT $1, $2, u.verb, u.schedule, u.timezone, make_interval(secs => u.timeout), u.missed,
        u.next_execution, u.every_replica, make_interval(secs => u.lease / 1000.0), u.retries,
        make_interval(secs => u.backoff / 1000.0), make_interval(secs => u.catch_up / 1000.0),
-       u.catch_up_all
+       u.catch_up_all, make_interval(secs => u.jitter / 1000.0), u.jitter_offset_ms
 FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[],
-            $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[])
+            $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[],
+            $15::bigint[], $16::bigint[])
     AS u(verb, schedule, timezone, timeout, missed, next_execution, every_replica, lease, retries,
-         backoff, catch_up, catch_up_all)
+         backoff, catch_up, catch_up_all, jitter, jitter_offset_ms)
 ON CONFLICT (deployment_id, verb) DO NOTHING
 ";
 
@@ -132,9 +147,10 @@ WITH regular AS (
            j.catch_up_all, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
                THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
-           now() AS now
+           j.jitter_offset_ms, now() AS now
     ", claimable_rows!(), regular_occurrence!(), "
       AND j.next_execution <= now() + make_interval(secs => $3)
+      AND ", due_start!(), " <= now() + make_interval(secs => $3)
     ORDER BY j.next_execution, j.id
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
@@ -143,9 +159,10 @@ WITH regular AS (
 manual AS (
     SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
            false AS backfill, j.missed, NULL::bigint AS catch_up_ms, j.catch_up_all,
-           NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, now() AS now
+           NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, 0::bigint AS jitter_offset_ms,
+           now() AS now
     ", claimable_rows!(), pending_trigger!(), "
-      AND NOT coalesce(NOT j.paused AND j.next_execution <= now() + make_interval(secs => $3), false)
+      AND NOT coalesce(NOT j.paused AND ", due_start!(), " <= now() + make_interval(secs => $3), false)
     ORDER BY j.trigger_requested_at, j.id
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
@@ -156,10 +173,11 @@ backfill AS (
            (SELECT min(b.scheduled_at) FROM cron_backfills b
             WHERE b.module_name = j.module_name AND b.verb = j.verb) AS scheduled_at,
            true AS manual, true AS backfill, j.missed, NULL::bigint AS catch_up_ms, j.catch_up_all,
-           NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, now() AS now
+           NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, 0::bigint AS jitter_offset_ms,
+           now() AS now
     ", claimable_rows!(), queued_backfill!(), "
       AND j.trigger_requested_at IS NULL
-      AND NOT coalesce(j.next_execution <= now() + make_interval(secs => $3), false)
+      AND NOT coalesce(", due_start!(), " <= now() + make_interval(secs => $3), false)
       AND (SELECT min(b.scheduled_at) FROM cron_backfills b
            WHERE b.module_name = j.module_name AND b.verb = j.verb) <= now()
     ORDER BY j.id
@@ -176,15 +194,25 @@ ORDER BY backfill, scheduled_at, id
 LIMIT $4
 ");
 
-    /// The earliest occurrence (or pending trigger, or queued backfill occurrence, which is due at
-    /// once) among the rows deployment `$1`'s claim could take next (less the refused ids `$2`), and the database's clock as it answers (not `now()`, which
-    /// stands still at the transaction's start). Each half reads the first row of its index that passes.
+    /// The earliest start of a regular occurrence (its jittered start, `due_start!`; docs/runtime.md,
+    /// "Jitter"), pending trigger or queued backfill occurrence (which is due at once) among the rows
+    /// deployment `$1`'s claim could take next (less the refused ids `$2`), and the database's clock as
+    /// it answers (not `now()`, which stands still at the transaction's start). Each part reads the
+    /// first row of its index that passes. A regular row starts no earlier than its `next_execution`,
+    /// so the earliest start is the first row's, or that of a row whose `next_execution` is before it:
+    /// for jobs without jitter an empty range of the index `cron_jobs_due`.
     NEXT_DUE = concat!("
-SELECT clock_timestamp() AS clock, least(
-    (SELECT j.next_execution
+WITH first AS (
+    SELECT ", due_start!(), " AS start
     ", claimable_rows!(), regular_occurrence!(), "
     ORDER BY j.next_execution, j.id
-    LIMIT 1),
+    LIMIT 1
+)
+SELECT clock_timestamp() AS clock, least(
+    (SELECT start FROM first),
+    (SELECT min(", due_start!(), ")
+    ", claimable_rows!(), regular_occurrence!(), "
+      AND j.next_execution < (SELECT start FROM first)),
     (SELECT j.trigger_requested_at
     ", claimable_rows!(), pending_trigger!(), "
     ORDER BY j.trigger_requested_at, j.id

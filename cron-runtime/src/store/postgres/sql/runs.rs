@@ -5,9 +5,10 @@
 
 statements! { "runs";
     /// The claim's second statement: records one run per accepted row, one element of each array of
-    /// `$4`..`$9` per row (job, scheduled instant, manual, late, skipped, backfill), by runner `$1` (id `$2`), and
-    /// moves the rows that got one to `executing` with the job's own lease, else `$3` seconds, from the later of now
-    /// and the run's instant. The unique key on `(module_name, verb, scheduled_at)` refuses an occurrence that already
+    /// `$4`..`$10` per row (job, scheduled instant, manual, late, skipped, backfill, and when it is due
+    /// to start: its instant, or a regular occurrence's jittered start, `rules::jittered`), by runner
+    /// `$1` (id `$2`), and moves the rows that got one to `executing` with the job's own lease, else
+    /// `$3` seconds, from the later of now and the run's start. The unique key on `(module_name, verb, scheduled_at)` refuses an occurrence that already
     /// ran: that row gets no run. A late row under `missed = 'skip'` gets a run with no start, which the
     /// claim ends `skipped` at once; the claim clears a pending trigger unless the occurrence it took is
     /// skipped.
@@ -21,15 +22,15 @@ statements! { "runs";
     CLAIM_RUNS = concat!("
 WITH due AS (
     SELECT * FROM unnest($4::bigint[], $5::timestamptz[], $6::bool[], $7::bool[], $8::bool[],
-                         $9::bool[])
-        AS d(id, scheduled_at, manual, late, skip, backfill)
+                         $9::bool[], $10::timestamptz[])
+        AS d(id, scheduled_at, manual, late, skip, backfill, start)
 ),
 runs AS (
     INSERT INTO cron_job_runs AS r
         (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
          runner, runner_id, late, manual, backfill)
     SELECT j.id, j.deployment_id, j.module_name, j.verb, due.scheduled_at, now(),
-           CASE WHEN due.skip THEN NULL ELSE ", claimed_start!("due.scheduled_at"), " END,
+           CASE WHEN due.skip THEN NULL ELSE ", claimed_start!("due.start"), " END,
            'running', $1, $2, due.late, due.manual, due.backfill
     FROM due
     CROSS JOIN LATERAL (
@@ -41,7 +42,7 @@ runs AS (
 UPDATE cron_jobs j
 SET state = 'executing',
     current_run_id = runs.id,
-    lease_expires_at = ", lease_from!("runs.scheduled_at", "j.lease", "$3"), ",
+    lease_expires_at = ", lease_from!("coalesce(runs.started_at, runs.scheduled_at)", "j.lease", "$3"), ",
     trigger_requested_at = CASE WHEN runs.started_at IS NULL THEN j.trigger_requested_at END
 FROM runs
 WHERE j.id = runs.job_id
@@ -50,7 +51,8 @@ RETURNING j.id AS job_id, runs.id AS run_id, j.lease_expires_at
 ");
 
     /// The runs of the next occurrences that a batch of ended runs claims (a chained claim), one per
-    /// job of `$4` at its instant of `$5`, by runner `$1` (id `$2`) with a lease of `$3` seconds, unless
+    /// job of `$4` at its instant of `$5`, due to start at `$6` (its jittered start,
+    /// `rules::jittered`), by runner `$1` (id `$2`) with a lease of `$3` seconds from then, unless
     /// the occurrence already has one. Which jobs may be claimed is decided on the locked rows before
     /// (`may_chain`). Reaches the rows by primary key, as
     /// [`CLAIM_RUNS`] does. Returns the database's clock as it answers.
@@ -59,15 +61,15 @@ INSERT INTO cron_job_runs AS r
     (job_id, deployment_id, module_name, verb, scheduled_at, claimed_at, started_at, outcome,
      runner, runner_id, late, manual)
 SELECT j.id, j.deployment_id, j.module_name, j.verb, e.scheduled_at, now(),
-       ", claimed_start!("e.scheduled_at"), ", 'running', $1, $2, false, false
-FROM unnest($4::bigint[], $5::timestamptz[]) AS e(id, scheduled_at)
+       ", claimed_start!("e.start"), ", 'running', $1, $2, false, false
+FROM unnest($4::bigint[], $5::timestamptz[], $6::timestamptz[]) AS e(id, scheduled_at, start)
 CROSS JOIN LATERAL (
     SELECT c.id, c.deployment_id, c.module_name, c.verb FROM cron_jobs c WHERE c.id = e.id LIMIT 1
 ) j
 ON CONFLICT (module_name, verb, scheduled_at) DO NOTHING
 RETURNING r.id AS run_id, r.job_id,
           ", lease_from!(
-              "r.scheduled_at",
+              "r.started_at",
               "(SELECT c.lease FROM cron_jobs c WHERE c.id = r.job_id)",
               "$3"
           ), " AS lease_expires_at,
