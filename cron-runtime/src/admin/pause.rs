@@ -3,6 +3,8 @@
 //! trigger is taken by the replicas' own claim. Each is one write transaction of the store
 //! ([`SqlAdmin::write`]).
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -123,6 +125,7 @@ pub(crate) async fn resume<D: Dialect>(
             row.state == "idle",
             row.retry_run_id.and(row.retry_of).map(DateTime::from),
             row.next_execution.map(DateTime::from),
+            Duration::from_millis(u64::try_from(row.jitter_offset_ms).unwrap_or(0)),
             tx.now,
         );
         let (next, retry_run_id) = match (resume, row.retry_run_id) {

@@ -140,6 +140,8 @@ pub(crate) struct ResumeRow {
     pub(crate) retry_of: Option<At>,
     pub(crate) retry_attempts: Option<String>,
     pub(crate) every_replica: bool,
+    /// The job's jitter offset (migration 0008; docs/runtime.md, "Jitter").
+    pub(crate) jitter_offset_ms: i64,
 }
 
 /// A row of a verb as `pause` and `resume` report its state: the active deployment's row, else the

@@ -156,7 +156,7 @@ macro_rules! statements {
                 WHERE module_name = $1 AND verb = $2",
             lock_for_resume: concat!(
                 "SELECT j.id, j.schedule, j.timezone, j.state, j.paused, j.next_execution, \
-                    j.retry_run_id, j.every_replica, \
+                    j.retry_run_id, j.every_replica, j.jitter_offset_ms, \
                     r.scheduled_at AS retry_of, CAST(r.attempts AS text) AS retry_attempts \
                 FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.retry_run_id \
                 WHERE j.module_name = $1 AND j.verb = $2 ORDER BY j.id",

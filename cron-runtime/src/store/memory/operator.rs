@@ -77,6 +77,7 @@ impl State {
                 job.executing.is_none(),
                 job.retrying.as_ref().map(|run| run.scheduled_at),
                 job.next_execution,
+                job.jitter_offset,
                 now,
             );
             let next = match resumed {

@@ -15,6 +15,7 @@ use cron_schema::{MissedPolicy, ZonedSchedule};
 
 use super::{
     after_skipping, is_late, jittered, lease_expires, past_the_window, retry_cut_short, start_of,
+    unjittered,
 };
 use crate::store::{Claim, ClaimAction, StoreSettings};
 
@@ -151,10 +152,14 @@ impl DueRow {
                     return Some(skip(after_skipping(schedule()?.borrow(), self.at, now)));
                 }
                 // `once` and `all` run a late occurrence inside the window; older ones are skipped to
-                // the window's first, which the next claim takes (docs/runtime.md, "Missed runs").
+                // the window's first, which the next claim takes (docs/runtime.md, "Missed runs"). The
+                // window counts from the start, as lateness does: a start inside it runs.
                 if late && let Some(window) = self.catch_up {
                     let schedule = schedule()?;
-                    if let Some(past) = past_the_window(schedule.borrow(), self.at, now, window) {
+                    let started_by = unjittered(now, self.offset);
+                    if let Some(past) =
+                        past_the_window(schedule.borrow(), self.at, started_by, window)
+                    {
                         return Some(skip(past));
                     }
                 }
@@ -470,6 +475,28 @@ mod tests {
         assert!(matches!(
             on_time.take(|| Some(minutely()), now, &settings()),
             Some(Take::Run { late: false, .. })
+        ));
+    }
+
+    #[test]
+    fn a_jittered_occurrences_catch_up_window_counts_from_its_start() {
+        // Hourly, jittered 8 minutes, `once` with a 5-minute window: 01:00 starts at 01:08.
+        let hourly = ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap());
+        let jittered = DueRow {
+            offset: Duration::from_secs(480),
+            catch_up: Some(Duration::from_secs(300)),
+            ..row(at(1, 0, 0), Due::Regular, MissedPolicy::Once)
+        };
+        // 61 s after its start: late, and inside the window counted from the start, so it runs, as
+        // it would 61 s after its instant without a jitter.
+        assert!(matches!(
+            jittered.take(|| Some(hourly.clone()), at(1, 9, 1), &settings()),
+            Some(Take::Run { late: true, .. })
+        ));
+        // Past the window from its start: skipped.
+        assert!(matches!(
+            jittered.take(|| Some(hourly.clone()), at(1, 13, 1), &settings()),
+            Some(Take::Skip { .. })
         ));
     }
 

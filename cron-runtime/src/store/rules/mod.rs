@@ -148,6 +148,15 @@ pub(crate) fn is_late(
     (now - scheduled_at).to_std().is_ok_and(|d| d > tolerance)
 }
 
+/// The instant whose jittered start is `now`: an occurrence at or before it has started by `now`
+/// (docs/runtime.md, "Jitter").
+pub(crate) fn unjittered(now: DateTime<Utc>, offset: Duration) -> DateTime<Utc> {
+    chrono::TimeDelta::from_std(offset)
+        .ok()
+        .and_then(|offset| now.checked_sub_signed(offset))
+        .unwrap_or(now)
+}
+
 /// When a regular occurrence at `instant` of a job whose jitter offset is `offset` starts (docs/
 /// runtime.md, "Jitter"): its instant plus the offset. The occurrence keeps its instant (the run's
 /// `scheduled_at`, the row's `next_execution`); whether it is late, and its lease, count from this. A

@@ -4,10 +4,12 @@
 //! (`crate::admin`) and the in-memory store's pause, resume and trigger both call these
 //! (docs/operations.md, "Pause and resume" and "Manual runs").
 
+use std::time::Duration;
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use cron_schema::ZonedSchedule;
 
-use super::retry_cut_short;
+use super::{jittered, retry_cut_short, unjittered};
 
 mod suggest;
 
@@ -47,6 +49,7 @@ pub(crate) fn resume(
     idle: bool,
     retry_of: Option<DateTime<Utc>>,
     next_execution: Option<DateTime<Utc>>,
+    jitter_offset: Duration,
     now: DateTime<Utc>,
 ) -> Resume {
     if every_replica {
@@ -62,8 +65,10 @@ pub(crate) fn resume(
             }
         }
         (Some(_), retry_at) => Resume::At(retry_at.map(|at| at.max(now))),
-        (None, Some(next)) if next > now => Resume::At(Some(next)),
-        (None, _) => Resume::At(schedule.next_after(now)),
+        // An occurrence whose jittered start is still to come has not started: it is kept
+        // (docs/runtime.md, "Jitter").
+        (None, Some(next)) if jittered(next, jitter_offset) > now => Resume::At(Some(next)),
+        (None, _) => Resume::At(schedule.next_after(unjittered(now, jitter_offset))),
     }
 }
 
@@ -111,28 +116,48 @@ pub(crate) fn executing(verb: &str, run_id: i64, started_at: Option<DateTime<Utc
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use chrono::{TimeZone, Utc};
     use cron_schema::{Schedule, ZonedSchedule};
 
     use super::{Resume, resume};
+
+    const ZERO: Duration = Duration::ZERO;
 
     #[test]
     fn a_resumed_row_goes_on_after_now_unless_it_runs_or_holds_a_retry() {
         let hourly = ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap());
         let at = |h, m| Some(Utc.with_ymd_and_hms(2026, 1, 1, h, m, 0).unwrap());
         let now = at(10, 30).unwrap();
-        let idle = |next| resume(Some(&hourly), false, true, None, next, now);
+        let idle = |next| resume(Some(&hourly), false, true, None, next, ZERO, now);
         // Idle: the occurrences that came while paused are not run; one still ahead is kept.
         assert_eq!(idle(at(8, 0)), Resume::At(at(11, 0)));
         assert_eq!(idle(None), Resume::At(at(11, 0)));
         assert_eq!(idle(at(12, 0)), Resume::At(at(12, 0)));
+        // Jittered 40 minutes: 10:00 starts at 10:40, still ahead, so it is kept, and a row with none
+        // goes on at the first occurrence whose start is ahead.
+        let jittered = |next| {
+            resume(
+                Some(&hourly),
+                false,
+                true,
+                None,
+                next,
+                Duration::from_secs(2400),
+                now,
+            )
+        };
+        assert_eq!(jittered(at(10, 0)), Resume::At(at(10, 0)));
+        assert_eq!(jittered(at(9, 0)), Resume::At(at(10, 0)));
+        assert_eq!(jittered(None), Resume::At(at(10, 0)));
         // Executing, or not parsing: the row keeps its instant.
         assert_eq!(
-            resume(Some(&hourly), false, false, None, at(8, 0), now),
+            resume(Some(&hourly), false, false, None, at(8, 0), ZERO, now),
             Resume::At(at(8, 0))
         );
         assert_eq!(
-            resume(None, false, true, None, at(8, 0), now),
+            resume(None, false, true, None, at(8, 0), ZERO, now),
             Resume::At(at(8, 0))
         );
     }
@@ -142,8 +167,9 @@ mod tests {
         let hourly = ZonedSchedule::utc(Schedule::parse("0 * * * *").unwrap());
         let at = |h, m| Some(Utc.with_ymd_and_hms(2026, 1, 1, h, m, 0).unwrap());
         let now = at(10, 30).unwrap();
-        let retrying =
-            |occurrence, retry_at| resume(Some(&hourly), false, true, occurrence, retry_at, now);
+        let retrying = |occurrence, retry_at| {
+            resume(Some(&hourly), false, true, occurrence, retry_at, ZERO, now)
+        };
         // The retry of 10:00 at 10:45 is still ahead; the one at 10:20 passed while paused: it runs now.
         assert_eq!(retrying(at(10, 0), at(10, 45)), Resume::At(at(10, 45)));
         assert_eq!(retrying(at(10, 0), at(10, 20)), Resume::At(at(10, 30)));
@@ -160,13 +186,14 @@ mod tests {
                 true,
                 at(9, 30),
                 at(9, 40),
+                ZERO,
                 at(10, 0).unwrap()
             ),
             Resume::CutShort { next: at(11, 0) }
         );
         // A job on every replica has no occurrence in the store, resumed or not.
         assert_eq!(
-            resume(Some(&hourly), true, true, None, None, now),
+            resume(Some(&hourly), true, true, None, None, ZERO, now),
             Resume::At(None)
         );
     }
