@@ -150,6 +150,8 @@ fn job_outage(job: &JobSpec, outage: &Outage) -> (Vec<Event>, Option<DateTime<Ut
                     attempt: 1,
                     retries: Retries::default(),
                     every_missed: job.missed == MissedPolicy::All,
+                    // A simulation runs the schedule alone, with no backfill queued.
+                    backfill_queued: false,
                 };
                 let end = End::Recorded {
                     outcome: Outcome::Succeeded,

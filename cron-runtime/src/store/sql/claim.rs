@@ -284,6 +284,8 @@ impl<D: Protocol> SqlStore<D> {
                     retries: None,
                     backoff_ms: None,
                     catch_up_all: false,
+                    // The claim's own next due counts the queue (`next_due`).
+                    backfill_queued: false,
                     now,
                     active: true,
                 };

@@ -224,11 +224,14 @@ impl<D: Protocol> SqlStore<D> {
             let waits = ending.record == Record::Waits;
             if let (Some(chain), Some(next), End::Recorded { .. }, false) =
                 (&chain, ending.reported_next(), end, waits)
+                && ending.chains()
                 && may_chain(chain, held, next)
             {
                 chained.insert(held.job_id, (held.verb.as_str(), next));
             }
-            if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
+            // When the row is due again: its next occurrence, or at once for a queued backfill
+            // occurrence (docs/operations.md, "Backfill").
+            if let (true, Some(next)) = (held.active && !held.paused, ending.next_due()) {
                 idle.push((index, &held.module, next));
             }
             if let Some(run_id) = held.run_id {
