@@ -92,9 +92,9 @@ macro_rules! held_rows {
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(json_array_length(r.attempts), 0) AS earlier_attempts, j.retries, j.backoff AS backoff_ms,
        j.catch_up_all,
-       EXISTS (SELECT 1 FROM cron_backfills b
-               WHERE b.module_name = j.module_name AND b.verb = j.verb
-                 AND b.scheduled_at <= (SELECT now FROM temp.cron_clock)) AS backfill_queued, ",
+       coalesce((SELECT min(b.scheduled_at) FROM cron_backfills b
+                 WHERE b.module_name = j.module_name AND b.verb = j.verb)
+                <= (SELECT now FROM temp.cron_clock), 0) AS backfill_queued, ",
             attempt_instant!("(SELECT now FROM temp.cron_clock)"),
             " AS now
 FROM cron_jobs j

@@ -54,9 +54,11 @@ macro_rules! queued_backfill {
 
 /// The columns of a locked job row and of the run that holds it (`rules::Held`), from `cron_jobs j` and
 /// `cron_job_runs r`: every path that ends runs reads its rows through it. `manual` is false for a row
-/// whose run is not recorded. `backfill_queued`: the verb has a queued backfill occurrence due, one
-/// probe of `cron_backfills`' primary key per row (docs/operations.md, "Backfill"). Whether the
-/// deployment is active is read after the lock ([`ACTIVE`](super::deployments::ACTIVE)).
+/// whose run is not recorded. `backfill_queued`: the verb has a queued backfill occurrence due
+/// (docs/operations.md, "Backfill"), its earliest one read by the first entry of `cron_backfills`'
+/// primary key, one probe per row. Written as `min`, not `EXISTS`: the planner takes an `EXISTS` for a
+/// search that stops at the first match and scans the whole queue per row when one verb fills it.
+/// Whether the deployment is active is read after the lock ([`ACTIVE`](super::deployments::ACTIVE)).
 macro_rules! held_rows {
     () => {
         "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
@@ -65,8 +67,8 @@ macro_rules! held_rows {
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(jsonb_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
        (extract(epoch FROM j.backoff) * 1000)::bigint AS backoff_ms, j.catch_up_all,
-       EXISTS (SELECT 1 FROM cron_backfills b
-               WHERE b.module_name = j.module_name AND b.verb = j.verb AND b.scheduled_at <= now())
+       coalesce((SELECT min(b.scheduled_at) FROM cron_backfills b
+                 WHERE b.module_name = j.module_name AND b.verb = j.verb) <= now(), false)
            AS backfill_queued,
        now() AS now
 FROM cron_jobs j
