@@ -196,6 +196,7 @@ impl Ending {
     /// Whether the end may claim the job's next regular occurrence with it (a chained claim): not
     /// while a queued backfill occurrence of its verb is due, which the next claim takes instead when
     /// no regular occurrence is due by its horizon (docs/operations.md, "Backfill").
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn chains(&self) -> bool {
         !self.backfill_due
     }
