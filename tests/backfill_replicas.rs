@@ -68,9 +68,6 @@ async fn backfill_runs(db: &TestDb) -> anyhow::Result<Vec<(DateTime<Utc>, String
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails on main: a backfill stalls once a regular occurrence's claim-ahead wins the claim after a \
-            backfill's run, since nothing wakes a replica for the queue again (the heartbeat's next due \
-            leaves the queue out: store/sql/deploy.rs, Seen::note)"]
 async fn a_backfill_of_100_occurrences_run_twice_beside_two_replicas_records_100_runs_in_order()
 -> anyhow::Result<()> {
     let db = TestDb::create("bf").await?;

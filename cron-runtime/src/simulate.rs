@@ -171,6 +171,8 @@ fn job_outage(
                     attempt: 1,
                     retries: Retries::default(),
                     every_missed: job.missed == MissedPolicy::All,
+                    // A simulation runs the schedule alone, with no backfill queued.
+                    backfill_queued: false,
                 };
                 let end = End::Recorded {
                     outcome: Outcome::Succeeded,

@@ -69,3 +69,44 @@ async fn queued_occurrences_run_one_after_the_other_in_order_with_their_own_inst
     );
     assert!(store.queued_backfill("test", "test::hourly").is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_backfill_goes_on_after_a_regular_run_claimed_ahead_of_it() {
+    // Due every other second: a backfill's run that ends within the claim horizon (half a second) of
+    // the next occurrence leaves the claim to that occurrence, claimed ahead. When that regular run
+    // ends the queue has its turn again, not the occurrence after it (docs/operations.md,
+    // "Backfill").
+    let store = MemoryStore::starting_at(at(0));
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .job("test::rollup", "*/2 * * * * *", || async {
+            sleep(Duration::from_millis(30)).await;
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(100)).await;
+    let from = at(-200);
+    let queued = store
+        .backfill("test", "test::rollup", from, at(0), false)
+        .unwrap();
+    assert_eq!(queued.len(), 100);
+    // A hundred runs of 30 ms, a regular one every other second: about 3 s of work, here 20 s.
+    sleep(Duration::from_secs(20)).await;
+    handle.shutdown().await.unwrap();
+
+    let runs = store.runs();
+    let backfilled: Vec<_> = runs
+        .iter()
+        .filter(|r| r.backfill)
+        .map(|r| r.scheduled_at)
+        .collect();
+    assert_eq!(backfilled, queued, "every queued occurrence ran, in order");
+    let regular = runs.iter().filter(|r| !r.manual).count();
+    assert!(regular >= 9, "{regular} regular runs beside it");
+    assert!(store.queued_backfill("test", "test::rollup").is_empty());
+}

@@ -17,7 +17,6 @@ use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
 use super::runs::{Ended, Measure};
 use super::shared::{FINISH_BATCH, Shared};
 use super::shutdown::give_back;
-use crate::context::Trigger;
 use crate::store::{ClaimAction, Claimed, Finish, Finished, Finishing, Outcome, Store, StoreError};
 
 /// A run's finish claims its job's next occurrence when that is due within this much (or the
@@ -138,14 +137,9 @@ async fn record_batch<S: Store>(shared: &Arc<Shared<S>>, batch: Vec<Ended>) {
             }
             Ok(finished) => {
                 count_recorded(shared, &finish, finished, measure);
-                let mut next = recorded_as(&finish, finished, &span);
-                // A backfill's run ended: the job's next queued occurrence is due now, not at its
-                // next regular one (docs/operations.md, "Backfill").
-                if measure.trigger == Trigger::Backfill
-                    && let Some(ended) = finish.ended_at
-                {
-                    next = Some(next.map_or(ended, |next| next.min(ended)));
-                }
+                // While a backfill of the job is queued, the store reports it due at once
+                // (docs/operations.md, "Backfill").
+                let next = recorded_as(&finish, finished, &span);
                 if let Some(next) = next
                     && !chained.contains(&finish.job_id)
                 {

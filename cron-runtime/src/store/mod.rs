@@ -283,6 +283,9 @@ pub enum Finished {
     /// `next_execution` is the first occurrence strictly after the later of the run's end
     /// ([`Finish::ended_at`], never after the store's now) and the run's scheduled instant, so an
     /// occurrence never runs twice even when a handler started on a clock slightly ahead of the store's.
+    /// While a queued backfill occurrence of the job's verb is due it is the run's end instead: the job
+    /// is due at once, for a claim to take the queued occurrence, and the finish chains nothing for it
+    /// (docs/operations.md, "Backfill").
     ///
     /// `skipped` counts the occurrences `o` with `scheduled_at < o < next_execution`: the ones that will
     /// never run because this run was late (`missed = "once"`) or still executing (overlap). For a run

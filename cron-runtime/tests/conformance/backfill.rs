@@ -4,6 +4,7 @@
 //! backfill twice repeats nothing, and a cancel stops what has not started.
 
 use chrono::TimeZone;
+use cron_runtime::store::Finishing;
 
 use super::*;
 
@@ -341,4 +342,101 @@ pub async fn a_backfill_of_a_job_under_missed_all_keeps_its_backlog_and_runs_not
         1,
         "only the 2020 occurrence ran as a backfill: {runs:?}"
     );
+}
+
+pub async fn a_run_ending_while_a_backfill_is_queued_chains_nothing_and_the_claim_takes_the_queue<
+    H: StoreUnderTest,
+>(
+    h: H,
+) {
+    // A regular occurrence claimed while a backfill is queued runs first; its end claims nothing more
+    // (a chained claim would take the next regular occurrence, due within the horizon, and a replica
+    // claiming ahead would never leave the queue a turn) and reports the row due at once, so the next
+    // claim takes the queued occurrence while no regular one is due (docs/operations.md, "Backfill").
+    let spec = deployment("billing@1", vec![job("billing::tick", SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    settle(&h).await;
+    let from = new_year(2020);
+    let queued = h
+        .backfill("billing::tick", from, from + TimeDelta::seconds(2))
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 2);
+    let regular_at = h.next_execution(MODULE, "billing::tick").await.unwrap();
+    sleep_until(&h, regular_at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let regular = claim_of(&claimed, "billing::tick").clone();
+    assert!(!regular.backfill && regular.scheduled_at == regular_at);
+
+    // Ended as it was claimed, with a horizon of a second: the next regular occurrence is within it.
+    let finish = Finish {
+        ended_at: Some(claimed.now),
+        ..succeeded(&regular)
+    };
+    let Finishing {
+        results,
+        claimed: chained,
+    } = store
+        .finish(
+            &runner,
+            std::slice::from_ref(&finish),
+            Some(Duration::from_secs(1)),
+        )
+        .await;
+    assert!(
+        chained.is_none(),
+        "nothing chained before the queue: {chained:?}"
+    );
+    assert_eq!(
+        results.into_iter().next().unwrap().unwrap(),
+        Finished::Recorded {
+            next_execution: Some(claimed.now),
+            skipped: 0
+        },
+        "the row is reported due at once, at the run's end"
+    );
+    let next = regular_at + TimeDelta::seconds(1);
+    assert_eq!(
+        h.next_execution(MODULE, "billing::tick").await,
+        Some(next),
+        "the regular schedule is left alone"
+    );
+
+    // The next regular occurrence is not due: the claim takes the earliest queued occurrence.
+    let claimed = claim(&store, &runner).await;
+    assert!(claimed.now < next, "the case ran late: {claimed:?}");
+    let backfilled = claim_of(&claimed, "billing::tick").clone();
+    assert!(backfilled.backfill, "{claimed:?}");
+    assert_eq!(backfilled.scheduled_at, queued[0]);
+    finish_one(&store, &runner, &succeeded(&backfilled)).await;
+    let runs = h.runs().await;
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(
+        runs.iter()
+            .all(|run| run.outcome == Some(Outcome::Succeeded))
+    );
+}
+
+pub async fn a_heartbeat_counts_a_queued_backfill_occurrence_of_an_idle_row<H: StoreUnderTest>(
+    h: H,
+) {
+    // Nothing else wakes a replica for the queue once the row is idle: its heartbeat says the queued
+    // occurrence is due (docs/operations.md, "Backfill"), unless the verb is paused.
+    let spec = deployment("billing@1", vec![job("billing::rollup", YEARLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let yearly = h.next_execution(MODULE, "billing::rollup").await;
+    let before = store.heartbeat(&runner).await.unwrap();
+    h.backfill("billing::rollup", new_year(2020), new_year(2022))
+        .await
+        .unwrap();
+    let queued = store.heartbeat(&runner).await.unwrap();
+    h.pause("billing::rollup").await;
+    let paused = store.heartbeat(&runner).await.unwrap();
+    if H::HEARTBEAT_HINTS {
+        assert_eq!(before.next_due, yearly, "{before:?}");
+        assert_eq!(queued.next_due, Some(new_year(2020)), "{queued:?}");
+        assert_eq!(paused.next_due, None, "{paused:?}");
+    } else {
+        assert_eq!((before.next_due, queued.next_due), (None, None));
+    }
 }

@@ -324,6 +324,8 @@ macro_rules! every_case {
         $test!(a_backfill_window_reaching_past_now_is_refused);
         $test!(regular_runs_come_before_backfills_under_the_replicas_cap);
         $test!(a_backfill_of_a_job_under_missed_all_keeps_its_backlog_and_runs_nothing_twice);
+        $test!(a_run_ending_while_a_backfill_is_queued_chains_nothing_and_the_claim_takes_the_queue);
+        $test!(a_heartbeat_counts_a_queued_backfill_occurrence_of_an_idle_row);
         // What a handler asks of the history
         $test!(the_previous_success_is_the_last_succeeded_occurrence_before_the_runs_own);
         // Waking up

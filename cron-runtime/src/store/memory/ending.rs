@@ -1,6 +1,8 @@
 //! The end of runs in memory: finish, lease renewal, recovery of expired leases, give-back and shutdown.
 //! Each is fenced on the run that holds the job, and each writes through [`State::end_run`].
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
@@ -8,8 +10,8 @@ use crate::store::rules::{ActiveRow, Carry, End, HeldRun, Record, RetryHeld};
 use crate::store::{Attempt, Finish, Finished, Outcome, Recovered, Runner};
 
 impl State {
-    /// The facts that decide how the run holding `job_id` ends ([`HeldRun::ending`]).
-    fn held_run(&self, job_id: i64) -> HeldRun {
+    /// The facts that decide how the run holding `job_id` ends at `now` ([`HeldRun::ending`]).
+    fn held_run(&self, job_id: i64, now: DateTime<Utc>) -> HeldRun {
         let job = &self.jobs[&job_id];
         let executing = job.executing.expect("a run in flight holds its job");
         HeldRun {
@@ -30,6 +32,13 @@ impl State {
             attempt: self.attempt_in_flight(executing.run_id),
             retries: job.spec.retry,
             every_missed: job.spec.missed == cron_schema::MissedPolicy::All,
+            // The queue is empty unless an operator backfills: no look-up (nor its key) per run then.
+            backfill_queued: !self.backfills.is_empty()
+                && self
+                    .backfills
+                    .get(&(Arc::clone(&job.module), job.spec.verb.clone()))
+                    .and_then(|queued| queued.first())
+                    .is_some_and(|first| *first <= now),
         }
     }
 
@@ -43,7 +52,7 @@ impl State {
         end: End<'_>,
         now: DateTime<Utc>,
     ) -> Option<Finished> {
-        let facts = self.held_run(self.job_in_flight(run_id)?);
+        let facts = self.held_run(self.job_in_flight(run_id)?, now);
         let mut run = self.take_in_flight(run_id)?;
         let job_id = run.job_id;
         let ending = facts.ending(Some(&self.jobs[&job_id].spec.schedule), &end, now);
@@ -217,7 +226,7 @@ impl State {
                 verb: self.jobs[&job_id].verb.to_string(),
             });
             // With retries left, the attempt taken back is retried (docs/runtime.md, "Retries").
-            let end = self.held_run(job_id).lease_expired();
+            let end = self.held_run(job_id, now).lease_expired();
             self.end_run(run_id, end, now);
         }
         recovered
@@ -247,7 +256,7 @@ impl State {
         held.sort_unstable();
         for (run_id, job_id) in held {
             let end = self
-                .held_run(job_id)
+                .held_run(job_id, now)
                 .at_shutdown(cancelled.contains(&run_id), now);
             self.end_run(run_id, end, now);
         }

@@ -59,6 +59,10 @@ pub(crate) struct HeldRun {
     /// `missed = "all"`: a regular run ends with the job at the occurrence after its own, however
     /// late, not after now (docs/runtime.md, "Missed runs").
     pub(crate) every_missed: bool,
+    /// The verb has a queued backfill occurrence due (at or before the store's now): the claim takes
+    /// it once the row is idle and no regular occurrence is due by its horizon (docs/operations.md,
+    /// "Backfill").
+    pub(crate) backfill_queued: bool,
 }
 
 /// The error of a run taken back because the replica running it stopped renewing its lease (G4,
@@ -148,6 +152,12 @@ pub(crate) struct Ending {
     /// What goes to the active deployment's row of the verb when the run's deployment was replaced
     /// (G6, docs/operations.md): the store reads that row and writes [`Carry::onto`].
     pub(crate) carry: Option<Carry>,
+    /// A queued backfill occurrence of the verb is due and the row may take it when it is idle again
+    /// (the active deployment's row, not paused, its schedule parsing): the end chains no regular
+    /// occurrence ([`Ending::chains`]) and reports the row due at once ([`Ending::next_due`]), so the
+    /// next claim takes the queued occurrence unless a regular one is due by its horizon
+    /// (docs/operations.md, "Backfill").
+    pub(crate) backfill_due: bool,
 }
 
 /// What becomes of the record of a held run that ends.
@@ -172,12 +182,32 @@ impl Ending {
         if self.parsed { self.next } else { None }
     }
 
-    /// What the store answers for the run ([`Store::finish`](crate::store::Store::finish)).
+    /// When the row is next due for a claim: its next occurrence ([`Ending::reported_next`]), or at
+    /// once (the run's end) while a queued backfill occurrence of its verb waits for it
+    /// ([`Ending::backfill_due`]).
+    pub(crate) fn next_due(&self) -> Option<DateTime<Utc>> {
+        match (self.backfill_due, self.reported_next()) {
+            (true, Some(next)) => Some(next.min(self.at)),
+            (true, None) => Some(self.at),
+            (false, next) => next,
+        }
+    }
+
+    /// Whether the end may claim the job's next regular occurrence with it (a chained claim): not
+    /// while a queued backfill occurrence of its verb is due, which the next claim takes instead when
+    /// no regular occurrence is due by its horizon (docs/operations.md, "Backfill").
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) fn chains(&self) -> bool {
+        !self.backfill_due
+    }
+
+    /// What the store answers for the run ([`Store::finish`](crate::store::Store::finish)): recorded,
+    /// with the instant the row is next due ([`Ending::next_due`]), or waiting for its retry.
     pub(crate) fn finished(&self) -> Finished {
         match self.after {
             AfterAttempt::Retries(at) => Finished::Retrying { at },
             _ => Finished::Recorded {
-                next_execution: self.reported_next(),
+                next_execution: self.next_due(),
                 skipped: self.skipped,
             },
         }
@@ -297,6 +327,10 @@ impl HeldRun {
                 record: Record::Ends,
                 trigger: None,
                 carry: None,
+                backfill_due: self.backfill_queued
+                    && self.active
+                    && !self.paused
+                    && schedule.is_some(),
             };
             Ending {
                 carry: ending
@@ -327,6 +361,7 @@ impl HeldRun {
                 record: Record::Waits,
                 trigger: None,
                 carry: None,
+                backfill_due: false,
             };
         }
         let (next, skipped) = if self.manual {
@@ -388,6 +423,7 @@ impl HeldRun {
             },
             trigger: (self.manual && self.active && !pending_retry).then_some(self.scheduled_at),
             carry,
+            backfill_due: false,
         }
     }
 }
@@ -426,6 +462,7 @@ mod tests {
             attempt: 1,
             retries: Retries::default(),
             every_missed: false,
+            backfill_queued: false,
         }
     }
 

@@ -48,6 +48,9 @@ pub(crate) struct Held {
     pub(crate) catch_up_all: bool,
     /// The job's jitter offset in milliseconds (migration `0008`; docs/runtime.md, "Jitter").
     pub(crate) jitter_offset_ms: i64,
+    /// The verb has a queued backfill occurrence at or before the store's now (migration `0007`): an
+    /// index probe of `cron_backfills`' primary key.
+    pub(crate) backfill_queued: bool,
     /// The store's now in the step that locked the row.
     pub(crate) now: DateTime<Utc>,
     /// Whether the row's deployment is the active one (PostgreSQL reads it after the lock:
@@ -80,6 +83,7 @@ impl Held {
             run_id: self.run_id.unwrap_or_default(),
             attempt: u32::try_from(self.earlier_attempts).map_or(1, |n| n.saturating_add(1)),
             every_missed: self.catch_up_all,
+            backfill_queued: self.backfill_queued,
             retries: Retries {
                 retries: self
                     .retries

@@ -298,6 +298,8 @@ impl<D: Protocol> SqlStore<D> {
                     backoff_ms: None,
                     catch_up_all: false,
                     jitter_offset_ms: 0,
+                    // The claim's own next due counts the queue (`next_due`).
+                    backfill_queued: false,
                     now,
                     active: true,
                 };

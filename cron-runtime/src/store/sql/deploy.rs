@@ -44,6 +44,9 @@ impl Seen {
             );
             if !row.paused {
                 earliest(&mut self.next_due, row.next_execution.map(DateTime::from));
+                // A queued backfill occurrence is due at once; nothing else wakes a replica for it
+                // once the row is idle (docs/operations.md, "Backfill").
+                earliest(&mut self.next_due, row.queued_at.map(DateTime::from));
             }
         }
     }
@@ -64,6 +67,8 @@ pub(crate) struct JobRow {
     trigger_requested_at: Option<At>,
     lease_expires_at: Option<At>,
     every_replica: bool,
+    /// The earliest queued backfill occurrence of its verb at or before now.
+    queued_at: Option<At>,
 }
 
 /// What [`Steps::elected`](super::Steps::elected) read.

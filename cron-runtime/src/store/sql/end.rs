@@ -225,17 +225,18 @@ impl<D: Protocol> SqlStore<D> {
             let waits = ending.record == Record::Waits;
             if let (Some(chain), Some(next), End::Recorded { .. }, false) =
                 (&chain, ending.reported_next(), end, waits)
+                && ending.chains()
                 && may_chain(chain, held, next)
             {
                 chained.insert(held.job_id, (held.verb.as_str(), next, held.start_of(next)));
             }
             // The other replicas hear when the row is next due to start: a retry at its instant, a
-            // regular occurrence at its jittered start.
-            if let (true, Some(next)) = (held.active && !held.paused, ending.reported_next()) {
-                let start = if retry.is_some() {
-                    next
-                } else {
-                    held.start_of(next)
+            // regular occurrence at its jittered start, and at once while a queued backfill
+            // occurrence of its verb waits (docs/operations.md, "Backfill").
+            if let (true, Some(due)) = (held.active && !held.paused, ending.next_due()) {
+                let start = match ending.reported_next() {
+                    Some(next) if due == next && retry.is_none() => held.start_of(next),
+                    _ => due,
                 };
                 idle.push((index, &held.module, start));
             }

@@ -99,7 +99,10 @@ macro_rules! held_rows {
        coalesce(r.manual, false) AS manual,
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(json_array_length(r.attempts), 0) AS earlier_attempts, j.retries, j.backoff AS backoff_ms,
-       j.catch_up_all, j.jitter_offset_ms, ",
+       j.catch_up_all, j.jitter_offset_ms,
+       coalesce((SELECT min(b.scheduled_at) FROM cron_backfills b
+                 WHERE b.module_name = j.module_name AND b.verb = j.verb)
+                <= (SELECT now FROM temp.cron_clock), 0) AS backfill_queued, ",
             attempt_instant!("(SELECT now FROM temp.cron_clock)"),
             " AS now
 FROM cron_jobs j
@@ -146,9 +149,16 @@ ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
     forget_runners: "DELETE FROM cron_runners WHERE last_seen < ?1",
     delete_runner: "DELETE FROM cron_runners WHERE id = ?1",
     deployment_rows: "
-SELECT id, verb, schedule, timezone, state, paused, next_execution, trigger_requested_at,
-       lease_expires_at, every_replica
-FROM cron_jobs WHERE deployment_id = ?1 ORDER BY id",
+SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.paused, j.next_execution,
+       j.trigger_requested_at, j.lease_expires_at, j.every_replica, b.queued_at
+FROM cron_jobs j
+LEFT JOIN (
+    SELECT verb, min(scheduled_at) AS queued_at FROM cron_backfills
+    WHERE module_name = (SELECT module FROM cron_deployments WHERE id = ?1)
+      AND scheduled_at <= (SELECT now FROM temp.cron_clock)
+    GROUP BY verb
+) b ON b.verb = j.verb
+WHERE j.deployment_id = ?1 ORDER BY j.id",
     elected: "SELECT (
     SELECT d.id
     FROM cron_deployments d

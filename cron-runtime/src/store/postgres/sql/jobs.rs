@@ -65,8 +65,11 @@ macro_rules! queued_backfill {
 
 /// The columns of a locked job row and of the run that holds it (`rules::Held`), from `cron_jobs j` and
 /// `cron_job_runs r`: every path that ends runs reads its rows through it. `manual` is false for a row
-/// whose run is not recorded. Whether the deployment is active is read after the lock
-/// ([`ACTIVE`](super::deployments::ACTIVE)).
+/// whose run is not recorded. `backfill_queued`: the verb has a queued backfill occurrence due
+/// (docs/operations.md, "Backfill"), its earliest one read by the first entry of `cron_backfills`'
+/// primary key, one probe per row. Written as `min`, not `EXISTS`: the planner takes an `EXISTS` for a
+/// search that stops at the first match and scans the whole queue per row when one verb fills it.
+/// Whether the deployment is active is read after the lock ([`ACTIVE`](super::deployments::ACTIVE)).
 macro_rules! held_rows {
     () => {
         "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
@@ -75,6 +78,9 @@ macro_rules! held_rows {
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(jsonb_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
        (extract(epoch FROM j.backoff) * 1000)::bigint AS backoff_ms, j.catch_up_all, j.jitter_offset_ms,
+       coalesce((SELECT min(b.scheduled_at) FROM cron_backfills b
+                 WHERE b.module_name = j.module_name AND b.verb = j.verb) <= now(), false)
+           AS backfill_queued,
        now() AS now
 FROM cron_jobs j
 LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"
@@ -106,11 +112,20 @@ ON CONFLICT (deployment_id, verb) DO NOTHING
 ";
 
     /// The rows of deployment `$1` as a replica checks them (registration, heartbeats): their schedule
-    /// text, and when they are next due or their lease ends.
+    /// text, and when they are next due or their lease ends. `queued_at`: the earliest queued backfill
+    /// occurrence of the row's verb at or before now (docs/operations.md, "Backfill"), the module's
+    /// part of the queue read once by its primary key and joined by verb: nothing unless an operator
+    /// backfills.
     DEPLOYMENT_ROWS = "
-SELECT id, verb, schedule, timezone, state, paused, next_execution, trigger_requested_at,
-       lease_expires_at, every_replica
-FROM cron_jobs WHERE deployment_id = $1 ORDER BY id
+SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.paused, j.next_execution,
+       j.trigger_requested_at, j.lease_expires_at, j.every_replica, b.queued_at
+FROM cron_jobs j
+LEFT JOIN (
+    SELECT verb, min(scheduled_at) AS queued_at FROM cron_backfills
+    WHERE module_name = (SELECT module FROM cron_deployments WHERE id = $1) AND scheduled_at <= now()
+    GROUP BY verb
+) b ON b.verb = j.verb
+WHERE j.deployment_id = $1 ORDER BY j.id
 ";
 
     /// The claim's first statement: the due rows runner deployment `$1` may take (less the refused ids
