@@ -254,6 +254,20 @@ pub(crate) struct Record<'a> {
     pub(crate) note: Option<&'a str>,
 }
 
+impl Record<'_> {
+    /// A prune's row: of no module or verb, what it deleted as `after`.
+    pub(crate) fn prune(after: serde_json::Value) -> Self {
+        Record {
+            action: Action::Prune,
+            module: None,
+            verb: None,
+            before: None,
+            after: Some(after),
+            note: None,
+        }
+    }
+}
+
 /// Writes the row of `record`, done by `actor`, in the write transaction `tx` of the action it
 /// records, at the transaction's instant: it commits with the action or not at all. `context` says
 /// what the command is doing, for its error (a database without the table says to migrate it).

@@ -9,7 +9,7 @@ use sqlx::Pool;
 
 use serde_json::json;
 
-use super::audit::{self, Action, Actor, Record, record};
+use super::audit::{self, Actor, Record, record};
 use super::rows::Ago;
 use super::sql::{Dialect, SqlAdmin, Statement, db, unmigrated};
 use super::{AdminError, PRUNE_BATCH, PRUNE_BATCHES_PER_CALL};
@@ -76,15 +76,7 @@ pub(crate) async fn prune_audited<D: Dialect>(
         deleted += done;
         if done < u64::from(batch) {
             let after = json!({ "older_than_secs": older_than.as_secs(), "runs_deleted": deleted });
-            let pruned = Record {
-                action: Action::Prune,
-                module: None,
-                verb: None,
-                before: None,
-                after: Some(after),
-                note: None,
-            };
-            record(&mut tx, actor, pruned, context).await?;
+            record(&mut tx, actor, Record::prune(after), context).await?;
             tx.commit().await.map_err(db(context))?;
             return Ok(deleted);
         }
@@ -105,15 +97,7 @@ pub(crate) async fn prune_audit_trail<D: Dialect>(
         .await
         .map_err(unmigrated::<D>(context))?;
     let after = json!({ "audit_older_than_secs": older_than.as_secs(), "audit_deleted": deleted });
-    let pruned = Record {
-        action: Action::Prune,
-        module: None,
-        verb: None,
-        before: None,
-        after: Some(after),
-        note: None,
-    };
-    record(&mut tx, actor, pruned, context).await?;
+    record(&mut tx, actor, Record::prune(after), context).await?;
     tx.commit().await.map_err(db(context))?;
     Ok(deleted)
 }
