@@ -76,17 +76,7 @@ pub async fn a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it
 >(
     h: H,
 ) {
-    let spec = deployment("billing@1", vec![job("billing::tick", SECONDLY)]);
-    let (store, runner) = replica(&h, &spec).await;
-    settle(&h).await;
-    let from = new_year(2020);
-    let queued = h
-        .backfill("billing::tick", from, from + TimeDelta::seconds(2))
-        .await
-        .unwrap();
-    assert_eq!(queued.len(), 2);
-    let regular_at = h.next_execution(MODULE, "billing::tick").await.unwrap();
-    sleep_until(&h, regular_at + ms(50)).await;
+    let (store, runner, queued, regular_at) = a_backfill_beside_a_due_regular_occurrence(&h).await;
 
     // The regular occurrence is due: it runs first, alone.
     let claimed = claim(&store, &runner).await;
@@ -353,17 +343,7 @@ pub async fn a_run_ending_while_a_backfill_is_queued_chains_nothing_and_the_clai
     // (a chained claim would take the next regular occurrence, due within the horizon, and a replica
     // claiming ahead would never leave the queue a turn) and reports the row due at once, so the next
     // claim takes the queued occurrence while no regular one is due (docs/operations.md, "Backfill").
-    let spec = deployment("billing@1", vec![job("billing::tick", SECONDLY)]);
-    let (store, runner) = replica(&h, &spec).await;
-    settle(&h).await;
-    let from = new_year(2020);
-    let queued = h
-        .backfill("billing::tick", from, from + TimeDelta::seconds(2))
-        .await
-        .unwrap();
-    assert_eq!(queued.len(), 2);
-    let regular_at = h.next_execution(MODULE, "billing::tick").await.unwrap();
-    sleep_until(&h, regular_at + ms(50)).await;
+    let (store, runner, queued, regular_at) = a_backfill_beside_a_due_regular_occurrence(&h).await;
     let claimed = claim(&store, &runner).await;
     let regular = claim_of(&claimed, "billing::tick").clone();
     assert!(!regular.backfill && regular.scheduled_at == regular_at);
@@ -439,4 +419,24 @@ pub async fn a_heartbeat_counts_a_queued_backfill_occurrence_of_an_idle_row<H: S
     } else {
         assert_eq!((before.next_due, queued.next_due), (None, None));
     }
+}
+
+/// An every-second job whose two occurrences of 2020's first seconds are queued for a backfill, with
+/// its regular occurrence due 50 ms ago: the replica, its runner, the queued instants and the regular
+/// occurrence's.
+async fn a_backfill_beside_a_due_regular_occurrence<H: StoreUnderTest>(
+    h: &H,
+) -> (H::Store, Runner, Vec<DateTime<Utc>>, DateTime<Utc>) {
+    let spec = deployment("billing@1", vec![job("billing::tick", SECONDLY)]);
+    let (store, runner) = replica(h, &spec).await;
+    settle(h).await;
+    let from = new_year(2020);
+    let queued = h
+        .backfill("billing::tick", from, from + TimeDelta::seconds(2))
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 2);
+    let regular_at = h.next_execution(MODULE, "billing::tick").await.unwrap();
+    sleep_until(h, regular_at + ms(50)).await;
+    (store, runner, queued, regular_at)
 }
