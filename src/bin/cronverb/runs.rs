@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use chrono::{DateTime, Utc};
 use cronverb::Attempt;
 use cronverb::admin::{Run, RunFilter, Since};
 
