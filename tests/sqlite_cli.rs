@@ -853,6 +853,18 @@ fn audit_lists_who_acted_newest_first_as_text_and_json_and_prune_keeps_it_unless
 
     let by_verb = file.json(&["audit", "--verb", "send_invoices", "--since", "7d"]);
     assert_eq!(by_verb.as_array().unwrap().len(), 2);
+    let at = pause["at"].as_str().unwrap();
+    let since_pause = file.json(&["audit", "--since", at]);
+    assert!(
+        since_pause
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|row| row["id"] == pause["id"]),
+        "--since takes an instant, inclusive: {since_pause}"
+    );
+    let future = file.json(&["audit", "--since", "2999-01-01T00:00:00Z"]);
+    assert_eq!(future.as_array().unwrap().len(), 0, "{future}");
     assert_eq!(
         file.json(&["audit", "--limit", "1"])
             .as_array()

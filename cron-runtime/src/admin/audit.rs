@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::AdminError;
 use super::rows::{At, AuditRow};
+use super::runs::Since;
 use super::sql::{Dialect, SqlAdmin, Statement, Write, unmigrated};
 use crate::rfc3339;
 use crate::store::StoreError;
@@ -226,8 +227,8 @@ pub struct AuditFilter {
     pub verb: Option<String>,
     /// Only the rows of this module.
     pub module: Option<String>,
-    /// Only the rows written this long before the database's now, or since.
-    pub since: Option<Duration>,
+    /// Only the rows written at or after this instant, or this long before the database's now.
+    pub since: Option<Since>,
     /// At most this many rows, newest first.
     pub limit: u32,
 }
@@ -335,7 +336,8 @@ pub(crate) async fn audit<D: Dialect>(
     let context = "reading the audit trail";
     let mut conn = admin.read(context).await?;
     let since = match filter.since {
-        Some(span) => {
+        Some(Since::Instant(at)) => Some(At(at)),
+        Some(Since::Ago(span)) => {
             let now = D::clock(&mut *conn)
                 .await
                 .map_err(unmigrated::<D>(context))?;

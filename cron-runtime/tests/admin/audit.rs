@@ -2,7 +2,7 @@
 //! every action writes one row naming its actor, in its own transaction, and a refused one writes none.
 
 use chrono::Utc;
-use cron_runtime::admin::{Actor, AdminError, AuditEntry, AuditFilter, Origin};
+use cron_runtime::admin::{Actor, AdminError, AuditEntry, AuditFilter, Origin, Since};
 use cron_runtime::store::Store;
 use serde_json::json;
 
@@ -207,11 +207,11 @@ pub async fn the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the
         .await
         .unwrap();
 
-    let read = |verb: Option<&str>, since: Option<u64>, limit: u32| {
+    let read = |verb: Option<&str>, since: Option<Since>, limit: u32| {
         let filter = AuditFilter {
             verb: verb.map(str::to_owned),
             module: None,
-            since: since.map(std::time::Duration::from_secs),
+            since,
             limit,
         };
         let admin = admin.clone();
@@ -230,7 +230,17 @@ pub async fn the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the
     );
     assert_eq!(read(Some("billing::report"), None, 50).await.len(), 1);
     assert_eq!(read(Some("gone::verb"), None, 50).await.len(), 0);
-    assert_eq!(read(None, Some(3600), 50).await.len(), 3);
+    let hour = std::time::Duration::from_secs(3600);
+    assert_eq!(read(None, Some(Since::Ago(hour)), 50).await.len(), 3);
+    let oldest = all[2].at;
+    assert_eq!(read(None, Some(Since::Instant(oldest)), 50).await.len(), 3);
+    let after_newest = all[0].at + chrono::Duration::microseconds(1);
+    assert_eq!(
+        read(None, Some(Since::Instant(after_newest)), 50)
+            .await
+            .len(),
+        0
+    );
     assert_eq!(read(None, None, 2).await.len(), 2);
     assert_eq!(read(None, None, 2).await[0].id, all[0].id);
 }

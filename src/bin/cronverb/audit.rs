@@ -2,9 +2,8 @@
 //! trail").
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use cronverb::admin::{AUDIT_LIMIT, AuditEntry, AuditFilter};
+use cronverb::admin::{AUDIT_LIMIT, AuditEntry, AuditFilter, Since};
 
 use crate::db::{self, Connection};
 
@@ -17,9 +16,9 @@ pub struct Args {
     /// Only the actions on this module
     #[arg(long, value_name = "NAME")]
     module: Option<String>,
-    /// Only the actions of this last span: `7d`, `12h`, `1d12h`
-    #[arg(long, value_name = "AGE", value_parser = db::parse_age)]
-    since: Option<Duration>,
+    /// Only the actions since this RFC 3339 instant or of this last span: `7d`, `12h`, `1d12h`
+    #[arg(long, value_name = "WHEN", value_parser = db::parse_since)]
+    since: Option<Since>,
     /// At most this many actions (at least 1)
     #[arg(long, value_name = "N", default_value_t = AUDIT_LIMIT, value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,

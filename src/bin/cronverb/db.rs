@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cronverb::admin::{Actor, Admin, AdminError, Origin};
+use cronverb::admin::{Actor, Admin, AdminError, Origin, Since};
 use cronverb::redact::redact;
 use cronverb::sqlx::migrate::Migrator;
 use cronverb::{PgStore, SqliteStore, StoreError};
@@ -389,6 +389,23 @@ pub fn instant(at: Option<DateTime<Utc>>) -> String {
         Some(at) => at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         None => "-".to_owned(),
     }
+}
+
+/// A lower bound on an instant as operators write it: an RFC 3339 instant or an age ([`parse_age`]),
+/// for `runs --since` and `audit --since`.
+pub fn parse_since(text: &str) -> Result<Since, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(Since::Instant(at.with_timezone(&Utc)));
+    }
+    parse_age(text).map(Since::Ago).map_err(|age_error| {
+        // An age (`2d`, `9999999d`) is told what is wrong with it; anything else is told both forms.
+        if text.bytes().all(|b| b.is_ascii_alphanumeric()) && text.starts_with(|c: char| c.is_ascii_digit()) {
+            return age_error;
+        }
+        format!(
+            "invalid `{text}`; expected an RFC 3339 instant such as `2026-03-08T07:00:00Z` or an age such as `1h` or `2d`"
+        )
+    })
 }
 
 /// An age or retention as operators write it: `30d`, `12h`, `1d12h`, `90m`, `45s` (days, then

@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use chrono::{DateTime, Utc};
 use cronverb::Attempt;
 use cronverb::admin::{Run, RunFilter, Since};
 
@@ -19,7 +18,7 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     module: Option<String>,
     /// Only runs scheduled at or after this: an RFC 3339 instant, or an age such as `1h` or `2d`
-    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    #[arg(long, value_name = "WHEN", value_parser = db::parse_since)]
     since: Option<Since>,
     /// At most this many runs (at least 1)
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
@@ -156,19 +155,4 @@ fn row(run: &Run) -> Vec<String> {
 /// Milliseconds as seconds, to the millisecond: `0.300s`.
 fn seconds(ms: i64) -> String {
     format!("{:.3}s", ms as f64 / 1000.0)
-}
-
-fn parse_since(text: &str) -> Result<Since, String> {
-    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
-        return Ok(Since::Instant(at.with_timezone(&Utc)));
-    }
-    db::parse_age(text).map(Since::Ago).map_err(|age_error| {
-        // An age (`2d`, `9999999d`) is told what is wrong with it; anything else is told both forms.
-        if text.bytes().all(|b| b.is_ascii_alphanumeric()) && text.starts_with(|c: char| c.is_ascii_digit()) {
-            return age_error;
-        }
-        format!(
-            "invalid `{text}`; expected an RFC 3339 instant such as `2026-03-08T07:00:00Z` or an age such as `1h` or `2d`"
-        )
-    })
 }
