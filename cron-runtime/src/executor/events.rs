@@ -5,6 +5,7 @@
 //! slow or panicking listener never delays or breaks the runtime.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
 
@@ -19,6 +20,8 @@ pub(super) const EVENT_QUEUE: usize = 1024;
 pub(crate) struct Events {
     /// The listeners' queue; `None` without listeners.
     queue: Option<mpsc::Sender<Event>>,
+    /// How many events a full queue dropped (`cron_events_dropped_total` counts them too).
+    dropped: AtomicU64,
 }
 
 impl Events {
@@ -26,7 +29,10 @@ impl Events {
     /// thread ends once the executor drops its `Events`.
     pub(super) fn start(listeners: Vec<Listener>, capacity: usize) -> Events {
         if listeners.is_empty() {
-            return Events { queue: None };
+            return Events {
+                queue: None,
+                dropped: AtomicU64::new(0),
+            };
         }
         let (queue, mut events) = mpsc::channel::<Event>(capacity.max(1));
         let spawned = std::thread::Builder::new()
@@ -46,10 +52,16 @@ impl Events {
                 }
             });
         match spawned {
-            Ok(_) => Events { queue: Some(queue) },
+            Ok(_) => Events {
+                queue: Some(queue),
+                dropped: AtomicU64::new(0),
+            },
             Err(error) => {
                 tracing::error!(%error, "could not start the event listeners' thread; events are only logged");
-                Events { queue: None }
+                Events {
+                    queue: None,
+                    dropped: AtomicU64::new(0),
+                }
             }
         }
     }
@@ -83,6 +95,7 @@ impl Events {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(event)) => {
                 metrics::event_dropped();
+                self.dropped.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     target: "cronverb::event",
                     kind = kind.as_str(),
@@ -92,5 +105,59 @@ impl Events {
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex, mpsc as std_mpsc};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::Outcome;
+
+    fn failure(second: i64) -> Event {
+        let at = chrono::DateTime::from_timestamp(1_800_000_000 + second, 0).unwrap();
+        Event::failed(
+            EventKind::Failed,
+            Arc::from("test"),
+            "test::flaky",
+            at,
+            Outcome::Failed,
+            None,
+            1,
+        )
+    }
+
+    #[test]
+    fn a_full_queue_drops_events_without_waiting_and_counts_them() {
+        let heard = Arc::new(Mutex::new(0));
+        let (release, held) = std_mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        let counted = Arc::clone(&heard);
+        let listener: Listener = Arc::new(move |_: &Event| {
+            let _ = held.lock().unwrap().recv();
+            *counted.lock().unwrap() += 1;
+        });
+        let events = Events::start(vec![listener], 2);
+        // The listener takes the first event and hangs; two wait in the queue; the rest are dropped,
+        // and raising never waits.
+        events.raise(failure(0));
+        std::thread::sleep(Duration::from_millis(100));
+        for second in 1..10 {
+            events.raise(failure(second));
+        }
+        assert_eq!(events.dropped.load(Ordering::Relaxed), 7);
+        for _ in 0..3 {
+            release.send(()).unwrap();
+        }
+        drop(events);
+        for _ in 0..500 {
+            if *heard.lock().unwrap() == 3 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(*heard.lock().unwrap(), 3);
     }
 }

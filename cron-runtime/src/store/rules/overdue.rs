@@ -113,7 +113,7 @@ mod tests {
             Some(at("2026-03-08T02:00:07Z"))
         );
         // Nothing in the last 400 days.
-        let once = schedule("0 0 1 1 * 2020");
+        let once = schedule("0 0 0 1 1 * 2020");
         assert_eq!(expected(&once, within, at("2026-03-08T00:00:00Z")), None);
     }
 
