@@ -616,7 +616,7 @@ mod attribute {
             messages,
             [
                 "invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead",
-                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `jitter`, `crate`",
+                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `jitter`, `expect_within`, `crate`",
                 "duration `0s` is zero; it must be at least one second",
                 "the `async` keyword is missing from the function declaration",
                 "`#[cron]` functions take no parameters; reach application state with `cronverb::context().state::<T>()`",
