@@ -59,13 +59,16 @@ pub fn event_json(event: &Event) -> serde_json::Value {
 
 /// Posts `body` as JSON to `url` (`http://host[:port][/path]`); the status code the hook answered.
 pub fn post(url: &str, body: &str) -> std::io::Result<u16> {
-    let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, what.to_owned());
+    let invalid =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, what.to_owned());
     let rest = url
         .strip_prefix("http://")
         .ok_or_else(|| invalid("WEBHOOK_URL must start with http://"))?;
-    let (host, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(host, path)| {
-        (host, format!("/{path}"))
-    });
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_owned()), |(host, path)| {
+            (host, format!("/{path}"))
+        });
     let address = if host.contains(':') {
         host.to_owned()
     } else {

@@ -97,12 +97,11 @@ async fn each_overdue_occurrence_is_heard_once_across_three_replicas() -> anyhow
         }
     }
     // The store recorded each report once: the row holds the latest occurrence reported.
-    let notified: Option<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
-        "SELECT overdue_notified_for FROM cron_jobs WHERE verb = $1",
-    )
-    .bind(VERB)
-    .fetch_one(&db.pool)
-    .await?;
+    let notified: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("SELECT overdue_notified_for FROM cron_jobs WHERE verb = $1")
+            .bind(VERB)
+            .fetch_one(&db.pool)
+            .await?;
     let latest = heard
         .keys()
         .filter(|(kind, _)| kind == "overdue")

@@ -55,10 +55,9 @@ async fn the_example_posts_a_failed_event_as_json_to_the_webhook() {
     assert_eq!(event["attempt"], 1);
     let at = event["scheduled_at"].as_str().unwrap();
     assert!(
-        event["text"]
-            .as_str()
-            .unwrap()
-            .starts_with(&format!("failed: `hooks::flaky` (module hooks) at {at}, attempt 1:")),
+        event["text"].as_str().unwrap().starts_with(&format!(
+            "failed: `hooks::flaky` (module hooks) at {at}, attempt 1:"
+        )),
         "{event}"
     );
 }

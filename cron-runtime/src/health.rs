@@ -1,8 +1,8 @@
 //! How a running runtime is doing, for health probes (docs/operations.md, "Health checks"): the facts
 //! the executor keeps ([`Vitals`]) and the report made of them ([`Health`]).
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};

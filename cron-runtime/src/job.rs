@@ -459,7 +459,16 @@ pub(crate) fn job_spec(
     if fields.on == RunOn::EveryReplica && fields.expect_within.is_some() {
         errors.push(JobError::ExpectWithinOnEveryReplica);
     }
-    match (schedule, zone, timeout, backoff, lease, catch_up, jitter, expect_within) {
+    match (
+        schedule,
+        zone,
+        timeout,
+        backoff,
+        lease,
+        catch_up,
+        jitter,
+        expect_within,
+    ) {
         (
             Ok(schedule),
             Ok(zone),
@@ -469,31 +478,27 @@ pub(crate) fn job_spec(
             Ok(catch_up),
             Ok(jitter),
             Ok(expect_within),
-        )
-            if errors.is_empty() =>
-        {
-            Ok(JobSpec {
-                verb: fields.name.to_owned(),
-                expression: fields.expression.to_owned(),
-                zone,
-                schedule: ZonedSchedule::new(schedule, zone),
-                timeout,
-                missed: fields.missed,
-                retry: Retries {
-                    retries: fields.retries,
-                    backoff,
-                },
-                lease,
-                on: fields.on,
-                catch_up: if fields.on == RunOn::EveryReplica {
-                    None
-                } else {
-                    catch_up
-                },
-                jitter,
-                expect_within,
-            })
-        }
+        ) if errors.is_empty() => Ok(JobSpec {
+            verb: fields.name.to_owned(),
+            expression: fields.expression.to_owned(),
+            zone,
+            schedule: ZonedSchedule::new(schedule, zone),
+            timeout,
+            missed: fields.missed,
+            retry: Retries {
+                retries: fields.retries,
+                backoff,
+            },
+            lease,
+            on: fields.on,
+            catch_up: if fields.on == RunOn::EveryReplica {
+                None
+            } else {
+                catch_up
+            },
+            jitter,
+            expect_within,
+        }),
         _ => Err(errors),
     }
 }

@@ -42,8 +42,8 @@
 mod claim;
 mod claimed;
 mod clock;
-mod every_replica;
 mod events;
+mod every_replica;
 mod handler;
 mod maintain;
 mod metrics;

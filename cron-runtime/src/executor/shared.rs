@@ -13,8 +13,8 @@ use cron_schema::{RunOn, ZonedSchedule};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::events::{EVENT_QUEUE, Events};
 use super::clock::Anchor;
+use super::events::{EVENT_QUEUE, Events};
 use super::metrics::{JobMetrics, RuntimeMetrics};
 use super::runs::{BlocksThread, Chunk, Ended, InFlight, LocalRun, RunState};
 use crate::context::{History, JobContext, Successes};

@@ -833,7 +833,15 @@ async fn each_failure_reaches_the_listeners_once_and_a_slow_or_panicking_listene
         })
         .collect();
     let expected: Vec<_> = (1..=10)
-        .map(|s| (EventKind::Failed, "test::flaky", s, Some("relay refused"), 1))
+        .map(|s| {
+            (
+                EventKind::Failed,
+                "test::flaky",
+                s,
+                Some("relay refused"),
+                1,
+            )
+        })
         .collect();
     assert_eq!(seen, expected);
 }
@@ -848,9 +856,7 @@ async fn the_last_failed_attempt_of_a_job_with_retries_is_retries_exhausted() {
             .job_with(
                 "test::retried",
                 "5 * * * * *",
-                JobOptions::new()
-                    .retries(1)
-                    .backoff(Duration::from_secs(1)),
+                JobOptions::new().retries(1).backoff(Duration::from_secs(1)),
                 || async { Err::<(), _>("relay refused") },
             )
             .on_event(move |event: &Event| heard.lock().unwrap().push(event.clone()))
@@ -867,16 +873,26 @@ async fn the_last_failed_attempt_of_a_job_with_retries_is_retries_exhausted() {
     let heard = heard.lock().unwrap().clone();
     let seen: Vec<(EventKind, i64, u32)> = heard
         .iter()
-        .map(|e| (e.kind(), (e.scheduled_at() - origin).num_seconds(), e.attempt()))
+        .map(|e| {
+            (
+                e.kind(),
+                (e.scheduled_at() - origin).num_seconds(),
+                e.attempt(),
+            )
+        })
         .collect();
     assert_eq!(
         seen,
-        [(EventKind::Failed, 5, 1), (EventKind::RetriesExhausted, 5, 2)]
+        [
+            (EventKind::Failed, 5, 1),
+            (EventKind::RetriesExhausted, 5, 2)
+        ]
     );
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_occurrence_not_succeeded_within_expect_within_is_overdue_once_and_in_the_health_report() {
+async fn an_occurrence_not_succeeded_within_expect_within_is_overdue_once_and_in_the_health_report()
+{
     use crate::{Event, EventKind};
     let heard: Arc<Mutex<Vec<Event>>> = Arc::default();
     let (origin, running) = every_second(|builder| {
@@ -898,7 +914,10 @@ async fn an_occurrence_not_succeeded_within_expect_within_is_overdue_once_and_in
     let overdue = running.vitals.health().overdue;
     assert_eq!(overdue.len(), 1, "{overdue:?}");
     assert_eq!(overdue[0].verb, "test::nightly");
-    assert_eq!(overdue[0].occurrence, origin + chrono::TimeDelta::seconds(5));
+    assert_eq!(
+        overdue[0].occurrence,
+        origin + chrono::TimeDelta::seconds(5)
+    );
     running.stop().await;
     for _ in 0..500 {
         if heard.lock().unwrap().len() >= 2 {

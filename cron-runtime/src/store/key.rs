@@ -80,6 +80,11 @@ pub(crate) fn fingerprint(schema: &Schema) -> u32 {
 
 /// `schema` with every verb reduced to what [`other_schema`] compares, written the one way
 /// [`fingerprint`] hashes.
+/// A duration as [`format_duration`] writes it, or the text as it is when it is not one.
+fn duration_text(text: &str) -> String {
+    parse_duration(text).map_or_else(|_| text.to_owned(), format_duration)
+}
+
 fn canonical(schema: &Schema) -> Schema {
     Schema::new(schema.verbs().map(|(module, verb)| {
         let cron = &verb.cron;
@@ -129,13 +134,7 @@ fn canonical(schema: &Schema) -> Schema {
                     Err(_) => jitter.clone(),
                 }),
             // So does an `expect_within`: the job's rows keep it (docs/operations.md, "Overdue").
-            expect_within: cron
-                .expect_within
-                .as_ref()
-                .map(|within| match parse_duration(within) {
-                    Ok(duration) => format_duration(duration),
-                    Err(_) => within.clone(),
-                }),
+            expect_within: cron.expect_within.as_deref().map(duration_text),
         };
         (module.name.clone(), Verb::new(verb.name.clone(), cron))
     }))

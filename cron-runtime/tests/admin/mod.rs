@@ -631,12 +631,16 @@ pub async fn status_shows_the_occurrence_reported_overdue_until_one_succeeds(
         ))
         .await
         .unwrap();
-    let overdue_since = |status: &cron_runtime::admin::Status| status.modules[0].jobs[0].overdue_since;
+    let overdue_since =
+        |status: &cron_runtime::admin::Status| status.modules[0].jobs[0].overdue_since;
     assert_eq!(overdue_since(&admin.status(None).await.unwrap()), None);
 
     // An occurrence fails and a replica's check reports it overdue.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let claimed = replica.claim_due(&runner, Duration::ZERO, 10).await.unwrap();
+    let claimed = replica
+        .claim_due(&runner, Duration::ZERO, 10)
+        .await
+        .unwrap();
     let run = claimed.claims[0].clone();
     let failed = Finish {
         run_id: run.run_id,
@@ -659,7 +663,10 @@ pub async fn status_shows_the_occurrence_reported_overdue_until_one_succeeds(
     let status = admin.status(None).await.unwrap();
     assert_eq!(overdue_since(&status), Some(run.scheduled_at));
     let json = serde_json::to_value(&status).unwrap();
-    assert!(json["modules"][0]["jobs"][0]["overdue_since"].is_string(), "{json}");
+    assert!(
+        json["modules"][0]["jobs"][0]["overdue_since"].is_string(),
+        "{json}"
+    );
 
     // Paused, it is expected to run nothing.
     admin.pause("billing::tick", None, None).await.unwrap();
@@ -668,7 +675,10 @@ pub async fn status_shows_the_occurrence_reported_overdue_until_one_succeeds(
 
     // A later occurrence succeeds: answered.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let claimed = replica.claim_due(&runner, Duration::ZERO, 10).await.unwrap();
+    let claimed = replica
+        .claim_due(&runner, Duration::ZERO, 10)
+        .await
+        .unwrap();
     let run = claimed.claims[0].clone();
     let succeeded = Finish {
         run_id: run.run_id,

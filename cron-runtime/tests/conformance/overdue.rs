@@ -22,10 +22,7 @@ fn found(occurrence: DateTime<Utc>, notify: bool) -> Vec<Overdue> {
 }
 
 async fn overdue<S: Store>(store: &S, runner: &Runner, occurrence: DateTime<Utc>) -> Vec<Overdue> {
-    store
-        .overdue(runner, &expecting(occurrence))
-        .await
-        .unwrap()
+    store.overdue(runner, &expecting(occurrence)).await.unwrap()
 }
 
 pub async fn an_overdue_occurrence_is_reported_once_across_the_replicas_until_one_succeeds(
@@ -50,7 +47,12 @@ pub async fn an_overdue_occurrence_is_reported_once_across_the_replicas_until_on
     sleep_until(&h, t1 + ms(50)).await;
     let claimed = claim(&one, &r1).await;
     let run = claim_of(&claimed, "a").clone();
-    finish_one(&one, &r1, &ended(&run, Outcome::Failed, Some("relay refused"))).await;
+    finish_one(
+        &one,
+        &r1,
+        &ended(&run, Outcome::Failed, Some("relay refused")),
+    )
+    .await;
     assert_eq!(overdue(&two, &r2, t1).await, found(t1, true));
     assert_eq!(overdue(&one, &r1, t1).await, found(t1, false));
     assert_eq!(overdue(&two, &r2, t1).await, found(t1, false));

@@ -103,7 +103,10 @@ impl fmt::Debug for CronAttribute {
             .field("on", &self.on)
             .field("catch_up", &self.catch_up.as_ref().map(LitStr::value))
             .field("jitter", &self.jitter.as_ref().map(LitStr::value))
-            .field("expect_within", &self.expect_within.as_ref().map(LitStr::value))
+            .field(
+                "expect_within",
+                &self.expect_within.as_ref().map(LitStr::value),
+            )
             .field(
                 "crate_path",
                 &self

@@ -109,7 +109,11 @@ mod tests {
         );
         let secondly = schedule("* * * * * *");
         assert_eq!(
-            expected(&secondly, Duration::from_secs(3), at("2026-03-08T02:00:10Z")),
+            expected(
+                &secondly,
+                Duration::from_secs(3),
+                at("2026-03-08T02:00:10Z")
+            ),
             Some(at("2026-03-08T02:00:07Z"))
         );
         // Nothing in the last 400 days.
