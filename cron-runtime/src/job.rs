@@ -696,6 +696,44 @@ mod tests {
     }
 
     #[test]
+    fn an_expect_within_is_checked_as_the_attribute_checks_it() {
+        use cron_schema::Cron;
+        let spec = |cron: Cron| job_spec(fields_of("app::a", &cron), Duration::from_secs(60));
+        let nightly = || Cron::new("0 2 * * *");
+        assert_eq!(
+            spec(nightly().expect_within("15m")).unwrap().expect_within,
+            Some(Duration::from_secs(900))
+        );
+        assert_eq!(spec(nightly()).unwrap().expect_within, None);
+        let refused = |cron: Cron| spec(cron).unwrap_err()[0].to_string();
+        assert!(refused(nightly().expect_within("soon")).contains("invalid `expect_within`"));
+        assert!(
+            refused(nightly().expect_within("5m").on(RunOn::EveryReplica))
+                .contains("remove `expect_within`")
+        );
+        // A `Duration` given to the builder: whole seconds, at least one.
+        let given = |within: Duration| {
+            let cron = nightly();
+            let fields = Fields {
+                expect_within: Some(Timeout::Given(within)),
+                ..fields_of("app::a", &cron)
+            };
+            job_spec(fields, Duration::from_secs(60)).map(|spec| spec.expect_within)
+        };
+        assert_eq!(
+            given(Duration::from_secs(90)).unwrap(),
+            Some(Duration::from_secs(90))
+        );
+        for wrong in [Duration::ZERO, Duration::from_millis(1500)] {
+            assert!(
+                given(wrong).unwrap_err()[0]
+                    .to_string()
+                    .contains("not a whole number of seconds")
+            );
+        }
+    }
+
+    #[test]
     fn a_jitter_is_checked_as_the_attribute_checks_it() {
         use cron_schema::Cron;
         let spec = |cron: Cron| job_spec(fields_of("app::a", &cron), Duration::from_secs(60));
