@@ -109,6 +109,11 @@ pub fn webhook(url: String) -> impl Fn(&Event) + Send + Sync + 'static {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // The schema of this build, as `cronverb schema extract` reads it from the source.
+    if std::env::args().any(|arg| arg == "--emit-schema") {
+        print!("{}", cronverb::schema().to_json());
+        return Ok(());
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
