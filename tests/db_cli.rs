@@ -212,7 +212,7 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
-    assert_eq!(migrated["version"], 9);
+    assert_eq!(migrated["version"], 12);
 
     let output = db.cronverb(&["status"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
