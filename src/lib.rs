@@ -89,10 +89,10 @@ pub use cron_runtime::simulate;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use cron_runtime::sqlx;
 pub use cron_runtime::{
-    Attempt, BuildError, Context, DEFAULT_MODULE, Health, HealthCheck, IntoOutcome, Job, JobError,
-    JobOptions, MemoryStore, Outcome, RunRecord, Runtime, RuntimeBuilder, RuntimeError,
-    RuntimeHandle, StoreError, StoreHealth, StoreSettings, Trigger, Tz, chrono, context, job, jobs,
-    try_context,
+    Attempt, BuildError, Context, DEFAULT_MODULE, Event, EventKind, Health, HealthCheck,
+    IntoOutcome, Job, JobError, JobOptions, MemoryStore, Outcome, RunRecord, Runtime,
+    RuntimeBuilder, RuntimeError, RuntimeHandle, SkipReason, StoreError, StoreHealth,
+    StoreSettings, Trigger, Tz, chrono, context, job, jobs, try_context,
 };
 /// Why an expression was rejected ([`Schedule::parse`], [`JobError::Expression`]), with the byte range
 /// of the offending text.

@@ -110,6 +110,7 @@ async fn replica(url: &str) -> (SqliteStore, Runner) {
                 lease: None,
                 catch_up: None,
                 jitter: None,
+                expect_within: None,
                 on: Default::default(),
             }],
         })

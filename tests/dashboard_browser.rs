@@ -637,6 +637,7 @@ async fn a_job_on_every_replica_shows_each_replicas_last_run() -> anyhow::Result
         on,
         catch_up: None,
         jitter: None,
+        expect_within: None,
     };
     let refresh = "reports::refresh_cache";
     let jobs = vec![

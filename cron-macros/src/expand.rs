@@ -48,6 +48,7 @@ fn registration(args: &CronAttribute) -> TokenStream {
     };
     let catch_up = optional(args.catch_up.as_ref());
     let jitter = optional(args.jitter.as_ref());
+    let expect_within = optional(args.expect_within.as_ref());
     let retries = args.retries;
     let backoff = optional(args.backoff.as_ref());
     let lease = optional(args.lease.as_ref());
@@ -101,6 +102,7 @@ fn registration(args: &CronAttribute) -> TokenStream {
                     on: #on,
                     catch_up: #catch_up,
                     jitter: #jitter,
+                    expect_within: #expect_within,
                     file: ::core::file!(),
                     line: #line,
                     doc: #doc,

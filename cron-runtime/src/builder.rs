@@ -12,6 +12,7 @@ use cron_schema::{MAX_DURATION, MissedPolicy, RunOn, Schema};
 use crate::context::State;
 use crate::defaults::{DEFAULT_MODULE, MAX_HISTORY_RETENTION};
 use crate::error::BuildError;
+use crate::event::{Event, Listener, Listeners};
 use crate::job::{self, Declared, Job};
 use crate::plan::Plan;
 use crate::registration::IntoOutcome;
@@ -31,6 +32,7 @@ pub struct JobOptions {
     on: RunOn,
     catch_up: Option<Duration>,
     jitter: Option<Duration>,
+    expect_within: Option<Duration>,
     doc: String,
 }
 
@@ -81,6 +83,16 @@ impl JobOptions {
     /// `#[cron(jitter = "…")]` refuses them.
     pub fn jitter(mut self, jitter: Duration) -> JobOptions {
         self.jitter = Some(jitter);
+        self
+    }
+
+    /// Expects each occurrence to have succeeded within `within` of its instant (docs/operations.md,
+    /// "Overdue"): one that has not, whether its replicas were down, its run hangs or it failed, is
+    /// reported once across the replicas as an [`EventKind::Overdue`](crate::EventKind::Overdue)
+    /// event, and shows in `cron_job_overdue` and the health report. Whole seconds, as
+    /// `#[cron(expect_within = "…")]` writes it.
+    pub fn expect_within(mut self, within: Duration) -> JobOptions {
+        self.expect_within = Some(within);
         self
     }
 
@@ -136,6 +148,7 @@ pub struct RuntimeBuilder {
     jobs: Vec<Declared>,
     state: State,
     settings: Settings,
+    listeners: Vec<Listener>,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -150,6 +163,7 @@ impl fmt::Debug for RuntimeBuilder {
             .field("jobs", &self.jobs)
             .field("state", &self.state)
             .field("settings", &self.settings)
+            .field("listeners", &self.listeners.len())
             .finish()
     }
 }
@@ -184,6 +198,7 @@ impl RuntimeBuilder {
             jobs: Vec::new(),
             state: State::default(),
             settings: Settings::default(),
+            listeners: Vec::new(),
         }
     }
 
@@ -308,6 +323,7 @@ impl RuntimeBuilder {
                 on: options.on,
                 catch_up: None,
                 jitter: None,
+                expect_within: None,
                 file: location.file().to_owned(),
                 line: location.line(),
                 doc: options.doc,
@@ -317,12 +333,38 @@ impl RuntimeBuilder {
             lease: options.lease,
             catch_up: options.catch_up,
             jitter: options.jitter,
+            expect_within: options.expect_within,
             module_path: None,
             handler: Arc::new(move || {
                 let handler = Arc::clone(&handler);
                 Box::pin(async move { handler().await.into_outcome() })
             }),
         });
+        self
+    }
+
+    /// Calls `listener` with each event an on-call person needs (docs/operations.md, "Notifications"):
+    /// an attempt failed, an occurrence's retries are exhausted, occurrences were skipped, a job is
+    /// overdue (`expect_within`). Each event is heard once across the replicas, on the replica that
+    /// recorded it. Several listeners may be given; each hears every event, in order.
+    ///
+    /// Listeners run on a thread of their own, fed by a bounded queue: a slow listener delays only the
+    /// events after it (a full queue drops events, with a warning and `cron_events_dropped_total`), and
+    /// one that panics is logged and called again with the next event. Neither delays nor stops a run.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), cron_runtime::BuildError> {
+    /// let runtime = cron_runtime::Runtime::builder()
+    ///     .on_event(|event: &cron_runtime::Event| eprintln!("{event}"))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn on_event<F>(mut self, listener: F) -> RuntimeBuilder
+    where
+        F: Fn(&Event) + Send + Sync + 'static,
+    {
+        self.listeners.push(Arc::new(listener));
         self
     }
 
@@ -450,7 +492,8 @@ impl RuntimeBuilder {
             jobs: Vec::new(),
         };
 
-        let plan = Plan::new(deployment, declared, specs, self.state, settings);
+        let mut plan = Plan::new(deployment, declared, specs, self.state, settings);
+        plan.listeners = Listeners(self.listeners);
         job::remember(&plan.listed, added_at);
 
         let store_settings = StoreSettings {

@@ -115,6 +115,17 @@ pub enum JobError {
     /// ([`cron_schema::check_jitter`]).
     #[error(transparent)]
     Jitter(#[from] cron_schema::JitterError),
+    /// An `expect_within` given as a `Duration` (a builder job) that is zero, has a part of a second
+    /// or is longer than 365 days.
+    #[error("expect_within `{0}` is not a whole number of seconds between `1s` and `8760h`")]
+    ExpectWithin(String),
+    /// `expect_within = "…"` that is not a duration.
+    #[error("invalid `expect_within`: {0}")]
+    InvalidExpectWithin(cron_schema::DurationError),
+    #[error(
+        "a job with `on = \"every_replica\"` runs on every live replica, with no one run of an occurrence to be overdue: remove `expect_within`"
+    )]
+    ExpectWithinOnEveryReplica,
 }
 
 /// Why a running runtime stopped with an error.

@@ -1,8 +1,8 @@
 //! How a running runtime is doing, for health probes (docs/operations.md, "Health checks"): the facts
 //! the executor keeps ([`Vitals`]) and the report made of them ([`Health`]).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -35,6 +35,8 @@ pub(crate) struct Vitals {
     /// Since when (microseconds since the Unix epoch) every call to the store has failed, or
     /// [`REACHABLE`].
     store_down_since: AtomicI64,
+    /// The jobs overdue as the replica last found them (docs/operations.md, "Overdue").
+    overdue: Mutex<Vec<OverdueJob>>,
 }
 
 impl Vitals {
@@ -47,6 +49,7 @@ impl Vitals {
             stopped: AtomicBool::new(false),
             last_tick: AtomicI64::new(0),
             store_down_since: AtomicI64::new(REACHABLE),
+            overdue: Mutex::new(Vec::new()),
         })
     }
 
@@ -93,6 +96,11 @@ impl Vitals {
     }
 
     /// The report, now.
+    /// The jobs overdue now, as the replica's latest check found them.
+    pub(crate) fn overdue(&self, overdue: Vec<OverdueJob>) {
+        *crate::sync::lock(&self.overdue) = overdue;
+    }
+
     pub(crate) fn health(&self) -> Health {
         let since_tick = Duration::from_nanos(
             u64::try_from(self.last_tick.load(Ordering::Acquire)).unwrap_or(0),
@@ -111,6 +119,7 @@ impl Vitals {
             draining,
             stopped,
             last_tick,
+            overdue: crate::sync::lock(&self.overdue).clone(),
             store: StoreHealth {
                 reachable: down == REACHABLE,
                 unreachable_since: (down != REACHABLE)
@@ -144,6 +153,22 @@ pub struct Health {
     pub last_tick: DateTime<Utc>,
     /// Whether the store answers.
     pub store: StoreHealth,
+    /// The jobs with `expect_within` whose expected occurrence has not succeeded, as this replica last
+    /// checked (every few seconds; only the active deployment's replicas check): the same rule as the
+    /// overdue event and `cron_job_overdue` (docs/operations.md, "Overdue"). Neither `live` nor `ready`
+    /// depends on it: an overdue job is the job's trouble, not the replica's.
+    pub overdue: Vec<OverdueJob>,
+}
+
+/// A job overdue ([`Health::overdue`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct OverdueJob {
+    /// The job's verb.
+    pub verb: String,
+    /// The occurrence that has not succeeded.
+    #[serde(with = "rfc3339")]
+    pub occurrence: DateTime<Utc>,
 }
 
 /// Whether the store answers ([`Health::store`]).

@@ -45,6 +45,9 @@ pub struct Job {
     /// How much later than its instant a regular occurrence may start, as written (`10m`); `None`: no
     /// jitter (docs/runtime.md, "Jitter").
     pub jitter: Option<String>,
+    /// How long after its instant an occurrence is expected to have succeeded, as written (`15m`);
+    /// `None`: never overdue (docs/operations.md, "Overdue").
+    pub expect_within: Option<String>,
     /// Where the job is declared.
     pub file: String,
     pub line: u32,
@@ -162,6 +165,7 @@ fn from_registration(r: &Registration) -> Job {
         on: r.on,
         catch_up: r.catch_up.map(str::to_owned),
         jitter: r.jitter.map(str::to_owned),
+        expect_within: r.expect_within.map(str::to_owned),
         file: r.file.to_owned(),
         line: r.line,
         doc: r.doc.to_owned(),
@@ -184,6 +188,8 @@ pub(crate) struct Declared {
     pub(crate) catch_up: Option<Duration>,
     /// A jitter given as a `Duration` (builder jobs); takes the place of `job.jitter`'s text.
     pub(crate) jitter: Option<Duration>,
+    /// An `expect_within` given as a `Duration` (builder jobs); takes the place of the text.
+    pub(crate) expect_within: Option<Duration>,
     /// `module_path!()` of a `#[cron]` function; `None` for a job added with the builder.
     pub(crate) module_path: Option<&'static str>,
     pub(crate) handler: Handler,
@@ -214,6 +220,7 @@ pub(crate) fn registered() -> Vec<Declared> {
                 lease: None,
                 catch_up: None,
                 jitter: None,
+                expect_within: None,
                 module_path: Some(r.module_path),
                 handler: Arc::new(handler),
             }
@@ -257,6 +264,8 @@ pub(crate) struct Fields<'a> {
     pub(crate) catch_up: Option<Timeout<'a>>,
     /// `None`: no jitter.
     pub(crate) jitter: Option<Timeout<'a>>,
+    /// `None`: never overdue.
+    pub(crate) expect_within: Option<Timeout<'a>>,
 }
 
 /// The fields of verb `name` of a schema (`cronverb deploy`, `cronverb simulate`), as [`job_spec`]
@@ -274,6 +283,7 @@ pub(crate) fn fields_of<'a>(name: &'a str, cron: &'a cron_schema::Cron) -> Field
         on: cron.on,
         catch_up: cron.catch_up.as_deref().map(Timeout::Text),
         jitter: cron.jitter.as_deref().map(Timeout::Text),
+        expect_within: cron.expect_within.as_deref().map(Timeout::Text),
     }
 }
 
@@ -431,31 +441,64 @@ pub(crate) fn job_spec(
         }
         Ok(Some(width))
     });
-    match (schedule, zone, timeout, backoff, lease, catch_up, jitter) {
-        (Ok(schedule), Ok(zone), Ok(timeout), Ok(backoff), Ok(lease), Ok(catch_up), Ok(jitter))
-            if errors.is_empty() =>
+    // The attribute's `expect_within` (docs/attribute.md, "`expect_within`"): a duration, whole
+    // seconds (the store keeps seconds), on a job of one replica per occurrence.
+    let expect_within = match fields.expect_within {
+        Some(Timeout::Given(within))
+            if within.is_zero() || within.subsec_nanos() != 0 || within > MAX_DURATION =>
         {
-            Ok(JobSpec {
-                verb: fields.name.to_owned(),
-                expression: fields.expression.to_owned(),
-                zone,
-                schedule: ZonedSchedule::new(schedule, zone),
-                timeout,
-                missed: fields.missed,
-                retry: Retries {
-                    retries: fields.retries,
-                    backoff,
-                },
-                lease,
-                on: fields.on,
-                catch_up: if fields.on == RunOn::EveryReplica {
-                    None
-                } else {
-                    catch_up
-                },
-                jitter,
-            })
+            errors.push(JobError::ExpectWithin(format!("{within:?}")));
+            Err(())
         }
+        Some(Timeout::Given(within)) => Ok(Some(within)),
+        Some(Timeout::Text(text)) => parse_duration(text)
+            .map(Some)
+            .map_err(|e| errors.push(JobError::InvalidExpectWithin(e))),
+        None => Ok(None),
+    };
+    if fields.on == RunOn::EveryReplica && fields.expect_within.is_some() {
+        errors.push(JobError::ExpectWithinOnEveryReplica);
+    }
+    match (
+        schedule,
+        zone,
+        timeout,
+        backoff,
+        lease,
+        catch_up,
+        jitter,
+        expect_within,
+    ) {
+        (
+            Ok(schedule),
+            Ok(zone),
+            Ok(timeout),
+            Ok(backoff),
+            Ok(lease),
+            Ok(catch_up),
+            Ok(jitter),
+            Ok(expect_within),
+        ) if errors.is_empty() => Ok(JobSpec {
+            verb: fields.name.to_owned(),
+            expression: fields.expression.to_owned(),
+            zone,
+            schedule: ZonedSchedule::new(schedule, zone),
+            timeout,
+            missed: fields.missed,
+            retry: Retries {
+                retries: fields.retries,
+                backoff,
+            },
+            lease,
+            on: fields.on,
+            catch_up: if fields.on == RunOn::EveryReplica {
+                None
+            } else {
+                catch_up
+            },
+            jitter,
+            expect_within,
+        }),
         _ => Err(errors),
     }
 }
@@ -515,6 +558,11 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
             (None, Some(text)) => Some(Timeout::Text(text)),
             (None, None) => None,
         },
+        expect_within: match (d.expect_within, &d.job.expect_within) {
+            (Some(within), _) => Some(Timeout::Given(within)),
+            (None, Some(text)) => Some(Timeout::Text(text)),
+            (None, None) => None,
+        },
     };
     let spec = job_spec(fields, default_timeout).map_err(|errors| BuildError::InvalidJob {
         name: d.job.name.clone(),
@@ -540,6 +588,9 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
     }
     if let Some(jitter) = d.jitter {
         d.job.jitter = Some(format_duration(jitter));
+    }
+    if let Some(within) = d.expect_within {
+        d.job.expect_within = Some(format_duration(within));
     }
     Ok(spec)
 }
@@ -612,6 +663,7 @@ mod tests {
             on: RunOn::OneReplica,
             catch_up: None,
             jitter: None,
+            expect_within: None,
             file: "src/a.rs".to_owned(),
             line: 1,
             doc: String::new(),
@@ -641,6 +693,44 @@ mod tests {
                 .contains("at most `2h46m40s`")
         );
         assert!(refused(hourly().catch_up("1h").on(RunOn::EveryReplica)).contains("every_replica"));
+    }
+
+    #[test]
+    fn an_expect_within_is_checked_as_the_attribute_checks_it() {
+        use cron_schema::Cron;
+        let spec = |cron: Cron| job_spec(fields_of("app::a", &cron), Duration::from_secs(60));
+        let nightly = || Cron::new("0 2 * * *");
+        assert_eq!(
+            spec(nightly().expect_within("15m")).unwrap().expect_within,
+            Some(Duration::from_secs(900))
+        );
+        assert_eq!(spec(nightly()).unwrap().expect_within, None);
+        let refused = |cron: Cron| spec(cron).unwrap_err()[0].to_string();
+        assert!(refused(nightly().expect_within("soon")).contains("invalid `expect_within`"));
+        assert!(
+            refused(nightly().expect_within("5m").on(RunOn::EveryReplica))
+                .contains("remove `expect_within`")
+        );
+        // A `Duration` given to the builder: whole seconds, at least one.
+        let given = |within: Duration| {
+            let cron = nightly();
+            let fields = Fields {
+                expect_within: Some(Timeout::Given(within)),
+                ..fields_of("app::a", &cron)
+            };
+            job_spec(fields, Duration::from_secs(60)).map(|spec| spec.expect_within)
+        };
+        assert_eq!(
+            given(Duration::from_secs(90)).unwrap(),
+            Some(Duration::from_secs(90))
+        );
+        for wrong in [Duration::ZERO, Duration::from_millis(1500)] {
+            assert!(
+                given(wrong).unwrap_err()[0]
+                    .to_string()
+                    .contains("not a whole number of seconds")
+            );
+        }
     }
 
     #[test]

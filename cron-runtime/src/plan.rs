@@ -8,6 +8,7 @@ use std::time::Duration;
 use cron_schema::{MissedPolicy, RunOn};
 
 use crate::context::State;
+use crate::event::Listeners;
 use crate::job::{Declared, Handler, Job};
 use crate::settings::Settings;
 use crate::store::{DeploymentSpec, JobSpec, Retries};
@@ -32,6 +33,8 @@ pub(crate) struct Plan {
     pub(crate) state: Arc<State>,
     /// The runtime's settings.
     pub(crate) settings: Settings,
+    /// The application's event listeners ([`RuntimeBuilder::on_event`](crate::RuntimeBuilder::on_event)).
+    pub(crate) listeners: Listeners,
 }
 
 /// One job's handler with what a run of it needs. Its schedule is the store's business
@@ -111,6 +114,7 @@ impl Plan {
             listed,
             state: Arc::new(state),
             settings,
+            listeners: Listeners::default(),
         }
     }
 }

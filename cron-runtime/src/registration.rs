@@ -40,6 +40,8 @@ pub struct Registration {
     pub catch_up: Option<&'static str>,
     /// `jitter = "…"` as written (`10m`); `None`: no jitter.
     pub jitter: Option<&'static str>,
+    /// `expect_within = "…"` as written (`15m`); `None`: never overdue.
+    pub expect_within: Option<&'static str>,
     /// `file!()` of the function.
     pub file: &'static str,
     /// The line of the function's name.

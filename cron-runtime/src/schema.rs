@@ -57,6 +57,7 @@ pub(crate) fn verb(job: Job) -> Verb {
         on: job.on,
         catch_up: job.catch_up,
         jitter: job.jitter,
+        expect_within: job.expect_within,
     };
     Verb::new(job.name, cron)
         .doc(job.doc)

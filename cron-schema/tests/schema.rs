@@ -616,7 +616,7 @@ mod attribute {
             messages,
             [
                 "invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead",
-                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `jitter`, `crate`",
+                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `jitter`, `expect_within`, `crate`",
                 "duration `0s` is zero; it must be at least one second",
                 "the `async` keyword is missing from the function declaration",
                 "`#[cron]` functions take no parameters; reach application state with `cronverb::context().state::<T>()`",
@@ -777,4 +777,43 @@ fn jitter_round_trips_and_diffs_as_a_duration() {
         "~ billing billing::nightly: jitter the default -> `10m`\n"
     );
     assert!(!none.to_json().contains("jitter"));
+}
+
+#[test]
+fn expect_within_round_trips_and_diffs_as_a_duration() {
+    let schema = |within: Option<&str>| {
+        let cron = Cron::new("0 2 * * *");
+        Schema::new([(
+            "billing",
+            Verb::new(
+                "billing::nightly",
+                match within {
+                    Some(within) => cron.expect_within(within),
+                    None => cron,
+                },
+            ),
+        )])
+    };
+    let fifteen = schema(Some("15m"));
+    let text = fifteen.to_string();
+    assert!(
+        text.contains("    +cron 0 2 * * * expect_within=15m\n"),
+        "{text}"
+    );
+    assert_eq!(Schema::from_text(&text).unwrap(), fifteen);
+    let json = fifteen.to_json();
+    assert!(json.contains(r#""expect_within": "15m""#), "{json}");
+    assert_eq!(Schema::from_json(&json).unwrap(), fifteen);
+    // The same span written in seconds is no change; another span, or none, is.
+    assert!(fifteen.diff(&schema(Some("900s"))).is_empty());
+    assert_eq!(
+        fifteen.diff(&schema(Some("1h"))).to_string(),
+        "~ billing billing::nightly: expect_within `15m` -> `1h`\n"
+    );
+    let none = schema(None);
+    assert_eq!(
+        none.diff(&fifteen).to_string(),
+        "~ billing billing::nightly: expect_within the default -> `15m`\n"
+    );
+    assert!(!none.to_json().contains("expect_within"));
 }

@@ -45,6 +45,7 @@ pub(crate) fn deployment_spec(
             on: Default::default(),
             catch_up: None,
             jitter: None,
+            expect_within: None,
         })
         .collect();
     Ok(DeploymentSpec {

@@ -332,6 +332,7 @@ fn spec(key: &str, module: &ModulePlan) -> anyhow::Result<DeploymentSpec> {
                 on: Default::default(),
                 catch_up: None,
                 jitter: None,
+                expect_within: None,
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

@@ -124,6 +124,10 @@ pub(crate) struct JobRow {
     pub(crate) outcome: Option<String>,
     pub(crate) error: Option<String>,
     pub(crate) manual: Option<bool>,
+    /// The occurrence last reported overdue (migration 0012; docs/operations.md, "Overdue").
+    pub(crate) overdue_notified_for: Option<At>,
+    /// No run of the verb at or after `overdue_notified_for` succeeded.
+    pub(crate) overdue_unanswered: bool,
 }
 
 /// A row of a verb as `resume` reads it, its schedule as text.

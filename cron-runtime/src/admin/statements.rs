@@ -123,7 +123,11 @@ macro_rules! statements {
                 " AS jitter_ms, j.jitter_offset_ms, \
                     c.runner AS current_runner, c.started_at AS current_started_at, \
                     l.id AS run_id, l.scheduled_at, l.started_at, l.finished_at, l.outcome, l.error, \
-                    l.manual \
+                    l.manual, j.overdue_notified_for, \
+                    NOT EXISTS (SELECT 1 FROM cron_job_runs s \
+                        WHERE s.module_name = j.module_name AND s.verb = j.verb \
+                        AND s.scheduled_at >= j.overdue_notified_for AND s.outcome = 'succeeded') \
+                        AS overdue_unanswered \
                 FROM cron_jobs j \
                 JOIN cron_deployments d ON d.id = j.deployment_id \
                 LEFT JOIN cron_job_runs c ON c.id = j.current_run_id \

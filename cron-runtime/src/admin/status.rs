@@ -304,6 +304,12 @@ pub struct JobStatus {
     /// How many seconds past its `next_execution` the row is, when it is overdue: idle, not paused, of
     /// the active deployment, and more than [`OVERDUE_AFTER`] past its instant. `None` otherwise.
     pub overdue_secs: Option<u64>,
+    /// The occurrence a replica reported overdue (`expect_within`; docs/operations.md, "Overdue") that
+    /// has not succeeded since, while the job is of the active deployment and not paused: the store's
+    /// record of the overdue event, which `cron_job_overdue` and the health report also read. Left out
+    /// of the JSON when none.
+    #[serde(skip_serializing_if = "Option::is_none", with = "rfc3339::option")]
+    pub overdue_since: Option<DateTime<Utc>>,
     /// The verb's backfill in progress (`cronverb backfill`): what is queued and not started. `None`
     /// when nothing is queued, and then left out of the JSON.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -492,6 +498,10 @@ fn job_status(row: JobRow) -> JobStatus {
         replica_runs: Vec::new(),
         broken: None,
         overdue_secs: None,
+        overdue_since: match row.overdue_notified_for {
+            Some(at) if row.active && !row.paused && row.overdue_unanswered => Some(at.0),
+            _ => None,
+        },
         backfill: None,
     }
 }

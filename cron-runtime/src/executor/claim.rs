@@ -16,6 +16,7 @@ use super::runs::{Run, RunState};
 use super::shared::Shared;
 use super::start::{START_CHUNK, wait_for_instant};
 use crate::context::Trigger;
+use crate::event::{self, Event};
 use crate::health::{TICK_EVERY, Vitals};
 use crate::store::{Change, Claim, ClaimAction, Claimed, Outcome, Store};
 use crate::sync::lock;
@@ -176,6 +177,14 @@ pub(super) fn queue_claimed<S: Store>(shared: &Arc<Shared<S>>, claimed: Claimed)
                     metrics.recorded(Outcome::Skipped, None);
                     metrics.skipped(SkipReason::Missed, claim.skipped);
                 }
+                // The claim recorded the skip: this replica raises it, once.
+                shared.events.raise(Event::skips(
+                    Arc::clone(&shared.plan.module),
+                    &claim.verb,
+                    claim.scheduled_at,
+                    claim.skipped,
+                    event::SkipReason::Missed,
+                ));
                 tracing::warn!(
                     module = %shared.plan.module,
                     verb = %claim.verb,
@@ -233,6 +242,7 @@ fn prepare_run<S: Store>(shared: &Shared<S>, claim: Claim, anchor: Anchor) -> Ru
             claim.job_id,
             job,
             claim.attempt,
+            claim.scheduled_at,
         ),
         job: context,
         span,

@@ -264,6 +264,8 @@ fn ended_run(
         measure: Measure {
             job: run.state.job,
             trigger: run.trigger,
+            scheduled_at: run.scheduled_at,
+            attempt: run.state.attempt,
         },
         finish: Finish {
             run_id: run.run_id,
@@ -322,6 +324,8 @@ pub(super) fn blocked<S>(
             // Only a run's own claim knows what started it: its skips are counted as overlap, and a
             // backfill's next queued occurrence waits for the next claim.
             trigger: Trigger::Regular,
+            scheduled_at: state.scheduled_at,
+            attempt: state.attempt,
         },
     };
     ended.ended_at(now, anchor);

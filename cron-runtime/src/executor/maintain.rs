@@ -1,5 +1,6 @@
-//! Keeping this replica's standing with the store: heartbeats and lease renewals ([`maintain`]), and
-//! pruning the run history ([`prune`]), each in a task of its own.
+//! Keeping this replica's standing with the store: heartbeats and lease renewals ([`maintain`]),
+//! pruning the run history ([`prune`]), and asking which jobs are overdue ([`overdue`]), each in a
+//! task of its own.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -7,10 +8,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use cron_schema::ZonedSchedule;
+
 use super::metrics::{self, Operation};
 use super::runs::RunState;
 use super::shared::Shared;
-use crate::store::Store;
+use crate::event::Event;
+use crate::health::OverdueJob;
+use crate::store::{Expected, Store, rules};
 use crate::sync::lock;
 
 /// How long after a lease seen at a heartbeat would end the executor heartbeats again, if that lease
@@ -150,5 +155,80 @@ pub(super) async fn prune<S: Store>(shared: Arc<Shared<S>>) {
             }
         }
         tokio::time::sleep(PRUNE_EVERY).await;
+    }
+}
+
+/// How often a replica asks the store which of its jobs with `expect_within` are overdue
+/// (docs/operations.md, "Overdue").
+pub(super) const OVERDUE_EVERY: Duration = Duration::from_secs(5);
+
+/// Every [`OVERDUE_EVERY`], asks the store which jobs of this replica's deployment declared with
+/// `expect_within` have an expected occurrence ([`rules::overdue::expected`], on the store's clock
+/// through the latest claim's anchor) that has not succeeded; raises the overdue event of each this
+/// call was the first to find (once across the replicas: the store records it), and keeps
+/// `cron_job_overdue` and the health report's `overdue` to what it found. Only the active deployment's
+/// replicas find any.
+pub(super) async fn overdue<S: Store>(shared: Arc<Shared<S>>) {
+    let jobs: Vec<(Arc<str>, ZonedSchedule, Duration)> = shared
+        .plan
+        .deployment
+        .jobs
+        .iter()
+        .filter_map(|job| {
+            let within = job.expect_within?;
+            Some((Arc::from(job.verb.as_str()), job.schedule.clone(), within))
+        })
+        .collect();
+    if jobs.is_empty() {
+        return;
+    }
+    let module = Arc::clone(&shared.plan.module);
+    let mut interval = tokio::time::interval(OVERDUE_EVERY);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        // Before its first claim the replica does not know the store's clock.
+        let Some(anchor) = *lock(&shared.anchor) else {
+            continue;
+        };
+        let now = anchor.store_time(Instant::now());
+        let expected: Vec<Expected> = jobs
+            .iter()
+            .filter_map(|(verb, schedule, within)| {
+                Some(Expected {
+                    verb: verb.to_string(),
+                    occurrence: rules::overdue::expected(schedule, *within, now)?,
+                })
+            })
+            .collect();
+        let found = match shared.store.overdue(&shared.runner, &expected).await {
+            Ok(found) => found,
+            Err(error) => {
+                metrics::store_error(Operation::Overdue);
+                tracing::warn!(%error, "checking the jobs expected to have succeeded failed");
+                continue;
+            }
+        };
+        for (verb, _, within) in &jobs {
+            let overdue = found.iter().find(|o| *o.verb == **verb);
+            metrics::overdue(&module, verb, overdue.is_some());
+            if let Some(overdue) = overdue.filter(|o| o.notify) {
+                shared.events.raise(Event::overdue(
+                    Arc::clone(&module),
+                    verb,
+                    overdue.occurrence,
+                    *within,
+                ));
+            }
+        }
+        shared.vitals.overdue(
+            found
+                .into_iter()
+                .map(|o| OverdueJob {
+                    verb: o.verb,
+                    occurrence: o.occurrence,
+                })
+                .collect(),
+        );
     }
 }

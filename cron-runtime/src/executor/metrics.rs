@@ -42,6 +42,13 @@ pub(crate) const LEASES_RECOVERED: &str = "cron_leases_recovered_total";
 pub(crate) const STORE_ERRORS: &str = "cron_store_errors_total";
 /// How long a claim of due runs took.
 pub(crate) const CLAIM_DURATION: &str = "cron_claim_duration_seconds";
+/// Events raised by this replica, by `kind` (docs/operations.md, "Notifications").
+pub(crate) const EVENTS: &str = "cron_events_total";
+/// Events not handed to the listeners because their queue was full.
+pub(crate) const EVENTS_DROPPED: &str = "cron_events_dropped_total";
+/// 1 while the job's expected occurrence has not succeeded (docs/operations.md, "Overdue"), else 0,
+/// by `module` and `verb`; only for jobs with `expect_within`, on the active deployment's replicas.
+pub(crate) const JOB_OVERDUE: &str = "cron_job_overdue";
 
 /// Describes every metric to the recorder installed now; called once per runtime start.
 pub(super) fn describe() {
@@ -105,6 +112,37 @@ pub(super) fn describe() {
         Unit::Seconds,
         "How long one claim of due runs took, store round trip included."
     );
+    ::metrics::describe_counter!(
+        EVENTS,
+        Unit::Count,
+        "Events raised by this replica (each once across the replicas), by kind: failed, retries_exhausted, skipped, overdue."
+    );
+    ::metrics::describe_counter!(
+        EVENTS_DROPPED,
+        Unit::Count,
+        "Events not handed to the listeners because their queue was full (a slow listener)."
+    );
+    ::metrics::describe_gauge!(
+        JOB_OVERDUE,
+        Unit::Count,
+        "1 while the job's expected occurrence (expect_within) has not succeeded, else 0, by module and verb."
+    );
+}
+
+/// An event raised ([`EVENTS`]).
+pub(super) fn event(kind: crate::EventKind) {
+    ::metrics::counter!(EVENTS, "kind" => kind.as_str()).increment(1);
+}
+
+/// An event dropped on a full queue ([`EVENTS_DROPPED`]).
+pub(super) fn event_dropped() {
+    ::metrics::counter!(EVENTS_DROPPED).increment(1);
+}
+
+/// Whether the job is overdue now ([`JOB_OVERDUE`]).
+pub(super) fn overdue(module: &Arc<str>, verb: &Arc<str>, overdue: bool) {
+    ::metrics::gauge!(JOB_OVERDUE, "module" => module.to_string(), "verb" => verb.to_string())
+        .set(if overdue { 1.0 } else { 0.0 });
 }
 
 /// Why occurrences were skipped (`reason` of [`RUNS_SKIPPED`]).
@@ -127,6 +165,7 @@ pub(super) enum Operation {
     GiveBack,
     Deregister,
     Prune,
+    Overdue,
 }
 
 impl Operation {
@@ -140,6 +179,7 @@ impl Operation {
             Operation::GiveBack => "give_back",
             Operation::Deregister => "deregister",
             Operation::Prune => "prune",
+            Operation::Overdue => "overdue",
         }
     }
 }

@@ -18,6 +18,8 @@
 //! - `clock`: the store's clock on the local one, and instants packed into atomics;
 //! - `retry`: how long the executor waits for a store that fails;
 //! - `metrics`: the metrics the parts emit (docs/metrics.md), each job's handles registered once;
+//! - `events`: raising events for the application's listeners, logged and counted, off the
+//!   executor's path (docs/operations.md, "Notifications");
 //! - `runs`: a run as it passes between the tasks: waiting, in flight, ended; a run on every replica;
 //! - `shared`: what the tasks share ([`Shared`]), the jobs on every replica and their runs included;
 //! - `maintain`: heartbeats, lease renewals, pruning the history;
@@ -40,6 +42,7 @@
 mod claim;
 mod claimed;
 mod clock;
+mod events;
 mod every_replica;
 mod handler;
 mod maintain;
@@ -113,6 +116,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     crate::panics::quiet_handler_panics(shared.plan.settings.print_handler_panics);
     let maintenance = tokio::spawn(maintain::maintain(Arc::clone(&shared)));
     let pruning = tokio::spawn(maintain::prune(Arc::clone(&shared)));
+    let overdue = tokio::spawn(maintain::overdue(Arc::clone(&shared)));
     let recorder = tokio::spawn(record::record_ended(Arc::clone(&shared)));
     let watchdog = tokio::spawn(watch::watch_blocked(Arc::clone(&shared)));
     let local_loops = every_replica::start(&shared);
@@ -128,6 +132,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     }
     maintenance.abort();
     pruning.abort();
+    overdue.abort();
     watchdog.abort();
     if let Some(keeper) = keeper {
         keeper.stop();

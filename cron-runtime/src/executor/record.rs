@@ -17,6 +17,8 @@ use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
 use super::runs::{Ended, Measure};
 use super::shared::{FINISH_BATCH, Shared};
 use super::shutdown::give_back;
+use crate::context::Trigger;
+use crate::event::{self, Event, EventKind};
 use crate::store::{ClaimAction, Claimed, Finish, Finished, Finishing, Outcome, Store, StoreError};
 
 /// A run's finish claims its job's next occurrence when that is due within this much (or the
@@ -243,6 +245,7 @@ fn recorded_as(finish: &Finish, finished: Finished, span: &tracing::Span) -> Opt
 /// handler ran and what it skipped; its job's next occurrence and last success. A fenced run is
 /// counted by the replica that took it back.
 fn count_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, measure: Measure) {
+    raise_recorded(shared, finish, finished, measure);
     let Some(metrics) = shared.job_metrics.get(measure.job) else {
         return;
     };
@@ -272,6 +275,60 @@ fn count_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, me
     }
     if finish.outcome == Outcome::Succeeded {
         metrics.succeeded_at(finish.ended_at.unwrap_or_else(Utc::now));
+    }
+}
+
+/// Raises the events of a run the store answered for (docs/operations.md, "Notifications"): this
+/// replica recorded the run's end (a fenced run's is the replica's that took it back), so each is
+/// raised once across the replicas. A failed attempt is `failed`; the last attempt of a job with
+/// retries, when the store recorded no retry after it, is `retries_exhausted` (a manual run is never
+/// retried, and its failure is `failed`); the occurrences a run skipped are `skipped`, missed when the
+/// run was late, overlap otherwise.
+fn raise_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, measure: Measure) {
+    let Some((job, _)) = shared.jobs.get(measure.job) else {
+        return;
+    };
+    let failed = matches!(
+        finish.outcome,
+        Outcome::Failed | Outcome::Panicked | Outcome::TimedOut | Outcome::Abandoned
+    );
+    let skipped = match finished {
+        Finished::Fenced => return,
+        Finished::Retrying { .. } => 0,
+        Finished::Recorded { skipped, .. } => skipped,
+    };
+    if failed {
+        let exhausted = matches!(finished, Finished::Recorded { .. })
+            && job.retry.retries > 0
+            && !matches!(measure.trigger, Trigger::Manual | Trigger::Backfill);
+        let kind = if exhausted {
+            EventKind::RetriesExhausted
+        } else {
+            EventKind::Failed
+        };
+        shared.events.raise(Event::failed(
+            kind,
+            Arc::clone(&shared.plan.module),
+            &job.verb,
+            measure.scheduled_at,
+            finish.outcome,
+            finish.error.as_deref(),
+            measure.attempt,
+        ));
+    }
+    if skipped > 0 {
+        let reason = if measure.trigger.late() {
+            event::SkipReason::Missed
+        } else {
+            event::SkipReason::Overlap
+        };
+        shared.events.raise(Event::skips(
+            Arc::clone(&shared.plan.module),
+            &job.verb,
+            measure.scheduled_at,
+            skipped,
+            reason,
+        ));
     }
 }
 

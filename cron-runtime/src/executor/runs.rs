@@ -95,6 +95,8 @@ pub(super) struct RunState {
     pub(super) job: usize,
     /// Which attempt of its occurrence it is ([`Claim::attempt`](crate::store::Claim::attempt)).
     pub(super) attempt: u32,
+    /// The occurrence it runs, for the events its end raises (docs/operations.md, "Notifications").
+    pub(super) scheduled_at: DateTime<Utc>,
     /// Until when the run holds its lease: the lease its claim took, extended by each renewal that
     /// returned the run; `i64::MAX`, for ever, for a run that holds none.
     pub(super) lease: AtomicI64,
@@ -118,11 +120,13 @@ impl RunState {
         job_id: i64,
         job: Option<usize>,
         attempt: u32,
+        scheduled_at: DateTime<Utc>,
     ) -> Arc<RunState> {
         Arc::new(RunState {
             job_id,
             job: job.unwrap_or(usize::MAX),
             attempt,
+            scheduled_at,
             lease: AtomicI64::new(nanos_after(epoch, lease_until)),
             deadline: AtomicI64::new(i64::MAX),
             polls: AtomicU64::new(0),
@@ -138,6 +142,7 @@ impl RunState {
             job_id: 0,
             job,
             attempt: 1,
+            scheduled_at: DateTime::<Utc>::MIN_UTC,
             lease: AtomicI64::new(i64::MAX),
             deadline: AtomicI64::new(i64::MAX),
             polls: AtomicU64::new(0),
@@ -197,6 +202,10 @@ pub(super) struct Measure {
     /// What started it ([`Run::trigger`]): whether it was claimed late, whether it ran a backfilled
     /// occurrence.
     pub(super) trigger: Trigger,
+    /// The occurrence it ran.
+    pub(super) scheduled_at: DateTime<Utc>,
+    /// Which attempt of it.
+    pub(super) attempt: u32,
 }
 
 impl Measure {

@@ -14,6 +14,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::clock::Anchor;
+use super::events::{EVENT_QUEUE, Events};
 use super::metrics::{JobMetrics, RuntimeMetrics};
 use super::runs::{BlocksThread, Chunk, Ended, InFlight, LocalRun, RunState};
 use crate::context::{History, JobContext, Successes};
@@ -61,6 +62,9 @@ pub(super) struct Shared<S> {
     pub(super) stopping: Stopping,
     /// The jobs on every replica and their runs going on ([`EveryReplica`]).
     pub(super) every_replica: EveryReplica,
+    /// Where the parts raise events for the application's listeners (docs/operations.md,
+    /// "Notifications").
+    pub(super) events: Events,
 }
 
 impl<S> Shared<S> {
@@ -111,6 +115,7 @@ impl<S> Shared<S> {
         let metrics = RuntimeMetrics::new();
         let cap = plan.settings.max_concurrent_runs.unwrap_or(usize::MAX);
         Shared {
+            events: Events::start(plan.listeners.0.clone(), EVENT_QUEUE),
             store,
             runner,
             in_flight: InFlightRuns {

@@ -159,6 +159,14 @@ impl Store for Faulty {
     async fn changed(&self) -> Change {
         self.store.changed().await
     }
+
+    async fn overdue(
+        &self,
+        runner: &Runner,
+        expected: &[crate::store::Expected],
+    ) -> Result<Vec<crate::store::Overdue>, StoreError> {
+        self.store.overdue(runner, expected).await
+    }
 }
 
 /// The executor of `runtime`, running on its memory store with a fault.
@@ -767,4 +775,162 @@ async fn a_jittered_job_is_claimed_once_at_its_start_without_spinning() {
         calls <= plain_calls + 2,
         "claims with jitter: {calls}, without: {plain_calls}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_failure_reaches_the_listeners_once_and_a_slow_or_panicking_listener_delays_no_run() {
+    use crate::{Event, EventKind};
+    let heard: Arc<Mutex<Vec<Event>>> = Arc::default();
+    // The second listener holds its thread until the test lets it go: a listener that hangs.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let held = Mutex::new(Some(held));
+    let (origin, running) = every_second(|builder| {
+        let heard = Arc::clone(&heard);
+        builder
+            .job("test::flaky", "* * * * * *", || async {
+                Err::<(), _>("relay refused")
+            })
+            .on_event(|_: &Event| panic!("a listener that panics"))
+            .on_event(move |event: &Event| {
+                if let Some(held) = held.lock().unwrap().take() {
+                    let _ = held.recv();
+                }
+                heard.lock().unwrap().push(event.clone());
+            })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    let store = running.stop().await;
+
+    // Every occurrence of both jobs ran at its instant while the listener hung.
+    let runs = store.runs();
+    for verb in ["test::tick", "test::flaky"] {
+        let of_verb: Vec<_> = runs.iter().filter(|r| &*r.verb == verb).collect();
+        assert_eq!(of_verb.len(), 10, "{verb}: {of_verb:?}");
+        assert!(of_verb.iter().all(|r| r.started_at == Some(r.scheduled_at)));
+    }
+    assert!(heard.lock().unwrap().is_empty());
+
+    // Let go, it hears each failure once, in order, though the listener before it panicked at each.
+    release.send(()).unwrap();
+    for _ in 0..500 {
+        if heard.lock().unwrap().len() >= 10 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let heard = heard.lock().unwrap().clone();
+    let seen: Vec<(EventKind, &str, i64, Option<&str>, u32)> = heard
+        .iter()
+        .map(|e| {
+            (
+                e.kind(),
+                e.verb(),
+                (e.scheduled_at() - origin).num_seconds(),
+                e.error(),
+                e.attempt(),
+            )
+        })
+        .collect();
+    let expected: Vec<_> = (1..=10)
+        .map(|s| {
+            (
+                EventKind::Failed,
+                "test::flaky",
+                s,
+                Some("relay refused"),
+                1,
+            )
+        })
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_failed_attempt_of_a_job_with_retries_is_retries_exhausted() {
+    use crate::{Event, EventKind};
+    let heard: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let (origin, running) = every_second(|builder| {
+        let heard = Arc::clone(&heard);
+        builder
+            .job_with(
+                "test::retried",
+                "5 * * * * *",
+                JobOptions::new().retries(1).backoff(Duration::from_secs(1)),
+                || async { Err::<(), _>("relay refused") },
+            )
+            .on_event(move |event: &Event| heard.lock().unwrap().push(event.clone()))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(10_000)).await;
+    running.stop().await;
+    for _ in 0..500 {
+        if heard.lock().unwrap().len() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let heard = heard.lock().unwrap().clone();
+    let seen: Vec<(EventKind, i64, u32)> = heard
+        .iter()
+        .map(|e| {
+            (
+                e.kind(),
+                (e.scheduled_at() - origin).num_seconds(),
+                e.attempt(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (EventKind::Failed, 5, 1),
+            (EventKind::RetriesExhausted, 5, 2)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_occurrence_not_succeeded_within_expect_within_is_overdue_once_and_in_the_health_report()
+{
+    use crate::{Event, EventKind};
+    let heard: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let (origin, running) = every_second(|builder| {
+        let heard = Arc::clone(&heard);
+        builder
+            .job_with(
+                "test::nightly",
+                "5 * * * * *",
+                JobOptions::new().expect_within(Duration::from_secs(3)),
+                || async { Err::<(), _>("relay refused") },
+            )
+            .on_event(move |event: &Event| heard.lock().unwrap().push(event.clone()))
+    })
+    .await;
+    // The occurrence of 5 s failed; from 8 s it is overdue, found at the next check (every 5 s).
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(running.vitals.health().overdue.is_empty());
+    tokio::time::sleep(Duration::from_secs(13)).await;
+    let overdue = running.vitals.health().overdue;
+    assert_eq!(overdue.len(), 1, "{overdue:?}");
+    assert_eq!(overdue[0].verb, "test::nightly");
+    assert_eq!(
+        overdue[0].occurrence,
+        origin + chrono::TimeDelta::seconds(5)
+    );
+    running.stop().await;
+    for _ in 0..500 {
+        if heard.lock().unwrap().len() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let heard = heard.lock().unwrap().clone();
+    let seen: Vec<(EventKind, i64)> = heard
+        .iter()
+        .map(|e| (e.kind(), (e.scheduled_at() - origin).num_seconds()))
+        .collect();
+    // Checked four times past its deadline, reported once.
+    assert_eq!(seen, [(EventKind::Failed, 5), (EventKind::Overdue, 5)]);
+    assert_eq!(heard[1].expect_within(), Some(Duration::from_secs(3)));
 }

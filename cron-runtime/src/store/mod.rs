@@ -47,6 +47,9 @@ pub struct JobSpec {
     /// docs/runtime.md, "Jitter"): each starts at its instant plus the job's fixed offset in `[0,
     /// jitter)` ([`JobSpec::jitter_offset`]); `None`: at its instant.
     pub jitter: Option<Duration>,
+    /// How long after its instant an occurrence is expected to have succeeded (`expect_within = "15m"`;
+    /// docs/operations.md, "Overdue"); `None`: never overdue.
+    pub expect_within: Option<Duration>,
 }
 
 impl JobSpec {
@@ -366,6 +369,29 @@ pub enum Change {
     DueAt(DateTime<Utc>),
 }
 
+/// An occurrence a job of the replica's deployment expects to have succeeded by now (docs/operations.md,
+/// "Overdue"), as the replica computed it from its schedule and `expect_within`
+/// (`rules::overdue::expected`), for [`Store::overdue`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    /// The job's verb.
+    pub verb: String,
+    /// The occurrence expected.
+    pub occurrence: DateTime<Utc>,
+}
+
+/// A job whose expected occurrence is overdue, as [`Store::overdue`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overdue {
+    /// The job's verb.
+    pub verb: String,
+    /// The occurrence that has not succeeded.
+    pub occurrence: DateTime<Utc>,
+    /// This call recorded the occurrence as reported: the replica that made it, and no other, raises
+    /// the overdue event.
+    pub notify: bool,
+}
+
 /// A store failure. Context first: what was being done, then why.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -539,6 +565,18 @@ pub trait Store: sealed::Sealed + Clone + Send + Sync + 'static {
     /// the next call continues), and returns how many it deleted. The executor calls it now and then for the
     /// runtime's history retention (default 30 days). A store that bounds its history otherwise (the
     /// in-memory store keeps the last runs) keeps the default, which deletes nothing.
+    /// Of the occurrences `expected` of jobs of this replica's deployment, those that are overdue now
+    /// (docs/operations.md, "Overdue"): the deployment is active, the job not paused, the occurrence
+    /// not before the row's schedule started counting, and no occurrence of the verb at or after it
+    /// succeeded. Each is recorded as reported in the same step, once: the first call to find it
+    /// overdue says [`Overdue::notify`], any later one (from any replica) does not, until a later
+    /// occurrence is overdue. The rule is `rules::overdue`'s.
+    fn overdue(
+        &self,
+        runner: &Runner,
+        expected: &[Expected],
+    ) -> impl Future<Output = Result<Vec<Overdue>, StoreError>> + Send;
+
     fn prune_history(
         &self,
         older_than: Duration,

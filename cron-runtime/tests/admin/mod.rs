@@ -43,6 +43,7 @@ macro_rules! every_admin_case {
             status_shows_each_jobs_missed_policy_and_catch_up_window,
             every_action_writes_one_row_naming_its_actor_and_a_refused_one_none,
             the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the_api_unless_told,
+            status_shows_the_occurrence_reported_overdue_until_one_succeeds,
         );
     };
     (@cases $attr:meta, $params:tt, $make:expr, $($case:ident,)*) => {
@@ -613,4 +614,83 @@ pub async fn status_shows_each_jobs_missed_policy_and_catch_up_window(db: &impl 
         json["modules"][0]["jobs"][4]["catch_up_secs"],
         serde_json::Value::Null
     );
+}
+
+/// `status` shows the occurrence a replica reported overdue until one at or after it succeeds, and not
+/// while the job is paused: the store's record of the event (docs/operations.md, "Overdue").
+pub async fn status_shows_the_occurrence_reported_overdue_until_one_succeeds(
+    db: &impl AdminUnderTest,
+) {
+    use cron_runtime::store::Expected;
+    let admin = db.admin();
+    let replica = db.replica();
+    let runner = replica
+        .register(&deployment(
+            "billing@1",
+            vec![job("billing::tick", EVERY_SECOND)],
+        ))
+        .await
+        .unwrap();
+    let overdue_since =
+        |status: &cron_runtime::admin::Status| status.modules[0].jobs[0].overdue_since;
+    assert_eq!(overdue_since(&admin.status(None).await.unwrap()), None);
+
+    // An occurrence fails and a replica's check reports it overdue.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let claimed = replica
+        .claim_due(&runner, Duration::ZERO, 10)
+        .await
+        .unwrap();
+    let run = claimed.claims[0].clone();
+    let failed = Finish {
+        run_id: run.run_id,
+        job_id: run.job_id,
+        outcome: Outcome::Failed,
+        error: Some("relay refused".to_owned()),
+        ended_at: None,
+        started_at: None,
+        retry_after: None,
+    };
+    replica.finish(&runner, &[failed], None).await.results[0]
+        .as_ref()
+        .unwrap();
+    let expected = [Expected {
+        verb: "billing::tick".to_owned(),
+        occurrence: run.scheduled_at,
+    }];
+    let found = replica.overdue(&runner, &expected).await.unwrap();
+    assert!(found[0].notify, "{found:?}");
+    let status = admin.status(None).await.unwrap();
+    assert_eq!(overdue_since(&status), Some(run.scheduled_at));
+    let json = serde_json::to_value(&status).unwrap();
+    assert!(
+        json["modules"][0]["jobs"][0]["overdue_since"].is_string(),
+        "{json}"
+    );
+
+    // Paused, it is expected to run nothing.
+    admin.pause("billing::tick", None, None).await.unwrap();
+    assert_eq!(overdue_since(&admin.status(None).await.unwrap()), None);
+    admin.resume("billing::tick", None).await.unwrap();
+
+    // A later occurrence succeeds: answered.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let claimed = replica
+        .claim_due(&runner, Duration::ZERO, 10)
+        .await
+        .unwrap();
+    let run = claimed.claims[0].clone();
+    let succeeded = Finish {
+        run_id: run.run_id,
+        job_id: run.job_id,
+        outcome: Outcome::Succeeded,
+        error: None,
+        ended_at: None,
+        started_at: None,
+        retry_after: None,
+    };
+    replica.finish(&runner, &[succeeded], None).await.results[0]
+        .as_ref()
+        .unwrap();
+    assert_eq!(overdue_since(&admin.status(None).await.unwrap()), None);
 }

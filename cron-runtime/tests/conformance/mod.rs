@@ -36,6 +36,7 @@ mod leases;
 mod logs;
 mod missed;
 mod operator;
+mod overdue;
 mod records;
 mod registration;
 mod retries;
@@ -55,6 +56,7 @@ pub use leases::*;
 pub use logs::*;
 pub use missed::*;
 pub use operator::*;
+pub use overdue::*;
 pub use records::*;
 pub use registration::*;
 pub use retries::*;
@@ -254,6 +256,8 @@ macro_rules! every_case {
         $test!(a_retry_of_a_jittered_job_starts_at_its_retry_instant);
         $test!(changing_the_jitter_at_a_deploy_runs_no_occurrence_twice);
         $test!(a_finish_chains_a_jittered_occurrence_by_its_start);
+        // Overdue
+        $test!(an_overdue_occurrence_is_reported_once_across_the_replicas_until_one_succeeds);
         // Ending runs
         $test!(a_failure_is_recorded_with_its_message_and_the_job_goes_on);
         $test!(a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded);

@@ -107,6 +107,7 @@ pub fn job(verb: &str, expression: &str) -> JobSpec {
         on: Default::default(),
         catch_up: None,
         jitter: None,
+        expect_within: None,
     }
 }
 

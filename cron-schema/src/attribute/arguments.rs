@@ -26,11 +26,12 @@ pub(super) struct Args {
     pub(super) on: RunOn,
     pub(super) catch_up: Option<LitStr>,
     pub(super) jitter: Option<LitStr>,
+    pub(super) expect_within: Option<LitStr>,
     pub(super) crate_path: Option<Path>,
 }
 
 const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, \
-                    `lease`, `on`, `jitter`, `crate`";
+                    `lease`, `on`, `jitter`, `expect_within`, `crate`";
 
 /// The named arguments.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,7 @@ enum Key {
     On,
     CatchUp,
     Jitter,
+    ExpectWithin,
     Crate,
 }
 
@@ -61,6 +63,7 @@ impl Key {
             "on" => Some(Key::On),
             "catch_up" => Some(Key::CatchUp),
             "jitter" => Some(Key::Jitter),
+            "expect_within" => Some(Key::ExpectWithin),
             "crate" => Some(Key::Crate),
             _ => None,
         }
@@ -78,6 +81,7 @@ impl Key {
             Key::On => "on",
             Key::CatchUp => "catch_up",
             Key::Jitter => "jitter",
+            Key::ExpectWithin => "expect_within",
             Key::Crate => "crate",
         }
     }
@@ -94,6 +98,8 @@ impl Key {
             "splay" | "spread" | "random_delay" | "randomized_delay" | "start_delay" => {
                 Some(Key::Jitter)
             }
+            "expected_within" | "deadline" | "overdue_after" | "alert_after" | "grace"
+            | "max_lateness" => Some(Key::ExpectWithin),
             "lease_duration" | "lease_time" | "visibility_timeout" | "heartbeat" => {
                 Some(Key::Lease)
             }
@@ -114,6 +120,7 @@ impl Key {
             Key::On => "every_replica",
             Key::CatchUp => "1d",
             Key::Jitter => "10m",
+            Key::ExpectWithin => "15m",
             Key::Crate => "cv",
         }
     }
@@ -142,6 +149,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
     let mut on = None;
     let mut catch_up = None;
     let mut jitter = None;
+    let mut expect_within = None;
     let mut crate_path = None;
     let mut keys_seen = Vec::new();
     // The arguments whose combination with another one is checked once all are read.
@@ -281,6 +289,10 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
                 Ok(width) => jitter = Some((value.clone(), width, assign)),
                 Err(error) => errors.at(value.span(), error),
             },
+            Key::ExpectWithin => match crate::parse_duration(&value.value()) {
+                Ok(_) => expect_within = Some((value.clone(), assign)),
+                Err(error) => errors.at(value.span(), error),
+            },
             Key::Crate => crate_path = check_crate_path(value, errors),
         }
     }
@@ -338,6 +350,18 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         }
     }
 
+    // An occurrence expected to succeed within a span (docs/operations.md, "Overdue") is one the
+    // store tracks; a job on every replica has no one occurrence to track.
+    if let Some((_, assign)) = &expect_within
+        && on == Some(RunOn::EveryReplica)
+    {
+        errors.spanned(
+            assign,
+            "a job with `on = \"every_replica\"` runs on every live replica, with no one run of an \
+             occurrence to be overdue; remove `expect_within`",
+        );
+    }
+
     if !expression_seen {
         errors.at(
             Span::call_site(),
@@ -362,6 +386,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         on: on.unwrap_or_default(),
         catch_up: catch_up.map(|(value, ..)| value),
         jitter: jitter.map(|(value, ..)| value),
+        expect_within: expect_within.map(|(value, _)| value),
         crate_path,
     })
 }

@@ -79,6 +79,9 @@ pub struct CronAttribute {
     /// `jitter = "…"`, as written: each regular occurrence starts this much at most after its instant,
     /// by a fixed offset of the job ([`jitter_offset`](crate::jitter_offset)); `None`: no jitter.
     pub jitter: Option<LitStr>,
+    /// `expect_within = "…"`, as written: an occurrence not succeeded this long after its instant is
+    /// overdue (docs/operations.md, "Overdue"); `None`: never overdue.
+    pub expect_within: Option<LitStr>,
     /// `crate = "…"`: the path of the cronverb crate in the generated code, for a renamed dependency or a
     /// re-export; `None` is `::cronverb`. It changes nothing about the job.
     pub crate_path: Option<Path>,
@@ -100,6 +103,10 @@ impl fmt::Debug for CronAttribute {
             .field("on", &self.on)
             .field("catch_up", &self.catch_up.as_ref().map(LitStr::value))
             .field("jitter", &self.jitter.as_ref().map(LitStr::value))
+            .field(
+                "expect_within",
+                &self.expect_within.as_ref().map(LitStr::value),
+            )
             .field(
                 "crate_path",
                 &self
@@ -139,6 +146,7 @@ pub fn parse(args: TokenStream, item: TokenStream) -> syn::Result<CronAttribute>
             on: args.on,
             catch_up: args.catch_up,
             jitter: args.jitter,
+            expect_within: args.expect_within,
             crate_path: args.crate_path,
             function,
         }),

@@ -41,7 +41,7 @@ pub struct ChangedVerb {
 /// One field of the cron metadata, before and after. A timeout of `None` is the runtime's default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldChange {
-    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff`, `lease`, `on`, `catch_up` or `jitter`.
+    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff`, `lease`, `on`, `catch_up`, `jitter` or `expect_within`.
     pub field: String,
     pub old: Option<String>,
     pub new: Option<String>,
@@ -157,6 +157,18 @@ fn changes(old: &Cron, new: &Cron) -> Vec<FieldChange> {
     if !same_jitter {
         push("jitter", old.jitter.clone(), new.jitter.clone());
     }
+    let within = |text: &Option<String>| text.as_deref().map(crate::parse_duration);
+    let same_within = match (within(&old.expect_within), within(&new.expect_within)) {
+        (Some(Ok(a)), Some(Ok(b))) => a == b,
+        _ => old.expect_within == new.expect_within,
+    };
+    if !same_within {
+        push(
+            "expect_within",
+            old.expect_within.clone(),
+            new.expect_within.clone(),
+        );
+    }
     changes
 }
 
@@ -245,6 +257,9 @@ fn summary(cron: &Cron) -> String {
     }
     if let Some(jitter) = &cron.jitter {
         text.push_str(&format!(" jitter={jitter}"));
+    }
+    if let Some(within) = &cron.expect_within {
+        text.push_str(&format!(" expect_within={within}"));
     }
     text
 }

@@ -96,6 +96,10 @@ pub struct Cron {
     /// and then left out of both forms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter: Option<String>,
+    /// How long after its instant an occurrence is expected to have succeeded, as written (`15m`;
+    /// docs/operations.md, "Overdue"); `None`: never overdue, and then left out of both forms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_within: Option<String>,
 }
 
 fn is_zero(retries: &u32) -> bool {
@@ -267,6 +271,7 @@ impl Cron {
             on: RunOn::OneReplica,
             catch_up: None,
             jitter: None,
+            expect_within: None,
         }
     }
 
@@ -312,6 +317,11 @@ impl Cron {
 
     pub fn jitter(mut self, jitter: impl Into<String>) -> Cron {
         self.jitter = Some(jitter.into());
+        self
+    }
+
+    pub fn expect_within(mut self, within: impl Into<String>) -> Cron {
+        self.expect_within = Some(within.into());
         self
     }
 }

@@ -72,6 +72,9 @@ fn write_verb(module: &str, verb: &Verb, f: &mut fmt::Formatter<'_>) -> fmt::Res
     if let Some(jitter) = &cron.jitter {
         write!(f, " jitter={jitter}")?;
     }
+    if let Some(within) = &cron.expect_within {
+        write!(f, " expect_within={within}")?;
+    }
     writeln!(f)
 }
 
@@ -185,7 +188,7 @@ pub(super) fn parse(text: &str) -> Result<Schema, SchemaError> {
 }
 
 /// `<expression> [<zone>] [timeout=<duration>] [missed=<policy>] [retries=<n>] [backoff=<duration>]
-/// [lease=<duration>] [on=<replicas>] [catch_up=<window>] [jitter=<duration>]`. Expression fields never contain a
+/// [lease=<duration>] [on=<replicas>] [catch_up=<window>] [jitter=<duration>] [expect_within=<duration>]`. Expression fields never contain a
 /// letter, so a last word with a letter is the zone.
 fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut words: Vec<&str> = Vec::new();
@@ -197,6 +200,7 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut on = RunOn::default();
     let mut catch_up = None;
     let mut jitter = None;
+    let mut expect_within = None;
     for word in text.split_whitespace() {
         if let Some(value) = word.strip_prefix("timeout=") {
             timeout = Some(value.to_owned());
@@ -218,10 +222,12 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
             catch_up = Some(value.to_owned());
         } else if let Some(value) = word.strip_prefix("jitter=") {
             jitter = Some(value.to_owned());
+        } else if let Some(value) = word.strip_prefix("expect_within=") {
+            expect_within = Some(value.to_owned());
         } else if word.contains('=') {
             return Err(format!(
                 "unknown `+cron` option `{word}`; expected `timeout=…`, `missed=…`, `retries=…`, \
-                 `backoff=…`, `lease=…`, `on=…`, `catch_up=…` or `jitter=…`"
+                 `backoff=…`, `lease=…`, `on=…`, `catch_up=…`, `jitter=…` or `expect_within=…`"
             ));
         } else {
             words.push(word);
@@ -247,5 +253,6 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
         on,
         catch_up,
         jitter,
+        expect_within,
     })
 }

@@ -105,6 +105,13 @@ fn render(status: &Status) -> String {
                     replicas(module, &job.deployment)
                 ));
             }
+            if let Some(occurrence) = job.overdue_since {
+                text.push_str(&format!(
+                    "  `{verb}` is overdue: its occurrence of {} has not succeeded within its \
+                     `expect_within` (reported to the event listeners)\n",
+                    db::instant(Some(occurrence))
+                ));
+            }
             if let Some(note) = &job.pause_note {
                 text.push_str(&format!("  `{verb}` is paused: {}\n", escape(note)));
             }

@@ -82,6 +82,8 @@ impl State {
                     executing: None,
                     retrying: None,
                     paused: false,
+                    start_time: now,
+                    overdue_notified_for: None,
                     trigger: None,
                     jitter_offset: job.jitter_offset(&module),
                 }),

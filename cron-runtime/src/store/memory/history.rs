@@ -190,6 +190,11 @@ impl History {
         kept.or(known.last_succeeded.filter(|at| *at < before))
     }
 
+    /// The latest occurrence of `verb` of `module` that succeeded, kept or not.
+    pub(super) fn last_success(&self, module: &str, verb: &str) -> Option<DateTime<Utc>> {
+        self.verb(module, verb)?.last_succeeded
+    }
+
     /// Whether a run kept is of the occurrence `at` of `verb` of `module`.
     pub(super) fn has(&self, module: &Arc<str>, verb: &Arc<str>, at: DateTime<Utc>) -> bool {
         self.verb(module, verb)

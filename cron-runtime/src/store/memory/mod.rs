@@ -11,6 +11,7 @@ mod deploy;
 mod ending;
 mod history;
 mod operator;
+mod overdue;
 mod tables;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -292,6 +293,14 @@ impl Store for MemoryStore {
         before: DateTime<Utc>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         Ok(self.lock().history.previous_success(module, verb, before))
+    }
+
+    async fn overdue(
+        &self,
+        runner: &Runner,
+        expected: &[crate::store::Expected],
+    ) -> Result<Vec<crate::store::Overdue>, StoreError> {
+        Ok(self.lock().overdue(runner, expected))
     }
 
     /// The last runs are not kept: no operator status reads this store but its own process's.

@@ -259,6 +259,7 @@ mod tests {
             on: Default::default(),
             catch_up: None,
             jitter: None,
+            expect_within: None,
         };
         let spec = DeploymentSpec {
             key: "billing@1".to_owned(),

@@ -66,6 +66,11 @@ pub(super) struct JobRow {
     /// Paused by an operator: its regular occurrences are not claimed (docs/operations.md, "Pause and
     /// resume").
     pub(super) paused: bool,
+    /// When the row's schedule started counting (its registration): an occurrence before it is not
+    /// the row's to expect (docs/operations.md, "Overdue").
+    pub(super) start_time: DateTime<Utc>,
+    /// The occurrence last reported overdue.
+    pub(super) overdue_notified_for: Option<DateTime<Utc>>,
     /// A manual run asked for at this instant and not claimed yet (docs/operations.md, "Manual runs").
     pub(super) trigger: Option<DateTime<Utc>>,
     /// The job's jitter offset (docs/runtime.md, "Jitter"): its regular occurrences start this much

@@ -21,6 +21,7 @@ pub(crate) mod deploy;
 mod end;
 pub(crate) mod every_replica;
 pub(crate) mod history;
+mod overdue;
 pub(crate) mod run;
 mod runs;
 pub(crate) mod values;
@@ -468,6 +469,14 @@ impl<D: Protocol> super::Store for SqlStore<D> {
         self.last_success_before(module, verb, before).await
     }
 
+    async fn overdue(
+        &self,
+        runner: &Runner,
+        expected: &[crate::store::Expected],
+    ) -> Result<Vec<crate::store::Overdue>, StoreError> {
+        self.overdue_of(runner, expected).await
+    }
+
     async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
         D::prune(self, older_than).await
     }
@@ -553,6 +562,14 @@ macro_rules! store_on_sql {
                 before: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<chrono::DateTime<chrono::Utc>>, $crate::store::StoreError> {
                 $crate::store::Store::previous_success(&self.0, module, verb, before).await
+            }
+
+            async fn overdue(
+                &self,
+                runner: &$crate::store::Runner,
+                expected: &[$crate::store::Expected],
+            ) -> Result<Vec<$crate::store::Overdue>, $crate::store::StoreError> {
+                $crate::store::Store::overdue(&self.0, runner, expected).await
             }
 
             async fn prune_history(

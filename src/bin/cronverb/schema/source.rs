@@ -214,6 +214,7 @@ impl Walker<'_> {
                 lease: cron.lease.as_ref().map(|lease| lease.value()),
                 catch_up: cron.catch_up.as_ref().map(|window| window.value()),
                 jitter: cron.jitter.as_ref().map(|jitter| jitter.value()),
+                expect_within: cron.expect_within.as_ref().map(|within| within.value()),
                 on: cron.on,
             },
         )

@@ -1,0 +1,162 @@
+//! When a job is overdue (docs/operations.md, "Overdue"): a job declared `expect_within = "15m"`
+//! expects each occurrence to have succeeded within that span of its instant. The occurrence it
+//! expects now is the latest whose instant plus the span has passed ([`expected`]), computed by the
+//! replica from its build's schedule; whether that occurrence is overdue, and whether it is reported,
+//! is decided from the row's facts ([`OverdueRow::notifies`], [`OverdueRow::is_overdue`]), which the
+//! memory store applies in Rust and the SQL stores as one conditional `UPDATE` (`store/sql/overdue.rs`),
+//! so that exactly one replica reports each overdue occurrence. The conformance suite pins both.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use cron_schema::ZonedSchedule;
+
+/// How far back [`expected`] looks for an occurrence at most: a schedule with none in the last 400
+/// days (`0 0 29 2 *` has one every four years) expects nothing until its next one is due.
+const LOOKBACK: Duration = Duration::from_secs(400 * 24 * 3600);
+
+/// The occurrence a job whose schedule is `schedule` and which expects each occurrence to succeed
+/// within `within` expects to have succeeded at `now`: the latest `o` with `o + within <= now`.
+/// `None` when there is none in the last [`LOOKBACK`].
+pub(crate) fn expected(
+    schedule: &ZonedSchedule,
+    within: Duration,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let deadline = now.checked_sub_signed(TimeDelta::from_std(within).ok()?)?;
+    // The window back from the deadline doubles until it holds an occurrence: a schedule every second
+    // walks a minute of occurrences, a yearly one a few dozen steps.
+    let mut back = Duration::from_secs(60);
+    loop {
+        let from = deadline.checked_sub_signed(TimeDelta::from_std(back).ok()?)?;
+        let last = schedule
+            .after(from)
+            .take_while(|occurrence| *occurrence <= deadline)
+            .last();
+        if last.is_some() {
+            return last;
+        }
+        if back >= LOOKBACK {
+            return None;
+        }
+        back = (back * 2).min(LOOKBACK);
+    }
+}
+
+/// The facts of a job row that decide whether its expected occurrence is overdue and reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OverdueRow {
+    /// Its deployment is the module's active one: only the active deployment's replicas report.
+    pub(crate) active: bool,
+    /// Paused by an operator: a paused job is expected to run nothing.
+    pub(crate) paused: bool,
+    /// When the row's schedule started counting (`cron_jobs.start_time`): an occurrence before it is
+    /// not this row's to expect.
+    pub(crate) start_time: DateTime<Utc>,
+    /// The latest occurrence of the verb (module and verb, under any deployment) that succeeded.
+    pub(crate) last_success: Option<DateTime<Utc>>,
+    /// The occurrence last reported overdue (`cron_jobs.overdue_notified_for`).
+    pub(crate) notified_for: Option<DateTime<Utc>>,
+}
+
+impl OverdueRow {
+    /// Whether `occurrence`, the one the job expects ([`expected`]), is overdue: the row is of the
+    /// active deployment, not paused, the occurrence is the row's, and no occurrence at or after it
+    /// has succeeded, whether its replicas were down, its run hangs or it failed.
+    pub(crate) fn is_overdue(&self, occurrence: DateTime<Utc>) -> bool {
+        self.active
+            && !self.paused
+            && self.start_time <= occurrence
+            && self.last_success.is_none_or(|success| success < occurrence)
+    }
+
+    /// Whether the replica asking reports `occurrence` overdue now: it is ([`is_overdue`]) and no
+    /// replica reported it (or a later one) before. The store records it as reported in the same
+    /// step, so each occurrence is reported once across the replicas.
+    ///
+    /// [`is_overdue`]: OverdueRow::is_overdue
+    pub(crate) fn notifies(&self, occurrence: DateTime<Utc>) -> bool {
+        self.is_overdue(occurrence) && self.notified_for.is_none_or(|at| at < occurrence)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cron_schema::Schedule;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap()
+    }
+
+    fn schedule(expression: &str) -> ZonedSchedule {
+        ZonedSchedule::utc(Schedule::parse(expression).unwrap())
+    }
+
+    #[test]
+    fn the_expected_occurrence_is_the_latest_whose_span_has_passed() {
+        let nightly = schedule("0 2 * * *");
+        let within = Duration::from_secs(15 * 60);
+        // 02:14: the night's occurrence still has a minute; yesterday's is the one expected.
+        assert_eq!(
+            expected(&nightly, within, at("2026-03-08T02:14:00Z")),
+            Some(at("2026-03-07T02:00:00Z"))
+        );
+        // Exactly at 02:15 the night's is expected.
+        assert_eq!(
+            expected(&nightly, within, at("2026-03-08T02:15:00Z")),
+            Some(at("2026-03-08T02:00:00Z"))
+        );
+        let secondly = schedule("* * * * * *");
+        assert_eq!(
+            expected(
+                &secondly,
+                Duration::from_secs(3),
+                at("2026-03-08T02:00:10Z")
+            ),
+            Some(at("2026-03-08T02:00:07Z"))
+        );
+        // Nothing in the last 400 days.
+        let once = schedule("0 0 0 1 1 * 2020");
+        assert_eq!(expected(&once, within, at("2026-03-08T00:00:00Z")), None);
+    }
+
+    #[test]
+    fn an_occurrence_is_overdue_until_one_at_or_after_it_succeeds_and_reported_once() {
+        let o = at("2026-03-08T02:00:00Z");
+        let row = OverdueRow {
+            active: true,
+            paused: false,
+            start_time: at("2026-03-01T00:00:00Z"),
+            last_success: Some(at("2026-03-07T02:00:00Z")),
+            notified_for: None,
+        };
+        assert!(row.is_overdue(o) && row.notifies(o));
+        let reported = OverdueRow {
+            notified_for: Some(o),
+            ..row
+        };
+        assert!(reported.is_overdue(o) && !reported.notifies(o));
+        let succeeded = OverdueRow {
+            last_success: Some(o),
+            ..row
+        };
+        assert!(!succeeded.is_overdue(o));
+        for quiet in [
+            OverdueRow {
+                active: false,
+                ..row
+            },
+            OverdueRow {
+                paused: true,
+                ..row
+            },
+            OverdueRow {
+                start_time: at("2026-03-08T03:00:00Z"),
+                ..row
+            },
+        ] {
+            assert!(!quiet.notifies(o));
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Overdue (docs/operations.md, "Overdue"): of the occurrences a replica expects to have succeeded, the
+//! store finds those that have not (the job not paused, its deployment active, the occurrence the row's
+//! own), and records each as reported once: exactly one call across the replicas says to notify.
+
+use cron_runtime::store::{Expected, Overdue, Store};
+
+use super::*;
+
+fn expecting(occurrence: DateTime<Utc>) -> Vec<Expected> {
+    vec![Expected {
+        verb: "a".to_owned(),
+        occurrence,
+    }]
+}
+
+fn found(occurrence: DateTime<Utc>, notify: bool) -> Vec<Overdue> {
+    vec![Overdue {
+        verb: "a".to_owned(),
+        occurrence,
+        notify,
+    }]
+}
+
+async fn overdue<S: Store>(store: &S, runner: &Runner, occurrence: DateTime<Utc>) -> Vec<Overdue> {
+    store.overdue(runner, &expecting(occurrence)).await.unwrap()
+}
+
+pub async fn an_overdue_occurrence_is_reported_once_across_the_replicas_until_one_succeeds(
+    h: impl StoreUnderTest,
+) {
+    settle(&h).await;
+    let v1 = deployment("billing@1", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
+    let (one, r1) = replica(&h, &v1).await;
+    let (two, r2) = replica(&h, &v1).await;
+    let t1 = h.next_execution(MODULE, "a").await.unwrap();
+
+    // An occurrence before the row's schedule started counting is not the row's; a verb the
+    // deployment does not have is nothing.
+    assert_eq!(overdue(&one, &r1, t1 - TimeDelta::days(1)).await, []);
+    let unknown = [Expected {
+        verb: "c".to_owned(),
+        occurrence: t1,
+    }];
+    assert_eq!(one.overdue(&r1, &unknown).await.unwrap(), []);
+
+    // t1 fails: overdue, and the first replica to ask reports it; no one else, ever.
+    sleep_until(&h, t1 + ms(50)).await;
+    let claimed = claim(&one, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+    finish_one(
+        &one,
+        &r1,
+        &ended(&run, Outcome::Failed, Some("relay refused")),
+    )
+    .await;
+    assert_eq!(overdue(&two, &r2, t1).await, found(t1, true));
+    assert_eq!(overdue(&one, &r1, t1).await, found(t1, false));
+    assert_eq!(overdue(&two, &r2, t1).await, found(t1, false));
+
+    // t2 comes while no replica runs it: overdue too, and two replicas asking at once report it once.
+    let t2 = t1 + TimeDelta::seconds(10);
+    sleep_until(&h, t2 + ms(50)).await;
+    let (a, b) = tokio::join!(overdue(&one, &r1, t2), overdue(&two, &r2, t2));
+    assert_eq!(a.len() + b.len(), 2, "{a:?} {b:?}");
+    let notified = a.iter().chain(&b).filter(|o| o.notify).count();
+    assert_eq!(notified, 1, "{a:?} {b:?}");
+
+    // A success at t3 answers every occurrence at or before it.
+    let claimed = claim(&one, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+    finish_one(&one, &r1, &succeeded(&run)).await;
+    let t3 = run.scheduled_at;
+    assert!(t3 >= t2, "{t3} {t2}");
+    assert_eq!(overdue(&one, &r1, t3).await, []);
+    assert_eq!(overdue(&one, &r1, t1).await, []);
+
+    // A paused job is expected to run nothing.
+    let t4 = h.next_execution(MODULE, "a").await.unwrap();
+    h.pause("a").await;
+    sleep_until(&h, t4 + ms(50)).await;
+    assert_eq!(overdue(&one, &r1, t4).await, []);
+    h.resume("a").await;
+    assert_eq!(overdue(&one, &r1, t4).await, found(t4, true));
+
+    // A deployment that is no longer active reports nothing: the active one's replicas do.
+    let v2 = deployment("billing@2", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
+    let (three, r3) = replica(&h, &v2).await;
+    three.heartbeat(&r3).await.unwrap();
+    let t5 = t4 + TimeDelta::seconds(10);
+    sleep_until(&h, t5 + ms(50)).await;
+    assert_eq!(overdue(&one, &r1, t5).await, []);
+}
