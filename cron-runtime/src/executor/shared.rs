@@ -61,6 +61,9 @@ pub(super) struct Shared<S> {
     pub(super) stopping: Stopping,
     /// The jobs on every replica and their runs going on ([`EveryReplica`]).
     pub(super) every_replica: EveryReplica,
+    /// Wakes the task that reads the operator's requests to cancel runs in flight
+    /// ([`cancels`](super::maintain::cancels)): the store woke the replicas.
+    pub(super) cancel_check: Notify,
 }
 
 impl<S> Shared<S> {
@@ -149,6 +152,7 @@ impl<S> Shared<S> {
             waiting: Mutex::new(HashMap::new()),
             anchor: Mutex::new(None),
             every_replica: EveryReplica::new(&plan),
+            cancel_check: Notify::new(),
             plan,
         }
     }
