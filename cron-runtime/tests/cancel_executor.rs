@@ -58,8 +58,9 @@ async fn a_handler_awaiting_cancelled_returns_and_the_run_ends_cancelled_not_ret
         .await
         .unwrap();
     let handle = runtime.start();
-    // The run of 00:01:00 has been going on for ten seconds.
-    sleep(Duration::from_secs(40)).await;
+    // The run of 00:01:00 has been going on for fifteen seconds; the renewals' backstop comes every
+    // ten seconds (a third of the lease), at 00:01:10 and 00:01:20.
+    sleep(Duration::from_secs(45)).await;
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     let asked = store.now();
     store
@@ -115,7 +116,7 @@ async fn a_handler_ignoring_the_cancel_is_dropped_after_the_grace() {
         .await
         .unwrap();
     let handle = runtime.start();
-    sleep(Duration::from_secs(40)).await;
+    sleep(Duration::from_secs(45)).await;
     let asked = Instant::now();
     let asked_at = store.now();
     store.cancel("test", "test::stuck", "bob", None).unwrap();
