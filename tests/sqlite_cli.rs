@@ -146,7 +146,7 @@ fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
         stdout(&output),
         "cronverb's tables are up to date (migration 0010)\n"
     );
-    assert_eq!(file.json(&["migrate"])["version"], 9);
+    assert_eq!(file.json(&["migrate"])["version"], 10);
     let output = file.cronverb(&["status"]);
     assert_eq!(stdout(&output), "no deployment is registered\n");
 
