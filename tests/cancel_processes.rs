@@ -74,7 +74,14 @@ async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() 
         .await?;
     let asked = Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
-        .args(["cancel", SLEEPY, "--actor", "alice", "--note", "stuck export"])
+        .args([
+            "cancel",
+            SLEEPY,
+            "--actor",
+            "alice",
+            "--note",
+            "stuck export",
+        ])
         .env("DATABASE_URL", &db.url)
         .output()?;
     anyhow::ensure!(
@@ -108,7 +115,10 @@ async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() 
         t(finished_at),
     );
     assert_eq!(run.outcome, "cancelled", "{run:?}");
-    assert_eq!(run.error.as_deref(), Some("cancelled by alice: stuck export"));
+    assert_eq!(
+        run.error.as_deref(),
+        Some("cancelled by alice: stuck export")
+    );
     assert_eq!(run.cancel_requested_by.as_deref(), Some("alice"));
     assert!(
         took < Duration::from_secs(1),

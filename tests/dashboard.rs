@@ -1493,7 +1493,11 @@ async fn a_cancel_needs_the_action_token_and_records_who_asked(pool: PgPool) {
     assert!(!get_as(&hooked, JOB, "").await.body.contains("/cancel\""));
     let run_id = run_in_flight(&pool).await;
     let page = get_as(&hooked, JOB, "").await;
-    assert!(page.body.contains(&format!("{JOB}/cancel\"")), "{}", page.body);
+    assert!(
+        page.body.contains(&format!("{JOB}/cancel\"")),
+        "{}",
+        page.body
+    );
     let router = Dashboard::new(store.admin())
         .action_token(TOKEN)
         .unwrap()
@@ -1513,7 +1517,11 @@ async fn a_cancel_needs_the_action_token_and_records_who_asked(pool: PgPool) {
         assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
     }
     assert_eq!(cancel_request(&pool, run_id).await, (None, None));
-    assert_eq!(dashboard_rows(&pool).await, 0, "a refused cancel writes no row");
+    assert_eq!(
+        dashboard_rows(&pool).await,
+        0,
+        "a refused cancel writes no row"
+    );
 
     // With the token, the form cancels it, recorded as the token's holder with the note.
     let reply = post(

@@ -316,7 +316,9 @@ fn cancel_asks_the_run_in_flight_to_stop_once_and_is_refused_without_one() {
         (&again["requested_by"], &again["already_requested"]),
         (&serde_json::json!("carol"), &serde_json::json!(true))
     );
-    let requests = runtime.block_on(store.cancels(&[claimed.claims[0].run_id])).unwrap();
+    let requests = runtime
+        .block_on(store.cancels(&[claimed.claims[0].run_id]))
+        .unwrap();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].error(), "cancelled by carol: stuck");
     assert_eq!(

@@ -39,7 +39,9 @@ async fn a_handler_awaiting_cancelled_returns_and_the_run_ends_cancelled_not_ret
         .job_with(
             "test::export",
             "0 * * * * *",
-            JobOptions::default().retries(3).backoff(Duration::from_secs(1)),
+            JobOptions::default()
+                .retries(3)
+                .backoff(Duration::from_secs(1)),
             move || {
                 let calls = Arc::clone(&calls_in_job);
                 let seen = Arc::clone(&seen_in_job);
@@ -69,7 +71,10 @@ async fn a_handler_awaiting_cancelled_returns_and_the_run_ends_cancelled_not_ret
     sleep(Duration::from_millis(100)).await;
     let (returned, cancelled) = seen.lock().unwrap().expect("the handler returned");
     assert!(cancelled);
-    assert_eq!(returned, asked, "the store's wake-up reaches the handler at once");
+    assert_eq!(
+        returned, asked,
+        "the store's wake-up reaches the handler at once"
+    );
 
     let run = runs(&store).into_iter().next().unwrap();
     assert_eq!(run.scheduled_at, at(30));
@@ -83,7 +88,11 @@ async fn a_handler_awaiting_cancelled_returns_and_the_run_ends_cancelled_not_ret
     let runs = runs(&store);
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert_eq!((runs[1].scheduled_at, runs[1].outcome), (at(90), None));
-    assert!(store.cancel("test", "test::nothing", "alice", None).is_err());
+    assert!(
+        store
+            .cancel("test", "test::nothing", "alice", None)
+            .is_err()
+    );
     drop(handle);
 }
 
@@ -122,16 +131,25 @@ async fn a_handler_ignoring_the_cancel_is_dropped_after_the_grace() {
     store.cancel("test", "test::stuck", "bob", None).unwrap();
     // Within its grace it is still running.
     sleep(GRACE - Duration::from_millis(100)).await;
-    assert!(!dropped.load(Ordering::SeqCst), "dropped before its grace was over");
+    assert!(
+        !dropped.load(Ordering::SeqCst),
+        "dropped before its grace was over"
+    );
     assert_eq!(runs(&store)[0].outcome, None);
     sleep(Duration::from_millis(200)).await;
-    assert!(dropped.load(Ordering::SeqCst), "not dropped after its grace");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "not dropped after its grace"
+    );
     assert!(asked.elapsed() < GRACE + Duration::from_millis(200));
     let run = runs(&store).into_iter().next().unwrap();
     assert_eq!(run.outcome, Some(Outcome::Cancelled), "{run:?}");
     assert_eq!(run.error.as_deref(), Some("cancelled by bob"));
     let ended = run.finished_at.unwrap();
     let grace = chrono::Duration::from_std(GRACE).unwrap();
-    assert!(ended >= asked_at + grace && ended <= asked_at + grace + chrono::Duration::milliseconds(100));
+    assert!(
+        ended >= asked_at + grace
+            && ended <= asked_at + grace + chrono::Duration::milliseconds(100)
+    );
     handle.shutdown().await.unwrap();
 }

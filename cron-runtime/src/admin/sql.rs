@@ -17,9 +17,9 @@ use sqlx::{Database, Pool, Transaction};
 
 use super::AdminError;
 use super::rows::{
-    ActiveDeployment, ActiveSchema, Ago, At, AuditRow, CancelRow, ExecutingRow, Ids, JobRow, ListedDeployment,
-    PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow, ResumeRow, RunRow,
-    TriggerRow,
+    ActiveDeployment, ActiveSchema, Ago, At, AuditRow, CancelRow, ExecutingRow, Ids, JobRow,
+    ListedDeployment, PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow,
+    ResumeRow, RunRow, TriggerRow,
 };
 use crate::store::StoreError;
 use crate::store::schedules::Schedules;

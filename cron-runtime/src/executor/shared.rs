@@ -62,7 +62,7 @@ pub(super) struct Shared<S> {
     /// The jobs on every replica and their runs going on ([`EveryReplica`]).
     pub(super) every_replica: EveryReplica,
     /// Wakes the task that reads the operator's requests to cancel runs in flight
-    /// ([`cancels`](super::maintain::cancels)): the store woke the replicas.
+    /// (`maintain.rs`): the store woke the replicas.
     pub(super) cancel_check: Notify,
 }
 

@@ -77,9 +77,7 @@ pub async fn a_cancelled_run_ends_cancelled_by_its_actor_and_is_not_retried(
     assert_eq!(recorded.outcome, Some(Outcome::Succeeded), "{recorded:?}");
 }
 
-pub async fn a_cancel_with_no_run_in_flight_is_refused_and_audits_nothing(
-    h: impl StoreUnderTest,
-) {
+pub async fn a_cancel_with_no_run_in_flight_is_refused_and_audits_nothing(h: impl StoreUnderTest) {
     let spec = deployment("billing@1", vec![job("a", YEARLY)]);
     let (store, runner) = replica(&h, &spec).await;
     let operator = h.operator();

@@ -231,7 +231,9 @@ impl Operator for cron_runtime::admin::Admin {
             limit: 1000,
             ..Default::default()
         };
-        let rows = cron_runtime::admin::Admin::audit(self, &filter).await.unwrap();
+        let rows = cron_runtime::admin::Admin::audit(self, &filter)
+            .await
+            .unwrap();
         Some(rows.iter().filter(|row| row.action == action).count())
     }
 }

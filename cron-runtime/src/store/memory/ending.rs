@@ -170,9 +170,16 @@ impl State {
         if !self.holds(runner.id, finish.job_id, finish.run_id) {
             return (Finished::Fenced, false);
         }
-        let cancelled = self.cancels.get(&finish.run_id).map(|cancel| cancel.error());
+        let cancelled = self
+            .cancels
+            .get(&finish.run_id)
+            .map(|cancel| cancel.error());
         let finished = self
-            .end_run(finish.run_id, End::finish(finish, cancelled.as_deref()), now)
+            .end_run(
+                finish.run_id,
+                End::finish(finish, cancelled.as_deref()),
+                now,
+            )
             .expect("an executing job has its run in flight");
         // A verb that finished under an inactive deployment may unblock the active one, and a trigger
         // made while the run was claimed is the claim's now.

@@ -72,7 +72,10 @@ impl Held {
     /// [`cancelled_by`]: super::operator::cancelled_by
     pub(crate) fn cancelled(&self) -> Option<String> {
         let actor = self.cancel_requested_by.as_deref()?;
-        Some(super::operator::cancelled_by(actor, self.cancel_note.as_deref()))
+        Some(super::operator::cancelled_by(
+            actor,
+            self.cancel_note.as_deref(),
+        ))
     }
 
     /// When the job's regular occurrence at `next` starts: `next` plus the job's jitter offset
