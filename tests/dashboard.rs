@@ -350,7 +350,14 @@ async fn dashboard_rows(pool: &PgPool) -> i64 {
 async fn a_get_cannot_act(pool: PgPool) {
     let store = seed(&pool).await;
     let router = with_hook(&store);
-    for action in ["pause", "resume", "trigger", "backfill", "backfill/cancel"] {
+    for action in [
+        "pause",
+        "resume",
+        "trigger",
+        "cancel",
+        "backfill",
+        "backfill/cancel",
+    ] {
         let reply = get_as(&router, &format!("{JOB}/{action}?note=n"), "").await;
         assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{action}");
     }
@@ -1443,4 +1450,108 @@ async fn a_job_shows_its_missed_policy_and_catch_up_window(pool: PgPool) {
             );
         }
     }
+}
+
+/// Puts a run of `billing::send` in flight, started a second ago, as a replica's claim would; its id.
+async fn run_in_flight(pool: &PgPool) -> i64 {
+    let run_id: i64 = sqlx::query_scalar(
+        "INSERT INTO cron_job_runs (job_id, deployment_id, module_name, verb, scheduled_at, \
+             claimed_at, started_at, outcome, runner, runner_id) \
+         SELECT id, deployment_id, module_name, verb, now() - interval '1 second', \
+             now() - interval '1 second', now() - interval '1 second', 'running', 'r1', 1 \
+         FROM cron_jobs WHERE verb = 'billing::send' RETURNING id",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE cron_jobs SET state = 'executing', current_run_id = $1, \
+             lease_expires_at = now() + interval '30 seconds' \
+         WHERE verb = 'billing::send'",
+    )
+    .bind(run_id)
+    .execute(pool)
+    .await
+    .unwrap();
+    run_id
+}
+
+/// Who asked run `run_id` to stop, and why.
+async fn cancel_request(pool: &PgPool, run_id: i64) -> (Option<String>, Option<String>) {
+    sqlx::query_as("SELECT cancel_requested_by, cancel_note FROM cron_job_runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_cancel_needs_the_action_token_and_records_who_asked(pool: PgPool) {
+    let store = seed(&pool).await;
+    // The job's page offers the form while a run is in flight, and only then.
+    let hooked = with_hook(&store);
+    assert!(!get_as(&hooked, JOB, "").await.body.contains("/cancel\""));
+    let run_id = run_in_flight(&pool).await;
+    let page = get_as(&hooked, JOB, "").await;
+    assert!(
+        page.body.contains(&format!("{JOB}/cancel\"")),
+        "{}",
+        page.body
+    );
+    let router = Dashboard::new(store.admin())
+        .action_token(TOKEN)
+        .unwrap()
+        .router();
+    let page = get(&router, JOB).await;
+    let (cookie, token) = csrf(&page);
+    let note = format!("note={}", urlencode(XSS));
+    // No CSRF cookie, no CSRF token, a wrong action token, no token: refused, nothing changed, no row.
+    for (cookie, form) in [
+        ("", format!("csrf={token}&token={TOKEN}&{note}")),
+        (cookie.as_str(), format!("token={TOKEN}&{note}")),
+        (cookie.as_str(), format!("csrf={token}&token=wrong&{note}")),
+        (cookie.as_str(), format!("csrf={token}&{note}")),
+    ] {
+        let reply = post(&router, &format!("{JOB}/cancel"), cookie, &form).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{cookie} {form}");
+        assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+    }
+    assert_eq!(cancel_request(&pool, run_id).await, (None, None));
+    assert_eq!(
+        dashboard_rows(&pool).await,
+        0,
+        "a refused cancel writes no row"
+    );
+
+    // With the token, the form cancels it, recorded as the token's holder with the note.
+    let reply = post(
+        &router,
+        &format!("{JOB}/cancel"),
+        &cookie,
+        &format!("csrf={token}&token={TOKEN}&{note}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert_eq!(
+        cancel_request(&pool, run_id).await,
+        (
+            Some("the holder of the action token".to_owned()),
+            Some(XSS.to_owned())
+        )
+    );
+    assert_eq!(dashboard_rows(&pool).await, 1);
+    // The audit page shows the hostile note escaped.
+    let audit = get(&router, "/audit").await;
+    assert!(audit.body.contains("cancel"), "{}", audit.body);
+    assert!(!audit.body.contains(XSS), "{}", audit.body);
+}
+
+/// `text` as a form's value.
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

@@ -278,6 +278,57 @@ fn deploy_registers_ahead_and_status_pause_resume_show_it() {
 }
 
 #[test]
+fn cancel_asks_the_run_in_flight_to_stop_once_and_is_refused_without_one() {
+    let db = Database::migrated("cancel");
+    let runtime = current_thread();
+    let (store, runner) = runtime.block_on(replica(&db.url));
+    // Nothing in flight: a cancel is refused, and audits nothing.
+    let output = db.cronverb(&["cancel", "billing::heartbeat", "--note", "stuck"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output),
+        "error: `billing::heartbeat` has no run in flight: there is nothing to cancel\n"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM cron_audit WHERE action = 'cancel'"),
+        0
+    );
+    db.json(&["trigger", "billing::heartbeat"]);
+    let claimed = runtime.block_on(async {
+        let claimed = store.claim_due(&runner, Duration::ZERO, 10).await.unwrap();
+        assert_eq!(claimed.claims.len(), 1);
+        claimed
+    });
+    // The manual run is in flight: a cancel asks it to stop, once; the replica reads the request.
+    let cancelled = db.json(&[
+        "cancel",
+        "billing::heartbeat",
+        "--actor",
+        "carol",
+        "--note",
+        "stuck",
+    ]);
+    assert_eq!(cancelled["run_id"], claimed.claims[0].run_id);
+    assert_eq!(cancelled["requested_by"], "carol");
+    assert_eq!(cancelled["note"], "stuck");
+    assert_eq!(cancelled["already_requested"], false);
+    let again = db.json(&["cancel", "billing::heartbeat", "--actor", "dave"]);
+    assert_eq!(
+        (&again["requested_by"], &again["already_requested"]),
+        (&serde_json::json!("carol"), &serde_json::json!(true))
+    );
+    let requests = runtime
+        .block_on(store.cancels(&[claimed.claims[0].run_id]))
+        .unwrap();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].error(), "cancelled by carol: stuck");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM cron_audit WHERE action = 'cancel'"),
+        2
+    );
+}
+
+#[test]
 fn trigger_records_a_manual_run_through_the_replicas_claim() {
     let db = Database::migrated("trigger");
     // The store's pool lives on this runtime: one runtime for the whole test.
@@ -394,7 +445,7 @@ fn an_unknown_verb_is_named_with_the_close_ones_and_changes_nothing() {
     let output = db.cronverb(&["deploy", "--deployment", "billing@1", file.path()]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
 
-    for command in ["pause", "resume", "trigger"] {
+    for command in ["pause", "resume", "trigger", "cancel"] {
         let output = db.cronverb(&[command, "billing::send_invoice"]);
         assert_eq!(output.status.code(), Some(2), "{command}");
         assert_eq!(

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::IntoFuture;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
 use cron_schema::MissedPolicy;
@@ -29,6 +29,55 @@ pub struct Context {
     pub(crate) run_id: i64,
     pub(crate) attempt: u32,
     pub(crate) trigger: Trigger,
+    /// Where an operator's request to cancel the run arrives ([`Context::cancelled`]); `None` for a
+    /// run no one can cancel (a job on every replica, a test's).
+    pub(crate) cancel: Option<Arc<dyn Cancellable>>,
+}
+
+/// An operator's request to stop a run in flight (`cronverb cancel`; docs/operations.md, "Cancelling
+/// a run"): set once by the executor that runs it, read by its handler through [`Context::cancelled`]
+/// and by the executor, which drops the handler after a grace period.
+#[derive(Debug, Default)]
+pub(crate) struct Cancellation {
+    /// The run's error once it ends (`cancelled by ACTOR: NOTE`); set once.
+    error: OnceLock<String>,
+    requested: tokio::sync::Notify,
+}
+
+impl Cancellation {
+    /// Requests the run to stop, ending with `error`; `false` if it was requested already.
+    pub(crate) fn request(&self, error: String) -> bool {
+        let first = self.error.set(error).is_ok();
+        if first {
+            self.requested.notify_waiters();
+        }
+        first
+    }
+
+    /// The error of a run requested to stop.
+    pub(crate) fn error(&self) -> Option<&str> {
+        self.error.get().map(String::as_str)
+    }
+
+    /// Resolves once the run is requested to stop.
+    pub(crate) async fn requested(&self) {
+        loop {
+            let notified = self.requested.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so that a request between the two is not missed.
+            notified.as_mut().enable();
+            if self.error.get().is_some() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// What holds a run's [`Cancellation`]: the executor's state of the run, shared with its context
+/// without a second allocation per run.
+pub(crate) trait Cancellable: Send + Sync {
+    fn cancellation(&self) -> &Cancellation;
 }
 
 /// What every run of one job shares. One reference per run rather than one per field: with thousands of
@@ -266,6 +315,49 @@ impl Context {
         self.trigger
     }
 
+    /// Resolves when an operator cancels this run (`cronverb cancel`, `Admin::cancel`, the dashboard;
+    /// docs/operations.md, "Cancelling a run"), as tokio-util's `CancellationToken::cancelled` does:
+    /// the handler stops what it is doing and returns. A handler that has not returned within the
+    /// shutdown grace period after the request ([`RuntimeBuilder::shutdown_grace`], 30 s by default)
+    /// is dropped at its next `.await`. The run is recorded `cancelled`, with who cancelled it, and its
+    /// occurrence is not tried again, whatever the handler returned.
+    ///
+    /// Never resolves for a run no one can cancel: a job on every replica, or a test's context.
+    /// The future owns what it needs, so that it can outlive this `Context` (in a `select!`).
+    ///
+    /// ```no_run
+    /// # async fn export_batch() -> bool { false }
+    /// async fn export() -> Result<(), String> {
+    ///     let context = cron_runtime::context();
+    ///     let cancelled = context.cancelled();
+    ///     tokio::pin!(cancelled);
+    ///     loop {
+    ///         tokio::select! {
+    ///             () = &mut cancelled => return Ok(()),
+    ///             more = export_batch() => if !more { return Ok(()) },
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// [`RuntimeBuilder::shutdown_grace`]: crate::RuntimeBuilder::shutdown_grace
+    pub fn cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
+        let cancel = self.cancel.clone();
+        async move {
+            match cancel {
+                Some(cancel) => cancel.cancellation().requested().await,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// Whether an operator has cancelled this run ([`Context::cancelled`]).
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|cancel| cancel.cancellation().error().is_some())
+    }
+
     /// The key of the occurrence this run executes, to pass to a downstream API as its idempotency key
     /// (Stripe's `Idempotency-Key`, a unique constraint of your own): the same for every attempt of
     /// the occurrence, on every replica, across restarts and releases, and different for every other
@@ -458,6 +550,7 @@ impl TestContext {
             run_id: self.run_id,
             attempt: self.attempt,
             trigger: self.trigger,
+            cancel: None,
         }
     }
 

@@ -98,6 +98,15 @@ impl conformance::Operator for MemoryStore {
         MemoryStore::cancel_backfill(self, conformance::MODULE, verb).unwrap()
     }
 
+    async fn cancel(&self, verb: &str, by: &str, note: Option<&str>) -> Result<i64, String> {
+        MemoryStore::cancel(self, conformance::MODULE, verb, by, note).map_err(|e| e.to_string())
+    }
+
+    /// No audit trail in memory.
+    async fn audited(&self, _action: &str) -> Option<usize> {
+        None
+    }
+
     /// The store reports nothing: its row's next occurrence, as `cronverb resume` reports the row's.
     async fn resume(&self, verb: &str) -> Option<DateTime<Utc>> {
         MemoryStore::resume(self, conformance::MODULE, verb).unwrap();

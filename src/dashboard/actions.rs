@@ -1,5 +1,5 @@
-//! The actions: pause (with a note), resume, trigger and backfill (with its window, or cancelled),
-//! each a POST from a job's page, and the action
+//! The actions: pause (with a note), resume, trigger, cancel the run in flight (with a note) and
+//! backfill (with its window, or cancelled), each a POST from a job's page, and the action
 //! token's session (docs/dashboard.md, "Security model"). Each action is refused with nothing changed
 //! unless actions are enabled, the form carries the CSRF token of the request's cookie, the
 //! authorization hook accepts the request and, where the dashboard has an action token, the request
@@ -30,7 +30,7 @@ pub(super) struct ActionForm {
     /// The action token, for a client without a session (a script); the pages' forms leave it out.
     #[serde(default)]
     token: String,
-    /// A pause's note.
+    /// A pause's note, or a cancel's.
     #[serde(default)]
     note: String,
     /// A backfill's window: its start (included) and end (excluded), RFC 3339.
@@ -63,6 +63,8 @@ enum Action {
     Backfill,
     /// Drop what a backfill queued and has not started.
     CancelBackfill,
+    /// Ask the run in flight to stop (docs/operations.md, "Cancelling a run").
+    Cancel,
 }
 
 impl Action {
@@ -73,6 +75,7 @@ impl Action {
             Action::Trigger => "trigger",
             Action::Backfill => "backfill",
             Action::CancelBackfill => "cancel backfill",
+            Action::Cancel => "cancel",
         }
     }
 }
@@ -138,6 +141,15 @@ pub(super) async fn trigger(
     request: Request,
 ) -> Response {
     act(state, path, request, Action::Trigger).await
+}
+
+/// `POST /jobs/{module}/{verb}/cancel`, with an optional note.
+pub(super) async fn cancel(
+    state: State,
+    path: Path<(String, String)>,
+    request: Request,
+) -> Response {
+    act(state, path, request, Action::Cancel).await
 }
 
 /// `POST /jobs/{module}/{verb}/backfill`, with the window's `from` and `to`.
@@ -240,6 +252,10 @@ async fn act(
                 .map(drop)
         }
         Action::CancelBackfill => admin.cancel_backfill(&verb, Some(&module)).await.map(drop),
+        Action::Cancel => {
+            let note = (!note.is_empty()).then_some(note);
+            admin.cancel(&verb, Some(&module), note).await.map(drop)
+        }
     };
     if let Err(error) = result {
         tracing::warn!(
@@ -259,7 +275,7 @@ async fn act(
         action = action.name(),
         module = %Escaped(&module),
         verb = %Escaped(&verb),
-        note = (matches!(action, Action::Pause)).then(|| Escaped(note).to_string()),
+        note = (matches!(action, Action::Pause | Action::Cancel)).then(|| Escaped(note).to_string()),
         window = (matches!(action, Action::Backfill))
             .then(|| format!("{} to {}", Escaped(form.from.trim()), Escaped(form.to.trim()))),
         at = %chrono::Utc::now().to_rfc3339(),

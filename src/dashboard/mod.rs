@@ -159,6 +159,7 @@ impl Dashboard {
             .route("/jobs/{module}/{verb}/pause", post(actions::pause))
             .route("/jobs/{module}/{verb}/resume", post(actions::resume))
             .route("/jobs/{module}/{verb}/trigger", post(actions::trigger))
+            .route("/jobs/{module}/{verb}/cancel", post(actions::cancel))
             .route("/jobs/{module}/{verb}/backfill", post(actions::backfill))
             .route(
                 "/jobs/{module}/{verb}/backfill/cancel",

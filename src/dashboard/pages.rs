@@ -73,6 +73,7 @@ impl Visit {
             paused: job.paused,
             every_replica: job.every_replica,
             backfilling: job.backfill.is_some(),
+            running: job.running.is_some(),
         })
     }
 
@@ -190,6 +191,8 @@ pub(super) struct Actions {
     every_replica: bool,
     /// A backfill is queued: a form cancels it.
     backfilling: bool,
+    /// A run is in flight: a form cancels it (docs/operations.md, "Cancelling a run").
+    running: bool,
 }
 
 #[derive(Template)]

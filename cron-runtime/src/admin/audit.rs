@@ -166,11 +166,13 @@ pub enum Action {
     CancelBackfill,
     /// [`Admin::prune`](super::Admin::prune).
     Prune,
+    /// [`Admin::cancel`](super::Admin::cancel).
+    Cancel,
 }
 
 impl Action {
     /// Its name in the audit trail: `deploy`, `pause`, `resume`, `trigger`, `backfill`,
-    /// `cancel_backfill`, `prune`.
+    /// `cancel_backfill`, `prune`, `cancel`.
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Deploy => "deploy",
@@ -180,6 +182,7 @@ impl Action {
             Action::Backfill => "backfill",
             Action::CancelBackfill => "cancel_backfill",
             Action::Prune => "prune",
+            Action::Cancel => "cancel",
         }
     }
 }

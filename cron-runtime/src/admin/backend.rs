@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 
 use super::sql::{Dialect, SqlAdmin};
 use super::{
-    Actor, AdminError, AuditEntry, AuditFilter, BackfillCancelled, Backfilled, Deployed,
+    Actor, AdminError, AuditEntry, AuditFilter, BackfillCancelled, Backfilled, Cancelled, Deployed,
     Deployment, Pause, Run, RunFilter, Status, Triggered,
 };
 
@@ -53,6 +53,13 @@ pub(crate) trait Commands: Debug + Send + Sync {
         verb: &'a str,
         module: Option<&'a str>,
     ) -> Answer<'a, Triggered>;
+    fn cancel<'a>(
+        &'a self,
+        actor: &'a Actor,
+        verb: &'a str,
+        module: Option<&'a str>,
+        note: Option<&'a str>,
+    ) -> Answer<'a, Cancelled>;
     fn prune<'a>(&'a self, actor: &'a Actor, older_than: Duration, batch: u32) -> Answer<'a, u64>;
     fn prune_audit<'a>(&'a self, actor: &'a Actor, older_than: Duration) -> Answer<'a, u64>;
     fn audit<'a>(&'a self, filter: &'a AuditFilter) -> Answer<'a, Vec<AuditEntry>>;
@@ -122,6 +129,16 @@ impl<D: Dialect> Commands for SqlAdmin<D> {
         module: Option<&'a str>,
     ) -> Answer<'a, Triggered> {
         Box::pin(super::pause::trigger(self, actor, verb, module))
+    }
+
+    fn cancel<'a>(
+        &'a self,
+        actor: &'a Actor,
+        verb: &'a str,
+        module: Option<&'a str>,
+        note: Option<&'a str>,
+    ) -> Answer<'a, Cancelled> {
+        Box::pin(super::cancel::cancel(self, actor, verb, module, note))
     }
 
     fn prune<'a>(&'a self, actor: &'a Actor, older_than: Duration, batch: u32) -> Answer<'a, u64> {

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use crate::store::StoreError;
 use crate::store::rules::operator::{
-    ambiguous, executing, list, no_active_deployment, not_in_active_deployment,
+    ambiguous, executing, list, no_active_deployment, not_in_active_deployment, nothing_running,
     runs_on_every_replica, unknown_module, unknown_verb,
 };
 
@@ -111,6 +111,13 @@ pub enum AdminError {
         run_id: i64,
         /// When it started; `None` before its handler started.
         started_at: Option<DateTime<Utc>>,
+    },
+    /// A cancel of a verb with no run in flight: nothing to stop (docs/operations.md, "Cancelling a
+    /// run").
+    #[error("{}", nothing_running(.verb))]
+    NothingRunning {
+        /// The verb's full name.
+        verb: String,
     },
     /// A backfill refused before anything was queued: an empty window, one with more occurrences than
     /// one backfill may queue, or a job on every replica (docs/operations.md, "Backfill").

@@ -31,6 +31,7 @@ use self::backend::Commands;
 pub(crate) mod audit;
 pub(crate) mod backend;
 pub(crate) mod backfill;
+pub(crate) mod cancel;
 pub(crate) mod deploy;
 pub(crate) mod deployment;
 mod error;
@@ -46,6 +47,7 @@ pub(crate) mod triggered;
 
 pub use audit::{AUDIT_LIMIT, Action, Actor, AuditEntry, AuditFilter, Origin};
 pub use backfill::{BackfillCancelled, BackfillProgress, Backfilled, Occurrence};
+pub use cancel::Cancelled;
 pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob, check_verbs_listed_once};
 pub use deployment::Deployment;
 pub use error::AdminError;
@@ -189,6 +191,24 @@ impl Admin {
     /// when to stop.
     pub async fn triggered_run(&self, triggered: &Triggered) -> Result<Option<Run>, AdminError> {
         triggered::triggered_run(self, triggered).await
+    }
+
+    /// Asks the run of `verb` in flight to stop (docs/operations.md, "Cancelling a run"): the request,
+    /// who asked (this `Admin`'s actor) and `note` are written on the run's row with the audit trail's
+    /// row, and the replicas are woken. The replica running it tells its handler at once
+    /// (`cronverb::context().cancelled()`), and drops it if it has not returned within the shutdown
+    /// grace period; the run is recorded `cancelled` with `cancelled by ACTOR: NOTE`, and its
+    /// occurrence is not tried again, whatever retries remain; the next occurrence runs as usual.
+    /// Refused when no run of the verb is in flight ([`AdminError::NothingRunning`]): a run claimed
+    /// ahead that has not started, or an occurrence waiting for its retry, is not. A run asked twice
+    /// keeps the first request ([`Cancelled::already_requested`]).
+    pub async fn cancel(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+        note: Option<&str>,
+    ) -> Result<Cancelled, AdminError> {
+        self.backend.cancel(&self.actor, verb, module, note).await
     }
 
     /// Whether `run` has ended: its outcome is final (not `running`, nor `retrying` between attempts).

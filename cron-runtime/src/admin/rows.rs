@@ -184,6 +184,15 @@ pub(crate) struct ExecutingRow {
     pub(crate) started_at: Option<At>,
 }
 
+/// A run's request to cancel it and its outcome, as `cancel_of` reads it (migration `0010`).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct CancelRow {
+    pub(crate) outcome: String,
+    pub(crate) cancel_requested_at: Option<At>,
+    pub(crate) cancel_requested_by: Option<String>,
+    pub(crate) cancel_note: Option<String>,
+}
+
 /// A verb's backfill queue, as `admin::backfill::PROGRESS` reads it: how many occurrences are queued,
 /// and the earliest.
 #[derive(Debug, sqlx::FromRow)]

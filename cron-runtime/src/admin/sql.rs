@@ -17,9 +17,9 @@ use sqlx::{Database, Pool, Transaction};
 
 use super::AdminError;
 use super::rows::{
-    ActiveDeployment, ActiveSchema, Ago, At, AuditRow, ExecutingRow, Ids, JobRow, ListedDeployment,
-    PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow, ResumeRow, RunRow,
-    TriggerRow,
+    ActiveDeployment, ActiveSchema, Ago, At, AuditRow, CancelRow, ExecutingRow, Ids, JobRow,
+    ListedDeployment, PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow,
+    ResumeRow, RunRow, TriggerRow,
 };
 use crate::store::StoreError;
 use crate::store::schedules::Schedules;
@@ -100,13 +100,18 @@ pub(crate) struct Statements {
     pub(crate) executing: &'static str,
     /// Marks row `1` triggered at the instant `2`.
     pub(crate) request_trigger: &'static str,
+    /// Asks run `1` to stop, at the instant `2`, by actor `3` with note `4`, unless it ended or was
+    /// asked already (migration `0010`).
+    pub(crate) request_cancel: &'static str,
+    /// The request to cancel run `1` and its outcome, as a [`CancelRow`](super::rows::CancelRow).
+    pub(crate) cancel_of: &'static str,
 }
 
 impl Statements {
     /// Every statement, as `(name, SQL)`: for the tests that prepare or plan each against a migrated
     /// database, so that a typo or a scan fails the suite.
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
-    pub(crate) fn named(&self) -> [(&'static str, &'static str); 23] {
+    pub(crate) fn named(&self) -> [(&'static str, &'static str); 25] {
         let Statements {
             verbs,
             modules,
@@ -131,6 +136,8 @@ impl Statements {
             lock_trigger_row,
             executing,
             request_trigger,
+            request_cancel,
+            cancel_of,
         } = *self;
         [
             ("admin::verbs", verbs),
@@ -156,6 +163,8 @@ impl Statements {
             ("admin::lock_trigger_row", lock_trigger_row),
             ("admin::executing", executing),
             ("admin::request_trigger", request_trigger),
+            ("admin::request_cancel", request_cancel),
+            ("admin::cancel_of", cancel_of),
         ]
     }
 }
@@ -191,6 +200,7 @@ pub(crate) trait Dialect:
     + Reads<ExecutingRow>
     + Reads<QueueRow>
     + Reads<AuditRow>
+    + Reads<CancelRow>
 {
     /// The statements.
     const SQL: Statements;

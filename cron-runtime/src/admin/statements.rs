@@ -198,6 +198,11 @@ macro_rules! statements {
                   AND (r.id IS NULL OR r.manual OR r.started_at IS NULL OR r.started_at <= $3) \
                 LIMIT 1",
             request_trigger: "UPDATE cron_jobs SET trigger_requested_at = $2 WHERE id = $1",
+            request_cancel: "UPDATE cron_job_runs \
+                SET cancel_requested_at = $2, cancel_requested_by = $3, cancel_note = $4 \
+                WHERE id = $1 AND outcome = 'running' AND cancel_requested_by IS NULL",
+            cancel_of: "SELECT outcome, cancel_requested_at, cancel_requested_by, cancel_note \
+                FROM cron_job_runs WHERE id = $1",
         }
     };
 }

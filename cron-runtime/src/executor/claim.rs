@@ -121,6 +121,9 @@ pub(super) async fn claim_loop<S: Store>(
                         // A pause or a resume wakes the replicas so: the jobs on every replica hear
                         // it there (docs/runtime.md, "Jobs on every replica").
                         shared.every_replica.sync.notify_one();
+                        // So does a request to cancel a run in flight (docs/operations.md,
+                        // "Cancelling a run").
+                        shared.cancel_check.notify_one();
                         break;
                     }
                     // Another replica ran a job and it is idle again: wake up for its next occurrence.

@@ -11,7 +11,7 @@ use super::clock::Anchor;
 use super::handler::{self, Called, Ending, Pending};
 use super::runs::{Ended, Measure, Run, RunState};
 use super::shared::Shared;
-use crate::context::{Context, Trigger};
+use crate::context::{Cancellable, Context, Trigger};
 use crate::store::rules::retry_after;
 use crate::store::{Finish, Outcome, Retries, Store};
 
@@ -68,6 +68,7 @@ pub(super) fn start_one<S: Store>(
         run_id: run.run_id,
         attempt: run.state.attempt,
         trigger: run.trigger,
+        cancel: Some(Arc::clone(&run.state) as Arc<dyn Cancellable>),
     };
     let blocks_thread = &shared.blocks_thread[index];
     if blocks_thread.get() {
@@ -184,6 +185,7 @@ async fn pending_task<S: Store>(
         run_id: run.run_id,
         attempt: run.state.attempt,
         trigger: run.trigger,
+        cancel: Some(Arc::clone(&run.state) as Arc<dyn Cancellable>),
     };
     let Some(ending) = pending
         .finish(
@@ -218,12 +220,13 @@ fn settle<S>(
     anchor: Anchor,
 ) -> Option<Ended> {
     let job = &shared.jobs[index].0;
+    let at_shutdown = matches!(ending, Ending::Cancelled);
     let Some((outcome, error)) = ending.outcome(job.timeout) else {
         lease_lost(&run.span);
         shared.in_flight.remove(run.run_id);
         return None;
     };
-    if outcome == Outcome::Cancelled {
+    if at_shutdown {
         shared.job_metrics[index].recorded(outcome, Some(started.elapsed()));
         run.span
             .record("outcome", tracing::field::display(outcome.as_str()));

@@ -257,6 +257,8 @@ async fn run_occurrence<S: Store>(
         run_id: 0,
         attempt: 1,
         trigger,
+        // Not in the store: no operator can cancel it.
+        cancel: None,
     };
     let blocks_thread = &job.blocks_thread;
     let called = handler::call(

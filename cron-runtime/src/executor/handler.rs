@@ -72,6 +72,9 @@ pub(super) enum Ending {
     Blocked { stuck: Duration },
     /// Shutdown's grace period ended first.
     Cancelled,
+    /// An operator cancelled it (`cronverb cancel`): it returned in its grace, or was dropped at its
+    /// end; the error names who cancelled it (docs/operations.md, "Cancelling a run").
+    CancelledBy(String),
     /// Its lease ran out first (a claimed run's only).
     LeaseLost,
 }
@@ -81,6 +84,18 @@ impl Ending {
         match result {
             Ok(()) => Ending::Succeeded,
             Err(message) => Ending::Failed(message),
+        }
+    }
+
+    /// How a run that an operator asked to stop ended: cancelled, whatever its handler returned or
+    /// however it panicked (docs/operations.md, "Cancelling a run"); any other run as it ended.
+    fn unless_cancelled(self, state: &RunState) -> Ending {
+        match (self, state.cancel.error()) {
+            (
+                Ending::Succeeded | Ending::Failed(_) | Ending::Panicked(_) | Ending::TimedOut,
+                Some(error),
+            ) => Ending::CancelledBy(error.to_owned()),
+            (ending, _) => ending,
         }
     }
 
@@ -110,6 +125,7 @@ impl Ending {
                 )),
             ),
             Ending::Cancelled => (Outcome::Cancelled, Some(CANCELLED.to_owned())),
+            Ending::CancelledBy(error) => (Outcome::Cancelled, Some(error)),
             Ending::LeaseLost => return None,
         })
     }
@@ -182,7 +198,8 @@ pub(super) fn call<S>(
         }
         Ok((_, Poll::Ready(result))) => Ending::returned(result),
         Err(panic) => Ending::panicked(panic.as_ref()),
-    };
+    }
+    .unless_cancelled(state);
     if !state.end() {
         discarded(span, now);
         return Called::Discarded;
@@ -227,8 +244,10 @@ impl Pending {
     }
 }
 
-/// The rest of a handler: under its timeout, its lease and shutdown's cancellation. Every poll of the
-/// handler checks the lease first.
+/// The rest of a handler: under its timeout, its lease, shutdown's cancellation and an operator's
+/// (`cronverb cancel`: the handler has the shutdown grace period from the request to return, and is
+/// dropped after it; docs/operations.md, "Cancelling a run"). Every poll of the handler checks the
+/// lease first.
 async fn until_timeout<S, F>(
     shared: &Shared<S>,
     deadline: Instant,
@@ -238,6 +257,8 @@ async fn until_timeout<S, F>(
 where
     F: Future<Output = std::thread::Result<Result<(), String>>>,
 {
+    // When the grace after an operator's request ends, once there is one.
+    let mut cancel_by: Option<Instant> = None;
     loop {
         let lease_until = shared.lease_until(lease);
         let handler_step = std::future::poll_fn(|cx| {
@@ -246,17 +267,32 @@ where
             }
             handler.as_mut().poll(cx).map(Some)
         });
+        let requested = async {
+            match cancel_by {
+                None => lease.cancel.requested().await,
+                Some(_) => std::future::pending().await,
+            }
+        };
+        let stop_at = cancel_by.map_or(deadline, |by| by.min(deadline));
         tokio::select! {
             biased;
             () = shared.stopping.grace_over() => return Ending::Cancelled,
             step = handler_step => return match step {
-                Some(Ok(result)) => Ending::returned(result),
-                Some(Err(panic)) => Ending::panicked(panic.as_ref()),
+                Some(Ok(result)) => Ending::returned(result).unless_cancelled(lease),
+                Some(Err(panic)) => Ending::panicked(panic.as_ref()).unless_cancelled(lease),
                 None => Ending::LeaseLost,
             },
-            () = tokio::time::sleep_until(deadline.min(lease_until)) => {
+            () = requested => {
+                cancel_by = Some(Instant::now() + shared.plan.settings.shutdown_grace);
+            }
+            () = tokio::time::sleep_until(stop_at.min(lease_until)) => {
+                if cancel_by.is_some_and(|by| Instant::now() >= by) {
+                    // The handler did not return in its grace: it is dropped.
+                    let error = lease.cancel.error().unwrap_or_default();
+                    return Ending::CancelledBy(error.to_owned());
+                }
                 if Instant::now() >= deadline {
-                    return Ending::TimedOut;
+                    return Ending::TimedOut.unless_cancelled(lease);
                 }
                 // The lease's end came first: stop unless a renewal moved it meanwhile.
                 if Instant::now() >= shared.lease_until(lease) {
@@ -538,6 +574,13 @@ mod tests {
             Some((
                 Outcome::Cancelled,
                 Some("cancelled: the shutdown grace period is over".to_owned())
+            ))
+        );
+        assert_eq!(
+            text(Ending::CancelledBy("cancelled by alice: stuck".to_owned())),
+            Some((
+                Outcome::Cancelled,
+                Some("cancelled by alice: stuck".to_owned())
             ))
         );
         assert_eq!(

@@ -1,6 +1,6 @@
-//! Keeping this replica's standing with the store: heartbeats and lease renewals ([`maintain`]),
-//! pruning the run history ([`prune`]), and asking which jobs are overdue ([`overdue`]), each in a
-//! task of its own.
+//! Keeping this replica's standing with the store: heartbeats and lease renewals ([`maintain`]), the
+//! operator's requests to cancel runs in flight ([`cancels`]), pruning the run history ([`prune`]),
+//! and asking which jobs are overdue ([`overdue`]), each in a task of its own.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -136,6 +136,58 @@ pub(super) async fn maintain<S: Store>(shared: Arc<Shared<S>>) {
         // replica stays asleep until its next due instant (other replicas' changes arrive by `changed`).
         if changed {
             shared.hint.claim_now();
+        }
+    }
+}
+
+/// Reads the operator's requests to cancel this replica's runs in flight (`cronverb cancel`;
+/// docs/operations.md, "Cancelling a run") and hands each to its run's handler
+/// ([`Context::cancelled`](crate::Context::cancelled)), which has the shutdown grace period to return
+/// (`handler.rs`). The store's wake-up brings a request at once (the claim loop hears it and wakes this
+/// task); as a backstop for a wake-up lost, every run in flight is looked at again at each period of
+/// lease renewals. One indexed read of the runs in flight, and none while there are none.
+pub(super) async fn cancels<S: Store>(shared: Arc<Shared<S>>) {
+    let period = shared.renew_every();
+    let mut interval = tokio::time::interval_at(Instant::now() + period, period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = shared.cancel_check.notified() => {}
+        }
+        // The runs whose handlers have not been asked yet.
+        let (ids, runs): (Vec<i64>, Vec<Arc<RunState>>) = shared
+            .in_flight
+            .lock()
+            .iter()
+            .filter(|(_, run)| run.state.cancel.error().is_none())
+            .map(|(run_id, run)| (*run_id, Arc::clone(&run.state)))
+            .unzip();
+        if ids.is_empty() {
+            continue;
+        }
+        match shared.store.cancels(&ids).await {
+            Ok(cancels) => {
+                for cancel in cancels {
+                    let Some(position) = ids.iter().position(|id| *id == cancel.run_id) else {
+                        continue;
+                    };
+                    if runs[position].cancel.request(cancel.error()) {
+                        tracing::warn!(
+                            run_id = cancel.run_id,
+                            by = %cancel.by,
+                            note = cancel.note.as_deref().unwrap_or(""),
+                            "an operator cancelled a run: its handler is told, and dropped if it \
+                             has not returned within the shutdown grace period"
+                        );
+                    }
+                }
+            }
+            Err(error) => {
+                shared.vitals.store_failed();
+                metrics::store_error(Operation::Renew);
+                tracing::error!(%error, "reading the requests to cancel runs failed");
+            }
         }
     }
 }

@@ -117,6 +117,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     let maintenance = tokio::spawn(maintain::maintain(Arc::clone(&shared)));
     let pruning = tokio::spawn(maintain::prune(Arc::clone(&shared)));
     let overdue = tokio::spawn(maintain::overdue(Arc::clone(&shared)));
+    let cancels = tokio::spawn(maintain::cancels(Arc::clone(&shared)));
     let recorder = tokio::spawn(record::record_ended(Arc::clone(&shared)));
     let watchdog = tokio::spawn(watch::watch_blocked(Arc::clone(&shared)));
     let local_loops = every_replica::start(&shared);
@@ -133,6 +134,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     maintenance.abort();
     pruning.abort();
     overdue.abort();
+    cancels.abort();
     watchdog.abort();
     if let Some(keeper) = keeper {
         keeper.stop();

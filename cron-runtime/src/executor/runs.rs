@@ -11,7 +11,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::clock::{Anchor, at_nanos, nanos_after};
-use crate::context::{JobContext, Trigger};
+use crate::context::{Cancellable, Cancellation, JobContext, Trigger};
 use crate::store::Finish;
 
 /// A claimed run, waiting for its instant. Kept small: ten thousand of them wait at once for one
@@ -111,6 +111,14 @@ pub(super) struct RunState {
     /// Set while the runtime has given up waiting for the poll going on, which blocks its thread
     /// (`handler::give_up`); cleared when that poll returns.
     pub(super) given_up: AtomicBool,
+    /// An operator's request to stop the run (`cronverb cancel`), which its handler's context reads.
+    pub(super) cancel: Cancellation,
+}
+
+impl Cancellable for RunState {
+    fn cancellation(&self) -> &Cancellation {
+        &self.cancel
+    }
 }
 
 impl RunState {
@@ -132,6 +140,7 @@ impl RunState {
             polls: AtomicU64::new(0),
             ended: AtomicBool::new(false),
             given_up: AtomicBool::new(false),
+            cancel: Cancellation::default(),
         })
     }
 
@@ -148,6 +157,7 @@ impl RunState {
             polls: AtomicU64::new(0),
             ended: AtomicBool::new(false),
             given_up: AtomicBool::new(false),
+            cancel: Cancellation::default(),
         })
     }
 

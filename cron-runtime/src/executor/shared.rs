@@ -65,6 +65,9 @@ pub(super) struct Shared<S> {
     /// Where the parts raise events for the application's listeners (docs/operations.md,
     /// "Notifications").
     pub(super) events: Events,
+    /// Wakes the task that reads the operator's requests to cancel runs in flight
+    /// (`maintain.rs`): the store woke the replicas.
+    pub(super) cancel_check: Notify,
 }
 
 impl<S> Shared<S> {
@@ -154,6 +157,7 @@ impl<S> Shared<S> {
             waiting: Mutex::new(HashMap::new()),
             anchor: Mutex::new(None),
             every_replica: EveryReplica::new(&plan),
+            cancel_check: Notify::new(),
             plan,
         }
     }

@@ -90,6 +90,9 @@ impl Store for Faulty {
         self.renewed.lock().unwrap().extend_from_slice(run_ids);
         self.store.renew(runner, run_ids).await
     }
+    async fn cancels(&self, run_ids: &[i64]) -> Result<Vec<crate::store::Cancel>, StoreError> {
+        self.store.cancels(run_ids).await
+    }
     async fn finish(
         &self,
         runner: &Runner,

@@ -357,6 +357,26 @@ pub struct Recovered {
     pub verb: String,
 }
 
+/// An operator's request to cancel a run in flight (`cronverb cancel`, docs/operations.md,
+/// "Cancelling a run"), as [`Store::cancels`] reads it: the executor running the run tells its handler
+/// (`Context::cancelled`), and the store ends the run `cancelled` with [`Cancel::error`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancel {
+    /// The run to cancel.
+    pub run_id: i64,
+    /// Who asked (the audit trail's actor).
+    pub by: String,
+    /// Why, as they wrote it.
+    pub note: Option<String>,
+}
+
+impl Cancel {
+    /// The run's error once it ends: `cancelled by ACTOR: NOTE`.
+    pub fn error(&self) -> String {
+        rules::operator::cancelled_by(&self.by, self.note.as_deref())
+    }
+}
+
 /// What [`Store::changed`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
@@ -481,6 +501,16 @@ pub trait Store: sealed::Sealed + Clone + Send + Sync + 'static {
         runner: &Runner,
         run_ids: &[i64],
     ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
+
+    /// The operator's requests to cancel any of the given runs (`cronverb cancel`): what the executor
+    /// reads for its runs in flight when the store wakes it ([`Store::changed`]) and, as a backstop
+    /// for a wake-up lost, with each renewal of leases (docs/operations.md, "Cancelling a run"). A
+    /// run with a request ends `cancelled` with [`Cancel::error`] whatever its finish says, and is not
+    /// tried again.
+    fn cancels(
+        &self,
+        run_ids: &[i64],
+    ) -> impl Future<Output = Result<Vec<Cancel>, StoreError>> + Send;
 
     /// Records how runs ended, in one transaction (or under one lock), and puts each job back to idle
     /// with its next occurrence after the run's end, fenced on the run: a run this replica no longer

@@ -25,6 +25,7 @@ use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use crate::support::schema_of;
 
 mod backfill;
+mod cancel;
 mod chain;
 mod claims;
 mod deploys;
@@ -45,6 +46,7 @@ mod shutdown;
 mod waking;
 
 pub use backfill::*;
+pub use cancel::*;
 pub use chain::*;
 pub use claims::*;
 pub use deploys::*;
@@ -159,6 +161,19 @@ pub trait Operator {
 
     /// Drops the queued occurrences of `verb`, as `cronverb backfill --cancel` does; how many.
     fn cancel_backfill(&self, verb: &str) -> impl Future<Output = u64>;
+
+    /// Asks the run of `verb` in flight to stop, as `cronverb cancel --actor BY --note NOTE` does; the
+    /// run asked, or why it was refused (docs/operations.md, "Cancelling a run").
+    fn cancel(
+        &self,
+        verb: &str,
+        by: &str,
+        note: Option<&str>,
+    ) -> impl Future<Output = Result<i64, String>>;
+
+    /// How many rows of the audit trail record `action`; `None` for a store that keeps no trail (the
+    /// in-memory store).
+    fn audited(&self, action: &str) -> impl Future<Output = Option<usize>>;
 }
 
 /// The database stores' operator: the operator API, written once over every database store.
@@ -201,6 +216,27 @@ impl Operator for cron_runtime::admin::Admin {
             .await
             .unwrap()
             .cancelled
+    }
+
+    async fn cancel(&self, verb: &str, by: &str, note: Option<&str>) -> Result<i64, String> {
+        let actor = cron_runtime::admin::Actor::new(by, cron_runtime::admin::Origin::Cli);
+        self.clone()
+            .with_actor(actor)
+            .cancel(verb, Some(MODULE), note)
+            .await
+            .map(|cancelled| cancelled.run_id)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn audited(&self, action: &str) -> Option<usize> {
+        let filter = cron_runtime::admin::AuditFilter {
+            limit: 1000,
+            ..Default::default()
+        };
+        let rows = cron_runtime::admin::Admin::audit(self, &filter)
+            .await
+            .unwrap();
+        Some(rows.iter().filter(|row| row.action == action).count())
     }
 }
 
@@ -319,6 +355,9 @@ macro_rules! every_case {
         $test!(a_heartbeat_leaves_out_a_paused_job_and_counts_a_pending_trigger);
         $test!(a_retry_paused_past_its_instant_runs_at_the_resume);
         $test!(a_retry_whose_next_occurrence_came_while_paused_is_cut_short_at_the_resume);
+        // Cancelling a run
+        $test!(a_cancelled_run_ends_cancelled_by_its_actor_and_is_not_retried);
+        $test!(a_cancel_with_no_run_in_flight_is_refused_and_audits_nothing);
         // Backfills
         $test!(a_backfill_queues_what_never_ran_and_runs_it_in_order_as_backfills);
         $test!(a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it);

@@ -6,6 +6,7 @@
 
 mod audit;
 mod backfill;
+mod cancel;
 mod check;
 mod dashboard;
 mod db;
@@ -33,7 +34,7 @@ pub use diagnostic::InvalidInput;
 #[command(
     name = "cronverb",
     version,
-    about = "Check cron expressions, and deploy, inspect, pause, resume, trigger and backfill the scheduled jobs \
+    about = "Check cron expressions, and deploy, inspect, pause, resume, trigger, cancel and backfill the scheduled jobs \
              of applications built with cronverb, and read who did; serve their dashboard"
 )]
 struct Cli {
@@ -54,6 +55,7 @@ enum Command {
     Pause(pause::PauseArgs),
     Resume(pause::ResumeArgs),
     Trigger(trigger::Args),
+    Cancel(cancel::Args),
     Backfill(backfill::Args),
     Prune(prune::Args),
     Audit(audit::Args),
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Pause(args) => return pause::pause(args),
         Command::Resume(args) => return pause::resume(args),
         Command::Trigger(args) => return trigger::run(args),
+        Command::Cancel(args) => return cancel::run(args),
         Command::Backfill(args) => return backfill::run(args),
         Command::Prune(args) => return prune::run(args),
         Command::Audit(args) => return audit::run(args),

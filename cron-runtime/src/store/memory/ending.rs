@@ -54,6 +54,7 @@ impl State {
     ) -> Option<Finished> {
         let facts = self.held_run(self.job_in_flight(run_id)?, now);
         let mut run = self.take_in_flight(run_id)?;
+        self.cancels.remove(&run_id);
         let job_id = run.job_id;
         let ending = facts.ending(Some(&self.jobs[&job_id].spec.schedule), &end, now);
         self.set_idle(job_id, ending.next);
@@ -169,8 +170,16 @@ impl State {
         if !self.holds(runner.id, finish.job_id, finish.run_id) {
             return (Finished::Fenced, false);
         }
+        let cancelled = self
+            .cancels
+            .get(&finish.run_id)
+            .map(|cancel| cancel.error());
         let finished = self
-            .end_run(finish.run_id, End::finish(finish), now)
+            .end_run(
+                finish.run_id,
+                End::finish(finish, cancelled.as_deref()),
+                now,
+            )
             .expect("an executing job has its run in flight");
         // A verb that finished under an inactive deployment may unblock the active one, and a trigger
         // made while the run was claimed is the claim's now.

@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{
-    Beat, Change, Claimed, DeploymentSpec, Finish, Finishing, ReplicaRun, Runner, Store,
+    Beat, Cancel, Change, Claimed, DeploymentSpec, Finish, Finishing, ReplicaRun, Runner, Store,
     StoreError, StoreSettings,
 };
 use tables::State;
@@ -168,6 +168,24 @@ impl MemoryStore {
         Ok(queued)
     }
 
+    /// Asks the run of `verb` of `module` in flight to stop, `by` whom and why (`note`): its replica's
+    /// executor hears it at once, its handler sees `Context::cancelled`, and the run ends `cancelled`
+    /// with `cancelled by BY: NOTE`, its occurrence not tried again (docs/operations.md, "Cancelling a
+    /// run"). What `cronverb cancel` does to a database store. Returns the run; refused when no run of
+    /// the verb is in flight.
+    pub fn cancel(
+        &self,
+        module: &str,
+        verb: &str,
+        by: &str,
+        note: Option<&str>,
+    ) -> Result<i64, StoreError> {
+        let now = self.now();
+        let run_id = self.lock().cancel(module, verb, by, note, now)?;
+        self.wake();
+        Ok(run_id)
+    }
+
     /// Drops the queued backfill occurrences of `verb` of `module` that have not started; how many.
     pub fn cancel_backfill(&self, module: &str, verb: &str) -> Result<u64, StoreError> {
         self.lock().cancel_backfill(module, verb)
@@ -232,6 +250,10 @@ impl Store for MemoryStore {
     async fn renew(&self, runner: &Runner, run_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
         let now = self.now();
         Ok(self.lock().renew(runner, run_ids, now, self.settings.lease))
+    }
+
+    async fn cancels(&self, run_ids: &[i64]) -> Result<Vec<Cancel>, StoreError> {
+        Ok(self.lock().cancels_of(run_ids))
     }
 
     /// All of them under one lock. It chains no claim: a claim here is a walk of an ordered set under

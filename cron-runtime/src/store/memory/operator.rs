@@ -8,10 +8,10 @@ use cron_schema::RunOn;
 use super::tables::State;
 use crate::store::rules::backfill::Backfill;
 use crate::store::rules::operator::{
-    Resume, close_to, executing, no_active_deployment, not_in_active_deployment, resume,
-    runs_on_every_replica, unknown_module, unknown_verb,
+    Resume, close_to, executing, no_active_deployment, not_in_active_deployment, nothing_running,
+    resume, runs_on_every_replica, unknown_module, unknown_verb,
 };
-use crate::store::{Runner, StoreError};
+use crate::store::{Cancel, Runner, StoreError};
 
 impl State {
     /// The job rows of `verb` of `module`, one per deployment that has it; refused as the operator API
@@ -160,6 +160,43 @@ impl State {
         }
         self.set_trigger(job_id, Some(now));
         Ok(now)
+    }
+
+    /// Asks the run of `verb` of `module` in flight at `now`, under any deployment, to stop, `by` whom
+    /// and why (`note`): the run the operator API's cancel finds (a regular run claimed ahead that has
+    /// not started is not in flight yet). A run asked twice keeps the first request. Returns the run.
+    /// Refused when none is in flight.
+    pub(super) fn cancel(
+        &mut self,
+        module: &str,
+        verb: &str,
+        by: &str,
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let rows = self.rows_of(module, verb)?;
+        let running = rows.into_iter().find_map(|id| {
+            self.jobs[&id]
+                .executing
+                .filter(|e| e.manual || e.retry_at.unwrap_or(e.scheduled_at) <= now)
+        });
+        let Some(run) = running else {
+            return Err(StoreError::Invalid(nothing_running(verb)));
+        };
+        self.cancels.entry(run.run_id).or_insert_with(|| Cancel {
+            run_id: run.run_id,
+            by: by.to_owned(),
+            note: note.map(str::to_owned),
+        });
+        Ok(run.run_id)
+    }
+
+    /// The requests to cancel any of `run_ids` ([`Store::cancels`](crate::store::Store::cancels)).
+    pub(super) fn cancels_of(&self, run_ids: &[i64]) -> Vec<Cancel> {
+        run_ids
+            .iter()
+            .filter_map(|run_id| self.cancels.get(run_id).cloned())
+            .collect()
     }
 }
 

@@ -37,6 +37,9 @@ pub(super) struct State {
     running: BTreeMap<i64, Flight>,
     /// Finished runs, the last ones only.
     pub(super) history: History,
+    /// The operator's requests to cancel runs in flight, by run id (docs/operations.md, "Cancelling a
+    /// run"); a run's leaves with it.
+    pub(super) cancels: HashMap<i64, crate::store::Cancel>,
 }
 
 #[derive(Debug)]

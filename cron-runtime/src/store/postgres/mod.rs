@@ -171,6 +171,7 @@ impl Protocol for Postgres {
         held_by_runner: sql::jobs::HELD_BY_RUNNER,
         expired: sql::jobs::EXPIRED,
         renew: sql::jobs::RENEW,
+        cancels: sql::runs::CANCELS,
         end_jobs: sql::jobs::END_JOBS,
         end_runs: sql::runs::END_RUNS,
         drop_runs: sql::runs::DROP_RUNS,

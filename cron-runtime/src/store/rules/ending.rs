@@ -106,14 +106,30 @@ pub(crate) enum End<'a> {
 }
 
 impl<'a> End<'a> {
-    /// A run's end as the executor reported it ([`Store::finish`](crate::store::Store::finish)).
-    pub(crate) fn finish(finish: &'a Finish) -> End<'a> {
-        End::Recorded {
-            outcome: finish.outcome,
-            error: finish.error.as_deref(),
-            at: finish.ended_at,
-            started: Start::Reported(finish.started_at),
-            retry_after: finish.retry_after,
+    /// A run's end as the executor reported it ([`Store::finish`](crate::store::Store::finish)), of a
+    /// run an operator asked to cancel with the error `cancelled` ([`cancelled_by`]) or not.
+    ///
+    /// A cancelled run ends `cancelled` with that error, whatever its handler returned in its grace,
+    /// and its occurrence is not tried again, retries left or not (docs/operations.md, "Cancelling a
+    /// run"): its end goes on as any other's, at the next regular occurrence.
+    ///
+    /// [`cancelled_by`]: super::operator::cancelled_by
+    pub(crate) fn finish(finish: &'a Finish, cancelled: Option<&'a str>) -> End<'a> {
+        match cancelled {
+            Some(error) => End::Recorded {
+                outcome: Outcome::Cancelled,
+                error: Some(error),
+                at: finish.ended_at,
+                started: Start::Reported(finish.started_at),
+                retry_after: None,
+            },
+            None => End::Recorded {
+                outcome: finish.outcome,
+                error: finish.error.as_deref(),
+                at: finish.ended_at,
+                started: Start::Reported(finish.started_at),
+                retry_after: finish.retry_after,
+            },
         }
     }
 
@@ -581,6 +597,45 @@ mod tests {
             ..ahead
         };
         assert_eq!(kind(manual.at_shutdown(false, at(0, 59))), "abandoned");
+    }
+
+    #[test]
+    fn a_cancelled_run_ends_cancelled_and_is_not_retried() {
+        // docs/operations.md, "Cancelling a run": the handler returned an error in its grace, and the
+        // executor asked for a retry; the operator's cancel wins.
+        let minutely = ZonedSchedule::utc(Schedule::parse("0 * * * * *").unwrap());
+        let finish = Finish {
+            run_id: 7,
+            job_id: 1,
+            outcome: Outcome::Failed,
+            error: Some("interrupted".to_owned()),
+            ended_at: Some(at(1, 5)),
+            started_at: Some(at(1, 0)),
+            retry_after: Some(Duration::from_secs(10)),
+        };
+        let text = super::super::operator::cancelled_by("alice", Some("stuck"));
+        let end = End::finish(&finish, Some(&text));
+        let End::Recorded {
+            outcome,
+            error,
+            retry_after,
+            ..
+        } = end
+        else {
+            panic!("{end:?}")
+        };
+        assert_eq!(
+            (outcome, error, retry_after),
+            (Outcome::Cancelled, Some("cancelled by alice: stuck"), None)
+        );
+        let ending = held(at(1, 0)).ending(Some(&minutely), &end, at(1, 6));
+        assert_eq!(
+            (ending.after, ending.record, ending.next),
+            (AfterAttempt::Ends, Record::Ends, Some(at(2, 0)))
+        );
+        // Not cancelled: the retry is asked for.
+        let ending = held(at(1, 0)).ending(Some(&minutely), &End::finish(&finish, None), at(1, 6));
+        assert_eq!(ending.after, AfterAttempt::Retries(at(1, 15)));
     }
 
     #[test]

@@ -51,6 +51,12 @@ pub(crate) struct Held {
     /// The verb has a queued backfill occurrence at or before the store's now (migration `0007`): an
     /// index probe of `cron_backfills`' primary key.
     pub(crate) backfill_queued: bool,
+    /// Who asked for the run to be cancelled (`cronverb cancel`, migration `0010`), and why: a run
+    /// with a request ends `cancelled` with them, never retried ([`End::finish`]).
+    ///
+    /// [`End::finish`]: super::End::finish
+    pub(crate) cancel_requested_by: Option<String>,
+    pub(crate) cancel_note: Option<String>,
     /// The store's now in the step that locked the row.
     pub(crate) now: DateTime<Utc>,
     /// Whether the row's deployment is the active one (PostgreSQL reads it after the lock:
@@ -60,6 +66,18 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    /// The error a run ends with when an operator asked to cancel it ([`cancelled_by`]); `None` when
+    /// none did.
+    ///
+    /// [`cancelled_by`]: super::operator::cancelled_by
+    pub(crate) fn cancelled(&self) -> Option<String> {
+        let actor = self.cancel_requested_by.as_deref()?;
+        Some(super::operator::cancelled_by(
+            actor,
+            self.cancel_note.as_deref(),
+        ))
+    }
+
     /// When the job's regular occurrence at `next` starts: `next` plus the job's jitter offset
     /// ([`jittered`](super::jittered)).
     pub(crate) fn start_of(&self, next: DateTime<Utc>) -> DateTime<Utc> {

@@ -114,6 +114,22 @@ pub(crate) fn executing(verb: &str, run_id: i64, started_at: Option<DateTime<Utc
     )
 }
 
+/// A cancel of `verb` while no run of it is in flight: nothing to stop (a run claimed ahead that has
+/// not started is not in flight yet, nor is an occurrence waiting for its retry).
+pub(crate) fn nothing_running(verb: &str) -> String {
+    format!("`{verb}` has no run in flight: there is nothing to cancel")
+}
+
+/// The error of a run an operator cancelled (`cronverb cancel`): who asked, and the note they gave,
+/// the run's record and the audit trail's row naming the same actor (docs/operations.md, "Cancelling
+/// a run").
+pub(crate) fn cancelled_by(actor: &str, note: Option<&str>) -> String {
+    match note {
+        Some(note) => format!("cancelled by {actor}: {note}"),
+        None => format!("cancelled by {actor}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -300,6 +300,9 @@ impl<D: Protocol> SqlStore<D> {
                     jitter_offset_ms: 0,
                     // The claim's own next due counts the queue (`next_due`).
                     backfill_queued: false,
+                    // Skipped as it is claimed: no one could ask to cancel it.
+                    cancel_requested_by: None,
+                    cancel_note: None,
                     now,
                     active: true,
                 };

@@ -131,6 +131,9 @@ pub(crate) struct Steps {
     pub(crate) expired: &'static str,
     /// Extends by the span `3` the leases of the runs `1` that runner `2` holds; their ids.
     pub(crate) renew: &'static str,
+    /// The operator's requests to cancel any of the runs `1` (`cronverb cancel`, migration `0010`):
+    /// each run's id, who asked and the note, as [`Cancel`](crate::store::Cancel)s.
+    pub(crate) cancels: &'static str,
     /// Writes the ends of the rows of the column `1` (next, chained run, lease, trigger, retry held).
     pub(crate) end_jobs: &'static str,
     /// Records how the runs of the column `1` ended (columns `2`..`11`).
@@ -178,6 +181,7 @@ pub(crate) trait Protocol:
     + Reads<(String,)>
     + Reads<(At,)>
     + Reads<(i64, String)>
+    + Reads<(i64, String, Option<String>)>
     + Reads<Held>
     + Reads<claim::Due>
     + Reads<claim::Retried>
@@ -430,6 +434,10 @@ impl<D: Protocol> super::Store for SqlStore<D> {
         self.renew_leases(runner, run_ids).await
     }
 
+    async fn cancels(&self, run_ids: &[i64]) -> Result<Vec<crate::store::Cancel>, StoreError> {
+        self.cancel_requests(run_ids).await
+    }
+
     async fn finish(
         &self,
         runner: &Runner,
@@ -516,6 +524,13 @@ macro_rules! store_on_sql {
                 run_ids: &[i64],
             ) -> Result<Vec<i64>, $crate::store::StoreError> {
                 $crate::store::Store::renew(&self.0, runner, run_ids).await
+            }
+
+            async fn cancels(
+                &self,
+                run_ids: &[i64],
+            ) -> Result<Vec<$crate::store::Cancel>, $crate::store::StoreError> {
+                $crate::store::Store::cancels(&self.0, run_ids).await
             }
 
             async fn finish(

@@ -80,6 +80,12 @@ impl<D: Protocol> SqlStore<D> {
             })
             .collect();
 
+        // The errors of the runs an operator asked to cancel (`cronverb cancel`): they end
+        // `cancelled` with them, never retried (`rules::End::finish`).
+        let cancelled: HashMap<i64, String> = held_by_run
+            .iter()
+            .filter_map(|(run_id, held)| Some((*run_id, held.cancelled()?)))
+            .collect();
         // The position in `ends` of each finish's run, `None` for a fenced one.
         let mut positions = Vec::with_capacity(finishes.len());
         let mut ends = Vec::with_capacity(held_by_run.len());
@@ -88,7 +94,8 @@ impl<D: Protocol> SqlStore<D> {
             match held_by_run.remove(&finish.run_id) {
                 Some(held) => {
                     positions.push(Some(ends.len()));
-                    ends.push((held, End::finish(finish)));
+                    let cancelled = cancelled.get(&finish.run_id).map(String::as_str);
+                    ends.push((held, End::finish(finish, cancelled)));
                 }
                 None => positions.push(None),
             }
@@ -130,6 +137,24 @@ impl<D: Protocol> SqlStore<D> {
             .await
             .map_err(db(context()))?;
         Ok(renewed.into_iter().map(|(id,)| id).collect())
+    }
+
+    /// The operator's requests to cancel any of `run_ids` ([`Store::cancels`](crate::store::Store::cancels)).
+    pub(super) async fn cancel_requests(
+        &self,
+        run_ids: &[i64],
+    ) -> Result<Vec<crate::store::Cancel>, StoreError> {
+        let context = "reading the requests to cancel runs in flight";
+        let mut conn = self.connection().await.map_err(db(context))?;
+        let rows: Vec<(i64, String, Option<String>)> = Statement::<D>::new(D::STEPS.cancels)
+            .bind(Column(run_ids.to_vec()))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db(context))?;
+        Ok(rows
+            .into_iter()
+            .map(|(run_id, by, note)| crate::store::Cancel { run_id, by, note })
+            .collect())
     }
 
     /// Takes back every row whose lease expired, in batches, recording their runs `abandoned` (G4).

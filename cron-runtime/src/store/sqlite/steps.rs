@@ -102,7 +102,8 @@ macro_rules! held_rows {
        j.catch_up_all, j.jitter_offset_ms,
        coalesce((SELECT min(b.scheduled_at) FROM cron_backfills b
                  WHERE b.module_name = j.module_name AND b.verb = j.verb)
-                <= (SELECT now FROM temp.cron_clock), 0) AS backfill_queued, ",
+                <= (SELECT now FROM temp.cron_clock), 0) AS backfill_queued,
+       r.cancel_requested_by, r.cancel_note, ",
             attempt_instant!("(SELECT now FROM temp.cron_clock)"),
             " AS now
 FROM cron_jobs j
@@ -458,6 +459,9 @@ FROM (SELECT value ->> 0 AS id, value ->> 1 AS outcome, value ->> 2 AS error, va
       FROM json_each(?1)) AS e
 WHERE r.id = e.id AND r.outcome = 'running'"
     ),
+    cancels: "
+SELECT id, cancel_requested_by, cancel_note FROM cron_job_runs
+WHERE id IN (SELECT value FROM json_each(?1)) AND cancel_requested_by IS NOT NULL",
     drop_runs: "DELETE FROM cron_job_runs WHERE id IN (SELECT value FROM json_each(?1))",
     chain_runs: "
 INSERT INTO cron_job_runs
@@ -548,6 +552,7 @@ mod tests {
             held_by_runner,
             expired,
             renew,
+            cancels,
             end_jobs,
             end_runs,
             drop_runs,
@@ -594,6 +599,7 @@ mod tests {
             ("held_by_runner", held_by_runner),
             ("expired", expired),
             ("renew", renew),
+            ("cancels", cancels),
             ("end_jobs", end_jobs),
             ("end_runs", end_runs),
             ("drop_runs", drop_runs),

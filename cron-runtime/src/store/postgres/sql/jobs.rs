@@ -81,6 +81,7 @@ macro_rules! held_rows {
        coalesce((SELECT min(b.scheduled_at) FROM cron_backfills b
                  WHERE b.module_name = j.module_name AND b.verb = j.verb) <= now(), false)
            AS backfill_queued,
+       r.cancel_requested_by, r.cancel_note,
        now() AS now
 FROM cron_jobs j
 LEFT JOIN cron_job_runs r ON r.id = j.current_run_id"

@@ -149,6 +149,13 @@ FROM unnest($1::bigint[], $2::text[]) AS o(id, error)
 WHERE r.id = o.id AND r.outcome = 'running'
 ";
 
+    /// The operator's requests to cancel any of the runs `$1` (`cronverb cancel`, migration `0010`):
+    /// the run, who asked and the note. Read by the primary key.
+    CANCELS = "
+SELECT id, cancel_requested_by, cancel_note FROM cron_job_runs
+WHERE id = ANY($1::bigint[]) AND cancel_requested_by IS NOT NULL
+";
+
     /// Drops the records of the runs `$1`, given back before they started (`write_ends`).
     DROP_RUNS = "DELETE FROM cron_job_runs WHERE id = ANY($1::bigint[])";
 

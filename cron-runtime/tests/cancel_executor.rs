@@ -1,0 +1,155 @@
+//! Cancelling a run in flight, the executor and the in-memory store on tokio's paused clock
+//! (docs/operations.md, "Cancelling a run"): a handler awaiting `context().cancelled()` returns at
+//! once; one that ignores it is dropped when the grace (the shutdown grace period) is over. Either run
+//! is recorded `cancelled` with who asked, and not retried although the job retries.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
+use cron_runtime::{JobOptions, Runtime, context};
+use tokio::time::{Instant, sleep};
+
+/// The store's clock starts here: a job due every minute first runs at `at(30)`, 00:01:00.
+fn at(seconds: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 30).unwrap() + chrono::Duration::seconds(seconds)
+}
+
+const GRACE: Duration = Duration::from_secs(5);
+
+fn runs(store: &MemoryStore) -> Vec<RunRecord> {
+    store.runs()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_awaiting_cancelled_returns_and_the_run_ends_cancelled_not_retried() {
+    let store = MemoryStore::starting_at(at(0));
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = Arc::new(Mutex::new(None));
+    let (calls_in_job, seen_in_job) = (Arc::clone(&calls), Arc::clone(&seen));
+    let clock = store.clone();
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .shutdown_grace(GRACE)
+        .job_with(
+            "test::export",
+            "0 * * * * *",
+            JobOptions::default()
+                .retries(3)
+                .backoff(Duration::from_secs(1)),
+            move || {
+                let calls = Arc::clone(&calls_in_job);
+                let seen = Arc::clone(&seen_in_job);
+                let clock = clock.clone();
+                async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    let cx = context();
+                    assert!(!cx.is_cancelled());
+                    cx.cancelled().await;
+                    *seen.lock().unwrap() = Some((clock.now(), cx.is_cancelled()));
+                    Err::<(), _>("interrupted")
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    // The run of 00:01:00 has been going on for fifteen seconds; the renewals' backstop comes every
+    // ten seconds (a third of the lease), at 00:01:10 and 00:01:20.
+    sleep(Duration::from_secs(45)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let asked = store.now();
+    store
+        .cancel("test", "test::export", "alice", Some("stuck"))
+        .unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let (returned, cancelled) = seen.lock().unwrap().expect("the handler returned");
+    assert!(cancelled);
+    assert_eq!(
+        returned, asked,
+        "the store's wake-up reaches the handler at once"
+    );
+
+    let run = runs(&store).into_iter().next().unwrap();
+    assert_eq!(run.scheduled_at, at(30));
+    assert_eq!(run.outcome, Some(Outcome::Cancelled), "{run:?}");
+    assert_eq!(run.error.as_deref(), Some("cancelled by alice: stuck"));
+    assert_eq!(run.finished_at, Some(asked));
+    // Not retried, although the job has retries left: the next run is the next occurrence's.
+    assert_eq!(store.next_execution("test", "test::export"), Some(at(90)));
+    sleep(Duration::from_secs(50)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the next occurrence ran");
+    let runs = runs(&store);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!((runs[1].scheduled_at, runs[1].outcome), (at(90), None));
+    assert!(
+        store
+            .cancel("test", "test::nothing", "alice", None)
+            .is_err()
+    );
+    drop(handle);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_ignoring_the_cancel_is_dropped_after_the_grace() {
+    let store = MemoryStore::starting_at(at(0));
+    let dropped = Arc::new(AtomicBool::new(false));
+    let dropped_in_job = Arc::clone(&dropped);
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .shutdown_grace(GRACE)
+        .job("test::stuck", "0 * * * * *", move || {
+            let dropped = Arc::clone(&dropped_in_job);
+            async move {
+                // Set when the runtime drops the handler's future.
+                struct OnDrop(Arc<AtomicBool>);
+                impl Drop for OnDrop {
+                    fn drop(&mut self) {
+                        self.0.store(true, Ordering::SeqCst);
+                    }
+                }
+                let _guard = OnDrop(dropped);
+                sleep(Duration::from_secs(3600)).await;
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(45)).await;
+    let asked = Instant::now();
+    let asked_at = store.now();
+    store.cancel("test", "test::stuck", "bob", None).unwrap();
+    // Within its grace it is still running.
+    sleep(GRACE - Duration::from_millis(100)).await;
+    assert!(
+        !dropped.load(Ordering::SeqCst),
+        "dropped before its grace was over"
+    );
+    assert_eq!(runs(&store)[0].outcome, None);
+    sleep(Duration::from_millis(200)).await;
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "not dropped after its grace"
+    );
+    assert!(asked.elapsed() < GRACE + Duration::from_millis(200));
+    let run = runs(&store).into_iter().next().unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Cancelled), "{run:?}");
+    assert_eq!(run.error.as_deref(), Some("cancelled by bob"));
+    let ended = run.finished_at.unwrap();
+    let grace = chrono::Duration::from_std(GRACE).unwrap();
+    assert!(
+        ended >= asked_at + grace
+            && ended <= asked_at + grace + chrono::Duration::milliseconds(100)
+    );
+    handle.shutdown().await.unwrap();
+}

@@ -1,0 +1,100 @@
+//! Cancelling a run in flight (`cronverb cancel`; docs/operations.md, "Cancelling a run"): the request
+//! reaches the store's runs in flight (`Store::cancels`), the run ends `cancelled` with who asked,
+//! whatever its finish says, its occurrence is not tried again although it asked to be, and the next
+//! regular occurrence is due as usual; a cancel with nothing in flight is refused and audits nothing.
+
+use std::time::Duration;
+
+use cron_runtime::store::{Cancel, Store};
+
+use super::*;
+
+pub async fn a_cancelled_run_ends_cancelled_by_its_actor_and_is_not_retried(
+    h: impl StoreUnderTest,
+) {
+    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let run = claim_of(&claimed, "a").clone();
+    assert!(store.cancels(&[run.run_id]).await.unwrap().is_empty());
+    let operator = h.operator();
+    let before = operator.audited("cancel").await;
+
+    let asked = operator.cancel("a", "alice", Some("stuck export")).await;
+    assert_eq!(asked, Ok(run.run_id));
+    // The replica running it reads the request (at its wake-up, or its next renewal).
+    assert_eq!(
+        store.cancels(&[run.run_id, run.run_id + 1]).await.unwrap(),
+        [Cancel {
+            run_id: run.run_id,
+            by: "alice".to_owned(),
+            note: Some("stuck export".to_owned()),
+        }]
+    );
+    assert_eq!(
+        operator.audited("cancel").await,
+        before.map(|n| n + 1),
+        "one row of the audit trail"
+    );
+
+    // Its handler returned an error in its grace, and the executor asked for a retry: the operator's
+    // cancel wins.
+    let ended_at = run.scheduled_at + ms(200);
+    sleep_until(&h, ended_at + ms(10)).await;
+    let finish = Finish {
+        ended_at: Some(ended_at),
+        retry_after: Some(Duration::from_secs(1)),
+        ..ended(&run, Outcome::Failed, Some("interrupted"))
+    };
+    let next = run.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(
+        finish_one(&store, &runner, &finish).await,
+        Finished::Recorded {
+            next_execution: Some(next),
+            skipped: 0
+        },
+        "no retry, although one was asked for"
+    );
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");
+    assert_eq!(
+        recorded.error.as_deref(),
+        Some("cancelled by alice: stuck export")
+    );
+    assert!(recorded.attempts.is_empty(), "{recorded:?}");
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+
+    // The next occurrence runs as usual, and is not cancelled.
+    sleep_until(&h, next + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let second = claim_of(&claimed, "a").clone();
+    assert_eq!((second.scheduled_at, second.attempt), (next, 1));
+    assert!(store.cancels(&[second.run_id]).await.unwrap().is_empty());
+    finish_one(&store, &runner, &succeeded(&second)).await;
+    let recorded = run_of(&h, second.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Succeeded), "{recorded:?}");
+}
+
+pub async fn a_cancel_with_no_run_in_flight_is_refused_and_audits_nothing(h: impl StoreUnderTest) {
+    let spec = deployment("billing@1", vec![job("a", YEARLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let operator = h.operator();
+    let before = operator.audited("cancel").await;
+    let refused = operator.cancel("a", "alice", None).await.unwrap_err();
+    assert_eq!(
+        refused,
+        "`a` has no run in flight: there is nothing to cancel"
+    );
+    // Nor once a manual run has ended.
+    let requested_at = operator.trigger("a").await.unwrap();
+    let claimed = claim(&store, &runner).await;
+    let manual = claim_of(&claimed, "a").clone();
+    assert_eq!(manual.scheduled_at, requested_at);
+    finish_one(&store, &runner, &succeeded(&manual)).await;
+    assert!(operator.cancel("a", "alice", None).await.is_err());
+    assert_eq!(operator.audited("cancel").await, before);
+    let recorded = run_of(&h, manual.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Succeeded), "{recorded:?}");
+}

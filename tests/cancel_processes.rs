@@ -1,0 +1,171 @@
+//! Cancelling a run in flight with real processes on PostgreSQL (docs/operations.md, "Cancelling a
+//! run"): two replicas; a handler that sleeps for a minute runs on one of them; `cronverb cancel`, run
+//! from the test, asks it to stop. The replica running it hears the request through the store's
+//! wake-up (`NOTIFY`), its handler sees `context().cancelled()` and returns, and the run is recorded
+//! `cancelled`, naming the actor and the note, within a second of the command; the next occurrence
+//! runs as usual.
+//!
+//! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use support::{Cluster, TestDb, t, wait_for};
+
+const MODULE: &str = "cx";
+const KEY: &str = "cx@1";
+const SLEEPY: &str = "cx::sleepy";
+
+#[test]
+fn replica_main() {
+    support::replica_entry(|builder, _jobs| {
+        builder.job(SLEEPY, "*/10 * * * * *", || async {
+            let cx = cronverb::context();
+            let cancelled = cx.cancelled();
+            // A minute of work, a tick every 100 ms, unless an operator cancels it.
+            tokio::select! {
+                result = support::execute(600, Duration::from_millis(100)) => result,
+                () = cancelled => Err("stopped".to_owned()),
+            }
+        })
+    });
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct RunRow {
+    id: i64,
+    scheduled_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+    outcome: String,
+    error: Option<String>,
+    cancel_requested_by: Option<String>,
+}
+
+const RUN: &str = "SELECT id, scheduled_at, finished_at, outcome, error, cancel_requested_by \
+                   FROM cron_job_runs";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() -> anyhow::Result<()>
+{
+    let db = TestDb::create("cx").await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    println!("replica logs: {}", cluster.logs_dir().display());
+    cluster.spawn("a", KEY, "jobs")?;
+    cluster.spawn("b", KEY, "jobs")?;
+
+    // A run that has worked for a second at least, on one of the replicas.
+    let (run_id, replica): (i64, String) =
+        wait_for("a run to be under way", Duration::from_secs(30), || async {
+            Ok(sqlx::query_as::<_, (i64, String)>(
+                "SELECT run_id, replica FROM test_executions \
+                 WHERE finished_at IS NULL AND ticks >= 10 ORDER BY id LIMIT 1",
+            )
+            .fetch_optional(&db.pool)
+            .await?)
+        })
+        .await?;
+    println!("run {run_id} sleeps on replica {replica}");
+
+    let asked_at: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&db.pool)
+        .await?;
+    let asked = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args([
+            "cancel",
+            SLEEPY,
+            "--actor",
+            "alice",
+            "--note",
+            "stuck export",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "cronverb cancel failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(&format!("asked run {run_id} of `{SLEEPY}` to stop")),
+        "{stdout}"
+    );
+    let run: RunRow = wait_for("the run to end", Duration::from_secs(10), || async {
+        Ok(
+            sqlx::query_as::<_, RunRow>(&format!("{RUN} WHERE id = $1 AND outcome <> 'running'"))
+                .bind(run_id)
+                .fetch_optional(&db.pool)
+                .await?,
+        )
+    })
+    .await?;
+    let seen = asked.elapsed();
+    let finished_at = run.finished_at.expect("an ended run has its end");
+    let took = (finished_at - asked_at).to_std().unwrap_or_default();
+    println!(
+        "cancel asked at {}, run {} of {} recorded at {} ({took:?} on the database's clock; \
+         seen by the test after {seen:?})",
+        t(asked_at),
+        run.id,
+        t(run.scheduled_at),
+        t(finished_at),
+    );
+    assert_eq!(run.outcome, "cancelled", "{run:?}");
+    assert_eq!(
+        run.error.as_deref(),
+        Some("cancelled by alice: stuck export")
+    );
+    assert_eq!(run.cancel_requested_by.as_deref(), Some("alice"));
+    assert!(
+        took < Duration::from_secs(1),
+        "the run ended {took:?} after the cancel"
+    );
+    // Its handler stopped: it never reached the end of its minute.
+    let finished: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT finished_at FROM test_executions WHERE run_id = $1")
+            .bind(run_id)
+            .fetch_one(&db.pool)
+            .await?;
+    assert_eq!(finished, None, "the handler ran to its end");
+    // The audit trail names who cancelled it.
+    let audited: (String, String, Option<String>) = sqlx::query_as(
+        "SELECT actor, origin, note FROM cron_audit WHERE action = 'cancel' AND verb = $1",
+    )
+    .bind(SLEEPY)
+    .fetch_one(&db.pool)
+    .await?;
+    assert_eq!(
+        audited,
+        (
+            "alice".to_owned(),
+            "cli".to_owned(),
+            Some("stuck export".to_owned())
+        )
+    );
+
+    // The next occurrence runs as usual, not cancelled.
+    let next: RunRow = wait_for(
+        "the next occurrence to start",
+        Duration::from_secs(20),
+        || async {
+            Ok(sqlx::query_as::<_, RunRow>(&format!(
+                "{RUN} r WHERE scheduled_at > $1 AND EXISTS \
+                 (SELECT 1 FROM test_executions e WHERE e.run_id = r.id AND e.ticks >= 5)"
+            ))
+            .bind(run.scheduled_at)
+            .fetch_optional(&db.pool)
+            .await?)
+        },
+    )
+    .await?;
+    assert_eq!(
+        (next.outcome.as_str(), next.cancel_requested_by),
+        ("running", None)
+    );
+    cluster.stop(&["a", "b"], Duration::from_secs(10))?;
+    Ok(())
+}
