@@ -207,7 +207,7 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0009)\n"
+        "cronverb's tables are up to date (migration 0011)\n"
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
@@ -494,7 +494,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     let message = stderr(&output);
     assert!(
-        message.contains("migration 10000") && message.contains("up to 0009"),
+        message.contains("migration 10000") && message.contains("up to 0011"),
         "{message}"
     );
     // Every other command refuses it as `migrate` and the replicas do, before reading or writing.
@@ -515,7 +515,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
         );
         let message = stderr(&output);
         assert!(
-            message.contains("require migration 10000 or later") && message.contains("up to 0009"),
+            message.contains("require migration 10000 or later") && message.contains("up to 0011"),
             "{args:?}: {message}"
         );
     }

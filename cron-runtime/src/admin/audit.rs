@@ -165,11 +165,15 @@ pub enum Action {
     CancelBackfill,
     /// [`Admin::prune`](super::Admin::prune).
     Prune,
+    /// [`Admin::reschedule`](super::Admin::reschedule).
+    Reschedule,
+    /// [`Admin::reset_schedule`](super::Admin::reset_schedule).
+    ResetSchedule,
 }
 
 impl Action {
     /// Its name in the audit trail: `deploy`, `pause`, `resume`, `trigger`, `backfill`,
-    /// `cancel_backfill`, `prune`.
+    /// `cancel_backfill`, `prune`, `reschedule`, `reset`.
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Deploy => "deploy",
@@ -179,6 +183,8 @@ impl Action {
             Action::Backfill => "backfill",
             Action::CancelBackfill => "cancel_backfill",
             Action::Prune => "prune",
+            Action::Reschedule => "reschedule",
+            Action::ResetSchedule => "reset",
         }
     }
 }

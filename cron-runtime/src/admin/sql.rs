@@ -18,8 +18,8 @@ use sqlx::{Database, Pool, Transaction};
 use super::AdminError;
 use super::rows::{
     ActiveDeployment, ActiveSchema, Ago, At, AuditRow, ExecutingRow, Ids, JobRow, ListedDeployment,
-    PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow, ResumeRow, RunRow,
-    TriggerRow,
+    PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow,
+    RescheduleRow, ResumeRow, RunRow, TriggerRow,
 };
 use crate::store::StoreError;
 use crate::store::schedules::Schedules;
@@ -100,13 +100,24 @@ pub(crate) struct Statements {
     pub(crate) executing: &'static str,
     /// Marks row `1` triggered at the instant `2`.
     pub(crate) request_trigger: &'static str,
+    /// The rows of verb `2` of module `1`, as [`RescheduleRow`]s by id, locked where the database
+    /// locks rows.
+    pub(crate) lock_for_reschedule: &'static str,
+    /// Row `1` runs expression `2` in zone `3` (the code's being `4` in `5` where that is an
+    /// override, NULL otherwise), next at `6`, its schedule counting since `7`.
+    pub(crate) reschedule: &'static str,
+    /// Keeps the override of verb `2` of module `1`: expression `3` in zone `4`, set by `5` at `6`
+    /// with note `7`.
+    pub(crate) set_override: &'static str,
+    /// Drops the override of verb `2` of module `1`.
+    pub(crate) drop_override: &'static str,
 }
 
 impl Statements {
     /// Every statement, as `(name, SQL)`: for the tests that prepare or plan each against a migrated
     /// database, so that a typo or a scan fails the suite.
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
-    pub(crate) fn named(&self) -> [(&'static str, &'static str); 23] {
+    pub(crate) fn named(&self) -> [(&'static str, &'static str); 27] {
         let Statements {
             verbs,
             modules,
@@ -131,6 +142,10 @@ impl Statements {
             lock_trigger_row,
             executing,
             request_trigger,
+            lock_for_reschedule,
+            reschedule,
+            set_override,
+            drop_override,
         } = *self;
         [
             ("admin::verbs", verbs),
@@ -156,6 +171,10 @@ impl Statements {
             ("admin::lock_trigger_row", lock_trigger_row),
             ("admin::executing", executing),
             ("admin::request_trigger", request_trigger),
+            ("admin::lock_for_reschedule", lock_for_reschedule),
+            ("admin::reschedule", reschedule),
+            ("admin::set_override", set_override),
+            ("admin::drop_override", drop_override),
         ]
     }
 }
@@ -191,6 +210,7 @@ pub(crate) trait Dialect:
     + Reads<ExecutingRow>
     + Reads<QueueRow>
     + Reads<AuditRow>
+    + Reads<RescheduleRow>
 {
     /// The statements.
     const SQL: Statements;

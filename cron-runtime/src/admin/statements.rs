@@ -123,9 +123,11 @@ macro_rules! statements {
                 " AS jitter_ms, j.jitter_offset_ms, \
                     c.runner AS current_runner, c.started_at AS current_started_at, \
                     l.id AS run_id, l.scheduled_at, l.started_at, l.finished_at, l.outcome, l.error, \
-                    l.manual \
+                    l.manual, j.code_schedule, j.code_timezone, o.actor AS override_actor, \
+                    o.at AS override_at, o.note AS override_note \
                 FROM cron_jobs j \
                 JOIN cron_deployments d ON d.id = j.deployment_id \
+                LEFT JOIN cron_overrides o ON o.module_name = j.module_name AND o.verb = j.verb \
                 LEFT JOIN cron_job_runs c ON c.id = j.current_run_id \
                 LEFT JOIN cron_job_runs l ON l.id = ( \
                     SELECT r.id FROM cron_job_runs r \
@@ -194,6 +196,26 @@ macro_rules! statements {
                   AND (r.id IS NULL OR r.manual OR r.started_at IS NULL OR r.started_at <= $3) \
                 LIMIT 1",
             request_trigger: "UPDATE cron_jobs SET trigger_requested_at = $2 WHERE id = $1",
+            lock_for_reschedule: concat!(
+                "SELECT j.id, j.schedule, j.timezone, j.code_schedule, j.code_timezone, j.state, \
+                    j.next_execution, j.retry_run_id IS NOT NULL AS retry_pending, j.every_replica, ",
+                $jitter_ms,
+                " AS jitter_ms, d.active \
+                FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+                WHERE j.module_name = $1 AND j.verb = $2 ORDER BY j.id",
+                $lock_jobs
+            ),
+            reschedule: "UPDATE cron_jobs \
+                SET schedule = $2, timezone = $3, code_schedule = $4, code_timezone = $5, \
+                    next_execution = $6, start_time = $7 \
+                WHERE id = $1",
+            set_override: "INSERT INTO cron_overrides \
+                    (module_name, verb, schedule, timezone, actor, at, note) \
+                VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                ON CONFLICT (module_name, verb) DO UPDATE \
+                SET schedule = excluded.schedule, timezone = excluded.timezone, \
+                    actor = excluded.actor, at = excluded.at, note = excluded.note",
+            drop_override: "DELETE FROM cron_overrides WHERE module_name = $1 AND verb = $2",
         }
     };
 }

@@ -26,6 +26,7 @@ mod ending;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod held;
 pub(crate) mod operator;
+pub(crate) mod reschedule;
 
 pub(crate) use backoff::retry_after;
 pub(crate) use carry::{ActiveRow, Carry};
