@@ -99,7 +99,7 @@ impl conformance::Operator for MemoryStore {
     }
 
     async fn reschedule(&self, verb: &str, expression: &str) -> Result<(), String> {
-        MemoryStore::reschedule(self, conformance::MODULE, verb, expression, "UTC")
+        MemoryStore::reschedule(self, conformance::MODULE, verb, expression, None)
             .map_err(|e| e.to_string())
     }
 

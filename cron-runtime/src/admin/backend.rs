@@ -58,7 +58,7 @@ pub(crate) trait Commands: Debug + Send + Sync {
         actor: &'a Actor,
         verb: &'a str,
         module: Option<&'a str>,
-        to: Option<(&'a str, &'a str)>,
+        to: Option<(&'a str, Option<&'a str>)>,
         note: Option<&'a str>,
     ) -> Answer<'a, Rescheduled>;
     fn prune<'a>(&'a self, actor: &'a Actor, older_than: Duration, batch: u32) -> Answer<'a, u64>;
@@ -137,7 +137,7 @@ impl<D: Dialect> Commands for SqlAdmin<D> {
         actor: &'a Actor,
         verb: &'a str,
         module: Option<&'a str>,
-        to: Option<(&'a str, &'a str)>,
+        to: Option<(&'a str, Option<&'a str>)>,
         note: Option<&'a str>,
     ) -> Answer<'a, Rescheduled> {
         Box::pin(super::reschedule::reschedule(

@@ -174,7 +174,8 @@ impl Admin {
         self.backend.resume(&self.actor, verb, module).await
     }
 
-    /// Runs `verb` on the schedule `expression` in `zone` instead of its code's, without a build
+    /// Runs `verb` on the schedule `expression` in `zone` (the code's zone when `None`) instead of its
+    /// code's, without a build
     /// (docs/operations.md, "Changing a schedule without a build"): every deployment's row of the verb
     /// takes it from its next occurrence (an idle row at the new schedule's first occurrence after
     /// now, a run in flight or a pending retry at its end), the replicas are woken, and the override
@@ -188,7 +189,7 @@ impl Admin {
         verb: &str,
         module: Option<&str>,
         expression: &str,
-        zone: &str,
+        zone: Option<&str>,
         note: Option<&str>,
     ) -> Result<Rescheduled, AdminError> {
         self.backend

@@ -52,7 +52,7 @@ pub(crate) async fn reschedule<D: Dialect>(
     actor: &Actor,
     verb: &str,
     module: Option<&str>,
-    to: Option<(&str, &str)>,
+    to: Option<(&str, Option<&str>)>,
     note: Option<&str>,
 ) -> Result<Rescheduled, AdminError> {
     let (module, verb) = resolve_verb(admin, verb, module).await?;
@@ -79,8 +79,11 @@ pub(crate) async fn reschedule<D: Dialect>(
     let jitter = first
         .jitter_ms
         .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+    // Without a zone, the expression is read in the code's.
+    let code_zone = code_of(first).1;
     let target = match to {
         Some((expression, zone)) => {
+            let zone = zone.unwrap_or(&code_zone);
             let schedule = check(expression, zone, jitter).map_err(AdminError::RescheduleRefused)?;
             Some((expression, zone, schedule))
         }

@@ -225,7 +225,7 @@ impl Operator for cron_runtime::admin::Admin {
     }
 
     async fn reschedule(&self, verb: &str, expression: &str) -> Result<(), String> {
-        cron_runtime::admin::Admin::reschedule(self, verb, Some(MODULE), expression, "UTC", None)
+        cron_runtime::admin::Admin::reschedule(self, verb, Some(MODULE), expression, None, None)
             .await
             .map(|_| ())
             .map_err(|e| e.to_string())

@@ -16,6 +16,7 @@ mod migrate;
 mod next;
 mod pause;
 mod prune;
+mod reschedule;
 mod runs;
 mod schedule_args;
 mod schema;
@@ -33,8 +34,8 @@ pub use diagnostic::InvalidInput;
 #[command(
     name = "cronverb",
     version,
-    about = "Check cron expressions, and deploy, inspect, pause, resume, trigger and backfill the scheduled jobs \
-             of applications built with cronverb, and read who did; serve their dashboard"
+    about = "Check cron expressions, and deploy, inspect, pause, resume, trigger, reschedule and backfill the \
+             scheduled jobs of applications built with cronverb, and read who did; serve their dashboard"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -54,6 +55,7 @@ enum Command {
     Pause(pause::PauseArgs),
     Resume(pause::ResumeArgs),
     Trigger(trigger::Args),
+    Reschedule(reschedule::Args),
     Backfill(backfill::Args),
     Prune(prune::Args),
     Audit(audit::Args),
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Pause(args) => return pause::pause(args),
         Command::Resume(args) => return pause::resume(args),
         Command::Trigger(args) => return trigger::run(args),
+        Command::Reschedule(args) => return reschedule::run(args),
         Command::Backfill(args) => return backfill::run(args),
         Command::Prune(args) => return prune::run(args),
         Command::Audit(args) => return audit::run(args),

@@ -136,7 +136,8 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// Runs `verb` of `module` on the schedule `expression` in `zone` instead of its code's, from its
+    /// Runs `verb` of `module` on the schedule `expression` in `zone` (the code's zone when `None`)
+    /// instead of its code's, from its
     /// next occurrence, in every deployment of the module and in those registered later, until
     /// [`MemoryStore::reset_schedule`] (docs/operations.md, "Changing a schedule without a build").
     /// What `cronverb reschedule` does to a database store; refused as it refuses.
@@ -145,7 +146,7 @@ impl MemoryStore {
         module: &str,
         verb: &str,
         expression: &str,
-        zone: &str,
+        zone: Option<&str>,
     ) -> Result<(), StoreError> {
         let now = self.now();
         self.lock()

@@ -175,7 +175,7 @@ impl State {
         &mut self,
         module: &str,
         verb: &str,
-        to: Option<(&str, &str)>,
+        to: Option<(&str, Option<&str>)>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let rows = self.rows_of(module, verb)?;
@@ -184,11 +184,14 @@ impl State {
             return Err(StoreError::Invalid(every_replica_refusal(verb)));
         }
         let key = (std::sync::Arc::clone(&first.module), verb.to_owned());
+        // Without a zone, the expression is read in the code's.
+        let code_zone = first.code.as_deref().unwrap_or(&first.spec).zone.name().to_owned();
         let target = match to {
             Some((expression, zone)) => {
+                let zone = zone.unwrap_or(&code_zone).to_owned();
                 let schedule =
-                    check(expression, zone, first.spec.jitter).map_err(StoreError::Invalid)?;
-                Some((expression.to_owned(), schedule))
+                    check(expression, &zone, first.spec.jitter).map_err(StoreError::Invalid)?;
+                Some((expression.to_owned(), zone, schedule))
             }
             None => None,
         };
@@ -199,7 +202,7 @@ impl State {
                 None => None,
             };
             let (expression, schedule) = match &target {
-                Some((expression, schedule)) => (expression.clone(), schedule.clone()),
+                Some((expression, _, schedule)) => (expression.clone(), schedule.clone()),
                 None => match job.code.take() {
                     Some(code) => (code.expression, code.schedule),
                     None => continue,
@@ -220,13 +223,9 @@ impl State {
                 self.set_idle(job_id, next);
             }
         }
-        match to {
-            Some((expression, zone)) => {
-                let over = Override {
-                    expression: expression.to_owned(),
-                    zone: zone.to_owned(),
-                };
-                self.overrides.insert(key, over);
+        match target {
+            Some((expression, zone, _)) => {
+                self.overrides.insert(key, Override { expression, zone });
             }
             None => {
                 self.overrides.remove(&key);
