@@ -18,6 +18,10 @@ CREATE TABLE cron_overrides (
     PRIMARY KEY (module_name, verb)
 );
 
+-- A replica's registration reads it, also one whose role was granted only the tables before this
+-- migration (docs/operations.md, "Setting up"); the operator commands write it.
+GRANT SELECT ON cron_overrides TO PUBLIC;
+
 -- On a job row whose `schedule` and `timezone` are an override's: the code's expression and zone, as
 -- its deployment declared them, for the drift `cronverb status` shows and for `--reset`. NULL: the row
 -- runs its code's schedule.
