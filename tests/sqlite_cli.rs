@@ -1029,6 +1029,15 @@ fn reschedule_shows_the_drift_in_status_keeps_it_across_a_deploy_and_reset_retur
         .as_str()
         .unwrap()
         .to_owned();
+    let invoices = deployed["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|job| job["verb"] == "billing::send_invoices")
+        .unwrap();
+    assert_eq!(invoices["expression"], "*/30 * * * *");
+    assert_eq!(invoices["code_expression"], "0 2 * * *");
+    assert_eq!(invoices["matches"], true);
     let next = cron_runtime::chrono::DateTime::parse_from_rfc3339(&next).unwrap();
     let half_hourly = ZonedSchedule::new(
         Schedule::parse("*/30 * * * *").unwrap(),
@@ -1038,6 +1047,17 @@ fn reschedule_shows_the_drift_in_status_keeps_it_across_a_deploy_and_reset_retur
         Some(next.to_utc()),
         half_hourly.next_after(before),
         "every half hour, as the override says"
+    );
+
+    // A deploy of the same key again says what the code says and what runs.
+    let text = stdout(&file.cronverb(&["deploy", "--deployment", "billing@2", schema])).to_owned();
+    assert!(
+        text.contains(
+            "`billing::send_invoices`: the code now says `0 2 * * *` in Europe/Berlin; the override \
+             `*/30 * * * *` in Europe/Berlin still runs until `cronverb reschedule \
+             billing::send_invoices --reset`"
+        ),
+        "{text}"
     );
 
     let reset = file.json(&["reschedule", "send_invoices", "--reset", "--actor", "bob"]);

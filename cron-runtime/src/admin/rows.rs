@@ -47,6 +47,9 @@ pub(crate) struct RegisteredJob {
     pub(crate) schedule: String,
     pub(crate) timezone: String,
     pub(crate) next_execution: Option<At>,
+    /// The code's expression and zone where the row runs an override (migration 0011).
+    pub(crate) code_schedule: Option<String>,
+    pub(crate) code_timezone: Option<String>,
 }
 
 /// A replica of a deployment, `live` when its last heartbeat is within the liveness window.

@@ -40,7 +40,8 @@ macro_rules! statements {
                 WHERE module_name = $1 OR $1 IS NULL ORDER BY module_name, verb",
             modules: "SELECT DISTINCT module FROM cron_deployments ORDER BY module",
             module_of_key: "SELECT module FROM cron_deployments WHERE key = $1",
-            deployed_jobs: "SELECT verb, schedule, timezone, next_execution FROM cron_jobs \
+            deployed_jobs: "SELECT verb, schedule, timezone, next_execution, code_schedule, \
+                    code_timezone FROM cron_jobs \
                 WHERE deployment_id = $1 ORDER BY verb",
             active_schema: "SELECT key, CAST(schema AS text) AS schema FROM cron_deployments \
                 WHERE module = $1 AND active",
