@@ -24,12 +24,17 @@ const OVERRIDE: &str = "* * * * * *";
 #[test]
 fn replica_main() {
     support::replica_entry(|builder, _jobs| {
-        builder.job(VERB, CODE, || support::execute(1, Duration::from_millis(20)))
+        builder.job(VERB, CODE, || {
+            support::execute(1, Duration::from_millis(20))
+        })
     });
 }
 
 /// The occurrences the job ran scheduled after `after`, in order, with the replica that ran each.
-async fn ran_after(db: &TestDb, after: DateTime<Utc>) -> anyhow::Result<Vec<(DateTime<Utc>, String)>> {
+async fn ran_after(
+    db: &TestDb,
+    after: DateTime<Utc>,
+) -> anyhow::Result<Vec<(DateTime<Utc>, String)>> {
     Ok(sqlx::query_as(
         "SELECT scheduled_at, replica FROM test_executions WHERE verb = $1 AND scheduled_at > $2 \
          ORDER BY scheduled_at, id",
@@ -81,7 +86,10 @@ async fn an_override_reaches_every_replica_survives_a_deploy_and_resets() -> any
     // the override, then every second.
     let ran = wait_runs(&db, "four runs on the override", rescheduled_at, 5).await?;
     let settled: Vec<_> = ran[1..].to_vec();
-    assert!(every(&settled, 1), "every second after the override: {ran:?}");
+    assert!(
+        every(&settled, 1),
+        "every second after the override: {ran:?}"
+    );
 
     // Each replica runs it: the one that ran the last occurrence stops, the other goes on every second.
     let last = settled.last().unwrap().1.clone();
@@ -90,7 +98,10 @@ async fn an_override_reaches_every_replica_survives_a_deploy_and_resets() -> any
     let stopped_at = db.now().await?;
     let ran = wait_runs(&db, "the other replica every second", stopped_at, 4).await?;
     let theirs: Vec<_> = ran.iter().filter(|(_, r)| r == other).cloned().collect();
-    assert!(theirs.len() >= 3 && every(&theirs[1..], 1), "`{other}` every second: {ran:?}");
+    assert!(
+        theirs.len() >= 3 && every(&theirs[1..], 1),
+        "`{other}` every second: {ran:?}"
+    );
 
     // A replica of a new deployment key takes the module over and keeps the override.
     cluster.spawn("c1", "ov@2", "all")?;

@@ -84,7 +84,8 @@ pub(crate) async fn reschedule<D: Dialect>(
     let target = match to {
         Some((expression, zone)) => {
             let zone = zone.unwrap_or(&code_zone);
-            let schedule = check(expression, zone, jitter).map_err(AdminError::RescheduleRefused)?;
+            let schedule =
+                check(expression, zone, jitter).map_err(AdminError::RescheduleRefused)?;
             Some((expression, zone, schedule))
         }
         None => None,
@@ -100,9 +101,11 @@ pub(crate) async fn reschedule<D: Dialect>(
     for row in &rows {
         let code = code_of(row);
         let (expression, zone, schedule) = match &target {
-            Some((expression, zone, schedule)) => {
-                ((*expression).to_owned(), (*zone).to_owned(), schedule.clone())
-            }
+            Some((expression, zone, schedule)) => (
+                (*expression).to_owned(),
+                (*zone).to_owned(),
+                schedule.clone(),
+            ),
             None => match admin.schedule(&code.0, &code.1) {
                 Ok(schedule) => (code.0.clone(), code.1.clone(), schedule),
                 // The code's text does not parse (edited by hand): the row is left as it is (G8).
@@ -206,7 +209,11 @@ pub(crate) async fn reschedule<D: Dialect>(
 /// The code's expression and zone of a row: its own unless it runs an override.
 fn code_of(row: &RescheduleRow) -> (String, String) {
     (
-        row.code_schedule.clone().unwrap_or_else(|| row.schedule.clone()),
-        row.code_timezone.clone().unwrap_or_else(|| row.timezone.clone()),
+        row.code_schedule
+            .clone()
+            .unwrap_or_else(|| row.schedule.clone()),
+        row.code_timezone
+            .clone()
+            .unwrap_or_else(|| row.timezone.clone()),
     )
 }

@@ -18,8 +18,8 @@ use sqlx::{Database, Pool, Transaction};
 use super::AdminError;
 use super::rows::{
     ActiveDeployment, ActiveSchema, Ago, At, AuditRow, ExecutingRow, Ids, JobRow, ListedDeployment,
-    PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow,
-    RescheduleRow, ResumeRow, RunRow, TriggerRow,
+    PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow, RescheduleRow, ResumeRow,
+    RunRow, TriggerRow,
 };
 use crate::store::StoreError;
 use crate::store::schedules::Schedules;

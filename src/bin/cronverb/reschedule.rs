@@ -71,7 +71,11 @@ fn show(done: &Rescheduled, json: bool) -> Result<(), db::Failure> {
         return db::print_json(done);
     }
     let verb = escape(&done.verb);
-    let runs = format!("`{}` in {}", escape(&done.expression), escape(&done.timezone));
+    let runs = format!(
+        "`{}` in {}",
+        escape(&done.expression),
+        escape(&done.timezone)
+    );
     let code = format!(
         "`{}` in {}",
         escape(&done.code_expression),

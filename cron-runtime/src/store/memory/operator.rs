@@ -7,11 +7,11 @@ use cron_schema::RunOn;
 
 use super::tables::State;
 use crate::store::rules::backfill::Backfill;
-use crate::store::rules::reschedule::{Override, check, every_replica_refusal, rescheduled};
 use crate::store::rules::operator::{
     Resume, close_to, executing, no_active_deployment, not_in_active_deployment, resume,
     runs_on_every_replica, unknown_module, unknown_verb,
 };
+use crate::store::rules::reschedule::{Override, check, every_replica_refusal, rescheduled};
 use crate::store::{Runner, StoreError};
 
 impl State {
@@ -185,7 +185,13 @@ impl State {
         }
         let key = (std::sync::Arc::clone(&first.module), verb.to_owned());
         // Without a zone, the expression is read in the code's.
-        let code_zone = first.code.as_deref().unwrap_or(&first.spec).zone.name().to_owned();
+        let code_zone = first
+            .code
+            .as_deref()
+            .unwrap_or(&first.spec)
+            .zone
+            .name()
+            .to_owned();
         let target = match to {
             Some((expression, zone)) => {
                 let zone = zone.unwrap_or(&code_zone).to_owned();
@@ -198,7 +204,11 @@ impl State {
         for job_id in rows {
             let job = self.jobs.get_mut(&job_id).expect("exists");
             let code = match &target {
-                Some(_) => Some(job.code.take().unwrap_or_else(|| Box::new(job.spec.clone()))),
+                Some(_) => Some(
+                    job.code
+                        .take()
+                        .unwrap_or_else(|| Box::new(job.spec.clone())),
+                ),
                 None => None,
             };
             let (expression, schedule) = match &target {
