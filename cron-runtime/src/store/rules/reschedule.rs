@@ -11,7 +11,6 @@ use cron_schema::ZonedSchedule;
 
 use super::row_schedule;
 use crate::store::JobSpec;
-use crate::store::schedules::zone_text;
 
 /// Why an override of `verb` is refused: a job that runs on every replica keeps its code's schedule
 /// (each replica runs it from its build, never from a row).
@@ -69,6 +68,8 @@ pub(crate) struct Override {
 #[derive(Debug, Clone)]
 pub(crate) struct Effective {
     pub(crate) expression: String,
+    /// The zone's text, as the SQL stores write it (the in-memory store keeps `schedule`'s zone).
+    #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
     pub(crate) zone: String,
     pub(crate) schedule: ZonedSchedule,
     /// An override's, not the code's.
@@ -81,14 +82,14 @@ pub(crate) struct Effective {
 pub(crate) fn effective(job: &JobSpec, over: Option<&Override>) -> Effective {
     let code = || Effective {
         expression: job.expression.clone(),
-        zone: zone_text(job),
+        zone: job.zone.name().to_owned(),
         schedule: job.schedule.clone(),
         overridden: false,
     };
     let Some(over) = over.filter(|_| job.on != cron_schema::RunOn::EveryReplica) else {
         return code();
     };
-    if over.expression == job.expression && over.zone == zone_text(job) {
+    if over.expression == job.expression && over.zone == job.zone.name() {
         return code();
     }
     match row_schedule(&over.expression, &over.zone) {
