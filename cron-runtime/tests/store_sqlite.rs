@@ -208,13 +208,13 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
     assert_eq!(applied, 10);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
-    sqlx::query("UPDATE cron_compatibility SET required_migration = 10")
+    sqlx::query("UPDATE cron_compatibility SET required_migration = 12")
         .execute(a.pool())
         .await
         .unwrap();
     let refused = b.migrate().await.unwrap_err().to_string();
     assert!(
-        refused.contains("require migration 0010 or later"),
+        refused.contains("require migration 0012 or later"),
         "{refused}"
     );
     assert!(b.check_compatible().await.is_err());
