@@ -279,7 +279,9 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     let other_cookie = format!("cronverb_csrf={}", "ab".repeat(32));
     // A backfill's window rides along in every form: `backfill` reads it. It is the week after the
     // one queued, so that a `backfill` let through would queue five more.
-    let window = "from=2026-03-09T00%3A00%3A00Z&to=2026-03-14T00%3A00%3A00Z";
+    // So does a reschedule's expression, which a `reschedule` let through would run.
+    let window = "from=2026-03-09T00%3A00%3A00Z&to=2026-03-14T00%3A00%3A00Z\
+        &expression=*%2F30+*+*+*+*";
     let attempts = [
         ("", format!("csrf={token}&token={TOKEN}&note=n&{window}")),
         (cookie.as_str(), format!("token={TOKEN}&note=n&{window}")),
@@ -294,7 +296,19 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
         (cookie.as_str(), format!("csrf={token}&note=n&{window}")),
     ];
     for (cookie, form) in &attempts {
-        for action in ["pause", "trigger", "backfill", "backfill/cancel"] {
+        for action in [
+            "pause",
+            "trigger",
+            "backfill",
+            "backfill/cancel",
+            "reschedule",
+            "reschedule/reset",
+        ] {
+            // Two more wrong tokens would lock wrong tokens out (`session.rs`), the right one at the
+            // end too: the reschedule actions meet every other refusal.
+            if action.starts_with("reschedule") && form.contains("token=wrong") {
+                continue;
+            }
             let reply = post(&router, &format!("{JOB}/{action}"), cookie, form).await;
             assert_eq!(
                 reply.status,
@@ -317,6 +331,7 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
         5,
         "no backfill was queued and none was cancelled"
     );
+    assert_eq!(schedule(&pool).await, ("0 2 * * 1-5".to_owned(), None));
     assert_eq!(
         dashboard_rows(&pool).await,
         0,
@@ -336,6 +351,87 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
     assert!(paused(&pool).await.0);
     assert_eq!(dashboard_rows(&pool).await, 1);
+}
+
+/// The schedule `billing::send` runs, and the code's where that is an override.
+async fn schedule(pool: &PgPool) -> (String, Option<String>) {
+    sqlx::query_as("SELECT schedule, code_schedule FROM cron_jobs WHERE verb = 'billing::send'")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_reschedule_through_the_form_shows_the_drift_everywhere_and_resets(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = with_hook(&store);
+    let page = get_as(&router, JOB, "").await;
+    assert!(page.body.contains("/reschedule\""), "{}", page.body);
+    assert!(!page.body.contains("/reschedule/reset\""), "{}", page.body);
+    let (cookie, token) = csrf(&page);
+
+    // An expression that does not parse is refused with the engine's message, and nothing changes.
+    let reply = post(
+        &router,
+        &format!("{JOB}/reschedule"),
+        &cookie,
+        &format!("csrf={token}&expression=61+*+*+*+*"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert!(reply.body.contains("61"), "{}", reply.body);
+    assert_eq!(schedule(&pool).await, ("0 2 * * 1-5".to_owned(), None));
+
+    // Hostile text in the note is escaped wherever it is shown.
+    let note = XSS
+        .replace(' ', "+")
+        .replace('<', "%3C")
+        .replace('>', "%3E")
+        .replace('=', "%3D");
+    let reply = post(
+        &router,
+        &format!("{JOB}/reschedule"),
+        &cookie,
+        &format!("csrf={token}&expression=*%2F30+*+*+*+*&note={note}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert_eq!(
+        schedule(&pool).await,
+        ("*/30 * * * *".to_owned(), Some("0 2 * * 1-5".to_owned()))
+    );
+    let page = get_as(&router, JOB, &cookie).await;
+    assert!(
+        page.body
+            .contains("the code says 0 2 * * 1-5 in UTC; this override was set by "),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains(XSS), "{}", page.body);
+    assert!(page.body.contains("/reschedule/reset\""), "{}", page.body);
+    let overview = get_as(&router, "/", &cookie).await;
+    assert!(
+        row(&overview.body, "billing::send").contains("overridden"),
+        "the overview's badge: {}",
+        overview.body
+    );
+    assert!(!row(&overview.body, "billing::other").contains("overridden"));
+
+    let reply = post(
+        &router,
+        &format!("{JOB}/reschedule/reset"),
+        &cookie,
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert_eq!(schedule(&pool).await, ("0 2 * * 1-5".to_owned(), None));
+    let actions: Vec<String> =
+        sqlx::query_scalar("SELECT action FROM cron_audit WHERE origin = 'dashboard' ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(actions, ["reschedule", "reset"]);
 }
 
 /// How many rows of the audit trail the dashboard wrote.

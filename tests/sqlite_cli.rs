@@ -966,3 +966,129 @@ fn status_shows_a_jobs_jitter_its_offset_and_its_next_start() {
         "{text}"
     );
 }
+
+#[test]
+fn reschedule_shows_the_drift_in_status_keeps_it_across_a_deploy_and_reset_returns_to_the_code() {
+    let file = File::new("reschedule");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let schema = file.schema_file();
+    let schema = schema.to_str().unwrap();
+    file.json(&["deploy", "--deployment", "billing@1", schema]);
+
+    // The expression is checked as `cronverb check` checks it, with its caret; a bad zone is refused.
+    let output = file.cronverb(&["reschedule", "send_invoices", "0 25 * * *"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("1 | 0 25 * * *") && stderr(&output).contains("^^"),
+        "{}",
+        stderr(&output)
+    );
+    let output = file.cronverb(&[
+        "reschedule",
+        "send_invoices",
+        "0 3 * * *",
+        "--timezone",
+        "Mars/Olympus",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        file.json(&["status"])["modules"][0]["jobs"][1]
+            .get("override")
+            .is_none()
+    );
+
+    let done = file.json(&[
+        "reschedule",
+        "send_invoices",
+        "*/30 * * * *",
+        "--note",
+        "INC-9 catch up",
+        "--actor",
+        "alice",
+    ]);
+    assert_eq!(done["overridden"], true);
+    assert_eq!(done["changed"], true);
+    // Read in the code's zone unless told.
+    assert_eq!(
+        (&done["expression"], &done["timezone"]),
+        (&Value::from("*/30 * * * *"), &Value::from("Europe/Berlin"))
+    );
+    assert_eq!(done["code_expression"], "0 2 * * *");
+
+    let job = &file.json(&["status"])["modules"][0]["jobs"][1];
+    assert_eq!(job["verb"], "billing::send_invoices");
+    assert_eq!(job["expression"], "*/30 * * * *");
+    assert_eq!(job["override"]["code_expression"], "0 2 * * *");
+    assert_eq!(job["override"]["by"], "alice");
+    assert_eq!(job["override"]["note"], "INC-9 catch up");
+    let text = stdout(&file.cronverb(&["status"])).to_owned();
+    assert!(
+        text.contains(
+            "`billing::send_invoices` runs its override `*/30 * * * *` in Europe/Berlin, not its \
+             code's `0 2 * * *` in Europe/Berlin (set by alice at "
+        ) && text.contains("overridden"),
+        "{text}"
+    );
+
+    // A deployment registered later starts its row at the override.
+    let before = cron_runtime::chrono::Utc::now();
+    let deployed = file.json(&["deploy", "--deployment", "billing@2", schema]);
+    let next = deployed["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|job| job["verb"] == "billing::send_invoices")
+        .unwrap()["next_execution"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let invoices = deployed["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|job| job["verb"] == "billing::send_invoices")
+        .unwrap();
+    assert_eq!(invoices["expression"], "*/30 * * * *");
+    assert_eq!(invoices["code_expression"], "0 2 * * *");
+    assert_eq!(invoices["matches"], true);
+    let next = cron_runtime::chrono::DateTime::parse_from_rfc3339(&next).unwrap();
+    let half_hourly = ZonedSchedule::new(
+        Schedule::parse("*/30 * * * *").unwrap(),
+        chrono_tz::Tz::Europe__Berlin,
+    );
+    assert_eq!(
+        Some(next.to_utc()),
+        half_hourly.next_after(before),
+        "every half hour, as the override says"
+    );
+
+    // A deploy of the same key again says what the code says and what runs.
+    let text = stdout(&file.cronverb(&["deploy", "--deployment", "billing@2", schema])).to_owned();
+    assert!(
+        text.contains(
+            "`billing::send_invoices`: the code now says `0 2 * * *` in Europe/Berlin; the override \
+             `*/30 * * * *` in Europe/Berlin still runs until `cronverb reschedule \
+             billing::send_invoices --reset`"
+        ),
+        "{text}"
+    );
+
+    let reset = file.json(&["reschedule", "send_invoices", "--reset", "--actor", "bob"]);
+    assert_eq!(reset["overridden"], false);
+    assert_eq!(reset["expression"], "0 2 * * *");
+    let job = &file.json(&["status"])["modules"][0]["jobs"][1];
+    assert_eq!(job["expression"], "0 2 * * *");
+    assert!(job.get("override").is_none(), "{job}");
+
+    // One audit row each, with the schedule before and after.
+    let rows = file.json(&["audit", "--verb", "send_invoices"]);
+    let rows = rows.as_array().unwrap();
+    let actions: Vec<&str> = rows.iter().map(|r| r["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["reset", "reschedule"]);
+    assert_eq!(rows[1]["actor"], "alice");
+    assert_eq!(rows[1]["before"]["schedule"], "0 2 * * *");
+    assert_eq!(rows[1]["after"]["schedule"], "*/30 * * * *");
+    assert_eq!(rows[1]["after"]["overridden"], true);
+    assert_eq!(rows[0]["after"]["schedule"], "0 2 * * *");
+    assert_eq!(rows[0]["after"]["overridden"], false);
+}

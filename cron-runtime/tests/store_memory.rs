@@ -107,6 +107,15 @@ impl conformance::Operator for MemoryStore {
         None
     }
 
+    async fn reschedule(&self, verb: &str, expression: &str) -> Result<(), String> {
+        MemoryStore::reschedule(self, conformance::MODULE, verb, expression, None)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn reset_schedule(&self, verb: &str) {
+        MemoryStore::reset_schedule(self, conformance::MODULE, verb).unwrap();
+    }
+
     /// The store reports nothing: its row's next occurrence, as `cronverb resume` reports the row's.
     async fn resume(&self, verb: &str) -> Option<DateTime<Utc>> {
         MemoryStore::resume(self, conformance::MODULE, verb).unwrap();

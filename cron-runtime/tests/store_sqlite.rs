@@ -204,8 +204,9 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
         .unwrap();
     // Each of the migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`, `0003_retries.sql`,
     // `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`, `0007_backfills.sql`,
-    // `0008_jitter.sql`, `0009_audit.sql`, `0010_cancel.sql`, `0012_overdue.sql`), once.
-    assert_eq!(applied, 11);
+    // `0008_jitter.sql`, `0009_audit.sql`, `0010_cancel.sql`, `0011_overrides.sql`,
+    // `0012_overdue.sql`), once.
+    assert_eq!(applied, 12);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
     sqlx::query("UPDATE cron_compatibility SET required_migration = 13")
@@ -307,10 +308,10 @@ async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_ke
             .await
             .unwrap();
     // And `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`, `0007_backfills.sql`
-    // `0008_jitter.sql` and `0010_cancel.sql`, whose columns are nullable or have defaults, and
-    // `0009_audit.sql`, whose table the replicas never touch, and `0012_overdue.sql`, whose column is
-    // nullable.
-    assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12]);
+    // `0008_jitter.sql`, `0010_cancel.sql` and `0011_overrides.sql`, whose columns are nullable or
+    // have defaults, `0009_audit.sql`, whose table the replicas never touch, and `0012_overdue.sql`,
+    // whose column is nullable.
+    assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     // What an earlier release writes still fits.
     sqlx::query(old_run)
         .bind(2_000_000_i64)

@@ -1,5 +1,6 @@
-//! The actions: pause (with a note), resume, trigger, cancel the run in flight (with a note) and
-//! backfill (with its window, or cancelled), each a POST from a job's page, and the action
+//! The actions: pause (with a note), resume, trigger, cancel the run in flight (with a note), backfill
+//! (with its window, or cancelled) and reschedule (with its expression, or reset), each a POST from a
+//! job's page, and the action
 //! token's session (docs/dashboard.md, "Security model"). Each action is refused with nothing changed
 //! unless actions are enabled, the form carries the CSRF token of the request's cookie, the
 //! authorization hook accepts the request and, where the dashboard has an action token, the request
@@ -38,6 +39,12 @@ pub(super) struct ActionForm {
     from: String,
     #[serde(default)]
     to: String,
+    /// A reschedule's expression and zone (empty: the code's zone; docs/operations.md, "Changing a
+    /// schedule without a build").
+    #[serde(default)]
+    expression: String,
+    #[serde(default)]
+    timezone: String,
 }
 
 /// The fields of the session's forms.
@@ -65,6 +72,11 @@ enum Action {
     CancelBackfill,
     /// Ask the run in flight to stop (docs/operations.md, "Cancelling a run").
     Cancel,
+    /// Run another schedule than the code's (docs/operations.md, "Changing a schedule without a
+    /// build").
+    Reschedule,
+    /// Run the code's schedule again.
+    ResetSchedule,
 }
 
 impl Action {
@@ -76,6 +88,8 @@ impl Action {
             Action::Backfill => "backfill",
             Action::CancelBackfill => "cancel backfill",
             Action::Cancel => "cancel",
+            Action::Reschedule => "reschedule",
+            Action::ResetSchedule => "reset the schedule",
         }
     }
 }
@@ -170,6 +184,24 @@ pub(super) async fn cancel_backfill(
     act(state, path, request, Action::CancelBackfill).await
 }
 
+/// `POST /jobs/{module}/{verb}/reschedule`, with the `expression`, its `timezone` and a `note`.
+pub(super) async fn reschedule(
+    state: State,
+    path: Path<(String, String)>,
+    request: Request,
+) -> Response {
+    act(state, path, request, Action::Reschedule).await
+}
+
+/// `POST /jobs/{module}/{verb}/reschedule/reset`.
+pub(super) async fn reset_schedule(
+    state: State,
+    path: Path<(String, String)>,
+    request: Request,
+) -> Response {
+    act(state, path, request, Action::ResetSchedule).await
+}
+
 /// An instant of a backfill's form, RFC 3339.
 fn instant(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     chrono::DateTime::parse_from_rfc3339(text.trim())
@@ -256,6 +288,19 @@ async fn act(
             let note = (!note.is_empty()).then_some(note);
             admin.cancel(&verb, Some(&module), note).await.map(drop)
         }
+        Action::Reschedule => {
+            let expression = form.expression.trim();
+            let zone = Some(form.timezone.trim()).filter(|zone| !zone.is_empty());
+            let note = Some(note).filter(|note| !note.is_empty());
+            admin
+                .reschedule(&verb, Some(&module), expression, zone, note)
+                .await
+                .map(drop)
+        }
+        Action::ResetSchedule => admin
+            .reset_schedule(&verb, Some(&module), None)
+            .await
+            .map(drop),
     };
     if let Err(error) = result {
         tracing::warn!(
@@ -275,7 +320,10 @@ async fn act(
         action = action.name(),
         module = %Escaped(&module),
         verb = %Escaped(&verb),
-        note = (matches!(action, Action::Pause | Action::Cancel)).then(|| Escaped(note).to_string()),
+        note = (matches!(action, Action::Pause | Action::Cancel | Action::Reschedule))
+            .then(|| Escaped(note).to_string()),
+        expression = (matches!(action, Action::Reschedule))
+            .then(|| Escaped(form.expression.trim()).to_string()),
         window = (matches!(action, Action::Backfill))
             .then(|| format!("{} to {}", Escaped(form.from.trim()), Escaped(form.to.trim()))),
         at = %chrono::Utc::now().to_rfc3339(),

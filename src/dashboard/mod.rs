@@ -160,6 +160,14 @@ impl Dashboard {
             .route("/jobs/{module}/{verb}/resume", post(actions::resume))
             .route("/jobs/{module}/{verb}/trigger", post(actions::trigger))
             .route("/jobs/{module}/{verb}/cancel", post(actions::cancel))
+            .route(
+                "/jobs/{module}/{verb}/reschedule",
+                post(actions::reschedule),
+            )
+            .route(
+                "/jobs/{module}/{verb}/reschedule/reset",
+                post(actions::reset_schedule),
+            )
             .route("/jobs/{module}/{verb}/backfill", post(actions::backfill))
             .route(
                 "/jobs/{module}/{verb}/backfill/cancel",

@@ -74,6 +74,7 @@ impl Visit {
             every_replica: job.every_replica,
             backfilling: job.backfill.is_some(),
             running: job.running.is_some(),
+            overridden: job.schedule_override.is_some(),
         })
     }
 
@@ -146,6 +147,7 @@ impl Visit {
             AdminError::Executing { .. }
             | AdminError::NoActiveDeployment { .. }
             | AdminError::NotInActiveDeployment { .. } => StatusCode::CONFLICT,
+            AdminError::RescheduleRefused(_) => StatusCode::BAD_REQUEST,
             _ if error.is_invalid_input() => StatusCode::NOT_FOUND,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -193,6 +195,8 @@ pub(super) struct Actions {
     backfilling: bool,
     /// A run is in flight: a form cancels it (docs/operations.md, "Cancelling a run").
     running: bool,
+    /// An override runs instead of the code's schedule: a form resets it.
+    overridden: bool,
 }
 
 #[derive(Template)]
@@ -312,6 +316,9 @@ struct JobView {
     overdue: Option<String>,
     /// Its jitter and offset (docs/runtime.md, "Jitter"), in words, with its next start.
     jitter: Option<String>,
+    /// The drift of a schedule override (docs/operations.md, "Changing a schedule without a build"):
+    /// the code's schedule, who set the override, when and why.
+    overridden: Option<String>,
 }
 
 /// When a run of `scheduled_at` was due to start: a regular occurrence of a job with a jitter offset
@@ -468,6 +475,20 @@ impl JobView {
                 )),
                 _ => None,
             },
+            overridden: job.schedule_override.as_ref().map(|over| {
+                let by = match &over.by {
+                    Some(by) => format!(" by {by} at {}", format::utc(over.at)),
+                    None => String::new(),
+                };
+                let note = match &over.note {
+                    Some(note) => format!(": {note}"),
+                    None => String::new(),
+                };
+                format!(
+                    "the code says {} in {}; this override was set{by}{note}",
+                    over.code_expression, over.code_timezone
+                )
+            }),
         }
     }
 }

@@ -168,11 +168,15 @@ pub enum Action {
     Prune,
     /// [`Admin::cancel`](super::Admin::cancel).
     Cancel,
+    /// [`Admin::reschedule`](super::Admin::reschedule).
+    Reschedule,
+    /// [`Admin::reset_schedule`](super::Admin::reset_schedule).
+    ResetSchedule,
 }
 
 impl Action {
     /// Its name in the audit trail: `deploy`, `pause`, `resume`, `trigger`, `backfill`,
-    /// `cancel_backfill`, `prune`, `cancel`.
+    /// `cancel_backfill`, `prune`, `cancel`, `reschedule`, `reset`.
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Deploy => "deploy",
@@ -183,6 +187,8 @@ impl Action {
             Action::CancelBackfill => "cancel_backfill",
             Action::Prune => "prune",
             Action::Cancel => "cancel",
+            Action::Reschedule => "reschedule",
+            Action::ResetSchedule => "reset",
         }
     }
 }

@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use super::sql::{Dialect, SqlAdmin};
 use super::{
     Actor, AdminError, AuditEntry, AuditFilter, BackfillCancelled, Backfilled, Cancelled, Deployed,
-    Deployment, Pause, Run, RunFilter, Status, Triggered,
+    Deployment, Pause, Rescheduled, Run, RunFilter, Status, Triggered,
 };
 
 /// What a command of a [`Commands`] returns: its result, once the database has answered.
@@ -60,6 +60,14 @@ pub(crate) trait Commands: Debug + Send + Sync {
         module: Option<&'a str>,
         note: Option<&'a str>,
     ) -> Answer<'a, Cancelled>;
+    fn reschedule<'a>(
+        &'a self,
+        actor: &'a Actor,
+        verb: &'a str,
+        module: Option<&'a str>,
+        to: Option<(&'a str, Option<&'a str>)>,
+        note: Option<&'a str>,
+    ) -> Answer<'a, Rescheduled>;
     fn prune<'a>(&'a self, actor: &'a Actor, older_than: Duration, batch: u32) -> Answer<'a, u64>;
     fn prune_audit<'a>(&'a self, actor: &'a Actor, older_than: Duration) -> Answer<'a, u64>;
     fn audit<'a>(&'a self, filter: &'a AuditFilter) -> Answer<'a, Vec<AuditEntry>>;
@@ -139,6 +147,19 @@ impl<D: Dialect> Commands for SqlAdmin<D> {
         note: Option<&'a str>,
     ) -> Answer<'a, Cancelled> {
         Box::pin(super::cancel::cancel(self, actor, verb, module, note))
+    }
+
+    fn reschedule<'a>(
+        &'a self,
+        actor: &'a Actor,
+        verb: &'a str,
+        module: Option<&'a str>,
+        to: Option<(&'a str, Option<&'a str>)>,
+        note: Option<&'a str>,
+    ) -> Answer<'a, Rescheduled> {
+        Box::pin(super::reschedule::reschedule(
+            self, actor, verb, module, to, note,
+        ))
     }
 
     fn prune<'a>(&'a self, actor: &'a Actor, older_than: Duration, batch: u32) -> Answer<'a, u64> {

@@ -175,8 +175,17 @@ pub struct DeployedJob {
     /// The row was inserted by this call.
     pub added: bool,
     /// The row says what the schema file says (false: the row was edited since it was registered; the
-    /// row is kept).
+    /// row is kept). A row that runs an override says it by its code's expression.
     pub matches: bool,
+    /// The expression the schema file declares, where an operator's override runs instead
+    /// (`expression` and `timezone` being the override's; docs/operations.md, "Changing a schedule
+    /// without a build"): the override wins until it is reset. `None`, and then left out of the JSON,
+    /// when the row runs what the file declares.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_expression: Option<String>,
+    /// The zone the schema file declares, where an override runs instead (with `code_expression`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_timezone: Option<String>,
     /// Relative to the module's active deployment: `added`, `changed` or `unchanged` (`None` when it
     /// cannot be compared).
     pub change: Option<&'static str>,
@@ -209,9 +218,18 @@ fn deployed(
         let Some(job) = by_verb.get(row.verb.as_str()) else {
             continue;
         };
+        let code = match (&row.code_schedule, &row.code_timezone) {
+            (Some(expression), Some(zone)) => (expression.as_str(), zone.as_str()),
+            _ => (row.schedule.as_str(), row.timezone.as_str()),
+        };
         jobs.push(DeployedJob {
             added: created,
-            matches: row.schedule == job.expression && row.timezone == job.zone.name(),
+            matches: code == (job.expression.as_str(), job.zone.name()),
+            code_expression: row.code_schedule.is_some().then(|| job.expression.clone()),
+            code_timezone: row
+                .code_schedule
+                .is_some()
+                .then(|| job.zone.name().to_owned()),
             change: changes.as_ref().map(|_| {
                 change_of
                     .get(row.verb.as_str())

@@ -123,6 +123,11 @@ pub enum AdminError {
     /// one backfill may queue, or a job on every replica (docs/operations.md, "Backfill").
     #[error("{0}")]
     BackfillRefused(String),
+    /// A schedule override refused before anything changed: an expression or zone that does not
+    /// parse, a job on every replica, or a jitter not shorter than the new schedule's shortest interval
+    /// (docs/operations.md, "Changing a schedule without a build").
+    #[error("{0}")]
+    RescheduleRefused(String),
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -143,6 +148,7 @@ impl AdminError {
                 | AdminError::KeyTaken { .. }
                 | AdminError::KeyRegisteredWithOtherJobs(_)
                 | AdminError::BackfillRefused(_)
+                | AdminError::RescheduleRefused(_)
         )
     }
 }

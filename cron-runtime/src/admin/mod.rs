@@ -38,6 +38,7 @@ mod error;
 pub(crate) mod lookup;
 pub(crate) mod pause;
 pub(crate) mod prune;
+pub(crate) mod reschedule;
 pub(crate) mod rows;
 pub(crate) mod runs;
 pub(crate) mod sql;
@@ -52,10 +53,11 @@ pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob, check_v
 pub use deployment::Deployment;
 pub use error::AdminError;
 pub use pause::{Pause, Triggered};
+pub use reschedule::Rescheduled;
 pub use runs::{Run, RunCursor, RunFilter, Since};
 pub use status::{
     DeploymentStatus, JobStatus, LastRun, ModuleStatus, OVERDUE_AFTER, Replica, ReplicaLastRun,
-    Running, Status,
+    Running, ScheduleOverride, Status,
 };
 
 /// The database failure inside [`AdminError::Store`].
@@ -75,8 +77,8 @@ pub(crate) const PRUNE_BATCHES_PER_CALL: u32 = 10;
 /// `admin()` (`PgStore::admin` for PostgreSQL, `SqliteStore::admin` for SQLite); cloning is cheap and
 /// shares the pool.
 ///
-/// Every command that changes something (`deploy`, `pause`, `resume`, `trigger`, `backfill` unless a
-/// dry run, `cancel_backfill`, `prune`, `prune_audit`) writes one row of the audit trail in its own
+/// Every command that changes something (`deploy`, `pause`, `resume`, `trigger`, `reschedule`,
+/// `reset_schedule`, `backfill` unless a dry run, `cancel_backfill`, `prune`, `prune_audit`) writes one row of the audit trail in its own
 /// transaction, naming the [`Actor`] this `Admin` acts as ([`Admin::with_actor`]); a command that fails
 /// or is refused writes none, and one accepted that changed nothing (pausing a paused verb) writes its
 /// row all the same, its state before and after equal (docs/operations.md, "Audit trail").
@@ -172,6 +174,42 @@ impl Admin {
     /// occurrence is still ahead keeps it).
     pub async fn resume(&self, verb: &str, module: Option<&str>) -> Result<Pause, AdminError> {
         self.backend.resume(&self.actor, verb, module).await
+    }
+
+    /// Runs `verb` on the schedule `expression` in `zone` (the code's zone when `None`) instead of its
+    /// code's, without a build
+    /// (docs/operations.md, "Changing a schedule without a build"): every deployment's row of the verb
+    /// takes it from its next occurrence (an idle row at the new schedule's first occurrence after
+    /// now, a run in flight or a pending retry at its end), the replicas are woken, and the override
+    /// is kept for the deployments registered later: it wins over the code's expression, also when a
+    /// later build changes it, until [`Admin::reset_schedule`]. The expression is checked by the same
+    /// engine as `cronverb check`; refused ([`AdminError::RescheduleRefused`]) when it or the zone
+    /// does not parse, when the job runs on every replica, or when its jitter is not shorter than the
+    /// new schedule's shortest interval. `note` is kept with the override and in the audit trail.
+    pub async fn reschedule(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+        expression: &str,
+        zone: Option<&str>,
+        note: Option<&str>,
+    ) -> Result<Rescheduled, AdminError> {
+        self.backend
+            .reschedule(&self.actor, verb, module, Some((expression, zone)), note)
+            .await
+    }
+
+    /// Runs `verb` on its code's schedule again, from its next occurrence, and drops its override:
+    /// `cronverb reschedule VERB --reset`.
+    pub async fn reset_schedule(
+        &self,
+        verb: &str,
+        module: Option<&str>,
+        note: Option<&str>,
+    ) -> Result<Rescheduled, AdminError> {
+        self.backend
+            .reschedule(&self.actor, verb, module, None, note)
+            .await
     }
 
     /// Asks for one run of `verb` now, through the replicas' claim: the active deployment's row is

@@ -47,6 +47,9 @@ pub(crate) struct RegisteredJob {
     pub(crate) schedule: String,
     pub(crate) timezone: String,
     pub(crate) next_execution: Option<At>,
+    /// The code's expression and zone where the row runs an override (migration 0011).
+    pub(crate) code_schedule: Option<String>,
+    pub(crate) code_timezone: Option<String>,
 }
 
 /// A replica of a deployment, `live` when its last heartbeat is within the liveness window.
@@ -128,6 +131,32 @@ pub(crate) struct JobRow {
     pub(crate) overdue_notified_for: Option<At>,
     /// No run of the verb at or after `overdue_notified_for` succeeded.
     pub(crate) overdue_unanswered: bool,
+    /// The code's expression and zone where the row runs an override (migration 0011), with who set
+    /// the override, when and their note.
+    pub(crate) code_schedule: Option<String>,
+    pub(crate) code_timezone: Option<String>,
+    pub(crate) override_actor: Option<String>,
+    pub(crate) override_at: Option<At>,
+    pub(crate) override_note: Option<String>,
+}
+
+/// A row of a verb as `reschedule` reads it: the schedule it runs and, where that is an override,
+/// its code's.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RescheduleRow {
+    pub(crate) id: i64,
+    pub(crate) schedule: String,
+    pub(crate) timezone: String,
+    pub(crate) code_schedule: Option<String>,
+    pub(crate) code_timezone: Option<String>,
+    pub(crate) state: String,
+    pub(crate) next_execution: Option<At>,
+    pub(crate) retry_pending: bool,
+    pub(crate) every_replica: bool,
+    /// The job's jitter in milliseconds (migration 0008); NULL: none.
+    pub(crate) jitter_ms: Option<i64>,
+    /// Its deployment is its module's active one.
+    pub(crate) active: bool,
 }
 
 /// A row of a verb as `resume` reads it, its schedule as text.

@@ -19,7 +19,7 @@ use super::AdminError;
 use super::rows::{
     ActiveDeployment, ActiveSchema, Ago, At, AuditRow, CancelRow, ExecutingRow, Ids, JobRow,
     ListedDeployment, PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow,
-    ResumeRow, RunRow, TriggerRow,
+    RescheduleRow, ResumeRow, RunRow, TriggerRow,
 };
 use crate::store::StoreError;
 use crate::store::schedules::Schedules;
@@ -105,13 +105,24 @@ pub(crate) struct Statements {
     pub(crate) request_cancel: &'static str,
     /// The request to cancel run `1` and its outcome, as a [`CancelRow`](super::rows::CancelRow).
     pub(crate) cancel_of: &'static str,
+    /// The rows of verb `2` of module `1`, as [`RescheduleRow`]s by id, locked where the database
+    /// locks rows.
+    pub(crate) lock_for_reschedule: &'static str,
+    /// Row `1` runs expression `2` in zone `3` (the code's being `4` in `5` where that is an
+    /// override, NULL otherwise), next at `6`, its schedule counting since `7`.
+    pub(crate) reschedule: &'static str,
+    /// Keeps the override of verb `2` of module `1`: expression `3` in zone `4`, set by `5` at `6`
+    /// with note `7`.
+    pub(crate) set_override: &'static str,
+    /// Drops the override of verb `2` of module `1`.
+    pub(crate) drop_override: &'static str,
 }
 
 impl Statements {
     /// Every statement, as `(name, SQL)`: for the tests that prepare or plan each against a migrated
     /// database, so that a typo or a scan fails the suite.
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
-    pub(crate) fn named(&self) -> [(&'static str, &'static str); 25] {
+    pub(crate) fn named(&self) -> [(&'static str, &'static str); 29] {
         let Statements {
             verbs,
             modules,
@@ -138,6 +149,10 @@ impl Statements {
             request_trigger,
             request_cancel,
             cancel_of,
+            lock_for_reschedule,
+            reschedule,
+            set_override,
+            drop_override,
         } = *self;
         [
             ("admin::verbs", verbs),
@@ -165,6 +180,10 @@ impl Statements {
             ("admin::request_trigger", request_trigger),
             ("admin::request_cancel", request_cancel),
             ("admin::cancel_of", cancel_of),
+            ("admin::lock_for_reschedule", lock_for_reschedule),
+            ("admin::reschedule", reschedule),
+            ("admin::set_override", set_override),
+            ("admin::drop_override", drop_override),
         ]
     }
 }
@@ -201,6 +220,7 @@ pub(crate) trait Dialect:
     + Reads<QueueRow>
     + Reads<AuditRow>
     + Reads<CancelRow>
+    + Reads<RescheduleRow>
 {
     /// The statements.
     const SQL: Statements;

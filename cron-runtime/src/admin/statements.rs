@@ -40,7 +40,8 @@ macro_rules! statements {
                 WHERE module_name = $1 OR $1 IS NULL ORDER BY module_name, verb",
             modules: "SELECT DISTINCT module FROM cron_deployments ORDER BY module",
             module_of_key: "SELECT module FROM cron_deployments WHERE key = $1",
-            deployed_jobs: "SELECT verb, schedule, timezone, next_execution FROM cron_jobs \
+            deployed_jobs: "SELECT verb, schedule, timezone, next_execution, code_schedule, \
+                    code_timezone FROM cron_jobs \
                 WHERE deployment_id = $1 ORDER BY verb",
             active_schema: "SELECT key, CAST(schema AS text) AS schema FROM cron_deployments \
                 WHERE module = $1 AND active",
@@ -127,9 +128,12 @@ macro_rules! statements {
                     NOT EXISTS (SELECT 1 FROM cron_job_runs s \
                         WHERE s.module_name = j.module_name AND s.verb = j.verb \
                         AND s.scheduled_at >= j.overdue_notified_for AND s.outcome = 'succeeded') \
-                        AS overdue_unanswered \
+                        AS overdue_unanswered, \
+                    j.code_schedule, j.code_timezone, o.actor AS override_actor, \
+                    o.at AS override_at, o.note AS override_note \
                 FROM cron_jobs j \
                 JOIN cron_deployments d ON d.id = j.deployment_id \
+                LEFT JOIN cron_overrides o ON o.module_name = j.module_name AND o.verb = j.verb \
                 LEFT JOIN cron_job_runs c ON c.id = j.current_run_id \
                 LEFT JOIN cron_job_runs l ON l.id = ( \
                     SELECT r.id FROM cron_job_runs r \
@@ -203,6 +207,26 @@ macro_rules! statements {
                 WHERE id = $1 AND outcome = 'running' AND cancel_requested_by IS NULL",
             cancel_of: "SELECT outcome, cancel_requested_at, cancel_requested_by, cancel_note \
                 FROM cron_job_runs WHERE id = $1",
+            lock_for_reschedule: concat!(
+                "SELECT j.id, j.schedule, j.timezone, j.code_schedule, j.code_timezone, j.state, \
+                    j.next_execution, j.retry_run_id IS NOT NULL AS retry_pending, j.every_replica, ",
+                $jitter_ms,
+                " AS jitter_ms, d.active \
+                FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+                WHERE j.module_name = $1 AND j.verb = $2 ORDER BY j.id",
+                $lock_jobs
+            ),
+            reschedule: "UPDATE cron_jobs \
+                SET schedule = $2, timezone = $3, code_schedule = $4, code_timezone = $5, \
+                    next_execution = $6, start_time = $7 \
+                WHERE id = $1",
+            set_override: "INSERT INTO cron_overrides \
+                    (module_name, verb, schedule, timezone, actor, at, note) \
+                VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                ON CONFLICT (module_name, verb) DO UPDATE \
+                SET schedule = excluded.schedule, timezone = excluded.timezone, \
+                    actor = excluded.actor, at = excluded.at, note = excluded.note",
+            drop_override: "DELETE FROM cron_overrides WHERE module_name = $1 AND verb = $2",
         }
     };
 }

@@ -314,6 +314,28 @@ pub struct JobStatus {
     /// when nothing is queued, and then left out of the JSON.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backfill: Option<BackfillProgress>,
+    /// The operator's override that runs instead of the code's schedule (`cronverb reschedule`;
+    /// docs/operations.md, "Changing a schedule without a build"): `expression` and `timezone` are
+    /// the override's, this says what the code declares and who set it. `None`, and then left out of
+    /// the JSON, when the row runs its code's schedule.
+    #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
+    pub schedule_override: Option<ScheduleOverride>,
+}
+
+/// A schedule override in [`JobStatus`]: the drift between what the code declares and what runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScheduleOverride {
+    /// The expression the code declares.
+    pub code_expression: String,
+    /// The zone the code declares.
+    pub code_timezone: String,
+    /// Who set the override (the audit trail's actor); `None` when its record is gone.
+    pub by: Option<String>,
+    /// When it was set.
+    #[serde(with = "rfc3339::option")]
+    pub at: Option<DateTime<Utc>>,
+    /// The note given with it.
+    pub note: Option<String>,
 }
 
 /// The latest run of a verb in [`JobStatus`].
@@ -503,6 +525,13 @@ fn job_status(row: JobRow) -> JobStatus {
             _ => None,
         },
         backfill: None,
+        schedule_override: row.code_schedule.map(|code_expression| ScheduleOverride {
+            code_expression,
+            code_timezone: row.code_timezone.unwrap_or_default(),
+            by: row.override_actor,
+            at: row.override_at.map(DateTime::from),
+            note: row.override_note,
+        }),
     }
 }
 

@@ -50,7 +50,9 @@ impl Schedules {
     /// The schedule of a row of `verb`, checked against `build`, the build's job of that verb (`None`
     /// when this store does not know the build's jobs): the build's own when the row says the same, the
     /// row's when it was edited by hand to another schedule that parses (reported once per row and text:
-    /// the row wins), `None` when the row does not parse (reported by [`Schedules::of_row`]).
+    /// the row wins), `None` when the row does not parse (reported by [`Schedules::of_row`]). A row that
+    /// runs an operator's override of the build's schedule (`overridden`: docs/operations.md, "Changing
+    /// a schedule without a build") wins too, said once at the info level: it is no mistake.
     pub(crate) fn checked(
         &self,
         job_id: i64,
@@ -58,6 +60,7 @@ impl Schedules {
         expression: &str,
         zone: &str,
         build: Option<&JobSpec>,
+        overridden: bool,
     ) -> Option<ZonedSchedule> {
         let Some(job) = build else {
             return self.of_row(job_id, verb, expression, zone);
@@ -66,7 +69,20 @@ impl Schedules {
             return Some(job.schedule.clone());
         }
         let schedule = self.of_row(job_id, verb, expression, zone)?;
-        if self.first_report(job_id, expression, zone) {
+        if overridden {
+            if self.first_report(job_id, expression, zone) {
+                tracing::info!(
+                    job_id,
+                    verb,
+                    schedule = expression,
+                    timezone = zone,
+                    "`{verb}` runs its override `{expression}` in `{zone}` instead of this \
+                     build's `{}` in `{}` until it is reset",
+                    job.expression,
+                    zone_text(job)
+                );
+            }
+        } else if self.first_report(job_id, expression, zone) {
             tracing::warn!(
                 job_id,
                 verb,

@@ -38,6 +38,7 @@ mod logs;
 mod missed;
 mod operator;
 mod overdue;
+mod overrides;
 mod records;
 mod registration;
 mod retries;
@@ -59,6 +60,7 @@ pub use logs::*;
 pub use missed::*;
 pub use operator::*;
 pub use overdue::*;
+pub use overrides::*;
 pub use records::*;
 pub use registration::*;
 pub use retries::*;
@@ -124,6 +126,20 @@ pub trait StoreUnderTest {
         async move { operator.resume(&verb).await }
     }
 
+    /// Runs `verb` of [`MODULE`] on `expression` instead of its code's, as `cronverb reschedule` does.
+    fn reschedule(&self, verb: &str, expression: &str) -> impl Future<Output = Result<(), String>> {
+        let operator = self.operator();
+        let (verb, expression) = (verb.to_owned(), expression.to_owned());
+        async move { operator.reschedule(&verb, &expression).await }
+    }
+
+    /// Runs `verb` of [`MODULE`] on its code's schedule again.
+    fn reset_schedule(&self, verb: &str) -> impl Future<Output = ()> {
+        let operator = self.operator();
+        let verb = verb.to_owned();
+        async move { operator.reset_schedule(&verb).await }
+    }
+
     /// Backfills `verb` of [`MODULE`] over `[from, to)`, as `cronverb backfill` does.
     fn backfill(
         &self,
@@ -174,6 +190,13 @@ pub trait Operator {
     /// How many rows of the audit trail record `action`; `None` for a store that keeps no trail (the
     /// in-memory store).
     fn audited(&self, action: &str) -> impl Future<Output = Option<usize>>;
+
+    /// Runs `verb` on `expression` (UTC) instead of its code's schedule, as `cronverb reschedule`
+    /// does; why it was refused (docs/operations.md, "Changing a schedule without a build").
+    fn reschedule(&self, verb: &str, expression: &str) -> impl Future<Output = Result<(), String>>;
+
+    /// Runs `verb` on its code's schedule again, as `cronverb reschedule VERB --reset` does.
+    fn reset_schedule(&self, verb: &str) -> impl Future<Output = ()>;
 }
 
 /// The database stores' operator: the operator API, written once over every database store.
@@ -237,6 +260,19 @@ impl Operator for cron_runtime::admin::Admin {
             .await
             .unwrap();
         Some(rows.iter().filter(|row| row.action == action).count())
+    }
+
+    async fn reschedule(&self, verb: &str, expression: &str) -> Result<(), String> {
+        cron_runtime::admin::Admin::reschedule(self, verb, Some(MODULE), expression, None, None)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    async fn reset_schedule(&self, verb: &str) {
+        cron_runtime::admin::Admin::reset_schedule(self, verb, Some(MODULE), None)
+            .await
+            .unwrap();
     }
 }
 
@@ -376,6 +412,11 @@ macro_rules! every_case {
         // Jobs on every replica
         $test!(a_job_on_every_replica_is_registered_never_claimed_nor_triggered);
         $test!(a_pause_of_a_job_on_every_replica_wakes_every_replica_which_reads_it);
+        // Schedule overrides
+        $test!(an_override_moves_the_next_occurrence_to_the_new_schedule);
+        $test!(an_override_survives_a_deploy_of_a_new_key);
+        $test!(a_reset_returns_to_the_codes_schedule);
+        $test!(an_override_that_does_not_check_is_refused_and_changes_nothing);
         $test!(a_replica_reports_its_last_runs_of_its_jobs_on_every_replica);
     };
 }

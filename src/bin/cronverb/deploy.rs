@@ -8,6 +8,7 @@ use cronverb::admin::Deployed;
 use cronverb::{MAX_JOBS_PER_DEPLOYMENT, Schema};
 
 use crate::db::{self, Connection, Failure};
+use crate::escape::escape;
 
 /// Register a deployment and its jobs ahead of a rollout (it becomes active when its first replica runs)
 #[derive(Debug, clap::Args)]
@@ -160,6 +161,20 @@ fn text(deployed: &Deployed) -> String {
         &["VERB", "SCHEDULE", "ZONE", "NEXT (UTC)", "CHANGE"],
         &rows,
     ));
+    // The drift: what the file says, and the override that runs instead until it is reset.
+    for job in &deployed.jobs {
+        if let (Some(expression), Some(zone)) = (&job.code_expression, &job.code_timezone) {
+            let verb = escape(&job.verb);
+            text.push_str(&format!(
+                "  `{verb}`: the code now says `{}` in {}; the override `{}` in {} still runs until \
+                 `cronverb reschedule {verb} --reset`\n",
+                escape(expression),
+                escape(zone),
+                escape(&job.expression),
+                escape(&job.timezone),
+            ));
+        }
+    }
     text
 }
 

@@ -17,6 +17,7 @@ mod migrate;
 mod next;
 mod pause;
 mod prune;
+mod reschedule;
 mod runs;
 mod schedule_args;
 mod schema;
@@ -34,8 +35,8 @@ pub use diagnostic::InvalidInput;
 #[command(
     name = "cronverb",
     version,
-    about = "Check cron expressions, and deploy, inspect, pause, resume, trigger, cancel and backfill the scheduled jobs \
-             of applications built with cronverb, and read who did; serve their dashboard"
+    about = "Check cron expressions, and deploy, inspect, pause, resume, trigger, cancel, reschedule and backfill \
+             the scheduled jobs of applications built with cronverb, and read who did; serve their dashboard"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -56,6 +57,7 @@ enum Command {
     Resume(pause::ResumeArgs),
     Trigger(trigger::Args),
     Cancel(cancel::Args),
+    Reschedule(reschedule::Args),
     Backfill(backfill::Args),
     Prune(prune::Args),
     Audit(audit::Args),
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => return pause::resume(args),
         Command::Trigger(args) => return trigger::run(args),
         Command::Cancel(args) => return cancel::run(args),
+        Command::Reschedule(args) => return reschedule::run(args),
         Command::Backfill(args) => return backfill::run(args),
         Command::Prune(args) => return prune::run(args),
         Command::Audit(args) => return audit::run(args),

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use cronverb::admin::{JobStatus, ModuleStatus, Status};
+use cronverb::admin::{JobStatus, ModuleStatus, ScheduleOverride, Status};
 
 use crate::db::{self, Connection};
 use crate::escape::escape;
@@ -114,6 +114,9 @@ fn render(status: &Status) -> String {
             }
             if let Some(note) = &job.pause_note {
                 text.push_str(&format!("  `{verb}` is paused: {}\n", escape(note)));
+            }
+            if let Some(over) = &job.schedule_override {
+                text.push_str(&override_line(&verb, job, over));
             }
             if let (Some(jitter), Some(offset)) = (&job.jitter, job.jitter_offset_ms) {
                 text.push_str(&format!(
@@ -246,6 +249,9 @@ fn job_row(job: &JobStatus) -> Vec<String> {
     if job.paused {
         state.push_str(", paused");
     }
+    if job.schedule_override.is_some() {
+        state.push_str(", overridden");
+    }
     if job.trigger_requested_at.is_some() {
         state.push_str(", triggered");
     }
@@ -278,6 +284,26 @@ fn job_row(job: &JobStatus) -> Vec<String> {
             .unwrap_or_else(|| "-".to_owned()),
         last,
     ]
+}
+
+/// The drift of an overridden verb: what runs, what its code says, who set it and when, and why.
+fn override_line(verb: &str, job: &JobStatus, over: &ScheduleOverride) -> String {
+    let by = match (&over.by, over.at) {
+        (Some(by), at) => format!(" by {} at {}", escape(by), db::instant(at)),
+        (None, _) => String::new(),
+    };
+    let note = match &over.note {
+        Some(note) => format!(": {}", escape(note)),
+        None => String::new(),
+    };
+    format!(
+        "  `{verb}` runs its override `{}` in {}, not its code's `{}` in {} (set{by}{note}); \
+         `cronverb reschedule {verb} --reset` returns to the code's\n",
+        escape(&job.expression),
+        escape(&job.timezone),
+        escape(&over.code_expression),
+        escape(&over.code_timezone),
+    )
 }
 
 /// A jitter offset in milliseconds as people read it: `1m49.883s`, `0.250s`, `12s`.

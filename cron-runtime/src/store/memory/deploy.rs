@@ -71,14 +71,27 @@ impl State {
         let mut jobs = HashMap::new();
         for job in &spec.jobs {
             let job_id = self.id();
+            let over = self.overrides.get(&(Arc::clone(&module), job.verb.clone()));
+            let runs = rules::reschedule::effective(job, over);
+            let next_execution = rules::first_occurrence(job, &runs.schedule, now);
+            let (runs_spec, code) = if runs.overridden {
+                let mut overridden = job.clone();
+                overridden.zone = runs.schedule.zone();
+                overridden.expression = runs.expression;
+                overridden.schedule = runs.schedule;
+                (overridden, Some(Box::new(job.clone())))
+            } else {
+                (job.clone(), None)
+            };
             self.jobs.insert(
                 job_id,
                 Box::new(JobRow {
                     deployment_id: id,
                     module: Arc::clone(&module),
                     verb: Arc::from(job.verb.as_str()),
-                    spec: job.clone(),
-                    next_execution: rules::first_occurrence(job, now),
+                    spec: runs_spec,
+                    code,
+                    next_execution,
                     executing: None,
                     retrying: None,
                     paused: false,

@@ -137,6 +137,34 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// Runs `verb` of `module` on the schedule `expression` in `zone` (the code's zone when `None`)
+    /// instead of its code's, from its
+    /// next occurrence, in every deployment of the module and in those registered later, until
+    /// [`MemoryStore::reset_schedule`] (docs/operations.md, "Changing a schedule without a build").
+    /// What `cronverb reschedule` does to a database store; refused as it refuses.
+    pub fn reschedule(
+        &self,
+        module: &str,
+        verb: &str,
+        expression: &str,
+        zone: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        self.lock()
+            .reschedule(module, verb, Some((expression, zone)), now)?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Runs `verb` of `module` on its code's schedule again, from its next occurrence: what `cronverb
+    /// reschedule VERB --reset` does to a database store.
+    pub fn reset_schedule(&self, module: &str, verb: &str) -> Result<(), StoreError> {
+        let now = self.now();
+        self.lock().reschedule(module, verb, None, now)?;
+        self.wake();
+        Ok(())
+    }
+
     /// Asks for one run of `verb` of `module` now, paused or not, without changing its schedule; the
     /// next claim records it as a manual run scheduled at the returned instant (docs/operations.md,
     /// "Manual runs"). Refused while a run of the verb is in flight.

@@ -11,6 +11,7 @@ use crate::store::rules::operator::{
     Resume, close_to, executing, no_active_deployment, not_in_active_deployment, nothing_running,
     resume, runs_on_every_replica, unknown_module, unknown_verb,
 };
+use crate::store::rules::reschedule::{Override, check, every_replica_refusal, rescheduled};
 use crate::store::{Cancel, Runner, StoreError};
 
 impl State {
@@ -201,6 +202,85 @@ impl State {
 }
 
 impl State {
+    /// Gives `verb` of `module` the schedule `expression` in `zone` in every deployment of the module,
+    /// or its code's again (`None`), from now (docs/operations.md, "Changing a schedule without a
+    /// build"; `rules::reschedule`): an idle row goes on at the new schedule's next occurrence, a run in
+    /// flight or a pending retry at its end; a new deployment's row starts at the override until it is
+    /// reset. Refused as the operator API refuses it: an unknown verb, a job on every replica, an
+    /// expression or zone that does not parse, a jitter not shorter than the new shortest interval.
+    pub(super) fn reschedule(
+        &mut self,
+        module: &str,
+        verb: &str,
+        to: Option<(&str, Option<&str>)>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let rows = self.rows_of(module, verb)?;
+        let first = &self.jobs[&rows[0]];
+        if first.spec.on == RunOn::EveryReplica {
+            return Err(StoreError::Invalid(every_replica_refusal(verb)));
+        }
+        let key = (std::sync::Arc::clone(&first.module), verb.to_owned());
+        // Without a zone, the expression is read in the code's.
+        let code_zone = first
+            .code
+            .as_deref()
+            .unwrap_or(&first.spec)
+            .zone
+            .name()
+            .to_owned();
+        let target = match to {
+            Some((expression, zone)) => {
+                let zone = zone.unwrap_or(&code_zone).to_owned();
+                let schedule =
+                    check(expression, &zone, first.spec.jitter).map_err(StoreError::Invalid)?;
+                Some((expression.to_owned(), zone, schedule))
+            }
+            None => None,
+        };
+        for job_id in rows {
+            let job = self.jobs.get_mut(&job_id).expect("exists");
+            let code = match &target {
+                Some(_) => Some(
+                    job.code
+                        .take()
+                        .unwrap_or_else(|| Box::new(job.spec.clone())),
+                ),
+                None => None,
+            };
+            let (expression, schedule) = match &target {
+                Some((expression, _, schedule)) => (expression.clone(), schedule.clone()),
+                None => match job.code.take() {
+                    Some(code) => (code.expression, code.schedule),
+                    None => continue,
+                },
+            };
+            job.code = code;
+            job.spec.zone = schedule.zone();
+            job.spec.expression = expression;
+            job.spec.schedule = schedule;
+            let next = rescheduled(
+                &job.spec.schedule,
+                job.executing.is_none(),
+                job.retrying.is_some(),
+                job.next_execution,
+                now,
+            );
+            if job.executing.is_none() {
+                self.set_idle(job_id, next);
+            }
+        }
+        match target {
+            Some((expression, zone, _)) => {
+                self.overrides.insert(key, Override { expression, zone });
+            }
+            None => {
+                self.overrides.remove(&key);
+            }
+        }
+        Ok(())
+    }
+
     /// Queues the occurrences of `verb` of `module` in `[from, to)` that have no run and are not queued
     /// (docs/operations.md, "Backfill"; `rules::backfill`), unless `dry_run`; returns them. Refused as
     /// the operator API refuses it: an unknown verb, no active deployment, a verb not in it, a job on

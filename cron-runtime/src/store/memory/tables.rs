@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::history::{History, RunRecord};
 use crate::store::JobSpec;
+use crate::store::rules::reschedule::Override;
 
 /// Everything the store holds, under its one lock.
 #[derive(Debug, Default)]
@@ -27,6 +28,9 @@ pub(super) struct State {
     /// The queued backfill occurrences of each verb, by module and verb (docs/operations.md,
     /// "Backfill"): a claim takes a verb's earliest one (`rules::backfill`).
     pub(super) backfills: BTreeMap<(Arc<str>, String), BTreeSet<DateTime<Utc>>>,
+    /// The schedule overrides, by module and verb (docs/operations.md, "Changing a schedule without a
+    /// build"): a new deployment's row of the verb starts at its override.
+    pub(super) overrides: HashMap<(Arc<str>, String), Override>,
     /// The executing verbs of each module, whatever their deployment (no verb runs twice at once, also
     /// across deployments: docs/runtime.md, "Overlap").
     pub(super) executing_verbs: HashMap<Arc<str>, HashSet<Arc<str>>>,
@@ -59,7 +63,10 @@ pub(super) struct JobRow {
     pub(super) module: Arc<str>,
     /// `spec.verb`, shared with the job's runs.
     pub(super) verb: Arc<str>,
+    /// The job as the row runs it: its code's, with an override's schedule where one runs.
     pub(super) spec: JobSpec,
+    /// The job as its code declared it, where an override runs instead (`spec` has its schedule).
+    pub(super) code: Option<Box<JobSpec>>,
     pub(super) next_execution: Option<DateTime<Utc>>,
     pub(super) executing: Option<Executing>,
     /// The run of an occurrence whose retry is pending, at `next_execution` (docs/runtime.md,

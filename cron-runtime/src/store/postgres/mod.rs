@@ -146,6 +146,7 @@ impl Protocol for Postgres {
         heartbeat: sql::runners::HEARTBEAT,
         forget_runners: sql::runners::FORGET_RUNNERS,
         delete_runner: sql::runners::DELETE_RUNNER,
+        overrides: sql::jobs::OVERRIDES,
         deployment_rows: sql::jobs::DEPLOYMENT_ROWS,
         elected: sql::deployments::ELECTED,
         takeover_lock: sql::deployments::TAKEOVER_LOCK,

@@ -14,15 +14,21 @@ use cron_schema::{RunOn, ZonedSchedule};
 use super::carry::retries_cut_short;
 use crate::store::JobSpec;
 
-/// The `next_execution` a registration writes on the row of `job`, inserted at `now`: its first
-/// occurrence after now, what `cronverb deploy` and `cronverb status` show until a takeover carries
-/// or recomputes it. None for a job on every replica: no claim takes its row (docs/runtime.md, "Jobs on
-/// every replica"), and a release that does not know the mark leaves a row with none alone too.
-pub(crate) fn first_occurrence(job: &JobSpec, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+/// The `next_execution` a registration writes on the row of `job`, inserted at `now`: the first
+/// occurrence after now of `schedule`, the one the row runs (its code's, or its verb's override:
+/// `reschedule::effective`), what `cronverb deploy` and `cronverb status` show until a takeover
+/// carries or recomputes it. None for a job on every replica: no claim takes its row (docs/runtime.md,
+/// "Jobs on every replica"), and a release that does not know the mark leaves a row with none alone
+/// too.
+pub(crate) fn first_occurrence(
+    job: &JobSpec,
+    schedule: &ZonedSchedule,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     if job.on == RunOn::EveryReplica {
         return None;
     }
-    job.schedule.next_after(now)
+    schedule.next_after(now)
 }
 
 /// A job row of the deployment giving its module up, as a takeover reads it; `R` names a run.

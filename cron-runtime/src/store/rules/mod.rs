@@ -27,6 +27,7 @@ mod ending;
 mod held;
 pub(crate) mod operator;
 pub(crate) mod overdue;
+pub(crate) mod reschedule;
 
 pub(crate) use backoff::retry_after;
 pub(crate) use carry::{ActiveRow, Carry};
@@ -41,8 +42,8 @@ pub(crate) use ending::{Ending, LEASE_EXPIRED};
 pub(crate) use held::Held;
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
-/// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules.
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
+/// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules, and
+/// parses only an operator's override (`reschedule`).
 pub(crate) fn row_schedule(expression: &str, zone: &str) -> Result<ZonedSchedule, String> {
     use cron_schema::{Schedule, parse_timezone};
     match (Schedule::parse(expression), parse_timezone(zone)) {

@@ -24,6 +24,8 @@ pub(crate) struct Due {
     expression: String,
     #[sqlx(rename = "timezone")]
     zone: String,
+    /// The code's expression where the row runs an override (migration 0011).
+    code_schedule: Option<String>,
     #[sqlx(try_from = "At")]
     scheduled_at: DateTime<Utc>,
     manual: bool,
@@ -130,11 +132,14 @@ impl<D: Protocol> SqlStore<D> {
         // A full batch: more may be due, and the executor claims again at once.
         let full = rows.len() >= limit;
 
-        // Only rows whose text this store checked get a run: one edited since is left alone (and not
-        // read again until the rows are checked again).
-        let (due, newly_refused): (Vec<Due>, Vec<Due>) = rows
-            .into_iter()
-            .partition(|row| claimable.contains(&row.verb, &row.expression, &row.zone));
+        // Only rows whose text this store checked get a run. A row whose text changed since is checked
+        // here, as the rows' check at a heartbeat would (G8): an operator's override
+        // (docs/operations.md, "Changing a schedule without a build") runs from its next occurrence on
+        // every replica, not from the next heartbeat. One that fails is left alone (and not read again
+        // until the rows are checked again).
+        let (due, newly_refused): (Vec<Due>, Vec<Due>) = rows.into_iter().partition(|row| {
+            claimable.contains(&row.verb, &row.expression, &row.zone) || self.admits(&known, row)
+        });
         if !newly_refused.is_empty() {
             claimable.refuse(&newly_refused.iter().map(|r| r.job_id).collect::<Vec<_>>());
         }
@@ -388,6 +393,31 @@ impl<D: Protocol> SqlStore<D> {
             now_at: clock_at,
             next_due,
         })
+    }
+
+    /// Whether a due row whose text this store has not checked may be claimed: its verb is this
+    /// build's and its text parses (`Schedules::checked`, which reports it once: an override at the
+    /// info level, a hand edit as a warning). Its text is then claimable until the rows are checked
+    /// again.
+    fn admits(&self, known: &super::Known, row: &Due) -> bool {
+        let Some(job) = known.jobs.get(&row.verb) else {
+            return false;
+        };
+        let overridden = row.code_schedule.as_deref() == Some(job.expression.as_str());
+        let checked = self.shared.schedules.checked(
+            row.job_id,
+            &row.verb,
+            &row.expression,
+            &row.zone,
+            Some(job),
+            overridden,
+        );
+        if checked.is_some() {
+            known
+                .claimable
+                .push(row.verb.clone(), row.expression.clone(), row.zone.clone());
+        }
+        checked.is_some()
     }
 
     /// The schedule of a due row (reported once when it does not parse, G8).

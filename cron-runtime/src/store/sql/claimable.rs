@@ -72,20 +72,23 @@ use crate::sync::lock;
 /// against a constant array of every checked key makes planning the claim grow with the deployment
 /// (docs/benchmarks.md). A row that fails is *refused*: left idle, and left out of the claims (by id)
 /// until the rows are checked again, which starts a new `Claimable`.
+///
+/// A claim checks a due row whose text changed (an operator's override) on the spot and adds it here
+/// ([`Claimable::push`]), so the rows are shared, as the refused ids are.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Claimable {
-    rows: HashMap<String, (String, String)>,
+    rows: Arc<Mutex<HashMap<String, (String, String)>>>,
     refused: Arc<Mutex<Vec<i64>>>,
 }
 
 impl Claimable {
-    pub(super) fn push(&mut self, verb: String, expression: String, zone: String) {
-        self.rows.insert(verb, (expression, zone));
+    pub(super) fn push(&self, verb: String, expression: String, zone: String) {
+        lock(&self.rows).insert(verb, (expression, zone));
     }
 
     /// Whether a row of `verb` with this text may be claimed.
     pub(super) fn contains(&self, verb: &str, expression: &str, zone: &str) -> bool {
-        self.rows
+        lock(&self.rows)
             .get(verb)
             .is_some_and(|(e, z)| e == expression && z == zone)
     }

@@ -1,5 +1,6 @@
 //! Deployments and replicas: registration, heartbeats and takeover (G6, docs/operations.md).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -9,6 +10,7 @@ use super::claimable::Claimable;
 use super::run::Statement;
 use super::values::{Ago, At, Column, Rows};
 use super::{FORGET_RUNNERS_AFTER, Known, Protocol, SqlStore, db};
+use crate::store::rules::reschedule::Override;
 use crate::store::rules::{self, GivenUp, Taking};
 use crate::store::schedules::zone_text;
 use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
@@ -69,6 +71,16 @@ pub(crate) struct JobRow {
     every_replica: bool,
     /// The earliest queued backfill occurrence of its verb at or before now.
     queued_at: Option<At>,
+    /// The code's expression where the row runs an override (migration 0011), else `None`.
+    code_schedule: Option<String>,
+}
+
+impl JobRow {
+    /// Whether the row runs an operator's override of `job`'s schedule: it names `job`'s expression as
+    /// its code's (docs/operations.md, "Changing a schedule without a build").
+    fn overrides(&self, job: &crate::store::JobSpec) -> bool {
+        self.code_schedule.as_deref() == Some(job.expression.as_str())
+    }
 }
 
 /// What [`Steps::elected`](super::Steps::elected) read.
@@ -158,6 +170,8 @@ pub(crate) type InsertJobs = (
     Column<bool>,
     Column<Option<i64>>,
     Column<i64>,
+    Column<Option<String>>,
+    Column<Option<String>>,
 );
 
 /// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
@@ -229,13 +243,24 @@ pub(crate) async fn insert_deployment<D: Protocol>(
 }
 
 /// Inserts the job rows of `spec`'s deployment, just inserted by [`insert_deployment`], each at its
-/// first occurrence after `now`. A row that exists is left as it is.
+/// first occurrence after `now` of the schedule it runs: its verb's override where one is kept, else
+/// its code's ([`rules::reschedule::effective`]). A row that exists is left as it is.
 pub(crate) async fn insert_jobs<D: Protocol>(
     tx: &mut D::Connection,
     deployment_id: i64,
     spec: &DeploymentSpec,
     now: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
+    let kept: Vec<(String, String, String)> = Statement::<D>::new(D::STEPS.overrides)
+        .bind(spec.module.clone())
+        .fetch_all(&mut *tx)
+        .await?;
+    let overrides: HashMap<String, Override> = kept
+        .into_iter()
+        .map(|(verb, expression, zone)| (verb, Override { expression, zone }))
+        .collect();
+    let mut code_expressions = Vec::new();
+    let mut code_zones = Vec::new();
     let mut verbs = Vec::new();
     let mut expressions = Vec::new();
     let mut zones = Vec::new();
@@ -251,9 +276,10 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     let mut jitters = Vec::new();
     let mut offsets = Vec::new();
     for job in &spec.jobs {
+        let runs = rules::reschedule::effective(job, overrides.get(&job.verb));
         verbs.push(job.verb.clone());
-        expressions.push(job.expression.clone());
-        zones.push(zone_text(job));
+        code_expressions.push(runs.overridden.then(|| job.expression.clone()));
+        code_zones.push(runs.overridden.then(|| zone_text(job)));
         timeouts.push(job.timeout.as_secs_f64());
         // `all` is kept as `once` with `catch_up_all` (migration 0006: the CHECK on `missed`).
         let all = job.missed == cron_schema::MissedPolicy::All;
@@ -264,7 +290,9 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         };
         missed.push(policy.as_str().to_owned());
         catch_up_all.push(all);
-        next.push(rules::first_occurrence(job, now).map(At));
+        next.push(rules::first_occurrence(job, &runs.schedule, now).map(At));
+        expressions.push(runs.expression);
+        zones.push(runs.zone);
         every_replica.push(job.on == RunOn::EveryReplica);
         let millis =
             |span: std::time::Duration| i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
@@ -295,6 +323,8 @@ pub(crate) async fn insert_jobs<D: Protocol>(
             Column(catch_up_all),
             Column(jitters),
             Column(offsets),
+            Column(code_expressions),
+            Column(code_zones),
         )))
         .execute(&mut *tx)
         .await?;
@@ -411,7 +441,7 @@ impl<D: Protocol> SqlStore<D> {
             .await
             .map_err(db(context()))?;
         drop(conn);
-        let mut claimable = Claimable::default();
+        let claimable = Claimable::default();
         let mut seen = Seen::default();
         for row in rows {
             let JobRow {
@@ -434,7 +464,7 @@ impl<D: Protocol> SqlStore<D> {
                     false
                 }
                 Some(job) => schedules
-                    .checked(id, verb, expression, zone, Some(job))
+                    .checked(id, verb, expression, zone, Some(job), row.overrides(job))
                     .is_some(),
             };
             if takes {

@@ -68,8 +68,9 @@ pub(crate) struct Steps {
     pub(crate) insert_deployment: &'static str,
     /// The deployment of key `1`, with its schema when it is not the same as `2` (a `Registered`).
     pub(crate) registered: &'static str,
-    /// The job rows of deployment `1` of module `2`, one per value of the columns `3`..`9` (verb,
-    /// schedule, zone, timeout in seconds, missed policy, first occurrence, on every replica).
+    /// The job rows of deployment `1` of module `2`, one per value of the columns of `3` (verb,
+    /// schedule, zone, timeout in seconds, missed policy, first occurrence, on every replica, …, the
+    /// code's schedule and zone where an override runs instead).
     pub(crate) insert_jobs: &'static str,
     /// Registers a replica of deployment `1` on host `2` with process id `3`; its id.
     pub(crate) insert_runner: &'static str,
@@ -79,6 +80,8 @@ pub(crate) struct Steps {
     pub(crate) forget_runners: &'static str,
     /// Removes runner `1`.
     pub(crate) delete_runner: &'static str,
+    /// The schedule overrides of module `1`, as `(verb, schedule, timezone)`.
+    pub(crate) overrides: &'static str,
     /// The rows of deployment `1` as a replica checks them.
     pub(crate) deployment_rows: &'static str,
     /// Module `1`'s elected deployment (live within the span `2`), whether `3` is active, the active key.
@@ -182,6 +185,7 @@ pub(crate) trait Protocol:
     + Reads<(At,)>
     + Reads<(i64, String)>
     + Reads<(i64, String, Option<String>)>
+    + Reads<(String, String, String)>
     + Reads<Held>
     + Reads<claim::Due>
     + Reads<claim::Retried>

@@ -136,10 +136,12 @@ FROM cron_deployments WHERE key = ?1",
     insert_jobs: "
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution, start_time,
-     every_replica, lease, retries, backoff, catch_up, catch_up_all, jitter, jitter_offset_ms)
+     every_replica, lease, retries, backoff, catch_up, catch_up_all, jitter, jitter_offset_ms,
+     code_schedule, code_timezone)
 SELECT ?1, ?2, value ->> 0, value ->> 1, value ->> 2, CAST(round((value ->> 3) * 1000) AS INTEGER),
        value ->> 4, value ->> 5, (SELECT now FROM temp.cron_clock), value ->> 6, value ->> 7,
-       value ->> 8, value ->> 9, value ->> 10, value ->> 11, value ->> 12, value ->> 13
+       value ->> 8, value ->> 9, value ->> 10, value ->> 11, value ->> 12, value ->> 13,
+       value ->> 14, value ->> 15
 FROM json_each(?3)
 WHERE true
 ON CONFLICT (deployment_id, verb) DO NOTHING",
@@ -149,9 +151,10 @@ VALUES (?1, ?2, ?3, (SELECT now FROM temp.cron_clock), (SELECT now FROM temp.cro
 ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
     forget_runners: "DELETE FROM cron_runners WHERE last_seen < ?1",
     delete_runner: "DELETE FROM cron_runners WHERE id = ?1",
+    overrides: "SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = ?1",
     deployment_rows: "
 SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.paused, j.next_execution,
-       j.trigger_requested_at, j.lease_expires_at, j.every_replica, b.queued_at
+       j.trigger_requested_at, j.lease_expires_at, j.every_replica, b.queued_at, j.code_schedule
 FROM cron_jobs j
 LEFT JOIN (
     SELECT verb, min(scheduled_at) AS queued_at FROM cron_backfills
@@ -202,7 +205,7 @@ WHERE deployment_id = ?2 AND trigger_requested_at IS NOT NULL",
     claim_due: concat!(
         "
 WITH regular AS (
-    SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
+    SELECT j.id, j.verb, j.schedule, j.timezone, j.code_schedule, j.next_execution AS scheduled_at, false AS manual,
            false AS backfill, j.missed, j.catch_up AS catch_up_ms, j.catch_up_all, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
                THEN (SELECT r.scheduled_at FROM cron_job_runs r WHERE r.id = j.retry_run_id) END AS retry_of,
@@ -220,7 +223,7 @@ WITH regular AS (
     LIMIT ?4
 ),
 manual AS (
-    SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
+    SELECT j.id, j.verb, j.schedule, j.timezone, j.code_schedule, j.trigger_requested_at AS scheduled_at, true AS manual,
            false AS backfill, j.missed, NULL AS catch_up_ms, j.catch_up_all, NULL AS retry_run_id,
            NULL AS retry_of, 0 AS jitter_offset_ms,
            (SELECT now FROM temp.cron_clock) AS now
@@ -235,7 +238,7 @@ manual AS (
     LIMIT ?4
 ),
 backfill AS (
-    SELECT j.id, j.verb, j.schedule, j.timezone,
+    SELECT j.id, j.verb, j.schedule, j.timezone, j.code_schedule,
            (SELECT min(b.scheduled_at) FROM cron_backfills b
             WHERE b.module_name = j.module_name AND b.verb = j.verb) AS scheduled_at,
            true AS manual, true AS backfill, j.missed, NULL AS catch_up_ms, j.catch_up_all,
@@ -527,6 +530,7 @@ mod tests {
             heartbeat,
             forget_runners,
             delete_runner,
+            overrides,
             deployment_rows,
             elected,
             takeover_lock,
@@ -574,6 +578,7 @@ mod tests {
             ("heartbeat", heartbeat),
             ("forget_runners", forget_runners),
             ("delete_runner", delete_runner),
+            ("overrides", overrides),
             ("deployment_rows", deployment_rows),
             ("elected", elected),
             ("takeover_lock", takeover_lock),

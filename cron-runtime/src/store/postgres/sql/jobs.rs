@@ -99,17 +99,26 @@ statements! { "jobs";
     INSERT_JOBS = "
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution,
-     every_replica, lease, retries, backoff, catch_up, catch_up_all, jitter, jitter_offset_ms)
+     every_replica, lease, retries, backoff, catch_up, catch_up_all, jitter, jitter_offset_ms,
+     code_schedule, code_timezone)
 SELECT $1, $2, u.verb, u.schedule, u.timezone, make_interval(secs => u.timeout), u.missed,
        u.next_execution, u.every_replica, make_interval(secs => u.lease / 1000.0), u.retries,
        make_interval(secs => u.backoff / 1000.0), make_interval(secs => u.catch_up / 1000.0),
-       u.catch_up_all, make_interval(secs => u.jitter / 1000.0), u.jitter_offset_ms
+       u.catch_up_all, make_interval(secs => u.jitter / 1000.0), u.jitter_offset_ms,
+       u.code_schedule, u.code_timezone
 FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[],
             $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[],
-            $15::bigint[], $16::bigint[])
+            $15::bigint[], $16::bigint[], $17::text[], $18::text[])
     AS u(verb, schedule, timezone, timeout, missed, next_execution, every_replica, lease, retries,
-         backoff, catch_up, catch_up_all, jitter, jitter_offset_ms)
+         backoff, catch_up, catch_up_all, jitter, jitter_offset_ms, code_schedule, code_timezone)
 ON CONFLICT (deployment_id, verb) DO NOTHING
+";
+
+    /// The schedule overrides of module `$1` (docs/operations.md, "Changing a schedule without a
+    /// build"), as `(verb, schedule, timezone)`: a registration starts a new row of an overridden verb
+    /// at its override.
+    OVERRIDES = "
+SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = $1
 ";
 
     /// The rows of deployment `$1` as a replica checks them (registration, heartbeats): their schedule
@@ -119,7 +128,7 @@ ON CONFLICT (deployment_id, verb) DO NOTHING
     /// backfills.
     DEPLOYMENT_ROWS = "
 SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.paused, j.next_execution,
-       j.trigger_requested_at, j.lease_expires_at, j.every_replica, b.queued_at
+       j.trigger_requested_at, j.lease_expires_at, j.every_replica, b.queued_at, j.code_schedule
 FROM cron_jobs j
 LEFT JOIN (
     SELECT verb, min(scheduled_at) AS queued_at FROM cron_backfills
@@ -158,7 +167,7 @@ WHERE j.deployment_id = $1 ORDER BY j.id
     /// inactive.
     CLAIM_DUE = concat!("
 WITH regular AS (
-    SELECT j.id, j.verb, j.schedule, j.timezone, j.next_execution AS scheduled_at, false AS manual,
+    SELECT j.id, j.verb, j.schedule, j.timezone, j.code_schedule, j.next_execution AS scheduled_at, false AS manual,
            false AS backfill, j.missed, (extract(epoch FROM j.catch_up) * 1000)::bigint AS catch_up_ms,
            j.catch_up_all, j.retry_run_id,
            CASE WHEN j.retry_run_id IS NOT NULL
@@ -173,7 +182,7 @@ WITH regular AS (
     FOR SHARE OF d
 ),
 manual AS (
-    SELECT j.id, j.verb, j.schedule, j.timezone, j.trigger_requested_at AS scheduled_at, true AS manual,
+    SELECT j.id, j.verb, j.schedule, j.timezone, j.code_schedule, j.trigger_requested_at AS scheduled_at, true AS manual,
            false AS backfill, j.missed, NULL::bigint AS catch_up_ms, j.catch_up_all,
            NULL::bigint AS retry_run_id, NULL::timestamptz AS retry_of, 0::bigint AS jitter_offset_ms,
            now() AS now
@@ -185,7 +194,7 @@ manual AS (
     FOR SHARE OF d
 ),
 backfill AS (
-    SELECT j.id, j.verb, j.schedule, j.timezone,
+    SELECT j.id, j.verb, j.schedule, j.timezone, j.code_schedule,
            (SELECT min(b.scheduled_at) FROM cron_backfills b
             WHERE b.module_name = j.module_name AND b.verb = j.verb) AS scheduled_at,
            true AS manual, true AS backfill, j.missed, NULL::bigint AS catch_up_ms, j.catch_up_all,

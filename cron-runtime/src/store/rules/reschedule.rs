@@ -1,0 +1,150 @@
+//! Schedule overrides (docs/operations.md, "Changing a schedule without a build"), decided once for
+//! every store: which schedule an operator may give a verb ([`check`]), where each of its rows goes on
+//! when its schedule changes ([`rescheduled`]), and which schedule a new deployment's row of an
+//! overridden verb starts with ([`effective`]). The override wins over the code's expression until it
+//! is reset, also when a later deployment's code changes that expression.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cron_schema::ZonedSchedule;
+
+use super::row_schedule;
+use crate::store::JobSpec;
+
+/// Why an override of `verb` is refused: a job that runs on every replica keeps its code's schedule
+/// (each replica runs it from its build, never from a row).
+pub(crate) fn every_replica_refusal(verb: &str) -> String {
+    format!(
+        "`{verb}` runs on every replica, from each replica's build: its schedule cannot be \
+         overridden"
+    )
+}
+
+/// The schedule `expression` in `zone` gives `verb`, or why an override to it is refused: the
+/// expression or the zone does not parse (the same engine and message as `cronverb check`), or the
+/// job's `jitter` is not shorter than the new schedule's shortest interval (the attribute's own rule,
+/// docs/runtime.md, "Jitter").
+pub(crate) fn check(
+    expression: &str,
+    zone: &str,
+    jitter: Option<Duration>,
+) -> Result<ZonedSchedule, String> {
+    let schedule = row_schedule(expression, zone)?;
+    if let Some(jitter) = jitter {
+        cron_schema::check_jitter(schedule.schedule(), expression, jitter)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(schedule)
+}
+
+/// Where a row goes on when its schedule becomes `schedule` at `now`: an idle row with no pending
+/// retry at the new schedule's first occurrence after now (so every replica runs the new schedule from
+/// its next occurrence); a row that executes, or holds a pending retry, keeps its `next_execution`,
+/// and the end of that run or retry reads the new schedule from the row.
+pub(crate) fn rescheduled(
+    schedule: &ZonedSchedule,
+    idle: bool,
+    retry_pending: bool,
+    next_execution: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    if idle && !retry_pending {
+        schedule.next_after(now)
+    } else {
+        next_execution
+    }
+}
+
+/// An override as a new deployment's registration reads it: the expression and zone that run instead
+/// of the code's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Override {
+    pub(crate) expression: String,
+    pub(crate) zone: String,
+}
+
+/// The schedule a new row runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Effective {
+    pub(crate) expression: String,
+    /// The zone's text, as the SQL stores write it (the in-memory store keeps `schedule`'s zone).
+    #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
+    pub(crate) zone: String,
+    pub(crate) schedule: ZonedSchedule,
+    /// An override's, not the code's.
+    pub(crate) overridden: bool,
+}
+
+/// The schedule a new row of `job` starts with: the override of its verb, which wins until it is
+/// reset, whatever the code says now; else the code's. A job on every replica keeps its code's, and so
+/// does a job whose override does not parse any more (edited by hand), reported.
+pub(crate) fn effective(job: &JobSpec, over: Option<&Override>) -> Effective {
+    let code = || Effective {
+        expression: job.expression.clone(),
+        zone: job.zone.name().to_owned(),
+        schedule: job.schedule.clone(),
+        overridden: false,
+    };
+    let Some(over) = over.filter(|_| job.on != cron_schema::RunOn::EveryReplica) else {
+        return code();
+    };
+    if over.expression == job.expression && over.zone == job.zone.name() {
+        return code();
+    }
+    match row_schedule(&over.expression, &over.zone) {
+        Ok(schedule) => Effective {
+            expression: over.expression.clone(),
+            zone: over.zone.clone(),
+            schedule,
+            overridden: true,
+        },
+        Err(error) => {
+            tracing::error!(
+                verb = job.verb,
+                schedule = over.expression,
+                timezone = over.zone,
+                %error,
+                "the override of `{}` does not parse (`{}` in `{}`): {error}; the code's \
+                 schedule runs",
+                job.verb,
+                over.expression,
+                over.zone
+            );
+            code()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).unwrap().into()
+    }
+
+    #[test]
+    fn an_idle_row_goes_on_at_the_new_schedules_next_occurrence() {
+        let hourly = check("0 * * * *", "UTC", None).unwrap();
+        let now = at("2026-03-01T10:20:00Z");
+        let old = Some(at("2026-03-02T02:00:00Z"));
+        assert_eq!(
+            rescheduled(&hourly, true, false, old, now),
+            Some(at("2026-03-01T11:00:00Z"))
+        );
+        // A run in flight or a pending retry decides by its end.
+        assert_eq!(rescheduled(&hourly, false, false, old, now), old);
+        assert_eq!(rescheduled(&hourly, true, true, old, now), old);
+    }
+
+    #[test]
+    fn an_override_is_checked_as_the_attribute_is() {
+        assert!(check("0 * * * *", "Europe/Paris", None).is_ok());
+        let bad = check("61 * * * *", "UTC", None).unwrap_err();
+        assert!(bad.contains("61"), "{bad}");
+        assert!(check("0 * * * *", "Mars/Olympus", None).is_err());
+        let jitter = check("*/10 * * * * *", "UTC", Some(Duration::from_secs(30))).unwrap_err();
+        assert!(jitter.contains("jitter"), "{jitter}");
+    }
+}

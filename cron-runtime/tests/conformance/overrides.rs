@@ -1,0 +1,92 @@
+//! Schedule overrides (`cronverb reschedule`; docs/operations.md, "Changing a schedule without a
+//! build"): an override moves the verb's next occurrence to its schedule and the row's later ones
+//! follow it, a deployment registered later starts at it, `--reset` returns to the code's, and what does
+//! not check is refused with nothing changed.
+
+use super::*;
+
+/// `a` is due yearly by its code and every second by its override: its next occurrence is within a
+/// second of now, and each run's end schedules the one a second later, as the override says.
+pub async fn an_override_moves_the_next_occurrence_to_the_new_schedule(h: impl StoreUnderTest) {
+    let spec = deployment("billing@1", vec![job("a", YEARLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let before = h.now().await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    assert!(
+        at > before && at - before <= TimeDelta::seconds(2),
+        "the override's next occurrence: {at} after {before}"
+    );
+    for round in 0..2 {
+        let at = h.next_execution(MODULE, "a").await.unwrap();
+        sleep_until(&h, at + ms(50)).await;
+        let claimed = claim(&store, &runner).await;
+        let a = claim_of(&claimed, "a");
+        assert_eq!(a.scheduled_at, at, "round {round}: {claimed:?}");
+        let Finished::Recorded {
+            next_execution: Some(next),
+            ..
+        } = finish_one(&store, &runner, &succeeded(a)).await
+        else {
+            panic!("round {round}: the run's end schedules the next occurrence")
+        };
+        assert!(
+            next > at && next - at <= TimeDelta::seconds(2),
+            "round {round}: every second, as the override says: {next} after {at}"
+        );
+    }
+}
+
+/// A deployment of a new key, registered after the override, runs the override, not its code's.
+pub async fn an_override_survives_a_deploy_of_a_new_key(h: impl StoreUnderTest) {
+    let (_old, _) = replica(&h, &deployment("billing@1", vec![job("a", YEARLY)])).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let (new, runner) = replica(&h, &deployment("billing@2", vec![job("a", YEARLY)])).await;
+    let now = h.now().await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    assert!(
+        at - now <= TimeDelta::seconds(2),
+        "billing@2's row starts at the override: {at} after {now}"
+    );
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&new, &runner).await;
+    assert_eq!(claim_of(&claimed, "a").scheduled_at, at, "{claimed:?}");
+}
+
+/// `--reset` puts the verb back on its code's schedule from its next occurrence, in the deployments
+/// registered later too.
+pub async fn a_reset_returns_to_the_codes_schedule(h: impl StoreUnderTest) {
+    let (_store, _) = replica(&h, &deployment("billing@1", vec![job("a", YEARLY)])).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    h.reset_schedule("a").await;
+    let now = h.now().await;
+    let yearly = zoned(YEARLY).next_after(now).unwrap();
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(yearly));
+    let (_new, _) = replica(&h, &deployment("billing@2", vec![job("a", YEARLY)])).await;
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(yearly));
+}
+
+/// An expression that does not parse, a jitter as long as the new schedule's interval, and a job on
+/// every replica are refused, and the verb runs as it did.
+pub async fn an_override_that_does_not_check_is_refused_and_changes_nothing(
+    h: impl StoreUnderTest,
+) {
+    let mut jittered = job("b", YEARLY);
+    jittered.jitter = Some(Duration::from_secs(30));
+    let jobs = vec![
+        job("a", YEARLY),
+        jittered,
+        on_every_replica(job("c", YEARLY)),
+    ];
+    let (_store, _) = replica(&h, &deployment("billing@1", jobs)).await;
+    let yearly = h.next_execution(MODULE, "a").await;
+    let bad = h.reschedule("a", "61 * * * *").await.unwrap_err();
+    assert!(bad.contains("61"), "{bad}");
+    let jitter = h.reschedule("b", "*/10 * * * * *").await.unwrap_err();
+    assert!(jitter.contains("jitter"), "{jitter}");
+    let every = h.reschedule("c", SECONDLY).await.unwrap_err();
+    assert!(every.contains("every replica"), "{every}");
+    assert_eq!(h.next_execution(MODULE, "a").await, yearly);
+    let b = h.next_execution(MODULE, "b").await.unwrap();
+    assert!(b - h.now().await > TimeDelta::seconds(10), "{b}");
+}
