@@ -56,9 +56,10 @@ pub async fn a_failed_attempt_is_retried_at_its_instant_as_the_same_run(h: impl 
     assert_eq!(pending.attempts[0].finished_at, ended_at);
     assert!(claim(&store, &runner).await.claims.is_empty());
 
-    // Another replica takes it at its instant, as the second attempt of the same run.
+    // Another replica takes it (past the grace, whoever owns it), as the second attempt of the same
+    // run.
     let (other, other_runner) = replica(&h, &spec).await;
-    sleep_until(&h, retry_at + ms(50)).await;
+    sleep_until(&h, retry_at + past_the_grace()).await;
     let claimed = claim(&other, &other_runner).await;
     let second = claim_of(&claimed, "a");
     assert_eq!(second.run_id, first.run_id);
@@ -328,8 +329,9 @@ pub async fn a_run_taken_back_with_retries_left_is_retried_as_its_next_attempt(
     );
     assert!(claim(&alive, &r2).await.claims.is_empty());
 
-    // The live replica takes it at its instant, as attempt 3 of the same run, and it succeeds.
-    sleep_until(&h, retry_at + ms(50)).await;
+    // The live replica takes it at its instant (past the grace: the replica that died still counts as
+    // live within the other's lease, and may own it), as attempt 3 of the same run, and it succeeds.
+    sleep_until(&h, retry_at + past_the_grace()).await;
     let claimed = claim(&alive, &r2).await;
     let third = claim_of(&claimed, "a");
     assert_eq!(

@@ -26,6 +26,7 @@ mod ending;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod held;
 pub(crate) mod operator;
+mod spread;
 
 pub(crate) use backoff::retry_after;
 pub(crate) use carry::{ActiveRow, Carry};
@@ -38,6 +39,7 @@ pub(crate) use ending::{End, HeldRun, Record, RetryHeld};
 pub(crate) use ending::{Ending, LEASE_EXPIRED};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use held::Held;
+pub(crate) use spread::{FRESH, GRACE, ROTATION, Spread};
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
 /// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules.

@@ -103,6 +103,7 @@ impl<D: Protocol> SqlStore<D> {
                 known,
                 ahead,
                 tolerance: self.settings.missed_tolerance,
+                spread: self.spread(runner),
             }),
             _ => None,
         };
