@@ -50,10 +50,10 @@ pub async fn live_replicas_split_the_due_occurrences_and_take_a_silent_ones_past
 ) {
     let spec = eight_jobs();
     let all: BTreeSet<String> = spec.jobs.iter().map(|j| j.verb.clone()).collect();
-    let (a_store, a) = replica_with(&h, short_lease(), &spec).await;
+    let (a_store, a) = replica(&h, &spec).await;
     // The second replica counts the first in as it registers; the first counts it in at its next
-    // heartbeat.
-    let (b_store, b) = replica_with(&h, short_lease(), &spec).await;
+    // heartbeat. Both stay live (a lease of 30 s) throughout.
+    let (b_store, b) = replica(&h, &spec).await;
     a_store.heartbeat(&a).await.unwrap();
 
     // Each replica takes its own share of the occurrences due, and nothing of the other's.
@@ -75,8 +75,8 @@ pub async fn live_replicas_split_the_due_occurrences_and_take_a_silent_ones_past
     finish_chaining(&a_store, &a, &a_first, None).await;
     finish_chaining(&b_store, &b, &b_first, None).await;
 
-    // The second replica goes silent. Within the grace after their start, the first takes only its
-    // own (a job changes hands at most once a second: its rotation); past the grace it takes the
+    // The second replica goes silent: live, but it claims nothing (frozen, or too busy). Within the
+    // grace after their start, the first takes only its own (a job changes hands at most once a second: its rotation); past the grace it takes the
     // silent one's too.
     let next = at + TimeDelta::seconds(1);
     sleep_until(&h, next + ms(100)).await;
