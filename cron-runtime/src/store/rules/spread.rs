@@ -6,12 +6,14 @@
 //! slow is never lost.
 //!
 //! The owner of a job's occurrence is the replica of rank `(job id + turn) mod N` among the `N` live
-//! replicas sorted by id, where the turn counts the job's [`ROTATION`]s: a job stays with one replica
-//! for a rotation, so that its finishes keep chaining its every-second occurrences, and moves to the
-//! next one after it, so that over a few rotations a job due more often than the others spreads too.
-//! Each job's rotation starts at its own second (its id, seconds), so that a few jobs change hands each
-//! second rather than all at once. Job ids of one deployment are consecutive: at any instant the jobs
-//! split over the replicas by count within one.
+//! replicas sorted by id, where the turn counts the [`ROTATION`]s since the epoch: a job stays with one
+//! replica for a rotation, so that its finishes keep chaining its every-second occurrences, and moves to
+//! the next one after it, so that over a few rotations a job due more often than the others spreads
+//! too. Every job moves at the same instant, once a rotation: the jobs that change hands then go back
+//! to idle together and their new owners claim them in one batch each, where jobs moving a few at a
+//! time would cost every replica a claim every second (docs/benchmarks.md, "Work spread over the
+//! replicas"). Job ids of one deployment are consecutive: at any instant the jobs split over the
+//! replicas by count within one.
 //!
 //! The database stores compute the same owner in SQL (`store/sql/claimable.rs`, `owned_occurrence!`);
 //! the conformance suite pins the two to each other (`cron-runtime/tests/conformance/spread.rs`).
@@ -71,10 +73,10 @@ impl Spread {
     }
 
     /// The slot of job `job_id`'s occurrence at `at`, before it is taken modulo the replicas: the job's
-    /// id plus its turn, the [`ROTATION`]s counted from its own second (`owned_occurrence!` in SQL).
+    /// id plus its turn, the [`ROTATION`]s since the epoch (`owned_occurrence!` in SQL).
     pub(crate) fn slot(job_id: i64, at: DateTime<Utc>) -> i64 {
         let rotation = i64::try_from(ROTATION.as_secs()).unwrap_or(i64::MAX);
-        job_id + (at.timestamp() + job_id).div_euclid(rotation)
+        job_id + at.timestamp().div_euclid(rotation)
     }
 
     /// Whether this replica owns job `job_id`'s occurrence at `at`.
@@ -154,7 +156,7 @@ mod tests {
                 counts[owner] += 1;
             }
             let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
-            assert!(max - min <= 2, "{counts:?}");
+            assert!(max - min <= 1, "{counts:?}");
         }
     }
 
@@ -163,8 +165,8 @@ mod tests {
         let n = 4;
         let job = 5;
         let owner = |t: DateTime<Utc>| Spread::slot(job, t).rem_euclid(n);
-        let start =
-            at(0) + chrono::TimeDelta::seconds(60 - (at(0).timestamp() + job).rem_euclid(60));
+        // The start of a minute: every job's rotation.
+        let start = at(0) + chrono::TimeDelta::seconds(60 - at(0).timestamp().rem_euclid(60));
         let first = owner(start);
         for s in 0..60 {
             assert_eq!(owner(start + chrono::TimeDelta::seconds(s)), first);

@@ -53,7 +53,7 @@ macro_rules! claimable_rows {
 pub(crate) use claimable_rows;
 
 /// Whether this replica owns a claimable row's occurrence (`rules::Spread::owns`; docs/runtime.md,
-/// "How work is spread"): `(id + (seconds + id) / rotation) mod replicas = rank`, `seconds` the row's
+/// "How work is spread"): `(id + seconds / rotation) mod replicas = rank`, `seconds` the row's
 /// `next_execution` in whole seconds since the epoch, each database spelling it and the parameters.
 /// Ids and instants are positive, so SQL's truncating `/` and `%` are Rust's `div_euclid` and
 /// `rem_euclid` there.
@@ -65,14 +65,7 @@ macro_rules! owned_occurrence {
         rotation: $rotation:literal $(,)?
     ) => {
         concat!(
-            "(j.id + (",
-            $seconds,
-            " + j.id) / ",
-            $rotation,
-            ") % ",
-            $replicas,
-            " = ",
-            $rank
+            "(j.id + ", $seconds, " / ", $rotation, ") % ", $replicas, " = ", $rank
         )
     };
 }
