@@ -304,8 +304,9 @@ pub async fn a_run_taken_back_with_retries_left_is_retried_as_its_next_attempt(
     // listed `abandoned`.
     let spec = deployment("billing@1", vec![retrying("a", 3)]);
     let (dies, r1) = replica_with(&h, short_lease(), &spec).await;
-    let (alive, r2) = replica(&h, &spec).await;
     let (first, second) = a_second_attempt(&h, &dies, &r1).await;
+    // The live replica joins once the other holds both attempts (with two, either may own them).
+    let (alive, r2) = replica(&h, &spec).await;
 
     // The replica running attempt 2 dies; its lease runs out; the live replica takes the run back.
     sleep_until(&h, second.lease_expires_at + ms(500)).await;
@@ -363,8 +364,9 @@ pub async fn a_run_taken_back_with_no_retries_left_ends_abandoned(h: impl StoreU
     // and the job goes on at its next occurrence.
     let spec = deployment("billing@1", vec![retrying("a", 1)]);
     let (dies, r1) = replica_with(&h, short_lease(), &spec).await;
-    let (alive, r2) = replica(&h, &spec).await;
     let (first, second) = a_second_attempt(&h, &dies, &r1).await;
+    // The live replica joins once the other holds both attempts (with two, either may own them).
+    let (alive, r2) = replica(&h, &spec).await;
     sleep_until(&h, second.lease_expires_at + ms(500)).await;
     let beat = alive.heartbeat(&r2).await.unwrap();
     assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");

@@ -30,9 +30,10 @@ pub(crate) const ROTATION: Duration = Duration::from_secs(60);
 /// the owner is gone, frozen or too busy to claim.
 pub(crate) const GRACE: Duration = Duration::from_millis(500);
 
-/// How old a replica's reading of the live replicas may be when it claims: older, the claim reads them
-/// again first (besides every heartbeat), so that a replica that joined or left is counted within about
-/// a second by the replicas that claim, at one statement a second at most.
+/// How old a replica's reading of the live replicas may be when it claims or chains: older, the claim
+/// or the finish reads them again first (besides every heartbeat), so that a replica that joined or
+/// left is counted within about a second by the replicas that run anything, at one statement a second
+/// at most.
 pub(crate) const FRESH: Duration = Duration::from_secs(1);
 
 /// A replica's place among the live replicas of its deployment, as its last heartbeat (or its
