@@ -179,6 +179,7 @@ async fn migrate_is_idempotent(pool: PgPool) {
             "cron_deployments",
             "cron_job_runs",
             "cron_jobs",
+            "cron_overrides",
             "cron_runners"
         ]
     );
