@@ -230,8 +230,8 @@ fn help_says_what_the_tool_is() {
     assert_eq!(
         stdout(&output).lines().next(),
         Some(
-            "Check cron expressions, and deploy, inspect, pause, resume, trigger, cancel and backfill \
-             the scheduled jobs of applications built with cronverb, and read who did; serve their \
+            "Check cron expressions, and deploy, inspect, pause, resume, trigger, cancel, reschedule and \
+             backfill the scheduled jobs of applications built with cronverb, and read who did; serve their \
              dashboard"
         )
     );
