@@ -407,6 +407,130 @@ async fn a_person_sees_the_jobs_and_pauses_one() -> anyhow::Result<()> {
         "the trigger did not reach the database"
     );
 
+    // A schedule override, its note hostile: the job's page and the overview show the drift from the
+    // code's expression, the rows run the override; a reset returns to the code's.
+    client.goto(job_page.as_str()).await?;
+    let reschedule_note = "load test <script>alert(1)</script>";
+    let form = client
+        .form(Locator::Css("form[action$='/reschedule']"))
+        .await?;
+    form.set_by_name("expression", "*/30 * * * *").await?;
+    form.set_by_name("note", reschedule_note).await?;
+    form.submit().await?;
+    client
+        .wait()
+        .for_element(Locator::Css("form[action$='/reschedule/reset']"))
+        .await
+        .context("the job's page offers no reset after the override")?;
+    let schedules: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT schedule FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+         WHERE d.active AND j.verb = $1",
+    )
+    .bind(&seeded.plain)
+    .fetch_all(&db.pool)
+    .await?;
+    assert_eq!(
+        schedules,
+        ["*/30 * * * *"],
+        "the override is not what the rows run"
+    );
+    let drift = client
+        .find(Locator::Css(".override-note"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        drift.contains(reschedule_note),
+        "the override's note is not shown as written: {drift}"
+    );
+    no_injected_markup(&browser).await?;
+    browser.screenshot("overridden").await?;
+    client.goto(&format!("{base}/")).await?;
+    assert!(
+        cell(&browser, &seeded.plain, ".tag.overridden").await? == "overridden",
+        "the overview does not mark the overridden job"
+    );
+    client.goto(job_page.as_str()).await?;
+    client
+        .find(Locator::Css("form[action$='/reschedule/reset'] button"))
+        .await?
+        .click()
+        .await?;
+    let mut code_schedule = false;
+    for _ in 0..100 {
+        let overrides: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM cron_overrides WHERE verb = $1")
+                .bind(&seeded.plain)
+                .fetch_one(&db.pool)
+                .await?;
+        if overrides == 0 {
+            code_schedule = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(code_schedule, "the reset did not reach the database");
+    client.goto(job_page.as_str()).await?;
+    assert!(
+        client
+            .find_all(Locator::Css(".override-note"))
+            .await?
+            .is_empty(),
+        "the drift is still shown after the reset"
+    );
+
+    // Cancelling the run in flight of the executing job, with a hostile note: the request is on the
+    // run's row, by the holder of the token.
+    client.goto(&format!("{base}/")).await?;
+    client
+        .find(Locator::LinkText(&seeded.executing))
+        .await?
+        .click()
+        .await?;
+    let cancel_note = "stuck <img src=x onerror=alert(1)>";
+    let form = client.form(Locator::Css("form[action$='/cancel']")).await?;
+    form.set_by_name("note", cancel_note).await?;
+    form.submit().await?;
+    let mut requested: Option<(String, Option<String>)> = None;
+    for _ in 0..100 {
+        requested = sqlx::query_as(
+            "SELECT cancel_requested_by, cancel_note FROM cron_job_runs \
+             WHERE verb = $1 AND cancel_requested_by IS NOT NULL",
+        )
+        .bind(&seeded.executing)
+        .fetch_optional(&db.pool)
+        .await?;
+        if requested.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (by, stored_note) = requested.context("the cancel did not reach the database")?;
+    assert_eq!(by, "the holder of the action token");
+    assert_eq!(stored_note.as_deref(), Some(cancel_note));
+    no_injected_markup(&browser).await?;
+
+    // The audit page lists the three, newest first, the notes as written.
+    client.goto(&format!("{base}/audit")).await?;
+    let rows = client
+        .find_all(Locator::Css("table.audit tbody tr"))
+        .await?;
+    let mut actions = Vec::new();
+    for row in rows.iter().take(3) {
+        actions.push(row.text().await?);
+    }
+    assert!(
+        actions[0].contains("cancel") && actions[0].contains(cancel_note),
+        "{actions:?}"
+    );
+    assert!(actions[1].contains("reset"), "{actions:?}");
+    assert!(
+        actions[2].contains("reschedule") && actions[2].contains(reschedule_note),
+        "{actions:?}"
+    );
+    no_injected_markup(&browser).await?;
+    browser.screenshot("audit-all").await?;
+
     // The deployment registered ahead: its schema and what it changes.
     client.goto(&format!("{base}/")).await?;
     client
