@@ -378,6 +378,9 @@ pub struct Expected {
     pub verb: String,
     /// The occurrence expected.
     pub occurrence: DateTime<Utc>,
+    /// When it was due to have succeeded: the occurrence plus the job's `expect_within`. A success
+    /// that ended later still leaves the occurrence reported once (docs/operations.md, "Overdue").
+    pub by: DateTime<Utc>,
 }
 
 /// A job whose expected occurrence is overdue, as [`Store::overdue`] found it.
@@ -390,6 +393,10 @@ pub struct Overdue {
     /// This call recorded the occurrence as reported: the replica that made it, and no other, raises
     /// the overdue event.
     pub notify: bool,
+    /// No occurrence at or after it has succeeded yet: the job is overdue now (the `cron_job_overdue`
+    /// gauge, the health report). `false` for an occurrence reported ([`Overdue::notify`]) whose run
+    /// succeeded after [`Expected::by`].
+    pub outstanding: bool,
 }
 
 /// A store failure. Context first: what was being done, then why.

@@ -8,8 +8,8 @@ use cron_schema::RunOn;
 use super::tables::State;
 use crate::store::rules::backfill::Backfill;
 use crate::store::rules::operator::{
-    Resume, close_to, executing, no_active_deployment, not_in_active_deployment, resume,
-    runs_on_every_replica, unknown_module, unknown_verb,
+    Resume, close_to, executing, no_active_deployment, not_in_active_deployment,
+    reported_at_resume, resume, runs_on_every_replica, unknown_module, unknown_verb,
 };
 use crate::store::{Runner, StoreError};
 
@@ -71,6 +71,7 @@ impl State {
             if !job.paused {
                 continue;
             }
+            let reported = reported_at_resume(&job.spec.schedule, now);
             let resumed = resume(
                 Some(&job.spec.schedule),
                 job.spec.on == RunOn::EveryReplica,
@@ -87,6 +88,8 @@ impl State {
                     next
                 }
             };
+            let job = self.jobs.get_mut(&job_id).expect("exists");
+            job.overdue_notified_for = reported.or(job.overdue_notified_for);
             self.set_paused(job_id, false, next);
         }
         Ok(())
