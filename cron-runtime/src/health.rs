@@ -95,12 +95,12 @@ impl Vitals {
         );
     }
 
-    /// The report, now.
     /// The jobs overdue now, as the replica's latest check found them.
     pub(crate) fn overdue(&self, overdue: Vec<OverdueJob>) {
         *crate::sync::lock(&self.overdue) = overdue;
     }
 
+    /// The report, now.
     pub(crate) fn health(&self) -> Health {
         let since_tick = Duration::from_nanos(
             u64::try_from(self.last_tick.load(Ordering::Acquire)).unwrap_or(0),

@@ -16,7 +16,7 @@ use super::runs::attempts;
 use super::sql::{Dialect, SqlAdmin, Statement, Write, db};
 use crate::rfc3339;
 use crate::store::RETRIES_CUT_SHORT;
-use crate::store::rules::operator::{Resume, resume as resumed};
+use crate::store::rules::operator::{Resume, reported_at_resume, resume as resumed};
 
 /// The result of [`Admin::pause`](super::Admin::pause) and [`Admin::resume`](super::Admin::resume).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -145,10 +145,15 @@ pub(crate) async fn resume<D: Dialect>(
             }
             (Resume::CutShort { next } | Resume::At(next), retry_run_id) => (next, retry_run_id),
         };
+        let reported = schedule
+            .as_ref()
+            .ok()
+            .and_then(|schedule| reported_at_resume(schedule, tx.now));
         Statement::<D>::new(D::SQL.resume)
             .bind(row.id)
             .bind(next.map(At))
             .bind(retry_run_id)
+            .bind(reported.map(At))
             .execute(&mut tx.tx)
             .await
             .map_err(db(&context))?;

@@ -172,7 +172,7 @@ macro_rules! statements {
             ),
             resume: "UPDATE cron_jobs \
                 SET paused = false, pause_note = NULL, paused_at = NULL, next_execution = $2, \
-                    retry_run_id = $3 \
+                    retry_run_id = $3, overdue_notified_for = coalesce($4, overdue_notified_for) \
                 WHERE id = $1",
             cut_short: "UPDATE cron_job_runs \
                 SET outcome = 'failed', error = $2, finished_at = $3, \

@@ -2,12 +2,13 @@
 //! operator's requests to cancel runs in flight ([`cancels`]), pruning the run history ([`prune`]),
 //! and asking which jobs are overdue ([`overdue`]), each in a task of its own.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use chrono::TimeDelta;
 use cron_schema::ZonedSchedule;
 
 use super::metrics::{self, Operation};
@@ -15,7 +16,7 @@ use super::runs::RunState;
 use super::shared::Shared;
 use crate::event::Event;
 use crate::health::OverdueJob;
-use crate::store::{Expected, Store, rules};
+use crate::store::{Expected, Overdue, Store, rules};
 use crate::sync::lock;
 
 /// How long after a lease seen at a heartbeat would end the executor heartbeats again, if that lease
@@ -247,9 +248,11 @@ pub(super) async fn overdue<S: Store>(shared: Arc<Shared<S>>) {
         let expected: Vec<Expected> = jobs
             .iter()
             .filter_map(|(verb, schedule, within)| {
+                let occurrence = rules::overdue::expected(schedule, *within, now)?;
                 Some(Expected {
                     verb: verb.to_string(),
-                    occurrence: rules::overdue::expected(schedule, *within, now)?,
+                    occurrence,
+                    by: occurrence + TimeDelta::from_std(*within).ok()?,
                 })
             })
             .collect();
@@ -261,9 +264,10 @@ pub(super) async fn overdue<S: Store>(shared: Arc<Shared<S>>) {
                 continue;
             }
         };
+        let by_verb: HashMap<&str, &Overdue> = found.iter().map(|o| (o.verb.as_str(), o)).collect();
         for (verb, _, within) in &jobs {
-            let overdue = found.iter().find(|o| *o.verb == **verb);
-            metrics::overdue(&module, verb, overdue.is_some());
+            let overdue = by_verb.get(&**verb);
+            metrics::overdue(&module, verb, overdue.is_some_and(|o| o.outstanding));
             if let Some(overdue) = overdue.filter(|o| o.notify) {
                 shared.events.raise(Event::overdue(
                     Arc::clone(&module),
@@ -276,6 +280,7 @@ pub(super) async fn overdue<S: Store>(shared: Arc<Shared<S>>) {
         shared.vitals.overdue(
             found
                 .into_iter()
+                .filter(|o| o.outstanding)
                 .map(|o| OverdueJob {
                     verb: o.verb,
                     occurrence: o.occurrence,

@@ -78,13 +78,13 @@ pub(crate) fn fingerprint(schema: &Schema) -> u32 {
     (hash ^ (hash >> 32)) as u32
 }
 
-/// `schema` with every verb reduced to what [`other_schema`] compares, written the one way
-/// [`fingerprint`] hashes.
 /// A duration as [`format_duration`] writes it, or the text as it is when it is not one.
 fn duration_text(text: &str) -> String {
     parse_duration(text).map_or_else(|_| text.to_owned(), format_duration)
 }
 
+/// `schema` with every verb reduced to what [`other_schema`] compares, written the one way
+/// [`fingerprint`] hashes.
 fn canonical(schema: &Schema) -> Schema {
     Schema::new(schema.verbs().map(|(module, verb)| {
         let cron = &verb.cron;

@@ -398,6 +398,9 @@ pub struct Expected {
     pub verb: String,
     /// The occurrence expected.
     pub occurrence: DateTime<Utc>,
+    /// When it was due to have succeeded: the occurrence plus the job's `expect_within`. A success
+    /// that ended later still leaves the occurrence reported once (docs/operations.md, "Overdue").
+    pub by: DateTime<Utc>,
 }
 
 /// A job whose expected occurrence is overdue, as [`Store::overdue`] found it.
@@ -410,6 +413,10 @@ pub struct Overdue {
     /// This call recorded the occurrence as reported: the replica that made it, and no other, raises
     /// the overdue event.
     pub notify: bool,
+    /// No occurrence at or after it has succeeded yet: the job is overdue now (the `cron_job_overdue`
+    /// gauge, the health report). `false` for an occurrence reported ([`Overdue::notify`]) whose run
+    /// succeeded after [`Expected::by`].
+    pub outstanding: bool,
 }
 
 /// A store failure. Context first: what was being done, then why.
@@ -590,23 +597,24 @@ pub trait Store: sealed::Sealed + Clone + Send + Sync + 'static {
         before: DateTime<Utc>,
     ) -> impl Future<Output = Result<Option<DateTime<Utc>>, StoreError>> + Send;
 
-    /// Deletes the finished runs (never a running one) that finished more than `older_than` ago, in
-    /// small batches and a bounded number of them per call (the PostgreSQL store: at most 10,000 runs;
-    /// the next call continues), and returns how many it deleted. The executor calls it now and then for the
-    /// runtime's history retention (default 30 days). A store that bounds its history otherwise (the
-    /// in-memory store keeps the last runs) keeps the default, which deletes nothing.
     /// Of the occurrences `expected` of jobs of this replica's deployment, those that are overdue now
-    /// (docs/operations.md, "Overdue"): the deployment is active, the job not paused, the occurrence
-    /// not before the row's schedule started counting, and no occurrence of the verb at or after it
-    /// succeeded. Each is recorded as reported in the same step, once: the first call to find it
-    /// overdue says [`Overdue::notify`], any later one (from any replica) does not, until a later
-    /// occurrence is overdue. The rule is `rules::overdue`'s.
+    /// ([`Overdue::outstanding`]) or reported by this call (docs/operations.md, "Overdue"): the
+    /// deployment is active, the job not paused, the occurrence not before the row's schedule started
+    /// counting, and no occurrence of the verb at or after it succeeded (now; by [`Expected::by`] for
+    /// the report). Each is recorded as reported in the same step, once: the first call to find it so
+    /// says [`Overdue::notify`], any later one (from any replica) does not, until a later occurrence
+    /// is. The rule is `rules::overdue`'s.
     fn overdue(
         &self,
         runner: &Runner,
         expected: &[Expected],
     ) -> impl Future<Output = Result<Vec<Overdue>, StoreError>> + Send;
 
+    /// Deletes the finished runs (never a running one) that finished more than `older_than` ago, in
+    /// small batches and a bounded number of them per call (the PostgreSQL store: at most 10,000 runs;
+    /// the next call continues), and returns how many it deleted. The executor calls it now and then for the
+    /// runtime's history retention (default 30 days). A store that bounds its history otherwise (the
+    /// in-memory store keeps the last runs) keeps the default, which deletes nothing.
     fn prune_history(
         &self,
         older_than: Duration,

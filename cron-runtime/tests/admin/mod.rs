@@ -657,6 +657,7 @@ pub async fn status_shows_the_occurrence_reported_overdue_until_one_succeeds(
     let expected = [Expected {
         verb: "billing::tick".to_owned(),
         occurrence: run.scheduled_at,
+        by: run.scheduled_at + chrono::TimeDelta::seconds(1),
     }];
     let found = replica.overdue(&runner, &expected).await.unwrap();
     assert!(found[0].notify, "{found:?}");

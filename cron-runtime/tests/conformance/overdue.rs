@@ -6,18 +6,28 @@ use cron_runtime::store::{Expected, Overdue, Store};
 
 use super::*;
 
-fn expecting(occurrence: DateTime<Utc>) -> Vec<Expected> {
-    vec![Expected {
-        verb: "a".to_owned(),
+/// How long after its instant job `a` expects each occurrence to have succeeded in these cases.
+const WITHIN: TimeDelta = TimeDelta::seconds(1);
+
+fn expected(verb: &str, occurrence: DateTime<Utc>) -> Expected {
+    Expected {
+        verb: verb.to_owned(),
         occurrence,
-    }]
+        by: occurrence + WITHIN,
+    }
 }
 
+fn expecting(occurrence: DateTime<Utc>) -> Vec<Expected> {
+    vec![expected("a", occurrence)]
+}
+
+/// Occurrence `occurrence` of `a` is overdue now; `notify`: this call reports it.
 fn found(occurrence: DateTime<Utc>, notify: bool) -> Vec<Overdue> {
     vec![Overdue {
         verb: "a".to_owned(),
         occurrence,
         notify,
+        outstanding: true,
     }]
 }
 
@@ -37,10 +47,7 @@ pub async fn an_overdue_occurrence_is_reported_once_across_the_replicas_until_on
     // An occurrence before the row's schedule started counting is not the row's; a verb the
     // deployment does not have is nothing.
     assert_eq!(overdue(&one, &r1, t1 - TimeDelta::days(1)).await, []);
-    let unknown = [Expected {
-        verb: "c".to_owned(),
-        occurrence: t1,
-    }];
+    let unknown = [expected("c", t1)];
     assert_eq!(one.overdue(&r1, &unknown).await.unwrap(), []);
 
     // t1 fails: overdue, and the first replica to ask reports it; no one else, ever.
@@ -74,13 +81,14 @@ pub async fn an_overdue_occurrence_is_reported_once_across_the_replicas_until_on
     assert_eq!(overdue(&one, &r1, t3).await, []);
     assert_eq!(overdue(&one, &r1, t1).await, []);
 
-    // A paused job is expected to run nothing.
+    // A paused job is expected to run nothing, and an occurrence it skipped while paused is not
+    // reported once it is resumed: it is overdue, but reported as if it had been.
     let t4 = h.next_execution(MODULE, "a").await.unwrap();
     h.pause("a").await;
     sleep_until(&h, t4 + ms(50)).await;
     assert_eq!(overdue(&one, &r1, t4).await, []);
     h.resume("a").await;
-    assert_eq!(overdue(&one, &r1, t4).await, found(t4, true));
+    assert_eq!(overdue(&one, &r1, t4).await, found(t4, false));
 
     // A deployment that is no longer active reports nothing: the active one's replicas do.
     let v2 = deployment("billing@2", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
@@ -89,4 +97,70 @@ pub async fn an_overdue_occurrence_is_reported_once_across_the_replicas_until_on
     let t5 = t4 + TimeDelta::seconds(10);
     sleep_until(&h, t5 + ms(50)).await;
     assert_eq!(overdue(&one, &r1, t5).await, []);
+}
+
+pub async fn an_unknown_verb_among_the_expected_shifts_no_other(h: impl StoreUnderTest) {
+    settle(&h).await;
+    let v1 = deployment("billing@1", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
+    let (one, r1) = replica(&h, &v1).await;
+    let t1 = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, t1 + ms(50)).await;
+    // `c` is no verb of the deployment: `a`'s occurrence is still `a`'s.
+    let asked = [expected("c", t1), expected("a", t1)];
+    assert_eq!(one.overdue(&r1, &asked).await.unwrap(), found(t1, true));
+}
+
+pub async fn an_occurrence_reported_before_a_deploy_is_not_reported_again_after_it(
+    h: impl StoreUnderTest,
+) {
+    settle(&h).await;
+    let v1 = deployment("billing@1", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
+    let (one, r1) = replica(&h, &v1).await;
+    let t1 = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, t1 + ms(50)).await;
+    let claimed = claim(&one, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+    finish_one(&one, &r1, &ended(&run, Outcome::Failed, Some("broken"))).await;
+    assert_eq!(overdue(&one, &r1, t1).await, found(t1, true));
+
+    // v2 deploys `a` unchanged while it is still broken: the occurrence stays overdue, reported.
+    let v2 = deployment("billing@2", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
+    let (two, r2) = replica(&h, &v2).await;
+    two.heartbeat(&r2).await.unwrap();
+    assert_eq!(overdue(&one, &r1, t1).await, []);
+    assert_eq!(overdue(&two, &r2, t1).await, found(t1, false));
+}
+
+pub async fn an_occurrence_that_succeeded_after_its_span_is_still_reported_once(
+    h: impl StoreUnderTest,
+) {
+    settle(&h).await;
+    let v1 = deployment("billing@1", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
+    let (one, r1) = replica(&h, &v1).await;
+    let (two, r2) = replica(&h, &v1).await;
+    let t1 = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, t1 + ms(50)).await;
+    let claimed = claim(&one, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+    // The run ends after `WITHIN`, before any replica checked: late, reported once, overdue no more.
+    sleep_until(&h, t1 + WITHIN + ms(200)).await;
+    finish_one(&one, &r1, &succeeded(&run)).await;
+    let late = vec![Overdue {
+        verb: "a".to_owned(),
+        occurrence: t1,
+        notify: true,
+        outstanding: false,
+    }];
+    assert_eq!(overdue(&two, &r2, t1).await, late);
+    assert_eq!(overdue(&one, &r1, t1).await, []);
+    assert_eq!(overdue(&two, &r2, t1).await, []);
+
+    // One that succeeds within its span is never reported.
+    let t2 = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, t2 + ms(50)).await;
+    let claimed = claim(&one, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+    finish_one(&one, &r1, &succeeded(&run)).await;
+    sleep_until(&h, t2 + WITHIN + ms(50)).await;
+    assert_eq!(overdue(&one, &r1, t2).await, []);
 }

@@ -209,7 +209,8 @@ impl State {
                         zone: job.spec.zone.name(),
                         in_flight: job.executing.filter(|e| !e.manual).map(|e| e.scheduled_at),
                         next_execution: job.next_execution,
-                        start_time: None,
+                        start_time: job.start_time,
+                        overdue_notified_for: job.overdue_notified_for,
                         retry: job.retrying.as_ref().map(|_| *id),
                         every_replica: job.spec.on == RunOn::EveryReplica,
                     }
@@ -257,6 +258,9 @@ impl State {
                 self.set_trigger(job_id, trigger);
             }
             let Some(start) = start else { continue };
+            let job = self.jobs.get_mut(&job_id).expect("exists");
+            job.start_time = start.start_time;
+            job.overdue_notified_for = start.overdue_notified_for;
             if let Some(old) = start.retry {
                 let mut run = self.jobs.get_mut(&old).and_then(|j| j.retrying.take());
                 if let Some(run) = &mut run {

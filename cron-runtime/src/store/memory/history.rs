@@ -85,6 +85,8 @@ struct Kept {
     runs: u32,
     /// How many of them succeeded.
     succeeded: u32,
+    /// When the first of them that succeeded ended.
+    succeeded_at: Option<DateTime<Utc>>,
 }
 
 impl Default for History {
@@ -140,6 +142,7 @@ impl History {
         kept.runs += 1;
         if run.outcome == Some(Outcome::Succeeded) {
             kept.succeeded += 1;
+            kept.succeeded_at = kept.succeeded_at.min(run.finished_at).or(run.finished_at);
             known.last_succeeded = known.last_succeeded.max(Some(run.scheduled_at));
         }
     }
@@ -157,6 +160,9 @@ impl History {
         };
         kept.runs -= 1;
         kept.succeeded -= u32::from(run.outcome == Some(Outcome::Succeeded));
+        if kept.succeeded == 0 {
+            kept.succeeded_at = None;
+        }
         if kept.runs == 0 {
             known.instants.remove(&run.scheduled_at);
         }
@@ -193,6 +199,24 @@ impl History {
     /// The latest occurrence of `verb` of `module` that succeeded, kept or not.
     pub(super) fn last_success(&self, module: &str, verb: &str) -> Option<DateTime<Utc>> {
         self.verb(module, verb)?.last_succeeded
+    }
+
+    /// Whether a run kept of an occurrence of `verb` of `module` at or after `from` succeeded and
+    /// ended by `by` (`rules::overdue::OverdueRow::succeeded_in_time`), as the SQL stores read their
+    /// history.
+    pub(super) fn succeeded_by(
+        &self,
+        module: &str,
+        verb: &str,
+        from: DateTime<Utc>,
+        by: DateTime<Utc>,
+    ) -> bool {
+        self.verb(module, verb).is_some_and(|known| {
+            known
+                .instants
+                .range(from..)
+                .any(|(_, kept)| kept.succeeded_at.is_some_and(|at| at <= by))
+        })
     }
 
     /// Whether a run kept is of the occurrence `at` of `verb` of `module`.

@@ -9,7 +9,7 @@ use super::tables::State;
 use crate::store::rules::backfill::Backfill;
 use crate::store::rules::operator::{
     Resume, close_to, executing, no_active_deployment, not_in_active_deployment, nothing_running,
-    resume, runs_on_every_replica, unknown_module, unknown_verb,
+    reported_at_resume, resume, runs_on_every_replica, unknown_module, unknown_verb,
 };
 use crate::store::rules::reschedule::{Override, check, every_replica_refusal, rescheduled};
 use crate::store::{Cancel, Runner, StoreError};
@@ -72,6 +72,7 @@ impl State {
             if !job.paused {
                 continue;
             }
+            let reported = reported_at_resume(&job.spec.schedule, now);
             let resumed = resume(
                 Some(&job.spec.schedule),
                 job.spec.on == RunOn::EveryReplica,
@@ -88,6 +89,8 @@ impl State {
                     next
                 }
             };
+            let job = self.jobs.get_mut(&job_id).expect("exists");
+            job.overdue_notified_for = reported.or(job.overdue_notified_for);
             self.set_paused(job_id, false, next);
         }
         Ok(())

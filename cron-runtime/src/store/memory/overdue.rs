@@ -13,13 +13,15 @@ impl State {
             return Vec::new();
         };
         let active = deployment.active;
-        let ids: Vec<i64> = expected
+        // Each expected occurrence with its row, paired before any is dropped: a verb the deployment
+        // does not have is nothing, and shifts no other.
+        let rows: Vec<(&Expected, i64)> = expected
             .iter()
-            .filter_map(|e| deployment.jobs.get(&e.verb).copied())
+            .filter_map(|e| Some((e, *deployment.jobs.get(&e.verb)?)))
             .collect();
         let mut found = Vec::new();
-        for (expected, id) in expected.iter().zip(ids) {
-            let Some(job) = self.jobs.get(&id) else {
+        for (expected, id) in rows {
+            let Some(job) = self.jobs.get_mut(&id) else {
                 continue;
             };
             let row = OverdueRow {
@@ -27,20 +29,27 @@ impl State {
                 paused: job.paused,
                 start_time: job.start_time,
                 last_success: self.history.last_success(&job.module, &job.verb),
+                succeeded_in_time: self.history.succeeded_by(
+                    &job.module,
+                    &job.verb,
+                    expected.occurrence,
+                    expected.by,
+                ),
                 notified_for: job.overdue_notified_for,
             };
-            if !row.is_overdue(expected.occurrence) {
-                continue;
-            }
+            let outstanding = row.is_overdue(expected.occurrence);
             let notify = row.notifies(expected.occurrence);
-            if notify && let Some(job) = self.jobs.get_mut(&id) {
+            if notify {
                 job.overdue_notified_for = Some(expected.occurrence);
             }
-            found.push(Overdue {
-                verb: expected.verb.clone(),
-                occurrence: expected.occurrence,
-                notify,
-            });
+            if outstanding || notify {
+                found.push(Overdue {
+                    verb: expected.verb.clone(),
+                    occurrence: expected.occurrence,
+                    notify,
+                    outstanding,
+                });
+            }
         }
         found
     }

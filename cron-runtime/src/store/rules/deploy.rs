@@ -41,8 +41,11 @@ pub(crate) struct GivenUp<'a, R> {
     /// after either is the same one); `None` while idle or running a manual run, which took none.
     pub(crate) in_flight: Option<DateTime<Utc>>,
     pub(crate) next_execution: Option<DateTime<Utc>>,
-    /// Since when its schedule counts (`cron_jobs.start_time`); the in-memory store keeps none.
-    pub(crate) start_time: Option<DateTime<Utc>>,
+    /// Since when its schedule counts (`cron_jobs.start_time`).
+    pub(crate) start_time: DateTime<Utc>,
+    /// The occurrence last reported overdue (`cron_jobs.overdue_notified_for`; docs/operations.md,
+    /// "Overdue").
+    pub(crate) overdue_notified_for: Option<DateTime<Utc>>,
     /// The run whose retry the row holds while idle, pending at `next_execution`.
     pub(crate) retry: Option<R>,
     /// A job on every replica: its row has no occurrence to carry.
@@ -71,6 +74,9 @@ pub(crate) struct RowStart<R> {
     pub(crate) next_execution: Option<DateTime<Utc>>,
     /// Since when its schedule counts: the given-up row's for an unchanged verb, now for the others.
     pub(crate) start_time: DateTime<Utc>,
+    /// The occurrence last reported overdue: the given-up row's for an unchanged verb, so that a deploy
+    /// does not report again an occurrence reported before it; none for the others.
+    pub(crate) overdue_notified_for: Option<DateTime<Utc>>,
     /// The pending retry it takes with its verb, due at `next_execution`.
     pub(crate) retry: Option<R>,
 }
@@ -110,12 +116,12 @@ pub(crate) fn take_over<R: Copy>(
                 .as_ref()
                 .filter(|_| !row.executing && !row.every_replica)?;
             let old = by_verb.get(row.verb).filter(|old| !old.every_replica);
-            let start_time = |old: &GivenUp<'_, R>| old.start_time.unwrap_or(now);
             if let Some(old) = old.filter(|old| old.retry.is_some()) {
                 taken.insert(row.verb);
                 return Some(RowStart {
                     next_execution: old.next_execution,
-                    start_time: start_time(old),
+                    start_time: old.start_time,
+                    overdue_notified_for: old.overdue_notified_for,
                     retry: old.retry,
                 });
             }
@@ -125,12 +131,14 @@ pub(crate) fn take_over<R: Copy>(
                         Some(at) => schedule.next_after(at),
                         None => old.next_execution,
                     },
-                    start_time: start_time(old),
+                    start_time: old.start_time,
+                    overdue_notified_for: old.overdue_notified_for,
                     retry: None,
                 },
                 _ => RowStart {
                     next_execution: schedule.next_after(now),
                     start_time: now,
+                    overdue_notified_for: None,
                     retry: None,
                 },
             })
@@ -208,7 +216,8 @@ mod tests {
             zone: "UTC",
             in_flight: None,
             next_execution: Some(at(1, 0, 0)),
-            start_time: Some(at(0, 0, 0)),
+            start_time: at(0, 0, 0),
+            overdue_notified_for: Some(at(0, 0, 0)),
             retry: None,
             every_replica: false,
         }
@@ -246,21 +255,22 @@ mod tests {
             ],
             now,
         );
-        let start = |next, start_time| {
+        let start = |next, start_time, overdue_notified_for| {
             Some(RowStart {
                 next_execution: Some(next),
                 start_time,
+                overdue_notified_for,
                 retry: None,
             })
         };
         assert_eq!(
             plan.rows,
             vec![
-                start(at(1, 0, 0), at(0, 0, 0)),
+                start(at(1, 0, 0), at(0, 0, 0), Some(at(0, 0, 0))),
                 // After its run in flight, however the given-up row was left.
-                start(at(1, 0, 0), at(0, 0, 0)),
-                start(at(0, 31, 0), now),
-                start(at(0, 31, 0), now),
+                start(at(1, 0, 0), at(0, 0, 0), Some(at(0, 0, 0))),
+                start(at(0, 31, 0), now, None),
+                start(at(0, 31, 0), now, None),
             ]
         );
         assert!(plan.orphaned.is_empty());
@@ -289,6 +299,7 @@ mod tests {
                 Some(RowStart {
                     next_execution: Some(at(0, 0, 30)),
                     start_time: at(0, 0, 0),
+                    overdue_notified_for: Some(at(0, 0, 0)),
                     retry: Some(7),
                 }),
                 None,

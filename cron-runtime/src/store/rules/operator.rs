@@ -30,6 +30,16 @@ pub(crate) enum Resume {
     CutShort { next: Option<DateTime<Utc>> },
 }
 
+/// The occurrence a row resumed at `now` records as reported overdue: the latest at or before `now`,
+/// so that the occurrences skipped on purpose while it was paused never page (docs/operations.md,
+/// "Overdue"); the next one counts. `None` when it has none in `rules::overdue`'s look-back.
+pub(crate) fn reported_at_resume(
+    schedule: &ZonedSchedule,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    super::overdue::expected(schedule, Duration::ZERO, now)
+}
+
 /// Where a paused row goes on when resumed at `now`, from its facts: whether it is idle, the occurrence
 /// whose retry it holds (`retry_of`) and its `next_execution` (the retry's instant while it holds one).
 ///

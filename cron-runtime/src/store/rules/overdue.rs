@@ -4,7 +4,9 @@
 //! replica from its build's schedule; whether that occurrence is overdue, and whether it is reported,
 //! is decided from the row's facts ([`OverdueRow::notifies`], [`OverdueRow::is_overdue`]), which the
 //! memory store applies in Rust and the SQL stores as one conditional `UPDATE` (`store/sql/overdue.rs`),
-//! so that exactly one replica reports each overdue occurrence. The conformance suite pins both.
+//! so that exactly one replica reports each overdue occurrence. Whether it is reported is decided by
+//! its deadline (no success by then: an outage whose late run succeeded before anyone checked is
+//! still reported); whether it is overdue now, for the gauge and the health report, by the present. The conformance suite pins both.
 
 use std::time::Duration;
 
@@ -55,6 +57,9 @@ pub(crate) struct OverdueRow {
     pub(crate) start_time: DateTime<Utc>,
     /// The latest occurrence of the verb (module and verb, under any deployment) that succeeded.
     pub(crate) last_success: Option<DateTime<Utc>>,
+    /// An occurrence of the verb at or after the one expected succeeded in a run that ended by the
+    /// expected one's deadline (its instant plus `expect_within`).
+    pub(crate) succeeded_in_time: bool,
     /// The occurrence last reported overdue (`cron_jobs.overdue_notified_for`).
     pub(crate) notified_for: Option<DateTime<Utc>>,
 }
@@ -70,13 +75,17 @@ impl OverdueRow {
             && self.last_success.is_none_or(|success| success < occurrence)
     }
 
-    /// Whether the replica asking reports `occurrence` overdue now: it is ([`is_overdue`]) and no
-    /// replica reported it (or a later one) before. The store records it as reported in the same
-    /// step, so each occurrence is reported once across the replicas.
-    ///
-    /// [`is_overdue`]: OverdueRow::is_overdue
+    /// Whether the replica asking reports `occurrence`: the row is of the active deployment, not
+    /// paused, the occurrence is the row's, no run of it or a later one succeeded by its deadline
+    /// (a run that succeeded later leaves an outage that is still reported, once), and no replica
+    /// reported it (or a later one) before. The store records it as reported in the same step, so
+    /// each occurrence is reported once across the replicas.
     pub(crate) fn notifies(&self, occurrence: DateTime<Utc>) -> bool {
-        self.is_overdue(occurrence) && self.notified_for.is_none_or(|at| at < occurrence)
+        self.active
+            && !self.paused
+            && self.start_time <= occurrence
+            && !self.succeeded_in_time
+            && self.notified_for.is_none_or(|at| at < occurrence)
     }
 }
 
@@ -129,6 +138,7 @@ mod tests {
             paused: false,
             start_time: at("2026-03-01T00:00:00Z"),
             last_success: Some(at("2026-03-07T02:00:00Z")),
+            succeeded_in_time: false,
             notified_for: None,
         };
         assert!(row.is_overdue(o) && row.notifies(o));
@@ -139,9 +149,16 @@ mod tests {
         assert!(reported.is_overdue(o) && !reported.notifies(o));
         let succeeded = OverdueRow {
             last_success: Some(o),
+            succeeded_in_time: true,
             ..row
         };
-        assert!(!succeeded.is_overdue(o));
+        assert!(!succeeded.is_overdue(o) && !succeeded.notifies(o));
+        // It succeeded after its deadline: overdue no more, but reported once.
+        let late = OverdueRow {
+            last_success: Some(o),
+            ..row
+        };
+        assert!(!late.is_overdue(o) && late.notifies(o));
         for quiet in [
             OverdueRow {
                 active: false,

@@ -107,7 +107,7 @@ macro_rules! previous_rows {
     (module: $module:literal, lock: $lock:literal $(,)?) => {
         concat!(
             "
-SELECT j.verb, j.schedule, j.timezone, j.next_execution, j.start_time,
+SELECT j.verb, j.schedule, j.timezone, j.next_execution, j.start_time, j.overdue_notified_for,
        CASE WHEN j.state = 'executing'
             AND NOT coalesce((SELECT r.manual FROM cron_job_runs r WHERE r.id = j.current_run_id), false)
        THEN j.next_execution END AS in_flight,
@@ -137,6 +137,7 @@ pub(crate) struct Previous {
     next_execution: Option<At>,
     #[sqlx(try_from = "At")]
     start_time: DateTime<Utc>,
+    overdue_notified_for: Option<At>,
     retry_run_id: Option<i64>,
     every_replica: bool,
 }
@@ -585,7 +586,8 @@ impl<D: Protocol> SqlStore<D> {
                 zone: &p.zone,
                 in_flight: p.in_flight.map(DateTime::from),
                 next_execution: p.next_execution.map(DateTime::from),
-                start_time: Some(p.start_time),
+                start_time: p.start_time,
+                overdue_notified_for: p.overdue_notified_for.map(DateTime::from),
                 retry: p.retry_run_id,
                 every_replica: p.every_replica,
             })
@@ -606,12 +608,14 @@ impl<D: Protocol> SqlStore<D> {
         let mut ids = Vec::with_capacity(mine.len());
         let mut nexts = Vec::with_capacity(mine.len());
         let mut starts = Vec::with_capacity(mine.len());
+        let mut notified = Vec::with_capacity(mine.len());
         let mut retries = Vec::with_capacity(mine.len());
         for (row, start) in mine.iter().zip(plan.rows) {
             let Some(start) = start else { continue };
             ids.push(row.id);
             nexts.push(start.next_execution.map(At));
             starts.push(At(start.start_time));
+            notified.push(start.overdue_notified_for.map(At));
             retries.push(start.retry);
         }
         Statement::<D>::new(D::STEPS.start_rows)
@@ -620,6 +624,7 @@ impl<D: Protocol> SqlStore<D> {
                 Column(nexts),
                 Column(starts),
                 Column(retries),
+                Column(notified),
             )))
             .execute(&mut *tx)
             .await

@@ -173,7 +173,7 @@ pub(crate) trait Protocol:
     + Bind<Rows<(Column<i64>, Column<At>)>>
     + Bind<Rows<(Column<i64>, Column<At>, Column<At>)>>
     + Bind<Rows<(Column<i64>, Column<String>)>>
-    + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<At>, Column<Option<i64>>)>>
+    + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<At>, Column<Option<i64>>, Column<Option<At>>)>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
     + Bind<Rows<(Column<i64>, Column<At>, Column<bool>, Column<bool>, Column<bool>, Column<bool>, Column<At>)>>
     + Bind<Rows<InsertJobs>>

@@ -11,35 +11,51 @@ use super::values::At;
 use super::{Protocol, SqlStore, db};
 use crate::store::{Expected, Overdue, Runner, StoreError};
 
-/// The condition of `rules::overdue::OverdueRow::is_overdue` on the row of verb `$2` of deployment
-/// `$1` for the occurrence `$3`: the deployment is active, the job not paused, the occurrence not
-/// before the row's `start_time`, and no run of the verb (any deployment) at or after it succeeded,
-/// read on the history's unique key (`module_name, verb, scheduled_at`) forward from the occurrence.
+/// The facts of `rules::overdue::OverdueRow` both decisions share, on the row of verb `$2` of
+/// deployment `$1` for the occurrence `$3`: the deployment is active, the job not paused and the
+/// occurrence not before the row's `start_time`.
 macro_rules! overdue_row {
     () => {
         "deployment_id = $1 AND verb = $2 AND NOT paused AND start_time <= $3
-  AND EXISTS (SELECT 1 FROM cron_deployments d WHERE d.id = cron_jobs.deployment_id AND d.active)
-  AND NOT EXISTS (
-    SELECT 1 FROM cron_job_runs r
-    WHERE r.module_name = cron_jobs.module_name AND r.verb = cron_jobs.verb
-      AND r.scheduled_at >= $3 AND r.outcome = 'succeeded')"
+  AND EXISTS (SELECT 1 FROM cron_deployments d WHERE d.id = cron_jobs.deployment_id AND d.active)"
     };
 }
 
-/// Records occurrence `$3` of verb `$2` of deployment `$1` as reported when it is overdue and no
-/// replica reported it (or a later one) yet (`OverdueRow::notifies`); returns the row's id when it
-/// did.
+/// A run of the row's verb (any deployment) of an occurrence at or after `$3` that succeeded, read on
+/// the history's unique key (`module_name, verb, scheduled_at`) forward from the occurrence; the
+/// condition that follows it narrows it.
+macro_rules! success_from {
+    () => {
+        "SELECT 1 FROM cron_job_runs r
+    WHERE r.module_name = cron_jobs.module_name AND r.verb = cron_jobs.verb
+      AND r.scheduled_at >= $3 AND r.outcome = 'succeeded'"
+    };
+}
+
+/// Records occurrence `$3` of verb `$2` of deployment `$1` as reported when no run of it or a later
+/// one succeeded by its deadline `$4` and no replica reported it (or a later one) yet
+/// (`OverdueRow::notifies`); returns the row's id when it did.
 pub(crate) const NOTIFY_OVERDUE: &str = concat!(
     "UPDATE cron_jobs SET overdue_notified_for = $3 WHERE ",
     overdue_row!(),
     "
+  AND NOT EXISTS (",
+    success_from!(),
+    " AND r.finished_at <= $4)
   AND (overdue_notified_for IS NULL OR overdue_notified_for < $3)
 RETURNING id"
 );
 
-/// The row's id when occurrence `$3` of verb `$2` of deployment `$1` is overdue, reported or not
-/// (`OverdueRow::is_overdue`).
-pub(crate) const IS_OVERDUE: &str = concat!("SELECT id FROM cron_jobs WHERE ", overdue_row!());
+/// The row's id when occurrence `$3` of verb `$2` of deployment `$1` is overdue now, reported or not
+/// (`OverdueRow::is_overdue`): no run of it or a later one has succeeded.
+pub(crate) const IS_OVERDUE: &str = concat!(
+    "SELECT id FROM cron_jobs WHERE ",
+    overdue_row!(),
+    "
+  AND NOT EXISTS (",
+    success_from!(),
+    ")"
+);
 
 impl<D: Protocol> SqlStore<D> {
     /// [`Store::overdue`](crate::store::Store::overdue).
@@ -59,21 +75,22 @@ impl<D: Protocol> SqlStore<D> {
                     .bind(At(expected.occurrence))
             };
             let notified: Option<(i64,)> = statement(NOTIFY_OVERDUE)
+                .bind(At(expected.by))
                 .fetch_optional(&mut *conn)
                 .await
                 .map_err(db(context))?;
             let notify = notified.is_some();
-            let overdue = notify
-                || statement(IS_OVERDUE)
-                    .fetch_optional::<(i64,)>(&mut *conn)
-                    .await
-                    .map_err(db(context))?
-                    .is_some();
-            if overdue {
+            let outstanding = statement(IS_OVERDUE)
+                .fetch_optional::<(i64,)>(&mut *conn)
+                .await
+                .map_err(db(context))?
+                .is_some();
+            if outstanding || notify {
                 found.push(Overdue {
                     verb: expected.verb.clone(),
                     occurrence: expected.occurrence,
                     notify,
+                    outstanding,
                 });
             }
         }

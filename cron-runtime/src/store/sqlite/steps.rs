@@ -180,9 +180,9 @@ WHERE j.deployment_id = ?1 ORDER BY j.id",
     own_rows: "SELECT id, verb, schedule, timezone, state, every_replica FROM cron_jobs WHERE deployment_id = ?1 ORDER BY id",
     start_rows: "
 UPDATE cron_jobs AS j SET next_execution = u.next_execution, start_time = u.start_time,
-    retry_run_id = u.retry_run_id
+    retry_run_id = u.retry_run_id, overdue_notified_for = u.overdue_notified_for
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS next_execution, value ->> 2 AS start_time,
-             value ->> 3 AS retry_run_id
+             value ->> 3 AS retry_run_id, value ->> 4 AS overdue_notified_for
       FROM json_each(?1)) AS u
 WHERE j.id = u.id AND j.state = 'idle'",
     drop_previous_retries: "

@@ -276,12 +276,13 @@ SELECT id, verb, schedule, timezone, state, every_replica FROM cron_jobs
 WHERE deployment_id = $1 ORDER BY id FOR UPDATE
 ";
 
-    /// Takeover: where each idle row of `$1` starts, and since when its schedule counts (`$2`, `$3`).
+    /// Takeover: where each idle row of `$1` starts, since when its schedule counts, its retry and
+    /// the occurrence it last reported overdue (`$2` to `$5`).
     START_ROWS = "
 UPDATE cron_jobs j SET next_execution = u.next_execution, start_time = u.start_time,
-    retry_run_id = u.retry_run_id
-FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::bigint[])
-    AS u(id, next_execution, start_time, retry_run_id)
+    retry_run_id = u.retry_run_id, overdue_notified_for = u.overdue_notified_for
+FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
+    AS u(id, next_execution, start_time, retry_run_id, overdue_notified_for)
 WHERE j.id = u.id AND j.state = 'idle'
 ";
 
