@@ -12,6 +12,12 @@ ON CONFLICT (id) DO UPDATE SET last_seen = now()";
     /// Forgets the replicas not seen for `$1` seconds.
     FORGET_RUNNERS = "DELETE FROM cron_runners WHERE last_seen < now() - make_interval(secs => $1)";
 
+    /// The live replicas of deployment `$1`, seen within the last `$2` seconds (the lease), by id:
+    /// each replica's place among them spreads the work (`rules::Spread`; docs/runtime.md, "How work
+    /// is spread").
+    LIVE_RUNNERS = "SELECT id FROM cron_runners
+WHERE deployment_id = $1 AND last_seen >= now() - make_interval(secs => $2) ORDER BY id";
+
     /// Removes runner `$1` (shutdown).
     DELETE_RUNNER = "DELETE FROM cron_runners WHERE id = $1";
 
