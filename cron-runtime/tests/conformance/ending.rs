@@ -248,7 +248,9 @@ pub async fn a_batch_fences_exactly_the_runs_this_runner_no_longer_holds(h: impl
     let (frozen, r1) = replica_with(&h, short_lease(), &spec).await;
     let (alive, r2) = replica(&h, &spec).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(100)).await;
+    // Two replicas are live, each owning a share of the four (docs/runtime.md, "How work is
+    // spread"): past the grace, one replica's claim takes all four.
+    sleep_until(&h, at + past_the_grace()).await;
     let claimed = claim(&frozen, &r1).await;
     assert_eq!(claimed.claims.len(), 4);
     let [a, b, c, d] = ["a", "b", "c", "d"].map(|verb| Finish {
