@@ -160,3 +160,72 @@ pub async fn a_replica_whose_heartbeat_stopped_is_counted_out_after_its_lease(
     assert_eq!(alone.len(), 8, "{:?}", verb_set(&alone));
     assert!(alone.iter().all(|c| c.scheduled_at == next), "{alone:?}");
 }
+
+pub async fn a_replica_that_owns_nothing_due_is_told_when_its_claim_may_take_another_ones(
+    h: impl StoreUnderTest,
+) {
+    let spec = eight_jobs();
+    settle_where(&h, |second| second % 60 < 50).await;
+    let (a_store, a) = replica(&h, &spec).await;
+    let (b_store, b) = replica(&h, &spec).await;
+    a_store.heartbeat(&a).await.unwrap();
+    // The first replica is silent. The second claims its own share ahead of the start, and is told
+    // when the silent one's share is due to it.
+    let ahead = Duration::from_millis(500);
+    let look_ahead = TimeDelta::from_std(ahead).unwrap();
+    let at = h.next_execution(MODULE, "job0").await.unwrap();
+    sleep_until(&h, at - ms(400)).await;
+    let own = b_store.claim_due(&b, ahead, 100).await.unwrap();
+    assert!((2..=6).contains(&own.claims.len()), "{own:?}");
+    let next_due = own.next_due.expect("the silent replica's share is idle");
+    // The executor sleeps until that instant less its claim-ahead, then claims: the claim there
+    // takes the silent replica's share. (Told the grace's end alone, it would claim at the start,
+    // take nothing, be told the same instant again, and claim in a loop until the grace is over.)
+    sleep_until(&h, next_due - look_ahead).await;
+    let theirs = b_store.claim_due(&b, ahead, 100).await.unwrap();
+    assert_eq!(
+        own.claims.len() + theirs.claims.len(),
+        8,
+        "a claim at {next_due} less the claim-ahead took {theirs:?}"
+    );
+    assert!(theirs.claims.iter().all(|c| c.scheduled_at == at), "{theirs:?}");
+    let (own, theirs) = (verb_set(&own.claims), verb_set(&theirs.claims));
+    assert_eq!(shared(&own, &theirs), 0, "{own:?} {theirs:?}");
+}
+
+pub async fn an_owner_at_its_cap_leaves_the_rest_of_its_share_to_the_others_past_the_grace(
+    h: impl StoreUnderTest,
+) {
+    let spec = eight_jobs();
+    settle_where(&h, |second| second % 60 < 50).await;
+    let (a_store, a) = replica(&h, &spec).await;
+    let (b_store, b) = replica(&h, &spec).await;
+    a_store.heartbeat(&a).await.unwrap();
+    let at = h.next_execution(MODULE, "job0").await.unwrap();
+    sleep_until(&h, at + ms(100)).await;
+    // The first replica has one slot left under its `max_concurrent_runs`: its claim takes one
+    // occurrence of its share. The second takes its own share, and nothing more within the grace.
+    let capped = a_store.claim_due(&a, Duration::ZERO, 1).await.unwrap();
+    assert_eq!(capped.claims.len(), 1, "{capped:?}");
+    let b_own = claim(&b_store, &b).await.claims;
+    assert!((2..=6).contains(&b_own.len()), "{:?}", verb_set(&b_own));
+    assert!(claim(&b_store, &b).await.claims.is_empty());
+    // Past the grace, the rest of the capped replica's share is the second replica's to run.
+    sleep_until(&h, at + past_the_grace()).await;
+    let rest = claim(&b_store, &b).await.claims;
+    let taken: BTreeSet<String> = verb_set(&capped.claims)
+        .into_iter()
+        .chain(verb_set(&b_own))
+        .chain(verb_set(&rest))
+        .collect();
+    assert_eq!(
+        capped.claims.len() + b_own.len() + rest.len(),
+        8,
+        "{:?} {:?} {:?}",
+        verb_set(&capped.claims),
+        verb_set(&b_own),
+        verb_set(&rest)
+    );
+    assert_eq!(taken.len(), 8);
+    assert!(rest.iter().all(|c| c.scheduled_at == at && !c.late), "{rest:?}");
+}

@@ -170,13 +170,14 @@ impl State {
                 .expect("a schedule in memory parses");
             claims.extend(self.apply(runner, &module, job_id, take, now));
         }
-        let next_due = self.first_claimable(runner.deployment_id, &module, spread);
+        let next_due = self.first_claimable(runner.deployment_id, &module, spread, ahead);
         Ok((claims, next_due))
     }
 
     /// The earliest start of an occurrence ([`JobRow::start_of`]; docs/runtime.md, "Jitter"), or
     /// pending trigger, of an idle job of the deployment that nothing blocks; an occurrence another
-    /// replica owns is due to this one the grace after its start ([`Spread::due_at`]). No job starts
+    /// replica owns is due to this one's claim looking `ahead` the grace after its start, named `ahead`
+    /// later ([`Spread::due_at`]). No job starts
     /// before its occurrence, so the walk ends at the first occurrence not before the earliest start
     /// found.
     ///
@@ -186,6 +187,7 @@ impl State {
         deployment_id: i64,
         module: &str,
         spread: Spread,
+        ahead: Duration,
     ) -> Option<DateTime<Utc>> {
         let mut regular: Option<DateTime<Utc>> = None;
         for (at, job_id) in self.due.get(&deployment_id).into_iter().flatten() {
@@ -196,7 +198,7 @@ impl State {
             if self.is_executing(module, &job.spec.verb) {
                 continue;
             }
-            let start = spread.due_at(*job_id, *at, job.start_of(*at));
+            let start = spread.due_at(*job_id, *at, job.start_of(*at), ahead);
             regular = Some(regular.map_or(start, |earliest| earliest.min(start)));
         }
         let triggered = self.triggered.get(&deployment_id).and_then(|triggered| {

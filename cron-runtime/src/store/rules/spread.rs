@@ -97,19 +97,30 @@ impl Spread {
         self.owns(job_id, at) || start + GRACE <= now
     }
 
-    /// When a claim may take job `job_id`'s occurrence at `at`, due to start at `start`: at its start
-    /// for its owner, [`GRACE`] after it for the others.
+    /// When job `job_id`'s occurrence at `at`, due to start at `start`, is due to a claim that looks
+    /// `ahead`, as the instant a claim's `next_due` names (the executor claims `ahead` of it): its
+    /// start for its owner; for the others [`GRACE`] after it, and `ahead` later again, since their
+    /// claims may take it only once the grace has passed, not `ahead` of that. Naming the grace's end
+    /// alone would wake a replica that owns nothing due `ahead` too early, to claim nothing and be
+    /// told the same instant again until then: a claim in a loop.
     pub(crate) fn due_at(
         &self,
         job_id: i64,
         at: DateTime<Utc>,
         start: DateTime<Utc>,
+        ahead: Duration,
     ) -> DateTime<Utc> {
         if self.owns(job_id, at) {
             start
         } else {
-            start + GRACE
+            start + Spread::others_wait(ahead)
         }
+    }
+
+    /// How long after its start another replica's occurrence is due to this one's claim that looks
+    /// `ahead` ([`Spread::due_at`]): the grace, and the claim-ahead.
+    pub(crate) fn others_wait(ahead: Duration) -> Duration {
+        GRACE + ahead
     }
 }
 
@@ -208,10 +219,19 @@ mod tests {
             start,
             start + chrono::TimeDelta::milliseconds(500)
         ));
+        // Due to a claim that looks half a second ahead once the grace has passed: named half a
+        // second later, as the executor claims that much ahead of the instant named.
+        let ahead = Duration::from_millis(500);
         assert_eq!(
-            spread.due_at(job, start, start),
-            start + chrono::TimeDelta::milliseconds(500)
+            spread.due_at(job, start, start, ahead),
+            start + chrono::TimeDelta::milliseconds(1_000)
         );
+        assert!(spread.may_take(
+            job,
+            start,
+            start,
+            spread.due_at(job, start, start, ahead) - chrono::TimeDelta::milliseconds(500)
+        ));
         let mine = (1..).find(|j| spread.owns(*j, at(30))).unwrap();
         assert!(spread.may_take(
             mine,
@@ -219,6 +239,6 @@ mod tests {
             start,
             start - chrono::TimeDelta::milliseconds(400)
         ));
-        assert_eq!(spread.due_at(mine, start, start), start);
+        assert_eq!(spread.due_at(mine, start, start, ahead), start);
     }
 }

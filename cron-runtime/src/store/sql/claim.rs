@@ -396,7 +396,7 @@ impl<D: Protocol> SqlStore<D> {
                 .bind(spread.replicas)
                 .bind(spread.rank)
                 .bind(rotation)
-                .bind(Span(rules::GRACE))
+                .bind(Span(rules::Spread::others_wait(ahead)))
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db(context()))?;

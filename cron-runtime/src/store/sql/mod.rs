@@ -114,7 +114,8 @@ pub(crate) struct Steps {
     /// (rotation `7` seconds) or it is the span `8` past its start.
     pub(crate) claim_due: &'static str,
     /// The earliest due instant for deployment `1` less the refused ids `2`, for the replica of rank
-    /// `4` among `3` (rotation `5` seconds, grace the span `6`), and the clock.
+    /// `4` among `3` (rotation `5` seconds; another replica's occurrence due the span `6` after its
+    /// start, `rules::Spread::others_wait`), and the clock.
     pub(crate) next_due: &'static str,
     /// Records a run for each row of the columns `4`..`8` by runner `1` (id `2`), leased for `3`.
     pub(crate) claim_runs: &'static str,

@@ -249,7 +249,8 @@ LIMIT $4
     /// so the earliest start is the first row's, or that of a row whose `next_execution` is before it:
     /// for jobs without jitter an empty range of the index `cron_jobs_due`. A regular occurrence that
     /// this replica, the `$4`th of `$3` (rotation `$5` seconds), does not own is due to it `$6`
-    /// seconds after its start (docs/runtime.md, "How work is spread"): the earliest start of an owned
+    /// seconds after its start, the grace and the claim's look ahead (`rules::Spread::due_at`;
+    /// docs/runtime.md, "How work is spread"): the earliest start of an owned
     /// row (`own`, read the same way) and the earliest start of any row plus that grace.
     NEXT_DUE = concat!("
 WITH first AS (
