@@ -148,6 +148,9 @@ impl Store for Faulty {
     ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
         self.store.previous_success(module, verb, before).await
     }
+    async fn drain(&self, runner: &Runner) -> Result<(), StoreError> {
+        self.store.drain(runner).await
+    }
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         self.store.deregister(runner, cancelled).await
     }

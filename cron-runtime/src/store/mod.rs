@@ -550,6 +550,11 @@ pub trait Store: sealed::Sealed + Clone + Send + Sync + 'static {
         run_ids: &[i64],
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Shutdown has begun: this replica claims no more. The others count it out of the live replicas
+    /// at once, and take its share of the runs ahead of their starts (docs/runtime.md, "How work is
+    /// spread"), rather than the grace after them until its lease or its deregistration.
+    fn drain(&self, runner: &Runner) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
     /// from the live replicas (G9, docs/operations.md).
     ///

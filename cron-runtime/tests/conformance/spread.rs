@@ -229,3 +229,22 @@ pub async fn an_owner_at_its_cap_leaves_the_rest_of_its_share_to_the_others_past
     assert_eq!(taken.len(), 8);
     assert!(rest.iter().all(|c| c.scheduled_at == at && !c.late), "{rest:?}");
 }
+
+pub async fn a_draining_replica_gives_its_share_up_at_once(h: impl StoreUnderTest) {
+    let spec = eight_jobs();
+    settle_where(&h, |second| second % 60 < 50).await;
+    let (a_store, a) = replica(&h, &spec).await;
+    let (b_store, b) = replica(&h, &spec).await;
+    a_store.heartbeat(&a).await.unwrap();
+    let at = h.next_execution(MODULE, "job0").await.unwrap();
+
+    // The second replica begins to shut down, its lease far from over: its row says so, and the
+    // first counts it out at its next heartbeat. From then on the first owns every occurrence, and
+    // claims them all ahead of their start, none of them the grace late.
+    b_store.drain(&b).await.unwrap();
+    a_store.heartbeat(&a).await.unwrap();
+    sleep_until(&h, at - ms(400)).await;
+    let all = claim_ahead(&a_store, &a).await.claims;
+    assert_eq!(all.len(), 8, "{:?}", verb_set(&all));
+    assert!(all.iter().all(|c| c.scheduled_at == at), "{all:?}");
+}

@@ -54,6 +54,7 @@ impl State {
                 saw_active: false,
                 spread: Spread::ALONE,
                 spread_read: now,
+                draining: false,
             },
         );
         self.elect(&spec.module, now);
@@ -154,8 +155,8 @@ impl State {
 
     /// Runner `runner_id` reads its deployment's live replicas and keeps its place among them
     /// (docs/runtime.md, "How work is spread").
-    /// A replica is live while seen within the lease of the runner that looks, as the database stores
-    /// read it.
+    /// A replica is live while seen within the lease of the runner that looks and not draining, as the
+    /// database stores read it.
     pub(super) fn see_replicas(&mut self, runner_id: i64, now: DateTime<Utc>) {
         let (deployment_id, lease) = {
             let runner = &self.runners[&runner_id];
@@ -164,7 +165,9 @@ impl State {
         let live: Vec<i64> = self
             .runners
             .iter()
-            .filter(|(_, row)| row.deployment_id == deployment_id && row.last_seen + lease >= now)
+            .filter(|(_, row)| {
+                row.deployment_id == deployment_id && row.last_seen + lease >= now && !row.draining
+            })
             .map(|(id, _)| *id)
             .collect();
         let runner = self.runners.get_mut(&runner_id).expect("registered");

@@ -159,6 +159,9 @@ pub(super) struct RunnerRow {
     pub(super) spread: crate::store::rules::Spread,
     /// When it last read them, on the store's clock.
     pub(super) spread_read: DateTime<Utc>,
+    /// It has begun to shut down ([`Store::drain`](crate::store::Store::drain)): the others count it
+    /// out of the live replicas.
+    pub(super) draining: bool,
 }
 
 impl RunnerRow {

@@ -78,8 +78,10 @@ pub(crate) struct Steps {
     pub(crate) heartbeat: &'static str,
     /// Forgets the replicas not seen for the span `1`.
     pub(crate) forget_runners: &'static str,
-    /// The ids of deployment `1`'s replicas seen within the span `2`, in order.
+    /// The ids of deployment `1`'s replicas seen within the span `2` and not draining, in order.
     pub(crate) live_runners: &'static str,
+    /// Marks runner `1` draining.
+    pub(crate) drain_runner: &'static str,
     /// Removes runner `1`.
     pub(crate) delete_runner: &'static str,
     /// The schedule overrides of module `1`, as `(verb, schedule, timezone)`.
@@ -497,6 +499,17 @@ impl<D: Protocol> super::Store for SqlStore<D> {
         self.give_back_runs(runner, run_ids).await
     }
 
+    async fn drain(&self, runner: &Runner) -> Result<(), StoreError> {
+        let context = || format!("marking runner {} draining", runner.name);
+        let mut conn = self.connection().await.map_err(db(context()))?;
+        run::Statement::<D>::new(D::STEPS.drain_runner)
+            .bind(runner.id)
+            .execute(&mut *conn)
+            .await
+            .map_err(db(context()))?;
+        Ok(())
+    }
+
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         self.release(runner, cancelled).await
     }
@@ -593,6 +606,13 @@ macro_rules! store_on_sql {
                 run_ids: &[i64],
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::Store::give_back(&self.0, runner, run_ids).await
+            }
+
+            async fn drain(
+                &self,
+                runner: &$crate::store::Runner,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::Store::drain(&self.0, runner).await
             }
 
             async fn deregister(

@@ -164,7 +164,9 @@ VALUES (?1, ?2, ?3, (SELECT now FROM temp.cron_clock), (SELECT now FROM temp.cro
     heartbeat: "INSERT INTO cron_runners (id, deployment_id, host, pid, last_seen) VALUES (?1, ?2, ?3, ?4, (SELECT now FROM temp.cron_clock))
 ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
     forget_runners: "DELETE FROM cron_runners WHERE last_seen < ?1",
-    live_runners: "SELECT id FROM cron_runners WHERE deployment_id = ?1 AND last_seen >= ?2 ORDER BY id",
+    live_runners: "SELECT id FROM cron_runners WHERE deployment_id = ?1 AND last_seen >= ?2 AND draining = 0
+ORDER BY id",
+    drain_runner: "UPDATE cron_runners SET draining = 1 WHERE id = ?1",
     delete_runner: "DELETE FROM cron_runners WHERE id = ?1",
     overrides: "SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = ?1",
     deployment_rows: "
@@ -581,6 +583,7 @@ mod tests {
             heartbeat,
             forget_runners,
             live_runners,
+            drain_runner,
             delete_runner,
             overrides,
             deployment_rows,
@@ -630,6 +633,7 @@ mod tests {
             ("heartbeat", heartbeat),
             ("forget_runners", forget_runners),
             ("live_runners", live_runners),
+            ("drain_runner", drain_runner),
             ("delete_runner", delete_runner),
             ("overrides", overrides),
             ("deployment_rows", deployment_rows),
