@@ -188,7 +188,10 @@ pub async fn a_replica_that_owns_nothing_due_is_told_when_its_claim_may_take_ano
         8,
         "a claim at {next_due} less the claim-ahead took {theirs:?}"
     );
-    assert!(theirs.claims.iter().all(|c| c.scheduled_at == at), "{theirs:?}");
+    assert!(
+        theirs.claims.iter().all(|c| c.scheduled_at == at),
+        "{theirs:?}"
+    );
     let (own, theirs) = (verb_set(&own.claims), verb_set(&theirs.claims));
     assert_eq!(shared(&own, &theirs), 0, "{own:?} {theirs:?}");
 }
@@ -227,7 +230,10 @@ pub async fn an_owner_at_its_cap_leaves_the_rest_of_its_share_to_the_others_past
         verb_set(&rest)
     );
     assert_eq!(taken.len(), 8);
-    assert!(rest.iter().all(|c| c.scheduled_at == at && !c.late), "{rest:?}");
+    assert!(
+        rest.iter().all(|c| c.scheduled_at == at && !c.late),
+        "{rest:?}"
+    );
 }
 
 pub async fn a_draining_replica_gives_its_share_up_at_once(h: impl StoreUnderTest) {
