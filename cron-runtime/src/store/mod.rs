@@ -172,7 +172,10 @@ pub struct Claimed {
     /// Anchored there, a handler may start late by that answer's trip, never early.
     pub now_at: tokio::time::Instant,
     /// The earliest `next_execution` among idle jobs this replica could claim, if any. A claim that took
-    /// as many runs as it was allowed may report `now` instead: more may be due, claim again.
+    /// as many runs as it was allowed may report `now` instead: more may be due, claim again. An
+    /// occurrence another live replica owns is named the grace and the claim's look-ahead after its
+    /// start, so that a claim that much ahead of the instant named takes it (docs/runtime.md, "How work
+    /// is spread").
     pub next_due: Option<DateTime<Utc>>,
 }
 
