@@ -45,7 +45,8 @@
 //!   included). **Machine busy**: the share of all cores not idle over the window (`/proc/stat`), and of it the
 //!   niced share (other builds on the machine, run under `nice -n 19`).
 //! - **Share of runs**: each replica's share of the window's `succeeded` runs, by the `runner`
-//!   (`host:pid`) recorded in `cron_job_runs`; the lowest and highest (0% when a replica recorded none).
+//!   (`host:pid`) recorded in `cron_job_runs`; the lowest and highest (0% when a replica recorded none),
+//!   then every replica's, highest first.
 //! - **Statements per run** of a row: the sum over all of its replicas' proxies (one proxy per replica).
 //! - **Where the database waits**: `pg_stat_activity` of the bench database sampled every 200 ms.
 //!

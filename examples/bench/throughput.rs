@@ -282,7 +282,8 @@ impl Bench {
     }
 }
 
-/// Each replica's share of the runs, lowest and highest (a replica that recorded none counts 0%).
+/// Each replica's share of the runs, lowest and highest (a replica that recorded none counts 0%), and
+/// every replica's, highest first.
 fn share(by_runner: &[i64], replicas: usize) -> String {
     let total: i64 = by_runner.iter().sum();
     if total == 0 {
@@ -295,11 +296,16 @@ fn share(by_runner: &[i64], replicas: usize) -> String {
     } else {
         by_runner.iter().copied().min().unwrap_or(0)
     };
+    let mut each: Vec<i64> = by_runner.to_vec();
+    each.resize(replicas.max(each.len()), 0);
+    each.sort_unstable_by(|a, b| b.cmp(a));
+    let each: Vec<String> = each.iter().map(|n| format!("{:.1}", pct(*n))).collect();
     format!(
-        "{:.1}–{:.1}% ({} of {replicas} ran)",
+        "{:.1}–{:.1}% ({} of {replicas} ran: {})",
         pct(min),
         pct(max),
-        by_runner.len()
+        by_runner.len(),
+        each.join(" / ")
     )
 }
 

@@ -124,6 +124,15 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
 
     claim::claim_loop(&shared, &mut shutdown).await;
     shared.vitals.draining();
+    // This replica claims no more: its row says so, and the others take its share ahead of their
+    // starts from now on (docs/runtime.md, "How work is spread"). Not waited for: a store that is away
+    // holds up no stage of shutdown, and the others count this replica out after its lease instead.
+    let draining = Arc::clone(&shared);
+    tokio::spawn(async move {
+        if let Err(error) = draining.store.drain(&draining.runner).await {
+            tracing::warn!(%error, "could not mark this replica draining; the others count it out after its lease");
+        }
+    });
 
     // Shutdown: no more claims, and the jobs on every replica start no more runs (their loops stop
     // on the same signal). Runs not started yet release themselves; the others get the grace period.

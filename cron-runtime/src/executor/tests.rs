@@ -30,6 +30,8 @@ struct Faulty {
     calls: Arc<AtomicU32>,
     renewed: Arc<Mutex<Vec<i64>>>,
     full: Arc<AtomicBool>,
+    /// Set once [`Store::drain`] was called.
+    drained: Arc<AtomicBool>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -148,6 +150,10 @@ impl Store for Faulty {
     ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
         self.store.previous_success(module, verb, before).await
     }
+    async fn drain(&self, runner: &Runner) -> Result<(), StoreError> {
+        self.drained.store(true, Ordering::SeqCst);
+        self.store.drain(runner).await
+    }
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         self.store.deregister(runner, cancelled).await
     }
@@ -183,6 +189,8 @@ struct Running {
     renewed: Arc<Mutex<Vec<i64>>>,
     /// Set, every write fails.
     full: Arc<AtomicBool>,
+    /// Set once the executor said it drains ([`Store::drain`]).
+    drained: Arc<AtomicBool>,
     vitals: Arc<Vitals>,
     stop: watch::Sender<bool>,
     executor: tokio::task::JoinHandle<Result<(), RuntimeError>>,
@@ -204,6 +212,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
     let calls = Arc::new(AtomicU32::new(0));
     let renewed = Arc::new(Mutex::new(Vec::new()));
     let full = Arc::new(AtomicBool::new(false));
+    let drained = Arc::new(AtomicBool::new(false));
     let vitals = Vitals::new();
     let faulty = Faulty {
         store: store.clone(),
@@ -212,6 +221,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
         calls: Arc::clone(&calls),
         renewed: Arc::clone(&renewed),
         full: Arc::clone(&full),
+        drained: Arc::clone(&drained),
     };
     Running {
         store,
@@ -219,6 +229,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
         calls,
         renewed,
         full,
+        drained,
         vitals: Arc::clone(&vitals),
         stop,
         executor: tokio::spawn(run(
@@ -325,10 +336,17 @@ async fn shutdown_gives_back_runs_claimed_ahead_without_waiting_for_the_grace_pe
     // run of 5 s.
     tokio::time::sleep(Duration::from_millis(5_200)).await;
     let store = running.store.clone();
+    let drained = Arc::clone(&running.drained);
+    assert!(!drained.load(Ordering::SeqCst));
     let stopping = tokio::spawn(running.stop());
     // While shutdown waits for the slow run, the tick's occurrence of 6 s is back in the store,
-    // for another replica to run now.
+    // for another replica to run now, and this replica's row says it drains: the others own its
+    // share from now on (docs/runtime.md, "How work is spread").
     tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        drained.load(Ordering::SeqCst),
+        "shutdown did not say this replica drains"
+    );
     assert_eq!(
         store.next_execution("test", "test::tick"),
         Some(origin + chrono::TimeDelta::seconds(6))

@@ -172,7 +172,10 @@ pub struct Claimed {
     /// Anchored there, a handler may start late by that answer's trip, never early.
     pub now_at: tokio::time::Instant,
     /// The earliest `next_execution` among idle jobs this replica could claim, if any. A claim that took
-    /// as many runs as it was allowed may report `now` instead: more may be due, claim again.
+    /// as many runs as it was allowed may report `now` instead: more may be due, claim again. An
+    /// occurrence another live replica owns is named the grace and the claim's look-ahead after its
+    /// start, so that a claim that much ahead of the instant named takes it (docs/runtime.md, "How work
+    /// is spread").
     pub next_due: Option<DateTime<Utc>>,
 }
 
@@ -549,6 +552,11 @@ pub trait Store: sealed::Sealed + Clone + Send + Sync + 'static {
         runner: &Runner,
         run_ids: &[i64],
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Shutdown has begun: this replica claims no more. The others count it out of the live replicas
+    /// at once, and take its share of the runs ahead of their starts (docs/runtime.md, "How work is
+    /// spread"), rather than the grace after them until its lease or its deregistration.
+    fn drain(&self, runner: &Runner) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Shutdown: records the given runs as cancelled and releases their rows, then removes this replica
     /// from the live replicas (G9, docs/operations.md).

@@ -133,7 +133,8 @@ pub async fn after_a_rollback_the_older_deployment_takes_over_by_itself(h: impl 
     let frozen_seen = h.now().await;
     // The newer deployment runs `a` once: its schedule is now ahead of the older deployment's row.
     let first = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, first + ms(100)).await;
+    // Past the grace: the two newer replicas spread the work, and the other may own `a`.
+    sleep_until(&h, first + past_the_grace()).await;
     let claimed = claim(&frozen, &r3).await;
     let Finished::Recorded {
         next_execution: Some(carried),
@@ -169,12 +170,14 @@ pub async fn concurrent_first_replicas_take_over_once(h: impl StoreUnderTest) {
     let (a, b) = tokio::join!(s1.register(&v2), s2.register(&v2));
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a.deployment_id, b.deployment_id);
-    // The newer deployment is the active one: it runs `a`, once.
+    // The newer deployment is the active one: it runs `a`, once, on the replica that owns the
+    // occurrence (docs/runtime.md, "How work is spread").
     let at = h.next_execution(MODULE, "a").await.unwrap();
     sleep_until(&h, at + ms(100)).await;
     assert!(claim(&old, &r1).await.claims.is_empty());
-    assert_eq!(verbs(&claim(&s1, &a).await), ["a"]);
-    assert!(claim(&s2, &b).await.claims.is_empty());
+    let (first, second) = (claim(&s1, &a).await, claim(&s2, &b).await);
+    assert_eq!([verbs(&first), verbs(&second)].concat(), ["a"]);
+    assert!(claim(&s1, &a).await.claims.is_empty());
 }
 
 pub async fn a_run_ending_under_an_inactive_deployment_wakes_the_active_one(

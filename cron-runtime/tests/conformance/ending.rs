@@ -248,7 +248,9 @@ pub async fn a_batch_fences_exactly_the_runs_this_runner_no_longer_holds(h: impl
     let (frozen, r1) = replica_with(&h, short_lease(), &spec).await;
     let (alive, r2) = replica(&h, &spec).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(100)).await;
+    // Two replicas are live, each owning a share of the four (docs/runtime.md, "How work is
+    // spread"): past the grace, one replica's claim takes all four.
+    sleep_until(&h, at + past_the_grace()).await;
     let claimed = claim(&frozen, &r1).await;
     assert_eq!(claimed.claims.len(), 4);
     let [a, b, c, d] = ["a", "b", "c", "d"].map(|verb| Finish {
@@ -257,7 +259,8 @@ pub async fn a_batch_fences_exactly_the_runs_this_runner_no_longer_holds(h: impl
     });
 
     // `a` and `d` are renewed; `b` and `c` lose their lease and the other replica takes them back,
-    // then runs `b` again.
+    // then runs `b` again (past the grace: the frozen replica still counts as live within the other's
+    // lease, and may own it).
     sleep_until(&h, claimed.now + ms(1_000)).await;
     assert_eq!(
         frozen.renew(&r1, &[a.run_id, d.run_id]).await.unwrap(),
@@ -266,7 +269,7 @@ pub async fn a_batch_fences_exactly_the_runs_this_runner_no_longer_holds(h: impl
     sleep_until(&h, claimed.now + ms(2_500)).await;
     assert!(alive.heartbeat(&r2).await.unwrap().changed);
     let b_next = h.next_execution(MODULE, "b").await.unwrap();
-    sleep_until(&h, b_next + ms(100)).await;
+    sleep_until(&h, b_next + past_the_grace()).await;
     let rerun = alive.claim_due(&r2, Duration::ZERO, 1).await.unwrap();
     assert_eq!(verbs(&rerun), ["b"]);
     let b_before = h.next_execution(MODULE, "b").await;

@@ -44,6 +44,7 @@ mod registration;
 mod retries;
 mod rows;
 mod shutdown;
+mod spread;
 mod waking;
 
 pub use backfill::*;
@@ -68,6 +69,7 @@ pub use retries::*;
 #[allow(unused_imports)]
 pub use rows::*;
 pub use shutdown::*;
+pub use spread::*;
 pub use waking::*;
 
 /// A store under test, and what the cases may observe of it besides [`Store`]'s answers.
@@ -412,6 +414,12 @@ macro_rules! every_case {
         $test!(the_previous_success_is_the_last_succeeded_occurrence_before_the_runs_own);
         // Waking up
         $test!(a_replica_that_held_nothing_hears_when_a_job_another_one_ran_is_next_due);
+        // How work is spread
+        $test!(live_replicas_split_the_due_occurrences_and_take_a_silent_ones_past_the_grace);
+        $test!(a_replica_whose_heartbeat_stopped_is_counted_out_after_its_lease);
+        $test!(a_replica_that_owns_nothing_due_is_told_when_its_claim_may_take_another_ones);
+        $test!(an_owner_at_its_cap_leaves_the_rest_of_its_share_to_the_others_past_the_grace);
+        $test!(a_draining_replica_gives_its_share_up_at_once);
         // Jobs on every replica
         $test!(a_job_on_every_replica_is_registered_never_claimed_nor_triggered);
         $test!(a_pause_of_a_job_on_every_replica_wakes_every_replica_which_reads_it);
@@ -514,6 +522,13 @@ pub async fn replica<H: StoreUnderTest>(h: &H, spec: &DeploymentSpec) -> (H::Sto
 
 pub fn ms(millis: i64) -> TimeDelta {
     TimeDelta::milliseconds(millis)
+}
+
+/// A little more than the grace after which any replica takes an occurrence that another live replica
+/// owns (half a second; docs/runtime.md, "How work is spread"): a case whose second replica must take
+/// an occurrence, whoever owns it, claims this long after its start.
+pub fn past_the_grace() -> TimeDelta {
+    ms(600)
 }
 
 /// The first whole second strictly after `at`: the next occurrence of a [`SECONDLY`] job.

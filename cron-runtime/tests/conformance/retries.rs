@@ -56,9 +56,10 @@ pub async fn a_failed_attempt_is_retried_at_its_instant_as_the_same_run(h: impl 
     assert_eq!(pending.attempts[0].finished_at, ended_at);
     assert!(claim(&store, &runner).await.claims.is_empty());
 
-    // Another replica takes it at its instant, as the second attempt of the same run.
+    // Another replica takes it (past the grace, whoever owns it), as the second attempt of the same
+    // run.
     let (other, other_runner) = replica(&h, &spec).await;
-    sleep_until(&h, retry_at + ms(50)).await;
+    sleep_until(&h, retry_at + past_the_grace()).await;
     let claimed = claim(&other, &other_runner).await;
     let second = claim_of(&claimed, "a");
     assert_eq!(second.run_id, first.run_id);
@@ -303,8 +304,9 @@ pub async fn a_run_taken_back_with_retries_left_is_retried_as_its_next_attempt(
     // listed `abandoned`.
     let spec = deployment("billing@1", vec![retrying("a", 3)]);
     let (dies, r1) = replica_with(&h, short_lease(), &spec).await;
-    let (alive, r2) = replica(&h, &spec).await;
     let (first, second) = a_second_attempt(&h, &dies, &r1).await;
+    // The live replica joins once the other holds both attempts (with two, either may own them).
+    let (alive, r2) = replica(&h, &spec).await;
 
     // The replica running attempt 2 dies; its lease runs out; the live replica takes the run back.
     sleep_until(&h, second.lease_expires_at + ms(500)).await;
@@ -328,8 +330,9 @@ pub async fn a_run_taken_back_with_retries_left_is_retried_as_its_next_attempt(
     );
     assert!(claim(&alive, &r2).await.claims.is_empty());
 
-    // The live replica takes it at its instant, as attempt 3 of the same run, and it succeeds.
-    sleep_until(&h, retry_at + ms(50)).await;
+    // The live replica takes it at its instant (past the grace: the replica that died still counts as
+    // live within the other's lease, and may own it), as attempt 3 of the same run, and it succeeds.
+    sleep_until(&h, retry_at + past_the_grace()).await;
     let claimed = claim(&alive, &r2).await;
     let third = claim_of(&claimed, "a");
     assert_eq!(
@@ -361,8 +364,9 @@ pub async fn a_run_taken_back_with_no_retries_left_ends_abandoned(h: impl StoreU
     // and the job goes on at its next occurrence.
     let spec = deployment("billing@1", vec![retrying("a", 1)]);
     let (dies, r1) = replica_with(&h, short_lease(), &spec).await;
-    let (alive, r2) = replica(&h, &spec).await;
     let (first, second) = a_second_attempt(&h, &dies, &r1).await;
+    // The live replica joins once the other holds both attempts (with two, either may own them).
+    let (alive, r2) = replica(&h, &spec).await;
     sleep_until(&h, second.lease_expires_at + ms(500)).await;
     let beat = alive.heartbeat(&r2).await.unwrap();
     assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");

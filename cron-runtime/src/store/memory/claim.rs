@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::history::RunRecord;
 use super::tables::{Executing, State};
 use crate::store::rules::backfill::takes_backfill;
-use crate::store::rules::{AlreadyRan, Due, DueRow, Take};
+use crate::store::rules::{AlreadyRan, Due, DueRow, Spread, Take};
 use crate::store::{Claim, Outcome, RETRIES_CUT_SHORT, Runner, StoreError, StoreSettings};
 
 /// What a claim picked a job for.
@@ -65,6 +65,13 @@ impl State {
             return Ok((Vec::new(), None));
         }
         let module = deployment.module.clone();
+        // The regular occurrences this runner owns among the live replicas, and the others once past
+        // their start by the grace (docs/runtime.md, "How work is spread").
+        let read = self.runners[&runner.id].spread_read;
+        if (now - read).to_std().unwrap_or_default() >= crate::store::rules::FRESH {
+            self.see_replicas(runner.id, now);
+        }
+        let spread = self.runners[&runner.id].spread;
         // Regular occurrences (and pending retries) due by the horizon, then pending triggers, then
         // the earliest queued backfill occurrence of each job that takes one: each `(instant, job,
         // kind)`.
@@ -75,7 +82,8 @@ impl State {
                     break;
                 }
                 // Due when it starts within the horizon: a jittered occurrence after its instant.
-                if self.jobs[&job_id].start_of(at) > horizon {
+                let start = self.jobs[&job_id].start_of(at);
+                if start > horizon || !spread.may_take(job_id, at, start, now) {
                     continue;
                 }
                 if self.is_executing(&module, &self.jobs[&job_id].spec.verb) {
@@ -162,16 +170,25 @@ impl State {
                 .expect("a schedule in memory parses");
             claims.extend(self.apply(runner, &module, job_id, take, now));
         }
-        let next_due = self.first_claimable(runner.deployment_id, &module);
+        let next_due = self.first_claimable(runner.deployment_id, &module, spread, ahead);
         Ok((claims, next_due))
     }
 
     /// The earliest start of an occurrence ([`JobRow::start_of`]; docs/runtime.md, "Jitter"), or
-    /// pending trigger, of an idle job of the deployment that nothing blocks. No job starts before its
-    /// occurrence, so the walk ends at the first occurrence not before the earliest start found.
+    /// pending trigger, of an idle job of the deployment that nothing blocks; an occurrence another
+    /// replica owns is due to this one's claim looking `ahead` the grace after its start, named `ahead`
+    /// later ([`Spread::due_at`]). No job starts
+    /// before its occurrence, so the walk ends at the first occurrence not before the earliest start
+    /// found.
     ///
     /// [`JobRow::start_of`]: super::tables::JobRow::start_of
-    fn first_claimable(&self, deployment_id: i64, module: &str) -> Option<DateTime<Utc>> {
+    fn first_claimable(
+        &self,
+        deployment_id: i64,
+        module: &str,
+        spread: Spread,
+        ahead: Duration,
+    ) -> Option<DateTime<Utc>> {
         let mut regular: Option<DateTime<Utc>> = None;
         for (at, job_id) in self.due.get(&deployment_id).into_iter().flatten() {
             if regular.is_some_and(|earliest| *at >= earliest) {
@@ -181,7 +198,7 @@ impl State {
             if self.is_executing(module, &job.spec.verb) {
                 continue;
             }
-            let start = job.start_of(*at);
+            let start = spread.due_at(*job_id, *at, job.start_of(*at), ahead);
             regular = Some(regular.map_or(start, |earliest| earliest.min(start)));
         }
         let triggered = self.triggered.get(&deployment_id).and_then(|triggered| {

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use cron_schema::RunOn;
 
 use super::tables::{DeploymentRow, JobRow, RunnerRow, State};
-use crate::store::rules::{self, GivenUp, Taking};
+use crate::store::rules::{self, GivenUp, Spread, Taking};
 use crate::store::{
     DeploymentSpec, Outcome, Recovered, Runner, StoreError, check_job_count, other_schema,
 };
@@ -52,10 +52,14 @@ impl State {
                 last_seen: now,
                 lease,
                 saw_active: false,
+                spread: Spread::ALONE,
+                spread_read: now,
+                draining: false,
             },
         );
         self.elect(&spec.module, now);
         self.look(runner_id);
+        self.see_replicas(runner_id, now);
         Ok(Runner {
             id: runner_id,
             deployment_id,
@@ -145,7 +149,30 @@ impl State {
             changed |= self.elect(other, now);
         }
         self.look(runner.id);
+        self.see_replicas(runner.id, now);
         Ok((changed, recovered))
+    }
+
+    /// Runner `runner_id` reads its deployment's live replicas and keeps its place among them
+    /// (docs/runtime.md, "How work is spread").
+    /// A replica is live while seen within the lease of the runner that looks and not draining, as the
+    /// database stores read it.
+    pub(super) fn see_replicas(&mut self, runner_id: i64, now: DateTime<Utc>) {
+        let (deployment_id, lease) = {
+            let runner = &self.runners[&runner_id];
+            (runner.deployment_id, runner.lease)
+        };
+        let live: Vec<i64> = self
+            .runners
+            .iter()
+            .filter(|(_, row)| {
+                row.deployment_id == deployment_id && row.last_seen + lease >= now && !row.draining
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        let runner = self.runners.get_mut(&runner_id).expect("registered");
+        runner.spread = Spread::among(runner_id, &live);
+        runner.spread_read = now;
     }
 
     /// Runner `runner_id` looks whether its deployment is active, and says once that it was superseded

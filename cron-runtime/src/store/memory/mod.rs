@@ -324,6 +324,13 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn drain(&self, runner: &Runner) -> Result<(), StoreError> {
+        if let Some(row) = self.lock().runners.get_mut(&runner.id) {
+            row.draining = true;
+        }
+        Ok(())
+    }
+
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         let now = self.now();
         self.lock().deregister(runner, cancelled, now);

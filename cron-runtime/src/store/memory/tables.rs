@@ -154,6 +154,14 @@ pub(super) struct RunnerRow {
     /// Its deployment was active when it last looked: when it no longer is, the runner says so once
     /// ([`rules::log_superseded`](crate::store::rules::log_superseded)).
     pub(super) saw_active: bool,
+    /// Its place among its deployment's live replicas, as its last heartbeat (or its registration)
+    /// saw them (`State::see_replicas`).
+    pub(super) spread: crate::store::rules::Spread,
+    /// When it last read them, on the store's clock.
+    pub(super) spread_read: DateTime<Utc>,
+    /// It has begun to shut down ([`Store::drain`](crate::store::Store::drain)): the others count it
+    /// out of the live replicas.
+    pub(super) draining: bool,
 }
 
 impl RunnerRow {

@@ -145,6 +145,8 @@ impl Protocol for Postgres {
         insert_runner: sql::runners::INSERT_RUNNER,
         heartbeat: sql::runners::HEARTBEAT,
         forget_runners: sql::runners::FORGET_RUNNERS,
+        live_runners: sql::runners::LIVE_RUNNERS,
+        drain_runner: sql::runners::DRAIN_RUNNER,
         delete_runner: sql::runners::DELETE_RUNNER,
         overrides: sql::jobs::OVERRIDES,
         deployment_rows: sql::jobs::DEPLOYMENT_ROWS,

@@ -28,6 +28,7 @@ mod held;
 pub(crate) mod operator;
 pub(crate) mod overdue;
 pub(crate) mod reschedule;
+mod spread;
 
 pub(crate) use backoff::retry_after;
 pub(crate) use carry::{ActiveRow, Carry};
@@ -40,6 +41,9 @@ pub(crate) use ending::{End, HeldRun, Record, RetryHeld};
 pub(crate) use ending::{Ending, LEASE_EXPIRED};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use held::Held;
+pub(crate) use spread::{FRESH, Spread};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use spread::{GRACE, ROTATION};
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
 /// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules, and

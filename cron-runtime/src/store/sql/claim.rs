@@ -116,8 +116,17 @@ impl<D: Protocol> SqlStore<D> {
         let claimable = &known.claimable;
         let refused = claimable.refused();
         let context = || format!("claiming due jobs for runner {}", runner.name);
+        let rotation = i64::try_from(rules::ROTATION.as_secs()).unwrap_or(i64::MAX);
 
         let mut tx = self.begin().await.map_err(db(context()))?;
+        if self.spread_is_stale(runner) {
+            self.read_spread(&mut tx, runner)
+                .await
+                .map_err(db(context()))?;
+        }
+        // The regular occurrences this replica owns among the live ones, and the others once they are
+        // past their start by the grace (docs/runtime.md, "How work is spread").
+        let spread = self.spread(runner);
         // Planned for its parameters at every execution (`persistent(false)`): a generic plan cannot know
         // that the limit makes reading the index in order the cheap way.
         let rows: Vec<Due> = Statement::<D>::new(D::STEPS.claim_due)
@@ -126,6 +135,10 @@ impl<D: Protocol> SqlStore<D> {
             .bind(Column(refused))
             .bind(Span(ahead))
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(spread.replicas)
+            .bind(spread.rank)
+            .bind(rotation)
+            .bind(Span(rules::GRACE))
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
@@ -380,6 +393,10 @@ impl<D: Protocol> SqlStore<D> {
                 .unprepared()
                 .bind(runner.deployment_id)
                 .bind(Column(claimable.refused()))
+                .bind(spread.replicas)
+                .bind(spread.rank)
+                .bind(rotation)
+                .bind(Span(rules::Spread::others_wait(ahead)))
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db(context()))?;

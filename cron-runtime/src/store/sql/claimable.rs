@@ -52,6 +52,36 @@ macro_rules! claimable_rows {
 }
 pub(crate) use claimable_rows;
 
+/// Whether this replica owns a claimable row's occurrence (`rules::Spread::owns`; docs/runtime.md,
+/// "How work is spread"): `(id + seconds / rotation) mod replicas = rank`, `seconds` the row's
+/// `next_execution` in whole seconds since the epoch, each database spelling it and the parameters.
+/// Ids and instants are positive, so SQL's truncating `/` and `%` are Rust's `div_euclid` and
+/// `rem_euclid` there.
+macro_rules! owned_occurrence {
+    (
+        seconds: $seconds:literal,
+        replicas: $replicas:literal,
+        rank: $rank:literal,
+        rotation: $rotation:literal $(,)?
+    ) => {
+        concat!(
+            "(j.id + ", $seconds, " / ", $rotation, ") % ", $replicas, " = ", $rank
+        )
+    };
+}
+pub(crate) use owned_occurrence;
+
+/// Whether a claim may take a claimable row's regular occurrence (`rules::Spread::may_take`): this
+/// replica owns it (`owned`, the database's `owned_occurrence!`), or it is `rules::GRACE` past its
+/// start (`start`, the row's jittered start), `grace_ago` being the claim's now less the grace.
+macro_rules! spread_takes {
+    (owned: [$($owned:tt)*], start: [$($start:tt)*], grace_ago: $grace_ago:literal $(,)?) => {
+        concat!("
+      AND (", $($owned)*, " OR ", $($start)*, " <= ", $grace_ago, ")")
+    };
+}
+pub(crate) use spread_takes;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,8 +90,8 @@ use chrono::{DateTime, Utc};
 
 use super::Known;
 use crate::store::Runner;
-use crate::store::rules::Held;
 use crate::store::rules::is_late;
+use crate::store::rules::{Held, Spread};
 use crate::sync::lock;
 
 /// The rows whose text this store checked (registration, heartbeats), by verb: a claim gives a row a
@@ -121,6 +151,8 @@ pub(super) struct Chain<'a> {
     /// The missed-run tolerance: an occurrence later than this is left to the claim, which records it
     /// late.
     pub(super) tolerance: Duration,
+    /// The runner's place among the live replicas: it chains only the occurrences it owns.
+    pub(super) spread: Spread,
 }
 
 /// Whether a chained claim takes `next`, the next occurrence of the job whose run ends on `held`: where
@@ -129,7 +161,9 @@ pub(super) struct Chain<'a> {
 /// (read after the lock), the row is not paused and has no pending trigger (the claim takes the
 /// trigger), the run that ends is not a manual one, the occurrence is not late from its start, and
 /// the row's text is one this store checked. The row's own verb is the one executing, so no other
-/// deployment's is.
+/// deployment's is. And the runner owns the occurrence among the live replicas ([`Spread::owns`]):
+/// one it does not own goes back to idle, where its owner's claim takes it (docs/runtime.md, "How
+/// work is spread").
 pub(super) fn may_chain(chain: &Chain<'_>, held: &Held, next: DateTime<Utc>) -> bool {
     let start = held.start_of(next);
     held.active
@@ -138,6 +172,7 @@ pub(super) fn may_chain(chain: &Chain<'_>, held: &Held, next: DateTime<Utc>) -> 
         && !held.triggered
         && start <= held.now + chain.ahead
         && !is_late(start, held.now, chain.tolerance)
+        && chain.spread.owns(held.job_id, next)
         && chain
             .known
             .claimable

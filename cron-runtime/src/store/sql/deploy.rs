@@ -386,6 +386,11 @@ impl<D: Protocol> SqlStore<D> {
             name: rules::runner_name(&self.shared.host, self.shared.pid),
         };
         self.check_rows(&runner).await?;
+        let mut conn = self.connection().await.map_err(db(context()))?;
+        self.read_spread(&mut conn, &runner)
+            .await
+            .map_err(db(context()))?;
+        drop(conn);
         D::listen_for(self, &spec.module).await;
         self.take_over_if_elected(deployment_id, &spec.module)
             .await?;
@@ -407,6 +412,9 @@ impl<D: Protocol> SqlStore<D> {
         Statement::<D>::new(D::STEPS.forget_runners)
             .bind(Ago(FORGET_RUNNERS_AFTER))
             .execute(&mut *conn)
+            .await
+            .map_err(db(context()))?;
+        self.read_spread(&mut conn, runner)
             .await
             .map_err(db(context()))?;
         drop(conn);

@@ -36,7 +36,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Pool;
 
 use self::claimable::Claimable;
-pub(crate) use self::claimable::claimable_rows;
+pub(crate) use self::claimable::{claimable_rows, owned_occurrence, spread_takes};
 use self::deploy::InsertJobs;
 pub(crate) use self::deploy::previous_rows;
 use self::end::EndRuns;
@@ -78,6 +78,10 @@ pub(crate) struct Steps {
     pub(crate) heartbeat: &'static str,
     /// Forgets the replicas not seen for the span `1`.
     pub(crate) forget_runners: &'static str,
+    /// The ids of deployment `1`'s replicas seen within the span `2` and not draining, in order.
+    pub(crate) live_runners: &'static str,
+    /// Marks runner `1` draining.
+    pub(crate) drain_runner: &'static str,
     /// Removes runner `1`.
     pub(crate) delete_runner: &'static str,
     /// The schedule overrides of module `1`, as `(verb, schedule, timezone)`.
@@ -108,9 +112,12 @@ pub(crate) struct Steps {
     /// Which of the deployments of the column `1` are active.
     pub(crate) active_among: &'static str,
     /// The due rows deployment `1` may take less the refused ids `2`, due within the span `3`, at most
-    /// `4`, locked.
+    /// `4`, locked; a regular occurrence only where the replica of rank `6` among `5` owns it
+    /// (rotation `7` seconds) or it is the span `8` past its start.
     pub(crate) claim_due: &'static str,
-    /// The earliest due instant for deployment `1` less the refused ids `2`, and the clock.
+    /// The earliest due instant for deployment `1` less the refused ids `2`, for the replica of rank
+    /// `4` among `3` (rotation `5` seconds; another replica's occurrence due the span `6` after its
+    /// start, `rules::Spread::others_wait`), and the clock.
     pub(crate) next_due: &'static str,
     /// Records a run for each row of the columns `4`..`8` by runner `1` (id `2`), leased for `3`.
     pub(crate) claim_runs: &'static str,
@@ -320,6 +327,9 @@ struct Shared<D: Protocol> {
     watch: D::Watch,
     /// Holds back recovery after a step of the database's clock (`store/clock.rs`).
     clock: ClockWatch,
+    /// Each runner's place among its deployment's live replicas, by runner id, as its last heartbeat
+    /// (or its registration) read them (docs/runtime.md, "How work is spread").
+    spreads: Mutex<HashMap<i64, (rules::Spread, std::time::Instant)>>,
 }
 
 /// How many expired rows one recovery transaction takes back.
@@ -356,6 +366,7 @@ impl<D: Protocol> SqlStore<D> {
                 schedules: Schedules::default(),
                 watch: D::Watch::default(),
                 clock: ClockWatch::default(),
+                spreads: Mutex::new(HashMap::new()),
             }),
             settings: StoreSettings::default(),
         }
@@ -397,6 +408,38 @@ impl<D: Protocol> SqlStore<D> {
                     runner.id, runner.name
                 ))
             })
+    }
+
+    /// Runner `runner`'s place among its deployment's live replicas, as it last read them.
+    fn spread(&self, runner: &Runner) -> rules::Spread {
+        lock(&self.shared.spreads)
+            .get(&runner.id)
+            .map(|(spread, _)| *spread)
+            .unwrap_or_default()
+    }
+
+    /// Whether runner `runner` read the live replicas more than [`rules::FRESH`] ago.
+    fn spread_is_stale(&self, runner: &Runner) -> bool {
+        lock(&self.shared.spreads)
+            .get(&runner.id)
+            .is_none_or(|(_, read)| read.elapsed() >= rules::FRESH)
+    }
+
+    /// Reads the live replicas of runner `runner`'s deployment and keeps its place among them.
+    async fn read_spread(
+        &self,
+        conn: &mut D::Connection,
+        runner: &Runner,
+    ) -> Result<(), sqlx::Error> {
+        let live: Vec<(i64,)> = run::Statement::<D>::new(D::STEPS.live_runners)
+            .bind(runner.deployment_id)
+            .bind(Ago(self.liveness()))
+            .fetch_all(conn)
+            .await?;
+        let live: Vec<i64> = live.into_iter().map(|(id,)| id).collect();
+        let spread = rules::Spread::among(runner.id, &live);
+        lock(&self.shared.spreads).insert(runner.id, (spread, std::time::Instant::now()));
+        Ok(())
     }
 
     /// Begins a transaction of a step.
@@ -454,6 +497,17 @@ impl<D: Protocol> super::Store for SqlStore<D> {
 
     async fn give_back(&self, runner: &Runner, run_ids: &[i64]) -> Result<(), StoreError> {
         self.give_back_runs(runner, run_ids).await
+    }
+
+    async fn drain(&self, runner: &Runner) -> Result<(), StoreError> {
+        let context = || format!("marking runner {} draining", runner.name);
+        let mut conn = self.connection().await.map_err(db(context()))?;
+        run::Statement::<D>::new(D::STEPS.drain_runner)
+            .bind(runner.id)
+            .execute(&mut *conn)
+            .await
+            .map_err(db(context()))?;
+        Ok(())
     }
 
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
@@ -552,6 +606,13 @@ macro_rules! store_on_sql {
                 run_ids: &[i64],
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::Store::give_back(&self.0, runner, run_ids).await
+            }
+
+            async fn drain(
+                &self,
+                runner: &$crate::store::Runner,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::Store::drain(&self.0, runner).await
             }
 
             async fn deregister(

@@ -104,12 +104,19 @@ impl<D: Protocol> SqlStore<D> {
             // Every run was fenced: nothing was written.
             return Ok((vec![Finished::Fenced; finishes.len()], None));
         }
+        // A finish that chains reads the live replicas again when its runner's reading is stale, as a
+        // claim does: a replica whose jobs all chain claims nothing, and would otherwise count a
+        // replica that joined only at its next heartbeat (docs/runtime.md, "How work is spread").
+        if chain.is_some() && known.is_some() && self.spread_is_stale(runner) {
+            self.read_spread(&mut tx, runner).await?;
+        }
         let chain = match (chain, &known) {
             (Some(ahead), Some(known)) => Some(Chain {
                 runner,
                 known,
                 ahead,
                 tolerance: self.settings.missed_tolerance,
+                spread: self.spread(runner),
             }),
             _ => None,
         };

@@ -73,6 +73,20 @@ macro_rules! due_start {
     };
 }
 
+/// Whether this replica owns a claimable row's regular occurrence: PostgreSQL's `owned!`
+/// (`postgres/sql/jobs.rs`) in SQLite's spelling, the row's instant in whole seconds from its
+/// microseconds.
+macro_rules! owned {
+    ($replicas:literal, $rank:literal, $rotation:literal) => {
+        crate::store::sql::owned_occurrence!(
+            seconds: "(j.next_execution / 1000000)",
+            replicas: $replicas,
+            rank: $rank,
+            rotation: $rotation,
+        )
+    };
+}
+
 /// Which rows a claim may take: the one definition (`store/sql/claimable.rs`) in SQLite's spelling, the
 /// refused ids as the JSON array `?2`.
 macro_rules! claimable_rows {
@@ -150,6 +164,9 @@ VALUES (?1, ?2, ?3, (SELECT now FROM temp.cron_clock), (SELECT now FROM temp.cro
     heartbeat: "INSERT INTO cron_runners (id, deployment_id, host, pid, last_seen) VALUES (?1, ?2, ?3, ?4, (SELECT now FROM temp.cron_clock))
 ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
     forget_runners: "DELETE FROM cron_runners WHERE last_seen < ?1",
+    live_runners: "SELECT id FROM cron_runners WHERE deployment_id = ?1 AND last_seen >= ?2 AND draining = 0
+ORDER BY id",
+    drain_runner: "UPDATE cron_runners SET draining = 1 WHERE id = ?1",
     delete_runner: "DELETE FROM cron_runners WHERE id = ?1",
     overrides: "SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = ?1",
     deployment_rows: "
@@ -218,7 +235,13 @@ WITH regular AS (
       AND j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3
       AND ",
         due_start!(),
-        " <= (SELECT now FROM temp.cron_clock) + ?3
+        " <= (SELECT now FROM temp.cron_clock) + ?3",
+        crate::store::sql::spread_takes!(
+            owned: [owned!("?5", "?6", "?7")],
+            start: [due_start!()],
+            grace_ago: "(SELECT now FROM temp.cron_clock) - ?8",
+        ),
+        "
     ORDER BY j.next_execution, j.id
     LIMIT ?4
 ),
@@ -278,13 +301,43 @@ WITH first AS (
       AND j.next_execution IS NOT NULL
     ORDER BY j.next_execution, j.id
     LIMIT 1
+),
+own AS (
+    SELECT ",
+        due_start!(),
+        " AS start
+    ",
+        claimable_rows!(),
+        "
+      AND j.paused = 0
+      AND j.next_execution IS NOT NULL
+      AND ",
+        owned!("?3", "?4", "?5"),
+        "
+    ORDER BY j.next_execution, j.id
+    LIMIT 1
 )
 SELECT (SELECT now FROM temp.cron_clock) AS clock, (SELECT min(due) FROM (
-    SELECT start AS due FROM first
+    SELECT start AS due FROM own
     UNION ALL
     SELECT min(",
         due_start!(),
         ") AS due
+    ",
+        claimable_rows!(),
+        "
+      AND j.paused = 0
+      AND j.next_execution IS NOT NULL
+      AND ",
+        owned!("?3", "?4", "?5"),
+        "
+      AND j.next_execution < (SELECT start FROM own)
+    UNION ALL
+    SELECT start + ?6 AS due FROM first
+    UNION ALL
+    SELECT min(",
+        due_start!(),
+        ") + ?6 AS due
     ",
         claimable_rows!(),
         "
@@ -529,6 +582,8 @@ mod tests {
             insert_runner,
             heartbeat,
             forget_runners,
+            live_runners,
+            drain_runner,
             delete_runner,
             overrides,
             deployment_rows,
@@ -577,6 +632,8 @@ mod tests {
             ("insert_runner", insert_runner),
             ("heartbeat", heartbeat),
             ("forget_runners", forget_runners),
+            ("live_runners", live_runners),
+            ("drain_runner", drain_runner),
             ("delete_runner", delete_runner),
             ("overrides", overrides),
             ("deployment_rows", deployment_rows),
@@ -743,12 +800,14 @@ mod tests {
                         "regular",
                         "manual",
                         "backfill",
-                        // `next_due`'s first regular row: one row.
+                        // `next_due`'s first regular row, and its first owned one: one row each.
                         "first",
+                        "own",
                     ]
                     .contains(&table)
                     && !table.starts_with("(subquery-")
                     && name != "forget_runners"
+                    && name != "live_runners"
             };
             // The claim reads a deployment's due rows in order, from the indexes made for it: not
             // every row of the deployment.

@@ -38,6 +38,20 @@ macro_rules! due_start {
     };
 }
 
+/// Whether this replica owns a claimable row's regular occurrence (`store::sql::owned_occurrence!`;
+/// docs/runtime.md, "How work is spread"), the replicas, the rank and the rotation in seconds being
+/// parameters `$r`, `$k` and `$t` of the statement: a macro per statement, by their numbers.
+macro_rules! owned {
+    ($replicas:literal, $rank:literal, $rotation:literal) => {
+        crate::store::sql::owned_occurrence!(
+            seconds: "floor(extract(epoch FROM j.next_execution))::bigint",
+            replicas: $replicas,
+            rank: $rank,
+            rotation: $rotation,
+        )
+    };
+}
+
 /// A claimable row has a pending trigger (`cronverb trigger`), paused or not. The predicate of the index
 /// `cron_jobs_triggered`.
 macro_rules! pending_trigger {
@@ -162,6 +176,10 @@ WHERE j.deployment_id = $1 ORDER BY j.id
     /// under the replica's cap, old queued occurrences never take a slot a regular run is due for
     /// (docs/operations.md, "Backfill").
     ///
+    /// A regular occurrence is taken only by the replica that owns it, the `$6`th of `$5` live
+    /// replicas (rotation `$7` seconds), or by any once it is `$8` seconds past its start
+    /// (`store::sql::spread_takes!`; docs/runtime.md, "How work is spread").
+    ///
     /// `FOR SHARE OF d` makes a claim and a takeover (which updates the deployment row) exclusive: a
     /// claim either commits before the takeover reads the old deployment's rows or sees the deployment
     /// inactive.
@@ -175,7 +193,11 @@ WITH regular AS (
            j.jitter_offset_ms, now() AS now
     ", claimable_rows!(), regular_occurrence!(), "
       AND j.next_execution <= now() + make_interval(secs => $3)
-      AND ", due_start!(), " <= now() + make_interval(secs => $3)
+      AND ", due_start!(), " <= now() + make_interval(secs => $3)", crate::store::sql::spread_takes!(
+        owned: [owned!("$5", "$6", "$7")],
+        start: [due_start!()],
+        grace_ago: "now() - make_interval(secs => $8)",
+    ), "
     ORDER BY j.next_execution, j.id
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
@@ -225,19 +247,35 @@ LIMIT $4
     /// it answers (not `now()`, which stands still at the transaction's start). Each part reads the
     /// first row of its index that passes. A regular row starts no earlier than its `next_execution`,
     /// so the earliest start is the first row's, or that of a row whose `next_execution` is before it:
-    /// for jobs without jitter an empty range of the index `cron_jobs_due`.
+    /// for jobs without jitter an empty range of the index `cron_jobs_due`. A regular occurrence that
+    /// this replica, the `$4`th of `$3` (rotation `$5` seconds), does not own is due to it `$6`
+    /// seconds after its start, the grace and the claim's look ahead (`rules::Spread::due_at`;
+    /// docs/runtime.md, "How work is spread"): the earliest start of an owned
+    /// row (`own`, read the same way) and the earliest start of any row plus that grace.
     NEXT_DUE = concat!("
 WITH first AS (
     SELECT ", due_start!(), " AS start
     ", claimable_rows!(), regular_occurrence!(), "
     ORDER BY j.next_execution, j.id
     LIMIT 1
+),
+own AS (
+    SELECT ", due_start!(), " AS start
+    ", claimable_rows!(), regular_occurrence!(), "
+      AND ", owned!("$3", "$4", "$5"), "
+    ORDER BY j.next_execution, j.id
+    LIMIT 1
 )
 SELECT clock_timestamp() AS clock, least(
-    (SELECT start FROM first),
+    (SELECT start FROM own),
     (SELECT min(", due_start!(), ")
     ", claimable_rows!(), regular_occurrence!(), "
-      AND j.next_execution < (SELECT start FROM first)),
+      AND ", owned!("$3", "$4", "$5"), "
+      AND j.next_execution < (SELECT start FROM own)),
+    (SELECT start FROM first) + make_interval(secs => $6),
+    (SELECT min(", due_start!(), ")
+    ", claimable_rows!(), regular_occurrence!(), "
+      AND j.next_execution < (SELECT start FROM first)) + make_interval(secs => $6),
     (SELECT j.trigger_requested_at
     ", claimable_rows!(), pending_trigger!(), "
     ORDER BY j.trigger_requested_at, j.id

@@ -12,6 +12,17 @@ ON CONFLICT (id) DO UPDATE SET last_seen = now()";
     /// Forgets the replicas not seen for `$1` seconds.
     FORGET_RUNNERS = "DELETE FROM cron_runners WHERE last_seen < now() - make_interval(secs => $1)";
 
+    /// The live replicas of deployment `$1`, seen within the last `$2` seconds (the lease) and not
+    /// draining, by id: each replica's place among them spreads the work (`rules::Spread`;
+    /// docs/runtime.md, "How work is spread").
+    LIVE_RUNNERS = "SELECT id FROM cron_runners
+WHERE deployment_id = $1 AND last_seen >= now() - make_interval(secs => $2) AND NOT draining
+ORDER BY id";
+
+    /// Runner `$1` has begun to shut down (migration 0015): the others count it out of the live
+    /// replicas at once.
+    DRAIN_RUNNER = "UPDATE cron_runners SET draining = true WHERE id = $1";
+
     /// Removes runner `$1` (shutdown).
     DELETE_RUNNER = "DELETE FROM cron_runners WHERE id = $1";
 
