@@ -20,6 +20,10 @@ use crate::runtime::{Backend, Runtime};
 use crate::settings::Settings;
 use crate::store::{DeploymentSpec, MemoryStore, StoreSettings, fingerprint};
 
+/// The shortest missed-run tolerance: twice the spread's grace (docs/runtime.md, "How work is spread"),
+/// after which any live replica may take an occurrence, so that such a run is not late.
+const MIN_MISSED_TOLERANCE: Duration = Duration::from_secs(1);
+
 /// Options of a job added with [`RuntimeBuilder::job_with`]: the same as the `#[cron]` attribute's.
 #[derive(Debug, Clone, Default)]
 pub struct JobOptions {
@@ -369,7 +373,8 @@ impl RuntimeBuilder {
     }
 
     /// A run claimed more than this after its scheduled instant is late and follows its job's missed-run
-    /// policy (default 60 s).
+    /// policy (default 60 s, at least 1 s: another live replica may take an occurrence half a second
+    /// after its start, docs/runtime.md, "How work is spread").
     pub fn missed_run_tolerance(mut self, tolerance: Duration) -> RuntimeBuilder {
         self.settings.missed_tolerance = tolerance;
         self
@@ -630,6 +635,15 @@ fn check_settings(s: &Settings) -> Result<(), BuildError> {
     };
     if s.claim_ahead > Duration::from_secs(1) {
         return invalid("claim_ahead", "must be at most 1 s");
+    }
+    // Another replica may take an occurrence only the spread's grace past its start (docs/runtime.md,
+    // "How work is spread"): a tolerance shorter than that, with the waking's slack, would make such a
+    // run late, and a `missed = "skip"` job's occurrence would be skipped though no replica was down.
+    if s.missed_tolerance < MIN_MISSED_TOLERANCE {
+        return invalid(
+            "missed_run_tolerance",
+            "must be at least 1 s (another replica may take an occurrence 0.5 s after its start)",
+        );
     }
     if s.lease < Duration::from_secs(3) {
         return invalid("lease", "must be at least 3 s");

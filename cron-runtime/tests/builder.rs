@@ -174,6 +174,20 @@ async fn a_timeout_beyond_a_year_is_refused_and_the_longest_runs() {
         );
     }
 
+    // A tolerance shorter than the spread's grace would make late, and skip, the occurrences another
+    // replica takes past it though no replica was down (docs/runtime.md, "How work is spread").
+    let error = Runtime::builder()
+        .registered_jobs(false)
+        .missed_run_tolerance(Duration::from_millis(999))
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid runtime setting `missed_run_tolerance`: must be at least 1 s (another replica may \
+         take an occurrence 0.5 s after its start)"
+    );
+
     let store = cron_runtime::store::MemoryStore::starting_at(chrono::DateTime::UNIX_EPOCH);
     let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = std::sync::Arc::clone(&ran);

@@ -178,6 +178,8 @@ pub async fn a_replica_that_owns_nothing_due_is_told_when_its_claim_may_take_ano
     let own = b_store.claim_due(&b, ahead, 100).await.unwrap();
     assert!((2..=6).contains(&own.claims.len()), "{own:?}");
     let next_due = own.next_due.expect("the silent replica's share is idle");
+    // Not later either: the silent replica's share is due the grace (half a second) past its start.
+    assert_eq!(next_due, at + ms(500) + look_ahead, "{own:?}");
     // The executor sleeps until that instant less its claim-ahead, then claims: the claim there
     // takes the silent replica's share. (Told the grace's end alone, it would claim at the start,
     // take nothing, be told the same instant again, and claim in a loop until the grace is over.)
