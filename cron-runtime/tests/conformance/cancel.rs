@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use cron_runtime::store::{Cancel, Store};
+use cron_runtime::store::{Cancel, Retries, Store};
 
 use super::*;
 
@@ -97,4 +97,48 @@ pub async fn a_cancel_with_no_run_in_flight_is_refused_and_audits_nothing(h: imp
     assert_eq!(operator.audited("cancel").await, before);
     let recorded = run_of(&h, manual.run_id).await.unwrap();
     assert_eq!(recorded.outcome, Some(Outcome::Succeeded), "{recorded:?}");
+}
+
+/// A [`TEN_SECONDLY`] job `a` tried three more times, a second apart.
+fn retrying_a() -> JobSpec {
+    JobSpec {
+        retry: Retries {
+            retries: 3,
+            backoff: Duration::from_secs(1),
+        },
+        ..job("a", TEN_SECONDLY)
+    }
+}
+
+pub async fn a_cancelled_run_taken_back_from_its_replica_ends_cancelled_and_is_not_retried(
+    h: impl StoreUnderTest,
+) {
+    // The replica running a cancelled run dies before it records the end: the live replica that takes
+    // the run back ends it `cancelled` by the requester, not `abandoned` and retried.
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (dies, r1) = replica_with(&h, short_lease(), &spec).await;
+    let (alive, r2) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&dies, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+    let asked = h.operator().cancel("a", "alice", Some("stuck")).await;
+    assert_eq!(asked, Ok(run.run_id));
+
+    sleep_until(&h, run.lease_expires_at + ms(500)).await;
+    let beat = alive.heartbeat(&r2).await.unwrap();
+    assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");
+    assert_eq!(recorded.error.as_deref(), Some("cancelled by alice: stuck"));
+    let next = run.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next), "no retry");
+    assert!(claim(&alive, &r2).await.claims.is_empty());
+
+    // The next occurrence is not affected.
+    sleep_until(&h, next + ms(50)).await;
+    let claimed = claim(&alive, &r2).await;
+    let second = claim_of(&claimed, "a");
+    assert_eq!((second.scheduled_at, second.attempt), (next, 1));
+    assert_ne!(second.run_id, run.run_id);
 }
