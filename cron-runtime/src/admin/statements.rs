@@ -207,6 +207,13 @@ macro_rules! statements {
                 WHERE id = $1 AND outcome = 'running' AND cancel_requested_by IS NULL",
             cancel_of: "SELECT outcome, cancel_requested_at, cancel_requested_by, cancel_note \
                 FROM cron_job_runs WHERE id = $1",
+            cancel_retry: "UPDATE cron_job_runs \
+                SET outcome = 'cancelled', error = $2, finished_at = $3, \
+                    started_at = coalesce($4, started_at), \
+                    cancel_requested_at = $3, cancel_requested_by = $5, cancel_note = $6 \
+                WHERE id = $1 AND outcome = 'running'",
+            retry_cancelled: "UPDATE cron_jobs SET retry_run_id = NULL, next_execution = $2 \
+                WHERE id = $1",
             lock_for_reschedule: concat!(
                 "SELECT j.id, j.schedule, j.timezone, j.code_schedule, j.code_timezone, j.state, \
                     j.next_execution, j.retry_run_id IS NOT NULL AS retry_pending, j.every_replica, ",

@@ -142,3 +142,53 @@ pub async fn a_cancelled_run_taken_back_from_its_replica_ends_cancelled_and_is_n
     assert_eq!((second.scheduled_at, second.attempt), (next, 1));
     assert_ne!(second.run_id, run.run_id);
 }
+
+pub async fn a_cancel_of_an_occurrence_waiting_for_its_retry_ends_it_cancelled(
+    h: impl StoreUnderTest,
+) {
+    // "A retrying occurrence retries no more": between attempts, a cancel ends the occurrence
+    // `cancelled` by the requester, with its audit row, and the job goes on at its next occurrence.
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let run = claim_of(&claimed, "a").clone();
+    let finish = Finish {
+        retry_after: Some(Duration::from_secs(1)),
+        ..ended(&run, Outcome::Failed, Some("relay refused"))
+    };
+    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {
+        panic!("a retry was asked for")
+    };
+    let operator = h.operator();
+    let before = operator.audited("cancel").await;
+
+    let asked = operator.cancel("a", "alice", Some("enough")).await;
+    assert_eq!(asked, Ok(run.run_id));
+    assert_eq!(
+        operator.audited("cancel").await,
+        before.map(|n| n + 1),
+        "one row of the audit trail"
+    );
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");
+    assert_eq!(
+        recorded.error.as_deref(),
+        Some("cancelled by alice: enough")
+    );
+    let next = run.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+
+    // The retry's instant passes: nothing is claimed, and there is nothing more to cancel.
+    sleep_until(&h, retry_at + ms(50)).await;
+    assert!(claim(&store, &runner).await.claims.is_empty());
+    assert!(operator.cancel("a", "alice", None).await.is_err());
+
+    // The next occurrence runs as usual.
+    sleep_until(&h, next + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let second = claim_of(&claimed, "a");
+    assert_eq!((second.scheduled_at, second.attempt), (next, 1));
+    assert_ne!(second.run_id, run.run_id);
+}
