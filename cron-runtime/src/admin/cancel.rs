@@ -59,10 +59,10 @@ pub(crate) async fn cancel<D: Dialect>(
     let executing: Option<ExecutingRow> = Statement::<D>::new(D::SQL.executing)
         .bind(module.clone())
         .bind(verb.clone())
-        .bind(At(tx.now))
         .fetch_optional(&mut tx.tx)
         .await
-        .map_err(db(&context))?;
+        .map_err(db(&context))?
+        .filter(|row: &ExecutingRow| row.in_flight(tx.now));
     let Some(ExecutingRow { current_run_id, .. }) = executing else {
         // An occurrence waiting for its retry retries no more.
         let retrying = rows.into_iter().find(|row| {

@@ -94,9 +94,9 @@ pub(crate) struct Statements {
     /// The row of verb `2` in deployment `1`, as a [`TriggerRow`], locking it where the database locks
     /// rows.
     pub(crate) lock_trigger_row: &'static str,
-    /// A run of verb `2` of module `1` that refuses a trigger at the instant `3`, as an
-    /// [`ExecutingRow`]: the run of an executing row, unless it is a regular run claimed ahead that has
-    /// not started.
+    /// The run of an executing row of verb `2` of module `1` (a verb executes once at most, G3), as an
+    /// [`ExecutingRow`]: in flight for an operator where `rules::operator::in_flight` says
+    /// ([`ExecutingRow::in_flight`](super::rows::ExecutingRow::in_flight)).
     pub(crate) executing: &'static str,
     /// Marks row `1` triggered at the instant `2`.
     pub(crate) request_trigger: &'static str,

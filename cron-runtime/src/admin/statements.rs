@@ -196,10 +196,9 @@ macro_rules! statements {
                 WHERE deployment_id = $1 AND verb = $2",
                 $lock
             ),
-            executing: "SELECT j.current_run_id, r.started_at FROM cron_jobs j \
-                LEFT JOIN cron_job_runs r ON r.id = j.current_run_id \
+            executing: "SELECT j.current_run_id, r.started_at, coalesce(r.manual, false) AS manual \
+                FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id \
                 WHERE j.module_name = $1 AND j.verb = $2 AND j.state = 'executing' \
-                  AND (r.id IS NULL OR r.manual OR r.started_at IS NULL OR r.started_at <= $3) \
                 LIMIT 1",
             request_trigger: "UPDATE cron_jobs SET trigger_requested_at = $2 WHERE id = $1",
             request_cancel: "UPDATE cron_job_runs \

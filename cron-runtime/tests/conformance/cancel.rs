@@ -192,3 +192,34 @@ pub async fn a_cancel_of_an_occurrence_waiting_for_its_retry_ends_it_cancelled(
     assert_eq!((second.scheduled_at, second.attempt), (next, 1));
     assert_ne!(second.run_id, run.run_id);
 }
+
+pub async fn a_jittered_run_claimed_before_its_start_is_not_in_flight_for_a_cancel(
+    h: impl StoreUnderTest,
+) {
+    // A regular run claimed ahead is in flight from its start, which for a jittered job is its instant
+    // plus the job's offset (docs/runtime.md, "Jitter"), not its instant: every store decides so
+    // (`rules::operator::in_flight`).
+    let (jittered_job, offset) =
+        jittered("spread", TEN_SECONDLY, Duration::from_secs(3), 2000..2500);
+    let verb = jittered_job.verb.clone();
+    let spec = deployment("billing@1", vec![jittered_job]);
+    settle_where(&h, |s| s % 10 == 2).await;
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, &verb).await.unwrap();
+    let start = at + TimeDelta::from_std(offset).unwrap();
+    sleep_until(&h, start - ms(500)).await;
+    let claimed = claim_ahead(&store, &runner).await;
+    let run = claim_of(&claimed, &verb).clone();
+    assert_eq!(run.start_at(), start);
+
+    // Past its instant, before its start: not in flight yet.
+    let operator = h.operator();
+    let refused = operator.cancel(&verb, "alice", None).await.unwrap_err();
+    assert_eq!(
+        refused,
+        format!("`{verb}` has no run in flight: there is nothing to cancel")
+    );
+    // From its start, it is.
+    sleep_until(&h, start + ms(50)).await;
+    assert_eq!(operator.cancel(&verb, "alice", None).await, Ok(run.run_id));
+}

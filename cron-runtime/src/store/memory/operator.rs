@@ -5,12 +5,13 @@
 use chrono::{DateTime, Utc};
 use cron_schema::RunOn;
 
-use super::tables::State;
+use super::tables::{Executing, State};
 use crate::store::rules::backfill::Backfill;
+use crate::store::rules::jittered;
 use crate::store::rules::operator::{
-    Resume, after_cancelled_retry, cancelled_by, close_to, executing, no_active_deployment,
-    not_in_active_deployment, nothing_running, reported_at_resume, resume, runs_on_every_replica,
-    unknown_module, unknown_verb,
+    Resume, after_cancelled_retry, cancelled_by, close_to, executing, in_flight,
+    no_active_deployment, not_in_active_deployment, nothing_running, reported_at_resume, resume,
+    runs_on_every_replica, unknown_module, unknown_verb,
 };
 use crate::store::rules::reschedule::{Override, check, every_replica_refusal, rescheduled};
 use crate::store::{Cancel, Outcome, Runner, StoreError};
@@ -149,11 +150,7 @@ impl State {
                 module, verb, key,
             )));
         };
-        let running = rows.into_iter().find_map(|id| {
-            self.jobs[&id]
-                .executing
-                .filter(|e| e.manual || e.retry_at.unwrap_or(e.scheduled_at) <= now)
-        });
+        let running = rows.iter().find_map(|id| self.in_flight(*id, now));
         if let Some(run) = running {
             return Err(StoreError::Invalid(executing(verb, run.run_id, None)));
         }
@@ -180,11 +177,7 @@ impl State {
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError> {
         let rows_of_verb = self.rows_of(module, verb)?;
-        let running = rows_of_verb.iter().find_map(|id| {
-            self.jobs[id]
-                .executing
-                .filter(|e| e.manual || e.retry_at.unwrap_or(e.scheduled_at) <= now)
-        });
+        let running = rows_of_verb.iter().find_map(|id| self.in_flight(*id, now));
         let Some(run) = running else {
             return self.cancel_retry(rows_of_verb, verb, by, note, now);
         };
@@ -194,6 +187,18 @@ impl State {
             note: note.map(str::to_owned),
         });
         Ok(run.run_id)
+    }
+
+    /// The run holding row `job_id` if it is in flight for an operator at `now`
+    /// ([`rules::operator::in_flight`](in_flight)): its planned start is a retry's instant, or its
+    /// occurrence's plus the job's jitter offset.
+    fn in_flight(&self, job_id: i64, now: DateTime<Utc>) -> Option<Executing> {
+        let job = &self.jobs[&job_id];
+        let run = job.executing?;
+        let planned_start = run
+            .retry_at
+            .unwrap_or_else(|| jittered(run.scheduled_at, job.jitter_offset));
+        in_flight(run.manual, Some(planned_start), now).then_some(run)
     }
 
     /// Ends `cancelled` at `now` the occurrence of `verb` whose retry one of `rows` holds, `by` whom

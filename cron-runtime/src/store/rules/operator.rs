@@ -124,6 +124,19 @@ pub(crate) fn executing(verb: &str, run_id: i64, started_at: Option<DateTime<Utc
     )
 }
 
+/// Whether the run holding a verb's row is in flight for an operator at `now`: a trigger is refused
+/// while it is, and a cancel asks it to stop (docs/operations.md, "Trigger" and "Cancelling a run").
+/// A manual run is from its claim; a regular run or a retry from its planned start (`planned_start`:
+/// a retry's instant, a regular run's instant plus the job's jitter offset, docs/runtime.md, "Jitter";
+/// `None` where the store does not know it), so that a run claimed ahead that has not started is not.
+pub(crate) fn in_flight(
+    manual: bool,
+    planned_start: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> bool {
+    manual || planned_start.is_none_or(|start| start <= now)
+}
+
 /// Where a row holding the retry of its occurrence at `retry_of` goes on when an operator cancels that
 /// occurrence between its attempts (docs/operations.md, "Cancelling a run"): the occurrence retries no
 /// more, its run ends `cancelled` ([`cancelled_by`]), and the row goes on at the regular occurrence
