@@ -51,11 +51,11 @@ pub async fn a_cancelled_run_ends_cancelled_by_its_actor_and_is_not_retried(
     let next = run.scheduled_at + TimeDelta::seconds(10);
     assert_eq!(
         finish_one(&store, &runner, &finish).await,
-        Finished::Recorded {
+        Finished::Cancelled {
             next_execution: Some(next),
             skipped: 0
         },
-        "no retry, although one was asked for"
+        "recorded cancelled: no retry, although one was asked for"
     );
     let recorded = run_of(&h, run.run_id).await.unwrap();
     assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");

@@ -174,6 +174,9 @@ pub(crate) struct Ending {
     /// next claim takes the queued occurrence unless a regular one is due by its horizon
     /// (docs/operations.md, "Backfill").
     pub(crate) backfill_due: bool,
+    /// The run is recorded `cancelled` by an operator's request ([`End::finish`]):
+    /// [`Finished::Cancelled`].
+    pub(crate) cancelled: bool,
 }
 
 /// What becomes of the record of a held run that ends.
@@ -218,10 +221,15 @@ impl Ending {
     }
 
     /// What the store answers for the run ([`Store::finish`](crate::store::Store::finish)): recorded,
-    /// with the instant the row is next due ([`Ending::next_due`]), or waiting for its retry.
+    /// with the instant the row is next due ([`Ending::next_due`]), or waiting for its retry; recorded
+    /// `cancelled` when an operator asked it to stop.
     pub(crate) fn finished(&self) -> Finished {
         match self.after {
             AfterAttempt::Retries(at) => Finished::Retrying { at },
+            _ if self.cancelled => Finished::Cancelled {
+                next_execution: self.next_due(),
+                skipped: self.skipped,
+            },
             _ => Finished::Recorded {
                 next_execution: self.next_due(),
                 skipped: self.skipped,
@@ -339,13 +347,21 @@ impl HeldRun {
         end: &End<'_>,
         now: DateTime<Utc>,
     ) -> Ending {
-        let (at, retry_after, skipped_at_claim) = match *end {
+        let (at, retry_after, skipped_at_claim, cancelled) = match *end {
             End::GivenBack => return self.given_back(now),
             End::Recorded {
-                at, retry_after, ..
-            } => (ended_at(at, now), retry_after, None),
+                at,
+                retry_after,
+                outcome,
+                ..
+            } => (
+                ended_at(at, now),
+                retry_after,
+                None,
+                outcome == Outcome::Cancelled,
+            ),
             #[cfg(any(feature = "postgres", feature = "sqlite"))]
-            End::Skipped { next, skipped } => (now, None, Some((next, skipped))),
+            End::Skipped { next, skipped } => (now, None, Some((next, skipped)), false),
         };
         let ends = |next, skipped, after| {
             let ending = Ending {
@@ -366,6 +382,7 @@ impl HeldRun {
                     && self.active
                     && !self.paused
                     && schedule.is_some(),
+                cancelled,
             };
             Ending {
                 carry: ending
@@ -397,6 +414,7 @@ impl HeldRun {
                 trigger: None,
                 carry: None,
                 backfill_due: false,
+                cancelled: false,
             };
         }
         let (next, skipped) = if self.manual {
@@ -459,6 +477,7 @@ impl HeldRun {
             trigger: (self.manual && self.active && !pending_retry).then_some(self.scheduled_at),
             carry,
             backfill_due: false,
+            cancelled: false,
         }
     }
 }
