@@ -153,3 +153,49 @@ async fn a_handler_ignoring_the_cancel_is_dropped_after_the_grace() {
     );
     handle.shutdown().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_run_recorded_cancelled_raises_no_failure_though_its_handler_failed_first() {
+    // The request comes as the handler returns an error, before the executor heard of it: the store
+    // records the run `cancelled`, and the executor raises what the store recorded, not what the
+    // handler returned: no `failed` nor `retries_exhausted` for a run an operator cancelled.
+    let store = MemoryStore::starting_at(at(0));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let heard = Arc::clone(&events);
+    let in_job = store.clone();
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .shutdown_grace(GRACE)
+        .on_event(move |event| heard.lock().unwrap().push(event.kind().to_string()))
+        .job_with(
+            "test::export",
+            "0 * * * * *",
+            JobOptions::default()
+                .retries(3)
+                .backoff(Duration::from_secs(1)),
+            move || {
+                let store = in_job.clone();
+                async move {
+                    store
+                        .cancel("test", "test::export", "alice", Some("stuck"))
+                        .unwrap();
+                    Err::<(), _>("interrupted")
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(31)).await;
+    let run = runs(&store).into_iter().next().unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Cancelled), "{run:?}");
+    assert_eq!(run.error.as_deref(), Some("cancelled by alice: stuck"));
+    assert_eq!(store.next_execution("test", "test::export"), Some(at(90)));
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(*events.lock().unwrap(), Vec::<String>::new());
+    handle.shutdown().await.unwrap();
+}

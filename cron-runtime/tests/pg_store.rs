@@ -420,6 +420,72 @@ async fn a_finish_writes_the_handlers_start_and_keeps_the_claims_instant(pool: P
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Cancelling a run (docs/operations.md, "Cancelling a run")
+
+/// Waits until a session of this database waits on a row lock.
+async fn a_session_waits_on_a_lock(pool: &PgPool) {
+    for _ in 0..500 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no session waited on a lock");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_cancel_written_while_a_finish_waits_is_the_finishs_outcome(pool: PgPool) {
+    // The operator's request commits after the finish began and before it wrote the run: the finish
+    // must see it (it locks the run's row with the job's), or the run is recorded `succeeded` while
+    // the audit trail says it was cancelled.
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    due_now(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    let run_id = claimed.claims[0].run_id;
+    let mut cancel = pool.begin().await.unwrap();
+    sqlx::query(
+        "UPDATE cron_job_runs \
+         SET cancel_requested_at = now(), cancel_requested_by = 'alice', cancel_note = 'stuck' \
+         WHERE id = $1",
+    )
+    .bind(run_id)
+    .execute(&mut *cancel)
+    .await
+    .unwrap();
+    let finishing = {
+        let finish = finish(&claimed, 0, Outcome::Succeeded, None);
+        let (store, runner) = (store.clone(), runner.clone());
+        tokio::spawn(async move {
+            store
+                .finish(&runner, std::slice::from_ref(&finish), None)
+                .await
+                .single()
+        })
+    };
+    a_session_waits_on_a_lock(&pool).await;
+    cancel.commit().await.unwrap();
+    finishing.await.unwrap().unwrap();
+    let (outcome, error): (String, Option<String>) =
+        sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (outcome.as_str(), error.as_deref()),
+        ("cancelled", Some("cancelled by alice: stuck"))
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Bad rows (G8, docs/operations.md)
 
 #[sqlx::test(migrations = "./migrations")]

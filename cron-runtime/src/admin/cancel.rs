@@ -10,9 +10,11 @@ use serde::Serialize;
 use super::AdminError;
 use super::audit::{Action, Actor, Record, record};
 use super::lookup::resolve_verb;
-use super::rows::{At, CancelRow, ExecutingRow};
-use super::sql::{Dialect, SqlAdmin, Statement, db};
+use super::rows::{At, CancelRow, ExecutingRow, ResumeRow};
+use super::runs::attempts;
+use super::sql::{Dialect, SqlAdmin, Statement, Write, db};
 use crate::rfc3339;
+use crate::store::rules::operator::{after_cancelled_retry, cancelled_by};
 
 /// The result of [`Admin::cancel`](super::Admin::cancel).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -45,16 +47,31 @@ pub(crate) async fn cancel<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("cancelling the run of `{verb}`");
     let mut tx = admin.write(&context).await?;
+    // The verb's rows are locked first, as a finish locks its run's row with the run's: a run that
+    // ends meanwhile is read ended (or waiting for its retry), not asked to stop after its end.
+    let rows: Vec<ResumeRow> = Statement::<D>::new(D::SQL.lock_for_resume)
+        .bind(module.clone())
+        .bind(verb.clone())
+        .fetch_all(&mut tx.tx)
+        .await
+        .map_err(db(&context))?;
     // The run in flight as a trigger sees it: a regular run claimed ahead that has not started is not.
     let executing: Option<ExecutingRow> = Statement::<D>::new(D::SQL.executing)
         .bind(module.clone())
         .bind(verb.clone())
-        .bind(At(tx.now))
         .fetch_optional(&mut tx.tx)
         .await
-        .map_err(db(&context))?;
+        .map_err(db(&context))?
+        .filter(|row: &ExecutingRow| row.in_flight(tx.now));
     let Some(ExecutingRow { current_run_id, .. }) = executing else {
-        return Err(AdminError::NothingRunning { verb });
+        // An occurrence waiting for its retry retries no more.
+        let retrying = rows.into_iter().find(|row| {
+            row.state == "idle" && row.retry_run_id.is_some() && row.retry_of.is_some()
+        });
+        let Some(row) = retrying else {
+            return Err(AdminError::NothingRunning { verb });
+        };
+        return cancel_retry(admin, tx, actor, (module, verb), row, note, &context).await;
     };
     let asked = Statement::<D>::new(D::SQL.request_cancel)
         .bind(current_run_id)
@@ -105,5 +122,76 @@ pub(crate) async fn cancel<D: Dialect>(
         requested_by,
         note: cancel_note,
         already_requested,
+    })
+}
+
+/// Ends `cancelled` the occurrence whose retry `row` holds (locked): its run with the request on it,
+/// and the row going on at the regular occurrence after it (`rules::operator::after_cancelled_retry`),
+/// with the audit trail's row (docs/operations.md, "Cancelling a run").
+async fn cancel_retry<D: Dialect>(
+    admin: &SqlAdmin<D>,
+    mut tx: Write<D>,
+    actor: &Actor,
+    (module, verb): (String, String),
+    row: ResumeRow,
+    note: Option<&str>,
+    context: &str,
+) -> Result<Cancelled, AdminError> {
+    let (Some(run_id), Some(At(retry_of))) = (row.retry_run_id, row.retry_of) else {
+        return Err(AdminError::NothingRunning { verb });
+    };
+    let first = attempts(run_id, row.retry_attempts.as_deref());
+    let started_at = first.first().and_then(|a| a.started_at);
+    let error = cancelled_by(actor.name(), note);
+    let ended = Statement::<D>::new(D::SQL.cancel_retry)
+        .bind(run_id)
+        .bind(error)
+        .bind(At(tx.now))
+        .bind(started_at.map(At))
+        .bind(actor.name().to_owned())
+        .bind(note.map(str::to_owned))
+        .execute(&mut tx.tx)
+        .await
+        .map_err(db(context))?;
+    if ended == 0 {
+        return Err(AdminError::NothingRunning { verb });
+    }
+    let schedule = admin.schedule(&row.schedule, &row.timezone);
+    let next = after_cancelled_retry(
+        schedule.as_ref().ok(),
+        retry_of,
+        row.next_execution.map(DateTime::from),
+    );
+    Statement::<D>::new(D::SQL.retry_cancelled)
+        .bind(row.id)
+        .bind(next.map(At))
+        .execute(&mut tx.tx)
+        .await
+        .map_err(db(context))?;
+    tx.notify(&module).await.map_err(db(context))?;
+    let recorded = Record {
+        action: Action::Cancel,
+        module: Some(&module),
+        verb: Some(&verb),
+        before: Some(serde_json::json!({ "run_id": run_id, "outcome": "retrying" })),
+        after: Some(serde_json::json!({
+            "run_id": run_id,
+            "outcome": "cancelled",
+            "cancel_requested_by": actor.name(),
+            "cancel_requested_at": rfc3339::format(tx.now),
+        })),
+        note,
+    };
+    record(&mut tx, actor, recorded, context).await?;
+    let requested_at = tx.now;
+    tx.commit().await.map_err(db(context))?;
+    Ok(Cancelled {
+        module,
+        verb,
+        run_id,
+        requested_at,
+        requested_by: actor.name().to_owned(),
+        note: note.map(str::to_owned),
+        already_requested: false,
     })
 }

@@ -237,9 +237,10 @@ impl Admin {
     /// (`cronverb::context().cancelled()`), and drops it if it has not returned within the shutdown
     /// grace period; the run is recorded `cancelled` with `cancelled by ACTOR: NOTE`, and its
     /// occurrence is not tried again, whatever retries remain; the next occurrence runs as usual.
-    /// Refused when no run of the verb is in flight ([`AdminError::NothingRunning`]): a run claimed
-    /// ahead that has not started, or an occurrence waiting for its retry, is not. A run asked twice
-    /// keeps the first request ([`Cancelled::already_requested`]).
+    /// An occurrence waiting for its retry retries no more: its run ends `cancelled` at once. Refused
+    /// when no run of the verb is in flight nor waits for its retry ([`AdminError::NothingRunning`]):
+    /// a run claimed ahead that has not started is not in flight. A run asked twice keeps the first
+    /// request ([`Cancelled::already_requested`]).
     pub async fn cancel(
         &self,
         verb: &str,

@@ -257,10 +257,10 @@ pub(crate) async fn trigger<D: Dialect>(
     let executing: Option<ExecutingRow> = Statement::<D>::new(D::SQL.executing)
         .bind(module.clone())
         .bind(verb.clone())
-        .bind(At(tx.now))
         .fetch_optional(&mut tx.tx)
         .await
-        .map_err(db(&context))?;
+        .map_err(db(&context))?
+        .filter(|row: &ExecutingRow| row.in_flight(tx.now));
     if let Some(executing) = executing {
         return Err(AdminError::Executing {
             verb,

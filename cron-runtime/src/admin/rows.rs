@@ -210,7 +210,21 @@ pub(crate) struct TriggerRow {
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct ExecutingRow {
     pub(crate) current_run_id: i64,
+    /// Until the run ends, the claim's planned start (docs/operations.md, "The tables").
     pub(crate) started_at: Option<At>,
+    pub(crate) manual: bool,
+}
+
+impl ExecutingRow {
+    /// Whether the run is in flight for an operator at `now` (`rules::operator::in_flight`): a
+    /// regular run claimed ahead that has not started is not.
+    pub(crate) fn in_flight(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        crate::store::rules::operator::in_flight(
+            self.manual,
+            self.started_at.map(chrono::DateTime::from),
+            now,
+        )
+    }
 }
 
 /// A run's request to cancel it and its outcome, as `cancel_of` reads it (migration `0010`).

@@ -94,9 +94,9 @@ pub(crate) struct Statements {
     /// The row of verb `2` in deployment `1`, as a [`TriggerRow`], locking it where the database locks
     /// rows.
     pub(crate) lock_trigger_row: &'static str,
-    /// A run of verb `2` of module `1` that refuses a trigger at the instant `3`, as an
-    /// [`ExecutingRow`]: the run of an executing row, unless it is a regular run claimed ahead that has
-    /// not started.
+    /// The run of an executing row of verb `2` of module `1` (a verb executes once at most, G3), as an
+    /// [`ExecutingRow`]: in flight for an operator where `rules::operator::in_flight` says
+    /// ([`ExecutingRow::in_flight`](super::rows::ExecutingRow::in_flight)).
     pub(crate) executing: &'static str,
     /// Marks row `1` triggered at the instant `2`.
     pub(crate) request_trigger: &'static str,
@@ -105,6 +105,12 @@ pub(crate) struct Statements {
     pub(crate) request_cancel: &'static str,
     /// The request to cancel run `1` and its outcome, as a [`CancelRow`](super::rows::CancelRow).
     pub(crate) cancel_of: &'static str,
+    /// Ends run `1`, waiting for its retry, `cancelled` with error `2` at the instant `3`, started at
+    /// `4` (its first attempt's start, NULL to keep its own), asked by actor `5` with note `6`
+    /// (docs/operations.md, "Cancelling a run"); unless it ended.
+    pub(crate) cancel_retry: &'static str,
+    /// Row `1` holds no retry any more and goes on at `2` (`rules::operator::after_cancelled_retry`).
+    pub(crate) retry_cancelled: &'static str,
     /// The rows of verb `2` of module `1`, as [`RescheduleRow`]s by id, locked where the database
     /// locks rows.
     pub(crate) lock_for_reschedule: &'static str,
@@ -122,7 +128,7 @@ impl Statements {
     /// Every statement, as `(name, SQL)`: for the tests that prepare or plan each against a migrated
     /// database, so that a typo or a scan fails the suite.
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
-    pub(crate) fn named(&self) -> [(&'static str, &'static str); 29] {
+    pub(crate) fn named(&self) -> [(&'static str, &'static str); 31] {
         let Statements {
             verbs,
             modules,
@@ -149,6 +155,8 @@ impl Statements {
             request_trigger,
             request_cancel,
             cancel_of,
+            cancel_retry,
+            retry_cancelled,
             lock_for_reschedule,
             reschedule,
             set_override,
@@ -180,6 +188,8 @@ impl Statements {
             ("admin::request_trigger", request_trigger),
             ("admin::request_cancel", request_cancel),
             ("admin::cancel_of", cancel_of),
+            ("admin::cancel_retry", cancel_retry),
+            ("admin::retry_cancelled", retry_cancelled),
             ("admin::lock_for_reschedule", lock_for_reschedule),
             ("admin::reschedule", reschedule),
             ("admin::set_override", set_override),

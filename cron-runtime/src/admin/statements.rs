@@ -196,10 +196,9 @@ macro_rules! statements {
                 WHERE deployment_id = $1 AND verb = $2",
                 $lock
             ),
-            executing: "SELECT j.current_run_id, r.started_at FROM cron_jobs j \
-                LEFT JOIN cron_job_runs r ON r.id = j.current_run_id \
+            executing: "SELECT j.current_run_id, r.started_at, coalesce(r.manual, false) AS manual \
+                FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id \
                 WHERE j.module_name = $1 AND j.verb = $2 AND j.state = 'executing' \
-                  AND (r.id IS NULL OR r.manual OR r.started_at IS NULL OR r.started_at <= $3) \
                 LIMIT 1",
             request_trigger: "UPDATE cron_jobs SET trigger_requested_at = $2 WHERE id = $1",
             request_cancel: "UPDATE cron_job_runs \
@@ -207,6 +206,13 @@ macro_rules! statements {
                 WHERE id = $1 AND outcome = 'running' AND cancel_requested_by IS NULL",
             cancel_of: "SELECT outcome, cancel_requested_at, cancel_requested_by, cancel_note \
                 FROM cron_job_runs WHERE id = $1",
+            cancel_retry: "UPDATE cron_job_runs \
+                SET outcome = 'cancelled', error = $2, finished_at = $3, \
+                    started_at = coalesce($4, started_at), \
+                    cancel_requested_at = $3, cancel_requested_by = $5, cancel_note = $6 \
+                WHERE id = $1 AND outcome = 'running'",
+            retry_cancelled: "UPDATE cron_jobs SET retry_run_id = NULL, next_execution = $2 \
+                WHERE id = $1",
             lock_for_reschedule: concat!(
                 "SELECT j.id, j.schedule, j.timezone, j.code_schedule, j.code_timezone, j.state, \
                     j.next_execution, j.retry_run_id IS NOT NULL AS retry_pending, j.every_replica, ",

@@ -220,6 +220,19 @@ fn recorded_as(finish: &Finish, finished: Finished, span: &tracing::Span) -> Opt
             );
             next_execution
         }
+        Finished::Cancelled {
+            next_execution,
+            skipped,
+        } => {
+            span.record("skipped", skipped);
+            // The handler's own error when it heard the request; otherwise it returned before.
+            let error = match finish.outcome {
+                Outcome::Cancelled => finish.error.as_deref().unwrap_or(""),
+                _ => "cancelled by an operator",
+            };
+            log_outcome(Outcome::Cancelled, error, skipped);
+            next_execution
+        }
         Finished::Retrying { at } => {
             let error = finish.error.as_deref().unwrap_or("");
             tracing::warn!(
@@ -241,6 +254,15 @@ fn recorded_as(finish: &Finish, finished: Finished, span: &tracing::Span) -> Opt
     }
 }
 
+/// The outcome the store recorded for a run it answered for: `cancelled` when an operator asked it to
+/// stop, whatever its handler returned (docs/operations.md, "Cancelling a run"), else the finish's.
+fn recorded_outcome(finish: &Finish, finished: Finished) -> Outcome {
+    match finished {
+        Finished::Cancelled { .. } => Outcome::Cancelled,
+        _ => finish.outcome,
+    }
+}
+
 /// Counts a run the store answered for (docs/metrics.md): a run recorded, with its outcome, how long its
 /// handler ran and what it skipped; its job's next occurrence and last success. A fenced run is
 /// counted by the replica that took it back.
@@ -253,6 +275,10 @@ fn count_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, me
         Finished::Recorded {
             next_execution,
             skipped,
+        }
+        | Finished::Cancelled {
+            next_execution,
+            skipped,
         } => (next_execution, skipped),
         Finished::Retrying { at } => {
             // Each attempt counts with its outcome.
@@ -263,7 +289,8 @@ fn count_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, me
         }
         Finished::Fenced => return,
     };
-    metrics.recorded(finish.outcome, Measure::took(finish));
+    let outcome = recorded_outcome(finish, finished);
+    metrics.recorded(outcome, Measure::took(finish));
     let reason = if measure.trigger.late() {
         SkipReason::Missed
     } else {
@@ -273,7 +300,7 @@ fn count_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, me
     if let Some(next) = next_execution {
         metrics.next_run(next);
     }
-    if finish.outcome == Outcome::Succeeded {
+    if outcome == Outcome::Succeeded {
         metrics.succeeded_at(finish.ended_at.unwrap_or_else(Utc::now));
     }
 }
@@ -289,13 +316,13 @@ fn raise_recorded<S>(shared: &Shared<S>, finish: &Finish, finished: Finished, me
         return;
     };
     let failed = matches!(
-        finish.outcome,
+        recorded_outcome(finish, finished),
         Outcome::Failed | Outcome::Panicked | Outcome::TimedOut | Outcome::Abandoned
     );
     let skipped = match finished {
         Finished::Fenced => return,
         Finished::Retrying { .. } => 0,
-        Finished::Recorded { skipped, .. } => skipped,
+        Finished::Recorded { skipped, .. } | Finished::Cancelled { skipped, .. } => skipped,
     };
     if failed {
         let exhausted = matches!(finished, Finished::Recorded { .. })

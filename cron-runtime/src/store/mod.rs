@@ -309,6 +309,16 @@ pub enum Finished {
         /// When the retry is due.
         at: DateTime<Utc>,
     },
+    /// Recorded `cancelled`, whatever the finish said: an operator asked for the run to stop
+    /// (`cronverb cancel`; docs/operations.md, "Cancelling a run"), maybe after its handler returned,
+    /// and its occurrence is not tried again. The job goes on as [`Finished::Recorded`] says, and
+    /// the run counts as cancelled, not as the handler's outcome.
+    Cancelled {
+        /// The job's next occurrence.
+        next_execution: Option<DateTime<Utc>>,
+        /// How many occurrences the run skipped.
+        skipped: u32,
+    },
     /// Refused: this replica no longer holds the run (its lease expired and the run was recovered).
     Fenced,
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use cron_runtime::store::{Cancel, Store};
+use cron_runtime::store::{Cancel, Retries, Store};
 
 use super::*;
 
@@ -51,11 +51,11 @@ pub async fn a_cancelled_run_ends_cancelled_by_its_actor_and_is_not_retried(
     let next = run.scheduled_at + TimeDelta::seconds(10);
     assert_eq!(
         finish_one(&store, &runner, &finish).await,
-        Finished::Recorded {
+        Finished::Cancelled {
             next_execution: Some(next),
             skipped: 0
         },
-        "no retry, although one was asked for"
+        "recorded cancelled: no retry, although one was asked for"
     );
     let recorded = run_of(&h, run.run_id).await.unwrap();
     assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");
@@ -97,4 +97,129 @@ pub async fn a_cancel_with_no_run_in_flight_is_refused_and_audits_nothing(h: imp
     assert_eq!(operator.audited("cancel").await, before);
     let recorded = run_of(&h, manual.run_id).await.unwrap();
     assert_eq!(recorded.outcome, Some(Outcome::Succeeded), "{recorded:?}");
+}
+
+/// A [`TEN_SECONDLY`] job `a` tried three more times, a second apart.
+fn retrying_a() -> JobSpec {
+    JobSpec {
+        retry: Retries {
+            retries: 3,
+            backoff: Duration::from_secs(1),
+        },
+        ..job("a", TEN_SECONDLY)
+    }
+}
+
+pub async fn a_cancelled_run_taken_back_from_its_replica_ends_cancelled_and_is_not_retried(
+    h: impl StoreUnderTest,
+) {
+    // The replica running a cancelled run dies before it records the end: the live replica that takes
+    // the run back ends it `cancelled` by the requester, not `abandoned` and retried.
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (dies, r1) = replica_with(&h, short_lease(), &spec).await;
+    let (alive, r2) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&dies, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+    let asked = h.operator().cancel("a", "alice", Some("stuck")).await;
+    assert_eq!(asked, Ok(run.run_id));
+
+    sleep_until(&h, run.lease_expires_at + ms(500)).await;
+    let beat = alive.heartbeat(&r2).await.unwrap();
+    assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");
+    assert_eq!(recorded.error.as_deref(), Some("cancelled by alice: stuck"));
+    let next = run.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next), "no retry");
+    assert!(claim(&alive, &r2).await.claims.is_empty());
+
+    // The next occurrence is not affected.
+    sleep_until(&h, next + ms(50)).await;
+    let claimed = claim(&alive, &r2).await;
+    let second = claim_of(&claimed, "a");
+    assert_eq!((second.scheduled_at, second.attempt), (next, 1));
+    assert_ne!(second.run_id, run.run_id);
+}
+
+pub async fn a_cancel_of_an_occurrence_waiting_for_its_retry_ends_it_cancelled(
+    h: impl StoreUnderTest,
+) {
+    // "A retrying occurrence retries no more": between attempts, a cancel ends the occurrence
+    // `cancelled` by the requester, with its audit row, and the job goes on at its next occurrence.
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let run = claim_of(&claimed, "a").clone();
+    let finish = Finish {
+        retry_after: Some(Duration::from_secs(1)),
+        ..ended(&run, Outcome::Failed, Some("relay refused"))
+    };
+    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {
+        panic!("a retry was asked for")
+    };
+    let operator = h.operator();
+    let before = operator.audited("cancel").await;
+
+    let asked = operator.cancel("a", "alice", Some("enough")).await;
+    assert_eq!(asked, Ok(run.run_id));
+    assert_eq!(
+        operator.audited("cancel").await,
+        before.map(|n| n + 1),
+        "one row of the audit trail"
+    );
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");
+    assert_eq!(
+        recorded.error.as_deref(),
+        Some("cancelled by alice: enough")
+    );
+    let next = run.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+
+    // The retry's instant passes: nothing is claimed, and there is nothing more to cancel.
+    sleep_until(&h, retry_at + ms(50)).await;
+    assert!(claim(&store, &runner).await.claims.is_empty());
+    assert!(operator.cancel("a", "alice", None).await.is_err());
+
+    // The next occurrence runs as usual.
+    sleep_until(&h, next + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let second = claim_of(&claimed, "a");
+    assert_eq!((second.scheduled_at, second.attempt), (next, 1));
+    assert_ne!(second.run_id, run.run_id);
+}
+
+pub async fn a_jittered_run_claimed_before_its_start_is_not_in_flight_for_a_cancel(
+    h: impl StoreUnderTest,
+) {
+    // A regular run claimed ahead is in flight from its start, which for a jittered job is its instant
+    // plus the job's offset (docs/runtime.md, "Jitter"), not its instant: every store decides so
+    // (`rules::operator::in_flight`).
+    let (jittered_job, offset) =
+        jittered("spread", TEN_SECONDLY, Duration::from_secs(3), 2000..2500);
+    let verb = jittered_job.verb.clone();
+    let spec = deployment("billing@1", vec![jittered_job]);
+    settle_where(&h, |s| s % 10 == 2).await;
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, &verb).await.unwrap();
+    let start = at + TimeDelta::from_std(offset).unwrap();
+    sleep_until(&h, start - ms(500)).await;
+    let claimed = claim_ahead(&store, &runner).await;
+    let run = claim_of(&claimed, &verb).clone();
+    assert_eq!(run.start_at(), start);
+
+    // Past its instant, before its start: not in flight yet.
+    let operator = h.operator();
+    let refused = operator.cancel(&verb, "alice", None).await.unwrap_err();
+    assert_eq!(
+        refused,
+        format!("`{verb}` has no run in flight: there is nothing to cancel")
+    );
+    // From its start, it is.
+    sleep_until(&h, start + ms(50)).await;
+    assert_eq!(operator.cancel(&verb, "alice", None).await, Ok(run.run_id));
 }

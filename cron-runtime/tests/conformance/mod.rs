@@ -399,6 +399,9 @@ macro_rules! every_case {
         // Cancelling a run
         $test!(a_cancelled_run_ends_cancelled_by_its_actor_and_is_not_retried);
         $test!(a_cancel_with_no_run_in_flight_is_refused_and_audits_nothing);
+        $test!(a_cancelled_run_taken_back_from_its_replica_ends_cancelled_and_is_not_retried);
+        $test!(a_cancel_of_an_occurrence_waiting_for_its_retry_ends_it_cancelled);
+        $test!(a_jittered_run_claimed_before_its_start_is_not_in_flight_for_a_cancel);
         // Backfills
         $test!(a_backfill_queues_what_never_ran_and_runs_it_in_order_as_backfills);
         $test!(a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it);

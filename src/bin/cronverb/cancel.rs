@@ -10,7 +10,8 @@ use crate::escape::escape;
 /// Cancel the run of a verb in flight: its handler is told at once and dropped after the shutdown
 /// grace period; the run is recorded cancelled, by you, and not retried
 ///
-/// Refused (exit status 1) when no run of the verb is in flight.
+/// An occurrence waiting for its retry is recorded cancelled at once. Refused (exit status 1) when no
+/// run of the verb is in flight nor waits for its retry.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]

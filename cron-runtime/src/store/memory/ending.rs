@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::tables::{State, same_schedule};
 use crate::store::rules::{ActiveRow, Carry, End, HeldRun, Record, RetryHeld};
-use crate::store::{Attempt, Finish, Finished, Outcome, Recovered, Runner};
+use crate::store::{Attempt, Cancel, Finish, Finished, Outcome, Recovered, Runner};
 
 impl State {
     /// The facts that decide how the run holding `job_id` ends at `now` ([`HeldRun::ending`]).
@@ -235,7 +235,10 @@ impl State {
                 verb: self.jobs[&job_id].verb.to_string(),
             });
             // With retries left, the attempt taken back is retried (docs/runtime.md, "Retries").
-            let end = self.held_run(job_id, now).lease_expired();
+            let requested = self.cancels.get(&run_id).map(Cancel::error);
+            let end = self
+                .held_run(job_id, now)
+                .lease_expired(requested.as_deref());
             self.end_run(run_id, end, now);
         }
         recovered
@@ -264,9 +267,12 @@ impl State {
             .collect();
         held.sort_unstable();
         for (run_id, job_id) in held {
-            let end = self
-                .held_run(job_id, now)
-                .at_shutdown(cancelled.contains(&run_id), now);
+            let requested = self.cancels.get(&run_id).map(Cancel::error);
+            let end = self.held_run(job_id, now).at_shutdown(
+                cancelled.contains(&run_id),
+                requested.as_deref(),
+                now,
+            );
             self.end_run(run_id, end, now);
         }
         self.runners.remove(&runner.id);

@@ -199,8 +199,9 @@ impl MemoryStore {
     /// Asks the run of `verb` of `module` in flight to stop, `by` whom and why (`note`): its replica's
     /// executor hears it at once, its handler sees `Context::cancelled`, and the run ends `cancelled`
     /// with `cancelled by BY: NOTE`, its occurrence not tried again (docs/operations.md, "Cancelling a
-    /// run"). What `cronverb cancel` does to a database store. Returns the run; refused when no run of
-    /// the verb is in flight.
+    /// run"). An occurrence waiting for its retry ends `cancelled` at once and retries no more. What
+    /// `cronverb cancel` does to a database store. Returns the run; refused when no run of the verb is
+    /// in flight or waits for its retry.
     pub fn cancel(
         &self,
         module: &str,

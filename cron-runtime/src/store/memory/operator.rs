@@ -5,14 +5,16 @@
 use chrono::{DateTime, Utc};
 use cron_schema::RunOn;
 
-use super::tables::State;
+use super::tables::{Executing, State};
 use crate::store::rules::backfill::Backfill;
+use crate::store::rules::jittered;
 use crate::store::rules::operator::{
-    Resume, close_to, executing, no_active_deployment, not_in_active_deployment, nothing_running,
-    reported_at_resume, resume, runs_on_every_replica, unknown_module, unknown_verb,
+    Resume, after_cancelled_retry, cancelled_by, close_to, executing, in_flight,
+    no_active_deployment, not_in_active_deployment, nothing_running, reported_at_resume, resume,
+    runs_on_every_replica, unknown_module, unknown_verb,
 };
 use crate::store::rules::reschedule::{Override, check, every_replica_refusal, rescheduled};
-use crate::store::{Cancel, Runner, StoreError};
+use crate::store::{Cancel, Outcome, Runner, StoreError};
 
 impl State {
     /// The job rows of `verb` of `module`, one per deployment that has it; refused as the operator API
@@ -148,11 +150,7 @@ impl State {
                 module, verb, key,
             )));
         };
-        let running = rows.into_iter().find_map(|id| {
-            self.jobs[&id]
-                .executing
-                .filter(|e| e.manual || e.retry_at.unwrap_or(e.scheduled_at) <= now)
-        });
+        let running = rows.iter().find_map(|id| self.in_flight(*id, now));
         if let Some(run) = running {
             return Err(StoreError::Invalid(executing(verb, run.run_id, None)));
         }
@@ -178,14 +176,10 @@ impl State {
         note: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError> {
-        let rows = self.rows_of(module, verb)?;
-        let running = rows.into_iter().find_map(|id| {
-            self.jobs[&id]
-                .executing
-                .filter(|e| e.manual || e.retry_at.unwrap_or(e.scheduled_at) <= now)
-        });
+        let rows_of_verb = self.rows_of(module, verb)?;
+        let running = rows_of_verb.iter().find_map(|id| self.in_flight(*id, now));
         let Some(run) = running else {
-            return Err(StoreError::Invalid(nothing_running(verb)));
+            return self.cancel_retry(rows_of_verb, verb, by, note, now);
         };
         self.cancels.entry(run.run_id).or_insert_with(|| Cancel {
             run_id: run.run_id,
@@ -193,6 +187,48 @@ impl State {
             note: note.map(str::to_owned),
         });
         Ok(run.run_id)
+    }
+
+    /// The run holding row `job_id` if it is in flight for an operator at `now`
+    /// ([`rules::operator::in_flight`](in_flight)): its planned start is a retry's instant, or its
+    /// occurrence's plus the job's jitter offset.
+    fn in_flight(&self, job_id: i64, now: DateTime<Utc>) -> Option<Executing> {
+        let job = &self.jobs[&job_id];
+        let run = job.executing?;
+        let planned_start = run
+            .retry_at
+            .unwrap_or_else(|| jittered(run.scheduled_at, job.jitter_offset));
+        in_flight(run.manual, Some(planned_start), now).then_some(run)
+    }
+
+    /// Ends `cancelled` at `now` the occurrence of `verb` whose retry one of `rows` holds, `by` whom
+    /// and why (`note`): it retries no more and its row goes on where [`after_cancelled_retry`] says.
+    /// Returns its run; refused when no row holds a retry.
+    fn cancel_retry(
+        &mut self,
+        rows: Vec<i64>,
+        verb: &str,
+        by: &str,
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let Some(job_id) = rows.into_iter().find(|id| {
+            let job = &self.jobs[id];
+            job.executing.is_none() && job.retrying.is_some()
+        }) else {
+            return Err(StoreError::Invalid(nothing_running(verb)));
+        };
+        let job = self.jobs.get_mut(&job_id).expect("exists");
+        let mut run = *job.retrying.take().expect("a pending retry");
+        let next = after_cancelled_retry(Some(&job.spec.schedule), run.scheduled_at, None);
+        let run_id = run.run_id;
+        run.outcome = Some(Outcome::Cancelled);
+        run.error = Some(cancelled_by(by, note));
+        run.finished_at = Some(now);
+        run.started_at = run.attempts.first().and_then(|a| a.started_at);
+        self.history.record(run);
+        self.set_idle(job_id, next);
+        Ok(run_id)
     }
 
     /// The requests to cancel any of `run_ids` ([`Store::cancels`](crate::store::Store::cancels)).

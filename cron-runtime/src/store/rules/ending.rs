@@ -174,6 +174,9 @@ pub(crate) struct Ending {
     /// next claim takes the queued occurrence unless a regular one is due by its horizon
     /// (docs/operations.md, "Backfill").
     pub(crate) backfill_due: bool,
+    /// The run is recorded `cancelled` by an operator's request ([`End::finish`]):
+    /// [`Finished::Cancelled`].
+    pub(crate) cancelled: bool,
 }
 
 /// What becomes of the record of a held run that ends.
@@ -218,10 +221,15 @@ impl Ending {
     }
 
     /// What the store answers for the run ([`Store::finish`](crate::store::Store::finish)): recorded,
-    /// with the instant the row is next due ([`Ending::next_due`]), or waiting for its retry.
+    /// with the instant the row is next due ([`Ending::next_due`]), or waiting for its retry; recorded
+    /// `cancelled` when an operator asked it to stop.
     pub(crate) fn finished(&self) -> Finished {
         match self.after {
             AfterAttempt::Retries(at) => Finished::Retrying { at },
+            _ if self.cancelled => Finished::Cancelled {
+                next_execution: self.next_due(),
+                skipped: self.skipped,
+            },
             _ => Finished::Recorded {
                 next_execution: self.next_due(),
                 skipped: self.skipped,
@@ -264,28 +272,47 @@ impl HeldRun {
     /// cancelled it after the grace period. Claimed ahead and never started: given back, for another
     /// replica to run. Otherwise its handler may have run: `cancelled`, or, not named (a claim whose
     /// answer the replica never got, a run whose end it could not record), `abandoned` as a run taken
-    /// back is ([`HeldRun::taken_back`]).
-    pub(crate) fn at_shutdown(&self, cancelled: bool, now: DateTime<Utc>) -> End<'static> {
+    /// back is ([`HeldRun::taken_back`]). `requested`: the error of an operator's request to cancel
+    /// the run (`cronverb cancel`), which it ends with when it ends without its replica's word.
+    pub(crate) fn at_shutdown<'a>(
+        &self,
+        cancelled: bool,
+        requested: Option<&'a str>,
+        now: DateTime<Utc>,
+    ) -> End<'a> {
         if self.starts_at() > now && !self.manual {
             End::GivenBack
-        } else if cancelled {
+        } else if cancelled && requested.is_none() {
             End::by_the_store(Outcome::Cancelled, CANCELLED_AT_SHUTDOWN)
         } else {
-            self.taken_back(LEFT_AT_SHUTDOWN)
+            self.taken_back(LEFT_AT_SHUTDOWN, requested)
         }
     }
 
     /// How the run ends when the store takes it back from its replica whose lease expired (G4,
-    /// docs/operations.md).
-    pub(crate) fn lease_expired(&self) -> End<'static> {
-        self.taken_back(LEASE_EXPIRED)
+    /// docs/operations.md); `requested` as for [`HeldRun::at_shutdown`].
+    pub(crate) fn lease_expired<'a>(&self, requested: Option<&'a str>) -> End<'a> {
+        self.taken_back(LEASE_EXPIRED, requested)
     }
 
     /// A run taken back from its replica without the replica's word, `abandoned` with `error`: a failed
     /// attempt, tried again as any other while the job has retries left (docs/runtime.md, "Retries":
     /// at least once, up to `retries + 1` attempts), the usual backoff after the store's now. A job
     /// without retries is not: at most once.
-    fn taken_back(&self, error: &'static str) -> End<'static> {
+    ///
+    /// A run an operator asked to cancel (`requested`: its error, `cancelled by ACTOR: NOTE`) ends
+    /// `cancelled` with it instead, never retried, as its finish would have (docs/operations.md,
+    /// "Cancelling a run"): its replica died, or left, before it recorded the end.
+    fn taken_back<'a>(&self, error: &'static str, requested: Option<&'a str>) -> End<'a> {
+        if let Some(requested) = requested {
+            return End::Recorded {
+                outcome: Outcome::Cancelled,
+                error: Some(requested),
+                at: None,
+                started: Start::Planned,
+                retry_after: None,
+            };
+        }
         End::Recorded {
             outcome: Outcome::Abandoned,
             error: Some(error),
@@ -320,13 +347,21 @@ impl HeldRun {
         end: &End<'_>,
         now: DateTime<Utc>,
     ) -> Ending {
-        let (at, retry_after, skipped_at_claim) = match *end {
+        let (at, retry_after, skipped_at_claim, cancelled) = match *end {
             End::GivenBack => return self.given_back(now),
             End::Recorded {
-                at, retry_after, ..
-            } => (ended_at(at, now), retry_after, None),
+                at,
+                retry_after,
+                outcome,
+                ..
+            } => (
+                ended_at(at, now),
+                retry_after,
+                None,
+                outcome == Outcome::Cancelled,
+            ),
             #[cfg(any(feature = "postgres", feature = "sqlite"))]
-            End::Skipped { next, skipped } => (now, None, Some((next, skipped))),
+            End::Skipped { next, skipped } => (now, None, Some((next, skipped)), false),
         };
         let ends = |next, skipped, after| {
             let ending = Ending {
@@ -347,6 +382,7 @@ impl HeldRun {
                     && self.active
                     && !self.paused
                     && schedule.is_some(),
+                cancelled,
             };
             Ending {
                 carry: ending
@@ -378,6 +414,7 @@ impl HeldRun {
                 trigger: None,
                 carry: None,
                 backfill_due: false,
+                cancelled: false,
             };
         }
         let (next, skipped) = if self.manual {
@@ -440,6 +477,7 @@ impl HeldRun {
             trigger: (self.manual && self.active && !pending_retry).then_some(self.scheduled_at),
             carry,
             backfill_due: false,
+            cancelled: false,
         }
     }
 }
@@ -582,21 +620,27 @@ mod tests {
             } => "abandoned",
             other => panic!("{other:?}"),
         };
-        assert_eq!(kind(ahead.at_shutdown(true, at(0, 59))), "given back");
-        assert_eq!(kind(ahead.at_shutdown(true, at(1, 0))), "cancelled");
-        assert_eq!(kind(ahead.at_shutdown(false, at(1, 0))), "abandoned");
+        assert_eq!(kind(ahead.at_shutdown(true, None, at(0, 59))), "given back");
+        assert_eq!(kind(ahead.at_shutdown(true, None, at(1, 0))), "cancelled");
+        assert_eq!(kind(ahead.at_shutdown(false, None, at(1, 0))), "abandoned");
         // A retry starts at its own instant, a manual run is never given back by a shutdown.
         let retry = HeldRun {
             next_execution: Some(at(1, 15)),
             retry: RetryHeld::ThisRun,
             ..ahead
         };
-        assert_eq!(kind(retry.at_shutdown(false, at(1, 10))), "given back");
+        assert_eq!(
+            kind(retry.at_shutdown(false, None, at(1, 10))),
+            "given back"
+        );
         let manual = HeldRun {
             manual: true,
             ..ahead
         };
-        assert_eq!(kind(manual.at_shutdown(false, at(0, 59))), "abandoned");
+        assert_eq!(
+            kind(manual.at_shutdown(false, None, at(0, 59))),
+            "abandoned"
+        );
     }
 
     #[test]
@@ -665,7 +709,7 @@ mod tests {
             },
             ..held(at(0, 0))
         };
-        let end = second.lease_expired();
+        let end = second.lease_expired(None);
         let End::Recorded {
             outcome,
             error,
@@ -689,14 +733,14 @@ mod tests {
         );
         // A shutdown that leaves the run unnamed takes it back the same way; a cancelled one ends it.
         assert!(matches!(
-            second.at_shutdown(false, at(0, 40)),
+            second.at_shutdown(false, None, at(0, 40)),
             End::Recorded {
                 retry_after: Some(_),
                 ..
             }
         ));
         assert!(matches!(
-            second.at_shutdown(true, at(0, 40)),
+            second.at_shutdown(true, None, at(0, 40)),
             End::Recorded {
                 outcome: Outcome::Cancelled,
                 retry_after: None,
@@ -711,7 +755,7 @@ mod tests {
             },
             held(at(0, 0)),
         ] {
-            let end = last.lease_expired();
+            let end = last.lease_expired(None);
             assert!(matches!(
                 end,
                 End::Recorded {

@@ -124,8 +124,38 @@ pub(crate) fn executing(verb: &str, run_id: i64, started_at: Option<DateTime<Utc
     )
 }
 
-/// A cancel of `verb` while no run of it is in flight: nothing to stop (a run claimed ahead that has
-/// not started is not in flight yet, nor is an occurrence waiting for its retry).
+/// Whether the run holding a verb's row is in flight for an operator at `now`: a trigger is refused
+/// while it is, and a cancel asks it to stop (docs/operations.md, "Trigger" and "Cancelling a run").
+/// A manual run is from its claim; a regular run or a retry from its planned start (`planned_start`:
+/// a retry's instant, a regular run's instant plus the job's jitter offset, docs/runtime.md, "Jitter";
+/// `None` where the store does not know it), so that a run claimed ahead that has not started is not.
+pub(crate) fn in_flight(
+    manual: bool,
+    planned_start: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> bool {
+    manual || planned_start.is_none_or(|start| start <= now)
+}
+
+/// Where a row holding the retry of its occurrence at `retry_of` goes on when an operator cancels that
+/// occurrence between its attempts (docs/operations.md, "Cancelling a run"): the occurrence retries no
+/// more, its run ends `cancelled` ([`cancelled_by`]), and the row goes on at the regular occurrence
+/// after it, as after a run of it that asked for no retry (a retry is cut short once that occurrence
+/// comes, so it is still ahead or due now). A row whose schedule does not parse (`None`, G8) keeps its
+/// `next_execution`.
+pub(crate) fn after_cancelled_retry(
+    schedule: Option<&ZonedSchedule>,
+    retry_of: DateTime<Utc>,
+    next_execution: Option<DateTime<Utc>>,
+) -> Option<DateTime<Utc>> {
+    match schedule {
+        Some(schedule) => schedule.next_after(retry_of),
+        None => next_execution,
+    }
+}
+
+/// A cancel of `verb` while no run of it is in flight nor waits for its retry: nothing to stop (a run
+/// claimed ahead that has not started is not in flight yet).
 pub(crate) fn nothing_running(verb: &str) -> String {
     format!("`{verb}` has no run in flight: there is nothing to cancel")
 }

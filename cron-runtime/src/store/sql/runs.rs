@@ -213,8 +213,10 @@ impl<D: Protocol> SqlStore<D> {
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context))?;
+            // The errors of the runs an operator asked to cancel: they end `cancelled` with them.
+            let requests: Vec<Option<String>> = rows.iter().map(Held::cancelled).collect();
             let mut ends = Vec::with_capacity(rows.len());
-            for mut held in rows {
+            for (mut held, requested) in rows.into_iter().zip(&requests) {
                 held.active = active.contains(&(held.deployment_id,));
                 if self
                     .shared
@@ -233,7 +235,7 @@ impl<D: Protocol> SqlStore<D> {
                     held.verb
                 );
                 // With retries left, the attempt taken back is retried (docs/runtime.md, "Retries").
-                let end = held.facts().lease_expired();
+                let end = held.facts().lease_expired(requested.as_deref());
                 ends.push((held, end));
             }
             if !ends.is_empty() {
@@ -323,13 +325,17 @@ impl<D: Protocol> SqlStore<D> {
         let active = still_active::<D>(&mut tx, runner.deployment_id)
             .await
             .map_err(db(context()))?;
+        // The errors of the runs an operator asked to cancel: they end `cancelled` with them.
+        let requests: Vec<Option<String>> = rows.iter().map(Held::cancelled).collect();
         let mut ends = Vec::with_capacity(rows.len());
-        for mut held in rows {
+        for (mut held, requested) in rows.into_iter().zip(&requests) {
             held.active = active;
             let Some(run_id) = held.run_id else { continue };
-            let end = held
-                .facts()
-                .at_shutdown(cancelled.contains(&run_id), held.now);
+            let end = held.facts().at_shutdown(
+                cancelled.contains(&run_id),
+                requested.as_deref(),
+                held.now,
+            );
             ends.push((held, end));
         }
         self.write_ends(&mut tx, &ends, None)

@@ -369,13 +369,16 @@ WHERE deployment_id = $2 AND trigger_requested_at IS NOT NULL
 
     /// The rows that the runs `$2` of jobs `$3` (one pair per element) still hold for runner `$1`,
     /// locked in the order of their ids, so that two transactions locking several rows never wait on
-    /// each other in a cycle. A finish reads them.
+    /// each other in a cycle. A finish reads them. Each run's row is locked with its job's (`r.runner_id =
+    /// $1` makes the join an inner one): an operator's request to cancel it (`admin::request_cancel`)
+    /// either committed before, and the finish reads it, or waits for the finish and finds the run
+    /// ended (docs/operations.md, "Cancelling a run").
     HELD_BY_RUNS = concat!(held_rows!(), "
 WHERE (j.current_run_id, j.id) IN (SELECT * FROM unnest($2::bigint[], $3::bigint[]))
   AND j.state = 'executing'
   AND r.runner_id = $1
 ORDER BY j.id
-FOR UPDATE OF j
+FOR UPDATE OF j, r
 ");
 
     /// The rows that the runs `$1` still hold for runner `$2`, locked in the order of their ids. A give
