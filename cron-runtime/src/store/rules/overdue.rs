@@ -72,10 +72,7 @@ impl OverdueRow {
     /// active deployment, not paused, the occurrence is the row's, and no occurrence at or after it
     /// has succeeded, whether its replicas were down, its run hangs or it failed.
     pub(crate) fn is_overdue(&self, occurrence: DateTime<Utc>) -> bool {
-        self.active
-            && !self.paused
-            && self.start_time <= occurrence
-            && !self.succeeded_since
+        self.active && !self.paused && self.start_time <= occurrence && !self.succeeded_since
     }
 
     /// Whether the replica asking reports `occurrence`: the row is of the active deployment, not
@@ -131,6 +128,45 @@ mod tests {
         // Nothing in the last 400 days.
         let once = schedule("0 0 0 1 1 * 2020");
         assert_eq!(expected(&once, within, at("2026-03-08T00:00:00Z")), None);
+    }
+
+    #[test]
+    fn a_nightly_job_across_the_daylight_saving_changes_expects_the_occurrences_it_has() {
+        // 02:30 in Paris (docs/expressions.md, "Time zones and daylight saving"), expected within 15m.
+        let nightly = ZonedSchedule::new(
+            Schedule::parse("30 2 * * *").unwrap(),
+            chrono_tz::Europe::Paris,
+        );
+        let within = Duration::from_secs(15 * 60);
+        // Spring forward, 2026-03-29: 02:30 is in the gap, and runs at its end, 03:00 CEST (01:00Z).
+        assert_eq!(
+            expected(&nightly, within, at("2026-03-29T01:14:59Z")),
+            Some(at("2026-03-28T01:30:00Z"))
+        );
+        assert_eq!(
+            expected(&nightly, within, at("2026-03-29T01:15:00Z")),
+            Some(at("2026-03-29T01:00:00Z"))
+        );
+        // The next night is in summer time: 02:30 CEST is 00:30Z.
+        assert_eq!(
+            expected(&nightly, within, at("2026-03-30T00:45:00Z")),
+            Some(at("2026-03-30T00:30:00Z"))
+        );
+        // Fall back, 2026-10-25: 02:30 comes twice, at 00:30Z (CEST) and 01:30Z (CET); the job runs at
+        // the first, and the second pass expects nothing new.
+        assert_eq!(
+            expected(&nightly, within, at("2026-10-25T00:45:00Z")),
+            Some(at("2026-10-25T00:30:00Z"))
+        );
+        assert_eq!(
+            expected(&nightly, within, at("2026-10-25T01:45:00Z")),
+            Some(at("2026-10-25T00:30:00Z"))
+        );
+        // The next night is in winter time: 02:30 CET is 01:30Z.
+        assert_eq!(
+            expected(&nightly, within, at("2026-10-26T01:45:00Z")),
+            Some(at("2026-10-26T01:30:00Z"))
+        );
     }
 
     #[test]
