@@ -108,7 +108,7 @@ pub fn check_jitter(
 /// use std::time::Duration;
 /// use cron_schema::check_expect_within;
 ///
-/// let minutes = |m| Duration::from_secs(60 * m);
+/// let minutes = |m: u64| Duration::from_secs(60 * m);
 /// assert!(check_expect_within(minutes(10), minutes(15)).is_ok());
 /// assert!(check_expect_within(minutes(10), minutes(10)).is_err());
 /// ```
