@@ -94,7 +94,8 @@ impl JobOptions {
     /// "Overdue"): one that has not, whether its replicas were down, its run hangs or it failed, is
     /// reported once across the replicas as an [`EventKind::Overdue`](crate::EventKind::Overdue)
     /// event, and shows in `cron_job_overdue` and the health report. Whole seconds, as
-    /// `#[cron(expect_within = "…")]` writes it.
+    /// `#[cron(expect_within = "…")]` writes it, and longer than the job's [`jitter`](Self::jitter):
+    /// `build()` refuses one that is not.
     pub fn expect_within(mut self, within: Duration) -> JobOptions {
         self.expect_within = Some(within);
         self
@@ -355,6 +356,7 @@ impl RuntimeBuilder {
     /// Listeners run on a thread of their own, fed by a bounded queue: a slow listener delays only the
     /// events after it (a full queue drops events, with a warning and `cron_events_dropped_total`), and
     /// one that panics is logged and called again with the next event. Neither delays nor stops a run.
+    /// Shutdown waits up to 5 s for them to hear the events queued (docs/runtime.md, "Shutdown").
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), cron_runtime::BuildError> {

@@ -112,7 +112,8 @@ pub enum JobError {
     #[error("jitter `{0}` is not a whole number of seconds; a jitter is at least `1s`, in seconds")]
     JitterFraction(String),
     /// `jitter` is not a duration, or is not shorter than the schedule's shortest interval
-    /// ([`cron_schema::check_jitter`]).
+    /// ([`cron_schema::check_jitter`]), or the job's `expect_within` is not longer than it
+    /// ([`cron_schema::check_expect_within`]).
     #[error(transparent)]
     Jitter(#[from] cron_schema::JitterError),
     /// An `expect_within` given as a `Duration` (a builder job) that is zero, has a part of a second
@@ -122,6 +123,8 @@ pub enum JobError {
     /// `expect_within = "…"` that is not a duration.
     #[error("invalid `expect_within`: {0}")]
     InvalidExpectWithin(cron_schema::DurationError),
+    /// `expect_within` on a job with `on = "every_replica"`: each live replica runs each occurrence, so
+    /// no one run of it is there to be overdue (docs/operations.md, "Overdue").
     #[error(
         "a job with `on = \"every_replica\"` runs on every live replica, with no one run of an occurrence to be overdue: remove `expect_within`"
     )]

@@ -17,9 +17,12 @@ use crate::store::Outcome;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum EventKind {
-    /// An attempt of an occurrence failed, panicked, timed out or was abandoned (its replica died).
+    /// An attempt of an occurrence failed, panicked or timed out. An attempt taken back from a
+    /// replica that died (`abandoned`) raises none; the retries after it raise theirs.
     Failed,
-    /// The last attempt of an occurrence of a job with retries failed: no retry follows.
+    /// The last attempt of an occurrence of a job with retries failed: no retry follows. It takes the
+    /// place of that attempt's [`Failed`](EventKind::Failed); a job without retries raises only
+    /// `Failed`.
     RetriesExhausted,
     /// Occurrences were skipped: missed while no replica ran them, or while a run went on (overlap).
     Skipped,
@@ -169,7 +172,7 @@ impl Event {
         self.scheduled_at
     }
 
-    /// How the attempt ended (`failed`, `retries_exhausted`): failed, panicked, timed out, abandoned.
+    /// How the attempt ended (`failed`, `retries_exhausted`): failed, panicked or timed out.
     pub fn outcome(&self) -> Option<Outcome> {
         self.outcome
     }

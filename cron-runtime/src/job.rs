@@ -8,8 +8,8 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use cron_schema::{
     CatchUpError, MAX_DURATION, MIN_LEASE, MissedPolicy, RunOn, Schedule, ZonedSchedule,
-    catch_up_window, check_catch_up, check_jitter, format_duration, parse_catch_up, parse_duration,
-    parse_jitter, parse_timezone,
+    catch_up_window, check_catch_up, check_expect_within, check_jitter, format_duration,
+    parse_catch_up, parse_duration, parse_jitter, parse_timezone,
 };
 
 use crate::defaults::{DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF};
@@ -458,6 +458,11 @@ pub(crate) fn job_spec(
     };
     if fields.on == RunOn::EveryReplica && fields.expect_within.is_some() {
         errors.push(JobError::ExpectWithinOnEveryReplica);
+    } else if let (Ok(Some(width)), Ok(Some(within))) = (&jitter, &expect_within)
+        && let Err(error) = check_expect_within(*width, *within)
+    {
+        // A run may start up to its jitter after its instant, as the attribute checks it.
+        errors.push(error.into());
     }
     match (
         schedule,
@@ -693,6 +698,35 @@ mod tests {
                 .contains("at most `2h46m40s`")
         );
         assert!(refused(hourly().catch_up("1h").on(RunOn::EveryReplica)).contains("every_replica"));
+    }
+
+    #[test]
+    fn an_expect_within_not_longer_than_the_jitter_is_refused() {
+        use cron_schema::Cron;
+        let spec = |cron: Cron| job_spec(fields_of("app::a", &cron), Duration::from_secs(60));
+        let nightly = || Cron::new("0 2 * * *").jitter("10m");
+        assert_eq!(
+            spec(nightly().expect_within("15m")).unwrap().expect_within,
+            Some(Duration::from_secs(900))
+        );
+        for within in ["10m", "5m"] {
+            let errors = spec(nightly().expect_within(within)).unwrap_err();
+            assert_eq!(
+                errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                [format!(
+                    "`expect_within` ({within}) must be longer than `jitter` (10m): a run may start \
+                     up to `jitter` after its instant; set `expect_within` to more than `10m`"
+                )]
+            );
+        }
+        // Given as `Duration`s (`JobOptions`), as the builder gives them.
+        let cron = Cron::new("0 2 * * *");
+        let fields = Fields {
+            jitter: Some(Timeout::Given(Duration::from_secs(600))),
+            expect_within: Some(Timeout::Given(Duration::from_secs(600))),
+            ..fields_of("app::a", &cron)
+        };
+        assert!(job_spec(fields, Duration::from_secs(60)).is_err());
     }
 
     #[test]

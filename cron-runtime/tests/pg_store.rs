@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{
-    Claimed, DeploymentSpec, Finish, Finished, Finishing, JobSpec, Outcome, Runner, Store,
-    StoreError,
+    Claimed, DeploymentSpec, Expected, Finish, Finished, Finishing, JobSpec, Outcome, Runner,
+    Store, StoreError,
 };
 use sqlx::PgPool;
 use support::{Logs, deployment, job};
@@ -602,6 +602,57 @@ async fn deregister_deletes_the_runners_row(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(runners, [r2.id]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Overdue
+
+/// How many statements sqlx ran while `logs` captured (one `sqlx::query` event each).
+fn statements_run(logs: &Logs) -> usize {
+    logs.text()
+        .lines()
+        .filter(|line| line.contains(" sqlx::query:"))
+        .count()
+}
+
+/// A check of the jobs expected to have succeeded is at most two statements whatever their number:
+/// one reads every expected occurrence's row, one records those this replica reports
+/// (docs/operations.md, "Overdue").
+#[sqlx::test(migrations = "./migrations")]
+async fn an_overdue_check_is_two_statements_for_any_number_of_jobs(pool: PgPool) {
+    const JOBS: usize = 200;
+    let verbs: Vec<String> = (0..JOBS).map(|i| format!("job_{i}")).collect();
+    let spec = deployment(
+        "billing@1",
+        verbs.iter().map(|verb| job(verb, HOURLY)).collect(),
+    );
+    let (store, runner) = replica(&pool, &spec).await;
+    // An occurrence after the rows' start with no success: every job is overdue.
+    let occurrence = db_now(&pool).await + chrono::TimeDelta::seconds(1);
+    let expected: Vec<Expected> = verbs
+        .iter()
+        .map(|verb| Expected {
+            verb: verb.clone(),
+            occurrence,
+            by: occurrence + chrono::TimeDelta::seconds(1),
+        })
+        .collect();
+    let logs = Logs::capture(tracing::Level::DEBUG);
+    let first = store.overdue(&runner, &expected).await.unwrap();
+    let reported = statements_run(&logs);
+    drop(logs);
+    assert_eq!(first.len(), JOBS);
+    assert!(first.iter().all(|o| o.notify && o.outstanding));
+    let logs = Logs::capture(tracing::Level::DEBUG);
+    let again = store.overdue(&runner, &expected).await.unwrap();
+    let quiet = statements_run(&logs);
+    drop(logs);
+    assert!(again.iter().all(|o| !o.notify && o.outstanding));
+    assert_eq!(
+        (reported, quiet),
+        (2, 1),
+        "statements of a check of {JOBS} jobs: reporting, then quiet"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------

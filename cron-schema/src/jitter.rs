@@ -35,6 +35,14 @@ pub enum JitterError {
         expression: String,
         interval: String,
     },
+    /// An `expect_within` not longer than the `jitter`: a run may start up to `jitter` after its
+    /// instant, so the occurrence would be overdue before it could have run (docs/operations.md,
+    /// "Overdue").
+    #[error(
+        "`expect_within` ({within}) must be longer than `jitter` ({jitter}): a run may start up to \
+         `jitter` after its instant; set `expect_within` to more than `{jitter}`"
+    )]
+    ExpectWithinTooShort { within: String, jitter: String },
 }
 
 /// Parses a jitter: the forms [`parse_duration`] reads (`30s`, `10m`, `1h30m`), at least a second.
@@ -91,6 +99,27 @@ pub fn check_jitter(
         }),
         _ => Ok(()),
     }
+}
+
+/// Checks a job's `expect_within` against its `jitter`: longer, so that a run that starts at the end
+/// of its jitter can still succeed in time (docs/operations.md, "Overdue").
+///
+/// ```
+/// use std::time::Duration;
+/// use cron_schema::check_expect_within;
+///
+/// let minutes = |m: u64| Duration::from_secs(60 * m);
+/// assert!(check_expect_within(minutes(10), minutes(15)).is_ok());
+/// assert!(check_expect_within(minutes(10), minutes(10)).is_err());
+/// ```
+pub fn check_expect_within(jitter: Duration, within: Duration) -> Result<(), JitterError> {
+    if within <= jitter {
+        return Err(JitterError::ExpectWithinTooShort {
+            within: format_duration(within),
+            jitter: format_duration(jitter),
+        });
+    }
+    Ok(())
 }
 
 /// The offset of a job's regular starts from its occurrences, in `[0, jitter)` to the millisecond

@@ -41,7 +41,9 @@ pub use catch_up::{
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use error::Error;
 pub use field::Field;
-pub use jitter::{JitterError, check_jitter, jitter_offset, parse_jitter, shortest_interval};
+pub use jitter::{
+    JitterError, check_expect_within, check_jitter, jitter_offset, parse_jitter, shortest_interval,
+};
 pub use policy::{
     DEFAULT_BACKOFF, MAX_BACKOFF, MAX_RETRIES, MIN_BACKOFF, MIN_LEASE, MissedPolicy, PolicyError,
     RunOn, RunOnError,

@@ -150,7 +150,9 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     }
     // Every run recorded has left `in_flight`; what is left was cancelled or could not be recorded.
     recorder.abort();
-    shutdown::deregister(&shared, wound_down).await
+    let stopped = shutdown::deregister(&shared, wound_down).await;
+    shutdown::drain_events(&shared).await;
+    stopped
 }
 
 /// Registers this replica's deployment with the store; `None` if shutdown came first.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::events::EVENT_DRAIN;
 use super::handler;
 use super::metrics::{self, Operation};
 use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
@@ -195,6 +196,27 @@ pub(super) async fn deregister<S: Store>(
         );
     }
     Ok(())
+}
+
+/// Closes the listeners' queue and waits up to [`EVENT_DRAIN`] of real time for them to hear the events
+/// still in it, so that none raised before shutdown is lost with the process (docs/runtime.md,
+/// "Shutdown"). A listener that hangs past it is left, with a warning.
+pub(super) async fn drain_events<S: Store>(shared: &Shared<S>) {
+    let Some(closed) = shared.events.close() else {
+        return;
+    };
+    // A thread of tokio's blocking pool waits, so that a runtime on a paused clock (a test) waits in
+    // real time too.
+    let heard = tokio::task::spawn_blocking(move || closed.wait(EVENT_DRAIN))
+        .await
+        .unwrap_or(false);
+    if !heard {
+        tracing::warn!(
+            target: "cronverb::event",
+            wait = ?EVENT_DRAIN,
+            "the event listeners have not heard every event queued; stopped without them"
+        );
+    }
 }
 
 /// After `run()` has shut the runtime down: a handler that still blocks its thread, a run the watchdog

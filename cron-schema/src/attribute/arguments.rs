@@ -290,7 +290,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
                 Err(error) => errors.at(value.span(), error),
             },
             Key::ExpectWithin => match crate::parse_duration(&value.value()) {
-                Ok(_) => expect_within = Some((value.clone(), assign)),
+                Ok(within) => expect_within = Some((value.clone(), within, assign)),
                 Err(error) => errors.at(value.span(), error),
             },
             Key::Crate => crate_path = check_crate_path(value, errors),
@@ -352,14 +352,19 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
 
     // An occurrence expected to succeed within a span (docs/operations.md, "Overdue") is one the
     // store tracks; a job on every replica has no one occurrence to track.
-    if let Some((_, assign)) = &expect_within
-        && on == Some(RunOn::EveryReplica)
-    {
-        errors.spanned(
-            assign,
-            "a job with `on = \"every_replica\"` runs on every live replica, with no one run of an \
-             occurrence to be overdue; remove `expect_within`",
-        );
+    if let Some((_, within, assign)) = &expect_within {
+        if on == Some(RunOn::EveryReplica) {
+            errors.spanned(
+                assign,
+                "a job with `on = \"every_replica\"` runs on every live replica, with no one run of an \
+                 occurrence to be overdue; remove `expect_within`",
+            );
+        } else if let Some((_, width, _)) = &jitter
+            && let Err(error) = crate::check_expect_within(*width, *within)
+        {
+            // A run may start up to its jitter after its instant (`check_expect_within`).
+            errors.spanned(assign, error);
+        }
     }
 
     if !expression_seen {
@@ -386,7 +391,7 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         on: on.unwrap_or_default(),
         catch_up: catch_up.map(|(value, ..)| value),
         jitter: jitter.map(|(value, ..)| value),
-        expect_within: expect_within.map(|(value, _)| value),
+        expect_within: expect_within.map(|(value, ..)| value),
         crate_path,
     })
 }

@@ -28,7 +28,10 @@ impl State {
                 active,
                 paused: job.paused,
                 start_time: job.start_time,
-                last_success: self.history.last_success(&job.module, &job.verb),
+                succeeded_since: self
+                    .history
+                    .last_success(&job.module, &job.verb)
+                    .is_some_and(|success| success >= expected.occurrence),
                 succeeded_in_time: self.history.succeeded_by(
                     &job.module,
                     &job.verb,

@@ -183,6 +183,8 @@ impl Protocol for Postgres {
         carry_to_active: sql::runs::CARRY_TO_ACTIVE,
         move_retries: sql::runs::MOVE_RETRIES,
         end_orphaned_retries: sql::runs::END_ORPHANED_RETRIES,
+        overdue_rows: sql::jobs::OVERDUE_ROWS,
+        mark_overdue: sql::jobs::MARK_OVERDUE,
     };
 
     const BEGIN: &'static str = "BEGIN";

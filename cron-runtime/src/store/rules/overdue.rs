@@ -2,11 +2,13 @@
 //! expects each occurrence to have succeeded within that span of its instant. The occurrence it
 //! expects now is the latest whose instant plus the span has passed ([`expected`]), computed by the
 //! replica from its build's schedule; whether that occurrence is overdue, and whether it is reported,
-//! is decided from the row's facts ([`OverdueRow::notifies`], [`OverdueRow::is_overdue`]), which the
-//! memory store applies in Rust and the SQL stores as one conditional `UPDATE` (`store/sql/overdue.rs`),
-//! so that exactly one replica reports each overdue occurrence. Whether it is reported is decided by
-//! its deadline (no success by then: an outage whose late run succeeded before anyone checked is
-//! still reported); whether it is overdue now, for the gauge and the health report, by the present. The conformance suite pins both.
+//! is decided here alone from the row's facts ([`OverdueRow::notifies`], [`OverdueRow::is_overdue`]),
+//! which every store reads (the SQL stores in one statement for all the jobs of a check,
+//! `store/sql/overdue.rs`). The store then records the occurrences decided reported in one step that
+//! takes each only if no replica recorded it (or a later one) first, so that exactly one replica
+//! reports each overdue occurrence. Whether it is reported is decided by its deadline (no success by
+//! then: an outage whose late run succeeded before anyone checked is still reported); whether it is
+//! overdue now, for the gauge and the health report, by the present. The conformance suite pins both.
 
 use std::time::Duration;
 
@@ -55,8 +57,9 @@ pub(crate) struct OverdueRow {
     /// When the row's schedule started counting (`cron_jobs.start_time`): an occurrence before it is
     /// not this row's to expect.
     pub(crate) start_time: DateTime<Utc>,
-    /// The latest occurrence of the verb (module and verb, under any deployment) that succeeded.
-    pub(crate) last_success: Option<DateTime<Utc>>,
+    /// An occurrence of the verb (module and verb, under any deployment) at or after the one expected
+    /// succeeded, whenever its run ended.
+    pub(crate) succeeded_since: bool,
     /// An occurrence of the verb at or after the one expected succeeded in a run that ended by the
     /// expected one's deadline (its instant plus `expect_within`).
     pub(crate) succeeded_in_time: bool,
@@ -69,10 +72,7 @@ impl OverdueRow {
     /// active deployment, not paused, the occurrence is the row's, and no occurrence at or after it
     /// has succeeded, whether its replicas were down, its run hangs or it failed.
     pub(crate) fn is_overdue(&self, occurrence: DateTime<Utc>) -> bool {
-        self.active
-            && !self.paused
-            && self.start_time <= occurrence
-            && self.last_success.is_none_or(|success| success < occurrence)
+        self.active && !self.paused && self.start_time <= occurrence && !self.succeeded_since
     }
 
     /// Whether the replica asking reports `occurrence`: the row is of the active deployment, not
@@ -131,13 +131,52 @@ mod tests {
     }
 
     #[test]
+    fn a_nightly_job_across_the_daylight_saving_changes_expects_the_occurrences_it_has() {
+        // 02:30 in Paris (docs/expressions.md, "Time zones and daylight saving"), expected within 15m.
+        let nightly = ZonedSchedule::new(
+            Schedule::parse("30 2 * * *").unwrap(),
+            chrono_tz::Europe::Paris,
+        );
+        let within = Duration::from_secs(15 * 60);
+        // Spring forward, 2026-03-29: 02:30 is in the gap, and runs at its end, 03:00 CEST (01:00Z).
+        assert_eq!(
+            expected(&nightly, within, at("2026-03-29T01:14:59Z")),
+            Some(at("2026-03-28T01:30:00Z"))
+        );
+        assert_eq!(
+            expected(&nightly, within, at("2026-03-29T01:15:00Z")),
+            Some(at("2026-03-29T01:00:00Z"))
+        );
+        // The next night is in summer time: 02:30 CEST is 00:30Z.
+        assert_eq!(
+            expected(&nightly, within, at("2026-03-30T00:45:00Z")),
+            Some(at("2026-03-30T00:30:00Z"))
+        );
+        // Fall back, 2026-10-25: 02:30 comes twice, at 00:30Z (CEST) and 01:30Z (CET); the job runs at
+        // the first, and the second pass expects nothing new.
+        assert_eq!(
+            expected(&nightly, within, at("2026-10-25T00:45:00Z")),
+            Some(at("2026-10-25T00:30:00Z"))
+        );
+        assert_eq!(
+            expected(&nightly, within, at("2026-10-25T01:45:00Z")),
+            Some(at("2026-10-25T00:30:00Z"))
+        );
+        // The next night is in winter time: 02:30 CET is 01:30Z.
+        assert_eq!(
+            expected(&nightly, within, at("2026-10-26T01:45:00Z")),
+            Some(at("2026-10-26T01:30:00Z"))
+        );
+    }
+
+    #[test]
     fn an_occurrence_is_overdue_until_one_at_or_after_it_succeeds_and_reported_once() {
         let o = at("2026-03-08T02:00:00Z");
         let row = OverdueRow {
             active: true,
             paused: false,
             start_time: at("2026-03-01T00:00:00Z"),
-            last_success: Some(at("2026-03-07T02:00:00Z")),
+            succeeded_since: false,
             succeeded_in_time: false,
             notified_for: None,
         };
@@ -148,14 +187,14 @@ mod tests {
         };
         assert!(reported.is_overdue(o) && !reported.notifies(o));
         let succeeded = OverdueRow {
-            last_success: Some(o),
+            succeeded_since: true,
             succeeded_in_time: true,
             ..row
         };
         assert!(!succeeded.is_overdue(o) && !succeeded.notifies(o));
         // It succeeded after its deadline: overdue no more, but reported once.
         let late = OverdueRow {
-            last_success: Some(o),
+            succeeded_since: true,
             ..row
         };
         assert!(!late.is_overdue(o) && late.notifies(o));

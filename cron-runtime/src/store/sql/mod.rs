@@ -41,6 +41,7 @@ use self::deploy::InsertJobs;
 pub(crate) use self::deploy::previous_rows;
 use self::end::EndRuns;
 pub(crate) use self::end::carried_rows;
+pub(crate) use self::overdue::{mark_overdue, overdue_rows};
 use self::run::{Affected, Bind, Reads, Run};
 use self::values::{Ago, At, Column, Rows, Span};
 use super::clock::ClockWatch;
@@ -160,6 +161,12 @@ pub(crate) struct Steps {
     pub(crate) move_retries: &'static str,
     /// Ends the runs `1` `failed`, each with its error of `2`.
     pub(crate) end_orphaned_retries: &'static str,
+    /// The facts of the rows of deployment `1` for the expected occurrences `2` (verb, occurrence,
+    /// deadline), `overdue::overdue_rows!`.
+    pub(crate) overdue_rows: &'static str,
+    /// Records the rows `1` as having reported their occurrence `2`, each unless one was recorded
+    /// first, `overdue::mark_overdue!`.
+    pub(crate) mark_overdue: &'static str,
 }
 
 /// A database the SQL store runs on: its statements, and what its driver decides.
@@ -180,6 +187,7 @@ pub(crate) trait Protocol:
     + Bind<Rows<(Column<i64>, Column<At>)>>
     + Bind<Rows<(Column<i64>, Column<At>, Column<At>)>>
     + Bind<Rows<(Column<i64>, Column<String>)>>
+    + Bind<Rows<(Column<String>, Column<At>, Column<At>)>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<At>, Column<Option<i64>>, Column<Option<At>>)>>
     + Bind<Rows<(Column<i64>, Column<Option<At>>, Column<Option<At>>, Column<Option<i64>>)>>
     + Bind<Rows<(Column<i64>, Column<At>, Column<bool>, Column<bool>, Column<bool>, Column<bool>, Column<At>)>>
@@ -200,6 +208,7 @@ pub(crate) trait Protocol:
     + Reads<claim::NextDue>
     + Reads<end::ChainedRun>
     + Reads<end::CarriedRow>
+    + Reads<overdue::OverdueFacts>
     + Reads<deploy::JobRow>
     + Reads<deploy::Elected>
     + Reads<deploy::Previous>

@@ -1,61 +1,97 @@
 //! [`Store::overdue`](crate::store::Store::overdue) on every SQL store (docs/operations.md,
-//! "Overdue"): `rules::overdue::OverdueRow`'s decision as SQL, written once for both databases
-//! (parameters `$N` on both; an instant binds as each driver's `At`; a boolean column reads as one on
-//! both). Each expected occurrence is one conditional `UPDATE` of its job's row: the database's row
-//! lock (PostgreSQL re-reads the condition once it holds the row; SQLite writes one transaction at a
-//! time) lets one replica alone set `overdue_notified_for` to the occurrence, and that replica reports
-//! it. A job with `expect_within` is rare and the step runs every few seconds: one statement per job.
+//! "Overdue"). A check is at most two statements, whatever the number of jobs: one reads the facts of
+//! every expected occurrence's row ([`overdue_rows!`], `rules::overdue::OverdueRow`), the rule decides
+//! in Rust, and one records the occurrences decided reported ([`mark_overdue!`]). The record takes a
+//! row only where no replica recorded that occurrence (or a later one) first: the database's row lock
+//! (PostgreSQL re-reads the condition once it holds the row; SQLite writes one transaction at a time)
+//! lets one replica alone set `overdue_notified_for` to the occurrence, and that replica reports it.
+
+use std::collections::{HashMap, HashSet};
 
 use super::run::Statement;
-use super::values::At;
+use super::values::{At, Column, Rows};
 use super::{Protocol, SqlStore, db};
+use crate::store::rules::overdue::OverdueRow;
 use crate::store::{Expected, Overdue, Runner, StoreError};
 
-/// The facts of `rules::overdue::OverdueRow` both decisions share, on the row of verb `$2` of
-/// deployment `$1` for the occurrence `$3`: the deployment is active, the job not paused and the
-/// occurrence not before the row's `start_time`.
-macro_rules! overdue_row {
-    () => {
-        "deployment_id = $1 AND verb = $2 AND NOT paused AND start_time <= $3
-  AND EXISTS (SELECT 1 FROM cron_deployments d WHERE d.id = cron_jobs.deployment_id AND d.active)"
+/// The facts of `rules::overdue::OverdueRow` for each expected occurrence (verb, occurrence, deadline
+/// `e(verb, occurrence, deadline)`, bound as `$expected`) of a row of deployment `$deployment`, as
+/// [`OverdueFacts`] reads them: one statement for every job of a check. A success is read on the
+/// history's unique key (`module_name, verb, scheduled_at`) forward from the occurrence. The one
+/// definition of [`Steps::overdue_rows`](super::Steps::overdue_rows), each database spelling how its
+/// parameters bind.
+macro_rules! overdue_rows {
+    (deployment: $deployment:literal, expected: $expected:literal $(,)?) => {
+        concat!(
+            "
+SELECT j.id, e.verb, d.active, j.paused, j.start_time,
+       EXISTS (SELECT 1 FROM cron_job_runs r
+               WHERE r.module_name = j.module_name AND r.verb = j.verb
+                 AND r.scheduled_at >= e.occurrence AND r.outcome = 'succeeded') AS succeeded_since,
+       EXISTS (SELECT 1 FROM cron_job_runs r
+               WHERE r.module_name = j.module_name AND r.verb = j.verb
+                 AND r.scheduled_at >= e.occurrence AND r.outcome = 'succeeded'
+                 AND r.finished_at <= e.deadline) AS succeeded_in_time,
+       j.overdue_notified_for
+FROM ",
+            $expected,
+            "
+JOIN cron_jobs j ON j.deployment_id = ",
+            $deployment,
+            " AND j.verb = e.verb
+JOIN cron_deployments d ON d.id = j.deployment_id
+"
+        )
     };
 }
+pub(crate) use overdue_rows;
 
-/// A run of the row's verb (any deployment) of an occurrence at or after `$3` that succeeded, read on
-/// the history's unique key (`module_name, verb, scheduled_at`) forward from the occurrence; the
-/// condition that follows it narrows it.
-macro_rules! success_from {
-    () => {
-        "SELECT 1 FROM cron_job_runs r
-    WHERE r.module_name = cron_jobs.module_name AND r.verb = cron_jobs.verb
-      AND r.scheduled_at >= $3 AND r.outcome = 'succeeded'"
+/// Records each row `w.id` as having reported occurrence `w.occurrence` (`w`, bound as `$rows`) where
+/// no replica recorded it or a later one yet, and returns the ids it recorded: the ones this replica
+/// reports. The one definition of [`Steps::mark_overdue`](super::Steps::mark_overdue).
+macro_rules! mark_overdue {
+    (rows: $rows:literal $(,)?) => {
+        concat!(
+            "
+UPDATE cron_jobs SET overdue_notified_for = w.occurrence
+FROM ",
+            $rows,
+            "
+WHERE cron_jobs.id = w.id
+  AND (cron_jobs.overdue_notified_for IS NULL OR cron_jobs.overdue_notified_for < w.occurrence)
+RETURNING cron_jobs.id
+"
+        )
     };
 }
+pub(crate) use mark_overdue;
 
-/// Records occurrence `$3` of verb `$2` of deployment `$1` as reported when no run of it or a later
-/// one succeeded by its deadline `$4` and no replica reported it (or a later one) yet
-/// (`OverdueRow::notifies`); returns the row's id when it did.
-pub(crate) const NOTIFY_OVERDUE: &str = concat!(
-    "UPDATE cron_jobs SET overdue_notified_for = $3 WHERE ",
-    overdue_row!(),
-    "
-  AND NOT EXISTS (",
-    success_from!(),
-    " AND r.finished_at <= $4)
-  AND (overdue_notified_for IS NULL OR overdue_notified_for < $3)
-RETURNING id"
-);
+/// A row's facts for its expected occurrence, as [`Steps::overdue_rows`](super::Steps::overdue_rows)
+/// reads them.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct OverdueFacts {
+    id: i64,
+    verb: String,
+    active: bool,
+    paused: bool,
+    start_time: At,
+    succeeded_since: bool,
+    succeeded_in_time: bool,
+    overdue_notified_for: Option<At>,
+}
 
-/// The row's id when occurrence `$3` of verb `$2` of deployment `$1` is overdue now, reported or not
-/// (`OverdueRow::is_overdue`): no run of it or a later one has succeeded.
-pub(crate) const IS_OVERDUE: &str = concat!(
-    "SELECT id FROM cron_jobs WHERE ",
-    overdue_row!(),
-    "
-  AND NOT EXISTS (",
-    success_from!(),
-    ")"
-);
+impl OverdueFacts {
+    fn row(&self) -> OverdueRow {
+        OverdueRow {
+            active: self.active,
+            paused: self.paused,
+            start_time: self.start_time.0,
+            succeeded_since: self.succeeded_since,
+            succeeded_in_time: self.succeeded_in_time,
+            notified_for: self.overdue_notified_for.map(|at| at.0),
+        }
+    }
+}
 
 impl<D: Protocol> SqlStore<D> {
     /// [`Store::overdue`](crate::store::Store::overdue).
@@ -65,35 +101,76 @@ impl<D: Protocol> SqlStore<D> {
         expected: &[Expected],
     ) -> Result<Vec<Overdue>, StoreError> {
         let context = "checking the jobs expected to have succeeded";
+        if expected.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut conn = self.pool.acquire().await.map_err(db(context))?;
-        let mut found = Vec::new();
-        for expected in expected {
-            let statement = |text| {
-                Statement::<D>::new(text)
-                    .bind(runner.deployment_id)
-                    .bind(expected.verb.clone())
-                    .bind(At(expected.occurrence))
-            };
-            let notified: Option<(i64,)> = statement(NOTIFY_OVERDUE)
-                .bind(At(expected.by))
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db(context))?;
-            let notify = notified.is_some();
-            let outstanding = statement(IS_OVERDUE)
-                .fetch_optional::<(i64,)>(&mut *conn)
+        let rows = Rows((
+            expected
+                .iter()
+                .map(|e| e.verb.clone())
+                .collect::<Column<_>>(),
+            expected
+                .iter()
+                .map(|e| At(e.occurrence))
+                .collect::<Column<_>>(),
+            expected.iter().map(|e| At(e.by)).collect::<Column<_>>(),
+        ));
+        let facts: Vec<OverdueFacts> = Statement::<D>::new(D::STEPS.overdue_rows)
+            .bind(runner.deployment_id)
+            .bind(rows)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db(context))?;
+        let facts: HashMap<&str, &OverdueFacts> =
+            facts.iter().map(|f| (f.verb.as_str(), f)).collect();
+        // Each expected occurrence's decision, in their order, by the rule alone: (row id, expected,
+        // overdue now, reported by this replica if it records it first).
+        let decided: Vec<(i64, &Expected, bool, bool)> = expected
+            .iter()
+            .filter_map(|expected| {
+                let facts = facts.get(expected.verb.as_str())?;
+                let row = facts.row();
+                Some((
+                    facts.id,
+                    expected,
+                    row.is_overdue(expected.occurrence),
+                    row.notifies(expected.occurrence),
+                ))
+            })
+            .collect();
+        let to_mark: Vec<(i64, At)> = decided
+            .iter()
+            .filter(|(.., notifies)| *notifies)
+            .map(|(id, expected, ..)| (*id, At(expected.occurrence)))
+            .collect();
+        let marked: HashSet<i64> = if to_mark.is_empty() {
+            HashSet::new()
+        } else {
+            let rows = Rows((
+                to_mark.iter().map(|(id, _)| *id).collect::<Column<_>>(),
+                to_mark.iter().map(|(_, at)| *at).collect::<Column<_>>(),
+            ));
+            Statement::<D>::new(D::STEPS.mark_overdue)
+                .bind(rows)
+                .fetch_all::<(i64,)>(&mut *conn)
                 .await
                 .map_err(db(context))?
-                .is_some();
-            if outstanding || notify {
-                found.push(Overdue {
+                .into_iter()
+                .map(|(id,)| id)
+                .collect()
+        };
+        Ok(decided
+            .into_iter()
+            .filter_map(|(id, expected, outstanding, _)| {
+                let notify = marked.contains(&id);
+                (outstanding || notify).then(|| Overdue {
                     verb: expected.verb.clone(),
                     occurrence: expected.occurrence,
                     notify,
                     outstanding,
-                });
-            }
-        }
-        Ok(found)
+                })
+            })
+            .collect())
     }
 }

@@ -561,6 +561,14 @@ SET outcome = 'failed', error = o.error, finished_at = (SELECT now FROM temp.cro
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS error FROM json_each(?1)) AS o
 WHERE r.id = o.id AND r.outcome = 'running'"
     ),
+    overdue_rows: crate::store::sql::overdue_rows!(
+        deployment: "?1",
+        expected: "(SELECT value ->> 0 AS verb, value ->> 1 AS occurrence, value ->> 2 AS deadline
+      FROM json_each(?2)) AS e",
+    ),
+    mark_overdue: crate::store::sql::mark_overdue!(
+        rows: "(SELECT value ->> 0 AS id, value ->> 1 AS occurrence FROM json_each(?1)) AS w",
+    ),
 };
 
 #[cfg(test)]
@@ -620,6 +628,8 @@ mod tests {
             carry_to_active,
             move_retries,
             end_orphaned_retries,
+            overdue_rows,
+            mark_overdue,
         } = STEPS;
         let texts = [
             ("every_replica.record", every_replica.record),
@@ -670,6 +680,8 @@ mod tests {
             ("carry_to_active", carry_to_active),
             ("move_retries", move_retries),
             ("end_orphaned_retries", end_orphaned_retries),
+            ("overdue_rows", overdue_rows),
+            ("mark_overdue", mark_overdue),
         ];
         texts
             .into_iter()

@@ -461,4 +461,17 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::timestamptz[], $5
     AS e(id, next_execution, run_id, lease_expires_at, trigger_requested_at, retry_run_id)
 WHERE j.id = e.id
 ";
+
+    /// Overdue: the facts of the rows of deployment `$1` for the expected occurrences, one element of
+    /// each array of `$2`..`$4` per job (verb, occurrence, deadline); one statement per check.
+    OVERDUE_ROWS = crate::store::sql::overdue_rows!(
+        deployment: "$1",
+        expected: "unnest($2::text[], $3::timestamptz[], $4::timestamptz[]) AS e(verb, occurrence, deadline)",
+    );
+
+    /// Overdue: records the rows `$1` as having reported their occurrence of `$2`, each only where no
+    /// replica recorded it or a later one first; returns the rows recorded.
+    MARK_OVERDUE = crate::store::sql::mark_overdue!(
+        rows: "unnest($1::bigint[], $2::timestamptz[]) AS w(id, occurrence)",
+    );
 }
