@@ -208,7 +208,7 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0012)\n"
+        "cronverb's tables are up to date (migration 0013)\n"
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
@@ -546,7 +546,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     let message = stderr(&output);
     assert!(
-        message.contains("migration 10000") && message.contains("up to 0012"),
+        message.contains("migration 10000") && message.contains("up to 0013"),
         "{message}"
     );
     // Every other command refuses it as `migrate` and the replicas do, before reading or writing.
@@ -567,7 +567,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
         );
         let message = stderr(&output);
         assert!(
-            message.contains("require migration 10000 or later") && message.contains("up to 0012"),
+            message.contains("require migration 10000 or later") && message.contains("up to 0013"),
             "{args:?}: {message}"
         );
     }

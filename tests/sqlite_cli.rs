@@ -145,7 +145,7 @@ fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0012)\n"
+        "cronverb's tables are up to date (migration 0013)\n"
     );
     assert_eq!(file.json(&["migrate"])["version"], 12);
     let output = file.cronverb(&["status"]);
@@ -637,7 +637,7 @@ fn every_command_refuses_a_file_that_a_newer_release_contracted() {
         let message = stderr(&output);
         assert!(
             message.contains("require migration 10000 or later")
-                && message.contains("knows migrations up to 0012"),
+                && message.contains("knows migrations up to 0013"),
             "{args:?}: {message}"
         );
     }

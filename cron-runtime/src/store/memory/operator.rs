@@ -11,7 +11,7 @@ use crate::store::rules::operator::{
     Resume, close_to, executing, no_active_deployment, not_in_active_deployment, nothing_running,
     reported_at_resume, resume, runs_on_every_replica, unknown_module, unknown_verb,
 };
-use crate::store::rules::reschedule::{Override, check, every_replica_refusal, rescheduled};
+use crate::store::rules::reschedule::{Override, check, refusal, rescheduled};
 use crate::store::{Cancel, Runner, StoreError};
 
 impl State {
@@ -220,8 +220,11 @@ impl State {
     ) -> Result<(), StoreError> {
         let rows = self.rows_of(module, verb)?;
         let first = &self.jobs[&rows[0]];
-        if first.spec.on == RunOn::EveryReplica {
-            return Err(StoreError::Invalid(every_replica_refusal(verb)));
+        let code = first.code.as_deref().unwrap_or(&first.spec);
+        if to.is_some()
+            && let Some(refused) = refusal(verb, code.on == RunOn::EveryReplica, code.fixed)
+        {
+            return Err(StoreError::Invalid(refused));
         }
         let key = (std::sync::Arc::clone(&first.module), verb.to_owned());
         // Without a zone, the expression is read in the code's.
