@@ -15,7 +15,7 @@ use super::lookup::resolve_verb;
 use super::rows::{At, RescheduleRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db};
 use crate::rfc3339;
-use crate::store::rules::reschedule::{check, refusal, rescheduled};
+use crate::store::rules::reschedule::{check, is_reset, refusal, rescheduled};
 
 /// The result of [`Admin::reschedule`](super::Admin::reschedule) and
 /// [`Admin::reset_schedule`](super::Admin::reset_schedule): the schedule the verb runs now.
@@ -147,7 +147,13 @@ pub(crate) async fn reschedule<D: Dialect>(
             after = Some((expression, zone, next.filter(|_| row.state == "idle")));
         }
     }
-    match &target {
+    let keeps_override = target
+        .as_ref()
+        .filter(|(expression, zone, _)| {
+            let code = code_of(first);
+            !is_reset((expression, zone), (&code.0, &code.1))
+        });
+    match keeps_override {
         Some((expression, zone, _)) => {
             Statement::<D>::new(D::SQL.set_override)
                 .bind(module.clone())

@@ -142,3 +142,29 @@ pub async fn a_deploy_that_marks_an_overridden_job_fixed_drops_the_override(
         "billing@3's row finds no override to run"
     );
 }
+
+/// Rescheduling a verb to exactly its code's expression and zone returns it to its code's schedule
+/// and keeps no override: a deployment whose code then changes the expression runs the new code's, not
+/// an override nobody sees (docs/operations.md, "Changing a schedule without a build").
+pub async fn an_override_to_the_codes_own_schedule_is_a_reset(h: impl StoreUnderTest) {
+    let (_old, _) = replica(&h, &deployment("billing@1", vec![job("a", YEARLY)])).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    h.reschedule("a", YEARLY).await.unwrap();
+    let yearly = zoned(YEARLY).next_after(h.now().await);
+    assert_eq!(h.next_execution(MODULE, "a").await, yearly);
+    const SECOND_OF_JANUARY: &str = "0 0 2 1 *";
+    let (_new, _) = replica(
+        &h,
+        &deployment("billing@2", vec![job("a", SECOND_OF_JANUARY)]),
+    )
+    .await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(SECOND_OF_JANUARY).next_after(h.now().await),
+        "billing@2 runs its code's schedule: no override was kept"
+    );
+    assert!(
+        matches!(h.operator().audited("reschedule").await, None | Some(2)),
+        "each reschedule asked is audited as one"
+    );
+}

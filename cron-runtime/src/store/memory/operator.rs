@@ -11,7 +11,7 @@ use crate::store::rules::operator::{
     Resume, close_to, executing, no_active_deployment, not_in_active_deployment, nothing_running,
     reported_at_resume, resume, runs_on_every_replica, unknown_module, unknown_verb,
 };
-use crate::store::rules::reschedule::{Override, check, refusal, rescheduled};
+use crate::store::rules::reschedule::{Override, check, is_reset, refusal, rescheduled};
 use crate::store::{Cancel, Runner, StoreError};
 
 impl State {
@@ -235,12 +235,15 @@ impl State {
             .zone
             .name()
             .to_owned();
+        let code_expression = code.expression.clone();
         let target = match to {
             Some((expression, zone)) => {
                 let zone = zone.unwrap_or(&code_zone).to_owned();
                 let schedule =
                     check(expression, &zone, first.spec.jitter).map_err(StoreError::Invalid)?;
-                Some((expression.to_owned(), zone, schedule))
+                // An override to the code's own schedule is a reset (`rules::reschedule::is_reset`).
+                (!is_reset((expression, &zone), (&code_expression, &code_zone)))
+                    .then(|| (expression.to_owned(), zone, schedule))
             }
             None => None,
         };

@@ -33,6 +33,14 @@ pub(crate) fn refusal(verb: &str, every_replica: bool, fixed: bool) -> Option<St
     })
 }
 
+/// Whether an override to `target` (expression and zone) of a verb whose code declares `code` is a
+/// reset: an override to the code's own schedule would be one no row shows (each row runs its code's)
+/// yet later deployments would start at, so it returns to the code's schedule as `--reset` does and
+/// keeps no override; it is audited as the reschedule it was asked as.
+pub(crate) fn is_reset(target: (&str, &str), code: (&str, &str)) -> bool {
+    target == code
+}
+
 /// Whether a new deployment's registration drops `over`, the override of `job`'s verb: where the code
 /// now marks the job `fixed`, the code wins and the override is deleted, so that no later deployment
 /// runs it either (docs/operations.md, "Changing a schedule without a build").
