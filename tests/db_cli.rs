@@ -173,6 +173,7 @@ fn heartbeat_job() -> JobSpec {
         catch_up: None,
         jitter: None,
         expect_within: None,
+        fixed: false,
     }
 }
 
@@ -212,7 +213,7 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
-    assert_eq!(migrated["version"], 12);
+    assert_eq!(migrated["version"], 13);
 
     let output = db.cronverb(&["status"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
