@@ -1101,13 +1101,22 @@ fn a_fixed_verb_refuses_an_override_and_a_deploy_that_marks_it_fixed_drops_one()
     let schema = file.schema_file();
     let schema = schema.to_str().unwrap();
     file.json(&["deploy", "--deployment", "billing@1", schema]);
-    file.json(&["reschedule", "send_invoices", "*/30 * * * *", "--actor", "alice"]);
+    file.json(&[
+        "reschedule",
+        "send_invoices",
+        "*/30 * * * *",
+        "--actor",
+        "alice",
+    ]);
 
     // The next build declares the verb fixed: its registration drops the override and says so.
     let fixed = file.path.with_extension("fixed.json");
     std::fs::write(
         &fixed,
-        SCHEMA.replace(r#""timeout": "10m" }"#, r#""timeout": "10m", "fixed": true }"#),
+        SCHEMA.replace(
+            r#""timeout": "10m" }"#,
+            r#""timeout": "10m", "fixed": true }"#,
+        ),
     )
     .unwrap();
     let fixed = fixed.to_str().unwrap();

@@ -569,7 +569,8 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
             (Some(within), _) => Some(Timeout::Given(within)),
             (None, Some(text)) => Some(Timeout::Text(text)),
             (None, None) => None,
-        },        fixed: d.job.fixed,
+        },
+        fixed: d.job.fixed,
     };
     let spec = job_spec(fields, default_timeout).map_err(|errors| BuildError::InvalidJob {
         name: d.job.name.clone(),

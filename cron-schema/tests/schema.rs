@@ -653,7 +653,9 @@ mod attribute {
                 .collect();
             assert_eq!(
                 messages,
-                ["`fixed` takes no value: write `#[cron(\"0 2 * * *\", fixed)]` for a job whose schedule an operator may not override, or leave it out"]
+                [
+                    "`fixed` takes no value: write `#[cron(\"0 2 * * *\", fixed)]` for a job whose schedule an operator may not override, or leave it out"
+                ]
             );
         }
         let twice: Vec<String> = parse(quote!("0 2 * * *", fixed, fixed))
@@ -865,7 +867,9 @@ fn fixed_round_trips_and_diffs() {
             "billing",
             Verb::new(
                 "billing::nightly",
-                Cron::new("0 2 * * *").timezone("Europe/Berlin").fixed(fixed),
+                Cron::new("0 2 * * *")
+                    .timezone("Europe/Berlin")
+                    .fixed(fixed),
             ),
         )])
     };

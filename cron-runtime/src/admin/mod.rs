@@ -50,7 +50,8 @@ pub use audit::{AUDIT_LIMIT, Action, Actor, AuditEntry, AuditFilter, Origin};
 pub use backfill::{BackfillCancelled, BackfillProgress, Backfilled, Occurrence};
 pub use cancel::Cancelled;
 pub use deploy::{
-    ChangedJob, Changes, Deployed, DeployedJob, DroppedOverride, RemovedJob, check_verbs_listed_once,
+    ChangedJob, Changes, Deployed, DeployedJob, DroppedOverride, RemovedJob,
+    check_verbs_listed_once,
 };
 pub use deployment::Deployment;
 pub use error::AdminError;

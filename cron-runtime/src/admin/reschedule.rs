@@ -147,12 +147,10 @@ pub(crate) async fn reschedule<D: Dialect>(
             after = Some((expression, zone, next.filter(|_| row.state == "idle")));
         }
     }
-    let keeps_override = target
-        .as_ref()
-        .filter(|(expression, zone, _)| {
-            let code = code_of(first);
-            !is_reset((expression, zone), (&code.0, &code.1))
-        });
+    let keeps_override = target.as_ref().filter(|(expression, zone, _)| {
+        let code = code_of(first);
+        !is_reset((expression, zone), (&code.0, &code.1))
+    });
     match keeps_override {
         Some((expression, zone, _)) => {
             Statement::<D>::new(D::SQL.set_override)

@@ -113,7 +113,8 @@ pub(crate) fn effective(job: &JobSpec, over: Option<&Override>) -> Effective {
         schedule: job.schedule.clone(),
         overridden: false,
     };
-    let Some(over) = over.filter(|_| job.on != cron_schema::RunOn::EveryReplica && !job.fixed) else {
+    let Some(over) = over.filter(|_| job.on != cron_schema::RunOn::EveryReplica && !job.fixed)
+    else {
         return code();
     };
     if over.expression == job.expression && over.zone == job.zone.name() {
