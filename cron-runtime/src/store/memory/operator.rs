@@ -386,6 +386,7 @@ mod tests {
             catch_up: None,
             jitter: None,
             expect_within: None,
+            fixed: false,
         };
         let spec = DeploymentSpec {
             key: "billing@1".to_owned(),
