@@ -111,6 +111,7 @@ async fn replica(url: &str) -> (SqliteStore, Runner) {
                 catch_up: None,
                 jitter: None,
                 expect_within: None,
+                fixed: false,
                 on: Default::default(),
             }],
         })

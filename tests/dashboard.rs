@@ -434,6 +434,35 @@ async fn a_reschedule_through_the_form_shows_the_drift_everywhere_and_resets(poo
     assert_eq!(actions, ["reschedule", "reset"]);
 }
 
+/// A job its code declares `fixed` has no reschedule form, and a reschedule posted anyway is refused
+/// with the reason, changes nothing and writes no audit row.
+#[sqlx::test(migrations = false)]
+async fn a_fixed_job_has_no_reschedule_form_and_refuses_one(pool: PgPool) {
+    let store = PgStore::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let schema = Schema::new([(
+        "billing",
+        Verb::new("billing::send", Cron::new("0 2 * * 1-5").fixed(true)),
+    )]);
+    store.admin().deploy("v1", &schema, None).await.unwrap();
+    let router = with_hook(&store);
+    let page = get_as(&router, JOB, "").await;
+    assert!(page.body.contains("/trigger\""), "{}", page.body);
+    assert!(!page.body.contains("/reschedule\""), "{}", page.body);
+    let (cookie, token) = csrf(&page);
+    let reply = post(
+        &router,
+        &format!("{JOB}/reschedule"),
+        &cookie,
+        &format!("csrf={token}&expression=*%2F30+*+*+*+*"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert!(reply.body.contains("is declared"), "{}", reply.body);
+    assert_eq!(schedule(&pool).await, ("0 2 * * 1-5".to_owned(), None));
+    assert_eq!(dashboard_rows(&pool).await, 0);
+}
+
 /// How many rows of the audit trail the dashboard wrote.
 async fn dashboard_rows(pool: &PgPool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM cron_audit WHERE origin = 'dashboard'")

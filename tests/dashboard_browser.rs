@@ -762,6 +762,7 @@ async fn a_job_on_every_replica_shows_each_replicas_last_run() -> anyhow::Result
         catch_up: None,
         jitter: None,
         expect_within: None,
+        fixed: false,
     };
     let refresh = "reports::refresh_cache";
     let jobs = vec![

@@ -173,6 +173,7 @@ fn heartbeat_job() -> JobSpec {
         catch_up: None,
         jitter: None,
         expect_within: None,
+        fixed: false,
     }
 }
 

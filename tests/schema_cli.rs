@@ -235,7 +235,7 @@ fn an_invalid_attribute_is_reported_where_it_is_with_the_compilers_message() {
     assert_eq!(
         stderr(&output),
         "src/jobs.rs:3:17: invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead\n\
-         src/jobs.rs:6:21: unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `jitter`, `expect_within`, `crate`\n\
+         src/jobs.rs:6:21: unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `jitter`, `expect_within`, `fixed`, `crate`\n\
          src/jobs.rs:7:1: the `async` keyword is missing from the function declaration\n"
     );
 }

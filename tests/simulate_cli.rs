@@ -207,6 +207,7 @@ fn simulate_reads_the_active_deployments_schema_from_the_database_and_writes_not
             catch_up: Some(Duration::from_secs(3 * 3600)),
             jitter: None,
             expect_within: None,
+            fixed: false,
         };
         store
             .register(&DeploymentSpec {

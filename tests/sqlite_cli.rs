@@ -122,6 +122,7 @@ async fn replica(url: &str) -> (SqliteStore, Runner) {
                 catch_up: None,
                 jitter: None,
                 expect_within: None,
+                fixed: false,
             }],
         })
         .await
@@ -1091,4 +1092,74 @@ fn reschedule_shows_the_drift_in_status_keeps_it_across_a_deploy_and_reset_retur
     assert_eq!(rows[1]["after"]["overridden"], true);
     assert_eq!(rows[0]["after"]["schedule"], "0 2 * * *");
     assert_eq!(rows[0]["after"]["overridden"], false);
+}
+
+#[test]
+fn a_fixed_verb_refuses_an_override_and_a_deploy_that_marks_it_fixed_drops_one() {
+    let file = File::new("fixed");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    let schema = file.schema_file();
+    let schema = schema.to_str().unwrap();
+    file.json(&["deploy", "--deployment", "billing@1", schema]);
+    file.json(&[
+        "reschedule",
+        "send_invoices",
+        "*/30 * * * *",
+        "--actor",
+        "alice",
+    ]);
+
+    // The next build declares the verb fixed: its registration drops the override and says so.
+    let fixed = file.path.with_extension("fixed.json");
+    std::fs::write(
+        &fixed,
+        SCHEMA.replace(
+            r#""timeout": "10m" }"#,
+            r#""timeout": "10m", "fixed": true }"#,
+        ),
+    )
+    .unwrap();
+    let fixed = fixed.to_str().unwrap();
+    let output = file.cronverb(&["deploy", "--deployment", "billing@2", fixed]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains(
+            "`billing::send_invoices`: the code declares it `fixed`: the override `*/30 * * * *` \
+             in Europe/Berlin is dropped, and the code's schedule runs from this deployment's \
+             takeover"
+        ),
+        "{}",
+        stdout(&output)
+    );
+    let deployed = &file.json(&["audit"]);
+    let deploy = deployed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["action"] == "deploy" && row["after"]["key"] == "billing@2")
+        .unwrap_or_else(|| panic!("{deployed}"));
+    assert_eq!(
+        deploy["after"]["dropped_overrides"][0]["verb"],
+        "billing::send_invoices"
+    );
+
+    // An override of the fixed verb is refused, with nothing changed and no audit row.
+    let output = file.cronverb(&["reschedule", "send_invoices", "*/10 * * * *"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "`billing::send_invoices` is declared `fixed` (`#[cron(..., fixed)]`): its schedule \
+             cannot be overridden"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    let rows = file.json(&["audit", "--verb", "send_invoices"]);
+    let actions: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["reschedule"], "alice's only");
 }

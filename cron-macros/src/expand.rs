@@ -49,6 +49,7 @@ fn registration(args: &CronAttribute) -> TokenStream {
     let catch_up = optional(args.catch_up.as_ref());
     let jitter = optional(args.jitter.as_ref());
     let expect_within = optional(args.expect_within.as_ref());
+    let fixed = args.fixed;
     let retries = args.retries;
     let backoff = optional(args.backoff.as_ref());
     let lease = optional(args.lease.as_ref());
@@ -103,6 +104,7 @@ fn registration(args: &CronAttribute) -> TokenStream {
                     catch_up: #catch_up,
                     jitter: #jitter,
                     expect_within: #expect_within,
+                    fixed: #fixed,
                     file: ::core::file!(),
                     line: #line,
                     doc: #doc,

@@ -37,6 +37,7 @@ pub struct JobOptions {
     catch_up: Option<Duration>,
     jitter: Option<Duration>,
     expect_within: Option<Duration>,
+    fixed: bool,
     doc: String,
 }
 
@@ -98,6 +99,14 @@ impl JobOptions {
     /// `build()` refuses one that is not.
     pub fn expect_within(mut self, within: Duration) -> JobOptions {
         self.expect_within = Some(within);
+        self
+    }
+
+    /// Marks the job's schedule as one an operator may not override: `cronverb reschedule` and the
+    /// dashboard refuse it, and a deployment that marks an overridden job fixed drops the override
+    /// (docs/operations.md, "Changing a schedule without a build"). As `#[cron(…, fixed)]`.
+    pub fn fixed(mut self) -> JobOptions {
+        self.fixed = true;
         self
     }
 
@@ -329,6 +338,7 @@ impl RuntimeBuilder {
                 catch_up: None,
                 jitter: None,
                 expect_within: None,
+                fixed: options.fixed,
                 file: location.file().to_owned(),
                 line: location.line(),
                 doc: options.doc,

@@ -48,6 +48,9 @@ pub struct Job {
     /// How long after its instant an occurrence is expected to have succeeded, as written (`15m`);
     /// `None`: never overdue (docs/operations.md, "Overdue").
     pub expect_within: Option<String>,
+    /// An operator may not override its schedule (`fixed`; docs/operations.md, "Changing a schedule
+    /// without a build").
+    pub fixed: bool,
     /// Where the job is declared.
     pub file: String,
     pub line: u32,
@@ -166,6 +169,7 @@ fn from_registration(r: &Registration) -> Job {
         catch_up: r.catch_up.map(str::to_owned),
         jitter: r.jitter.map(str::to_owned),
         expect_within: r.expect_within.map(str::to_owned),
+        fixed: r.fixed,
         file: r.file.to_owned(),
         line: r.line,
         doc: r.doc.to_owned(),
@@ -266,6 +270,7 @@ pub(crate) struct Fields<'a> {
     pub(crate) jitter: Option<Timeout<'a>>,
     /// `None`: never overdue.
     pub(crate) expect_within: Option<Timeout<'a>>,
+    pub(crate) fixed: bool,
 }
 
 /// The fields of verb `name` of a schema (`cronverb deploy`, `cronverb simulate`), as [`job_spec`]
@@ -284,6 +289,7 @@ pub(crate) fn fields_of<'a>(name: &'a str, cron: &'a cron_schema::Cron) -> Field
         catch_up: cron.catch_up.as_deref().map(Timeout::Text),
         jitter: cron.jitter.as_deref().map(Timeout::Text),
         expect_within: cron.expect_within.as_deref().map(Timeout::Text),
+        fixed: cron.fixed,
     }
 }
 
@@ -503,6 +509,7 @@ pub(crate) fn job_spec(
             },
             jitter,
             expect_within,
+            fixed: fields.fixed,
         }),
         _ => Err(errors),
     }
@@ -568,6 +575,7 @@ pub(crate) fn validate(d: &mut Declared, default_timeout: Duration) -> Result<Jo
             (None, Some(text)) => Some(Timeout::Text(text)),
             (None, None) => None,
         },
+        fixed: d.job.fixed,
     };
     let spec = job_spec(fields, default_timeout).map_err(|errors| BuildError::InvalidJob {
         name: d.job.name.clone(),
@@ -669,6 +677,7 @@ mod tests {
             catch_up: None,
             jitter: None,
             expect_within: None,
+            fixed: false,
             file: "src/a.rs".to_owned(),
             line: 1,
             doc: String::new(),

@@ -42,6 +42,8 @@ pub struct Registration {
     pub jitter: Option<&'static str>,
     /// `expect_within = "…"` as written (`15m`); `None`: never overdue.
     pub expect_within: Option<&'static str>,
+    /// `fixed`: an operator may not override the schedule.
+    pub fixed: bool,
     /// `file!()` of the function.
     pub file: &'static str,
     /// The line of the function's name.

@@ -58,6 +58,7 @@ pub(crate) fn verb(job: Job) -> Verb {
         catch_up: job.catch_up,
         jitter: job.jitter,
         expect_within: job.expect_within,
+        fixed: job.fixed,
     };
     Verb::new(job.name, cron)
         .doc(job.doc)

@@ -616,12 +616,54 @@ mod attribute {
             messages,
             [
                 "invalid cron expression: `MON` is not supported in the day-of-week field; write `1` instead",
-                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `jitter`, `expect_within`, `crate`",
+                "unknown `#[cron]` argument `tz` (did you mean `timezone`?); expected one of: `timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, `lease`, `on`, `jitter`, `expect_within`, `fixed`, `crate`",
                 "duration `0s` is zero; it must be at least one second",
                 "the `async` keyword is missing from the function declaration",
                 "`#[cron]` functions take no parameters; reach application state with `cronverb::context().state::<T>()`",
             ]
         );
+    }
+
+    #[test]
+    fn fixed_is_a_flag_without_a_value() {
+        let parse = |args: proc_macro2::TokenStream| {
+            attribute::parse(
+                args,
+                quote!(
+                    async fn f() {}
+                ),
+            )
+        };
+        assert!(!parse(quote!("0 2 * * *")).unwrap().fixed);
+        assert!(parse(quote!("0 2 * * *", fixed)).unwrap().fixed);
+        assert!(
+            parse(quote!("0 2 * * *", fixed, timezone = "UTC"))
+                .unwrap()
+                .fixed
+        );
+        for misuse in [
+            quote!("0 2 * * *", fixed = "yes"),
+            quote!("0 2 * * *", fixed = true),
+            quote!("0 2 * * *", fixed(1)),
+        ] {
+            let messages: Vec<String> = parse(misuse)
+                .unwrap_err()
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect();
+            assert_eq!(
+                messages,
+                [
+                    "`fixed` takes no value: write `#[cron(\"0 2 * * *\", fixed)]` for a job whose schedule an operator may not override, or leave it out"
+                ]
+            );
+        }
+        let twice: Vec<String> = parse(quote!("0 2 * * *", fixed, fixed))
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(twice, ["duplicate `#[cron]` argument `fixed`"]);
     }
 
     #[test]
@@ -816,4 +858,36 @@ fn expect_within_round_trips_and_diffs_as_a_duration() {
         "~ billing billing::nightly: expect_within the default -> `15m`\n"
     );
     assert!(!none.to_json().contains("expect_within"));
+}
+
+#[test]
+fn fixed_round_trips_and_diffs() {
+    let schema = |fixed: bool| {
+        Schema::new([(
+            "billing",
+            Verb::new(
+                "billing::nightly",
+                Cron::new("0 2 * * *")
+                    .timezone("Europe/Berlin")
+                    .fixed(fixed),
+            ),
+        )])
+    };
+    let fixed = schema(true);
+    let text = fixed.to_string();
+    assert!(
+        text.contains("    +cron 0 2 * * * Europe/Berlin fixed\n"),
+        "{text}"
+    );
+    assert_eq!(Schema::from_text(&text).unwrap(), fixed);
+    let json = fixed.to_json();
+    assert!(json.contains(r#""fixed": true"#), "{json}");
+    assert_eq!(Schema::from_json(&json).unwrap(), fixed);
+    assert_eq!(
+        schema(false).diff(&fixed).to_string(),
+        "~ billing billing::nightly: fixed `false` -> `true`\n"
+    );
+    // A schema written before `fixed` existed reads as not fixed, and one not fixed writes nothing.
+    assert!(!schema(false).to_json().contains("fixed"));
+    assert!(!schema(false).to_string().contains("fixed"));
 }

@@ -46,6 +46,7 @@ pub(crate) fn deployment_spec(
             catch_up: None,
             jitter: None,
             expect_within: None,
+            fixed: false,
         })
         .collect();
     Ok(DeploymentSpec {

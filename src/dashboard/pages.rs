@@ -75,6 +75,7 @@ impl Visit {
             backfilling: job.backfill.is_some(),
             running: job.running.is_some(),
             overridden: job.schedule_override.is_some(),
+            fixed: job.fixed,
         })
     }
 
@@ -197,6 +198,9 @@ pub(super) struct Actions {
     running: bool,
     /// An override runs instead of the code's schedule: a form resets it.
     overridden: bool,
+    /// Its code declares it `fixed`: no reschedule form (docs/operations.md, "Changing a schedule
+    /// without a build").
+    fixed: bool,
 }
 
 #[derive(Template)]

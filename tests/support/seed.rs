@@ -333,6 +333,7 @@ fn spec(key: &str, module: &ModulePlan) -> anyhow::Result<DeploymentSpec> {
                 catch_up: None,
                 jitter: None,
                 expect_within: None,
+                fixed: false,
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

@@ -50,9 +50,10 @@ pub(crate) async fn deploy<D: Dialect>(
     D::set_clock(&mut tx.tx, tx.now)
         .await
         .map_err(db(&context))?;
+    let mut dropped = Vec::new();
     let (deployment_id, created) = match insert_deployment::<D>(&mut tx.tx, &spec).await? {
         Ok((id, true)) => {
-            insert_jobs::<D>(&mut tx.tx, id, &spec, tx.now)
+            dropped = insert_jobs::<D>(&mut tx.tx, id, &spec, tx.now)
                 .await
                 .map_err(db(&context))?;
             (id, true)
@@ -80,6 +81,14 @@ pub(crate) async fn deploy<D: Dialect>(
         .fetch_one(&mut tx.tx)
         .await
         .map_err(db(&context))?;
+    let dropped_overrides: Vec<DroppedOverride> = dropped
+        .into_iter()
+        .map(|(verb, over)| DroppedOverride {
+            verb,
+            expression: over.expression,
+            timezone: over.zone,
+        })
+        .collect();
     let current: Option<ActiveSchema> = Statement::<D>::new(D::SQL.active_schema)
         .bind(spec.module.clone())
         .fetch_optional(&mut tx.tx)
@@ -92,12 +101,31 @@ pub(crate) async fn deploy<D: Dialect>(
         before: Some(serde_json::json!({
             "active": current.as_ref().map(|c| c.key.as_str()),
         })),
-        after: Some(serde_json::json!({ "key": spec.key, "created": created, "active": active })),
+        after: Some(serde_json::json!({
+            "key": spec.key,
+            "created": created,
+            "active": active,
+            "dropped_overrides": dropped_overrides,
+        })),
         note: None,
     };
     record(&mut tx, actor, registered, &context).await?;
     tx.commit().await.map_err(db(&context))?;
-    Ok(deployed(spec, &chosen, created, active, rows, current))
+    let mut deployed = deployed(spec, &chosen, created, active, rows, current);
+    deployed.dropped_overrides = dropped_overrides;
+    Ok(deployed)
+}
+
+/// An operator's override that a deployment dropped because its code marks the verb `fixed`
+/// (docs/operations.md, "Changing a schedule without a build"): the code's schedule runs instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DroppedOverride {
+    /// The verb's full name.
+    pub verb: String,
+    /// The override's expression.
+    pub expression: String,
+    /// The override's zone.
+    pub timezone: String,
 }
 
 /// The result of [`Admin::deploy`](super::Admin::deploy).
@@ -117,6 +145,8 @@ pub struct Deployed {
     /// What the deployment changes relative to the module's active deployment; `None` when the active
     /// deployment's registered schema cannot be read.
     pub changes: Option<Changes>,
+    /// The overrides this registration dropped: of verbs its code marks `fixed`.
+    pub dropped_overrides: Vec<DroppedOverride>,
 }
 
 /// What a deployment changes relative to its module's active deployment, as `cronverb schema diff`
@@ -250,6 +280,7 @@ fn deployed(
         active,
         jobs,
         changes,
+        dropped_overrides: Vec::new(),
     }
 }
 

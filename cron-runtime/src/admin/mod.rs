@@ -49,7 +49,10 @@ pub(crate) mod triggered;
 pub use audit::{AUDIT_LIMIT, Action, Actor, AuditEntry, AuditFilter, Origin};
 pub use backfill::{BackfillCancelled, BackfillProgress, Backfilled, Occurrence};
 pub use cancel::Cancelled;
-pub use deploy::{ChangedJob, Changes, Deployed, DeployedJob, RemovedJob, check_verbs_listed_once};
+pub use deploy::{
+    ChangedJob, Changes, Deployed, DeployedJob, DroppedOverride, RemovedJob,
+    check_verbs_listed_once,
+};
 pub use deployment::Deployment;
 pub use error::AdminError;
 pub use pause::{Pause, Triggered};

@@ -15,7 +15,7 @@ use super::lookup::resolve_verb;
 use super::rows::{At, RescheduleRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db};
 use crate::rfc3339;
-use crate::store::rules::reschedule::{check, every_replica_refusal, rescheduled};
+use crate::store::rules::reschedule::{check, is_reset, refusal, rescheduled};
 
 /// The result of [`Admin::reschedule`](super::Admin::reschedule) and
 /// [`Admin::reset_schedule`](super::Admin::reset_schedule): the schedule the verb runs now.
@@ -73,8 +73,10 @@ pub(crate) async fn reschedule<D: Dialect>(
             "`{verb}` has no job rows"
         )));
     };
-    if first.every_replica {
-        return Err(AdminError::RescheduleRefused(every_replica_refusal(&verb)));
+    if to.is_some()
+        && let Some(refused) = refusal(&verb, first.every_replica, first.fixed)
+    {
+        return Err(AdminError::RescheduleRefused(refused));
     }
     let jitter = first
         .jitter_ms
@@ -145,7 +147,11 @@ pub(crate) async fn reschedule<D: Dialect>(
             after = Some((expression, zone, next.filter(|_| row.state == "idle")));
         }
     }
-    match &target {
+    let keeps_override = target.as_ref().filter(|(expression, zone, _)| {
+        let code = code_of(first);
+        !is_reset((expression, zone), (&code.0, &code.1))
+    });
+    match keeps_override {
         Some((expression, zone, _)) => {
             Statement::<D>::new(D::SQL.set_override)
                 .bind(module.clone())
@@ -160,7 +166,7 @@ pub(crate) async fn reschedule<D: Dialect>(
                 .map_err(db(&context))?;
         }
         None => {
-            Statement::<D>::new(D::SQL.drop_override)
+            Statement::<D>::new(D::STEPS.drop_override)
                 .bind(module.clone())
                 .bind(verb.clone())
                 .execute(&mut tx.tx)

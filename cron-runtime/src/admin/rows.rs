@@ -100,6 +100,8 @@ pub(crate) struct JobRow {
     pub(crate) key: String,
     pub(crate) active: bool,
     pub(crate) every_replica: bool,
+    /// Its code marks it `fixed` (migration 0013).
+    pub(crate) fixed: bool,
     pub(crate) schedule: String,
     pub(crate) timezone: String,
     pub(crate) missed: String,
@@ -153,6 +155,8 @@ pub(crate) struct RescheduleRow {
     pub(crate) next_execution: Option<At>,
     pub(crate) retry_pending: bool,
     pub(crate) every_replica: bool,
+    /// Its code marks it `fixed` (migration 0013).
+    pub(crate) fixed: bool,
     /// The job's jitter in milliseconds (migration 0008); NULL: none.
     pub(crate) jitter_ms: Option<i64>,
     /// Its deployment is its module's active one.

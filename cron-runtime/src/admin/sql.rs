@@ -120,15 +120,13 @@ pub(crate) struct Statements {
     /// Keeps the override of verb `2` of module `1`: expression `3` in zone `4`, set by `5` at `6`
     /// with note `7`.
     pub(crate) set_override: &'static str,
-    /// Drops the override of verb `2` of module `1`.
-    pub(crate) drop_override: &'static str,
 }
 
 impl Statements {
     /// Every statement, as `(name, SQL)`: for the tests that prepare or plan each against a migrated
     /// database, so that a typo or a scan fails the suite.
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
-    pub(crate) fn named(&self) -> [(&'static str, &'static str); 31] {
+    pub(crate) fn named(&self) -> [(&'static str, &'static str); 30] {
         let Statements {
             verbs,
             modules,
@@ -160,7 +158,6 @@ impl Statements {
             lock_for_reschedule,
             reschedule,
             set_override,
-            drop_override,
         } = *self;
         [
             ("admin::verbs", verbs),
@@ -193,7 +190,6 @@ impl Statements {
             ("admin::lock_for_reschedule", lock_for_reschedule),
             ("admin::reschedule", reschedule),
             ("admin::set_override", set_override),
-            ("admin::drop_override", drop_override),
         ]
     }
 }

@@ -114,7 +114,7 @@ macro_rules! statements {
                 ORDER BY module, created_at DESC, id DESC"
             ),
             jobs: concat!(
-                "SELECT j.module_name, j.verb, d.key, d.active, j.every_replica, j.schedule, \
+                "SELECT j.module_name, j.verb, d.key, d.active, j.every_replica, j.fixed, j.schedule, \
                     j.timezone, CASE WHEN j.catch_up_all THEN 'all' ELSE j.missed END AS missed, ",
                 $catch_up_ms,
                 " AS catch_up_ms, j.state, j.paused, j.pause_note, j.paused_at, \
@@ -215,7 +215,7 @@ macro_rules! statements {
                 WHERE id = $1",
             lock_for_reschedule: concat!(
                 "SELECT j.id, j.schedule, j.timezone, j.code_schedule, j.code_timezone, j.state, \
-                    j.next_execution, j.retry_run_id IS NOT NULL AS retry_pending, j.every_replica, ",
+                    j.next_execution, j.retry_run_id IS NOT NULL AS retry_pending, j.every_replica, j.fixed, ",
                 $jitter_ms,
                 " AS jitter_ms, d.active \
                 FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
@@ -232,7 +232,6 @@ macro_rules! statements {
                 ON CONFLICT (module_name, verb) DO UPDATE \
                 SET schedule = excluded.schedule, timezone = excluded.timezone, \
                     actor = excluded.actor, at = excluded.at, note = excluded.note",
-            drop_override: "DELETE FROM cron_overrides WHERE module_name = $1 AND verb = $2",
         }
     };
 }

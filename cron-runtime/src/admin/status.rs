@@ -252,6 +252,9 @@ pub struct JobStatus {
     /// Whether every replica runs the job itself (`on = "every_replica"`): it is never claimed, has no
     /// runs in the history, and its last runs are each replica's ([`JobStatus::replica_runs`]).
     pub every_replica: bool,
+    /// Whether its code declares it `fixed`: its schedule may not be overridden (docs/operations.md,
+    /// "Changing a schedule without a build").
+    pub fixed: bool,
     /// The row's expression.
     pub expression: String,
     /// The row's zone.
@@ -498,6 +501,7 @@ fn job_status(row: JobRow) -> JobStatus {
         verb: row.verb,
         deployment: row.key,
         every_replica: row.every_replica,
+        fixed: row.fixed,
         expression: row.schedule,
         timezone: row.timezone,
         missed: row.missed,

@@ -68,7 +68,8 @@ pub(crate) fn other_schema(key: &str, registered: &str, new: &str) -> Option<Str
 /// that it is the same across builds and Rust versions: the text form of the schema with every verb
 /// reduced to what [`other_schema`] compares (the expression's fields separated by one space, no zone
 /// for `UTC`, a timeout and a backoff as [`format_duration`] writes their durations, the missed-run
-/// policy, retries, `on`, `catch_up`, `jitter` and `expect_within`, each left out at its default as the text form does; no doc
+/// policy, retries, `on`, `catch_up`, `jitter`, `expect_within` and `fixed`, each left out at its
+/// default as the text form does; no doc
 /// comment, no source location), hashed with 64-bit FNV-1a over its UTF-8 bytes and folded to 32 bits
 /// (the high half XOR the low half).
 pub(crate) fn fingerprint(schema: &Schema) -> u32 {
@@ -135,6 +136,9 @@ fn canonical(schema: &Schema) -> Schema {
                 }),
             // So does an `expect_within`: the job's rows keep it (docs/operations.md, "Overdue").
             expect_within: cron.expect_within.as_deref().map(duration_text),
+            // And `fixed`: the job's rows keep it (docs/operations.md, "Changing a schedule without
+            // a build").
+            fixed: cron.fixed,
         };
         (module.name.clone(), Verb::new(verb.name.clone(), cron))
     }))

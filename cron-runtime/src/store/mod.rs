@@ -50,6 +50,9 @@ pub struct JobSpec {
     /// How long after its instant an occurrence is expected to have succeeded (`expect_within = "15m"`;
     /// docs/operations.md, "Overdue"); `None`: never overdue.
     pub expect_within: Option<Duration>,
+    /// An operator may not override its schedule (`fixed`; docs/operations.md, "Changing a schedule
+    /// without a build"): the store refuses an override and drops one a deployment finds.
+    pub fixed: bool,
 }
 
 impl JobSpec {

@@ -1,9 +1,15 @@
 //! Schedule overrides (`cronverb reschedule`; docs/operations.md, "Changing a schedule without a
 //! build"): an override moves the verb's next occurrence to its schedule and the row's later ones
 //! follow it, a deployment registered later starts at it, `--reset` returns to the code's, and what does
-//! not check is refused with nothing changed.
+//! not check is refused with nothing changed; a job its code marks `fixed` is never overridden.
 
 use super::*;
+
+/// `job` with a schedule an operator may not override (`#[cron(..., fixed)]`).
+pub fn fixed(mut job: JobSpec) -> JobSpec {
+    job.fixed = true;
+    job
+}
 
 /// `a` is due yearly by its code and every second by its override: its next occurrence is within a
 /// second of now, and each run's end schedules the one a second later, as the override says.
@@ -89,4 +95,76 @@ pub async fn an_override_that_does_not_check_is_refused_and_changes_nothing(
     assert_eq!(h.next_execution(MODULE, "a").await, yearly);
     let b = h.next_execution(MODULE, "b").await.unwrap();
     assert!(b - h.now().await > TimeDelta::seconds(10), "{b}");
+}
+
+/// A job its code marks `fixed` keeps its code's schedule: the override is refused, saying why, the
+/// verb runs as it did, and no audit row records a refused action. A reset, which returns to the code's
+/// schedule, is not refused.
+pub async fn an_override_of_a_fixed_job_is_refused_and_audits_nothing(h: impl StoreUnderTest) {
+    let (_store, _) = replica(&h, &deployment("billing@1", vec![fixed(job("a", YEARLY))])).await;
+    let yearly = h.next_execution(MODULE, "a").await;
+    let refused = h.reschedule("a", SECONDLY).await.unwrap_err();
+    assert!(
+        refused.contains("`a` is declared `fixed`") && refused.contains("cannot be overridden"),
+        "{refused}"
+    );
+    assert_eq!(h.next_execution(MODULE, "a").await, yearly);
+    assert!(
+        matches!(h.operator().audited("reschedule").await, None | Some(0)),
+        "a refused override writes no audit row"
+    );
+    h.reset_schedule("a").await;
+    assert_eq!(h.next_execution(MODULE, "a").await, yearly);
+    // A later deployment of the verb starts at its code's schedule: nothing was kept.
+    let (_new, _) = replica(&h, &deployment("billing@2", vec![job("a", YEARLY)])).await;
+    assert_eq!(h.next_execution(MODULE, "a").await, yearly);
+}
+
+/// A deployment whose code marks an overridden verb `fixed` runs the code's schedule, and its
+/// registration drops the override: a later deployment that no longer marks the verb fixed runs its
+/// code's schedule too (docs/operations.md, "Changing a schedule without a build": the code wins).
+pub async fn a_deploy_that_marks_an_overridden_job_fixed_drops_the_override(
+    h: impl StoreUnderTest,
+) {
+    let (_old, _) = replica(&h, &deployment("billing@1", vec![job("a", YEARLY)])).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let (_fixed, _) = replica(&h, &deployment("billing@2", vec![fixed(job("a", YEARLY))])).await;
+    let yearly = Some(zoned(YEARLY).next_after(h.now().await).unwrap());
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        yearly,
+        "billing@2's row runs its code's schedule"
+    );
+    let (_later, _) = replica(&h, &deployment("billing@3", vec![job("a", YEARLY)])).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        yearly,
+        "billing@3's row finds no override to run"
+    );
+}
+
+/// Rescheduling a verb to exactly its code's expression and zone returns it to its code's schedule
+/// and keeps no override: a deployment whose code then changes the expression runs the new code's, not
+/// an override nobody sees (docs/operations.md, "Changing a schedule without a build").
+pub async fn an_override_to_the_codes_own_schedule_is_a_reset(h: impl StoreUnderTest) {
+    let (_old, _) = replica(&h, &deployment("billing@1", vec![job("a", YEARLY)])).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    h.reschedule("a", YEARLY).await.unwrap();
+    let yearly = zoned(YEARLY).next_after(h.now().await);
+    assert_eq!(h.next_execution(MODULE, "a").await, yearly);
+    const SECOND_OF_JANUARY: &str = "0 0 2 1 *";
+    let (_new, _) = replica(
+        &h,
+        &deployment("billing@2", vec![job("a", SECOND_OF_JANUARY)]),
+    )
+    .await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(SECOND_OF_JANUARY).next_after(h.now().await),
+        "billing@2 runs its code's schedule: no override was kept"
+    );
+    assert!(
+        matches!(h.operator().audited("reschedule").await, None | Some(2)),
+        "each reschedule asked is audited as one"
+    );
 }

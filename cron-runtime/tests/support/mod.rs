@@ -108,6 +108,7 @@ pub fn job(verb: &str, expression: &str) -> JobSpec {
         catch_up: None,
         jitter: None,
         expect_within: None,
+        fixed: false,
     }
 }
 
@@ -133,6 +134,7 @@ pub fn schema_of(module: &str, jobs: &[JobSpec]) -> String {
         if let Some(jitter) = job.jitter {
             cron = cron.jitter(format_duration(jitter));
         }
+        cron = cron.fixed(job.fixed);
         (module, Verb::new(job.verb.as_str(), cron))
     }));
     serde_json::to_string(&schema).unwrap()

@@ -27,11 +27,12 @@ pub(super) struct Args {
     pub(super) catch_up: Option<LitStr>,
     pub(super) jitter: Option<LitStr>,
     pub(super) expect_within: Option<LitStr>,
+    pub(super) fixed: bool,
     pub(super) crate_path: Option<Path>,
 }
 
 const KEYS: &str = "`timezone`, `timeout`, `name`, `missed`, `catch_up`, `retries`, `backoff`, \
-                    `lease`, `on`, `jitter`, `expect_within`, `crate`";
+                    `lease`, `on`, `jitter`, `expect_within`, `fixed`, `crate`";
 
 /// The named arguments.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -151,11 +152,37 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
     let mut jitter = None;
     let mut expect_within = None;
     let mut crate_path = None;
+    let mut fixed = false;
     let mut keys_seen = Vec::new();
     // The arguments whose combination with another one is checked once all are read.
     let mut missed_arg = None;
 
     for (index, arg) in list.iter().enumerate() {
+        // `fixed` is a flag, the one argument without a value (docs/attribute.md, "`fixed`").
+        if let Some(ident) = flag_named(arg, FIXED) {
+            if fixed {
+                errors.spanned(ident, format!("duplicate `#[cron]` argument `{FIXED}`"));
+            }
+            fixed = true;
+            expression_seen |= index == 0;
+            if index == 0 {
+                errors.spanned(
+                    arg,
+                    "the cron expression must be the first argument of `#[cron]`, before `fixed`",
+                );
+            }
+            continue;
+        }
+        if let Some(misuse) = flag_with_a_value(arg, FIXED) {
+            errors.spanned(
+                misuse,
+                format!(
+                    "`{FIXED}` takes no value: write `#[cron(\"0 2 * * *\", {FIXED})]` for a job whose \
+                     schedule an operator may not override, or leave it out"
+                ),
+            );
+            continue;
+        }
         let Expr::Assign(assign) = arg else {
             let is_string = string_literal(arg).is_some();
             if index == 0 {
@@ -392,8 +419,32 @@ pub(super) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Args> {
         catch_up: catch_up.map(|(value, ..)| value),
         jitter: jitter.map(|(value, ..)| value),
         expect_within: expect_within.map(|(value, ..)| value),
+        fixed,
         crate_path,
     })
+}
+
+/// The one argument written as a bare word.
+const FIXED: &str = "fixed";
+
+/// The identifier of `arg` where it is the bare word `name`.
+fn flag_named<'a>(arg: &'a Expr, name: &str) -> Option<&'a Ident> {
+    match arg {
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => {
+            path.path.get_ident().filter(|ident| *ident == name)
+        }
+        _ => None,
+    }
+}
+
+/// `arg` where it gives the flag `name` a value: `fixed = "yes"`, `fixed = true`, `fixed(1)`.
+fn flag_with_a_value<'a>(arg: &'a Expr, name: &str) -> Option<&'a Expr> {
+    let named = match arg {
+        Expr::Assign(assign) => flag_named(&assign.left, name).is_some(),
+        Expr::Call(call) => flag_named(&call.func, name).is_some(),
+        _ => false,
+    };
+    named.then_some(arg)
 }
 
 /// The expression's text, for messages.

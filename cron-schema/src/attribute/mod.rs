@@ -82,6 +82,9 @@ pub struct CronAttribute {
     /// `expect_within = "…"`, as written: an occurrence not succeeded this long after its instant is
     /// overdue (docs/operations.md, "Overdue"); `None`: never overdue.
     pub expect_within: Option<LitStr>,
+    /// `fixed`: an operator may not override the job's schedule (docs/operations.md, "Changing a
+    /// schedule without a build"); `false` when not given.
+    pub fixed: bool,
     /// `crate = "…"`: the path of the cronverb crate in the generated code, for a renamed dependency or a
     /// re-export; `None` is `::cronverb`. It changes nothing about the job.
     pub crate_path: Option<Path>,
@@ -107,6 +110,7 @@ impl fmt::Debug for CronAttribute {
                 "expect_within",
                 &self.expect_within.as_ref().map(LitStr::value),
             )
+            .field("fixed", &self.fixed)
             .field(
                 "crate_path",
                 &self
@@ -147,6 +151,7 @@ pub fn parse(args: TokenStream, item: TokenStream) -> syn::Result<CronAttribute>
             catch_up: args.catch_up,
             jitter: args.jitter,
             expect_within: args.expect_within,
+            fixed: args.fixed,
             crate_path: args.crate_path,
             function,
         }),

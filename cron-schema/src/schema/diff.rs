@@ -41,7 +41,7 @@ pub struct ChangedVerb {
 /// One field of the cron metadata, before and after. A timeout of `None` is the runtime's default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldChange {
-    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff`, `lease`, `on`, `catch_up`, `jitter` or `expect_within`.
+    /// `expression`, `timezone`, `timeout`, `missed`, `retries`, `backoff`, `lease`, `on`, `catch_up`, `jitter`, `expect_within` or `fixed`.
     pub field: String,
     pub old: Option<String>,
     pub new: Option<String>,
@@ -169,6 +169,13 @@ fn changes(old: &Cron, new: &Cron) -> Vec<FieldChange> {
             new.expect_within.clone(),
         );
     }
+    if old.fixed != new.fixed {
+        push(
+            "fixed",
+            Some(old.fixed.to_string()),
+            Some(new.fixed.to_string()),
+        );
+    }
     changes
 }
 
@@ -260,6 +267,9 @@ fn summary(cron: &Cron) -> String {
     }
     if let Some(within) = &cron.expect_within {
         text.push_str(&format!(" expect_within={within}"));
+    }
+    if cron.fixed {
+        text.push_str(" fixed");
     }
     text
 }

@@ -100,6 +100,14 @@ pub struct Cron {
     /// docs/operations.md, "Overdue"); `None`: never overdue, and then left out of both forms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_within: Option<String>,
+    /// `fixed`: an operator may not override the schedule (docs/operations.md, "Changing a schedule
+    /// without a build"); `false` when absent, and then left out of both forms.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fixed: bool,
+}
+
+fn is_false(fixed: &bool) -> bool {
+    !*fixed
 }
 
 fn is_zero(retries: &u32) -> bool {
@@ -272,6 +280,7 @@ impl Cron {
             catch_up: None,
             jitter: None,
             expect_within: None,
+            fixed: false,
         }
     }
 
@@ -322,6 +331,11 @@ impl Cron {
 
     pub fn expect_within(mut self, within: impl Into<String>) -> Cron {
         self.expect_within = Some(within.into());
+        self
+    }
+
+    pub fn fixed(mut self, fixed: bool) -> Cron {
+        self.fixed = fixed;
         self
     }
 }

@@ -75,6 +75,9 @@ fn write_verb(module: &str, verb: &Verb, f: &mut fmt::Formatter<'_>) -> fmt::Res
     if let Some(within) = &cron.expect_within {
         write!(f, " expect_within={within}")?;
     }
+    if cron.fixed {
+        write!(f, " fixed")?;
+    }
     writeln!(f)
 }
 
@@ -188,8 +191,9 @@ pub(super) fn parse(text: &str) -> Result<Schema, SchemaError> {
 }
 
 /// `<expression> [<zone>] [timeout=<duration>] [missed=<policy>] [retries=<n>] [backoff=<duration>]
-/// [lease=<duration>] [on=<replicas>] [catch_up=<window>] [jitter=<duration>] [expect_within=<duration>]`. Expression fields never contain a
-/// letter, so a last word with a letter is the zone.
+/// [lease=<duration>] [on=<replicas>] [catch_up=<window>] [jitter=<duration>] [expect_within=<duration>]
+/// [fixed]`. Expression fields never contain a letter, so a last word with a letter other than `fixed`
+/// is the zone.
 fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut words: Vec<&str> = Vec::new();
     let mut timeout = None;
@@ -201,8 +205,11 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
     let mut catch_up = None;
     let mut jitter = None;
     let mut expect_within = None;
+    let mut fixed = false;
     for word in text.split_whitespace() {
-        if let Some(value) = word.strip_prefix("timeout=") {
+        if word == "fixed" {
+            fixed = true;
+        } else if let Some(value) = word.strip_prefix("timeout=") {
             timeout = Some(value.to_owned());
         } else if let Some(value) = word.strip_prefix("missed=") {
             missed = value.parse().map_err(|e| format!("{e}"))?;
@@ -254,5 +261,6 @@ fn parse_cron(text: &str) -> Result<Cron, String> {
         catch_up,
         jitter,
         expect_within,
+        fixed,
     })
 }

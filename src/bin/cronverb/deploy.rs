@@ -175,6 +175,17 @@ fn text(deployed: &Deployed) -> String {
             ));
         }
     }
+    // The overrides this deployment dropped: its code declares the verb `fixed`, and the code wins
+    // (docs/operations.md, "Changing a schedule without a build").
+    for dropped in &deployed.dropped_overrides {
+        text.push_str(&format!(
+            "  `{}`: the code declares it `fixed`: the override `{}` in {} is dropped, and the code's \
+             schedule runs from this deployment's takeover\n",
+            escape(&dropped.verb),
+            escape(&dropped.expression),
+            escape(&dropped.timezone),
+        ));
+    }
     text
 }
 

@@ -68,14 +68,20 @@ impl State {
     }
 
     /// Adds a deployment with its jobs, each at its first occurrence after `now`
-    /// ([`rules::first_occurrence`]); none is claimed until the deployment is elected.
+    /// ([`rules::first_occurrence`]) of the schedule it runs ([`rules::reschedule::effective`]); none
+    /// is claimed until the deployment is elected. The overrides of the verbs its code marks `fixed`
+    /// are dropped ([`rules::reschedule::dropped`]).
     fn insert_deployment(&mut self, spec: &DeploymentSpec, now: DateTime<Utc>) -> i64 {
         let id = self.id();
         let module: Arc<str> = Arc::from(spec.module.as_str());
         let mut jobs = HashMap::new();
         for job in &spec.jobs {
             let job_id = self.id();
-            let over = self.overrides.get(&(Arc::clone(&module), job.verb.clone()));
+            let key = (Arc::clone(&module), job.verb.clone());
+            if rules::reschedule::dropped(job, self.overrides.get(&key)) {
+                self.overrides.remove(&key);
+            }
+            let over = self.overrides.get(&key);
             let runs = rules::reschedule::effective(job, over);
             let next_execution = rules::first_occurrence(job, &runs.schedule, now);
             let (runs_spec, code) = if runs.overridden {

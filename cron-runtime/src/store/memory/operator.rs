@@ -13,7 +13,7 @@ use crate::store::rules::operator::{
     no_active_deployment, not_in_active_deployment, nothing_running, reported_at_resume, resume,
     runs_on_every_replica, unknown_module, unknown_verb,
 };
-use crate::store::rules::reschedule::{Override, check, every_replica_refusal, rescheduled};
+use crate::store::rules::reschedule::{Override, check, is_reset, refusal, rescheduled};
 use crate::store::{Cancel, Outcome, Runner, StoreError};
 
 impl State {
@@ -256,8 +256,11 @@ impl State {
     ) -> Result<(), StoreError> {
         let rows = self.rows_of(module, verb)?;
         let first = &self.jobs[&rows[0]];
-        if first.spec.on == RunOn::EveryReplica {
-            return Err(StoreError::Invalid(every_replica_refusal(verb)));
+        let code = first.code.as_deref().unwrap_or(&first.spec);
+        if to.is_some()
+            && let Some(refused) = refusal(verb, code.on == RunOn::EveryReplica, code.fixed)
+        {
+            return Err(StoreError::Invalid(refused));
         }
         let key = (std::sync::Arc::clone(&first.module), verb.to_owned());
         // Without a zone, the expression is read in the code's.
@@ -268,12 +271,15 @@ impl State {
             .zone
             .name()
             .to_owned();
+        let code_expression = code.expression.clone();
         let target = match to {
             Some((expression, zone)) => {
                 let zone = zone.unwrap_or(&code_zone).to_owned();
                 let schedule =
                     check(expression, &zone, first.spec.jitter).map_err(StoreError::Invalid)?;
-                Some((expression.to_owned(), zone, schedule))
+                // An override to the code's own schedule is a reset (`rules::reschedule::is_reset`).
+                (!is_reset((expression, &zone), (&code_expression, &code_zone)))
+                    .then(|| (expression.to_owned(), zone, schedule))
             }
             None => None,
         };
@@ -416,6 +422,7 @@ mod tests {
             catch_up: None,
             jitter: None,
             expect_within: None,
+            fixed: false,
         };
         let spec = DeploymentSpec {
             key: "billing@1".to_owned(),

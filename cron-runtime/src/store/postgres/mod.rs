@@ -149,6 +149,7 @@ impl Protocol for Postgres {
         drain_runner: sql::runners::DRAIN_RUNNER,
         delete_runner: sql::runners::DELETE_RUNNER,
         overrides: sql::jobs::OVERRIDES,
+        drop_override: sql::jobs::DROP_OVERRIDE,
         deployment_rows: sql::jobs::DEPLOYMENT_ROWS,
         elected: sql::deployments::ELECTED,
         takeover_lock: sql::deployments::TAKEOVER_LOCK,

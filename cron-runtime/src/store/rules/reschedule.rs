@@ -2,7 +2,9 @@
 //! every store: which schedule an operator may give a verb ([`check`]), where each of its rows goes on
 //! when its schedule changes ([`rescheduled`]), and which schedule a new deployment's row of an
 //! overridden verb starts with ([`effective`]). The override wins over the code's expression until it
-//! is reset, also when a later deployment's code changes that expression.
+//! is reset, also when a later deployment's code changes that expression; but a job whose code marks it
+//! `fixed` is never overridden: an override of it is refused ([`refusal`]), and one a deployment that
+//! marks it fixed finds is dropped by that deployment's registration ([`dropped`]).
 
 use std::time::Duration;
 
@@ -12,13 +14,38 @@ use cron_schema::ZonedSchedule;
 use super::row_schedule;
 use crate::store::JobSpec;
 
-/// Why an override of `verb` is refused: a job that runs on every replica keeps its code's schedule
-/// (each replica runs it from its build, never from a row).
-pub(crate) fn every_replica_refusal(verb: &str) -> String {
-    format!(
-        "`{verb}` runs on every replica, from each replica's build: its schedule cannot be \
-         overridden"
-    )
+/// Why an override of `verb` is refused, if it is, from what its row says of its code: a job that runs
+/// on every replica keeps its code's schedule (each replica runs it from its build, never from a row),
+/// and so does a job its code marks `fixed`. A reset is never refused: it returns to the code's
+/// schedule, which is what both keep.
+pub(crate) fn refusal(verb: &str, every_replica: bool, fixed: bool) -> Option<String> {
+    if every_replica {
+        return Some(format!(
+            "`{verb}` runs on every replica, from each replica's build: its schedule cannot be \
+             overridden"
+        ));
+    }
+    fixed.then(|| {
+        format!(
+            "`{verb}` is declared `fixed` (`#[cron(..., fixed)]`): its schedule cannot be \
+             overridden; change it in the code and deploy"
+        )
+    })
+}
+
+/// Whether an override to `target` (expression and zone) of a verb whose code declares `code` is a
+/// reset: an override to the code's own schedule would be one no row shows (each row runs its code's)
+/// yet later deployments would start at, so it returns to the code's schedule as `--reset` does and
+/// keeps no override; it is audited as the reschedule it was asked as.
+pub(crate) fn is_reset(target: (&str, &str), code: (&str, &str)) -> bool {
+    target == code
+}
+
+/// Whether a new deployment's registration drops `over`, the override of `job`'s verb: where the code
+/// now marks the job `fixed`, the code wins and the override is deleted, so that no later deployment
+/// runs it either (docs/operations.md, "Changing a schedule without a build").
+pub(crate) fn dropped(job: &JobSpec, over: Option<&Override>) -> bool {
+    job.fixed && over.is_some()
 }
 
 /// The schedule `expression` in `zone` gives `verb`, or why an override to it is refused: the
@@ -77,8 +104,8 @@ pub(crate) struct Effective {
 }
 
 /// The schedule a new row of `job` starts with: the override of its verb, which wins until it is
-/// reset, whatever the code says now; else the code's. A job on every replica keeps its code's, and so
-/// does a job whose override does not parse any more (edited by hand), reported.
+/// reset, whatever the code says now; else the code's. A job on every replica or marked `fixed` keeps
+/// its code's, and so does a job whose override does not parse any more (edited by hand), reported.
 pub(crate) fn effective(job: &JobSpec, over: Option<&Override>) -> Effective {
     let code = || Effective {
         expression: job.expression.clone(),
@@ -86,7 +113,8 @@ pub(crate) fn effective(job: &JobSpec, over: Option<&Override>) -> Effective {
         schedule: job.schedule.clone(),
         overridden: false,
     };
-    let Some(over) = over.filter(|_| job.on != cron_schema::RunOn::EveryReplica) else {
+    let Some(over) = over.filter(|_| job.on != cron_schema::RunOn::EveryReplica && !job.fixed)
+    else {
         return code();
     };
     if over.expression == job.expression && over.zone == job.zone.name() {

@@ -173,6 +173,7 @@ pub(crate) type InsertJobs = (
     Column<i64>,
     Column<Option<String>>,
     Column<Option<String>>,
+    Column<bool>,
 );
 
 /// Why a deployment key cannot be registered as given (docs/operations.md, "Deployment keys").
@@ -245,13 +246,15 @@ pub(crate) async fn insert_deployment<D: Protocol>(
 
 /// Inserts the job rows of `spec`'s deployment, just inserted by [`insert_deployment`], each at its
 /// first occurrence after `now` of the schedule it runs: its verb's override where one is kept, else
-/// its code's ([`rules::reschedule::effective`]). A row that exists is left as it is.
+/// its code's ([`rules::reschedule::effective`]). A row that exists is left as it is. The overrides of
+/// the verbs the code marks `fixed` are deleted ([`rules::reschedule::dropped`]) and returned, by
+/// verb, for `cronverb deploy` to report and audit.
 pub(crate) async fn insert_jobs<D: Protocol>(
     tx: &mut D::Connection,
     deployment_id: i64,
     spec: &DeploymentSpec,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> Result<Vec<(String, Override)>, sqlx::Error> {
     let kept: Vec<(String, String, String)> = Statement::<D>::new(D::STEPS.overrides)
         .bind(spec.module.clone())
         .fetch_all(&mut *tx)
@@ -276,8 +279,33 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     let mut catch_up_all = Vec::new();
     let mut jitters = Vec::new();
     let mut offsets = Vec::new();
+    let mut fixed = Vec::new();
+    let mut dropped = Vec::new();
     for job in &spec.jobs {
-        let runs = rules::reschedule::effective(job, overrides.get(&job.verb));
+        let over = overrides.get(&job.verb);
+        if rules::reschedule::dropped(job, over)
+            && let Some(over) = over
+        {
+            Statement::<D>::new(D::STEPS.drop_override)
+                .bind(spec.module.clone())
+                .bind(job.verb.clone())
+                .execute(&mut *tx)
+                .await?;
+            tracing::warn!(
+                verb = job.verb,
+                schedule = over.expression,
+                timezone = over.zone,
+                "deployment `{}` declares `{}` fixed: the override (`{}` in `{}`) is dropped and \
+                 the code's schedule runs",
+                spec.key,
+                job.verb,
+                over.expression,
+                over.zone
+            );
+            dropped.push((job.verb.clone(), over.clone()));
+        }
+        fixed.push(job.fixed);
+        let runs = rules::reschedule::effective(job, over);
         verbs.push(job.verb.clone());
         code_expressions.push(runs.overridden.then(|| job.expression.clone()));
         code_zones.push(runs.overridden.then(|| zone_text(job)));
@@ -326,10 +354,11 @@ pub(crate) async fn insert_jobs<D: Protocol>(
             Column(offsets),
             Column(code_expressions),
             Column(code_zones),
+            Column(fixed),
         )))
         .execute(&mut *tx)
         .await?;
-    Ok(())
+    Ok(dropped)
 }
 
 impl<D: Protocol> SqlStore<D> {

@@ -87,6 +87,8 @@ pub(crate) struct Steps {
     pub(crate) delete_runner: &'static str,
     /// The schedule overrides of module `1`, as `(verb, schedule, timezone)`.
     pub(crate) overrides: &'static str,
+    /// Deletes the override of verb `2` of module `1`.
+    pub(crate) drop_override: &'static str,
     /// The rows of deployment `1` as a replica checks them.
     pub(crate) deployment_rows: &'static str,
     /// Module `1`'s elected deployment (live within the span `2`), whether `3` is active, the active key.

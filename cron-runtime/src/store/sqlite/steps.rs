@@ -151,11 +151,11 @@ FROM cron_deployments WHERE key = ?1",
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution, start_time,
      every_replica, lease, retries, backoff, catch_up, catch_up_all, jitter, jitter_offset_ms,
-     code_schedule, code_timezone)
+     code_schedule, code_timezone, fixed)
 SELECT ?1, ?2, value ->> 0, value ->> 1, value ->> 2, CAST(round((value ->> 3) * 1000) AS INTEGER),
        value ->> 4, value ->> 5, (SELECT now FROM temp.cron_clock), value ->> 6, value ->> 7,
        value ->> 8, value ->> 9, value ->> 10, value ->> 11, value ->> 12, value ->> 13,
-       value ->> 14, value ->> 15
+       value ->> 14, value ->> 15, value ->> 16
 FROM json_each(?3)
 WHERE true
 ON CONFLICT (deployment_id, verb) DO NOTHING",
@@ -169,6 +169,7 @@ ORDER BY id",
     drain_runner: "UPDATE cron_runners SET draining = 1 WHERE id = ?1",
     delete_runner: "DELETE FROM cron_runners WHERE id = ?1",
     overrides: "SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = ?1",
+    drop_override: "DELETE FROM cron_overrides WHERE module_name = ?1 AND verb = ?2",
     deployment_rows: "
 SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.paused, j.next_execution,
        j.trigger_requested_at, j.lease_expires_at, j.every_replica, b.queued_at, j.code_schedule
@@ -594,6 +595,7 @@ mod tests {
             drain_runner,
             delete_runner,
             overrides,
+            drop_override,
             deployment_rows,
             elected,
             takeover_lock,
@@ -646,6 +648,7 @@ mod tests {
             ("drain_runner", drain_runner),
             ("delete_runner", delete_runner),
             ("overrides", overrides),
+            ("drop_override", drop_override),
             ("deployment_rows", deployment_rows),
             ("elected", elected),
             ("takeover_lock", takeover_lock),

@@ -215,6 +215,7 @@ impl Walker<'_> {
                 catch_up: cron.catch_up.as_ref().map(|window| window.value()),
                 jitter: cron.jitter.as_ref().map(|jitter| jitter.value()),
                 expect_within: cron.expect_within.as_ref().map(|within| within.value()),
+                fixed: cron.fixed,
                 on: cron.on,
             },
         )

@@ -114,17 +114,18 @@ statements! { "jobs";
 INSERT INTO cron_jobs
     (deployment_id, module_name, verb, schedule, timezone, timeout, missed, next_execution,
      every_replica, lease, retries, backoff, catch_up, catch_up_all, jitter, jitter_offset_ms,
-     code_schedule, code_timezone)
+     code_schedule, code_timezone, fixed)
 SELECT $1, $2, u.verb, u.schedule, u.timezone, make_interval(secs => u.timeout), u.missed,
        u.next_execution, u.every_replica, make_interval(secs => u.lease / 1000.0), u.retries,
        make_interval(secs => u.backoff / 1000.0), make_interval(secs => u.catch_up / 1000.0),
        u.catch_up_all, make_interval(secs => u.jitter / 1000.0), u.jitter_offset_ms,
-       u.code_schedule, u.code_timezone
+       u.code_schedule, u.code_timezone, u.fixed
 FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::timestamptz[],
             $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[],
-            $15::bigint[], $16::bigint[], $17::text[], $18::text[])
+            $15::bigint[], $16::bigint[], $17::text[], $18::text[], $19::boolean[])
     AS u(verb, schedule, timezone, timeout, missed, next_execution, every_replica, lease, retries,
-         backoff, catch_up, catch_up_all, jitter, jitter_offset_ms, code_schedule, code_timezone)
+         backoff, catch_up, catch_up_all, jitter, jitter_offset_ms, code_schedule, code_timezone,
+         fixed)
 ON CONFLICT (deployment_id, verb) DO NOTHING
 ";
 
@@ -133,6 +134,13 @@ ON CONFLICT (deployment_id, verb) DO NOTHING
     /// at its override.
     OVERRIDES = "
 SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = $1
+";
+
+    /// Deletes the schedule override of verb `$2` of module `$1`: `cronverb reschedule --reset`, and a
+    /// registration whose code marks the verb `fixed` (docs/operations.md, "Changing a schedule
+    /// without a build").
+    DROP_OVERRIDE = "
+DELETE FROM cron_overrides WHERE module_name = $1 AND verb = $2
 ";
 
     /// The rows of deployment `$1` as a replica checks them (registration, heartbeats): their schedule
