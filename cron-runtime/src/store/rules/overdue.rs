@@ -78,8 +78,10 @@ impl OverdueRow {
     /// Whether the replica asking reports `occurrence`: the row is of the active deployment, not
     /// paused, the occurrence is the row's, no run of it or a later one succeeded by its deadline
     /// (a run that succeeded later leaves an outage that is still reported, once), and no replica
-    /// reported it (or a later one) before. The store records it as reported in the same step, so
-    /// each occurrence is reported once across the replicas.
+    /// reported it (or a later one) before. The store then records it as reported where no replica
+    /// recorded it first and the row is still of the active deployment and not paused (checked again
+    /// by that record, against a takeover or a pause in between), so each occurrence is reported once
+    /// across the replicas.
     pub(crate) fn notifies(&self, occurrence: DateTime<Utc>) -> bool {
         self.active
             && !self.paused

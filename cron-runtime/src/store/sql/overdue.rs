@@ -16,8 +16,10 @@ use crate::store::{Expected, Overdue, Runner, StoreError};
 
 /// The facts of `rules::overdue::OverdueRow` for each expected occurrence (verb, occurrence, deadline
 /// `e(verb, occurrence, deadline)`, bound as `$expected`) of a row of deployment `$deployment`, as
-/// [`OverdueFacts`] reads them: one statement for every job of a check. A success is read on the
-/// history's unique key (`module_name, verb, scheduled_at`) forward from the occurrence. The one
+/// [`OverdueFacts`] reads them: one statement for every job of a check. The occurrences bound are the
+/// outer loop (`CROSS JOIN` keeps SQLite from walking every row of the deployment and the whole batch
+/// for each), each finding its row on `(deployment_id, verb)`; a success is read on the history's
+/// unique key (`module_name, verb, scheduled_at`) forward from the occurrence. The one
 /// definition of [`Steps::overdue_rows`](super::Steps::overdue_rows), each database spelling how its
 /// parameters bind.
 macro_rules! overdue_rows {
@@ -36,10 +38,11 @@ SELECT j.id, e.verb, d.active, j.paused, j.start_time,
 FROM ",
             $expected,
             "
-JOIN cron_jobs j ON j.deployment_id = ",
+CROSS JOIN cron_jobs j
+JOIN cron_deployments d ON d.id = j.deployment_id
+WHERE j.deployment_id = ",
             $deployment,
             " AND j.verb = e.verb
-JOIN cron_deployments d ON d.id = j.deployment_id
 "
         )
     };
@@ -48,7 +51,9 @@ pub(crate) use overdue_rows;
 
 /// Records each row `w.id` as having reported occurrence `w.occurrence` (`w`, bound as `$rows`) where
 /// no replica recorded it or a later one yet, and returns the ids it recorded: the ones this replica
-/// reports. The one definition of [`Steps::mark_overdue`](super::Steps::mark_overdue).
+/// reports. It checks again that the row is not paused and its deployment active: a pause or a
+/// takeover (which carries `overdue_notified_for` to the new deployment's rows) that commits between
+/// the read and this record would otherwise have the occurrence reported while paused, or twice. The one definition of [`Steps::mark_overdue`](super::Steps::mark_overdue).
 macro_rules! mark_overdue {
     (rows: $rows:literal $(,)?) => {
         concat!(
@@ -59,6 +64,8 @@ FROM ",
             "
 WHERE cron_jobs.id = w.id
   AND (cron_jobs.overdue_notified_for IS NULL OR cron_jobs.overdue_notified_for < w.occurrence)
+  AND NOT cron_jobs.paused
+  AND EXISTS (SELECT 1 FROM cron_deployments d WHERE d.id = cron_jobs.deployment_id AND d.active)
 RETURNING cron_jobs.id
 "
         )
@@ -144,6 +151,9 @@ impl<D: Protocol> SqlStore<D> {
             .filter(|(.., notifies)| *notifies)
             .map(|(id, expected, ..)| (*id, At(expected.occurrence)))
             .collect();
+        // In the order of their ids, as every step that locks several job rows (docs/architecture.md).
+        let mut to_mark = to_mark;
+        to_mark.sort_by_key(|(id, _)| *id);
         let marked: HashSet<i64> = if to_mark.is_empty() {
             HashSet::new()
         } else {

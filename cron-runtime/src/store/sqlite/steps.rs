@@ -788,6 +788,27 @@ mod tests {
         }
     }
 
+    /// The overdue check's read walks the expected occurrences bound and finds each one's row by its
+    /// key (deployment, verb), not every row of the deployment, each re-reading the whole batch.
+    #[tokio::test]
+    async fn the_overdue_read_finds_each_expected_row_by_its_key() {
+        let mut conn = migrated().await;
+        let plan: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(&format!("EXPLAIN QUERY PLAN {}", STEPS.overdue_rows))
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        let plan: Vec<String> = plan.into_iter().map(|(.., detail)| detail).collect();
+        let json = plan.iter().position(|d| d.contains("json_each"));
+        let jobs = plan
+            .iter()
+            .position(|d| d.starts_with("SEARCH j ") && d.contains("deployment_id=? AND verb=?"));
+        assert!(
+            matches!((json, jobs), (Some(json), Some(jobs)) if json < jobs),
+            "{plan:#?}"
+        );
+    }
+
     /// No statement reads a whole table of the store's, or joins the rows bound on their index: each
     /// finds its rows by an index, from the ids, keys or rows bound, so that a step costs as much as
     /// its batch, whatever the size of the tables. What may be scanned: the rows bound (`json_each`), the claim's subqueries over its
