@@ -2,8 +2,8 @@
 //! run"): two replicas; a handler that sleeps for a minute runs on one of them; `cronverb cancel`, run
 //! from the test, asks it to stop. The replica running it hears the request through the store's
 //! wake-up (`NOTIFY`), its handler sees `context().cancelled()` and returns, and the run is recorded
-//! `cancelled`, naming the actor and the note, within a second of the command; the next occurrence
-//! runs as usual.
+//! `cancelled`, naming the actor and the note, within a second of the command; the handler's ticks
+//! stop with it; the next occurrence runs as usual.
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
 
@@ -124,12 +124,26 @@ async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() 
         took < Duration::from_secs(1),
         "the run ended {took:?} after the cancel"
     );
-    // Its handler stopped: it never reached the end of its minute.
-    let finished: Option<DateTime<Utc>> =
-        sqlx::query_scalar("SELECT finished_at FROM test_executions WHERE run_id = $1")
-            .bind(run_id)
-            .fetch_one(&db.pool)
-            .await?;
+    // Its handler stopped: it ticks every 100 ms while it works, and no tick comes once the run is
+    // recorded cancelled (the tick in flight when it was may still land, hence the first wait).
+    let ticks = || async {
+        sqlx::query_as::<_, (i32, Option<DateTime<Utc>>)>(
+            "SELECT ticks, finished_at FROM test_executions WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_one(&db.pool)
+        .await
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (stopped_at, _) = ticks().await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (later, finished) = ticks().await?;
+    println!("the handler ticked {stopped_at} times, and {later} a second later");
+    assert!(stopped_at >= 10, "{stopped_at} ticks");
+    assert_eq!(
+        later, stopped_at,
+        "the handler went on ticking after its run was recorded cancelled"
+    );
     assert_eq!(finished, None, "the handler ran to its end");
     // The audit trail names who cancelled it.
     let audited: (String, String, Option<String>) = sqlx::query_as(
