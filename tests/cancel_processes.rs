@@ -265,6 +265,15 @@ async fn a_cancelled_run_whose_replica_is_killed_in_its_grace_is_taken_back_canc
         Some("cancelled by alice: stuck import")
     );
     assert_eq!(run.cancel_requested_by.as_deref(), Some("alice"));
+    let one_attempt: bool =
+        sqlx::query_scalar("SELECT attempts IS NULL FROM cron_job_runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_one(&db.pool)
+            .await?;
+    assert!(
+        one_attempt,
+        "the cancelled run has attempts after its first"
+    );
 
     // Not retried, although the job has retries left: the next execution on the survivor is the
     // next occurrence's, and the cancelled run's handler ran once.
