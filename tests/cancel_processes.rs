@@ -2,8 +2,8 @@
 //! run"): two replicas; a handler that sleeps for a minute runs on one of them; `cronverb cancel`, run
 //! from the test, asks it to stop. The replica running it hears the request through the store's
 //! wake-up (`NOTIFY`), its handler sees `context().cancelled()` and returns, and the run is recorded
-//! `cancelled`, naming the actor and the note, within a second of the command; the next occurrence
-//! runs as usual.
+//! `cancelled`, naming the actor and the note, within a second of the command; the handler's ticks
+//! stop with it; the next occurrence runs as usual.
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
 
@@ -13,15 +13,28 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use cronverb::JobOptions;
 use support::{Cluster, TestDb, t, wait_for};
 
 const MODULE: &str = "cx";
 const KEY: &str = "cx@1";
 const SLEEPY: &str = "cx::sleepy";
 
+/// A job whose handler never looks at the cancel, with retries: its replica is killed during the
+/// grace a cancel gives it.
+const STUCK: &str = "cx::stuck";
+
 #[test]
 fn replica_main() {
-    support::replica_entry(|builder, _jobs| {
+    support::replica_entry(|builder, jobs| {
+        if jobs == "stuck" {
+            return builder.job_with(
+                STUCK,
+                "*/10 * * * * *",
+                JobOptions::new().retries(3).backoff(Duration::from_secs(1)),
+                || support::execute(600, Duration::from_millis(100)),
+            );
+        }
         builder.job(SLEEPY, "*/10 * * * * *", || async {
             let cx = cronverb::context();
             let cancelled = cx.cancelled();
@@ -124,12 +137,26 @@ async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() 
         took < Duration::from_secs(1),
         "the run ended {took:?} after the cancel"
     );
-    // Its handler stopped: it never reached the end of its minute.
-    let finished: Option<DateTime<Utc>> =
-        sqlx::query_scalar("SELECT finished_at FROM test_executions WHERE run_id = $1")
-            .bind(run_id)
-            .fetch_one(&db.pool)
-            .await?;
+    // Its handler stopped: it ticks every 100 ms while it works, and no tick comes once the run is
+    // recorded cancelled (the tick in flight when it was may still land, hence the first wait).
+    let ticks = || async {
+        sqlx::query_as::<_, (i32, Option<DateTime<Utc>>)>(
+            "SELECT ticks, finished_at FROM test_executions WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_one(&db.pool)
+        .await
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (stopped_at, _) = ticks().await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (later, finished) = ticks().await?;
+    println!("the handler ticked {stopped_at} times, and {later} a second later");
+    assert!(stopped_at >= 10, "{stopped_at} ticks");
+    assert_eq!(
+        later, stopped_at,
+        "the handler went on ticking after its run was recorded cancelled"
+    );
     assert_eq!(finished, None, "the handler ran to its end");
     // The audit trail names who cancelled it.
     let audited: (String, String, Option<String>) = sqlx::query_as(
@@ -167,5 +194,117 @@ async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() 
         ("running", None)
     );
     cluster.stop(&["a", "b"], Duration::from_secs(10))?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_whose_replica_is_killed_in_its_grace_is_taken_back_cancelled_not_retried()
+-> anyhow::Result<()> {
+    let db = TestDb::create("cxk").await?;
+    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
+    println!("replica logs: {}", cluster.logs_dir().display());
+    cluster.spawn("a", "cx@2", "stuck")?;
+    cluster.spawn("b", "cx@2", "stuck")?;
+
+    let (run_id, replica): (i64, String) =
+        wait_for("a run to be under way", Duration::from_secs(30), || async {
+            Ok(sqlx::query_as::<_, (i64, String)>(
+                "SELECT run_id, replica FROM test_executions \
+                 WHERE finished_at IS NULL AND ticks >= 5 ORDER BY id LIMIT 1",
+            )
+            .fetch_optional(&db.pool)
+            .await?)
+        })
+        .await?;
+    let survivor = if replica == "a" { "b" } else { "a" };
+    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args([
+            "cancel",
+            STUCK,
+            "--actor",
+            "alice",
+            "--note",
+            "stuck import",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "cronverb cancel failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Its handler ignores the request: half a second into its grace (3 s) the run is still going,
+    // and its replica dies.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let outcome: String = sqlx::query_scalar("SELECT outcome FROM cron_job_runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_one(&db.pool)
+        .await?;
+    assert_eq!(outcome, "running", "the run ended within its grace");
+    cluster.kill9(&replica)?;
+    println!("run {run_id} was cancelled, then its replica {replica} killed");
+
+    // The survivor takes it back when its lease (3 s) is over: `cancelled` by the requester.
+    let run: RunRow = wait_for(
+        "the run to be taken back",
+        Duration::from_secs(20),
+        || async {
+            Ok(sqlx::query_as::<_, RunRow>(&format!(
+                "{RUN} WHERE id = $1 AND outcome <> 'running'"
+            ))
+            .bind(run_id)
+            .fetch_optional(&db.pool)
+            .await?)
+        },
+    )
+    .await?;
+    println!("run {run_id} ended: {run:?}");
+    assert_eq!(run.outcome, "cancelled", "{run:?}");
+    assert_eq!(
+        run.error.as_deref(),
+        Some("cancelled by alice: stuck import")
+    );
+    assert_eq!(run.cancel_requested_by.as_deref(), Some("alice"));
+    let one_attempt: bool =
+        sqlx::query_scalar("SELECT attempts IS NULL FROM cron_job_runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_one(&db.pool)
+            .await?;
+    assert!(
+        one_attempt,
+        "the cancelled run has attempts after its first"
+    );
+
+    // Not retried, although the job has retries left: the next execution on the survivor is the
+    // next occurrence's, and the cancelled run's handler ran once.
+    let (next_run, next_replica): (i64, String) = wait_for(
+        "the next occurrence to run",
+        Duration::from_secs(20),
+        || async {
+            Ok(sqlx::query_as::<_, (i64, String)>(
+                "SELECT e.run_id, e.replica FROM test_executions e \
+                 JOIN cron_job_runs r ON r.id = e.run_id \
+                 WHERE r.scheduled_at > $1 AND e.ticks >= 5 ORDER BY e.id LIMIT 1",
+            )
+            .bind(run.scheduled_at)
+            .fetch_optional(&db.pool)
+            .await?)
+        },
+    )
+    .await?;
+    assert_eq!(next_replica, survivor);
+    let executions: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT run_id, replica FROM test_executions \
+         WHERE id < (SELECT min(id) FROM test_executions WHERE run_id = $1) ORDER BY id",
+    )
+    .bind(next_run)
+    .fetch_all(&db.pool)
+    .await?;
+    assert_eq!(
+        executions,
+        vec![(run_id, replica)],
+        "the cancelled run was tried again"
+    );
+    cluster.stop(&[survivor], Duration::from_secs(10))?;
     Ok(())
 }

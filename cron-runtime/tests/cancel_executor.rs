@@ -1,7 +1,8 @@
 //! Cancelling a run in flight, the executor and the in-memory store on tokio's paused clock
 //! (docs/operations.md, "Cancelling a run"): a handler awaiting `context().cancelled()` returns at
-//! once; one that ignores it is dropped when the grace (the shutdown grace period) is over. Either run
-//! is recorded `cancelled` with who asked, and not retried although the job retries.
+//! once; one that ignores it, awaiting a timer or work on the blocking pool, is dropped when the grace
+//! (the shutdown grace period) is over. Either run is recorded `cancelled` with who asked, and not
+//! retried although the job retries.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -151,6 +152,91 @@ async fn a_handler_ignoring_the_cancel_is_dropped_after_the_grace() {
         ended >= asked_at + grace
             && ended <= asked_at + grace + chrono::Duration::milliseconds(100)
     );
+    handle.shutdown().await.unwrap();
+}
+
+/// Lets `by` pass on the paused clock in steps of 10 ms, letting the runtime's tasks run at each: a
+/// `spawn_blocking` task in flight stops the clock from advancing by itself.
+async fn pass(by: Duration) {
+    let step = Duration::from_millis(10);
+    let until = Instant::now() + by;
+    while Instant::now() < until {
+        tokio::time::advance(step.min(until - Instant::now())).await;
+        for _ in 0..5 {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_blocked_in_spawn_blocking_is_dropped_after_the_grace_and_the_job_goes_on() {
+    // Its first run awaits work on the blocking pool that never looks at the cancel (nor ends until
+    // the test lets it): the run is recorded `cancelled` when the grace is over, although that work
+    // goes on, and the job's next occurrence runs as usual.
+    let store = MemoryStore::starting_at(at(0));
+    let calls = Arc::new(AtomicU32::new(0));
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    let blocked = Arc::new(Mutex::new(blocked));
+    let (calls_in_job, blocked_in_job) = (Arc::clone(&calls), Arc::clone(&blocked));
+    let runtime = Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .shutdown_grace(GRACE)
+        .job_with(
+            "test::export",
+            "0 * * * * *",
+            JobOptions::default()
+                .retries(3)
+                .backoff(Duration::from_secs(1)),
+            move || {
+                let call = calls_in_job.fetch_add(1, Ordering::SeqCst) + 1;
+                let blocked = Arc::clone(&blocked_in_job);
+                async move {
+                    if call == 1 {
+                        // Blocks a thread of the blocking pool until the test sends or goes away.
+                        let _ = tokio::task::spawn_blocking(move || blocked.lock().unwrap().recv())
+                            .await;
+                    }
+                    Ok::<(), String>(())
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    pass(Duration::from_secs(45)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let asked_at = store.now();
+    store.cancel("test", "test::export", "carol", None).unwrap();
+    pass(GRACE - Duration::from_millis(100)).await;
+    assert_eq!(runs(&store)[0].outcome, None, "ended before its grace");
+    pass(Duration::from_millis(200)).await;
+    let run = runs(&store).into_iter().next().unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Cancelled), "{run:?}");
+    assert_eq!(run.error.as_deref(), Some("cancelled by carol"));
+    let ended = run.finished_at.unwrap();
+    let grace = chrono::Duration::from_std(GRACE).unwrap();
+    assert!(
+        ended >= asked_at + grace
+            && ended <= asked_at + grace + chrono::Duration::milliseconds(100),
+        "ended at {ended}, asked at {asked_at}"
+    );
+    // Not retried: the next run is the next occurrence's, at 00:02:00, and it succeeds.
+    assert_eq!(store.next_execution("test", "test::export"), Some(at(90)));
+    pass(Duration::from_secs(40)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the next occurrence ran");
+    let runs = runs(&store);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(
+        (runs[1].scheduled_at, runs[1].outcome),
+        (at(90), Some(Outcome::Succeeded)),
+        "{runs:?}"
+    );
+    // The blocking work, still going on, may end now.
+    release.send(()).unwrap();
     handle.shutdown().await.unwrap();
 }
 
