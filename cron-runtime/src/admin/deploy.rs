@@ -101,12 +101,18 @@ pub(crate) async fn deploy<D: Dialect>(
         before: Some(serde_json::json!({
             "active": current.as_ref().map(|c| c.key.as_str()),
         })),
-        after: Some(serde_json::json!({
-            "key": spec.key,
-            "created": created,
-            "active": active,
-            "dropped_overrides": dropped_overrides,
-        })),
+        after: Some({
+            let mut after = serde_json::json!({
+                "key": spec.key,
+                "created": created,
+                "active": active,
+            });
+            // Named only when the registration dropped an override, as a state change it made.
+            if !dropped_overrides.is_empty() {
+                after["dropped_overrides"] = serde_json::json!(dropped_overrides);
+            }
+            after
+        }),
         note: None,
     };
     record(&mut tx, actor, registered, &context).await?;

@@ -101,6 +101,11 @@ pub(crate) async fn reschedule<D: Dialect>(
     let mut changed = false;
     let mut after: Option<(String, String, Option<DateTime<Utc>>)> = None;
     for row in &rows {
+        // A row whose code is fixed keeps it: the verb's override never runs there, as when a rolling
+        // deploy registered it before its takeover (`rules::reschedule::refusal`).
+        if row.fixed {
+            continue;
+        }
         let code = code_of(row);
         let (expression, zone, schedule) = match &target {
             Some((expression, zone, schedule)) => (

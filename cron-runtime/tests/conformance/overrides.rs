@@ -143,6 +143,22 @@ pub async fn a_deploy_that_marks_an_overridden_job_fixed_drops_the_override(
     );
 }
 
+/// The active deployment's row speaks for a verb: with an older deployment's row that is not fixed
+/// still registered, an override of a verb the active code marks `fixed` is refused, and the active
+/// row runs its code's schedule.
+pub async fn the_active_deployments_fixed_row_refuses_an_override_an_older_row_would_take(
+    h: impl StoreUnderTest,
+) {
+    let (_old, _) = replica(&h, &deployment("billing@1", vec![job("a", YEARLY)])).await;
+    let (_fixed, _) = replica(&h, &deployment("billing@2", vec![fixed(job("a", YEARLY))])).await;
+    let refused = h.reschedule("a", SECONDLY).await.unwrap_err();
+    assert!(refused.contains("`a` is declared `fixed`"), "{refused}");
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await)
+    );
+}
+
 /// Rescheduling a verb to exactly its code's expression and zone returns it to its code's schedule
 /// and keeps no override: a deployment whose code then changes the expression runs the new code's, not
 /// an override nobody sees (docs/operations.md, "Changing a schedule without a build").

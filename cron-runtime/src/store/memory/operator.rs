@@ -255,7 +255,17 @@ impl State {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let rows = self.rows_of(module, verb)?;
-        let first = &self.jobs[&rows[0]];
+        // The active deployment's row speaks for the verb, else the newest, as in the operator API.
+        let speaks = rows
+            .iter()
+            .find(|id| {
+                self.deployments
+                    .get(&self.jobs[id].deployment_id)
+                    .is_some_and(|d| d.active)
+            })
+            .or(rows.last())
+            .expect("rows_of refuses a verb without rows");
+        let first = &self.jobs[speaks];
         let code = first.code.as_deref().unwrap_or(&first.spec);
         if to.is_some()
             && let Some(refused) = refusal(verb, code.on == RunOn::EveryReplica, code.fixed)
@@ -285,6 +295,11 @@ impl State {
         };
         for job_id in rows {
             let job = self.jobs.get_mut(&job_id).expect("exists");
+            // A row whose code is fixed keeps it: the verb's override never runs there, as when a
+            // rolling deploy registered it before its takeover (`rules::reschedule::refusal`).
+            if job.code.as_deref().unwrap_or(&job.spec).fixed {
+                continue;
+            }
             let code = match &target {
                 Some(_) => Some(
                     job.code
