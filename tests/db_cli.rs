@@ -209,11 +209,11 @@ fn migrate_creates_the_tables_that_the_other_commands_need() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0015)\n"
+        "cronverb's tables are up to date (migration 0014)\n"
     );
     // Again: nothing to do.
     let migrated = db.json(&["migrate"]);
-    assert_eq!(migrated["version"], 15);
+    assert_eq!(migrated["version"], 14);
 
     let output = db.cronverb(&["status"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -547,7 +547,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     let message = stderr(&output);
     assert!(
-        message.contains("migration 10000") && message.contains("up to 0015"),
+        message.contains("migration 10000") && message.contains("up to 0014"),
         "{message}"
     );
     // Every other command refuses it as `migrate` and the replicas do, before reading or writing.
@@ -568,7 +568,7 @@ fn migrate_of_an_older_release_accepts_additive_newer_migrations_and_refuses_a_c
         );
         let message = stderr(&output);
         assert!(
-            message.contains("require migration 10000 or later") && message.contains("up to 0015"),
+            message.contains("require migration 10000 or later") && message.contains("up to 0014"),
             "{args:?}: {message}"
         );
     }

@@ -146,9 +146,9 @@ fn only_migrate_creates_the_file_and_other_schemes_are_refused() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "cronverb's tables are up to date (migration 0015)\n"
+        "cronverb's tables are up to date (migration 0014)\n"
     );
-    assert_eq!(file.json(&["migrate"])["version"], 15);
+    assert_eq!(file.json(&["migrate"])["version"], 14);
     let output = file.cronverb(&["status"]);
     assert_eq!(stdout(&output), "no deployment is registered\n");
 
@@ -638,7 +638,7 @@ fn every_command_refuses_a_file_that_a_newer_release_contracted() {
         let message = stderr(&output);
         assert!(
             message.contains("require migration 10000 or later")
-                && message.contains("knows migrations up to 0015"),
+                && message.contains("knows migrations up to 0014"),
             "{args:?}: {message}"
         );
     }

@@ -205,17 +205,17 @@ async fn processes_migrating_at_once_migrate_once_and_a_contracted_file_is_refus
     // Each of the migrations (`0001_cron_tables.sql`, `0002_run_claimed_at.sql`, `0003_retries.sql`,
     // `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`, `0007_backfills.sql`,
     // `0008_jitter.sql`, `0009_audit.sql`, `0010_cancel.sql`, `0011_overrides.sql`,
-    // `0012_overdue.sql`, `0013_fixed.sql`, `0015_draining.sql`), once.
+    // `0012_overdue.sql`, `0013_fixed.sql`, `0014_draining.sql`), once.
     assert_eq!(applied, 14);
 
     // A newer release's contract migration (docs/operations.md, "Migrations across releases").
-    sqlx::query("UPDATE cron_compatibility SET required_migration = 16")
+    sqlx::query("UPDATE cron_compatibility SET required_migration = 15")
         .execute(a.pool())
         .await
         .unwrap();
     let refused = b.migrate().await.unwrap_err().to_string();
     assert!(
-        refused.contains("require migration 0016 or later"),
+        refused.contains("require migration 0015 or later"),
         "{refused}"
     );
     assert!(b.check_compatible().await.is_err());
@@ -310,8 +310,8 @@ async fn a_file_migrated_by_an_earlier_release_gets_the_retries_migration_and_ke
     // And `0004_job_lease.sql`, `0005_every_replica.sql`, `0006_catch_up.sql`, `0007_backfills.sql`
     // `0008_jitter.sql`, `0010_cancel.sql` and `0011_overrides.sql`, whose columns are nullable or
     // have defaults, `0009_audit.sql`, whose table the replicas never touch, `0012_overdue.sql`, whose
-    // column is nullable, and `0013_fixed.sql` and `0015_draining.sql`, whose columns have defaults.
-    assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15]);
+    // column is nullable, and `0013_fixed.sql` and `0014_draining.sql`, whose columns have defaults.
+    assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
     // What an earlier release writes still fits.
     sqlx::query(old_run)
         .bind(2_000_000_i64)

@@ -19,7 +19,7 @@ ON CONFLICT (id) DO UPDATE SET last_seen = now()";
 WHERE deployment_id = $1 AND last_seen >= now() - make_interval(secs => $2) AND NOT draining
 ORDER BY id";
 
-    /// Runner `$1` has begun to shut down (migration 0015): the others count it out of the live
+    /// Runner `$1` has begun to shut down (migration 0014): the others count it out of the live
     /// replicas at once.
     DRAIN_RUNNER = "UPDATE cron_runners SET draining = true WHERE id = $1";
 

@@ -4,4 +4,4 @@
 --
 -- `draining`: the replica has begun to shut down and claims no more (1); the others leave it out of the
 -- live replicas they spread the work over.
-ALTER TABLE cron_runners ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE cron_runners ADD COLUMN draining INTEGER NOT NULL DEFAULT 0 CHECK (draining IN (0, 1));
