@@ -313,6 +313,10 @@ fn cancel_asks_the_run_in_flight_to_stop_once_and_is_refused_without_one() {
     assert_eq!(cancelled["requested_by"], "carol");
     assert_eq!(cancelled["note"], "stuck");
     assert_eq!(cancelled["already_requested"], false);
+    assert_eq!(
+        cancelled["ended"], false,
+        "a run in flight is asked, not ended"
+    );
     let again = db.json(&["cancel", "billing::heartbeat", "--actor", "dave"]);
     assert_eq!(
         (&again["requested_by"], &again["already_requested"]),

@@ -34,6 +34,9 @@ pub struct Cancelled {
     pub note: Option<String>,
     /// The run had been asked to stop already; this call changed nothing.
     pub already_requested: bool,
+    /// The occurrence was waiting for its retry, not in flight: its run is recorded `cancelled` now,
+    /// with no more retries, and no handler had to be told.
+    pub ended: bool,
 }
 
 /// [`Admin::cancel`](super::Admin::cancel).
@@ -122,6 +125,7 @@ pub(crate) async fn cancel<D: Dialect>(
         requested_by,
         note: cancel_note,
         already_requested,
+        ended: false,
     })
 }
 
@@ -193,5 +197,6 @@ async fn cancel_retry<D: Dialect>(
         requested_by: actor.name().to_owned(),
         note: note.map(str::to_owned),
         already_requested: false,
+        ended: true,
     })
 }

@@ -47,6 +47,12 @@ fn text(cancelled: &Cancelled) -> String {
             cancelled.run_id,
             db::instant(Some(cancelled.requested_at))
         )
+    } else if cancelled.ended {
+        format!(
+            "run {} of `{verb}` was waiting for its retry: it is recorded `cancelled` by {by}, with \
+             no more retries",
+            cancelled.run_id
+        )
     } else {
         format!(
             "asked run {} of `{verb}` to stop: it ends `cancelled` by {by}",
