@@ -60,6 +60,21 @@ struct RunRow {
 const RUN: &str = "SELECT id, scheduled_at, finished_at, outcome, error, cancel_requested_by \
                    FROM cron_job_runs";
 
+/// A run whose handler has ticked `ticks` times at least (every 100 ms) and has not finished: its run id
+/// and the replica running it.
+async fn under_way(db: &TestDb, ticks: i64) -> anyhow::Result<(i64, String)> {
+    wait_for("a run to be under way", Duration::from_secs(30), || async {
+        Ok(sqlx::query_as::<_, (i64, String)>(
+            "SELECT run_id, replica FROM test_executions \
+             WHERE finished_at IS NULL AND ticks >= $1 ORDER BY id LIMIT 1",
+        )
+        .bind(ticks)
+        .fetch_optional(&db.pool)
+        .await?)
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() -> anyhow::Result<()>
 {
@@ -70,16 +85,7 @@ async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() 
     cluster.spawn("b", KEY, "jobs")?;
 
     // A run that has worked for a second at least, on one of the replicas.
-    let (run_id, replica): (i64, String) =
-        wait_for("a run to be under way", Duration::from_secs(30), || async {
-            Ok(sqlx::query_as::<_, (i64, String)>(
-                "SELECT run_id, replica FROM test_executions \
-                 WHERE finished_at IS NULL AND ticks >= 10 ORDER BY id LIMIT 1",
-            )
-            .fetch_optional(&db.pool)
-            .await?)
-        })
-        .await?;
+    let (run_id, replica): (i64, String) = under_way(&db, 10).await?;
     println!("run {run_id} sleeps on replica {replica}");
 
     let asked_at: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
@@ -206,16 +212,7 @@ async fn a_cancelled_run_whose_replica_is_killed_in_its_grace_is_taken_back_canc
     cluster.spawn("a", "cx@2", "stuck")?;
     cluster.spawn("b", "cx@2", "stuck")?;
 
-    let (run_id, replica): (i64, String) =
-        wait_for("a run to be under way", Duration::from_secs(30), || async {
-            Ok(sqlx::query_as::<_, (i64, String)>(
-                "SELECT run_id, replica FROM test_executions \
-                 WHERE finished_at IS NULL AND ticks >= 5 ORDER BY id LIMIT 1",
-            )
-            .fetch_optional(&db.pool)
-            .await?)
-        })
-        .await?;
+    let (run_id, replica): (i64, String) = under_way(&db, 5).await?;
     let survivor = if replica == "a" { "b" } else { "a" };
     let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
         .args([

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
-use cron_runtime::{JobOptions, Runtime, context};
+use cron_runtime::{JobOptions, Runtime, RuntimeBuilder, context};
 use tokio::time::{Instant, sleep};
 
 /// The store's clock starts here: a job due every minute first runs at `at(30)`, 00:01:00.
@@ -19,6 +19,23 @@ fn at(seconds: i64) -> DateTime<Utc> {
 }
 
 const GRACE: Duration = Duration::from_secs(5);
+
+/// The runtime of every case: module `test`, deployment `test@1`, on `store`, with a [`GRACE`].
+fn runtime(store: &MemoryStore) -> RuntimeBuilder {
+    Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+        .shutdown_grace(GRACE)
+}
+
+/// A job retried three times, a second apart: a cancelled run is never retried.
+fn retried() -> JobOptions {
+    JobOptions::default()
+        .retries(3)
+        .backoff(Duration::from_secs(1))
+}
 
 fn runs(store: &MemoryStore) -> Vec<RunRecord> {
     store.runs()
@@ -31,32 +48,20 @@ async fn a_handler_awaiting_cancelled_returns_and_the_run_ends_cancelled_not_ret
     let seen = Arc::new(Mutex::new(None));
     let (calls_in_job, seen_in_job) = (Arc::clone(&calls), Arc::clone(&seen));
     let clock = store.clone();
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-        .shutdown_grace(GRACE)
-        .job_with(
-            "test::export",
-            "0 * * * * *",
-            JobOptions::default()
-                .retries(3)
-                .backoff(Duration::from_secs(1)),
-            move || {
-                let calls = Arc::clone(&calls_in_job);
-                let seen = Arc::clone(&seen_in_job);
-                let clock = clock.clone();
-                async move {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    let cx = context();
-                    assert!(!cx.is_cancelled());
-                    cx.cancelled().await;
-                    *seen.lock().unwrap() = Some((clock.now(), cx.is_cancelled()));
-                    Err::<(), _>("interrupted")
-                }
-            },
-        )
+    let runtime = runtime(&store)
+        .job_with("test::export", "0 * * * * *", retried(), move || {
+            let calls = Arc::clone(&calls_in_job);
+            let seen = Arc::clone(&seen_in_job);
+            let clock = clock.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                let cx = context();
+                assert!(!cx.is_cancelled());
+                cx.cancelled().await;
+                *seen.lock().unwrap() = Some((clock.now(), cx.is_cancelled()));
+                Err::<(), _>("interrupted")
+            }
+        })
         .build()
         .await
         .unwrap();
@@ -102,12 +107,7 @@ async fn a_handler_ignoring_the_cancel_is_dropped_after_the_grace() {
     let store = MemoryStore::starting_at(at(0));
     let dropped = Arc::new(AtomicBool::new(false));
     let dropped_in_job = Arc::clone(&dropped);
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-        .shutdown_grace(GRACE)
+    let runtime = runtime(&store)
         .job("test::stuck", "0 * * * * *", move || {
             let dropped = Arc::clone(&dropped_in_job);
             async move {
@@ -178,31 +178,19 @@ async fn a_handler_blocked_in_spawn_blocking_is_dropped_after_the_grace_and_the_
     let (release, blocked) = std::sync::mpsc::channel::<()>();
     let blocked = Arc::new(Mutex::new(blocked));
     let (calls_in_job, blocked_in_job) = (Arc::clone(&calls), Arc::clone(&blocked));
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-        .shutdown_grace(GRACE)
-        .job_with(
-            "test::export",
-            "0 * * * * *",
-            JobOptions::default()
-                .retries(3)
-                .backoff(Duration::from_secs(1)),
-            move || {
-                let call = calls_in_job.fetch_add(1, Ordering::SeqCst) + 1;
-                let blocked = Arc::clone(&blocked_in_job);
-                async move {
-                    if call == 1 {
-                        // Blocks a thread of the blocking pool until the test sends or goes away.
-                        let _ = tokio::task::spawn_blocking(move || blocked.lock().unwrap().recv())
-                            .await;
-                    }
-                    Ok::<(), String>(())
+    let runtime = runtime(&store)
+        .job_with("test::export", "0 * * * * *", retried(), move || {
+            let call = calls_in_job.fetch_add(1, Ordering::SeqCst) + 1;
+            let blocked = Arc::clone(&blocked_in_job);
+            async move {
+                if call == 1 {
+                    // Blocks a thread of the blocking pool until the test sends or goes away.
+                    let _ =
+                        tokio::task::spawn_blocking(move || blocked.lock().unwrap().recv()).await;
                 }
-            },
-        )
+                Ok::<(), String>(())
+            }
+        })
         .build()
         .await
         .unwrap();
@@ -249,29 +237,17 @@ async fn a_run_recorded_cancelled_raises_no_failure_though_its_handler_failed_fi
     let events = Arc::new(Mutex::new(Vec::new()));
     let heard = Arc::clone(&events);
     let in_job = store.clone();
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-        .shutdown_grace(GRACE)
+    let runtime = runtime(&store)
         .on_event(move |event| heard.lock().unwrap().push(event.kind().to_string()))
-        .job_with(
-            "test::export",
-            "0 * * * * *",
-            JobOptions::default()
-                .retries(3)
-                .backoff(Duration::from_secs(1)),
-            move || {
-                let store = in_job.clone();
-                async move {
-                    store
-                        .cancel("test", "test::export", "alice", Some("stuck"))
-                        .unwrap();
-                    Err::<(), _>("interrupted")
-                }
-            },
-        )
+        .job_with("test::export", "0 * * * * *", retried(), move || {
+            let store = in_job.clone();
+            async move {
+                store
+                    .cancel("test", "test::export", "alice", Some("stuck"))
+                    .unwrap();
+                Err::<(), _>("interrupted")
+            }
+        })
         .build()
         .await
         .unwrap();

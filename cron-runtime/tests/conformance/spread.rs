@@ -45,18 +45,28 @@ fn shared(a: &BTreeSet<String>, b: &BTreeSet<String>) -> usize {
     a.intersection(b).count()
 }
 
+/// Two replicas of `spec` with `settings`, each counting the other live, registered early in a minute
+/// (every job changes hands at the start of a minute: a case keeps within one). The second counts the
+/// first in as it registers; the first counts it in at its heartbeat here.
+async fn two_live_replicas<H: StoreUnderTest>(
+    h: &H,
+    settings: StoreSettings,
+    spec: &DeploymentSpec,
+) -> ((H::Store, Runner), (H::Store, Runner)) {
+    settle_where(h, |second| second % 60 < 50).await;
+    let (a_store, a) = replica_with(h, settings, spec).await;
+    let (b_store, b) = replica_with(h, settings, spec).await;
+    a_store.heartbeat(&a).await.unwrap();
+    ((a_store, a), (b_store, b))
+}
+
 pub async fn live_replicas_split_the_due_occurrences_and_take_a_silent_ones_past_the_grace(
     h: impl StoreUnderTest,
 ) {
     let spec = eight_jobs();
     let all: BTreeSet<String> = spec.jobs.iter().map(|j| j.verb.clone()).collect();
     // Every job changes hands at the start of a minute: the case keeps within one.
-    settle_where(&h, |second| second % 60 < 50).await;
-    let (a_store, a) = replica(&h, &spec).await;
-    // The second replica counts the first in as it registers; the first counts it in at its next
-    // heartbeat. Both stay live (a lease of 30 s) throughout.
-    let (b_store, b) = replica(&h, &spec).await;
-    a_store.heartbeat(&a).await.unwrap();
+    let ((a_store, a), (b_store, b)) = two_live_replicas(&h, defaults(), &spec).await;
 
     // Each replica takes its own share of the occurrences due, and nothing of the other's.
     let at = h.next_execution(MODULE, "job0").await.unwrap();
@@ -133,10 +143,7 @@ pub async fn a_replica_whose_heartbeat_stopped_is_counted_out_after_its_lease(
     h: impl StoreUnderTest,
 ) {
     let spec = eight_jobs();
-    settle_where(&h, |second| second % 60 < 50).await;
-    let (a_store, a) = replica_with(&h, short_lease(), &spec).await;
-    let (b_store, b) = replica_with(&h, short_lease(), &spec).await;
-    a_store.heartbeat(&a).await.unwrap();
+    let ((a_store, a), (b_store, b)) = two_live_replicas(&h, short_lease(), &spec).await;
     let at = h.next_execution(MODULE, "job0").await.unwrap();
     sleep_until(&h, at + ms(100)).await;
     let a_share = claim(&a_store, &a).await.claims;
@@ -165,10 +172,7 @@ pub async fn a_replica_that_owns_nothing_due_is_told_when_its_claim_may_take_ano
     h: impl StoreUnderTest,
 ) {
     let spec = eight_jobs();
-    settle_where(&h, |second| second % 60 < 50).await;
-    let (a_store, a) = replica(&h, &spec).await;
-    let (b_store, b) = replica(&h, &spec).await;
-    a_store.heartbeat(&a).await.unwrap();
+    let (_silent, (b_store, b)) = two_live_replicas(&h, defaults(), &spec).await;
     // The first replica is silent. The second claims its own share ahead of the start, and is told
     // when the silent one's share is due to it.
     let ahead = Duration::from_millis(500);
@@ -202,10 +206,7 @@ pub async fn an_owner_at_its_cap_leaves_the_rest_of_its_share_to_the_others_past
     h: impl StoreUnderTest,
 ) {
     let spec = eight_jobs();
-    settle_where(&h, |second| second % 60 < 50).await;
-    let (a_store, a) = replica(&h, &spec).await;
-    let (b_store, b) = replica(&h, &spec).await;
-    a_store.heartbeat(&a).await.unwrap();
+    let ((a_store, a), (b_store, b)) = two_live_replicas(&h, defaults(), &spec).await;
     let at = h.next_execution(MODULE, "job0").await.unwrap();
     sleep_until(&h, at + ms(100)).await;
     // The first replica has one slot left under its `max_concurrent_runs`: its claim takes one
@@ -240,10 +241,7 @@ pub async fn an_owner_at_its_cap_leaves_the_rest_of_its_share_to_the_others_past
 
 pub async fn a_draining_replica_gives_its_share_up_at_once(h: impl StoreUnderTest) {
     let spec = eight_jobs();
-    settle_where(&h, |second| second % 60 < 50).await;
-    let (a_store, a) = replica(&h, &spec).await;
-    let (b_store, b) = replica(&h, &spec).await;
-    a_store.heartbeat(&a).await.unwrap();
+    let ((a_store, a), (b_store, b)) = two_live_replicas(&h, defaults(), &spec).await;
     let at = h.next_execution(MODULE, "job0").await.unwrap();
 
     // The second replica begins to shut down, its lease far from over: its row says so, and the
