@@ -1,7 +1,10 @@
 -- The physical limit of a claim-and-complete cycle on one PostgreSQL, for `examples/bench.rs`
 -- (`--scenario limit`), which creates the tables below in a fresh database and runs:
 --
---   pgbench -n -M prepared -c 2 -j 2 -T 10 -D batch=1 -f scripts/bench-pg-limit.sql <database url>
+--   pgbench -n -M prepared -T 10 -c <clients> -j <min(clients, cores)> -D batch=1 \
+--       -f scripts/bench-pg-limit.sql <database url>
+--
+-- with <clients> the machine's cores and twice as many by default (`--limit-clients`).
 --
 -- One script execution claims up to :batch due rows (one statement: pick, record a run per row, mark
 -- the rows executing) and completes them (one transaction: record the runs' outcome, put the rows back

@@ -11,7 +11,8 @@
 //! (throughput window, default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`,
 //! `--idle-replicas 2` (replica processes per idle row: `1,16` compares one idle replica with sixteen),
 //! `--jitter 10m` (the burst's jittered row; the burst measures one row without jitter and one with),
-//! `--limit-seconds 10`, `--occurrences 10000` (the catch-up scenario's missed occurrences, at most
+//! `--limit-seconds 10`, `--limit-clients 16,32` (pgbench clients of the limit scenario; by default
+//! the machine's cores and twice as many), `--occurrences 10000` (the catch-up scenario's missed occurrences, at most
 //! 10,000), `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`,
 //! `--count-statements` (every throughput row through the counting proxies), `--no-extra` (skip the extra
 //! throughput rows: counted statements, `synchronous_commit = off`, a pool of 40 connections,
@@ -94,7 +95,9 @@ cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
   --idle-replicas 1,16   idle replica processes, per idle row (default 2)
   --replica-pool N       each replica's own pool of N connections (default: database_url's 10, or
                          80 / replicas where replicas x 10 > 80)
-  --limit-seconds N      pgbench duration per batch size (default 10)
+  --limit-seconds N      pgbench duration per row of the limit scenario (default 10)
+  --limit-clients 16,32  pgbench clients per row of the limit scenario (default: the machine's cores,
+                         and twice as many); the limit is the best rows/s over them, per batch size
   --scale-rows N         job rows of the scale scenario (default 1000000)
   --register-verbs 10000,100000   verbs of one deployment, per row of the register scenario
   --scenario catchup     one `missed = \"all\"` job set --occurrences in the past, per --replicas row;
@@ -128,6 +131,8 @@ struct Args {
     /// Each replica's pool size; `None`: the runtime's own (10) unless too many replicas for that.
     replica_pool: Option<u32>,
     limit_seconds: u32,
+    /// pgbench clients per row of the limit scenario; empty: the machine's cores, and twice as many.
+    limit_clients: Vec<usize>,
     scale_rows: u64,
     register_verbs: Vec<usize>,
     /// The catch-up scenario's missed occurrences (and its job's window in seconds).
@@ -158,6 +163,7 @@ fn args() -> Args {
         idle_replicas: vec![2],
         replica_pool: None,
         limit_seconds: 10,
+        limit_clients: Vec::new(),
         scale_rows: 1_000_000,
         register_verbs: vec![10_000, 25_000, 50_000, 100_000],
         occurrences: 10_000,
@@ -189,6 +195,7 @@ fn args() -> Args {
                 args.replica_pool = Some(value().parse().expect("--replica-pool N"));
             }
             "--limit-seconds" => args.limit_seconds = value().parse().expect("--limit-seconds N"),
+            "--limit-clients" => args.limit_clients = list(value()),
             "--scale-rows" => args.scale_rows = value().parse().expect("--scale-rows N"),
             "--register-verbs" => args.register_verbs = list(value()),
             "--occurrences" => args.occurrences = value().parse().expect("--occurrences N"),
@@ -212,7 +219,7 @@ fn args() -> Args {
             }
             other => panic!(
                 "unknown option `{other}`; expected one of: `--scenario`, `--seconds`, `--jobs`, \
-                 `--replicas`, `--idle-seconds`, `--idle-replicas`, `--replica-pool`, `--limit-seconds`, \
+                 `--replicas`, `--idle-seconds`, `--idle-replicas`, `--replica-pool`, `--limit-seconds`, `--limit-clients`, \
                  `--scale-rows`, `--register-verbs`, `--occurrences`, \
                  `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
                  `--max-concurrent-runs`, `--database-url`, `--sqlite-dir`, `--jitter`"
