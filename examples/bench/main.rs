@@ -10,7 +10,8 @@
 //! leaves out `catchup` and `burst`), `--seconds N`
 //! (throughput window, default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`,
 //! `--idle-replicas 2` (replica processes per idle row: `1,16` compares one idle replica with sixteen),
-//! `--jitter 10m` (the burst's jittered row; the burst measures one row without jitter and one with),
+//! `--jitter 10m` (the burst's jittered row; the burst measures one row without jitter and one with, or
+//! without only with `none`), `--burst-lead 60` (seconds from a burst row's start to its instant),
 //! `--limit-seconds 10`, `--limit-clients 16,32` (pgbench clients of the limit scenario; by default
 //! the machine's cores and twice as many), `--occurrences 10000` (the catch-up scenario's missed occurrences, at most
 //! 10,000), `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`,
@@ -112,9 +113,11 @@ cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
   --scenario sqlite      (with --features sqlite) --jobs on one process with a SQLite file, no PostgreSQL;
                          not part of `all`
   --sqlite-dir DIR       where the SQLite scenario's file is made (default target/)
-  --scenario burst       --jobs due at one instant, one replica in this process, a row without jitter and
-                         one with --jitter (default 10m); not part of `all`
-  --jitter DURATION      the burst's jitter (default 10m)";
+  --scenario burst       --jobs due at one instant on each --replicas count (runtimes in this process), a
+                         row without jitter and one with --jitter (default 10m); not part of `all`
+  --jitter DURATION      the burst's jitter (default 10m; none: the row without jitter only)
+  --burst-lead SECONDS   from a burst row's start to its instant (default 20 + 1 per 2,000 verbs
+                         registered over the replicas)";
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -133,6 +136,8 @@ struct Args {
     limit_seconds: u32,
     /// pgbench clients per row of the limit scenario; empty: the machine's cores, and twice as many.
     limit_clients: Vec<usize>,
+    /// Seconds from a burst row's start to its instant; `None`: 20 plus 1 per 2,000 verbs registered.
+    burst_lead: Option<i64>,
     scale_rows: u64,
     register_verbs: Vec<usize>,
     /// The catch-up scenario's missed occurrences (and its job's window in seconds).
@@ -164,6 +169,7 @@ fn args() -> Args {
         replica_pool: None,
         limit_seconds: 10,
         limit_clients: Vec::new(),
+        burst_lead: None,
         scale_rows: 1_000_000,
         register_verbs: vec![10_000, 25_000, 50_000, 100_000],
         occurrences: 10_000,
@@ -196,6 +202,9 @@ fn args() -> Args {
             }
             "--limit-seconds" => args.limit_seconds = value().parse().expect("--limit-seconds N"),
             "--limit-clients" => args.limit_clients = list(value()),
+            "--burst-lead" => {
+                args.burst_lead = Some(value().parse().expect("--burst-lead SECONDS"))
+            }
             "--scale-rows" => args.scale_rows = value().parse().expect("--scale-rows N"),
             "--register-verbs" => args.register_verbs = list(value()),
             "--occurrences" => args.occurrences = value().parse().expect("--occurrences N"),
@@ -211,7 +220,12 @@ fn args() -> Args {
             "--database-url" => args.url = value(),
             "--sqlite-dir" => args.sqlite_dir = Some(value().into()),
             "--jitter" => {
-                args.jitter = cron_schema::parse_jitter(&value()).expect("--jitter 10m");
+                let text = value();
+                args.jitter = if text == "none" {
+                    std::time::Duration::ZERO
+                } else {
+                    cron_schema::parse_jitter(&text).expect("--jitter 10m (or none)")
+                };
             }
             "--help" | "-h" => {
                 println!("{USAGE}");
@@ -219,7 +233,7 @@ fn args() -> Args {
             }
             other => panic!(
                 "unknown option `{other}`; expected one of: `--scenario`, `--seconds`, `--jobs`, \
-                 `--replicas`, `--idle-seconds`, `--idle-replicas`, `--replica-pool`, `--limit-seconds`, `--limit-clients`, \
+                 `--replicas`, `--idle-seconds`, `--idle-replicas`, `--replica-pool`, `--limit-seconds`, `--limit-clients`, `--burst-lead`, \
                  `--scale-rows`, `--register-verbs`, `--occurrences`, \
                  `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
                  `--max-concurrent-runs`, `--database-url`, `--sqlite-dir`, `--jitter`"
