@@ -562,10 +562,12 @@ SET outcome = 'failed', error = o.error, finished_at = (SELECT now FROM temp.cro
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS error FROM json_each(?1)) AS o
 WHERE r.id = o.id AND r.outcome = 'running'"
     ),
+    // SQLite's write transaction holds the rows from the read to the record.
     overdue_rows: crate::store::sql::overdue_rows!(
         deployment: "?1",
         expected: "(SELECT value ->> 0 AS verb, value ->> 1 AS occurrence, value ->> 2 AS deadline
       FROM json_each(?2)) AS e",
+        lock: "",
     ),
     mark_overdue: crate::store::sql::mark_overdue!(
         rows: "(SELECT value ->> 0 AS id, value ->> 1 AS occurrence FROM json_each(?1)) AS w",
