@@ -383,9 +383,13 @@ impl<D: Protocol> SqlStore<D> {
         }
     }
 
-    /// A handle on the same pool and registrations with these settings.
-    pub(crate) fn with_settings(self, settings: StoreSettings) -> Self {
-        SqlStore { settings, ..self }
+    /// A handle on the same pool and registrations with these settings, if the store takes them
+    /// (`rules::checked_settings`).
+    pub(crate) fn with_settings(self, settings: StoreSettings) -> Result<Self, StoreError> {
+        Ok(SqlStore {
+            settings: rules::checked_settings(settings)?,
+            ..self
+        })
     }
 
     /// The pool the store uses.
