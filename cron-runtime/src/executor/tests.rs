@@ -594,15 +594,11 @@ async fn ten_heavy_jobs_under_a_cap_of_three(fault: Fault) -> u32 {
     claimed
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_run_that_waited_for_a_slot_is_late_and_follows_its_missed_policy() {
-    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-    let store = MemoryStore::starting_at(origin);
-    let held = Held::default();
+/// One slot, two jobs of 5 s due at 60 s, late 2 s after their instant: the second waits for the slot
+/// until 65 s, late past the tolerance, and its job says to skip a late occurrence.
+fn one_slot_two_skipping_jobs(store: &MemoryStore, held: &Held) -> crate::RuntimeBuilder {
     let skip = || JobOptions::new().missed(cron_schema::MissedPolicy::Skip);
-    // One slot, two jobs of 5 s due at 60 s, late 2 s after their instant: the second waits for the
-    // slot until 65 s, and its job says to skip a late occurrence.
-    let runtime = Runtime::builder()
+    Runtime::builder()
         .module("test")
         .deployment("test@1")
         .registered_jobs(false)
@@ -613,14 +609,22 @@ async fn a_run_that_waited_for_a_slot_is_late_and_follows_its_missed_policy() {
             "test::first",
             "0 * * * * *",
             skip(),
-            held.handler(&store, Duration::from_secs(5)),
+            held.handler(store, Duration::from_secs(5)),
         )
         .job_with(
             "test::second",
             "0 * * * * *",
             skip(),
-            held.handler(&store, Duration::from_secs(5)),
+            held.handler(store, Duration::from_secs(5)),
         )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_waited_for_a_slot_is_late_and_follows_its_missed_policy() {
+    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let store = MemoryStore::starting_at(origin);
+    let held = Held::default();
+    let runtime = one_slot_two_skipping_jobs(&store, &held)
         .build()
         .await
         .unwrap();
@@ -1040,28 +1044,7 @@ async fn a_late_occurrence_its_policy_skips_is_a_skipped_event_of_reason_missed(
     let held = Held::default();
     let heard: Arc<Mutex<Vec<Event>>> = Arc::default();
     let listener = Arc::clone(&heard);
-    let skip = || JobOptions::new().missed(cron_schema::MissedPolicy::Skip);
-    // One slot, two jobs of 5 s due at 60 s: the second waits for the slot until 65 s, late past the
-    // tolerance of 2 s, and its job says to skip a late occurrence.
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-        .max_concurrent_runs(1)
-        .missed_run_tolerance(Duration::from_secs(2))
-        .job_with(
-            "test::first",
-            "0 * * * * *",
-            skip(),
-            held.handler(&store, Duration::from_secs(5)),
-        )
-        .job_with(
-            "test::second",
-            "0 * * * * *",
-            skip(),
-            held.handler(&store, Duration::from_secs(5)),
-        )
+    let runtime = one_slot_two_skipping_jobs(&store, &held)
         .on_event(move |event: &Event| listener.lock().unwrap().push(event.clone()))
         .build()
         .await
