@@ -9,7 +9,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -75,14 +74,16 @@ async fn under_way(db: &TestDb, ticks: i64) -> anyhow::Result<(i64, String)> {
     .await
 }
 
+/// Runs `cronverb cancel VERB --actor alice --note NOTE` on the test's database; what it printed.
+fn cancel(db: &TestDb, verb: &str, note: &str) -> anyhow::Result<String> {
+    support::cronverb(db, &["cancel", verb, "--actor", "alice", "--note", note])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() -> anyhow::Result<()>
 {
     let db = TestDb::create("cx").await?;
-    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
-    println!("replica logs: {}", cluster.logs_dir().display());
-    cluster.spawn("a", KEY, "jobs")?;
-    cluster.spawn("b", KEY, "jobs")?;
+    let mut cluster = Cluster::start("replica_main", MODULE, &db, KEY, "jobs", &["a", "b"])?;
 
     // A run that has worked for a second at least, on one of the replicas.
     let (run_id, replica): (i64, String) = under_way(&db, 10).await?;
@@ -92,23 +93,7 @@ async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() 
         .fetch_one(&db.pool)
         .await?;
     let asked = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
-        .args([
-            "cancel",
-            SLEEPY,
-            "--actor",
-            "alice",
-            "--note",
-            "stuck export",
-        ])
-        .env("DATABASE_URL", &db.url)
-        .output()?;
-    anyhow::ensure!(
-        output.status.success(),
-        "cronverb cancel failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = cancel(&db, SLEEPY, "stuck export")?;
     assert!(
         stdout.contains(&format!("asked run {run_id} of `{SLEEPY}` to stop")),
         "{stdout}"
@@ -207,29 +192,11 @@ async fn a_cancel_stops_a_sleeping_handler_on_another_replica_within_a_second() 
 async fn a_cancelled_run_whose_replica_is_killed_in_its_grace_is_taken_back_cancelled_not_retried()
 -> anyhow::Result<()> {
     let db = TestDb::create("cxk").await?;
-    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
-    println!("replica logs: {}", cluster.logs_dir().display());
-    cluster.spawn("a", "cx@2", "stuck")?;
-    cluster.spawn("b", "cx@2", "stuck")?;
+    let mut cluster = Cluster::start("replica_main", MODULE, &db, "cx@2", "stuck", &["a", "b"])?;
 
     let (run_id, replica): (i64, String) = under_way(&db, 5).await?;
     let survivor = if replica == "a" { "b" } else { "a" };
-    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
-        .args([
-            "cancel",
-            STUCK,
-            "--actor",
-            "alice",
-            "--note",
-            "stuck import",
-        ])
-        .env("DATABASE_URL", &db.url)
-        .output()?;
-    anyhow::ensure!(
-        output.status.success(),
-        "cronverb cancel failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cancel(&db, STUCK, "stuck import")?;
     // Its handler ignores the request: half a second into its grace (3 s) the run is still going,
     // and its replica dies.
     tokio::time::sleep(Duration::from_millis(500)).await;

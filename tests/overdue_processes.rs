@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cronverb::{Event, JobOptions};
-use support::{Cluster, TestDb, wait_for};
+use support::{Cluster, TestDb, first_attempt, wait_for};
 
 const MODULE: &str = "od";
 const DEPLOYMENT: &str = "od@1";
@@ -148,7 +148,7 @@ async fn each_overdue_occurrence_is_heard_once_across_three_replicas() -> anyhow
         }
     }
     // The store recorded each report once: the row holds the latest occurrence reported.
-    let notified: Option<chrono::DateTime<chrono::Utc>> =
+    let notified: Option<DateTime<Utc>> =
         sqlx::query_scalar("SELECT overdue_notified_for FROM cron_jobs WHERE verb = $1")
             .bind(VERB)
             .fetch_one(&db.pool)
@@ -156,7 +156,7 @@ async fn each_overdue_occurrence_is_heard_once_across_three_replicas() -> anyhow
     let latest = heard
         .keys()
         .filter(|(kind, _)| kind == "overdue")
-        .map(|(_, at)| chrono::DateTime::parse_from_rfc3339(at).unwrap())
+        .map(|(_, at)| DateTime::parse_from_rfc3339(at).unwrap())
         .max();
     assert_eq!(notified.map(|at| at.fixed_offset()), latest);
     Ok(())
@@ -176,20 +176,7 @@ async fn the_attempts_after_a_replica_died_are_heard_once_across_the_replicas() 
     for name in REPLICAS {
         cluster.spawn(name, CRASH_DEPLOYMENT, "crash")?;
     }
-    let (run_id, first, scheduled_at): (i64, String, DateTime<Utc>) = wait_for(
-        "a first attempt to start",
-        Duration::from_secs(30),
-        || async {
-            Ok(sqlx::query_as::<_, (i64, String, DateTime<Utc>)>(
-                "SELECT run_id, replica, scheduled_at FROM test_executions \
-                 WHERE verb = $1 ORDER BY id LIMIT 1",
-            )
-            .bind(CRASH)
-            .fetch_optional(&db.pool)
-            .await?)
-        },
-    )
-    .await?;
+    let (run_id, first, scheduled_at) = first_attempt(&db.pool, CRASH).await?;
     cluster.kill9(&first)?;
     println!("killed {first}, running run {run_id} of {scheduled_at}");
     let attempts: serde_json::Value =

@@ -69,10 +69,7 @@ fn every(ran: &[(DateTime<Utc>, String)], step: i64) -> bool {
 async fn an_override_reaches_every_replica_survives_a_deploy_and_resets() -> anyhow::Result<()> {
     let db = TestDb::create("ov").await?;
     let admin = cronverb::PgStore::connect(&db.url).await?.admin();
-    let mut cluster = Cluster::new("replica_main", MODULE, &db)?;
-    println!("replica logs: {}", cluster.logs_dir().display());
-    cluster.spawn("a1", "ov@1", "all")?;
-    cluster.spawn("b1", "ov@1", "all")?;
+    let mut cluster = Cluster::start("replica_main", MODULE, &db, "ov@1", "all", &["a1", "b1"])?;
     let started = db.now().await?;
     wait_runs(&db, "two runs on the code's schedule", started, 2).await?;
 

@@ -12,12 +12,11 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use cronverb::JobOptions;
-use support::{Cluster, TestDb, t, wait_for};
+use support::{Cluster, TestDb, first_attempt, t, wait_for};
 
 const MODULE: &str = "rt";
 const KEY: &str = "rt@1";
@@ -215,15 +214,7 @@ async fn a_retry_pending_while_a_manual_run_ends_still_runs_as_the_occurrences_s
     let (pending, retry_at) = a_pending_retry(&db).await?;
 
     // By hand, with the command-line tool, during the backoff.
-    let output = Command::new(env!("CARGO_BIN_EXE_cronverb"))
-        .args(["trigger", SEND])
-        .env("DATABASE_URL", &db.url)
-        .output()?;
-    anyhow::ensure!(
-        output.status.success(),
-        "cronverb trigger failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    support::cronverb(&db, &["trigger", SEND])?;
     let manual: (i64, DateTime<Utc>) =
         wait_for("the manual run to end", Duration::from_secs(10), || async {
             Ok(sqlx::query_as::<_, (i64, DateTime<Utc>)>(
@@ -287,20 +278,7 @@ async fn an_attempt_whose_replica_is_killed_is_retried_by_another_after_the_jobs
     cluster.spawn("r1", KEY, "crash")?;
     cluster.spawn("r2", KEY, "crash")?;
 
-    let (run_id, first, scheduled_at): (i64, String, DateTime<Utc>) = wait_for(
-        "a first attempt to start",
-        Duration::from_secs(30),
-        || async {
-            Ok(sqlx::query_as::<_, (i64, String, DateTime<Utc>)>(
-                "SELECT run_id, replica, scheduled_at FROM test_executions \
-                 WHERE verb = $1 ORDER BY id LIMIT 1",
-            )
-            .bind(CRASH)
-            .fetch_optional(&db.pool)
-            .await?)
-        },
-    )
-    .await?;
+    let (run_id, first, scheduled_at) = first_attempt(&db.pool, CRASH).await?;
     let survivor = if first == "r1" { "r2" } else { "r1" };
     cluster.kill9(&first)?;
     let killed_at: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")

@@ -20,10 +20,6 @@ use crate::runtime::{Backend, Runtime};
 use crate::settings::Settings;
 use crate::store::{DeploymentSpec, MemoryStore, StoreSettings, fingerprint};
 
-/// The shortest missed-run tolerance: twice the spread's grace (docs/runtime.md, "How work is spread"),
-/// after which any live replica may take an occurrence, so that such a run is not late.
-const MIN_MISSED_TOLERANCE: Duration = Duration::from_secs(1);
-
 /// Options of a job added with [`RuntimeBuilder::job_with`]: the same as the `#[cron]` attribute's.
 #[derive(Debug, Clone, Default)]
 pub struct JobOptions {
@@ -522,7 +518,7 @@ impl RuntimeBuilder {
             return Ok(Runtime::new(backend, plan));
         }
         let store = self.memory_store.unwrap_or_default();
-        let backend = Backend::Memory(store.with_settings(store_settings));
+        let backend = Backend::Memory(store.with_settings(store_settings)?);
 
         Ok(Runtime::new(backend, plan))
     }
@@ -549,7 +545,7 @@ impl Database {
             return Ok(Some(Backend::Postgres(
                 Self::checked_pg(store, self.migrate)
                     .await?
-                    .with_settings(settings),
+                    .with_settings(settings)?,
             )));
         }
         let Some(url) = self.url else {
@@ -564,7 +560,7 @@ impl Database {
                 } else {
                     store.check_compatible().await?;
                 }
-                return Ok(Some(Backend::Sqlite(store.with_settings(settings))));
+                return Ok(Some(Backend::Sqlite(store.with_settings(settings)?)));
             }
             #[cfg(not(feature = "sqlite"))]
             return Err(crate::store::StoreError::Invalid(format!(
@@ -580,7 +576,7 @@ impl Database {
             Ok(Some(Backend::Postgres(
                 Self::checked_pg(store, self.migrate)
                     .await?
-                    .with_settings(settings),
+                    .with_settings(settings)?,
             )))
         }
         #[cfg(not(feature = "postgres"))]
@@ -651,7 +647,7 @@ fn check_settings(s: &Settings) -> Result<(), BuildError> {
     // Another replica may take an occurrence only the spread's grace past its start (docs/runtime.md,
     // "How work is spread"): a tolerance shorter than that, with the waking's slack, would make such a
     // run late, and a `missed = "skip"` job's occurrence would be skipped though no replica was down.
-    if s.missed_tolerance < MIN_MISSED_TOLERANCE {
+    if s.missed_tolerance < crate::store::rules::MIN_MISSED_TOLERANCE {
         return invalid(
             "missed_run_tolerance",
             "must be at least 1 s (another replica may take an occurrence 0.5 s after its start)",

@@ -501,10 +501,13 @@ async fn a_run_taken_back_is_counted_with_its_module_and_verb() {
         schema: serde_json::to_string(&schema).unwrap(),
         jobs: vec![job],
     };
-    let frozen = store.clone().with_settings(StoreSettings {
-        lease: Duration::from_secs(3),
-        ..StoreSettings::default()
-    });
+    let frozen = store
+        .clone()
+        .with_settings(StoreSettings {
+            lease: Duration::from_secs(3),
+            ..StoreSettings::default()
+        })
+        .unwrap();
     let runner = frozen.register(&spec).await.unwrap();
     sleep(Duration::from_millis(1_100)).await;
     let claimed = frozen.claim_due(&runner, Duration::ZERO, 10).await.unwrap();

@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{
-    Claimed, DeploymentSpec, Expected, Finish, Finished, Finishing, JobSpec, Outcome, Runner,
-    Store, StoreError,
+    Claimed, DeploymentSpec, Expected, Finish, Finished, Finishing, JobSpec, Outcome, Overdue,
+    Runner, Store, StoreError,
 };
 use sqlx::PgPool;
 use support::{Logs, deployment, job};
@@ -607,17 +607,105 @@ async fn deregister_deletes_the_runners_row(pool: PgPool) {
 // ---------------------------------------------------------------------------------------------------
 // Overdue
 
-/// How many statements sqlx ran while `logs` captured (one `sqlx::query` event each).
-fn statements_run(logs: &Logs) -> usize {
-    logs.text()
+/// How many statements sqlx ran while `logs` captured (one `sqlx::query` event each), less the
+/// transactions' `COMMIT`s, and how many `COMMIT`s.
+fn statements_run(logs: &Logs) -> (usize, usize) {
+    let text = logs.text();
+    let statements: Vec<&str> = text
         .lines()
         .filter(|line| line.contains(" sqlx::query:"))
-        .count()
+        .collect();
+    let commits = statements
+        .iter()
+        .filter(|line| line.contains("summary=\"COMMIT\""))
+        .count();
+    (statements.len() - commits, commits)
 }
 
-/// A check of the jobs expected to have succeeded is at most two statements whatever their number:
-/// one reads every expected occurrence's row, one records those this replica reports
-/// (docs/operations.md, "Overdue").
+/// Each of `verbs` expects an occurrence after its row's start (a second from now) that no run
+/// answered: each is overdue and reported.
+async fn overdue_now(pool: &PgPool, verbs: &[String]) -> Vec<Expected> {
+    let occurrence = db_now(pool).await + chrono::TimeDelta::seconds(1);
+    verbs
+        .iter()
+        .map(|verb| Expected {
+            verb: verb.clone(),
+            occurrence,
+            by: occurrence + chrono::TimeDelta::seconds(1),
+        })
+        .collect()
+}
+
+/// A replica of a deployment of one job, `a`, and the occurrence it expects overdue now.
+async fn one_overdue_job(pool: &PgPool) -> (PgStore, Runner, Vec<Expected>) {
+    let spec = deployment("billing@1", vec![job("a", HOURLY)]);
+    let (store, runner) = replica(pool, &spec).await;
+    let expected = overdue_now(pool, &["a".to_owned()]).await;
+    (store, runner, expected)
+}
+
+/// The occurrence `verb`'s rows last reported overdue, of every deployment.
+async fn notified_for(pool: &PgPool, verb: &str) -> Vec<Option<DateTime<Utc>>> {
+    sqlx::query_scalar("SELECT overdue_notified_for FROM cron_jobs WHERE verb = $1 ORDER BY id")
+        .bind(verb)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+/// Runs an overdue check of job `a` ([`one_overdue_job`]) while a transaction that ran `writes` (each
+/// binding the job's deployment as `$1`) is open: the check waits on a row lock, then the writes
+/// commit. The check must answer as of that commit, which left the job neither to report nor overdue:
+/// it reports nothing, records nothing and lists nothing.
+async fn a_check_answers_after(pool: &PgPool, writes: &[&'static str]) {
+    let (store, runner, expected) = one_overdue_job(pool).await;
+    let mut held = pool.begin().await.unwrap();
+    for write in writes {
+        sqlx::query(write)
+            .bind(runner.deployment_id)
+            .execute(&mut *held)
+            .await
+            .unwrap();
+    }
+    let checking = tokio::spawn(async move { store.overdue(&runner, &expected).await });
+    a_session_waits_on_a_lock(pool).await;
+    held.commit().await.unwrap();
+    let overdue: Vec<Overdue> = checking.await.unwrap().unwrap();
+    assert!(overdue.iter().all(|o| !o.notify), "reported: {overdue:?}");
+    assert_eq!(notified_for(pool, "a").await, [None]);
+    assert!(overdue.is_empty(), "overdue: {overdue:?}");
+}
+
+/// A pause that commits while a check reads the job's row: the check answers as of the pause (the
+/// row is locked from its read to its record, docs/operations.md, "Overdue"), so the paused job is
+/// neither reported nor overdue.
+#[sqlx::test(migrations = "./migrations")]
+async fn an_overdue_check_waits_for_a_pause_in_flight_and_reports_nothing(pool: PgPool) {
+    a_check_answers_after(
+        &pool,
+        &["UPDATE cron_jobs SET paused = true WHERE deployment_id = $1"],
+    )
+    .await;
+}
+
+/// A takeover that commits while a check reads the job's row (it locks the deployment's rows, then
+/// deactivates it): the check answers as of the takeover, so the deployment no longer active reports
+/// nothing, which the new one's replicas would report again.
+#[sqlx::test(migrations = "./migrations")]
+async fn an_overdue_check_waits_for_a_takeover_in_flight_and_reports_nothing(pool: PgPool) {
+    a_check_answers_after(
+        &pool,
+        &[
+            "SELECT id FROM cron_jobs WHERE deployment_id = $1 ORDER BY id FOR UPDATE",
+            "UPDATE cron_deployments SET active = false WHERE id = $1",
+        ],
+    )
+    .await;
+}
+
+/// A check of the jobs expected to have succeeded is one transaction of at most two statements
+/// whatever their number: one reads and locks every expected occurrence's row, one records those this
+/// replica reports (docs/operations.md, "Overdue").
 #[sqlx::test(migrations = "./migrations")]
 async fn an_overdue_check_is_two_statements_for_any_number_of_jobs(pool: PgPool) {
     const JOBS: usize = 200;
@@ -627,16 +715,7 @@ async fn an_overdue_check_is_two_statements_for_any_number_of_jobs(pool: PgPool)
         verbs.iter().map(|verb| job(verb, HOURLY)).collect(),
     );
     let (store, runner) = replica(&pool, &spec).await;
-    // An occurrence after the rows' start with no success: every job is overdue.
-    let occurrence = db_now(&pool).await + chrono::TimeDelta::seconds(1);
-    let expected: Vec<Expected> = verbs
-        .iter()
-        .map(|verb| Expected {
-            verb: verb.clone(),
-            occurrence,
-            by: occurrence + chrono::TimeDelta::seconds(1),
-        })
-        .collect();
+    let expected = overdue_now(&pool, &verbs).await;
     let logs = Logs::capture(tracing::Level::DEBUG);
     let first = store.overdue(&runner, &expected).await.unwrap();
     let reported = statements_run(&logs);
@@ -650,8 +729,8 @@ async fn an_overdue_check_is_two_statements_for_any_number_of_jobs(pool: PgPool)
     assert!(again.iter().all(|o| !o.notify && o.outstanding));
     assert_eq!(
         (reported, quiet),
-        (2, 1),
-        "statements of a check of {JOBS} jobs: reporting, then quiet"
+        ((2, 1), (1, 1)),
+        "statements and commits of a check of {JOBS} jobs: reporting, then quiet"
     );
 }
 

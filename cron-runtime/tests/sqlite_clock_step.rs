@@ -24,10 +24,12 @@ async fn a_forward_step_of_the_hosts_clock_takes_back_only_the_runs_not_renewed(
     let lease = Duration::from_secs(3);
     let replica = || {
         let pool = pool_options().connect_lazy_with(connect_options(&db.url).unwrap());
-        SqliteStore::from_pool(pool).with_settings(StoreSettings {
-            lease,
-            ..StoreSettings::default()
-        })
+        SqliteStore::from_pool(pool)
+            .with_settings(StoreSettings {
+                lease,
+                ..StoreSettings::default()
+            })
+            .unwrap()
     };
     let spec = support::deployment(
         "billing@1",

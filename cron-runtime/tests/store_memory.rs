@@ -2,7 +2,7 @@
 //! the cases' waits take no time and their instants are exact.
 
 use chrono::{DateTime, TimeZone, Utc};
-use cron_runtime::store::{MemoryStore, StoreSettings};
+use cron_runtime::store::{MemoryStore, StoreError, StoreSettings};
 
 use conformance::{RunView, StoreUnderTest};
 
@@ -30,7 +30,7 @@ impl StoreUnderTest for Memory {
 
     const HEARTBEAT_HINTS: bool = false;
 
-    fn replica(&self, settings: StoreSettings) -> MemoryStore {
+    fn with_settings(&self, settings: StoreSettings) -> Result<MemoryStore, StoreError> {
         self.store.clone().with_settings(settings)
     }
 

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::{Attempt, Outcome, StoreSettings};
+use cron_runtime::store::{Attempt, Outcome, StoreError, StoreSettings};
 use sqlx::PgPool;
 
 use conformance::{RunView, StoreUnderTest};
@@ -53,7 +53,7 @@ impl StoreUnderTest for Postgres {
 
     const HEARTBEAT_HINTS: bool = true;
 
-    fn replica(&self, settings: StoreSettings) -> PgStore {
+    fn with_settings(&self, settings: StoreSettings) -> Result<PgStore, StoreError> {
         PgStore::from_pool(self.pool.clone()).with_settings(settings)
     }
 

@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use cron_runtime::store::sqlite::{SqliteStore, connect_options, pool_options};
-use cron_runtime::store::{Finish, Finished, Outcome, StoreSettings};
+use cron_runtime::store::{Finish, Finished, Outcome, StoreError, StoreSettings};
 
 use conformance::{RunView, StoreUnderTest};
 
@@ -73,7 +73,7 @@ impl StoreUnderTest for Sqlite {
 
     const HEARTBEAT_HINTS: bool = true;
 
-    fn replica(&self, settings: StoreSettings) -> SqliteStore {
+    fn with_settings(&self, settings: StoreSettings) -> Result<SqliteStore, StoreError> {
         let pool = pool_options().connect_lazy_with(connect_options(&self.db.url).unwrap());
         SqliteStore::from_pool(pool).with_settings(settings)
     }

@@ -176,6 +176,45 @@ where
     }
 }
 
+/// The first execution of `verb` that a handler recorded, waited for up to 30 s: its run, the replica
+/// running it and its occurrence.
+pub async fn first_attempt(
+    pool: &PgPool,
+    verb: &str,
+) -> anyhow::Result<(i64, String, DateTime<Utc>)> {
+    wait_for(
+        "a first attempt to start",
+        Duration::from_secs(30),
+        || async {
+            Ok(sqlx::query_as::<_, (i64, String, DateTime<Utc>)>(
+                "SELECT run_id, replica, scheduled_at FROM test_executions \
+                 WHERE verb = $1 ORDER BY id LIMIT 1",
+            )
+            .bind(verb)
+            .fetch_optional(pool)
+            .await?)
+        },
+    )
+    .await
+}
+
+/// Runs the command-line tool, `cronverb ARGS`, on `db`'s database; what it printed, or an error with
+/// its standard error when it failed.
+#[cfg(feature = "cli")]
+pub fn cronverb(db: &TestDb, args: &[&str]) -> anyhow::Result<String> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cronverb"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "cronverb {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
 /// What every handler gets as state: its own pool on the side table and who it is.
 #[derive(Debug, Clone)]
 pub struct Side {

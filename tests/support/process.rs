@@ -75,6 +75,24 @@ impl Cluster {
         })
     }
 
+    /// [`Cluster::new`] with the replicas `names` of `deployment` started, each running the job set
+    /// `jobs`; says where their logs go.
+    pub fn start(
+        entry: &'static str,
+        module: &str,
+        db: &super::TestDb,
+        deployment: &str,
+        jobs: &str,
+        names: &[&str],
+    ) -> anyhow::Result<Cluster> {
+        let mut cluster = Cluster::new(entry, module, db)?;
+        println!("replica logs: {}", cluster.logs_dir().display());
+        for name in names {
+            cluster.spawn(name, deployment, jobs)?;
+        }
+        Ok(cluster)
+    }
+
     /// Starts replica `name` of `deployment`, running the job set `jobs`.
     pub fn spawn(&mut self, name: &str, deployment: &str, jobs: &str) -> anyhow::Result<u32> {
         self.spawn_with(name, deployment, jobs, &[])

@@ -252,9 +252,9 @@ fn seconds(store: &MemoryStore, origin: DateTime<Utc>) -> Vec<i64> {
         .collect()
 }
 
-/// Starts an executor from 2026-01-01T00:00:00Z, the origin returned, on a store that claims with
-/// the finishes, with a job `test::tick` due every second and whatever `configure` adds.
-async fn every_second(
+/// Starts an executor of module `test` from 2026-01-01T00:00:00Z, the origin returned, on a store that
+/// claims with the finishes, with the jobs `configure` adds.
+async fn from_origin(
     configure: impl FnOnce(crate::RuntimeBuilder) -> crate::RuntimeBuilder,
 ) -> (DateTime<Utc>, Running) {
     let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
@@ -262,10 +262,16 @@ async fn every_second(
         .module("test")
         .deployment("test@1")
         .registered_jobs(false)
-        .memory_store(MemoryStore::starting_at(origin))
-        .job("test::tick", "* * * * * *", || async {});
+        .memory_store(MemoryStore::starting_at(origin));
     let runtime = configure(builder).build().await.unwrap();
     (origin, run_faulty(runtime, Fault::Chaining))
+}
+
+/// [`from_origin`], with a job `test::tick` due every second besides whatever `configure` adds.
+async fn every_second(
+    configure: impl FnOnce(crate::RuntimeBuilder) -> crate::RuntimeBuilder,
+) -> (DateTime<Utc>, Running) {
+    from_origin(|builder| configure(builder.job("test::tick", "* * * * * *", || async {}))).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -594,15 +600,11 @@ async fn ten_heavy_jobs_under_a_cap_of_three(fault: Fault) -> u32 {
     claimed
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_run_that_waited_for_a_slot_is_late_and_follows_its_missed_policy() {
-    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-    let store = MemoryStore::starting_at(origin);
-    let held = Held::default();
+/// One slot, two jobs of 5 s due at 60 s, late 2 s after their instant: the second waits for the slot
+/// until 65 s, late past the tolerance, and its job says to skip a late occurrence.
+fn one_slot_two_skipping_jobs(store: &MemoryStore, held: &Held) -> crate::RuntimeBuilder {
     let skip = || JobOptions::new().missed(cron_schema::MissedPolicy::Skip);
-    // One slot, two jobs of 5 s due at 60 s, late 2 s after their instant: the second waits for the
-    // slot until 65 s, and its job says to skip a late occurrence.
-    let runtime = Runtime::builder()
+    Runtime::builder()
         .module("test")
         .deployment("test@1")
         .registered_jobs(false)
@@ -613,14 +615,22 @@ async fn a_run_that_waited_for_a_slot_is_late_and_follows_its_missed_policy() {
             "test::first",
             "0 * * * * *",
             skip(),
-            held.handler(&store, Duration::from_secs(5)),
+            held.handler(store, Duration::from_secs(5)),
         )
         .job_with(
             "test::second",
             "0 * * * * *",
             skip(),
-            held.handler(&store, Duration::from_secs(5)),
+            held.handler(store, Duration::from_secs(5)),
         )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_waited_for_a_slot_is_late_and_follows_its_missed_policy() {
+    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let store = MemoryStore::starting_at(origin);
+    let held = Held::default();
+    let runtime = one_slot_two_skipping_jobs(&store, &held)
         .build()
         .await
         .unwrap();
@@ -904,23 +914,42 @@ async fn the_last_failed_attempt_of_a_job_with_retries_is_retries_exhausted() {
     );
 }
 
+/// Adds to `builder` a job `test::nightly`, due 5 s past each minute, that expects each occurrence to
+/// succeed within 3 s and fails, and a listener that keeps every event in `heard`.
+fn failing_nightly(
+    builder: crate::RuntimeBuilder,
+    heard: &Arc<Mutex<Vec<crate::Event>>>,
+) -> crate::RuntimeBuilder {
+    let heard = Arc::clone(heard);
+    builder
+        .job_with(
+            "test::nightly",
+            "5 * * * * *",
+            JobOptions::new().expect_within(Duration::from_secs(3)),
+            || async { Err::<(), _>("relay refused") },
+        )
+        .on_event(move |event: &crate::Event| heard.lock().unwrap().push(event.clone()))
+}
+
+/// What `heard` holds, each event as (kind, seconds from `origin`).
+fn kinds_at(
+    heard: &Mutex<Vec<crate::Event>>,
+    origin: DateTime<Utc>,
+) -> Vec<(crate::EventKind, i64)> {
+    heard
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| (e.kind(), (e.scheduled_at() - origin).num_seconds()))
+        .collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_occurrence_not_succeeded_within_expect_within_is_overdue_once_and_in_the_health_report()
 {
     use crate::{Event, EventKind};
     let heard: Arc<Mutex<Vec<Event>>> = Arc::default();
-    let (origin, running) = every_second(|builder| {
-        let heard = Arc::clone(&heard);
-        builder
-            .job_with(
-                "test::nightly",
-                "5 * * * * *",
-                JobOptions::new().expect_within(Duration::from_secs(3)),
-                || async { Err::<(), _>("relay refused") },
-            )
-            .on_event(move |event: &Event| heard.lock().unwrap().push(event.clone()))
-    })
-    .await;
+    let (origin, running) = every_second(|builder| failing_nightly(builder, &heard)).await;
     // The occurrence of 5 s failed; from 8 s it is overdue, found at the next check (every 5 s).
     tokio::time::sleep(Duration::from_secs(7)).await;
     assert!(running.vitals.health().overdue.is_empty());
@@ -933,14 +962,31 @@ async fn an_occurrence_not_succeeded_within_expect_within_is_overdue_once_and_in
         origin + chrono::TimeDelta::seconds(5)
     );
     running.stop().await;
-    let heard = heard.lock().unwrap().clone();
-    let seen: Vec<(EventKind, i64)> = heard
-        .iter()
-        .map(|e| (e.kind(), (e.scheduled_at() - origin).num_seconds()))
-        .collect();
     // Checked four times past its deadline, reported once.
-    assert_eq!(seen, [(EventKind::Failed, 5), (EventKind::Overdue, 5)]);
-    assert_eq!(heard[1].expect_within(), Some(Duration::from_secs(3)));
+    assert_eq!(
+        kinds_at(&heard, origin),
+        [(EventKind::Failed, 5), (EventKind::Overdue, 5)]
+    );
+    let overdue = heard.lock().unwrap()[1].clone();
+    assert_eq!(overdue.expect_within(), Some(Duration::from_secs(3)));
+}
+
+/// A module of one job, which expects each occurrence within 3 s and fails: nothing else wakes the
+/// executor between its occurrences (a minute apart), and its overdue occurrence is still found by the
+/// check every 5 s and reported once.
+#[tokio::test(start_paused = true)]
+async fn the_only_job_of_a_module_not_succeeded_within_expect_within_is_overdue_once() {
+    use crate::{Event, EventKind};
+    let heard: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let (origin, running) = from_origin(|builder| failing_nightly(builder, &heard)).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let overdue = running.vitals.health().overdue;
+    running.stop().await;
+    assert_eq!(overdue.len(), 1, "{overdue:?}");
+    assert_eq!(
+        kinds_at(&heard, origin),
+        [(EventKind::Failed, 5), (EventKind::Overdue, 5)]
+    );
 }
 
 /// What `heard` holds, each event as (kind, verb, seconds from `origin`, attempt, skipped, reason).
@@ -1040,28 +1086,7 @@ async fn a_late_occurrence_its_policy_skips_is_a_skipped_event_of_reason_missed(
     let held = Held::default();
     let heard: Arc<Mutex<Vec<Event>>> = Arc::default();
     let listener = Arc::clone(&heard);
-    let skip = || JobOptions::new().missed(cron_schema::MissedPolicy::Skip);
-    // One slot, two jobs of 5 s due at 60 s: the second waits for the slot until 65 s, late past the
-    // tolerance of 2 s, and its job says to skip a late occurrence.
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-        .max_concurrent_runs(1)
-        .missed_run_tolerance(Duration::from_secs(2))
-        .job_with(
-            "test::first",
-            "0 * * * * *",
-            skip(),
-            held.handler(&store, Duration::from_secs(5)),
-        )
-        .job_with(
-            "test::second",
-            "0 * * * * *",
-            skip(),
-            held.handler(&store, Duration::from_secs(5)),
-        )
+    let runtime = one_slot_two_skipping_jobs(&store, &held)
         .on_event(move |event: &Event| listener.lock().unwrap().push(event.clone()))
         .build()
         .await

@@ -309,3 +309,30 @@ pub async fn a_manual_run_under_missed_all_keeps_the_occurrences_that_came_while
         .collect();
     assert_eq!(regular_runs, expected, "each occurrence once: {runs:?}");
 }
+
+/// A missed-run tolerance under twice the spread's grace is refused by every store given it directly,
+/// not only by the runtime's builder: another replica may take an occurrence the grace after its
+/// start (docs/runtime.md, "How work is spread"), and such a run would be late.
+pub async fn a_missed_run_tolerance_under_twice_the_spreads_grace_is_refused(
+    h: impl StoreUnderTest,
+) {
+    for tolerance in [Duration::ZERO, Duration::from_millis(999)] {
+        let settings = StoreSettings {
+            missed_tolerance: tolerance,
+            ..defaults()
+        };
+        let Err(error) = h.with_settings(settings) else {
+            panic!("a missed-run tolerance of {tolerance:?} was taken")
+        };
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "a missed-run tolerance of {tolerance:?} is under 1s, twice the spread's grace: \
+                 another replica may take an occurrence 500ms after its start, and its run would be \
+                 late"
+            )
+        );
+    }
+    // One second, the floor, is taken.
+    assert!(h.with_settings(short_tolerance()).is_ok());
+}

@@ -18,7 +18,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use cron_runtime::store::{
     Attempt, Change, Claim, Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome,
-    ReplicaRun, Runner, Store, StoreSettings,
+    ReplicaRun, Runner, Store, StoreError, StoreSettings,
 };
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 
@@ -82,8 +82,15 @@ pub trait StoreUnderTest {
     /// in-memory store: every change in its one process) may leave both out.
     const HEARTBEAT_HINTS: bool;
 
-    /// A handle on the store as another replica (another process) would have it, with these settings.
-    fn replica(&self, settings: StoreSettings) -> Self::Store;
+    /// A handle on the store as another replica (another process) would have it, with these settings,
+    /// or why the store refuses them.
+    fn with_settings(&self, settings: StoreSettings) -> Result<Self::Store, StoreError>;
+
+    /// [`StoreUnderTest::with_settings`], of settings the store takes.
+    fn replica(&self, settings: StoreSettings) -> Self::Store {
+        self.with_settings(settings)
+            .unwrap_or_else(|e| panic!("settings {settings:?} refused: {e}"))
+    }
 
     /// The store's clock now.
     fn now(&self) -> impl Future<Output = DateTime<Utc>>;
@@ -323,6 +330,7 @@ macro_rules! every_case {
         $test!(a_job_within_the_tolerance_is_not_late);
         $test!(a_late_job_under_missed_all_runs_every_occurrence_in_its_window_oldest_first);
         $test!(a_catch_up_window_bounds_missed_once);
+        $test!(a_missed_run_tolerance_under_twice_the_spreads_grace_is_refused);
         $test!(a_manual_run_under_missed_all_keeps_the_occurrences_that_came_while_it_ran);
         // Jitter
         $test!(a_jittered_occurrence_is_claimed_at_its_start_and_recorded_at_its_instant);

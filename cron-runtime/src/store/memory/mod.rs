@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use super::{
     Beat, Cancel, Change, Claimed, DeploymentSpec, Finish, Finishing, ReplicaRun, Runner, Store,
-    StoreError, StoreSettings,
+    StoreError, StoreSettings, rules,
 };
 use tables::State;
 
@@ -87,9 +87,13 @@ impl MemoryStore {
 
     /// A handle on the same store that claims with this lease duration and missed-run tolerance. The
     /// runtime makes one with its own settings when it is built, so a store given to the builder follows
-    /// the builder's settings.
-    pub fn with_settings(self, settings: StoreSettings) -> MemoryStore {
-        MemoryStore { settings, ..self }
+    /// the builder's settings. Refused ([`StoreError::Invalid`]) for a missed-run tolerance under 1 s,
+    /// twice the spread's grace (docs/runtime.md, "How work is spread").
+    pub fn with_settings(self, settings: StoreSettings) -> Result<MemoryStore, StoreError> {
+        Ok(MemoryStore {
+            settings: rules::checked_settings(settings)?,
+            ..self
+        })
     }
 
     /// The store's clock.

@@ -123,9 +123,10 @@ impl PgStore {
 
     /// A handle on the same pool and registrations that claims with this lease duration and missed-run
     /// tolerance. The runtime makes one with its own settings when it is built, so a store given to the
-    /// builder follows the builder's settings.
-    pub fn with_settings(self, settings: StoreSettings) -> PgStore {
-        PgStore(self.0.with_settings(settings))
+    /// builder follows the builder's settings. Refused ([`StoreError::Invalid`]) for a missed-run
+    /// tolerance under 1 s, twice the spread's grace (docs/runtime.md, "How work is spread").
+    pub fn with_settings(self, settings: StoreSettings) -> Result<PgStore, StoreError> {
+        Ok(PgStore(self.0.with_settings(settings)?))
     }
 }
 

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use cron_schema::ZonedSchedule;
 
 use crate::defaults::SKIPPED_COUNT_LIMIT;
-use crate::store::{Outcome, RETRIES_CUT_SHORT};
+use crate::store::{Outcome, RETRIES_CUT_SHORT, StoreError, StoreSettings};
 
 pub(crate) mod backfill;
 mod backoff;
@@ -44,6 +44,28 @@ pub(crate) use held::Held;
 pub(crate) use spread::{FRESH, Spread};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use spread::{GRACE, ROTATION};
+
+/// The shortest missed-run tolerance a store takes: twice the spread's [`GRACE`](spread::GRACE), after
+/// which any live replica may take an occurrence another owns (docs/runtime.md, "How work is spread"),
+/// so that such a run, with the waking's slack, is not late, and a `missed = "skip"` job's occurrence is
+/// not skipped though no replica was down.
+pub(crate) const MIN_MISSED_TOLERANCE: Duration = spread::GRACE.saturating_mul(2);
+
+/// `settings` if a store takes them: every store checks the settings it is given
+/// (`MemoryStore::with_settings`, `SqlStore::with_settings`), whether the runtime's builder made them
+/// or an application did; a missed-run tolerance under [`MIN_MISSED_TOLERANCE`] is refused.
+pub(crate) fn checked_settings(settings: StoreSettings) -> Result<StoreSettings, StoreError> {
+    if settings.missed_tolerance < MIN_MISSED_TOLERANCE {
+        return Err(StoreError::Invalid(format!(
+            "a missed-run tolerance of {:?} is under {MIN_MISSED_TOLERANCE:?}, twice the spread's \
+             grace: another replica may take an occurrence {:?} after its start, and its run would be \
+             late",
+            settings.missed_tolerance,
+            spread::GRACE,
+        )));
+    }
+    Ok(settings)
+}
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a
 /// row edited by hand may not (G8, docs/operations.md). The in-memory store keeps parsed schedules, and

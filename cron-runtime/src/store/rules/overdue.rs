@@ -4,9 +4,9 @@
 //! replica from its build's schedule; whether that occurrence is overdue, and whether it is reported,
 //! is decided here alone from the row's facts ([`OverdueRow::notifies`], [`OverdueRow::is_overdue`]),
 //! which every store reads (the SQL stores in one statement for all the jobs of a check,
-//! `store/sql/overdue.rs`). The store then records the occurrences decided reported in one step that
-//! takes each only if no replica recorded it (or a later one) first, so that exactly one replica
-//! reports each overdue occurrence. Whether it is reported is decided by its deadline (no success by
+//! `store/sql/overdue.rs`), holding the rows read until it records the occurrences decided reported,
+//! so that a pause, a takeover or another replica's record comes before the read or after the record,
+//! and exactly one replica reports each overdue occurrence. Whether it is reported is decided by its deadline (no success by
 //! then: an outage whose late run succeeded before anyone checked is still reported); whether it is
 //! overdue now, for the gauge and the health report, by the present. The conformance suite pins both.
 
@@ -78,10 +78,8 @@ impl OverdueRow {
     /// Whether the replica asking reports `occurrence`: the row is of the active deployment, not
     /// paused, the occurrence is the row's, no run of it or a later one succeeded by its deadline
     /// (a run that succeeded later leaves an outage that is still reported, once), and no replica
-    /// reported it (or a later one) before. The store then records it as reported where no replica
-    /// recorded it first and the row is still of the active deployment and not paused (checked again
-    /// by that record, against a takeover or a pause in between), so each occurrence is reported once
-    /// across the replicas.
+    /// reported it (or a later one) before. The store records it as reported while it still holds
+    /// the row it read these facts from, so each occurrence is reported once across the replicas.
     pub(crate) fn notifies(&self, occurrence: DateTime<Utc>) -> bool {
         self.active
             && !self.paused

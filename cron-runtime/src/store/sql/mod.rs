@@ -164,10 +164,10 @@ pub(crate) struct Steps {
     /// Ends the runs `1` `failed`, each with its error of `2`.
     pub(crate) end_orphaned_retries: &'static str,
     /// The facts of the rows of deployment `1` for the expected occurrences `2` (verb, occurrence,
-    /// deadline), `overdue::overdue_rows!`.
+    /// deadline), locked, `overdue::overdue_rows!`.
     pub(crate) overdue_rows: &'static str,
-    /// Records the rows `1` as having reported their occurrence `2`, each unless one was recorded
-    /// first, `overdue::mark_overdue!`.
+    /// Records the rows `1`, locked, as having reported their occurrence `2`,
+    /// `overdue::mark_overdue!`.
     pub(crate) mark_overdue: &'static str,
 }
 
@@ -383,9 +383,13 @@ impl<D: Protocol> SqlStore<D> {
         }
     }
 
-    /// A handle on the same pool and registrations with these settings.
-    pub(crate) fn with_settings(self, settings: StoreSettings) -> Self {
-        SqlStore { settings, ..self }
+    /// A handle on the same pool and registrations with these settings, if the store takes them
+    /// (`rules::checked_settings`).
+    pub(crate) fn with_settings(self, settings: StoreSettings) -> Result<Self, StoreError> {
+        Ok(SqlStore {
+            settings: rules::checked_settings(settings)?,
+            ..self
+        })
     }
 
     /// The pool the store uses.

@@ -1,12 +1,14 @@
 //! [`Store::overdue`](crate::store::Store::overdue) on every SQL store (docs/operations.md,
-//! "Overdue"). A check is at most two statements, whatever the number of jobs: one reads the facts of
-//! every expected occurrence's row ([`overdue_rows!`], `rules::overdue::OverdueRow`), the rule decides
-//! in Rust, and one records the occurrences decided reported ([`mark_overdue!`]). The record takes a
-//! row only where no replica recorded that occurrence (or a later one) first: the database's row lock
-//! (PostgreSQL re-reads the condition once it holds the row; SQLite writes one transaction at a time)
-//! lets one replica alone set `overdue_notified_for` to the occurrence, and that replica reports it.
+//! "Overdue"). A check is one transaction of at most two statements, whatever the number of jobs: one
+//! reads the facts of every expected occurrence's row ([`overdue_rows!`], `rules::overdue::OverdueRow`)
+//! and locks those rows, the rule decides in Rust, and one records the occurrences decided reported
+//! ([`mark_overdue!`]). The rows stay locked from the read to the commit (PostgreSQL's row locks, in
+//! the order of their ids; SQLite's write transaction), so a pause, a takeover or another replica's
+//! check that writes them either commits before the read, which then sees it, or waits for the
+//! commit: the record writes what the rule decided and checks nothing again, and each occurrence is
+//! recorded, and reported, by one replica alone.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::run::Statement;
 use super::values::{At, Column, Rows};
@@ -16,14 +18,16 @@ use crate::store::{Expected, Overdue, Runner, StoreError};
 
 /// The facts of `rules::overdue::OverdueRow` for each expected occurrence (verb, occurrence, deadline
 /// `e(verb, occurrence, deadline)`, bound as `$expected`) of a row of deployment `$deployment`, as
-/// [`OverdueFacts`] reads them: one statement for every job of a check. The occurrences bound are the
-/// outer loop (`CROSS JOIN` keeps SQLite from walking every row of the deployment and the whole batch
-/// for each), each finding its row on `(deployment_id, verb)`; a success is read on the history's
-/// unique key (`module_name, verb, scheduled_at`) forward from the occurrence. The one
-/// definition of [`Steps::overdue_rows`](super::Steps::overdue_rows), each database spelling how its
-/// parameters bind.
+/// [`OverdueFacts`] reads them, the rows locked where the database locks rows (`lock`: the job rows in
+/// the order of their ids, and their deployment's row shared, as a claim locks it, so that a takeover
+/// that deactivated it while the read waited is seen): one statement for every job of a check. The
+/// occurrences bound are the outer loop (`CROSS JOIN` keeps SQLite from walking every row of the
+/// deployment and the whole batch for each), each finding its row on `(deployment_id, verb)`; a
+/// success is read on the history's unique key (`module_name, verb, scheduled_at`) forward from the
+/// occurrence. The one definition of [`Steps::overdue_rows`](super::Steps::overdue_rows), each
+/// database spelling how its parameters bind and its lock.
 macro_rules! overdue_rows {
-    (deployment: $deployment:literal, expected: $expected:literal $(,)?) => {
+    (deployment: $deployment:literal, expected: $expected:literal, lock: $lock:literal $(,)?) => {
         concat!(
             "
 SELECT j.id, e.verb, d.active, j.paused, j.start_time,
@@ -43,17 +47,16 @@ JOIN cron_deployments d ON d.id = j.deployment_id
 WHERE j.deployment_id = ",
             $deployment,
             " AND j.verb = e.verb
-"
+",
+            $lock
         )
     };
 }
 pub(crate) use overdue_rows;
 
-/// Records each row `w.id` as having reported occurrence `w.occurrence` (`w`, bound as `$rows`) where
-/// no replica recorded it or a later one yet, and returns the ids it recorded: the ones this replica
-/// reports. It checks again that the row is not paused and its deployment active: a pause or a
-/// takeover (which carries `overdue_notified_for` to the new deployment's rows) that commits between
-/// the read and this record would otherwise have the occurrence reported while paused, or twice. The one definition of [`Steps::mark_overdue`](super::Steps::mark_overdue).
+/// Records each row `w.id` as having reported occurrence `w.occurrence` (`w`, bound as `$rows`): the
+/// rows the rule decided reported, which the check's transaction holds since it read them. The one
+/// definition of [`Steps::mark_overdue`](super::Steps::mark_overdue).
 macro_rules! mark_overdue {
     (rows: $rows:literal $(,)?) => {
         concat!(
@@ -63,10 +66,6 @@ FROM ",
             $rows,
             "
 WHERE cron_jobs.id = w.id
-  AND (cron_jobs.overdue_notified_for IS NULL OR cron_jobs.overdue_notified_for < w.occurrence)
-  AND NOT cron_jobs.paused
-  AND EXISTS (SELECT 1 FROM cron_deployments d WHERE d.id = cron_jobs.deployment_id AND d.active)
-RETURNING cron_jobs.id
 "
         )
     };
@@ -111,7 +110,7 @@ impl<D: Protocol> SqlStore<D> {
         if expected.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.pool.acquire().await.map_err(db(context))?;
+        let mut tx = self.begin().await.map_err(db(context))?;
         let rows = Rows((
             expected
                 .iter()
@@ -126,13 +125,13 @@ impl<D: Protocol> SqlStore<D> {
         let facts: Vec<OverdueFacts> = Statement::<D>::new(D::STEPS.overdue_rows)
             .bind(runner.deployment_id)
             .bind(rows)
-            .fetch_all(&mut *conn)
+            .fetch_all(&mut *tx)
             .await
             .map_err(db(context))?;
         let facts: HashMap<&str, &OverdueFacts> =
             facts.iter().map(|f| (f.verb.as_str(), f)).collect();
-        // Each expected occurrence's decision, in their order, by the rule alone: (row id, expected,
-        // overdue now, reported by this replica if it records it first).
+        // Each expected occurrence's decision, in their order, by the rule alone, on the rows this
+        // transaction holds: (row id, expected, overdue now, reported by this replica).
         let decided: Vec<(i64, &Expected, bool, bool)> = expected
             .iter()
             .filter_map(|expected| {
@@ -151,35 +150,26 @@ impl<D: Protocol> SqlStore<D> {
             .filter(|(.., notifies)| *notifies)
             .map(|(id, expected, ..)| (*id, At(expected.occurrence)))
             .collect();
-        // In the order of their ids, as every step that locks several job rows (docs/architecture.md).
-        let mut to_mark = to_mark;
-        to_mark.sort_by_key(|(id, _)| *id);
-        let marked: HashSet<i64> = if to_mark.is_empty() {
-            HashSet::new()
-        } else {
+        if !to_mark.is_empty() {
             let rows = Rows((
                 to_mark.iter().map(|(id, _)| *id).collect::<Column<_>>(),
                 to_mark.iter().map(|(_, at)| *at).collect::<Column<_>>(),
             ));
             Statement::<D>::new(D::STEPS.mark_overdue)
                 .bind(rows)
-                .fetch_all::<(i64,)>(&mut *conn)
+                .execute(&mut *tx)
                 .await
-                .map_err(db(context))?
-                .into_iter()
-                .map(|(id,)| id)
-                .collect()
-        };
+                .map_err(db(context))?;
+        }
+        tx.commit().await.map_err(db(context))?;
         Ok(decided
             .into_iter()
-            .filter_map(|(id, expected, outstanding, _)| {
-                let notify = marked.contains(&id);
-                (outstanding || notify).then(|| Overdue {
-                    verb: expected.verb.clone(),
-                    occurrence: expected.occurrence,
-                    notify,
-                    outstanding,
-                })
+            .filter(|(_, _, outstanding, notify)| *outstanding || *notify)
+            .map(|(_, expected, outstanding, notify)| Overdue {
+                verb: expected.verb.clone(),
+                occurrence: expected.occurrence,
+                notify,
+                outstanding,
             })
             .collect())
     }

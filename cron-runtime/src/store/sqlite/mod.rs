@@ -148,9 +148,11 @@ impl SqliteStore {
     }
 
     /// A handle on the same file that claims with this lease duration and missed-run tolerance. The
-    /// runtime makes one with its own settings when it is built.
-    pub fn with_settings(self, settings: StoreSettings) -> SqliteStore {
-        SqliteStore(self.0.with_settings(settings))
+    /// runtime makes one with its own settings when it is built. Refused ([`StoreError::Invalid`]) for
+    /// a missed-run tolerance under 1 s, twice the spread's grace (docs/runtime.md, "How work is
+    /// spread").
+    pub fn with_settings(self, settings: StoreSettings) -> Result<SqliteStore, StoreError> {
+        Ok(SqliteStore(self.0.with_settings(settings)?))
     }
 }
 

@@ -53,6 +53,16 @@ macro_rules! attempt_instant {
     };
 }
 
+/// A claimable row has a regular occurrence to run: PostgreSQL's `regular_occurrence!`
+/// (`postgres/sql/jobs.rs`) in SQLite's spelling, the predicate of the index `cron_jobs_due`.
+macro_rules! regular_occurrence {
+    () => {
+        "
+      AND j.paused = 0
+      AND j.next_execution IS NOT NULL"
+    };
+}
+
 /// A claimable row with a queued backfill occurrence: PostgreSQL's
 /// `queued_backfill!` (`postgres/sql/jobs.rs`) in SQLite's spelling.
 macro_rules! queued_backfill {
@@ -230,9 +240,8 @@ WITH regular AS (
            j.jitter_offset_ms, (SELECT now FROM temp.cron_clock) AS now
     ",
         claimable_rows!(),
+        regular_occurrence!(),
         "
-      AND j.paused = 0
-      AND j.next_execution IS NOT NULL
       AND j.next_execution <= (SELECT now FROM temp.cron_clock) + ?3
       AND ",
         due_start!(),
@@ -297,9 +306,8 @@ WITH first AS (
         " AS start
     ",
         claimable_rows!(),
+        regular_occurrence!(),
         "
-      AND j.paused = 0
-      AND j.next_execution IS NOT NULL
     ORDER BY j.next_execution, j.id
     LIMIT 1
 ),
@@ -309,9 +317,8 @@ own AS (
         " AS start
     ",
         claimable_rows!(),
+        regular_occurrence!(),
         "
-      AND j.paused = 0
-      AND j.next_execution IS NOT NULL
       AND ",
         owned!("?3", "?4", "?5"),
         "
@@ -326,9 +333,8 @@ SELECT (SELECT now FROM temp.cron_clock) AS clock, (SELECT min(due) FROM (
         ") AS due
     ",
         claimable_rows!(),
+        regular_occurrence!(),
         "
-      AND j.paused = 0
-      AND j.next_execution IS NOT NULL
       AND ",
         owned!("?3", "?4", "?5"),
         "
@@ -341,9 +347,8 @@ SELECT (SELECT now FROM temp.cron_clock) AS clock, (SELECT min(due) FROM (
         ") + ?6 AS due
     ",
         claimable_rows!(),
+        regular_occurrence!(),
         "
-      AND j.paused = 0
-      AND j.next_execution IS NOT NULL
       AND j.next_execution < (SELECT start FROM first)
     UNION ALL
     SELECT * FROM (SELECT j.trigger_requested_at AS due
@@ -562,10 +567,12 @@ SET outcome = 'failed', error = o.error, finished_at = (SELECT now FROM temp.cro
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS error FROM json_each(?1)) AS o
 WHERE r.id = o.id AND r.outcome = 'running'"
     ),
+    // SQLite's write transaction holds the rows from the read to the record.
     overdue_rows: crate::store::sql::overdue_rows!(
         deployment: "?1",
         expected: "(SELECT value ->> 0 AS verb, value ->> 1 AS occurrence, value ->> 2 AS deadline
       FROM json_each(?2)) AS e",
+        lock: "",
     ),
     mark_overdue: crate::store::sql::mark_overdue!(
         rows: "(SELECT value ->> 0 AS id, value ->> 1 AS occurrence FROM json_each(?1)) AS w",

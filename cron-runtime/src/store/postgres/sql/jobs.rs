@@ -471,14 +471,20 @@ WHERE j.id = e.id
 ";
 
     /// Overdue: the facts of the rows of deployment `$1` for the expected occurrences, one element of
-    /// each array of `$2`..`$4` per job (verb, occurrence, deadline); one statement per check.
+    /// each array of `$2`..`$4` per job (verb, occurrence, deadline); one statement per check. The job
+    /// rows are locked in the order of their ids, as the takeover's `PREVIOUS_ROWS` locks them, and
+    /// their deployment's row shared after them (a claim's `FOR SHARE OF d`): a pause, a takeover or
+    /// another replica's record that holds them is waited for, and its commit read.
     OVERDUE_ROWS = crate::store::sql::overdue_rows!(
         deployment: "$1",
         expected: "unnest($2::text[], $3::timestamptz[], $4::timestamptz[]) AS e(verb, occurrence, deadline)",
+        lock: "ORDER BY j.id
+FOR UPDATE OF j
+FOR SHARE OF d",
     );
 
-    /// Overdue: records the rows `$1` as having reported their occurrence of `$2`, each only where no
-    /// replica recorded it or a later one first; returns the rows recorded.
+    /// Overdue: records the rows `$1`, which the check's transaction locked, as having reported their
+    /// occurrence of `$2`.
     MARK_OVERDUE = crate::store::sql::mark_overdue!(
         rows: "unnest($1::bigint[], $2::timestamptz[]) AS w(id, occurrence)",
     );
