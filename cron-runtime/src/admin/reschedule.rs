@@ -15,7 +15,9 @@ use super::lookup::resolve_verb;
 use super::rows::{At, RescheduleRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db};
 use crate::rfc3339;
-use crate::store::rules::reschedule::{check, is_reset, refusal, rescheduled};
+use crate::store::rules::reschedule::{
+    check, is_reset, overridable, refusal, rescheduled, speaks_for,
+};
 
 /// The result of [`Admin::reschedule`](super::Admin::reschedule) and
 /// [`Admin::reset_schedule`](super::Admin::reset_schedule): the schedule the verb runs now.
@@ -67,8 +69,7 @@ pub(crate) async fn reschedule<D: Dialect>(
         .fetch_all(&mut tx.tx)
         .await
         .map_err(db(&context))?;
-    // The active deployment's row speaks for the verb, else the newest.
-    let Some(first) = rows.iter().find(|r| r.active).or(rows.last()) else {
+    let Some(first) = speaks_for(&rows, |row| row.active) else {
         return Err(AdminError::RescheduleRefused(format!(
             "`{verb}` has no job rows"
         )));
@@ -101,9 +102,7 @@ pub(crate) async fn reschedule<D: Dialect>(
     let mut changed = false;
     let mut after: Option<(String, String, Option<DateTime<Utc>>)> = None;
     for row in &rows {
-        // A row whose code is fixed keeps it: the verb's override never runs there, as when a rolling
-        // deploy registered it before its takeover (`rules::reschedule::refusal`).
-        if row.fixed {
+        if !overridable(row.fixed) {
             continue;
         }
         let code = code_of(row);

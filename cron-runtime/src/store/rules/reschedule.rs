@@ -33,6 +33,21 @@ pub(crate) fn refusal(verb: &str, every_replica: bool, fixed: bool) -> Option<St
     })
 }
 
+/// The row that speaks for a verb among its rows (one per deployment of its module, oldest first):
+/// its active deployment's, else its newest. Its code decides whether the verb may be overridden
+/// ([`refusal`]), in which zone an expression given without one is read, and what the operator is told
+/// the verb runs; `active` says whether a row's deployment is the module's active one.
+pub(crate) fn speaks_for<R>(rows: &[R], active: impl Fn(&R) -> bool) -> Option<&R> {
+    rows.iter().find(|row| active(row)).or(rows.last())
+}
+
+/// Whether a row of an overridden verb takes the override (or its reset): not one whose code marks
+/// the job `fixed`, which keeps its code's schedule, as when a rolling deploy registered it before
+/// its takeover ([`refusal`] refuses the override where the row that speaks for the verb is fixed).
+pub(crate) fn overridable(fixed: bool) -> bool {
+    !fixed
+}
+
 /// Whether an override to `target` (expression and zone) of a verb whose code declares `code` is a
 /// reset: an override to the code's own schedule would be one no row shows (each row runs its code's)
 /// yet later deployments would start at, so it returns to the code's schedule as `--reset` does and
