@@ -435,6 +435,7 @@ macro_rules! every_case {
         $test!(a_deploy_that_marks_an_overridden_job_fixed_drops_the_override);
         $test!(the_active_deployments_fixed_row_refuses_an_override_an_older_row_would_take);
         $test!(an_override_to_the_codes_own_schedule_is_a_reset);
+        $test!(a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows_the_override);
         $test!(a_replica_reports_its_last_runs_of_its_jobs_on_every_replica);
     };
 }
