@@ -184,6 +184,7 @@ impl Protocol for Postgres {
         carry_to_active: sql::runs::CARRY_TO_ACTIVE,
         move_retries: sql::runs::MOVE_RETRIES,
         end_orphaned_retries: sql::runs::END_ORPHANED_RETRIES,
+        running_schedules: sql::jobs::RUNNING_SCHEDULES,
         overdue_rows: sql::jobs::OVERDUE_ROWS,
         mark_overdue: sql::jobs::MARK_OVERDUE,
     };
