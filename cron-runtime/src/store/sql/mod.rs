@@ -93,7 +93,10 @@ pub(crate) struct Steps {
     pub(crate) deployment_rows: &'static str,
     /// Module `1`'s elected deployment (live within the span `2`), whether `3` is active, the active key.
     pub(crate) elected: &'static str,
-    /// One takeover of module `1` at a time, until the transaction ends.
+    /// The module's lock: one takeover of module `1` at a time, until the transaction ends; the
+    /// registration of its job rows and a reschedule of one of its verbs take it too, first, so that
+    /// each reads the other's rows and override committed (docs/operations.md, "Changing a schedule
+    /// without a build").
     pub(crate) takeover_lock: &'static str,
     /// The rows of module `1`'s active deployment, as a takeover carries them, locked.
     pub(crate) previous_rows: &'static str,
