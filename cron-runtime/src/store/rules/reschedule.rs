@@ -118,9 +118,40 @@ pub(crate) struct Effective {
     pub(crate) overridden: bool,
 }
 
-/// The schedule a new row of `job` starts with: the override of its verb, which wins until it is
-/// reset, whatever the code says now; else the code's. A job on every replica or marked `fixed` keeps
-/// its code's, and so does a job whose override does not parse any more (edited by hand), reported.
+/// What a deployment's row of an overridden verb runs: the rule of "What wins" (docs/operations.md,
+/// "Changing a schedule without a build").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wins {
+    /// The override, whatever the code's expression: it wins until it is reset.
+    Override,
+    /// The code's schedule: the job runs on every replica (from each replica's build), or the override
+    /// is the code's own expression and zone.
+    Code,
+    /// The code's schedule, and the override is dropped: the code marks the job `fixed`, the later
+    /// and the more deliberate decision.
+    CodeDropsOverride,
+}
+
+/// What a row of a verb overridden to `over` runs under a code that declares `expression` in `zone`,
+/// on every replica or not, `fixed` or not.
+pub(crate) fn wins(
+    over: &Override,
+    (expression, zone): (&str, &str),
+    every_replica: bool,
+    fixed: bool,
+) -> Wins {
+    if fixed {
+        Wins::CodeDropsOverride
+    } else if every_replica || (over.expression == expression && over.zone == zone) {
+        Wins::Code
+    } else {
+        Wins::Override
+    }
+}
+
+/// The schedule a new row of `job` starts with: the override of its verb where it wins ([`wins`]),
+/// until it is reset, whatever the code says now; else the code's, as for a job whose override does not
+/// parse any more (edited by hand), reported.
 pub(crate) fn effective(job: &JobSpec, over: Option<&Override>) -> Effective {
     let code = || Effective {
         expression: job.expression.clone(),
@@ -128,13 +159,17 @@ pub(crate) fn effective(job: &JobSpec, over: Option<&Override>) -> Effective {
         schedule: job.schedule.clone(),
         overridden: false,
     };
-    let Some(over) = over.filter(|_| job.on != cron_schema::RunOn::EveryReplica && !job.fixed)
-    else {
+    let every_replica = job.on == cron_schema::RunOn::EveryReplica;
+    let Some(over) = over.filter(|over| {
+        wins(
+            over,
+            (&job.expression, job.zone.name()),
+            every_replica,
+            job.fixed,
+        ) == Wins::Override
+    }) else {
         return code();
     };
-    if over.expression == job.expression && over.zone == job.zone.name() {
-        return code();
-    }
     match row_schedule(&over.expression, &over.zone) {
         Ok(schedule) => Effective {
             expression: over.expression.clone(),
