@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use cron_runtime::store::{Finish, MemoryStore, Outcome, Store};
+use cron_runtime::store::{MemoryStore, Store};
 use cron_runtime::{Event, EventKind, JobOptions, Runtime, RuntimeBuilder};
 use tokio::time::sleep;
 
@@ -86,17 +86,8 @@ async fn nightly_override_across(start: DateTime<Utc>) -> Vec<DateTime<Utc>> {
             panic!("one occurrence at {at}: {claimed:?}")
         };
         ran.push(claim.scheduled_at);
-        let succeeded = Finish {
-            run_id: claim.run_id,
-            job_id: claim.job_id,
-            outcome: Outcome::Succeeded,
-            error: None,
-            ended_at: None,
-            started_at: None,
-            retry_after: None,
-        };
         store
-            .finish(&runner, &[succeeded], None)
+            .finish(&runner, &[support::succeeded(claim)], None)
             .await
             .single()
             .unwrap();

@@ -14,7 +14,7 @@ use cron_runtime::store::{
     Store, StoreError,
 };
 use sqlx::PgPool;
-use support::{Logs, deployment, job};
+use support::{Logs, deployment, job, succeeded};
 
 mod support;
 
@@ -801,18 +801,6 @@ fn claim_of<'a>(claimed: &'a Claimed, verb: &str) -> &'a ClaimRef {
 }
 
 type ClaimRef = cron_runtime::store::Claim;
-
-fn succeeded(claim: &ClaimRef) -> Finish {
-    Finish {
-        run_id: claim.run_id,
-        job_id: claim.job_id,
-        outcome: Outcome::Succeeded,
-        error: None,
-        ended_at: None,
-        started_at: None,
-        retry_after: None,
-    }
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Finishes that claim the next occurrence (`Store::finish` with a chain)

@@ -622,6 +622,28 @@ pub fn ended(claim: &Claim, outcome: Outcome, error: Option<&str>) -> Finish {
     }
 }
 
+/// A replica of `spec` whose first attempt of `verb`, claimed at its instant, failed asking for a retry
+/// a second later: the replica, the attempt's claim and the retry's instant.
+pub async fn failed_awaiting_its_retry<H: StoreUnderTest>(
+    h: &H,
+    spec: &DeploymentSpec,
+    verb: &str,
+) -> (H::Store, Runner, Claim, DateTime<Utc>) {
+    let (store, runner) = replica(h, spec).await;
+    let at = h.next_execution(MODULE, verb).await.unwrap();
+    sleep_until(h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let run = claim_of(&claimed, verb).clone();
+    let finish = Finish {
+        retry_after: Some(Duration::from_secs(1)),
+        ..ended(&run, Outcome::Failed, Some("relay refused"))
+    };
+    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {
+        panic!("a retry was asked for")
+    };
+    (store, runner, run, retry_at)
+}
+
 pub fn succeeded(claim: &Claim) -> Finish {
     ended(claim, Outcome::Succeeded, None)
 }

@@ -192,18 +192,7 @@ pub async fn a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows
     h: impl StoreUnderTest,
 ) {
     let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
-    let (store, runner) = replica(&h, &spec).await;
-    let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(50)).await;
-    let claimed = claim(&store, &runner).await;
-    let first = claim_of(&claimed, "a").clone();
-    let failed = Finish {
-        retry_after: Some(Duration::from_secs(1)),
-        ..ended(&first, Outcome::Failed, Some("relay refused"))
-    };
-    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &failed).await else {
-        panic!("the failed attempt waits for its retry")
-    };
+    let (store, runner, first, retry_at) = failed_awaiting_its_retry(&h, &spec, "a").await;
     h.reschedule("a", YEARLY).await.unwrap();
     assert_eq!(
         h.next_execution(MODULE, "a").await,
