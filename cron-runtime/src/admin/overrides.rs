@@ -18,6 +18,12 @@ SELECT module_name, verb, schedule, timezone, actor, at, note
 FROM cron_overrides ORDER BY module_name, verb
 ";
 
+/// Every statement of this file, by name, for the tests that prepare them on each database.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn statements() -> [(&'static str, &'static str); 1] {
+    [("admin::overrides::LIST", LIST)]
+}
+
 /// An operator's schedule override, kept for the deployments registered later until it is reset
 /// ([`Admin::overrides`](super::Admin::overrides)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

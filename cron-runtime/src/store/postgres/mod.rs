@@ -315,5 +315,6 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
             crate::store::sql::history::PREVIOUS_SUCCESS,
         )])
         .chain(crate::admin::audit::statements())
+        .chain(crate::admin::overrides::statements())
         .collect()
 }
