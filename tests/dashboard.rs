@@ -463,6 +463,40 @@ async fn a_fixed_job_has_no_reschedule_form_and_refuses_one(pool: PgPool) {
     assert_eq!(dashboard_rows(&pool).await, 0);
 }
 
+/// A reschedule whose expression does not parse is refused with `cronverb check`'s diagnostic: the
+/// message, then the expression with the caret under what is wrong, preformatted and escaped.
+#[sqlx::test(migrations = false)]
+async fn a_reschedule_that_does_not_parse_shows_the_caret_as_check_does(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = with_hook(&store);
+    let page = get_as(&router, JOB, "").await;
+    let (cookie, token) = csrf(&page);
+    // `0 2 * * <b>`: the day of week is hostile text.
+    let reply = post(
+        &router,
+        &format!("{JOB}/reschedule"),
+        &cookie,
+        &format!("csrf={token}&expression=0+2+*+*+%3Cb%3E"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert!(
+        reply.body.contains("<pre class=\"diagnostic\">error: "),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply
+            .body
+            .contains("\n  |\n1 | 0 2 * * &#60;b&#62;\n  |         ^^^</pre>"),
+        "{}",
+        reply.body
+    );
+    assert!(!reply.body.contains("<b>"), "{}", reply.body);
+    assert_eq!(schedule(&pool).await, ("0 2 * * 1-5".to_owned(), None));
+    assert_eq!(dashboard_rows(&pool).await, 0);
+}
+
 /// How many rows of the audit trail the dashboard wrote.
 async fn dashboard_rows(pool: &PgPool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM cron_audit WHERE origin = 'dashboard'")

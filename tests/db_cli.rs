@@ -10,6 +10,9 @@ use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Runner, Store};
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use serde_json::Value;
+
+#[path = "support/drift.rs"]
+mod drift;
 use sqlx::{Connection, PgConnection};
 
 const SCHEMA: &str = r#"{
@@ -1159,4 +1162,16 @@ fn status_shows_each_jobs_missed_policy_and_catch_up_window() {
     assert_eq!(row("billing::export")[3], "all 24h", "{text}");
     assert_eq!(row("billing::rollup")[3], "all 2h", "{text}");
     assert_eq!(row("billing::tick")[3], "once", "{text}");
+}
+
+/// `schema diff --database-url` shows each override stored in PostgreSQL and what runs of it after a
+/// deploy (tests/support/drift.rs).
+#[test]
+fn schema_diff_with_a_database_shows_the_overrides_and_what_runs_after_the_deploy() {
+    let db = Database::migrated("schema_diff");
+    drift::the_diff_shows_each_override_and_what_runs_after_the_deploy(
+        &db.url,
+        "pg-schema-diff",
+        |args| db.cronverb(args),
+    );
 }

@@ -12,6 +12,9 @@ use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Runner, Stor
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use serde_json::Value;
 
+#[path = "support/drift.rs"]
+mod drift;
+
 const SCHEMA: &str = r#"{
   "version": 1,
   "modules": [
@@ -1162,4 +1165,17 @@ fn a_fixed_verb_refuses_an_override_and_a_deploy_that_marks_it_fixed_drops_one()
         .map(|r| r["action"].as_str().unwrap())
         .collect();
     assert_eq!(actions, ["reschedule"], "alice's only");
+}
+
+/// `schema diff --database-url` shows each override stored in a SQLite file and what runs of it after
+/// a deploy (tests/support/drift.rs).
+#[test]
+fn schema_diff_with_a_database_shows_the_overrides_and_what_runs_after_the_deploy() {
+    let file = File::new("schema_diff");
+    assert_eq!(file.json(&["migrate"])["migrated"], true);
+    drift::the_diff_shows_each_override_and_what_runs_after_the_deploy(
+        &file.url,
+        "sqlite-schema-diff",
+        |args| file.cronverb(args),
+    );
 }

@@ -10,10 +10,10 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cron_runtime::admin::{AdminError, RunFilter, Since};
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::{Claimed, DeploymentSpec, Finish, Finished, Outcome, Runner, Store};
+use cron_runtime::store::{Claimed, DeploymentSpec, Finished, Runner, Store};
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
 use sqlx::PgPool;
-use support::{deployment, job};
+use support::{deployment, job, succeeded};
 
 mod admin;
 mod support;
@@ -66,19 +66,7 @@ async fn claim(store: &PgStore, runner: &Runner) -> Claimed {
 async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished {
     let claim = &claimed.claims[0];
     store
-        .finish(
-            runner,
-            &[Finish {
-                run_id: claim.run_id,
-                job_id: claim.job_id,
-                outcome: Outcome::Succeeded,
-                error: None,
-                ended_at: None,
-                started_at: None,
-                retry_after: None,
-            }],
-            None,
-        )
+        .finish(runner, &[succeeded(claim)], None)
         .await
         .single()
         .unwrap()

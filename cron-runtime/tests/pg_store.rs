@@ -14,7 +14,7 @@ use cron_runtime::store::{
     Runner, Store, StoreError,
 };
 use sqlx::PgPool;
-use support::{Logs, deployment, job};
+use support::{Logs, deployment, job, succeeded};
 
 mod support;
 
@@ -424,6 +424,11 @@ async fn a_finish_writes_the_handlers_start_and_keeps_the_claims_instant(pool: P
 
 /// Waits until a session of this database waits on a row lock.
 async fn a_session_waits_on_a_lock(pool: &PgPool) {
+    sessions_wait_on_locks(pool, 1).await;
+}
+
+/// Waits until `sessions` sessions of this database wait on a lock (a row's, or an advisory one).
+async fn sessions_wait_on_locks(pool: &PgPool, sessions: i64) {
     for _ in 0..500 {
         let waiting: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity \
@@ -432,12 +437,12 @@ async fn a_session_waits_on_a_lock(pool: &PgPool) {
         .fetch_one(pool)
         .await
         .unwrap();
-        if waiting > 0 {
+        if waiting >= sessions {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("no session waited on a lock");
+    panic!("fewer than {sessions} sessions waited on a lock");
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -483,6 +488,80 @@ async fn a_cancel_written_while_a_finish_waits_is_the_finishs_outcome(pool: PgPo
         (outcome.as_str(), error.as_deref()),
         ("cancelled", Some("cancelled by alice: stuck"))
     );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Schedule overrides (docs/operations.md, "Changing a schedule without a build")
+
+/// A reschedule of `a` and the registration of a deployment that has `a`, queued in this order
+/// (`reschedule_first`, else the other) behind a transaction that holds the module's lock (a takeover
+/// in flight): whichever goes first, every row of `a` ends on the override, the new deployment's too.
+/// Without the lock, a registration that reads the overrides before a reschedule commits starts its
+/// row at the code's schedule, and a reschedule that locks the verb's rows before a registration
+/// commits misses the new row: the override is kept and one deployment's row runs the code.
+async fn a_reschedule_racing_a_registration_ends_with_every_row_on_the_override(
+    pool: PgPool,
+    reschedule_first: bool,
+) {
+    let (store, _) = replica(&pool, &deployment("billing@1", vec![job("a", HOURLY)])).await;
+    let mut takeover = pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('cronverb'), hashtext('billing'))")
+        .execute(&mut *takeover)
+        .await
+        .unwrap();
+    let admin = store.admin();
+    let reschedule = async move {
+        admin
+            .reschedule("a", None, "*/10 * * * *", None, None)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    let registration = async move {
+        store
+            .register(&deployment("billing@2", vec![job("a", HOURLY)]))
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    let (first, second) = if reschedule_first {
+        let first = tokio::spawn(reschedule);
+        sessions_wait_on_locks(&pool, 1).await;
+        (first, tokio::spawn(registration))
+    } else {
+        let first = tokio::spawn(registration);
+        sessions_wait_on_locks(&pool, 1).await;
+        (first, tokio::spawn(reschedule))
+    };
+    sessions_wait_on_locks(&pool, 2).await;
+    takeover.commit().await.unwrap();
+    first.await.unwrap().unwrap();
+    second.await.unwrap().unwrap();
+    let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT d.key, j.schedule, j.code_schedule FROM cron_jobs j \
+         JOIN cron_deployments d ON d.id = j.deployment_id WHERE j.verb = 'a' ORDER BY d.id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let overridden = |key: &str| {
+        (
+            key.to_owned(),
+            "*/10 * * * *".to_owned(),
+            Some(HOURLY.to_owned()),
+        )
+    };
+    assert_eq!(rows, [overridden("billing@1"), overridden("billing@2")]);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_registration_behind_a_reschedule_starts_at_its_override(pool: PgPool) {
+    a_reschedule_racing_a_registration_ends_with_every_row_on_the_override(pool, true).await;
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_reschedule_behind_a_registration_overrides_its_new_row(pool: PgPool) {
+    a_reschedule_racing_a_registration_ends_with_every_row_on_the_override(pool, false).await;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -801,18 +880,6 @@ fn claim_of<'a>(claimed: &'a Claimed, verb: &str) -> &'a ClaimRef {
 }
 
 type ClaimRef = cron_runtime::store::Claim;
-
-fn succeeded(claim: &ClaimRef) -> Finish {
-    Finish {
-        run_id: claim.run_id,
-        job_id: claim.job_id,
-        outcome: Outcome::Succeeded,
-        error: None,
-        ended_at: None,
-        started_at: None,
-        retry_after: None,
-    }
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Finishes that claim the next occurrence (`Store::finish` with a chain)

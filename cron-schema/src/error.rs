@@ -111,6 +111,26 @@ fn macro_help(text: &str, suggestion: &Option<String>) -> String {
 }
 
 impl Error {
+    /// The error as `cronverb check` prints it, as rustc renders a compile error: the message, then
+    /// `expression` with a line of carets under the offending text. Columns are counted in characters;
+    /// a tab is shown as four spaces and other control characters (and bidirectional overrides) in their
+    /// escaped form (`\n`), so that the carets line up and the text cannot act on a terminal.
+    ///
+    /// ```text
+    /// error: `MON` is not supported in the day-of-week field; write `1` instead
+    ///   |
+    /// 1 | 0 9 * * MON
+    ///   |         ^^^
+    /// ```
+    pub fn render(&self, expression: &str) -> String {
+        let (source, carets) = underline(expression, self.span());
+        format!(
+            "error: {self}\n  |\n{}\n{}",
+            format!("1 | {source}").trim_end(),
+            format!("  | {carets}").trim_end(),
+        )
+    }
+
     /// The byte range of the offending text inside the expression.
     pub fn span(&self) -> Range<usize> {
         match self {
@@ -137,5 +157,87 @@ impl Error {
             | Error::Invalid { field, .. } => Some(*field),
             Error::FieldCount { .. } | Error::Macro { .. } | Error::NeverFires { .. } => None,
         }
+    }
+}
+
+/// The expression as displayed, and the line of carets that goes under `span` (a byte range).
+fn underline(expression: &str, span: Range<usize>) -> (String, String) {
+    let mut source = String::new();
+    let mut carets = String::new();
+    // The column of `span.start`, for an empty span or one that starts past the end.
+    let mut start_column = None;
+    let mut column = 0;
+    for (offset, ch) in expression.char_indices() {
+        if start_column.is_none() && offset + ch.len_utf8() > span.start {
+            start_column = Some(column);
+        }
+        let shown = shown(ch);
+        let width = shown.chars().count();
+        let inside = offset < span.end && offset + ch.len_utf8() > span.start;
+        carets.extend(std::iter::repeat_n(if inside { '^' } else { ' ' }, width));
+        source.push_str(&shown);
+        column += width;
+    }
+    if !carets.contains('^') {
+        let column = start_column.unwrap_or(column);
+        carets = format!("{}^", " ".repeat(column));
+    }
+    (source, carets)
+}
+
+/// A character as [`Error::render`] shows it: a tab as four spaces, a control character or a
+/// bidirectional embedding, override or isolate as its Rust escape, any other as itself.
+fn shown(ch: char) -> String {
+    match ch {
+        '\t' => "    ".to_owned(),
+        ch if ch.is_control()
+            || matches!(ch, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+        {
+            ch.escape_default().to_string()
+        }
+        ch => ch.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod render_tests {
+    use super::underline;
+
+    #[test]
+    fn carets_go_under_the_span() {
+        let (source, carets) = underline("0 9 * * MON", 8..11);
+        assert_eq!(source, "0 9 * * MON");
+        assert_eq!(carets, "        ^^^");
+    }
+
+    #[test]
+    fn tabs_are_expanded_in_both_lines() {
+        let (source, carets) = underline("0\t9 * * MON", 8..11);
+        assert_eq!(source, "0    9 * * MON");
+        assert_eq!(carets, "           ^^^");
+    }
+
+    #[test]
+    fn an_empty_span_gets_one_caret() {
+        assert_eq!(underline("1,", 2..2).1, "  ^");
+        assert_eq!(underline("", 0..0).1, "^");
+        assert_eq!(underline("a b", 1..1).1, " ^");
+    }
+
+    #[test]
+    fn non_ascii_counts_one_column_per_character() {
+        // `é` is two bytes; the carets stay under `X`.
+        let (source, carets) = underline("é X", 3..4);
+        assert_eq!(source, "é X");
+        assert_eq!(carets, "  ^");
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let (source, carets) = underline("0\n9", 2..3);
+        assert_eq!(source, "0\\n9");
+        assert_eq!(carets, "   ^");
+        let (source, _) = underline("0\u{1b}\u{202e}9", 0..1);
+        assert_eq!(source, "0\\u{1b}\\u{202e}9");
     }
 }

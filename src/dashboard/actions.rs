@@ -290,6 +290,15 @@ async fn act(
         }
         Action::Reschedule => {
             let expression = form.expression.trim();
+            // The same engine and the same caret as `cronverb check` (docs/dashboard.md, "Actions").
+            if let Err(error) = cron_schema::Schedule::parse(expression) {
+                return visit.refuse_showing(
+                    StatusCode::BAD_REQUEST,
+                    "the expression does not parse: nothing was changed",
+                    Some(format::job_href(&visit.base, &module, &verb)),
+                    Some(error.render(expression)),
+                );
+            }
             let zone = Some(form.timezone.trim()).filter(|zone| !zone.is_empty());
             let note = Some(note).filter(|note| !note.is_empty());
             admin

@@ -130,12 +130,26 @@ impl Visit {
         message: impl Into<String>,
         back: Option<String>,
     ) -> Response {
+        self.refuse_showing(status, message, back, None)
+    }
+
+    /// [`refuse_from`](Visit::refuse_from), with `detail` shown as preformatted text under the
+    /// message: an expression's diagnostic, its caret under what is wrong, as `cronverb check`
+    /// prints it.
+    pub(super) fn refuse_showing(
+        &self,
+        status: StatusCode,
+        message: impl Into<String>,
+        back: Option<String>,
+        detail: Option<String>,
+    ) -> Response {
         let page = Refused {
             base: self.base.clone(),
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status: status.as_u16(),
             message: message.into(),
             back,
+            detail,
         };
         self.render(status, &page)
     }
@@ -212,6 +226,8 @@ struct Refused {
     message: String,
     /// The page whose form was refused.
     back: Option<String>,
+    /// Preformatted text under the message: an expression's diagnostic with its caret.
+    detail: Option<String>,
 }
 
 #[derive(Template)]

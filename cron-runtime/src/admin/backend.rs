@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use super::sql::{Dialect, SqlAdmin};
 use super::{
     Actor, AdminError, AuditEntry, AuditFilter, BackfillCancelled, Backfilled, Cancelled, Deployed,
-    Deployment, Pause, Rescheduled, Run, RunFilter, Status, Triggered,
+    Deployment, Pause, Rescheduled, Run, RunFilter, Status, StoredOverride, Triggered,
 };
 
 /// What a command of a [`Commands`] returns: its result, once the database has answered.
@@ -68,6 +68,7 @@ pub(crate) trait Commands: Debug + Send + Sync {
         to: Option<(&'a str, Option<&'a str>)>,
         note: Option<&'a str>,
     ) -> Answer<'a, Rescheduled>;
+    fn overrides(&self) -> Answer<'_, Vec<StoredOverride>>;
     fn prune<'a>(&'a self, actor: &'a Actor, older_than: Duration, batch: u32) -> Answer<'a, u64>;
     fn prune_audit<'a>(&'a self, actor: &'a Actor, older_than: Duration) -> Answer<'a, u64>;
     fn audit<'a>(&'a self, filter: &'a AuditFilter) -> Answer<'a, Vec<AuditEntry>>;
@@ -160,6 +161,10 @@ impl<D: Dialect> Commands for SqlAdmin<D> {
         Box::pin(super::reschedule::reschedule(
             self, actor, verb, module, to, note,
         ))
+    }
+
+    fn overrides(&self) -> Answer<'_, Vec<StoredOverride>> {
+        Box::pin(super::overrides::overrides(self))
     }
 
     fn prune<'a>(&'a self, actor: &'a Actor, older_than: Duration, batch: u32) -> Answer<'a, u64> {

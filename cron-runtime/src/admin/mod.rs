@@ -36,6 +36,7 @@ pub(crate) mod deploy;
 pub(crate) mod deployment;
 mod error;
 pub(crate) mod lookup;
+pub(crate) mod overrides;
 pub(crate) mod pause;
 pub(crate) mod prune;
 pub(crate) mod reschedule;
@@ -55,6 +56,7 @@ pub use deploy::{
 };
 pub use deployment::Deployment;
 pub use error::AdminError;
+pub use overrides::{AfterDeploy, StoredOverride};
 pub use pause::{Pause, Triggered};
 pub use reschedule::Rescheduled;
 pub use runs::{Run, RunCursor, RunFilter, Since};
@@ -213,6 +215,13 @@ impl Admin {
         self.backend
             .reschedule(&self.actor, verb, module, None, note)
             .await
+    }
+
+    /// Every schedule override kept for the deployments registered later (`cronverb reschedule`), by
+    /// module and verb; [`StoredOverride::after_deploy`] says what a deployment of new code runs of
+    /// each (`cronverb schema diff --database-url`).
+    pub async fn overrides(&self) -> Result<Vec<StoredOverride>, AdminError> {
+        self.backend.overrides().await
     }
 
     /// Asks for one run of `verb` now, through the replicas' claim: the active deployment's row is

@@ -15,7 +15,9 @@ use super::lookup::resolve_verb;
 use super::rows::{At, RescheduleRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db};
 use crate::rfc3339;
-use crate::store::rules::reschedule::{check, is_reset, refusal, rescheduled};
+use crate::store::rules::reschedule::{
+    check, is_reset, overridable, refusal, rescheduled, speaks_for,
+};
 
 /// The result of [`Admin::reschedule`](super::Admin::reschedule) and
 /// [`Admin::reset_schedule`](super::Admin::reset_schedule): the schedule the verb runs now.
@@ -61,14 +63,21 @@ pub(crate) async fn reschedule<D: Dialect>(
         None => format!("resetting the schedule of `{verb}`"),
     };
     let mut tx = admin.write(&context).await?;
+    // The module's lock before the verb's rows, as a registration of the module's job rows takes it
+    // before it reads the overrides: each sees the other committed, and every row of the verb ends on
+    // one schedule (the takeover's lock; SQLite writes one transaction at a time).
+    Statement::<D>::new(D::STEPS.takeover_lock)
+        .bind(module.clone())
+        .execute(&mut tx.tx)
+        .await
+        .map_err(db(&context))?;
     let rows: Vec<RescheduleRow> = Statement::<D>::new(D::SQL.lock_for_reschedule)
         .bind(module.clone())
         .bind(verb.clone())
         .fetch_all(&mut tx.tx)
         .await
         .map_err(db(&context))?;
-    // The active deployment's row speaks for the verb, else the newest.
-    let Some(first) = rows.iter().find(|r| r.active).or(rows.last()) else {
+    let Some(first) = speaks_for(&rows, |row| row.active) else {
         return Err(AdminError::RescheduleRefused(format!(
             "`{verb}` has no job rows"
         )));
@@ -101,9 +110,7 @@ pub(crate) async fn reschedule<D: Dialect>(
     let mut changed = false;
     let mut after: Option<(String, String, Option<DateTime<Utc>>)> = None;
     for row in &rows {
-        // A row whose code is fixed keeps it: the verb's override never runs there, as when a rolling
-        // deploy registered it before its takeover (`rules::reschedule::refusal`).
-        if row.fixed {
+        if !overridable(row.fixed) {
             continue;
         }
         let code = code_of(row);

@@ -266,3 +266,15 @@ pub(crate) struct AuditRow {
     pub(crate) state_after: Option<String>,
     pub(crate) note: Option<String>,
 }
+
+/// An override kept for later deployments (`cron_overrides`), as `overrides` reads it.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct OverrideRow {
+    pub(crate) module_name: String,
+    pub(crate) verb: String,
+    pub(crate) schedule: String,
+    pub(crate) timezone: String,
+    pub(crate) actor: String,
+    pub(crate) at: At,
+    pub(crate) note: Option<String>,
+}

@@ -18,8 +18,8 @@ use sqlx::{Database, Pool, Transaction};
 use super::AdminError;
 use super::rows::{
     ActiveDeployment, ActiveSchema, Ago, At, AuditRow, CancelRow, ExecutingRow, Ids, JobRow,
-    ListedDeployment, PauseRow, QueueRow, RegisteredDeployment, RegisteredJob, ReplicaRow,
-    RescheduleRow, ResumeRow, RunRow, TriggerRow,
+    ListedDeployment, OverrideRow, PauseRow, QueueRow, RegisteredDeployment, RegisteredJob,
+    ReplicaRow, RescheduleRow, ResumeRow, RunRow, TriggerRow,
 };
 use crate::store::StoreError;
 use crate::store::schedules::Schedules;
@@ -227,6 +227,7 @@ pub(crate) trait Dialect:
     + Reads<AuditRow>
     + Reads<CancelRow>
     + Reads<RescheduleRow>
+    + Reads<OverrideRow>
 {
     /// The statements.
     const SQL: Statements;

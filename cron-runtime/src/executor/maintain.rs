@@ -216,21 +216,19 @@ pub(super) async fn prune<S: Store>(shared: Arc<Shared<S>>) {
 pub(super) const OVERDUE_EVERY: Duration = Duration::from_secs(5);
 
 /// Every [`OVERDUE_EVERY`], asks the store which jobs of this replica's deployment declared with
-/// `expect_within` have an expected occurrence ([`rules::overdue::expected`], on the store's clock
-/// through the latest claim's anchor) that has not succeeded; raises the overdue event of each this
+/// `expect_within` have an expected occurrence ([`rules::overdue::expected`] of the schedule its row
+/// runs, an operator's override included, on the store's clock through the latest claim's anchor) that
+/// has not succeeded; raises the overdue event of each this
 /// call was the first to find (once across the replicas: the store records it), and keeps
 /// `cron_job_overdue` and the health report's `overdue` to what it found. Only the active deployment's
 /// replicas find any.
 pub(super) async fn overdue<S: Store>(shared: Arc<Shared<S>>) {
-    let jobs: Vec<(Arc<str>, ZonedSchedule, Duration)> = shared
+    let jobs: Vec<(Arc<str>, Duration)> = shared
         .plan
         .deployment
         .jobs
         .iter()
-        .filter_map(|job| {
-            let within = job.expect_within?;
-            Some((Arc::from(job.verb.as_str()), job.schedule.clone(), within))
-        })
+        .filter_map(|job| Some((Arc::from(job.verb.as_str()), job.expect_within?)))
         .collect();
     if jobs.is_empty() {
         return;
@@ -244,10 +242,22 @@ pub(super) async fn overdue<S: Store>(shared: Arc<Shared<S>>) {
         let Some(anchor) = *lock(&shared.anchor) else {
             continue;
         };
+        // The schedule each row runs now, which an operator's override may have changed since this
+        // build registered (docs/operations.md, "Changing a schedule without a build").
+        let running: HashMap<String, ZonedSchedule> =
+            match shared.store.running_schedules(&shared.runner).await {
+                Ok(running) => running.into_iter().collect(),
+                Err(error) => {
+                    metrics::store_error(Operation::Overdue);
+                    tracing::warn!(%error, "reading the schedules the jobs run failed");
+                    continue;
+                }
+            };
         let now = anchor.store_time(Instant::now());
         let expected: Vec<Expected> = jobs
             .iter()
-            .filter_map(|(verb, schedule, within)| {
+            .filter_map(|(verb, within)| {
+                let schedule = running.get(&**verb)?;
                 let occurrence = rules::overdue::expected(schedule, *within, now)?;
                 Some(Expected {
                     verb: verb.to_string(),
@@ -265,7 +275,7 @@ pub(super) async fn overdue<S: Store>(shared: Arc<Shared<S>>) {
             }
         };
         let by_verb: HashMap<&str, &Overdue> = found.iter().map(|o| (o.verb.as_str(), o)).collect();
-        for (verb, _, within) in &jobs {
+        for (verb, within) in &jobs {
             let overdue = by_verb.get(&**verb);
             metrics::overdue(&module, verb, overdue.is_some_and(|o| o.outstanding));
             if let Some(overdue) = overdue.filter(|o| o.notify) {

@@ -169,6 +169,13 @@ impl Store for Faulty {
         self.store.changed().await
     }
 
+    async fn running_schedules(
+        &self,
+        runner: &Runner,
+    ) -> Result<Vec<(String, cron_schema::ZonedSchedule)>, StoreError> {
+        self.store.running_schedules(runner).await
+    }
+
     async fn overdue(
         &self,
         runner: &Runner,

@@ -406,7 +406,7 @@ pub enum Change {
 }
 
 /// An occurrence a job of the replica's deployment expects to have succeeded by now (docs/operations.md,
-/// "Overdue"), as the replica computed it from its schedule and `expect_within`
+/// "Overdue"), as the replica computed it from the schedule its row runs and `expect_within`
 /// (`rules::overdue::expected`), for [`Store::overdue`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expected {
@@ -617,6 +617,16 @@ pub trait Store: sealed::Sealed + Clone + Send + Sync + 'static {
         verb: &str,
         before: DateTime<Utc>,
     ) -> impl Future<Output = Result<Option<DateTime<Utc>>, StoreError>> + Send;
+
+    /// The schedule each job of this replica's deployment that a claim takes runs now, as its row says:
+    /// its code's, or an operator's override (docs/operations.md, "Changing a schedule without a
+    /// build"), by verb. A row whose schedule does not parse (edited by hand) is left out, reported as
+    /// the claim reports it. The replica expects the occurrences of these schedules, not of its build's,
+    /// to succeed ([`Store::overdue`]; docs/operations.md, "Overdue").
+    fn running_schedules(
+        &self,
+        runner: &Runner,
+    ) -> impl Future<Output = Result<Vec<(String, ZonedSchedule)>, StoreError>> + Send;
 
     /// Of the occurrences `expected` of jobs of this replica's deployment, those that are overdue now
     /// ([`Overdue::outstanding`]) or reported by this call (docs/operations.md, "Overdue"): the

@@ -150,18 +150,7 @@ pub async fn a_cancel_of_an_occurrence_waiting_for_its_retry_ends_it_cancelled(
     // "A retrying occurrence retries no more": between attempts, a cancel ends the occurrence
     // `cancelled` by the requester, with its audit row, and the job goes on at its next occurrence.
     let spec = deployment("billing@1", vec![retrying_a()]);
-    let (store, runner) = replica(&h, &spec).await;
-    let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(50)).await;
-    let claimed = claim(&store, &runner).await;
-    let run = claim_of(&claimed, "a").clone();
-    let finish = Finish {
-        retry_after: Some(Duration::from_secs(1)),
-        ..ended(&run, Outcome::Failed, Some("relay refused"))
-    };
-    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {
-        panic!("a retry was asked for")
-    };
+    let (store, runner, run, retry_at) = failed_awaiting_its_retry(&h, &spec, "a").await;
     let operator = h.operator();
     let before = operator.audited("cancel").await;
 

@@ -443,6 +443,7 @@ macro_rules! every_case {
         $test!(a_deploy_that_marks_an_overridden_job_fixed_drops_the_override);
         $test!(the_active_deployments_fixed_row_refuses_an_override_an_older_row_would_take);
         $test!(an_override_to_the_codes_own_schedule_is_a_reset);
+        $test!(a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows_the_override);
         $test!(a_replica_reports_its_last_runs_of_its_jobs_on_every_replica);
     };
 }
@@ -627,6 +628,28 @@ pub fn ended(claim: &Claim, outcome: Outcome, error: Option<&str>) -> Finish {
         started_at: None,
         retry_after: None,
     }
+}
+
+/// A replica of `spec` whose first attempt of `verb`, claimed at its instant, failed asking for a retry
+/// a second later: the replica, the attempt's claim and the retry's instant.
+pub async fn failed_awaiting_its_retry<H: StoreUnderTest>(
+    h: &H,
+    spec: &DeploymentSpec,
+    verb: &str,
+) -> (H::Store, Runner, Claim, DateTime<Utc>) {
+    let (store, runner) = replica(h, spec).await;
+    let at = h.next_execution(MODULE, verb).await.unwrap();
+    sleep_until(h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let run = claim_of(&claimed, verb).clone();
+    let finish = Finish {
+        retry_after: Some(Duration::from_secs(1)),
+        ..ended(&run, Outcome::Failed, Some("relay refused"))
+    };
+    let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {
+        panic!("a retry was asked for")
+    };
+    (store, runner, run, retry_at)
 }
 
 pub fn succeeded(claim: &Claim) -> Finish {

@@ -184,3 +184,38 @@ pub async fn an_override_to_the_codes_own_schedule_is_a_reset(h: impl StoreUnder
         "each reschedule asked is audited as one"
     );
 }
+
+/// An override made while an occurrence waits for its retry: the retry still runs at its instant, as
+/// the next attempt of the same run, and the occurrence after it follows the override (docs/operations.md,
+/// "Changing a schedule without a build").
+pub async fn a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows_the_override(
+    h: impl StoreUnderTest,
+) {
+    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
+    let (store, runner, first, retry_at) = failed_awaiting_its_retry(&h, &spec, "a").await;
+    h.reschedule("a", YEARLY).await.unwrap();
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        Some(retry_at),
+        "the pending retry keeps its instant"
+    );
+    sleep_until(&h, retry_at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let retry = claim_of(&claimed, "a");
+    assert_eq!(
+        (retry.run_id, retry.attempt, retry.retry_at),
+        (first.run_id, 2, Some(retry_at)),
+        "the retry is the same run's second attempt: {claimed:?}"
+    );
+    let finished = finish_one(&store, &runner, &succeeded(retry)).await;
+    let yearly = zoned(YEARLY).next_after(h.now().await);
+    assert_eq!(
+        finished,
+        Finished::Recorded {
+            next_execution: yearly,
+            skipped: 0
+        },
+        "the occurrence after the retry is the override's"
+    );
+    assert_eq!(h.next_execution(MODULE, "a").await, yearly);
+}

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use chrono_tz::Tz;
-use cron_runtime::store::{DeploymentSpec, JobSpec};
+use cron_runtime::store::{Claim, DeploymentSpec, Finish, JobSpec, Outcome};
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule, format_duration};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::dynamic_filter_fn;
@@ -109,6 +109,19 @@ pub fn job(verb: &str, expression: &str) -> JobSpec {
         jitter: None,
         expect_within: None,
         fixed: false,
+    }
+}
+
+/// The end of the run `claim` started: succeeded, now.
+pub fn succeeded(claim: &Claim) -> Finish {
+    Finish {
+        run_id: claim.run_id,
+        job_id: claim.job_id,
+        outcome: Outcome::Succeeded,
+        error: None,
+        ended_at: None,
+        started_at: None,
+        retry_after: None,
     }
 }
 

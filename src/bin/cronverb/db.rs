@@ -68,6 +68,16 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// The database at `url`, for a command that reads it and prints no JSON of its own
+    /// (`schema diff --database-url`).
+    pub fn to(url: &str) -> Connection {
+        Connection {
+            database_url: Some(url.to_owned()),
+            json: false,
+            actor: None,
+        }
+    }
+
     /// Who acts: `--actor`, else the operating system's user, from the command line on this host.
     fn actor(&self) -> Actor {
         let name = self

@@ -357,6 +357,13 @@ impl Store for MemoryStore {
         Ok(self.lock().history.previous_success(module, verb, before))
     }
 
+    async fn running_schedules(
+        &self,
+        runner: &Runner,
+    ) -> Result<Vec<(String, cron_schema::ZonedSchedule)>, StoreError> {
+        Ok(self.lock().running_schedules(runner))
+    }
+
     async fn overdue(
         &self,
         runner: &Runner,

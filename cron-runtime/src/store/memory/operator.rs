@@ -13,7 +13,9 @@ use crate::store::rules::operator::{
     no_active_deployment, not_in_active_deployment, nothing_running, reported_at_resume, resume,
     runs_on_every_replica, unknown_module, unknown_verb,
 };
-use crate::store::rules::reschedule::{Override, check, is_reset, refusal, rescheduled};
+use crate::store::rules::reschedule::{
+    Override, check, is_reset, overridable, refusal, rescheduled, speaks_for,
+};
 use crate::store::{Cancel, Outcome, Runner, StoreError};
 
 impl State {
@@ -255,16 +257,12 @@ impl State {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let rows = self.rows_of(module, verb)?;
-        // The active deployment's row speaks for the verb, else the newest, as in the operator API.
-        let speaks = rows
-            .iter()
-            .find(|id| {
-                self.deployments
-                    .get(&self.jobs[id].deployment_id)
-                    .is_some_and(|d| d.active)
-            })
-            .or(rows.last())
-            .expect("rows_of refuses a verb without rows");
+        let speaks = speaks_for(&rows, |id| {
+            self.deployments
+                .get(&self.jobs[id].deployment_id)
+                .is_some_and(|d| d.active)
+        })
+        .expect("rows_of refuses a verb without rows");
         let first = &self.jobs[speaks];
         let code = first.code.as_deref().unwrap_or(&first.spec);
         if to.is_some()
@@ -295,9 +293,7 @@ impl State {
         };
         for job_id in rows {
             let job = self.jobs.get_mut(&job_id).expect("exists");
-            // A row whose code is fixed keeps it: the verb's override never runs there, as when a
-            // rolling deploy registered it before its takeover (`rules::reschedule::refusal`).
-            if job.code.as_deref().unwrap_or(&job.spec).fixed {
+            if !overridable(job.code.as_deref().unwrap_or(&job.spec).fixed) {
                 continue;
             }
             let code = match &target {

@@ -1,11 +1,30 @@
 //! [`Store::overdue`](crate::store::Store::overdue) in memory: `rules::overdue`'s decision over the
 //! rows, under the store's lock (docs/operations.md, "Overdue").
 
+use cron_schema::{RunOn, ZonedSchedule};
+
 use super::tables::State;
 use crate::store::rules::overdue::OverdueRow;
 use crate::store::{Expected, Overdue, Runner};
 
 impl State {
+    /// The schedule each claimable job of the runner's deployment runs now: its row's (the code's or
+    /// an override's), by verb.
+    pub(super) fn running_schedules(&self, runner: &Runner) -> Vec<(String, ZonedSchedule)> {
+        let Some(deployment) = self.deployments.get(&runner.deployment_id) else {
+            return Vec::new();
+        };
+        deployment
+            .jobs
+            .iter()
+            .filter_map(|(verb, id)| {
+                let job = self.jobs.get(id)?;
+                (job.spec.on != RunOn::EveryReplica)
+                    .then(|| (verb.clone(), job.spec.schedule.clone()))
+            })
+            .collect()
+    }
+
     /// The occurrences of `expected` that are overdue, each recorded as reported by the first call
     /// that finds it so.
     pub(super) fn overdue(&mut self, runner: &Runner, expected: &[Expected]) -> Vec<Overdue> {

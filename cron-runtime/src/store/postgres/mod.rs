@@ -185,6 +185,7 @@ impl Protocol for Postgres {
         carry_to_active: sql::runs::CARRY_TO_ACTIVE,
         move_retries: sql::runs::MOVE_RETRIES,
         end_orphaned_retries: sql::runs::END_ORPHANED_RETRIES,
+        running_schedules: sql::jobs::RUNNING_SCHEDULES,
         overdue_rows: sql::jobs::OVERDUE_ROWS,
         mark_overdue: sql::jobs::MARK_OVERDUE,
     };
@@ -315,5 +316,6 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
             crate::store::sql::history::PREVIOUS_SUCCESS,
         )])
         .chain(crate::admin::audit::statements())
+        .chain(crate::admin::overrides::statements())
         .collect()
 }

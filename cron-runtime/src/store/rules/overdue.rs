@@ -1,7 +1,8 @@
 //! When a job is overdue (docs/operations.md, "Overdue"): a job declared `expect_within = "15m"`
 //! expects each occurrence to have succeeded within that span of its instant. The occurrence it
 //! expects now is the latest whose instant plus the span has passed ([`expected`]), computed by the
-//! replica from its build's schedule; whether that occurrence is overdue, and whether it is reported,
+//! replica from the schedule the job's row runs (`Store::running_schedules`: an operator's override
+//! where one runs, not the build's); whether that occurrence is overdue, and whether it is reported,
 //! is decided here alone from the row's facts ([`OverdueRow::notifies`], [`OverdueRow::is_overdue`]),
 //! which every store reads (the SQL stores in one statement for all the jobs of a check,
 //! `store/sql/overdue.rs`), holding the rows read until it records the occurrences decided reported,

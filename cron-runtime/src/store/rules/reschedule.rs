@@ -33,6 +33,21 @@ pub(crate) fn refusal(verb: &str, every_replica: bool, fixed: bool) -> Option<St
     })
 }
 
+/// The row that speaks for a verb among its rows (one per deployment of its module, oldest first):
+/// its active deployment's, else its newest. Its code decides whether the verb may be overridden
+/// ([`refusal`]), in which zone an expression given without one is read, and what the operator is told
+/// the verb runs; `active` says whether a row's deployment is the module's active one.
+pub(crate) fn speaks_for<R>(rows: &[R], active: impl Fn(&R) -> bool) -> Option<&R> {
+    rows.iter().find(|row| active(row)).or(rows.last())
+}
+
+/// Whether a row of an overridden verb takes the override (or its reset): not one whose code marks
+/// the job `fixed`, which keeps its code's schedule, as when a rolling deploy registered it before
+/// its takeover ([`refusal`] refuses the override where the row that speaks for the verb is fixed).
+pub(crate) fn overridable(fixed: bool) -> bool {
+    !fixed
+}
+
 /// Whether an override to `target` (expression and zone) of a verb whose code declares `code` is a
 /// reset: an override to the code's own schedule would be one no row shows (each row runs its code's)
 /// yet later deployments would start at, so it returns to the code's schedule as `--reset` does and
@@ -103,9 +118,40 @@ pub(crate) struct Effective {
     pub(crate) overridden: bool,
 }
 
-/// The schedule a new row of `job` starts with: the override of its verb, which wins until it is
-/// reset, whatever the code says now; else the code's. A job on every replica or marked `fixed` keeps
-/// its code's, and so does a job whose override does not parse any more (edited by hand), reported.
+/// What a deployment's row of an overridden verb runs: the rule of "What wins" (docs/operations.md,
+/// "Changing a schedule without a build").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wins {
+    /// The override, whatever the code's expression: it wins until it is reset.
+    Override,
+    /// The code's schedule: the job runs on every replica (from each replica's build), or the override
+    /// is the code's own expression and zone.
+    Code,
+    /// The code's schedule, and the override is dropped: the code marks the job `fixed`, the later
+    /// and the more deliberate decision.
+    CodeDropsOverride,
+}
+
+/// What a row of a verb overridden to `over` runs under a code that declares `expression` in `zone`,
+/// on every replica or not, `fixed` or not.
+pub(crate) fn wins(
+    over: &Override,
+    (expression, zone): (&str, &str),
+    every_replica: bool,
+    fixed: bool,
+) -> Wins {
+    if fixed {
+        Wins::CodeDropsOverride
+    } else if every_replica || (over.expression == expression && over.zone == zone) {
+        Wins::Code
+    } else {
+        Wins::Override
+    }
+}
+
+/// The schedule a new row of `job` starts with: the override of its verb where it wins ([`wins`]),
+/// until it is reset, whatever the code says now; else the code's, as for a job whose override does not
+/// parse any more (edited by hand), reported.
 pub(crate) fn effective(job: &JobSpec, over: Option<&Override>) -> Effective {
     let code = || Effective {
         expression: job.expression.clone(),
@@ -113,13 +159,17 @@ pub(crate) fn effective(job: &JobSpec, over: Option<&Override>) -> Effective {
         schedule: job.schedule.clone(),
         overridden: false,
     };
-    let Some(over) = over.filter(|_| job.on != cron_schema::RunOn::EveryReplica && !job.fixed)
-    else {
+    let every_replica = job.on == cron_schema::RunOn::EveryReplica;
+    let Some(over) = over.filter(|over| {
+        wins(
+            over,
+            (&job.expression, job.zone.name()),
+            every_replica,
+            job.fixed,
+        ) == Wins::Override
+    }) else {
         return code();
     };
-    if over.expression == job.expression && over.zone == job.zone.name() {
-        return code();
-    }
     match row_schedule(&over.expression, &over.zone) {
         Ok(schedule) => Effective {
             expression: over.expression.clone(),

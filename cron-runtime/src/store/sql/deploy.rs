@@ -255,6 +255,15 @@ pub(crate) async fn insert_jobs<D: Protocol>(
     spec: &DeploymentSpec,
     now: DateTime<Utc>,
 ) -> Result<Vec<(String, Override)>, sqlx::Error> {
+    // The module's lock, which a reschedule takes before it locks the verb's rows: a reschedule in
+    // flight commits its override before the overrides are read here, and one that comes later
+    // finds these rows committed, so that every row of the verb ends on the same schedule
+    // (docs/operations.md, "Changing a schedule without a build"). SQLite writes one transaction at
+    // a time.
+    Statement::<D>::new(D::STEPS.takeover_lock)
+        .bind(spec.module.clone())
+        .execute(&mut *tx)
+        .await?;
     let kept: Vec<(String, String, String)> = Statement::<D>::new(D::STEPS.overrides)
         .bind(spec.module.clone())
         .fetch_all(&mut *tx)

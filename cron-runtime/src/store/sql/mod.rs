@@ -93,7 +93,10 @@ pub(crate) struct Steps {
     pub(crate) deployment_rows: &'static str,
     /// Module `1`'s elected deployment (live within the span `2`), whether `3` is active, the active key.
     pub(crate) elected: &'static str,
-    /// One takeover of module `1` at a time, until the transaction ends.
+    /// The module's lock: one takeover of module `1` at a time, until the transaction ends; the
+    /// registration of its job rows and a reschedule of one of its verbs take it too, first, so that
+    /// each reads the other's rows and override committed (docs/operations.md, "Changing a schedule
+    /// without a build").
     pub(crate) takeover_lock: &'static str,
     /// The rows of module `1`'s active deployment, as a takeover carries them, locked.
     pub(crate) previous_rows: &'static str,
@@ -163,6 +166,9 @@ pub(crate) struct Steps {
     pub(crate) move_retries: &'static str,
     /// Ends the runs `1` `failed`, each with its error of `2`.
     pub(crate) end_orphaned_retries: &'static str,
+    /// The schedule (`schedule`, `timezone`) each row of deployment `1` that a claim takes runs now
+    /// (`id`, `verb`): what the overdue check expects occurrences of.
+    pub(crate) running_schedules: &'static str,
     /// The facts of the rows of deployment `1` for the expected occurrences `2` (verb, occurrence,
     /// deadline), locked, `overdue::overdue_rows!`.
     pub(crate) overdue_rows: &'static str,
@@ -211,6 +217,7 @@ pub(crate) trait Protocol:
     + Reads<end::ChainedRun>
     + Reads<end::CarriedRow>
     + Reads<overdue::OverdueFacts>
+    + Reads<overdue::Running>
     + Reads<deploy::JobRow>
     + Reads<deploy::Elected>
     + Reads<deploy::Previous>
@@ -550,6 +557,13 @@ impl<D: Protocol> super::Store for SqlStore<D> {
         self.last_success_before(module, verb, before).await
     }
 
+    async fn running_schedules(
+        &self,
+        runner: &Runner,
+    ) -> Result<Vec<(String, cron_schema::ZonedSchedule)>, StoreError> {
+        self.running_schedules_of(runner).await
+    }
+
     async fn overdue(
         &self,
         runner: &Runner,
@@ -657,6 +671,13 @@ macro_rules! store_on_sql {
                 before: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<chrono::DateTime<chrono::Utc>>, $crate::store::StoreError> {
                 $crate::store::Store::previous_success(&self.0, module, verb, before).await
+            }
+
+            async fn running_schedules(
+                &self,
+                runner: &$crate::store::Runner,
+            ) -> Result<Vec<(String, cron_schema::ZonedSchedule)>, $crate::store::StoreError> {
+                $crate::store::Store::running_schedules(&self.0, runner).await
             }
 
             async fn overdue(

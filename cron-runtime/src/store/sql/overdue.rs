@@ -1,14 +1,16 @@
 //! [`Store::overdue`](crate::store::Store::overdue) on every SQL store (docs/operations.md,
-//! "Overdue"). A check is one transaction of at most two statements, whatever the number of jobs: one
-//! reads the facts of every expected occurrence's row ([`overdue_rows!`], `rules::overdue::OverdueRow`)
-//! and locks those rows, the rule decides in Rust, and one records the occurrences decided reported
-//! ([`mark_overdue!`]). The rows stay locked from the read to the commit (PostgreSQL's row locks, in
-//! the order of their ids; SQLite's write transaction), so a pause, a takeover or another replica's
-//! check that writes them either commits before the read, which then sees it, or waits for the
-//! commit: the record writes what the rule decided and checks nothing again, and each occurrence is
-//! recorded, and reported, by one replica alone.
-
+//! "Overdue"), and [`Store::running_schedules`](crate::store::Store::running_schedules), the schedules
+//! whose occurrences it is asked about (one statement). A check is one transaction of at most two
+//! statements, whatever the number of jobs: one reads the facts of every expected occurrence's row
+//! ([`overdue_rows!`], `rules::overdue::OverdueRow`) and locks those rows, the rule decides in Rust, and
+//! one records the occurrences decided reported ([`mark_overdue!`]). The rows stay locked from the read
+//! to the commit (PostgreSQL's row locks, in the order of their ids; SQLite's write transaction), so a
+//! pause, a takeover or another replica's check that writes them either commits before the read, which
+//! then sees it, or waits for the commit: the record writes what the rule decided and checks nothing
+//! again, and each occurrence is recorded, and reported, by one replica alone.
 use std::collections::HashMap;
+
+use cron_schema::ZonedSchedule;
 
 use super::run::Statement;
 use super::values::{At, Column, Rows};
@@ -99,7 +101,39 @@ impl OverdueFacts {
     }
 }
 
+/// A row of [`Steps::running_schedules`](super::Steps::running_schedules).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct Running {
+    id: i64,
+    verb: String,
+    schedule: String,
+    timezone: String,
+}
+
 impl<D: Protocol> SqlStore<D> {
+    /// [`Store::running_schedules`](crate::store::Store::running_schedules): each row's text, parsed
+    /// once by its text; a row that does not parse is reported once and left out.
+    pub(super) async fn running_schedules_of(
+        &self,
+        runner: &Runner,
+    ) -> Result<Vec<(String, ZonedSchedule)>, StoreError> {
+        let context = "reading the schedules the jobs run";
+        let mut conn = self.pool.acquire().await.map_err(db(context))?;
+        let rows: Vec<Running> = Statement::<D>::new(D::STEPS.running_schedules)
+            .bind(runner.deployment_id)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db(context))?;
+        let schedules = &self.shared.schedules;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let schedule = schedules.of_row(row.id, &row.verb, &row.schedule, &row.timezone)?;
+                Some((row.verb, schedule))
+            })
+            .collect())
+    }
+
     /// [`Store::overdue`](crate::store::Store::overdue).
     pub(super) async fn overdue_of(
         &self,

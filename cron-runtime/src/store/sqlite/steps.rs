@@ -567,6 +567,8 @@ SET outcome = 'failed', error = o.error, finished_at = (SELECT now FROM temp.cro
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS error FROM json_each(?1)) AS o
 WHERE r.id = o.id AND r.outcome = 'running'"
     ),
+    running_schedules: "
+SELECT id, verb, schedule, timezone FROM cron_jobs WHERE deployment_id = ?1 AND NOT every_replica",
     // SQLite's write transaction holds the rows from the read to the record.
     overdue_rows: crate::store::sql::overdue_rows!(
         deployment: "?1",
@@ -637,6 +639,7 @@ mod tests {
             carry_to_active,
             move_retries,
             end_orphaned_retries,
+            running_schedules,
             overdue_rows,
             mark_overdue,
         } = STEPS;
@@ -690,6 +693,7 @@ mod tests {
             ("carry_to_active", carry_to_active),
             ("move_retries", move_retries),
             ("end_orphaned_retries", end_orphaned_retries),
+            ("running_schedules", running_schedules),
             ("overdue_rows", overdue_rows),
             ("mark_overdue", mark_overdue),
         ];

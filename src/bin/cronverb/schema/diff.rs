@@ -1,12 +1,17 @@
-//! `cronverb schema diff`: the verbs added, removed and changed between two schemas.
+//! `cronverb schema diff`: the verbs added, removed and changed between two schemas; given a database,
+//! also the schedule overrides stored there and what runs of each after a deploy of the new schema
+//! (docs/operations.md, "Changing a schedule without a build").
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use cron_schema::Schema;
-use cronverb::admin::{AdminError, check_verbs_listed_once};
+use cron_schema::{Cron, Schema};
+use cronverb::admin::{AdminError, AfterDeploy, StoredOverride, check_verbs_listed_once};
+use serde::Serialize;
 
 use super::{Failure, Format, print};
+use crate::db;
+use crate::escape::escape;
 
 /// Compare two schemas (JSON or text); exit 0 when they are equal, 1 when they differ, 2 on error
 #[derive(Debug, clap::Args)]
@@ -22,12 +27,21 @@ pub struct Args {
     /// How to print the differences
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+
+    /// A database whose schedule overrides to compare too: a PostgreSQL URL or a SQLite file
+    /// (`sqlite://path/to/cron.db`); each overridden verb of the schemas' modules is shown with what
+    /// runs after a deploy of NEW
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Failure> {
     let old = read(&args.old)?;
     let new = read(&args.new)?;
     let diff = old.diff(&new);
+    if let Some(url) = &args.database_url {
+        return Ok(with_overrides(url, args.format, &old, &new, &diff));
+    }
     match args.format {
         Format::Text => print(&diff.to_string())?,
         Format::Json => {
@@ -72,4 +86,169 @@ fn read(path: &Path) -> Result<Schema, Failure> {
         ))
     })?;
     Ok(schema)
+}
+
+/// The diff and the overrides stored at `url` of the schemas' modules, each with what runs after a
+/// deploy of `new`; exits as the diff does (0 equal, 1 different), or as a database command fails.
+fn with_overrides(
+    url: &str,
+    format: Format,
+    old: &Schema,
+    new: &Schema,
+    diff: &cron_schema::Diff,
+) -> ExitCode {
+    let connection = db::Connection::to(url);
+    db::run(&connection, |store| async move {
+        let stored = store.admin().overrides().await?;
+        let drift: Vec<Drift<'_>> = stored
+            .iter()
+            .filter(|over| module_has(old, &over.module) || module_has(new, &over.module))
+            .map(|over| Drift::of(over, old, new))
+            .collect();
+        match format {
+            Format::Text => {
+                let mut text = diff.to_string();
+                if !drift.is_empty() {
+                    text.push_str("schedule overrides in the database:\n");
+                    for drift in &drift {
+                        text.push_str(&format!("  {}\n", drift.line()));
+                    }
+                }
+                db::print(&text)?;
+            }
+            Format::Json => {
+                let mut json = serde_json::to_value(diff)
+                    .map_err(|error| db::Failure::Other(format!("while writing JSON: {error}")))?;
+                json["overrides"] = serde_json::to_value(&drift)
+                    .map_err(|error| db::Failure::Other(format!("while writing JSON: {error}")))?;
+                db::print_json(&json)?;
+            }
+        }
+        if diff.is_empty() {
+            Ok(())
+        } else {
+            Err(db::Failure::Status(1, None))
+        }
+    })
+}
+
+fn module_has(schema: &Schema, module: &str) -> bool {
+    schema.modules.iter().any(|m| m.name == module)
+}
+
+/// The code of `verb` of `module` in `schema`, if it has it.
+fn code_of<'a>(schema: &'a Schema, module: &str, verb: &str) -> Option<&'a Cron> {
+    schema
+        .modules
+        .iter()
+        .filter(|m| m.name == module)
+        .flat_map(|m| &m.verbs)
+        .find(|v| v.name == verb)
+        .map(|v| &v.cron)
+}
+
+/// An expression and its zone, as the drift shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct Code {
+    expression: String,
+    timezone: String,
+}
+
+impl Code {
+    fn of(cron: &Cron) -> Code {
+        Code {
+            expression: cron.expression.clone(),
+            timezone: cron.timezone.clone().unwrap_or_else(|| "UTC".to_owned()),
+        }
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` in {}",
+            escape(&self.expression),
+            escape(&self.timezone)
+        )
+    }
+}
+
+/// An override stored in the database, the code's schedule of its verb in each schema, and what runs
+/// after a deploy of the new one (the rule of "What wins").
+#[derive(Debug, Serialize)]
+struct Drift<'a> {
+    #[serde(flatten)]
+    over: &'a StoredOverride,
+    /// The old schema's code (`null`: it has no such verb).
+    code_before: Option<Code>,
+    /// The new schema's code (`null`: it has no such verb).
+    code_after: Option<Code>,
+    /// What runs after the deploy: `override`, `code`, `code_drops_override` or `removed`.
+    after_deploy: AfterDeploy,
+    /// The schedule that runs after the deploy (`null`: no row of the verb).
+    runs: Option<Code>,
+}
+
+impl<'a> Drift<'a> {
+    fn of(over: &'a StoredOverride, old: &Schema, new: &Schema) -> Drift<'a> {
+        let before = code_of(old, &over.module, &over.verb);
+        let after = code_of(new, &over.module, &over.verb);
+        let after_deploy = over.after_deploy(after);
+        let runs = match after_deploy {
+            AfterDeploy::Override => Some(Code {
+                expression: over.expression.clone(),
+                timezone: over.timezone.clone(),
+            }),
+            AfterDeploy::Code | AfterDeploy::CodeDropsOverride => after.map(Code::of),
+            AfterDeploy::Removed => None,
+        };
+        Drift {
+            over,
+            code_before: before.map(Code::of),
+            code_after: after.map(Code::of),
+            after_deploy,
+            runs,
+        }
+    }
+
+    /// One line for people: the override, who set it, the code's schedule before and after, and what
+    /// runs after the deploy.
+    fn line(&self) -> String {
+        let verb = escape(&self.over.verb);
+        let over = Code {
+            expression: self.over.expression.clone(),
+            timezone: self.over.timezone.clone(),
+        };
+        let note = self
+            .over
+            .note
+            .as_deref()
+            .map(|note| format!(": {}", escape(note)))
+            .unwrap_or_default();
+        let code = match (&self.code_before, &self.code_after) {
+            (Some(before), Some(after)) if before == after => {
+                format!("its code's schedule is unchanged, {after}")
+            }
+            (Some(before), Some(after)) => format!("its code changes from {before} to {after}"),
+            (None, Some(after)) => format!("the new code adds it at {after}"),
+            (Some(before), None) => format!("the new code removes it (it declared {before})"),
+            (None, None) => "neither code has it".to_owned(),
+        };
+        let runs = match (self.after_deploy, &self.runs) {
+            (AfterDeploy::Override, _) => format!(
+                "after the deploy the override {over} still runs, until `cronverb reschedule {verb} --reset`"
+            ),
+            (AfterDeploy::CodeDropsOverride, Some(runs)) => format!(
+                "the new code declares it `fixed`: the deploy drops the override and its code's {runs} runs"
+            ),
+            (_, Some(runs)) => format!("after the deploy its code's {runs} runs"),
+            (_, None) => "after the deploy no row of it runs".to_owned(),
+        };
+        format!(
+            "`{verb}` is overridden to {over} (set by {} at {}{note}); {code}; {runs}",
+            escape(&self.over.by),
+            db::instant(Some(self.over.at)),
+        )
+    }
 }

@@ -470,6 +470,12 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::timestamptz[], $5
 WHERE j.id = e.id
 ";
 
+    /// Overdue: the schedule each row of deployment `$1` that a claim takes runs now (its code's or an
+    /// operator's override), which the check expects occurrences of.
+    RUNNING_SCHEDULES = "
+SELECT id, verb, schedule, timezone FROM cron_jobs WHERE deployment_id = $1 AND NOT every_replica
+";
+
     /// Overdue: the facts of the rows of deployment `$1` for the expected occurrences, one element of
     /// each array of `$2`..`$4` per job (verb, occurrence, deadline); one statement per check. The job
     /// rows are locked in the order of their ids, as the takeover's `PREVIOUS_ROWS` locks them, and
