@@ -8,6 +8,7 @@
 //! pause, a takeover or another replica's check that writes them either commits before the read, which
 //! then sees it, or waits for the commit: the record writes what the rule decided and checks nothing
 //! again, and each occurrence is recorded, and reported, by one replica alone.
+
 use std::collections::HashMap;
 
 use cron_schema::ZonedSchedule;
