@@ -22,6 +22,7 @@ mod end;
 pub(crate) mod every_replica;
 pub(crate) mod history;
 mod overdue;
+mod readings;
 pub(crate) mod run;
 mod runs;
 pub(crate) mod values;
@@ -338,9 +339,9 @@ struct Shared<D: Protocol> {
     watch: D::Watch,
     /// Holds back recovery after a step of the database's clock (`store/clock.rs`).
     clock: ClockWatch,
-    /// Each runner's place among its deployment's live replicas, by runner id, as its last heartbeat
-    /// (or its registration) read them (docs/runtime.md, "How work is spread").
-    spreads: Mutex<HashMap<i64, (rules::Spread, std::time::Instant)>>,
+    /// Each runner's place among its deployment's live replicas, as it last read them
+    /// (docs/runtime.md, "How work is spread").
+    readings: readings::Readings,
 }
 
 /// How many expired rows one recovery transaction takes back.
@@ -377,7 +378,7 @@ impl<D: Protocol> SqlStore<D> {
                 schedules: Schedules::default(),
                 watch: D::Watch::default(),
                 clock: ClockWatch::default(),
-                spreads: Mutex::new(HashMap::new()),
+                readings: readings::Readings::default(),
             }),
             settings: StoreSettings::default(),
         }
@@ -423,17 +424,15 @@ impl<D: Protocol> SqlStore<D> {
 
     /// Runner `runner`'s place among its deployment's live replicas, as it last read them.
     fn spread(&self, runner: &Runner) -> rules::Spread {
-        lock(&self.shared.spreads)
-            .get(&runner.id)
-            .map(|(spread, _)| *spread)
-            .unwrap_or_default()
+        self.shared.readings.spread(runner.id)
     }
 
-    /// Whether runner `runner` read the live replicas more than [`rules::FRESH`] ago.
+    /// Whether runner `runner` must read the live replicas again before it claims or chains: it read
+    /// them [`rules::FRESH`] ago or more.
     fn spread_is_stale(&self, runner: &Runner) -> bool {
-        lock(&self.shared.spreads)
-            .get(&runner.id)
-            .is_none_or(|(_, read)| read.elapsed() >= rules::FRESH)
+        self.shared
+            .readings
+            .is_stale(runner.id, std::time::Instant::now())
     }
 
     /// Reads the live replicas of runner `runner`'s deployment and keeps its place among them.
@@ -449,7 +448,9 @@ impl<D: Protocol> SqlStore<D> {
             .await?;
         let live: Vec<i64> = live.into_iter().map(|(id,)| id).collect();
         let spread = rules::Spread::among(runner.id, &live);
-        lock(&self.shared.spreads).insert(runner.id, (spread, std::time::Instant::now()));
+        self.shared
+            .readings
+            .keep(runner.id, spread, std::time::Instant::now());
         Ok(())
     }
 
@@ -522,7 +523,9 @@ impl<D: Protocol> super::Store for SqlStore<D> {
     }
 
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
-        self.release(runner, cancelled).await
+        let released = self.release(runner, cancelled).await;
+        self.shared.readings.forget(runner.id);
+        released
     }
 
     async fn changed(&self) -> Change {
