@@ -254,3 +254,38 @@ pub async fn a_draining_replica_gives_its_share_up_at_once(h: impl StoreUnderTes
     assert_eq!(all.len(), 8, "{:?}", verb_set(&all));
     assert!(all.iter().all(|c| c.scheduled_at == at), "{all:?}");
 }
+
+/// Waits until `store` has heard nothing for a fifth of a second: what the case did before is heard.
+async fn quiet<S: Store>(store: &S) {
+    while tokio::time::timeout(Duration::from_millis(200), store.changed())
+        .await
+        .is_ok()
+    {}
+}
+
+pub async fn the_others_hear_a_replica_drain_at_once(h: impl StoreUnderTest) {
+    let spec = eight_jobs();
+    let ((a_store, a), (b_store, b)) = two_live_replicas(&h, defaults(), &spec).await;
+    let at = h.next_execution(MODULE, "job0").await.unwrap();
+    // The first replica has heard what registering told it. Its claim ahead takes its share, by its
+    // reading of the live replicas: both.
+    quiet(&a_store).await;
+    let own = claim_ahead(&a_store, &a).await.claims;
+    assert!((2..=6).contains(&own.len()), "{:?}", verb_set(&own));
+    // The second begins to shut down. The first hears it (a database store's wake-up; the in-memory
+    // store shares its state) with no heartbeat, its reading far from a second old, and its next
+    // claim takes the rest ahead of their start, not the grace after it.
+    b_store.drain(&b).await.unwrap();
+    let _ = tokio::time::timeout(Duration::from_millis(500), a_store.changed()).await;
+    let rest = claim_ahead(&a_store, &a).await.claims;
+    assert!(h.now().await < at, "the case ran past the start");
+    assert_eq!(
+        own.len() + rest.len(),
+        8,
+        "{:?} {:?}",
+        verb_set(&own),
+        verb_set(&rest)
+    );
+    assert_eq!(shared(&verb_set(&own), &verb_set(&rest)), 0);
+    assert!(rest.iter().all(|c| c.scheduled_at == at), "{rest:?}");
+}

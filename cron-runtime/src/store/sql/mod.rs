@@ -283,7 +283,9 @@ pub(crate) trait Protocol:
         async { Ok(()) }
     }
 
-    /// Wakes the replicas of deployment `deployment_id`'s module once the transaction commits.
+    /// Tells the replicas of deployment `deployment_id`'s module, once the transaction commits, that its
+    /// live replicas changed (one drains or deregisters), and wakes them: they read the live replicas
+    /// again at their next claim ([`SqlStore::replicas_changed`]).
     fn wake_deployment(
         conn: &mut Self::Connection,
         deployment_id: i64,
@@ -428,11 +430,18 @@ impl<D: Protocol> SqlStore<D> {
     }
 
     /// Whether runner `runner` must read the live replicas again before it claims or chains: it read
-    /// them [`rules::FRESH`] ago or more.
+    /// them [`rules::FRESH`] ago or more, or the store heard since that they changed.
     fn spread_is_stale(&self, runner: &Runner) -> bool {
         self.shared
             .readings
             .is_stale(runner.id, std::time::Instant::now())
+    }
+
+    /// The store heard that the live replicas of a deployment of its changed (one drains or
+    /// deregisters): its runners read them again before they next claim or chain, rather than up to
+    /// [`rules::FRESH`] later (docs/runtime.md, "How work is spread").
+    pub(crate) fn replicas_changed(&self) {
+        self.shared.readings.expire();
     }
 
     /// Reads the live replicas of runner `runner`'s deployment and keeps its place among them.
@@ -513,13 +522,17 @@ impl<D: Protocol> super::Store for SqlStore<D> {
 
     async fn drain(&self, runner: &Runner) -> Result<(), StoreError> {
         let context = || format!("marking runner {} draining", runner.name);
-        let mut conn = self.connection().await.map_err(db(context()))?;
+        let mut tx = self.begin().await.map_err(db(context()))?;
         run::Statement::<D>::new(D::STEPS.drain_runner)
             .bind(runner.id)
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
-        Ok(())
+        // The others count this replica out at once, not at their reading's next refresh.
+        D::wake_deployment(&mut tx, runner.deployment_id)
+            .await
+            .map_err(db(context()))?;
+        tx.commit().await.map_err(db(context()))
     }
 
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {

@@ -2,8 +2,9 @@
 //! statements that read them (docs/runtime.md, "How work is spread"): its place among them
 //! ([`Spread`]), and whether it is fresh enough to claim or chain by.
 //!
-//! A reading is read again before it is used once it is [`FRESH`] old, so one that nobody refreshed
-//! for long is of no use to anyone: a runner that deregistered takes its own with it
+//! A reading is read again before it is used once it is [`FRESH`] old, or once the store heard that the
+//! live replicas changed ([`Readings::expire`]: a replica drained or deregistered), so one that nobody
+//! refreshed for long is of no use to anyone: a runner that deregistered takes its own with it
 //! ([`Readings::forget`]), and one left by a runner that stopped without deregistering is dropped once
 //! [`FORGOTTEN`] old, so that a store that outlives many runtimes keeps only its live ones.
 
@@ -27,6 +28,8 @@ struct Reading {
     spread: Spread,
     /// When it was read.
     read: Instant,
+    /// Whether the store heard since that the live replicas changed.
+    expired: bool,
 }
 
 impl Readings {
@@ -40,10 +43,10 @@ impl Readings {
     }
 
     /// Whether runner `runner_id` must read the live replicas again before it claims or chains at
-    /// `now`: it never read them, or read them [`FRESH`] ago or more.
+    /// `now`: it never read them, read them [`FRESH`] ago or more, or they changed since.
     pub(super) fn is_stale(&self, runner_id: i64, now: Instant) -> bool {
         lock(&self.0).get(&runner_id).is_none_or(|reading| {
-            now.saturating_duration_since(reading.read) >= FRESH
+            reading.expired || now.saturating_duration_since(reading.read) >= FRESH
         })
     }
 
@@ -57,8 +60,17 @@ impl Readings {
             Reading {
                 spread,
                 read: now,
+                expired: false,
             },
         );
+    }
+
+    /// The live replicas changed (the store heard a replica drain or deregister): every runner reads
+    /// them again before it next claims or chains.
+    pub(super) fn expire(&self) {
+        for reading in lock(&self.0).values_mut() {
+            reading.expired = true;
+        }
     }
 
     /// Runner `runner_id` deregistered: its reading goes with it.
@@ -84,7 +96,7 @@ mod tests {
     };
 
     #[test]
-    fn a_reading_is_stale_once_fresh_old() {
+    fn a_reading_is_stale_once_fresh_old_or_once_the_replicas_changed() {
         let readings = Readings::default();
         let start = Instant::now();
         assert!(readings.is_stale(7, start));
@@ -92,6 +104,11 @@ mod tests {
         assert_eq!(readings.spread(7), TWO);
         assert!(!readings.is_stale(7, start + FRESH / 2));
         assert!(readings.is_stale(7, start + FRESH));
+        readings.expire();
+        assert!(readings.is_stale(7, start));
+        assert_eq!(readings.spread(7), TWO, "kept until read again");
+        readings.keep(7, Spread::ALONE, start);
+        assert!(!readings.is_stale(7, start));
     }
 
     #[test]
