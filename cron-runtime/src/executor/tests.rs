@@ -271,6 +271,14 @@ fn seconds(store: &MemoryStore, origin: DateTime<Utc>) -> Vec<i64> {
 async fn every_second(
     configure: impl FnOnce(crate::RuntimeBuilder) -> crate::RuntimeBuilder,
 ) -> (DateTime<Utc>, Running) {
+    every_second_with(Fault::Chaining, configure).await
+}
+
+/// [`every_second`] on a store with `fault`.
+async fn every_second_with(
+    fault: Fault,
+    configure: impl FnOnce(crate::RuntimeBuilder) -> crate::RuntimeBuilder,
+) -> (DateTime<Utc>, Running) {
     let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
     let builder = Runtime::builder()
         .module("test")
@@ -279,7 +287,7 @@ async fn every_second(
         .memory_store(MemoryStore::starting_at(origin))
         .job("test::tick", "* * * * * *", || async {});
     let runtime = configure(builder).build().await.unwrap();
-    (origin, run_faulty(runtime, Fault::Chaining))
+    (origin, run_faulty(runtime, fault))
 }
 
 #[tokio::test(start_paused = true)]
@@ -384,17 +392,7 @@ async fn shutdown_gives_back_runs_claimed_ahead_without_waiting_for_the_grace_pe
 /// Shuts down a replica of a job due every second whose store takes `took` to hear that it drains;
 /// how long shutdown took, and whether the store had heard it by then.
 async fn shutdown_with_a_drain_taking(took: Duration) -> (Duration, bool) {
-    let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(MemoryStore::starting_at(origin))
-        .job("test::tick", "* * * * * *", || async {})
-        .build()
-        .await
-        .unwrap();
-    let running = run_faulty(runtime, Fault::SlowDrain(took));
+    let (_, running) = every_second_with(Fault::SlowDrain(took), |builder| builder).await;
     tokio::time::sleep(Duration::from_millis(3_200)).await;
     let drain_ended = Arc::clone(&running.drain_ended);
     let began = tokio::time::Instant::now();
