@@ -125,14 +125,10 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     claim::claim_loop(&shared, &mut shutdown).await;
     shared.vitals.draining();
     // This replica claims no more: its row says so, and the others take its share ahead of their
-    // starts from now on (docs/runtime.md, "How work is spread"). Not waited for: a store that is away
-    // holds up no stage of shutdown, and the others count this replica out after its lease instead.
-    let draining = Arc::clone(&shared);
-    tokio::spawn(async move {
-        if let Err(error) = draining.store.drain(&draining.runner).await {
-            tracing::warn!(%error, "could not mark this replica draining; the others count it out after its lease");
-        }
-    });
+    // starts from now on (docs/runtime.md, "How work is spread"). Said while the runs going on wind
+    // down, so that a store that is slow to answer holds up none of them; waited for, a while at most,
+    // before this replica deregisters.
+    let draining = tokio::spawn(shutdown::drain(Arc::clone(&shared)));
 
     // Shutdown: no more claims, and the jobs on every replica start no more runs (their loops stop
     // on the same signal). Runs not started yet release themselves; the others get the grace period.
@@ -150,6 +146,7 @@ async fn run_until_shutdown<S: Store>(store: S, start: Start) -> Result<(), Runt
     }
     // Every run recorded has left `in_flight`; what is left was cancelled or could not be recorded.
     recorder.abort();
+    shutdown::drained(draining).await;
     let stopped = shutdown::deregister(&shared, wound_down).await;
     shutdown::drain_events(&shared).await;
     stopped

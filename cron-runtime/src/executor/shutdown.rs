@@ -22,6 +22,32 @@ use crate::store::Store;
 /// tasks to notice (a handler blocking its thread cannot notice).
 const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
+/// How long shutdown waits, once its runs wound down, for the store to have heard that this replica
+/// drains ([`drain`]). A store that does not answer by then is left to the others' reading of the
+/// live replicas: they count this replica out a lease after its last heartbeat.
+pub(super) const DRAIN_WAIT: Duration = Duration::from_secs(5);
+
+/// Says in the store that this replica drains: the others count it out of the live replicas at once
+/// and take its share ahead of their starts (docs/runtime.md, "How work is spread").
+pub(super) async fn drain<S: Store>(shared: Arc<Shared<S>>) {
+    if let Err(error) = shared.store.drain(&shared.runner).await {
+        tracing::warn!(%error, "could not mark this replica draining; the others count it out after its lease");
+    }
+}
+
+/// Waits for [`drain`] (spawned as `draining`) for [`DRAIN_WAIT`] at most, so that a process that
+/// exits when shutdown returns has said it drains; gives up on it after that.
+pub(super) async fn drained(draining: tokio::task::JoinHandle<()>) {
+    let abort = draining.abort_handle();
+    if tokio::time::timeout(DRAIN_WAIT, draining).await.is_err() {
+        abort.abort();
+        tracing::warn!(
+            wait = ?DRAIN_WAIT,
+            "the store has not heard that this replica drains; the others count it out after its lease"
+        );
+    }
+}
+
 /// What became of the runs going on when shutdown began, for its last log line.
 #[derive(Debug, Default)]
 pub(super) struct WoundDown {

@@ -32,11 +32,15 @@ struct Faulty {
     full: Arc<AtomicBool>,
     /// Set once [`Store::drain`] was called.
     drained: Arc<AtomicBool>,
+    /// Set once [`Store::drain`] returned.
+    drain_ended: Arc<AtomicBool>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
 enum Fault {
     Chaining,
+    /// Saying that the replica drains takes this long (a store slow to answer, or away).
+    SlowDrain(Duration),
     /// None: the memory store as it is, which claims nothing with the finishes.
     Plain,
     NoRenewals,
@@ -152,7 +156,12 @@ impl Store for Faulty {
     }
     async fn drain(&self, runner: &Runner) -> Result<(), StoreError> {
         self.drained.store(true, Ordering::SeqCst);
-        self.store.drain(runner).await
+        if let Fault::SlowDrain(took) = self.fault {
+            tokio::time::sleep(took).await;
+        }
+        let drained = self.store.drain(runner).await;
+        self.drain_ended.store(true, Ordering::SeqCst);
+        drained
     }
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         self.store.deregister(runner, cancelled).await
@@ -198,6 +207,8 @@ struct Running {
     full: Arc<AtomicBool>,
     /// Set once the executor said it drains ([`Store::drain`]).
     drained: Arc<AtomicBool>,
+    /// Set once the store heard it ([`Store::drain`] returned).
+    drain_ended: Arc<AtomicBool>,
     vitals: Arc<Vitals>,
     stop: watch::Sender<bool>,
     executor: tokio::task::JoinHandle<Result<(), RuntimeError>>,
@@ -220,6 +231,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
     let renewed = Arc::new(Mutex::new(Vec::new()));
     let full = Arc::new(AtomicBool::new(false));
     let drained = Arc::new(AtomicBool::new(false));
+    let drain_ended = Arc::new(AtomicBool::new(false));
     let vitals = Vitals::new();
     let faulty = Faulty {
         store: store.clone(),
@@ -229,6 +241,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
         renewed: Arc::clone(&renewed),
         full: Arc::clone(&full),
         drained: Arc::clone(&drained),
+        drain_ended: Arc::clone(&drain_ended),
     };
     Running {
         store,
@@ -237,6 +250,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
         renewed,
         full,
         drained,
+        drain_ended,
         vitals: Arc::clone(&vitals),
         stop,
         executor: tokio::spawn(run(
@@ -264,6 +278,14 @@ fn seconds(store: &MemoryStore, origin: DateTime<Utc>) -> Vec<i64> {
 async fn from_origin(
     configure: impl FnOnce(crate::RuntimeBuilder) -> crate::RuntimeBuilder,
 ) -> (DateTime<Utc>, Running) {
+    every_second_with(Fault::Chaining, configure).await
+}
+
+/// [`every_second`] on a store with `fault`.
+async fn every_second_with(
+    fault: Fault,
+    configure: impl FnOnce(crate::RuntimeBuilder) -> crate::RuntimeBuilder,
+) -> (DateTime<Utc>, Running) {
     let origin = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
     let builder = Runtime::builder()
         .module("test")
@@ -271,7 +293,7 @@ async fn from_origin(
         .registered_jobs(false)
         .memory_store(MemoryStore::starting_at(origin));
     let runtime = configure(builder).build().await.unwrap();
-    (origin, run_faulty(runtime, Fault::Chaining))
+    (origin, run_faulty(runtime, fault))
 }
 
 /// [`from_origin`], with a job `test::tick` due every second besides whatever `configure` adds.
@@ -378,6 +400,34 @@ async fn shutdown_gives_back_runs_claimed_ahead_without_waiting_for_the_grace_pe
         .collect();
     assert_eq!(slow.len(), 1);
     assert_eq!(slow[0].outcome, Some(Outcome::Cancelled));
+}
+
+/// Shuts down a replica of a job due every second whose store takes `took` to hear that it drains;
+/// how long shutdown took, and whether the store had heard it by then.
+async fn shutdown_with_a_drain_taking(took: Duration) -> (Duration, bool) {
+    let (_, running) = every_second_with(Fault::SlowDrain(took), |builder| builder).await;
+    tokio::time::sleep(Duration::from_millis(3_200)).await;
+    let drain_ended = Arc::clone(&running.drain_ended);
+    let began = tokio::time::Instant::now();
+    running.stop().await;
+    (began.elapsed(), drain_ended.load(Ordering::SeqCst))
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_returns_once_the_store_heard_that_the_replica_drains_or_after_a_while() {
+    // Nothing is going on: the runs wind down at once, and shutdown waits for the store to hear
+    // that this replica drains, so that a process that exits then has said it (docs/runtime.md,
+    // "How work is spread").
+    let (took, heard) = shutdown_with_a_drain_taking(Duration::from_secs(2)).await;
+    assert!(heard, "shutdown returned before the store heard the drain");
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    // A store that does not answer holds shutdown up for a while at most.
+    let (took, heard) = shutdown_with_a_drain_taking(Duration::from_secs(3_600)).await;
+    assert!(!heard);
+    assert!(
+        took >= super::shutdown::DRAIN_WAIT && took < super::shutdown::DRAIN_WAIT * 2,
+        "{took:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -431,6 +431,9 @@ macro_rules! every_case {
         $test!(a_replica_that_owns_nothing_due_is_told_when_its_claim_may_take_another_ones);
         $test!(an_owner_at_its_cap_leaves_the_rest_of_its_share_to_the_others_past_the_grace);
         $test!(a_draining_replica_gives_its_share_up_at_once);
+        $test!(the_others_hear_a_replica_drain_at_once);
+        $test!(an_occurrence_whose_owner_died_between_runs_is_taken_by_another_replica_once);
+        $test!(the_one_job_of_a_module_moves_to_the_next_replica_each_minute_and_never_runs_twice);
         // Jobs on every replica
         $test!(a_job_on_every_replica_is_registered_never_claimed_nor_triggered);
         $test!(a_pause_of_a_job_on_every_replica_wakes_every_replica_which_reads_it);

@@ -254,3 +254,136 @@ pub async fn a_draining_replica_gives_its_share_up_at_once(h: impl StoreUnderTes
     assert_eq!(all.len(), 8, "{:?}", verb_set(&all));
     assert!(all.iter().all(|c| c.scheduled_at == at), "{all:?}");
 }
+
+/// Waits until `store` has heard nothing for a fifth of a second: what the case did before is heard.
+async fn quiet<S: Store>(store: &S) {
+    while tokio::time::timeout(Duration::from_millis(200), store.changed())
+        .await
+        .is_ok()
+    {}
+}
+
+pub async fn the_others_hear_a_replica_drain_at_once(h: impl StoreUnderTest) {
+    let spec = eight_jobs();
+    let ((a_store, a), (b_store, b)) = two_live_replicas(&h, defaults(), &spec).await;
+    let at = h.next_execution(MODULE, "job0").await.unwrap();
+    // The first replica has heard what registering told it. Its claim ahead takes its share, by its
+    // reading of the live replicas: both.
+    quiet(&a_store).await;
+    let own = claim_ahead(&a_store, &a).await.claims;
+    assert!((2..=6).contains(&own.len()), "{:?}", verb_set(&own));
+    // The second begins to shut down. The first hears it (a database store's wake-up; the in-memory
+    // store shares its state) with no heartbeat, its reading far from a second old, and its next
+    // claim takes the rest ahead of their start, not the grace after it.
+    b_store.drain(&b).await.unwrap();
+    let _ = tokio::time::timeout(Duration::from_millis(500), a_store.changed()).await;
+    let rest = claim_ahead(&a_store, &a).await.claims;
+    assert!(h.now().await < at, "the case ran past the start");
+    assert_eq!(
+        own.len() + rest.len(),
+        8,
+        "{:?} {:?}",
+        verb_set(&own),
+        verb_set(&rest)
+    );
+    assert_eq!(shared(&verb_set(&own), &verb_set(&rest)), 0);
+    assert!(rest.iter().all(|c| c.scheduled_at == at), "{rest:?}");
+}
+
+/// A job's expression due twice a minute: two seconds after `from`, and `gap` seconds later.
+fn twice_a_minute(from: DateTime<Utc>, gap: u32) -> String {
+    let first = u32::try_from(from.timestamp().rem_euclid(60)).unwrap() + 2;
+    format!("{first},{} * * * * *", first + gap)
+}
+
+pub async fn an_occurrence_whose_owner_died_between_runs_is_taken_by_another_replica_once(
+    h: impl StoreUnderTest,
+) {
+    // A job due twice a minute, four seconds apart: both occurrences within one minute have one
+    // owner, which dies between them.
+    let settled = settle_where(&h, |second| second % 60 < 50).await;
+    let expression = twice_a_minute(settled, 4);
+    let spec = deployment("billing@1", vec![job("rare", &expression)]);
+    let (a_store, a) = replica_with(&h, short_lease(), &spec).await;
+    let (b_store, b) = replica_with(&h, short_lease(), &spec).await;
+    let first = h.next_execution(MODULE, "rare").await.unwrap();
+    sleep_until(&h, first - ms(500)).await;
+    a_store.heartbeat(&a).await.unwrap();
+    b_store.heartbeat(&b).await.unwrap();
+    sleep_until(&h, first + ms(100)).await;
+    let a_took = claim(&a_store, &a).await.claims;
+    let b_took = claim(&b_store, &b).await.claims;
+    assert_eq!(a_took.len() + b_took.len(), 1, "{a_took:?} {b_took:?}");
+    let ((owner_store, owner, ran), (other_store, other)) = if a_took.is_empty() {
+        ((b_store, b, b_took), (a_store, a))
+    } else {
+        ((a_store, a, a_took), (b_store, b))
+    };
+    finish_chaining(&owner_store, &owner, &ran, None).await;
+    // Its last sign of life; then it dies. Its lease (two seconds) ends before the next occurrence.
+    owner_store.heartbeat(&owner).await.unwrap();
+    let second = h.next_execution(MODULE, "rare").await.unwrap();
+    assert_eq!(second, first + TimeDelta::seconds(4));
+    sleep_until(&h, second - ms(800)).await;
+    other_store.heartbeat(&other).await.unwrap();
+    sleep_until(&h, second - ms(400)).await;
+    let taken = claim_ahead(&other_store, &other).await.claims;
+    assert_eq!(taken.len(), 1, "the dead owner's occurrence was not taken");
+    assert_eq!((taken[0].scheduled_at, taken[0].late), (second, false));
+    finish_chaining(&other_store, &other, &taken, None).await;
+    let runs: Vec<DateTime<Utc>> = h.runs().await.iter().map(|r| r.scheduled_at).collect();
+    assert_eq!(runs, vec![first, second], "each occurrence ran once");
+}
+
+pub async fn the_one_job_of_a_module_moves_to_the_next_replica_each_minute_and_never_runs_twice(
+    h: impl StoreUnderTest,
+) {
+    let spec = deployment("billing@1", vec![job("only", SECONDLY)]);
+    // Three seconds before a minute starts: every job changes hands then.
+    settle_where(&h, |second| second % 60 == 57).await;
+    let (a_store, a) = replica(&h, &spec).await;
+    let (b_store, b) = replica(&h, &spec).await;
+    a_store.heartbeat(&a).await.unwrap();
+    let replicas = [(&a_store, &a), (&b_store, &b)];
+    // What each replica's last finish chained, if anything.
+    let mut chained: [Vec<Claim>; 2] = [Vec::new(), Vec::new()];
+    // Which replica ran each occurrence.
+    let mut ran_by = Vec::new();
+    let start = h.next_execution(MODULE, "only").await.unwrap();
+    for at in (0..6).map(|s| start + TimeDelta::seconds(s)) {
+        sleep_until(&h, at - ms(400)).await;
+        let mut held: Vec<Vec<Claim>> = Vec::new();
+        for (i, (store, runner)) in replicas.iter().enumerate() {
+            let mut claims = std::mem::take(&mut chained[i]);
+            claims.extend(claim_ahead(*store, runner).await.claims);
+            held.push(claims);
+        }
+        let holders: Vec<usize> = (0..2).filter(|i| !held[*i].is_empty()).collect();
+        let [holder] = holders[..] else {
+            panic!("the occurrence at {at} was held by {held:?}")
+        };
+        assert_eq!(held[holder].len(), 1, "{held:?}");
+        assert_eq!(
+            (held[holder][0].scheduled_at, held[holder][0].late),
+            (at, false)
+        );
+        ran_by.push(holder);
+        sleep_until(&h, at + ms(100)).await;
+        let (store, runner) = replicas[holder];
+        chained[holder] =
+            finish_chaining(store, runner, &held[holder], Some(Duration::from_secs(1))).await;
+    }
+    // Occurrences :58 and :59, then :00 to :03: the job moved to the other replica as the minute
+    // started, and stayed there.
+    let (before, after) = (ran_by[0], 1 - ran_by[0]);
+    assert_eq!(
+        ran_by,
+        [before, before, after, after, after, after],
+        "{ran_by:?}"
+    );
+    // One run of each occurrence (and the next one's, where the last finish chained it).
+    let runs: Vec<DateTime<Utc>> = h.runs().await.iter().map(|r| r.scheduled_at).collect();
+    assert!(runs.windows(2).all(|w| w[0] < w[1]), "{runs:?}");
+    let ran: Vec<DateTime<Utc>> = (0..6).map(|s| start + TimeDelta::seconds(s)).collect();
+    assert_eq!(runs[..runs.len().min(6)], ran[..], "{runs:?}");
+}

@@ -181,6 +181,21 @@ impl State {
         runner.spread_read = now;
     }
 
+    /// The live replicas of deployment `deployment_id` changed (one drains or deregisters): each of its
+    /// runners reads them again now, as a database store's runners do at their next claim once they
+    /// heard it (docs/runtime.md, "How work is spread").
+    pub(super) fn replicas_changed(&mut self, deployment_id: i64, now: DateTime<Utc>) {
+        let runners: Vec<i64> = self
+            .runners
+            .iter()
+            .filter(|(_, row)| row.deployment_id == deployment_id)
+            .map(|(id, _)| *id)
+            .collect();
+        for runner_id in runners {
+            self.see_replicas(runner_id, now);
+        }
+    }
+
     /// Runner `runner_id` looks whether its deployment is active, and says once that it was superseded
     /// when it was active when it last looked and no longer is.
     fn look(&mut self, runner_id: i64) {

@@ -330,15 +330,23 @@ impl Store for MemoryStore {
     }
 
     async fn drain(&self, runner: &Runner) -> Result<(), StoreError> {
-        if let Some(row) = self.lock().runners.get_mut(&runner.id) {
+        let now = self.now();
+        let mut state = self.lock();
+        if let Some(row) = state.runners.get_mut(&runner.id) {
             row.draining = true;
         }
+        state.replicas_changed(runner.deployment_id, now);
+        drop(state);
+        self.wake();
         Ok(())
     }
 
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
         let now = self.now();
-        self.lock().deregister(runner, cancelled, now);
+        let mut state = self.lock();
+        state.deregister(runner, cancelled, now);
+        state.replicas_changed(runner.deployment_id, now);
+        drop(state);
         self.wake();
         Ok(())
     }

@@ -1,7 +1,9 @@
 //! [`Store::changed`](crate::store::Store::changed) for PostgreSQL: a task that `LISTEN`s on
-//! [`NOTIFY_CHANNEL`] and [`DUE_CHANNEL`] and wakes the executor when another replica notifies about
-//! one of this store's modules: something may be due now (a takeover, a shutdown, a run that unblocks a
-//! verb), or a job became idle with its next occurrence (docs/runtime.md, "Waking up"). No polling.
+//! [`NOTIFY_CHANNEL`], [`DUE_CHANNEL`] and [`REPLICAS_CHANNEL`] and wakes the executor when another
+//! replica notifies about one of this store's modules: something may be due now (a takeover, a
+//! shutdown, a run that unblocks a verb), a job became idle with its next occurrence, or the live
+//! replicas changed, which the next claim reads again (docs/runtime.md, "Waking up" and "How work is
+//! spread"). No polling.
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
@@ -13,7 +15,7 @@ use sqlx::{PgPool, Postgres};
 use tokio::sync::{Notify, OnceCell, oneshot};
 use tokio::task::AbortHandle;
 
-use super::{DUE_CHANNEL, NOTIFY_CHANNEL};
+use super::{DUE_CHANNEL, NOTIFY_CHANNEL, REPLICAS_CHANNEL};
 use crate::store::Change;
 use crate::store::sql::SqlStore;
 use crate::sync::{lock, read, write};
@@ -43,11 +45,22 @@ struct Changes {
 struct Pending {
     claim: bool,
     due: Option<DateTime<Utc>>,
+    /// The live replicas changed.
+    replicas: bool,
 }
 
 impl Changes {
     fn claim(&self) {
         lock(&self.pending).claim = true;
+        self.noted.notify_one();
+    }
+
+    /// The live replicas changed: the store reads them again before its next claim, which this wakes.
+    fn replicas(&self) {
+        let mut pending = lock(&self.pending);
+        pending.replicas = true;
+        pending.claim = true;
+        drop(pending);
         self.noted.notify_one();
     }
 
@@ -58,13 +71,15 @@ impl Changes {
         self.noted.notify_one();
     }
 
-    fn take(&self) -> Option<Change> {
+    /// What was noted, and whether the live replicas changed.
+    fn take(&self) -> (Option<Change>, bool) {
         let pending = std::mem::take(&mut *lock(&self.pending));
-        if pending.claim {
+        let change = if pending.claim {
             Some(Change::Claim)
         } else {
             pending.due.map(Change::DueAt)
-        }
+        };
+        (change, pending.replicas)
     }
 }
 
@@ -110,7 +125,11 @@ impl Listener {
     pub(super) async fn wait_for_change(store: &SqlStore<Postgres>) -> Change {
         let changes = &Listener::running(store).await.changes;
         loop {
-            if let Some(change) = changes.take() {
+            let (change, replicas) = changes.take();
+            if replicas {
+                store.replicas_changed();
+            }
+            if let Some(change) = change {
                 return change;
             }
             changes.noted.notified().await;
@@ -143,7 +162,10 @@ async fn listen(
                 continue;
             }
         };
-        if let Err(error) = listener.listen_all([NOTIFY_CHANNEL, DUE_CHANNEL]).await {
+        if let Err(error) = listener
+            .listen_all([NOTIFY_CHANNEL, DUE_CHANNEL, REPLICAS_CHANNEL])
+            .await
+        {
             tracing::warn!(%error, "while listening for other replicas' changes: cannot subscribe; retrying");
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -155,7 +177,7 @@ async fn listen(
                 let _ = ready.send(());
             }
             // Reconnected: whatever was notified meanwhile is lost, so assume something changed.
-            None => changes.claim(),
+            None => changes.replicas(),
         }
         loop {
             match listener.try_recv().await {
@@ -166,16 +188,21 @@ async fn listen(
                         changes.due_at(at);
                     }
                 }
+                Ok(Some(notification)) if notification.channel() == REPLICAS_CHANNEL => {
+                    if read(&modules).contains(notification.payload()) {
+                        changes.replicas();
+                    }
+                }
                 Ok(Some(notification)) => {
                     if read(&modules).contains(notification.payload()) {
                         changes.claim();
                     }
                 }
                 // The connection was lost and has been re-established: notifications may be lost.
-                Ok(None) => changes.claim(),
+                Ok(None) => changes.replicas(),
                 Err(error) => {
                     tracing::warn!(%error, "while listening for other replicas' changes: connection lost; reconnecting");
-                    changes.claim();
+                    changes.replicas();
                     tokio::time::sleep(backoff).await;
                     break;
                 }

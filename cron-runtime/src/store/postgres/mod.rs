@@ -44,6 +44,13 @@ pub(crate) const NOTIFY_CHANNEL: &str = "cronverb";
 /// wakes on [`NOTIFY_CHANNEL`] and at its heartbeats.
 pub(crate) const DUE_CHANNEL: &str = "cronverb_due";
 
+/// The channel cronverb notifies on when the live replicas of a deployment changed (one drains or
+/// deregisters); the payload is the module's name. The other replicas of the module read the live
+/// replicas again at their next claim, as they would a second later, so that they take a leaving
+/// replica's share ahead of its starts at once (docs/runtime.md, "How work is spread"). The same
+/// change is notified on [`NOTIFY_CHANNEL`] too, for an older release that does not listen to this one.
+pub(crate) const REPLICAS_CHANNEL: &str = "cronverb_replicas";
+
 /// Job state, runs and replicas in PostgreSQL.
 ///
 /// Cloning is cheap and shares the pool and the settings.

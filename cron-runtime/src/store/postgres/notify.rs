@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 use super::sql::notify::{NOTIFY_DEPLOYMENT, NOTIFY_DUE, NOTIFY_MODULES};
-use super::{DUE_CHANNEL, NOTIFY_CHANNEL};
+use super::{DUE_CHANNEL, NOTIFY_CHANNEL, REPLICAS_CHANNEL};
 
 /// Wakes the replicas of `module` when the transaction commits ([`NOTIFY_CHANNEL`]).
 pub(super) async fn notify(tx: &mut PgConnection, module: &str) -> Result<(), sqlx::Error> {
@@ -60,13 +60,14 @@ pub(super) async fn notify_due(
     Ok(())
 }
 
-/// Wakes the replicas of a deployment's module when the transaction commits ([`NOTIFY_CHANNEL`]).
+/// Tells the replicas of a deployment's module that its live replicas changed when the transaction
+/// commits ([`REPLICAS_CHANNEL`]), and wakes them ([`NOTIFY_CHANNEL`]).
 pub(super) async fn notify_deployment(
     tx: &mut PgConnection,
     deployment_id: i64,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(NOTIFY_DEPLOYMENT)
-        .bind(NOTIFY_CHANNEL)
+        .bind(&[NOTIFY_CHANNEL, REPLICAS_CHANNEL][..])
         .bind(deployment_id)
         .execute(tx)
         .await?;

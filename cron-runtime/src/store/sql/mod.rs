@@ -22,6 +22,7 @@ mod end;
 pub(crate) mod every_replica;
 pub(crate) mod history;
 mod overdue;
+mod readings;
 pub(crate) mod run;
 mod runs;
 pub(crate) mod values;
@@ -289,7 +290,9 @@ pub(crate) trait Protocol:
         async { Ok(()) }
     }
 
-    /// Wakes the replicas of deployment `deployment_id`'s module once the transaction commits.
+    /// Tells the replicas of deployment `deployment_id`'s module, once the transaction commits, that its
+    /// live replicas changed (one drains or deregisters), and wakes them: they read the live replicas
+    /// again at their next claim ([`SqlStore::replicas_changed`]).
     fn wake_deployment(
         conn: &mut Self::Connection,
         deployment_id: i64,
@@ -345,9 +348,9 @@ struct Shared<D: Protocol> {
     watch: D::Watch,
     /// Holds back recovery after a step of the database's clock (`store/clock.rs`).
     clock: ClockWatch,
-    /// Each runner's place among its deployment's live replicas, by runner id, as its last heartbeat
-    /// (or its registration) read them (docs/runtime.md, "How work is spread").
-    spreads: Mutex<HashMap<i64, (rules::Spread, std::time::Instant)>>,
+    /// Each runner's place among its deployment's live replicas, as it last read them
+    /// (docs/runtime.md, "How work is spread").
+    readings: readings::Readings,
 }
 
 /// How many expired rows one recovery transaction takes back.
@@ -384,7 +387,7 @@ impl<D: Protocol> SqlStore<D> {
                 schedules: Schedules::default(),
                 watch: D::Watch::default(),
                 clock: ClockWatch::default(),
-                spreads: Mutex::new(HashMap::new()),
+                readings: readings::Readings::default(),
             }),
             settings: StoreSettings::default(),
         }
@@ -434,17 +437,22 @@ impl<D: Protocol> SqlStore<D> {
 
     /// Runner `runner`'s place among its deployment's live replicas, as it last read them.
     fn spread(&self, runner: &Runner) -> rules::Spread {
-        lock(&self.shared.spreads)
-            .get(&runner.id)
-            .map(|(spread, _)| *spread)
-            .unwrap_or_default()
+        self.shared.readings.spread(runner.id)
     }
 
-    /// Whether runner `runner` read the live replicas more than [`rules::FRESH`] ago.
+    /// Whether runner `runner` must read the live replicas again before it claims or chains: it read
+    /// them [`rules::FRESH`] ago or more, or the store heard since that they changed.
     fn spread_is_stale(&self, runner: &Runner) -> bool {
-        lock(&self.shared.spreads)
-            .get(&runner.id)
-            .is_none_or(|(_, read)| read.elapsed() >= rules::FRESH)
+        self.shared
+            .readings
+            .is_stale(runner.id, std::time::Instant::now())
+    }
+
+    /// The store heard that the live replicas of a deployment of its changed (one drains or
+    /// deregisters): its runners read them again before they next claim or chain, rather than up to
+    /// [`rules::FRESH`] later (docs/runtime.md, "How work is spread").
+    pub(crate) fn replicas_changed(&self) {
+        self.shared.readings.expire();
     }
 
     /// Reads the live replicas of runner `runner`'s deployment and keeps its place among them.
@@ -460,7 +468,9 @@ impl<D: Protocol> SqlStore<D> {
             .await?;
         let live: Vec<i64> = live.into_iter().map(|(id,)| id).collect();
         let spread = rules::Spread::among(runner.id, &live);
-        lock(&self.shared.spreads).insert(runner.id, (spread, std::time::Instant::now()));
+        self.shared
+            .readings
+            .keep(runner.id, spread, std::time::Instant::now());
         Ok(())
     }
 
@@ -523,17 +533,23 @@ impl<D: Protocol> super::Store for SqlStore<D> {
 
     async fn drain(&self, runner: &Runner) -> Result<(), StoreError> {
         let context = || format!("marking runner {} draining", runner.name);
-        let mut conn = self.connection().await.map_err(db(context()))?;
+        let mut tx = self.begin().await.map_err(db(context()))?;
         run::Statement::<D>::new(D::STEPS.drain_runner)
             .bind(runner.id)
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
-        Ok(())
+        // The others count this replica out at once, not at their reading's next refresh.
+        D::wake_deployment(&mut tx, runner.deployment_id)
+            .await
+            .map_err(db(context()))?;
+        tx.commit().await.map_err(db(context()))
     }
 
     async fn deregister(&self, runner: &Runner, cancelled: &[i64]) -> Result<(), StoreError> {
-        self.release(runner, cancelled).await
+        let released = self.release(runner, cancelled).await;
+        self.shared.readings.forget(runner.id);
+        released
     }
 
     async fn changed(&self) -> Change {

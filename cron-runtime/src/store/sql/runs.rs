@@ -66,6 +66,14 @@ impl<D: Protocol> SqlStore<D> {
         let run_ids: Column<i64> = finishes.iter().map(|f| f.run_id).collect();
         let job_ids: Column<i64> = finishes.iter().map(|f| f.job_id).collect();
         let mut tx = self.begin().await?;
+        // A finish that chains reads the live replicas again when its runner's reading is stale, as a
+        // claim does: a replica whose jobs all chain claims nothing, and would otherwise count a
+        // replica that joined only at its next heartbeat (docs/runtime.md, "How work is spread"). It
+        // reads them before it locks its rows, so that the other replicas' finishes and claims do not
+        // wait on those locks for the read.
+        if chain.is_some() && known.is_some() && self.spread_is_stale(runner) {
+            self.read_spread(&mut tx, runner).await?;
+        }
         let rows: Vec<Held> = Statement::<D>::new(D::STEPS.held_by_runs)
             .bind(runner.id)
             .bind(Rows((run_ids, job_ids)))
@@ -103,12 +111,6 @@ impl<D: Protocol> SqlStore<D> {
         if ends.is_empty() {
             // Every run was fenced: nothing was written.
             return Ok((vec![Finished::Fenced; finishes.len()], None));
-        }
-        // A finish that chains reads the live replicas again when its runner's reading is stale, as a
-        // claim does: a replica whose jobs all chain claims nothing, and would otherwise count a
-        // replica that joined only at its next heartbeat (docs/runtime.md, "How work is spread").
-        if chain.is_some() && known.is_some() && self.spread_is_stale(runner) {
-            self.read_spread(&mut tx, runner).await?;
         }
         let chain = match (chain, &known) {
             (Some(ahead), Some(known)) => Some(Chain {

@@ -5,6 +5,9 @@
 //! too since the last look) wakes it at most once a second, so that a busy process does not claim after
 //! every finish of its own and still sees another process's takeover, trigger or give-back within a
 //! second. The heartbeat's `next_due` covers whatever a wake-up missed (docs/runtime.md, "Waking up").
+//! A wake-up also looks whether the replicas' rows changed (one registered, drains or deregistered):
+//! then the store reads the live replicas again at its next claim (docs/runtime.md, "How work is
+//! spread").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,6 +24,13 @@ pub const POLL: Duration = Duration::from_millis(100);
 
 /// How often at most a change that may be this store's own wakes the executor.
 const OWN_CHANGES_EVERY: Duration = Duration::from_secs(1);
+
+/// What changes when a replica registers, drains or deregisters, and not at its heartbeats.
+const REPLICAS: &str =
+    "SELECT count(*), coalesce(sum(id), 0), coalesce(sum(draining), 0) FROM cron_runners";
+
+/// What [`REPLICAS`] read.
+type Replicas = (i64, i64, i64);
 
 /// What the store last saw of the file, and how often it wrote to it.
 #[derive(Debug, Default)]
@@ -47,6 +57,8 @@ struct Seen {
     commits: u64,
     /// When a change that may be this store's own last woke the executor.
     woke_at: Option<Instant>,
+    /// The replicas' rows when last looked.
+    replicas: Option<Replicas>,
 }
 
 /// [`Store::changed`](crate::store::Store::changed) of `store`.
@@ -71,11 +83,15 @@ pub(super) async fn wait_for_change(store: &SqlStore<Sqlite>) -> Change {
                     .is_none_or(|at| at.elapsed() >= OWN_CHANGES_EVERY);
                 seen.version = version;
                 seen.commits = commits;
-                if foreign {
-                    return Change::Claim;
-                }
-                if due {
-                    seen.woke_at = Some(Instant::now());
+                if foreign || due {
+                    if !foreign {
+                        seen.woke_at = Some(Instant::now());
+                    }
+                    let replicas = replicas(&mut seen.conn).await.ok();
+                    if replicas != seen.replicas {
+                        seen.replicas = replicas;
+                        store.replicas_changed();
+                    }
                     return Change::Claim;
                 }
             }
@@ -98,12 +114,18 @@ async fn open_watch(store: &SqlStore<Sqlite>) -> Option<Seen> {
         }
     };
     let version = data_version(&mut conn).await.ok()?;
+    let replicas = replicas(&mut conn).await.ok();
     Some(Seen {
         conn,
         version,
         commits: store.watch().writes.load(Ordering::Relaxed),
         woke_at: None,
+        replicas,
     })
+}
+
+async fn replicas(conn: &mut SqliteConnection) -> Result<Replicas, sqlx::Error> {
+    sqlx::query_as(REPLICAS).fetch_one(conn).await
 }
 
 async fn data_version(conn: &mut SqliteConnection) -> Result<i64, sqlx::Error> {
