@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{
-    Claimed, DeploymentSpec, Expected, Finish, Finished, Finishing, JobSpec, Outcome, Runner,
-    Store, StoreError,
+    Claimed, DeploymentSpec, Expected, Finish, Finished, Finishing, JobSpec, Outcome, Retries,
+    Runner, Store, StoreError,
 };
 use sqlx::PgPool;
 use support::{Logs, deployment, job};
@@ -424,6 +424,15 @@ async fn a_finish_writes_the_handlers_start_and_keeps_the_claims_instant(pool: P
 
 /// Waits until a session of this database waits on a row lock.
 async fn a_session_waits_on_a_lock(pool: &PgPool) {
+    assert!(
+        a_session_waits_on_a_lock_unless(pool, || false).await,
+        "no session waited on a lock"
+    );
+}
+
+/// Waits until a session of this database waits on a row lock (`true`), or `ended` says the work that
+/// may wait ended without waiting (`false`).
+async fn a_session_waits_on_a_lock_unless(pool: &PgPool, ended: impl Fn() -> bool) -> bool {
     for _ in 0..500 {
         let waiting: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity \
@@ -433,11 +442,14 @@ async fn a_session_waits_on_a_lock(pool: &PgPool) {
         .await
         .unwrap();
         if waiting > 0 {
-            return;
+            return true;
+        }
+        if ended() {
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("no session waited on a lock");
+    panic!("no session waited on a lock, and the work did not end");
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -451,15 +463,7 @@ async fn a_cancel_written_while_a_finish_waits_is_the_finishs_outcome(pool: PgPo
     let claimed = claim(&store, &runner).await;
     let run_id = claimed.claims[0].run_id;
     let mut cancel = pool.begin().await.unwrap();
-    sqlx::query(
-        "UPDATE cron_job_runs \
-         SET cancel_requested_at = now(), cancel_requested_by = 'alice', cancel_note = 'stuck' \
-         WHERE id = $1",
-    )
-    .bind(run_id)
-    .execute(&mut *cancel)
-    .await
-    .unwrap();
+    request_cancel_in(&mut cancel, run_id).await;
     let finishing = {
         let finish = finish(&claimed, 0, Outcome::Succeeded, None);
         let (store, runner) = (store.clone(), runner.clone());
@@ -482,6 +486,78 @@ async fn a_cancel_written_while_a_finish_waits_is_the_finishs_outcome(pool: PgPo
     assert_eq!(
         (outcome.as_str(), error.as_deref()),
         ("cancelled", Some("cancelled by alice: stuck"))
+    );
+}
+
+/// Writes an operator's request to cancel run `run_id` in `tx`, left open: the run's row stays locked
+/// until the caller commits, as a cancel's transaction holds it.
+async fn request_cancel_in(tx: &mut sqlx::PgConnection, run_id: i64) {
+    sqlx::query(
+        "UPDATE cron_job_runs \
+         SET cancel_requested_at = now(), cancel_requested_by = 'alice', cancel_note = 'stuck' \
+         WHERE id = $1",
+    )
+    .bind(run_id)
+    .execute(tx)
+    .await
+    .unwrap();
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_cancel_written_while_a_recovery_runs_is_the_recoverys_outcome(pool: PgPool) {
+    // The run's replica died and the operator's request commits while a heartbeat takes the run back:
+    // the recovery must either read the request (it locks the run's row with the job's, passing by a
+    // row another transaction writes) or leave the run to the next heartbeat, never end it `abandoned`
+    // and retried over the request (the retries make the difference show).
+    let retried = JobSpec {
+        retry: Retries {
+            retries: 3,
+            backoff: Duration::from_secs(1),
+        },
+        ..job("a", MINUTELY)
+    };
+    let spec = deployment("billing@1", vec![retried]);
+    let (store, runner) = replica(&pool, &spec).await;
+    let at = due_now(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    let run_id = claimed.claims[0].run_id;
+    sqlx::query(
+        "UPDATE cron_jobs SET lease_expires_at = now() - interval '1 minute' \
+         WHERE current_run_id = $1",
+    )
+    .bind(run_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut cancel = pool.begin().await.unwrap();
+    request_cancel_in(&mut cancel, run_id).await;
+    let recovering = {
+        let (store, runner) = (store.clone(), runner.clone());
+        tokio::spawn(async move { store.heartbeat(&runner).await })
+    };
+    // The recovery either waits on the request's lock (it read the run before the request) or passes
+    // the row by and ends.
+    let waited = a_session_waits_on_a_lock_unless(&pool, || recovering.is_finished()).await;
+    cancel.commit().await.unwrap();
+    recovering.await.unwrap().unwrap();
+    // A row passed by is taken back by the next heartbeat.
+    store.heartbeat(&runner).await.unwrap();
+    let (outcome, error): (String, Option<String>) =
+        sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (outcome.as_str(), error.as_deref(), waited),
+        ("cancelled", Some("cancelled by alice: stuck"), false),
+        "the recovery waited on the request and wrote over it"
+    );
+    let row = job_row(&pool, runner.deployment_id, "a").await;
+    assert_eq!(
+        (row.state.as_str(), row.next_execution),
+        ("idle", Some(at + chrono::TimeDelta::minutes(1))),
+        "not retried"
     );
 }
 

@@ -418,14 +418,20 @@ ORDER BY j.id
 ");
 
     /// Executing rows whose lease expired, oldest first, at most `$2`, skipping rows another replica is
-    /// recovering and the bad rows `$1` already seen in this pass.
+    /// recovering and the bad rows `$1` already seen in this pass. Each run's row is locked with its
+    /// job's, as [`HELD_BY_RUNS`] locks them (`r.id IS NOT NULL` makes the join an inner one; an
+    /// executing row always has its run): a request to cancel the run that committed after this
+    /// statement's snapshot is read as it is now, and one still being written passes the row by, for
+    /// the next heartbeat, so that the run ends `cancelled` by its requester, never `abandoned` and
+    /// retried over the request (docs/operations.md, "Cancelling a run").
     EXPIRED = concat!(held_rows!(), "
 WHERE j.state = 'executing'
   AND j.lease_expires_at < now()
   AND j.id <> ALL($1::bigint[])
+  AND r.id IS NOT NULL
 ORDER BY j.lease_expires_at
 LIMIT $2
-FOR UPDATE OF j SKIP LOCKED
+FOR UPDATE OF j, r SKIP LOCKED
 ");
 
     /// Extends by the job's own lease, or `$3` seconds for a job that sets none, the leases of the runs
