@@ -261,3 +261,34 @@ async fn a_run_recorded_cancelled_raises_no_failure_though_its_handler_failed_fi
     assert_eq!(*events.lock().unwrap(), Vec::<String>::new());
     handle.shutdown().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_at_its_cap_hears_a_cancel_at_once() {
+    // With one run at a time, the replica running it waits for a slot to free, not for the store's
+    // changes: the request reaches the handler at once all the same, not at the renewals' backstop
+    // (00:01:20).
+    let store = MemoryStore::starting_at(at(0));
+    let heard = Arc::new(Mutex::new(None));
+    let heard_in_job = Arc::clone(&heard);
+    let clock = store.clone();
+    let runtime = runtime(&store)
+        .max_concurrent_runs(1)
+        .job("test::export", "0 * * * * *", move || {
+            let heard = Arc::clone(&heard_in_job);
+            let clock = clock.clone();
+            async move {
+                context().cancelled().await;
+                *heard.lock().unwrap() = Some(clock.now());
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(45)).await;
+    let asked = store.now();
+    store.cancel("test", "test::export", "alice", None).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(*heard.lock().unwrap(), Some(asked), "not heard at once");
+    handle.shutdown().await.unwrap();
+}

@@ -224,3 +224,23 @@ pub async fn a_jittered_run_claimed_before_its_start_is_not_in_flight_for_a_canc
     sleep_until(&h, start + ms(50)).await;
     assert_eq!(operator.cancel(&verb, "alice", None).await, Ok(run.run_id));
 }
+
+pub async fn a_cancel_made_while_no_one_waits_for_a_change_is_heard_by_the_next_wait(
+    h: impl StoreUnderTest,
+) {
+    // The replica running the run is busy when the request's wake-up comes (claiming, starting runs,
+    // at its cap): its next wait hears it at once, not at the renewals' backstop.
+    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let run = claim_of(&claimed, "a").clone();
+    drain(&store).await;
+    assert_eq!(
+        h.operator().cancel("a", "alice", None).await,
+        Ok(run.run_id)
+    );
+    let heard = tokio::time::timeout(Duration::from_secs(5), store.changed()).await;
+    assert_eq!(heard, Ok(Change::Claim), "the wake-up was lost");
+}

@@ -402,6 +402,7 @@ macro_rules! every_case {
         $test!(a_cancelled_run_taken_back_from_its_replica_ends_cancelled_and_is_not_retried);
         $test!(a_cancel_of_an_occurrence_waiting_for_its_retry_ends_it_cancelled);
         $test!(a_jittered_run_claimed_before_its_start_is_not_in_flight_for_a_cancel);
+        $test!(a_cancel_made_while_no_one_waits_for_a_change_is_heard_by_the_next_wait);
         // Backfills
         $test!(a_backfill_queues_what_never_ran_and_runs_it_in_order_as_backfills);
         $test!(a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it);
