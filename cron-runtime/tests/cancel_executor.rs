@@ -292,3 +292,56 @@ async fn a_replica_at_its_cap_hears_a_cancel_at_once() {
     assert_eq!(*heard.lock().unwrap(), Some(asked), "not heard at once");
     handle.shutdown().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_claimed_ahead_and_cancelled_never_starts() {
+    // Its first attempt failed at 00:01:00; the replica claims the retry a second ahead of its
+    // instant, and the cancel comes half a second before it: the handler is not called again, and the
+    // run ends `cancelled` by the requester, with no more retries.
+    let store = MemoryStore::starting_at(at(0));
+    let calls = Arc::new(AtomicU32::new(0));
+    let calls_in_job = Arc::clone(&calls);
+    let retried = JobOptions::default()
+        .retries(3)
+        .backoff(Duration::from_secs(10));
+    let runtime = runtime(&store)
+        .claim_ahead(Duration::from_secs(1))
+        .job_with("test::export", "0 * * * * *", retried, move || {
+            let calls = Arc::clone(&calls_in_job);
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>("relay refused")
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(31)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let retry_at = store
+        .next_execution("test", "test::export")
+        .expect("waiting for its retry");
+    assert!(retry_at > at(40), "{retry_at}");
+    sleep(
+        (retry_at - store.now() - chrono::Duration::milliseconds(500))
+            .to_std()
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        store.next_execution("test", "test::export"),
+        None,
+        "claimed ahead"
+    );
+    store
+        .cancel("test", "test::export", "alice", Some("enough"))
+        .unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the retry's handler ran");
+    let run = runs(&store).into_iter().next().unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Cancelled), "{run:?}");
+    assert_eq!(run.error.as_deref(), Some("cancelled by alice: enough"));
+    assert_eq!(store.next_execution("test", "test::export"), Some(at(90)));
+    handle.shutdown().await.unwrap();
+}

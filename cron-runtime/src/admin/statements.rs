@@ -196,7 +196,8 @@ macro_rules! statements {
                 WHERE deployment_id = $1 AND verb = $2",
                 $lock
             ),
-            executing: "SELECT j.current_run_id, r.started_at, coalesce(r.manual, false) AS manual \
+            executing: "SELECT j.current_run_id, r.started_at, coalesce(r.manual, false) AS manual, \
+                    coalesce(r.attempts IS NOT NULL, false) AS retry \
                 FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id \
                 WHERE j.module_name = $1 AND j.verb = $2 AND j.state = 'executing' \
                 LIMIT 1",

@@ -244,3 +244,69 @@ pub async fn a_cancel_made_while_no_one_waits_for_a_change_is_heard_by_the_next_
     let heard = tokio::time::timeout(Duration::from_secs(5), store.changed()).await;
     assert_eq!(heard, Ok(Change::Claim), "the wake-up was lost");
 }
+
+/// Claims the first occurrence of `a` and records its attempt failed, asking for a retry `after` it:
+/// the run, and the retry's instant.
+async fn failed_once<H: StoreUnderTest>(
+    h: &H,
+    store: &H::Store,
+    runner: &Runner,
+    after: Duration,
+) -> (Claim, DateTime<Utc>) {
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(h, at + ms(50)).await;
+    let claimed = claim(store, runner).await;
+    let run = claim_of(&claimed, "a").clone();
+    let finish = Finish {
+        retry_after: Some(after),
+        ..ended(&run, Outcome::Failed, Some("relay refused"))
+    };
+    let Finished::Retrying { at: retry_at } = finish_one(store, runner, &finish).await else {
+        panic!("a retry was asked for")
+    };
+    (run, retry_at)
+}
+
+pub async fn a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts(
+    h: impl StoreUnderTest,
+) {
+    // The replica claimed the retry ahead of its instant and waits for it: a cancel asks it, and the
+    // replica records the run `cancelled` by the requester without starting its handler; no more
+    // retries, and the job goes on at its next occurrence.
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (store, runner) = replica(&h, &spec).await;
+    let (run, retry_at) = failed_once(&h, &store, &runner, Duration::from_secs(1)).await;
+    sleep_until(&h, retry_at - ms(500)).await;
+    let claimed = claim_ahead(&store, &runner).await;
+    let retry = claim_of(&claimed, "a").clone();
+    assert_eq!((retry.run_id, retry.attempt), (run.run_id, 2));
+    assert_eq!(retry.start_at(), retry_at);
+
+    let asked = h.operator().cancel("a", "alice", Some("enough")).await;
+    assert_eq!(
+        asked,
+        Ok(run.run_id),
+        "a retry claimed ahead can be cancelled"
+    );
+    let requests = store.cancels(&[run.run_id]).await.unwrap();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    // The replica heard it before the instant: it records the end without running the handler.
+    let finish = ended(&retry, Outcome::Cancelled, Some(&requests[0].error()));
+    let next = run.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(
+        finish_one(&store, &runner, &finish).await,
+        Finished::Cancelled {
+            next_execution: Some(next),
+            skipped: 0
+        }
+    );
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");
+    assert_eq!(
+        recorded.error.as_deref(),
+        Some("cancelled by alice: enough")
+    );
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+    sleep_until(&h, retry_at + ms(50)).await;
+    assert!(claim(&store, &runner).await.claims.is_empty(), "no retry");
+}

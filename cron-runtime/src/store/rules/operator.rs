@@ -137,6 +137,20 @@ pub(crate) fn in_flight(
     manual || planned_start.is_none_or(|start| start <= now)
 }
 
+/// Whether an operator's cancel reaches the run holding a verb's row at `now` (docs/operations.md,
+/// "Cancelling a run"): a run in flight ([`in_flight`]), and a retry (`retry`) claimed ahead of its
+/// instant, which waits on its replica: the replica hears the request and records the run `cancelled`
+/// without starting it. A regular run claimed ahead has not started, and its occurrence is not the
+/// one in flight yet: it is not.
+pub(crate) fn cancellable(
+    manual: bool,
+    retry: bool,
+    planned_start: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> bool {
+    retry || in_flight(manual, planned_start, now)
+}
+
 /// Where a row holding the retry of its occurrence at `retry_of` goes on when an operator cancels that
 /// occurrence between its attempts (docs/operations.md, "Cancelling a run"): the occurrence retries no
 /// more, its run ends `cancelled` ([`cancelled_by`]), and the row goes on at the regular occurrence
