@@ -166,6 +166,7 @@ async fn cancel_retry<D: Dialect>(
         schedule.as_ref().ok(),
         retry_of,
         row.next_execution.map(DateTime::from),
+        tx.now,
     );
     Statement::<D>::new(D::SQL.retry_cancelled)
         .bind(row.id)

@@ -245,6 +245,17 @@ pub async fn a_cancel_made_while_no_one_waits_for_a_change_is_heard_by_the_next_
     assert_eq!(heard, Ok(Change::Claim), "the wake-up was lost");
 }
 
+/// A job `a` every three seconds, tried three more times, a second apart.
+fn retrying_every_three_seconds() -> JobSpec {
+    JobSpec {
+        retry: Retries {
+            retries: 3,
+            backoff: Duration::from_secs(1),
+        },
+        ..job("a", "*/3 * * * * *")
+    }
+}
+
 /// Claims the first occurrence of `a` and records its attempt failed, asking for a retry `after` it:
 /// the run, and the retry's instant.
 async fn failed_once<H: StoreUnderTest>(
@@ -309,4 +320,27 @@ pub async fn a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts(
     assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
     sleep_until(&h, retry_at + ms(50)).await;
     assert!(claim(&store, &runner).await.claims.is_empty(), "no retry");
+}
+
+pub async fn a_cancelled_retry_whose_next_occurrence_came_goes_on_after_now(
+    h: impl StoreUnderTest,
+) {
+    // No replica claimed since the retried occurrence's successor came (the retry would have been cut
+    // short there): the cancel ends the occurrence, and the job goes on at its first occurrence after
+    // now, as after any run that ends now, never at one already past.
+    let spec = deployment("billing@1", vec![retrying_every_three_seconds()]);
+    let (store, runner) = replica(&h, &spec).await;
+    let (run, _) = failed_once(&h, &store, &runner, Duration::from_millis(500)).await;
+    let passed = run.scheduled_at + TimeDelta::seconds(3);
+    sleep_until(&h, passed + ms(500)).await;
+
+    let asked = h.operator().cancel("a", "alice", None).await;
+    assert_eq!(asked, Ok(run.run_id));
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        Some(passed + TimeDelta::seconds(3)),
+        "the occurrence past is not due again"
+    );
 }

@@ -404,6 +404,7 @@ macro_rules! every_case {
         $test!(a_jittered_run_claimed_before_its_start_is_not_in_flight_for_a_cancel);
         $test!(a_cancel_made_while_no_one_waits_for_a_change_is_heard_by_the_next_wait);
         $test!(a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts);
+        $test!(a_cancelled_retry_whose_next_occurrence_came_goes_on_after_now);
         // Backfills
         $test!(a_backfill_queues_what_never_ran_and_runs_it_in_order_as_backfills);
         $test!(a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it);

@@ -237,7 +237,7 @@ impl State {
         };
         let job = self.jobs.get_mut(&job_id).expect("exists");
         let mut run = *job.retrying.take().expect("a pending retry");
-        let next = after_cancelled_retry(Some(&job.spec.schedule), run.scheduled_at, None);
+        let next = after_cancelled_retry(Some(&job.spec.schedule), run.scheduled_at, None, now);
         let run_id = run.run_id;
         run.outcome = Some(Outcome::Cancelled);
         run.error = Some(cancelled_by(by, note));
