@@ -344,3 +344,32 @@ pub async fn a_cancelled_retry_whose_next_occurrence_came_goes_on_after_now(
         "the occurrence past is not due again"
     );
 }
+
+pub async fn a_finish_that_says_cancelled_without_a_request_is_recorded_as_it_says(
+    h: impl StoreUnderTest,
+) {
+    // No operator asked: the store records the finish's own `cancelled` and its error, not retried,
+    // and answers `Recorded`, as for any finish it did not overrule; `Finished::Cancelled` says an
+    // operator's request overruled the finish, and the executor counts what the store answers.
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let run = claim_of(&claimed, "a").clone();
+    let finish = ended(&run, Outcome::Cancelled, Some("the handler gave up"));
+    let next = run.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(
+        finish_one(&store, &runner, &finish).await,
+        Finished::Recorded {
+            next_execution: Some(next),
+            skipped: 0
+        }
+    );
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(
+        (recorded.outcome, recorded.error.as_deref()),
+        (Some(Outcome::Cancelled), Some("the handler gave up"))
+    );
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+}

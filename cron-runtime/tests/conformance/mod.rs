@@ -405,6 +405,7 @@ macro_rules! every_case {
         $test!(a_cancel_made_while_no_one_waits_for_a_change_is_heard_by_the_next_wait);
         $test!(a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts);
         $test!(a_cancelled_retry_whose_next_occurrence_came_goes_on_after_now);
+        $test!(a_finish_that_says_cancelled_without_a_request_is_recorded_as_it_says);
         // Backfills
         $test!(a_backfill_queues_what_never_ran_and_runs_it_in_order_as_backfills);
         $test!(a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it);
