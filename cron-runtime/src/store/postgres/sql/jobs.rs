@@ -309,6 +309,18 @@ UPDATE cron_jobs SET next_execution = $2
 WHERE id = $1 AND state = 'idle' AND next_execution = $3
 ";
 
+    /// Takeover: the rows of module `$1`'s active deployment and of deployment `$2` taking it over,
+    /// locked together in the order of their ids before the takeover reads them, as an operator's
+    /// pause, resume and cancel lock a verb's rows of every deployment (`admin::lock_for_resume`):
+    /// after a rollback the deployment taking over has the lower ids, and locking its previous rows
+    /// first, then its own, would wait in a cycle with such a command.
+    TAKEOVER_ROWS = "
+SELECT j.id FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
+WHERE d.module = $1 AND (d.active OR d.id = $2)
+ORDER BY j.id
+FOR UPDATE OF j
+";
+
     /// Takeover: the rows of module `$1`'s active deployment, locked first (a claim in flight on them
     /// commits before they are read, and later claims see the deployment inactive: they share-lock its
     /// row), in the order of their ids, as finishes and renewals lock them, so that none waits on another
