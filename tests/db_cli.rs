@@ -7,7 +7,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Runner, Store};
+use cron_runtime::store::{
+    DeploymentSpec, Finish, Finished, JobSpec, Outcome, Retries, Runner, Store,
+};
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use serde_json::Value;
 use sqlx::{Connection, PgConnection};
@@ -180,6 +182,11 @@ fn heartbeat_job() -> JobSpec {
 /// A replica of `billing@1` (the build of `SCHEMA`) running the heartbeat job, registered in this
 /// process.
 async fn replica(url: &str) -> (PgStore, Runner) {
+    replica_running(url, heartbeat_job()).await
+}
+
+/// A replica of `billing@1` running `heartbeat`, the heartbeat job as its build declares it.
+async fn replica_running(url: &str, heartbeat: JobSpec) -> (PgStore, Runner) {
     let store = PgStore::connect(url).await.unwrap();
     let runner = store
         .register(&DeploymentSpec {
@@ -187,7 +194,7 @@ async fn replica(url: &str) -> (PgStore, Runner) {
             module: "billing".to_owned(),
             // The build that `SCHEMA` was extracted from.
             schema: SCHEMA.to_owned(),
-            jobs: vec![heartbeat_job()],
+            jobs: vec![heartbeat],
         })
         .await
         .unwrap();
@@ -331,6 +338,70 @@ fn cancel_asks_the_run_in_flight_to_stop_once_and_is_refused_without_one() {
         db.scalar("SELECT count(*) FROM cron_audit WHERE action = 'cancel'"),
         2
     );
+}
+
+#[test]
+fn cancel_of_an_occurrence_waiting_for_its_retry_says_it_ended_it() {
+    let db = Database::migrated("cancel_retry");
+    let runtime = current_thread();
+    let retried = JobSpec {
+        retry: Retries {
+            retries: 3,
+            backoff: Duration::from_secs(60),
+        },
+        ..heartbeat_job()
+    };
+    let (store, runner) = runtime.block_on(replica_running(&db.url, retried));
+    // Due at the latest occurrence of its schedule (every five minutes), whose next one is ahead.
+    db.admin_in(
+        "UPDATE cron_jobs \
+         SET next_execution = to_timestamp(floor(extract(epoch FROM now()) / 300) * 300)",
+    );
+    let run_id = runtime.block_on(async {
+        let claimed = store.claim_due(&runner, Duration::ZERO, 10).await.unwrap();
+        let claim = &claimed.claims[0];
+        let failed = Finish {
+            run_id: claim.run_id,
+            job_id: claim.job_id,
+            outcome: Outcome::Failed,
+            error: Some("relay refused".to_owned()),
+            ended_at: None,
+            started_at: None,
+            retry_after: Some(Duration::from_millis(1)),
+        };
+        let finished = store.finish(&runner, &[failed], None).await.single();
+        assert!(
+            matches!(finished, Ok(Finished::Retrying { .. })),
+            "{finished:?}"
+        );
+        claim.run_id
+    });
+    let cancelled = db.json(&[
+        "cancel",
+        "billing::heartbeat",
+        "--actor",
+        "carol",
+        "--note",
+        "enough",
+    ]);
+    assert_eq!(cancelled["run_id"], run_id);
+    assert_eq!(cancelled["requested_by"], "carol");
+    assert_eq!(cancelled["note"], "enough");
+    assert_eq!(cancelled["already_requested"], false);
+    assert_eq!(
+        cancelled["ended"], true,
+        "an occurrence waiting for its retry is ended, not asked"
+    );
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT count(*) FROM cron_job_runs \
+             WHERE id = {run_id} AND outcome = 'cancelled' AND error = 'cancelled by carol: enough'"
+        )),
+        1
+    );
+    // Nothing waits any more.
+    let output = db.cronverb(&["cancel", "billing::heartbeat"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
 }
 
 #[test]

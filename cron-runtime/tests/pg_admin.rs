@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use cron_runtime::admin::{AdminError, RunFilter, Since};
+use cron_runtime::admin::{Actor, AdminError, Origin, RunFilter, Since};
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::{Claimed, DeploymentSpec, Finish, Finished, Outcome, Runner, Store};
+use cron_runtime::store::{
+    Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Retries, Runner, Store,
+};
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
 use sqlx::PgPool;
 use support::{deployment, job};
@@ -433,6 +435,74 @@ async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
         )
         .await,
         0
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// cancel
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_cancel_of_an_occurrence_waiting_for_its_retry_says_it_ended_it(pool: PgPool) {
+    // Between attempts there is no handler to tell: the cancel ends the occurrence itself, and says
+    // so (`ended`), with its actor and note (docs/operations.md, "Cancelling a run").
+    let retried = JobSpec {
+        retry: Retries {
+            retries: 3,
+            backoff: Duration::from_secs(60),
+        },
+        ..job("billing::export", HOURLY)
+    };
+    let (store, runner) = replica(&pool, &deployment("billing@1", vec![retried])).await;
+    sqlx::query("UPDATE cron_jobs SET next_execution = date_trunc('hour', now())")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let claimed = claim(&store, &runner).await;
+    let claim = &claimed.claims[0];
+    let failed = Finish {
+        run_id: claim.run_id,
+        job_id: claim.job_id,
+        outcome: Outcome::Failed,
+        error: Some("relay refused".to_owned()),
+        ended_at: None,
+        started_at: None,
+        retry_after: Some(Duration::from_millis(1)),
+    };
+    let finished = store
+        .finish(&runner, &[failed], None)
+        .await
+        .single()
+        .unwrap();
+    assert!(
+        matches!(finished, Finished::Retrying { .. }),
+        "{finished:?}"
+    );
+
+    let cancelled = store
+        .admin()
+        .with_actor(Actor::new("carol", Origin::Cli))
+        .cancel("billing::export", None, Some("enough"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            cancelled.run_id,
+            cancelled.ended,
+            cancelled.already_requested,
+            cancelled.requested_by.as_str(),
+            cancelled.note.as_deref(),
+        ),
+        (claim.run_id, true, false, "carol", Some("enough"))
+    );
+    let (outcome, error): (String, Option<String>) =
+        sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
+            .bind(claim.run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (outcome.as_str(), error.as_deref()),
+        ("cancelled", Some("cancelled by carol: enough"))
     );
 }
 
