@@ -285,6 +285,30 @@ fn deploy_registers_ahead_and_status_pause_resume_show_it() {
     assert_eq!(pruned["older_than_secs"], 86400);
 }
 
+/// `cronverb cancel billing::heartbeat --actor carol --note NOTE --json`.
+fn cancel_as_carol(db: &Database, note: &str) -> Value {
+    db.json(&[
+        "cancel",
+        "billing::heartbeat",
+        "--actor",
+        "carol",
+        "--note",
+        note,
+    ])
+}
+
+/// What `cronverb cancel --json` says of its request: the run, who asked, the note, whether it had been
+/// asked already and whether the cancel ended the run itself.
+fn requested(cancelled: &Value) -> (i64, &str, &str, bool, bool) {
+    (
+        cancelled["run_id"].as_i64().unwrap(),
+        cancelled["requested_by"].as_str().unwrap(),
+        cancelled["note"].as_str().unwrap(),
+        cancelled["already_requested"].as_bool().unwrap(),
+        cancelled["ended"].as_bool().unwrap(),
+    )
+}
+
 #[test]
 fn cancel_asks_the_run_in_flight_to_stop_once_and_is_refused_without_one() {
     let db = Database::migrated("cancel");
@@ -308,20 +332,10 @@ fn cancel_asks_the_run_in_flight_to_stop_once_and_is_refused_without_one() {
         claimed
     });
     // The manual run is in flight: a cancel asks it to stop, once; the replica reads the request.
-    let cancelled = db.json(&[
-        "cancel",
-        "billing::heartbeat",
-        "--actor",
-        "carol",
-        "--note",
-        "stuck",
-    ]);
-    assert_eq!(cancelled["run_id"], claimed.claims[0].run_id);
-    assert_eq!(cancelled["requested_by"], "carol");
-    assert_eq!(cancelled["note"], "stuck");
-    assert_eq!(cancelled["already_requested"], false);
+    let cancelled = cancel_as_carol(&db, "stuck");
     assert_eq!(
-        cancelled["ended"], false,
+        requested(&cancelled),
+        (claimed.claims[0].run_id, "carol", "stuck", false, false),
         "a run in flight is asked, not ended"
     );
     let again = db.json(&["cancel", "billing::heartbeat", "--actor", "dave"]);
@@ -376,20 +390,10 @@ fn cancel_of_an_occurrence_waiting_for_its_retry_says_it_ended_it() {
         );
         claim.run_id
     });
-    let cancelled = db.json(&[
-        "cancel",
-        "billing::heartbeat",
-        "--actor",
-        "carol",
-        "--note",
-        "enough",
-    ]);
-    assert_eq!(cancelled["run_id"], run_id);
-    assert_eq!(cancelled["requested_by"], "carol");
-    assert_eq!(cancelled["note"], "enough");
-    assert_eq!(cancelled["already_requested"], false);
+    let cancelled = cancel_as_carol(&db, "enough");
     assert_eq!(
-        cancelled["ended"], true,
+        requested(&cancelled),
+        (run_id, "carol", "enough", false, true),
         "an occurrence waiting for its retry is ended, not asked"
     );
     assert_eq!(

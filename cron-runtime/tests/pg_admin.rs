@@ -10,9 +10,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cron_runtime::admin::{Actor, AdminError, Origin, RunFilter, Since};
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::{
-    Claimed, DeploymentSpec, Finish, Finished, JobSpec, Outcome, Retries, Runner, Store,
-};
+use cron_runtime::store::{Claimed, DeploymentSpec, Finish, Finished, Outcome, Runner, Store};
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
 use sqlx::PgPool;
 use support::{deployment, job};
@@ -66,6 +64,17 @@ async fn claim(store: &PgStore, runner: &Runner) -> Claimed {
 }
 
 async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished {
+    finish_as(store, runner, claimed, Outcome::Succeeded, None).await
+}
+
+/// Records the first run of `claimed` as `outcome`, asking for a retry `retry_after` it.
+async fn finish_as(
+    store: &PgStore,
+    runner: &Runner,
+    claimed: &Claimed,
+    outcome: Outcome,
+    retry_after: Option<Duration>,
+) -> Finished {
     let claim = &claimed.claims[0];
     store
         .finish(
@@ -73,11 +82,11 @@ async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished
             &[Finish {
                 run_id: claim.run_id,
                 job_id: claim.job_id,
-                outcome: Outcome::Succeeded,
+                outcome,
                 error: None,
                 ended_at: None,
                 started_at: None,
-                retry_after: None,
+                retry_after,
             }],
             None,
         )
@@ -445,13 +454,7 @@ async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
 async fn a_cancel_of_an_occurrence_waiting_for_its_retry_says_it_ended_it(pool: PgPool) {
     // Between attempts there is no handler to tell: the cancel ends the occurrence itself, and says
     // so (`ended`), with its actor and note (docs/operations.md, "Cancelling a run").
-    let retried = JobSpec {
-        retry: Retries {
-            retries: 3,
-            backoff: Duration::from_secs(60),
-        },
-        ..job("billing::export", HOURLY)
-    };
+    let retried = support::retried(job("billing::export", HOURLY));
     let (store, runner) = replica(&pool, &deployment("billing@1", vec![retried])).await;
     sqlx::query("UPDATE cron_jobs SET next_execution = date_trunc('hour', now())")
         .execute(&pool)
@@ -459,20 +462,8 @@ async fn a_cancel_of_an_occurrence_waiting_for_its_retry_says_it_ended_it(pool: 
         .unwrap();
     let claimed = claim(&store, &runner).await;
     let claim = &claimed.claims[0];
-    let failed = Finish {
-        run_id: claim.run_id,
-        job_id: claim.job_id,
-        outcome: Outcome::Failed,
-        error: Some("relay refused".to_owned()),
-        ended_at: None,
-        started_at: None,
-        retry_after: Some(Duration::from_millis(1)),
-    };
-    let finished = store
-        .finish(&runner, &[failed], None)
-        .await
-        .single()
-        .unwrap();
+    let retry_now = Some(Duration::from_millis(1));
+    let finished = finish_as(&store, &runner, &claimed, Outcome::Failed, retry_now).await;
     assert!(
         matches!(finished, Finished::Retrying { .. }),
         "{finished:?}"

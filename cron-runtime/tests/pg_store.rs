@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{
-    Claimed, DeploymentSpec, Expected, Finish, Finished, Finishing, JobSpec, Outcome, Retries,
-    Runner, Store, StoreError,
+    Claimed, DeploymentSpec, Expected, Finish, Finished, Finishing, JobSpec, Outcome, Runner,
+    Store, StoreError,
 };
 use sqlx::PgPool;
 use support::{Logs, deployment, job};
@@ -477,16 +477,20 @@ async fn a_cancel_written_while_a_finish_waits_is_the_finishs_outcome(pool: PgPo
     a_session_waits_on_a_lock(&pool).await;
     cancel.commit().await.unwrap();
     finishing.await.unwrap().unwrap();
-    let (outcome, error): (String, Option<String>) =
-        sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
-            .bind(run_id)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let (outcome, error) = outcome_and_error(&pool, run_id).await;
     assert_eq!(
         (outcome.as_str(), error.as_deref()),
         ("cancelled", Some("cancelled by alice: stuck"))
     );
+}
+
+/// The outcome and error recorded for run `run_id`.
+async fn outcome_and_error(pool: &PgPool, run_id: i64) -> (String, Option<String>) {
+    sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 /// Writes an operator's request to cancel run `run_id` in `tx`, left open: the run's row stays locked
@@ -509,14 +513,7 @@ async fn a_cancel_written_while_a_recovery_runs_is_the_recoverys_outcome(pool: P
     // the recovery must either read the request (it locks the run's row with the job's, passing by a
     // row another transaction writes) or leave the run to the next heartbeat, never end it `abandoned`
     // and retried over the request (the retries make the difference show).
-    let retried = JobSpec {
-        retry: Retries {
-            retries: 3,
-            backoff: Duration::from_secs(1),
-        },
-        ..job("a", MINUTELY)
-    };
-    let spec = deployment("billing@1", vec![retried]);
+    let spec = deployment("billing@1", vec![support::retried(job("a", MINUTELY))]);
     let (store, runner) = replica(&pool, &spec).await;
     let at = due_now(&pool, runner.deployment_id, "a").await;
     let claimed = claim(&store, &runner).await;
@@ -542,12 +539,7 @@ async fn a_cancel_written_while_a_recovery_runs_is_the_recoverys_outcome(pool: P
     recovering.await.unwrap().unwrap();
     // A row passed by is taken back by the next heartbeat.
     store.heartbeat(&runner).await.unwrap();
-    let (outcome, error): (String, Option<String>) =
-        sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
-            .bind(run_id)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let (outcome, error) = outcome_and_error(&pool, run_id).await;
     assert_eq!(
         (outcome.as_str(), error.as_deref(), waited),
         ("cancelled", Some("cancelled by alice: stuck"), false),
