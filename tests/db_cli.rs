@@ -7,7 +7,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::{DeploymentSpec, Finish, JobSpec, Outcome, Runner, Store};
+use cron_runtime::store::{
+    DeploymentSpec, Finish, Finished, JobSpec, Outcome, Retries, Runner, Store,
+};
 use cron_schema::{MissedPolicy, Schedule, ZonedSchedule};
 use serde_json::Value;
 
@@ -183,6 +185,11 @@ fn heartbeat_job() -> JobSpec {
 /// A replica of `billing@1` (the build of `SCHEMA`) running the heartbeat job, registered in this
 /// process.
 async fn replica(url: &str) -> (PgStore, Runner) {
+    replica_running(url, heartbeat_job()).await
+}
+
+/// A replica of `billing@1` running `heartbeat`, the heartbeat job as its build declares it.
+async fn replica_running(url: &str, heartbeat: JobSpec) -> (PgStore, Runner) {
     let store = PgStore::connect(url).await.unwrap();
     let runner = store
         .register(&DeploymentSpec {
@@ -190,7 +197,7 @@ async fn replica(url: &str) -> (PgStore, Runner) {
             module: "billing".to_owned(),
             // The build that `SCHEMA` was extracted from.
             schema: SCHEMA.to_owned(),
-            jobs: vec![heartbeat_job()],
+            jobs: vec![heartbeat],
         })
         .await
         .unwrap();
@@ -281,6 +288,30 @@ fn deploy_registers_ahead_and_status_pause_resume_show_it() {
     assert_eq!(pruned["older_than_secs"], 86400);
 }
 
+/// `cronverb cancel billing::heartbeat --actor carol --note NOTE --json`.
+fn cancel_as_carol(db: &Database, note: &str) -> Value {
+    db.json(&[
+        "cancel",
+        "billing::heartbeat",
+        "--actor",
+        "carol",
+        "--note",
+        note,
+    ])
+}
+
+/// What `cronverb cancel --json` says of its request: the run, who asked, the note, whether it had been
+/// asked already and whether the cancel ended the run itself.
+fn requested(cancelled: &Value) -> (i64, &str, &str, bool, bool) {
+    (
+        cancelled["run_id"].as_i64().unwrap(),
+        cancelled["requested_by"].as_str().unwrap(),
+        cancelled["note"].as_str().unwrap(),
+        cancelled["already_requested"].as_bool().unwrap(),
+        cancelled["ended"].as_bool().unwrap(),
+    )
+}
+
 #[test]
 fn cancel_asks_the_run_in_flight_to_stop_once_and_is_refused_without_one() {
     let db = Database::migrated("cancel");
@@ -304,20 +335,10 @@ fn cancel_asks_the_run_in_flight_to_stop_once_and_is_refused_without_one() {
         claimed
     });
     // The manual run is in flight: a cancel asks it to stop, once; the replica reads the request.
-    let cancelled = db.json(&[
-        "cancel",
-        "billing::heartbeat",
-        "--actor",
-        "carol",
-        "--note",
-        "stuck",
-    ]);
-    assert_eq!(cancelled["run_id"], claimed.claims[0].run_id);
-    assert_eq!(cancelled["requested_by"], "carol");
-    assert_eq!(cancelled["note"], "stuck");
-    assert_eq!(cancelled["already_requested"], false);
+    let cancelled = cancel_as_carol(&db, "stuck");
     assert_eq!(
-        cancelled["ended"], false,
+        requested(&cancelled),
+        (claimed.claims[0].run_id, "carol", "stuck", false, false),
         "a run in flight is asked, not ended"
     );
     let again = db.json(&["cancel", "billing::heartbeat", "--actor", "dave"]);
@@ -334,6 +355,60 @@ fn cancel_asks_the_run_in_flight_to_stop_once_and_is_refused_without_one() {
         db.scalar("SELECT count(*) FROM cron_audit WHERE action = 'cancel'"),
         2
     );
+}
+
+#[test]
+fn cancel_of_an_occurrence_waiting_for_its_retry_says_it_ended_it() {
+    let db = Database::migrated("cancel_retry");
+    let runtime = current_thread();
+    let retried = JobSpec {
+        retry: Retries {
+            retries: 3,
+            backoff: Duration::from_secs(60),
+        },
+        ..heartbeat_job()
+    };
+    let (store, runner) = runtime.block_on(replica_running(&db.url, retried));
+    // Due at the latest occurrence of its schedule (every five minutes), whose next one is ahead.
+    db.admin_in(
+        "UPDATE cron_jobs \
+         SET next_execution = to_timestamp(floor(extract(epoch FROM now()) / 300) * 300)",
+    );
+    let run_id = runtime.block_on(async {
+        let claimed = store.claim_due(&runner, Duration::ZERO, 10).await.unwrap();
+        let claim = &claimed.claims[0];
+        let failed = Finish {
+            run_id: claim.run_id,
+            job_id: claim.job_id,
+            outcome: Outcome::Failed,
+            error: Some("relay refused".to_owned()),
+            ended_at: None,
+            started_at: None,
+            retry_after: Some(Duration::from_millis(1)),
+        };
+        let finished = store.finish(&runner, &[failed], None).await.single();
+        assert!(
+            matches!(finished, Ok(Finished::Retrying { .. })),
+            "{finished:?}"
+        );
+        claim.run_id
+    });
+    let cancelled = cancel_as_carol(&db, "enough");
+    assert_eq!(
+        requested(&cancelled),
+        (run_id, "carol", "enough", false, true),
+        "an occurrence waiting for its retry is ended, not asked"
+    );
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT count(*) FROM cron_job_runs \
+             WHERE id = {run_id} AND outcome = 'cancelled' AND error = 'cancelled by carol: enough'"
+        )),
+        1
+    );
+    // Nothing waits any more.
+    let output = db.cronverb(&["cancel", "billing::heartbeat"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
 }
 
 #[test]

@@ -180,6 +180,7 @@ fn job_outage(
                     at: Some(now),
                     started: Start::Reported(Some(now)),
                     retry_after: None,
+                    requested: false,
                 };
                 let ending = held.ending(Some(schedule), &end, now);
                 if ending.skipped > 0

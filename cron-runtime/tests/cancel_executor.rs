@@ -261,3 +261,87 @@ async fn a_run_recorded_cancelled_raises_no_failure_though_its_handler_failed_fi
     assert_eq!(*events.lock().unwrap(), Vec::<String>::new());
     handle.shutdown().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_at_its_cap_hears_a_cancel_at_once() {
+    // With one run at a time, the replica running it waits for a slot to free, not for the store's
+    // changes: the request reaches the handler at once all the same, not at the renewals' backstop
+    // (00:01:20).
+    let store = MemoryStore::starting_at(at(0));
+    let heard = Arc::new(Mutex::new(None));
+    let heard_in_job = Arc::clone(&heard);
+    let clock = store.clone();
+    let runtime = runtime(&store)
+        .max_concurrent_runs(1)
+        .job("test::export", "0 * * * * *", move || {
+            let heard = Arc::clone(&heard_in_job);
+            let clock = clock.clone();
+            async move {
+                context().cancelled().await;
+                *heard.lock().unwrap() = Some(clock.now());
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(45)).await;
+    let asked = store.now();
+    store.cancel("test", "test::export", "alice", None).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(*heard.lock().unwrap(), Some(asked), "not heard at once");
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_claimed_ahead_and_cancelled_never_starts() {
+    // Its first attempt failed at 00:01:00; the replica claims the retry a second ahead of its
+    // instant, and the cancel comes half a second before it: the handler is not called again, and the
+    // run ends `cancelled` by the requester, with no more retries.
+    let store = MemoryStore::starting_at(at(0));
+    let calls = Arc::new(AtomicU32::new(0));
+    let calls_in_job = Arc::clone(&calls);
+    let retried = JobOptions::default()
+        .retries(3)
+        .backoff(Duration::from_secs(10));
+    let runtime = runtime(&store)
+        .claim_ahead(Duration::from_secs(1))
+        .job_with("test::export", "0 * * * * *", retried, move || {
+            let calls = Arc::clone(&calls_in_job);
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>("relay refused")
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_secs(31)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let retry_at = store
+        .next_execution("test", "test::export")
+        .expect("waiting for its retry");
+    assert!(retry_at > at(40), "{retry_at}");
+    sleep(
+        (retry_at - store.now() - chrono::Duration::milliseconds(500))
+            .to_std()
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        store.next_execution("test", "test::export"),
+        None,
+        "claimed ahead"
+    );
+    store
+        .cancel("test", "test::export", "alice", Some("enough"))
+        .unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the retry's handler ran");
+    let run = runs(&store).into_iter().next().unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Cancelled), "{run:?}");
+    assert_eq!(run.error.as_deref(), Some("cancelled by alice: enough"));
+    assert_eq!(store.next_execution("test", "test::export"), Some(at(90)));
+    handle.shutdown().await.unwrap();
+}

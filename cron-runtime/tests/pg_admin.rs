@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use cron_runtime::admin::{AdminError, RunFilter, Since};
+use cron_runtime::admin::{Actor, AdminError, Origin, RunFilter, Since};
 use cron_runtime::store::postgres::PgStore;
 use cron_runtime::store::{Claimed, DeploymentSpec, Finished, Runner, Store};
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
@@ -64,9 +64,28 @@ async fn claim(store: &PgStore, runner: &Runner) -> Claimed {
 }
 
 async fn finish(store: &PgStore, runner: &Runner, claimed: &Claimed) -> Finished {
+    finish_as(store, runner, claimed, Outcome::Succeeded, None).await
+}
+
+/// Records the first run of `claimed` as `outcome`, asking for a retry `retry_after` it.
+async fn finish_as(
+    store: &PgStore,
+    runner: &Runner,
+    claimed: &Claimed,
+    outcome: Outcome,
+    retry_after: Option<Duration>,
+) -> Finished {
     let claim = &claimed.claims[0];
     store
-        .finish(runner, &[succeeded(claim)], None)
+        .finish(
+            runner,
+            &[Finish {
+                outcome,
+                retry_after,
+                ..succeeded(claim)
+            }],
+            None,
+        )
         .await
         .single()
         .unwrap()
@@ -421,6 +440,56 @@ async fn trigger_refuses_unknown_verbs_and_inactive_modules(pool: PgPool) {
         )
         .await,
         0
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// cancel
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_cancel_of_an_occurrence_waiting_for_its_retry_says_it_ended_it(pool: PgPool) {
+    // Between attempts there is no handler to tell: the cancel ends the occurrence itself, and says
+    // so (`ended`), with its actor and note (docs/operations.md, "Cancelling a run").
+    let retried = support::retried(job("billing::export", HOURLY));
+    let (store, runner) = replica(&pool, &deployment("billing@1", vec![retried])).await;
+    sqlx::query("UPDATE cron_jobs SET next_execution = date_trunc('hour', now())")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let claimed = claim(&store, &runner).await;
+    let claim = &claimed.claims[0];
+    let retry_now = Some(Duration::from_millis(1));
+    let finished = finish_as(&store, &runner, &claimed, Outcome::Failed, retry_now).await;
+    assert!(
+        matches!(finished, Finished::Retrying { .. }),
+        "{finished:?}"
+    );
+
+    let cancelled = store
+        .admin()
+        .with_actor(Actor::new("carol", Origin::Cli))
+        .cancel("billing::export", None, Some("enough"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            cancelled.run_id,
+            cancelled.ended,
+            cancelled.already_requested,
+            cancelled.requested_by.as_str(),
+            cancelled.note.as_deref(),
+        ),
+        (claim.run_id, true, false, "carol", Some("enough"))
+    );
+    let (outcome, error): (String, Option<String>) =
+        sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
+            .bind(claim.run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (outcome.as_str(), error.as_deref()),
+        ("cancelled", Some("cancelled by carol: enough"))
     );
 }
 

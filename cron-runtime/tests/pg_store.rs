@@ -429,6 +429,19 @@ async fn a_session_waits_on_a_lock(pool: &PgPool) {
 
 /// Waits until `sessions` sessions of this database wait on a lock (a row's, or an advisory one).
 async fn sessions_wait_on_locks(pool: &PgPool, sessions: i64) {
+    assert!(
+        sessions_wait_on_locks_unless(pool, sessions, || false).await,
+        "fewer than {sessions} sessions waited on a lock"
+    );
+}
+
+/// Waits until `sessions` sessions of this database wait on a lock (`true`), or `ended` says the work
+/// that may wait ended without waiting (`false`).
+async fn sessions_wait_on_locks_unless(
+    pool: &PgPool,
+    sessions: i64,
+    ended: impl Fn() -> bool,
+) -> bool {
     for _ in 0..500 {
         let waiting: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity \
@@ -438,11 +451,14 @@ async fn sessions_wait_on_locks(pool: &PgPool, sessions: i64) {
         .await
         .unwrap();
         if waiting >= sessions {
-            return;
+            return true;
+        }
+        if ended() {
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("fewer than {sessions} sessions waited on a lock");
+    panic!("fewer than {sessions} sessions waited on a lock, and the work did not end");
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -456,15 +472,7 @@ async fn a_cancel_written_while_a_finish_waits_is_the_finishs_outcome(pool: PgPo
     let claimed = claim(&store, &runner).await;
     let run_id = claimed.claims[0].run_id;
     let mut cancel = pool.begin().await.unwrap();
-    sqlx::query(
-        "UPDATE cron_job_runs \
-         SET cancel_requested_at = now(), cancel_requested_by = 'alice', cancel_note = 'stuck' \
-         WHERE id = $1",
-    )
-    .bind(run_id)
-    .execute(&mut *cancel)
-    .await
-    .unwrap();
+    request_cancel_in(&mut cancel, run_id).await;
     let finishing = {
         let finish = finish(&claimed, 0, Outcome::Succeeded, None);
         let (store, runner) = (store.clone(), runner.clone());
@@ -478,15 +486,79 @@ async fn a_cancel_written_while_a_finish_waits_is_the_finishs_outcome(pool: PgPo
     a_session_waits_on_a_lock(&pool).await;
     cancel.commit().await.unwrap();
     finishing.await.unwrap().unwrap();
-    let (outcome, error): (String, Option<String>) =
-        sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
-            .bind(run_id)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let (outcome, error) = outcome_and_error(&pool, run_id).await;
     assert_eq!(
         (outcome.as_str(), error.as_deref()),
         ("cancelled", Some("cancelled by alice: stuck"))
+    );
+}
+
+/// The outcome and error recorded for run `run_id`.
+async fn outcome_and_error(pool: &PgPool, run_id: i64) -> (String, Option<String>) {
+    sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Writes an operator's request to cancel run `run_id` in `tx`, left open: the run's row stays locked
+/// until the caller commits, as a cancel's transaction holds it.
+async fn request_cancel_in(tx: &mut sqlx::PgConnection, run_id: i64) {
+    sqlx::query(
+        "UPDATE cron_job_runs \
+         SET cancel_requested_at = now(), cancel_requested_by = 'alice', cancel_note = 'stuck' \
+         WHERE id = $1",
+    )
+    .bind(run_id)
+    .execute(tx)
+    .await
+    .unwrap();
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_cancel_written_while_a_recovery_runs_is_the_recoverys_outcome(pool: PgPool) {
+    // The run's replica died and the operator's request commits while a heartbeat takes the run back:
+    // the recovery must either read the request (it locks the run's row with the job's, passing by a
+    // row another transaction writes) or leave the run to the next heartbeat, never end it `abandoned`
+    // and retried over the request (the retries make the difference show).
+    let spec = deployment("billing@1", vec![support::retried(job("a", MINUTELY))]);
+    let (store, runner) = replica(&pool, &spec).await;
+    let at = due_now(&pool, runner.deployment_id, "a").await;
+    let claimed = claim(&store, &runner).await;
+    let run_id = claimed.claims[0].run_id;
+    sqlx::query(
+        "UPDATE cron_jobs SET lease_expires_at = now() - interval '1 minute' \
+         WHERE current_run_id = $1",
+    )
+    .bind(run_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut cancel = pool.begin().await.unwrap();
+    request_cancel_in(&mut cancel, run_id).await;
+    let recovering = {
+        let (store, runner) = (store.clone(), runner.clone());
+        tokio::spawn(async move { store.heartbeat(&runner).await })
+    };
+    // The recovery either waits on the request's lock (it read the run before the request) or passes
+    // the row by and ends.
+    let waited = sessions_wait_on_locks_unless(&pool, 1, || recovering.is_finished()).await;
+    cancel.commit().await.unwrap();
+    recovering.await.unwrap().unwrap();
+    // A row passed by is taken back by the next heartbeat.
+    store.heartbeat(&runner).await.unwrap();
+    let (outcome, error) = outcome_and_error(&pool, run_id).await;
+    assert_eq!(
+        (outcome.as_str(), error.as_deref(), waited),
+        ("cancelled", Some("cancelled by alice: stuck"), false),
+        "the recovery waited on the request and wrote over it"
+    );
+    let row = job_row(&pool, runner.deployment_id, "a").await;
+    assert_eq!(
+        (row.state.as_str(), row.next_execution),
+        ("idle", Some(at + chrono::TimeDelta::minutes(1))),
+        "not retried"
     );
 }
 

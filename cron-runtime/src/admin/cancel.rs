@@ -58,14 +58,15 @@ pub(crate) async fn cancel<D: Dialect>(
         .fetch_all(&mut tx.tx)
         .await
         .map_err(db(&context))?;
-    // The run in flight as a trigger sees it: a regular run claimed ahead that has not started is not.
+    // The run in flight as a trigger sees it, or a retry claimed ahead of its instant: a regular run
+    // claimed ahead that has not started is not (`rules::operator::cancellable`).
     let executing: Option<ExecutingRow> = Statement::<D>::new(D::SQL.executing)
         .bind(module.clone())
         .bind(verb.clone())
         .fetch_optional(&mut tx.tx)
         .await
         .map_err(db(&context))?
-        .filter(|row: &ExecutingRow| row.in_flight(tx.now));
+        .filter(|row: &ExecutingRow| row.cancellable(tx.now));
     let Some(ExecutingRow { current_run_id, .. }) = executing else {
         // An occurrence waiting for its retry retries no more.
         let retrying = rows.into_iter().find(|row| {
@@ -165,6 +166,7 @@ async fn cancel_retry<D: Dialect>(
         schedule.as_ref().ok(),
         retry_of,
         row.next_execution.map(DateTime::from),
+        tx.now,
     );
     Statement::<D>::new(D::SQL.retry_cancelled)
         .bind(row.id)

@@ -210,13 +210,15 @@ pub(crate) struct TriggerRow {
     pub(crate) every_replica: bool,
 }
 
-/// The run that refuses a trigger.
+/// The run that refuses a trigger, and that a cancel asks to stop.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct ExecutingRow {
     pub(crate) current_run_id: i64,
     /// Until the run ends, the claim's planned start (docs/operations.md, "The tables").
     pub(crate) started_at: Option<At>,
     pub(crate) manual: bool,
+    /// The run is a retry: an earlier attempt of its occurrence is listed.
+    pub(crate) retry: bool,
 }
 
 impl ExecutingRow {
@@ -225,6 +227,17 @@ impl ExecutingRow {
     pub(crate) fn in_flight(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
         crate::store::rules::operator::in_flight(
             self.manual,
+            self.started_at.map(chrono::DateTime::from),
+            now,
+        )
+    }
+
+    /// Whether a cancel at `now` asks the run to stop (`rules::operator::cancellable`): a run in
+    /// flight, or a retry claimed ahead of its instant.
+    pub(crate) fn cancellable(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        crate::store::rules::operator::cancellable(
+            self.manual,
+            self.retry,
             self.started_at.map(chrono::DateTime::from),
             now,
         )

@@ -196,10 +196,11 @@ macro_rules! statements {
                 WHERE deployment_id = $1 AND verb = $2",
                 $lock
             ),
-            executing: "SELECT j.current_run_id, r.started_at, coalesce(r.manual, false) AS manual \
+            executing: "SELECT j.current_run_id, r.started_at, coalesce(r.manual, false) AS manual, \
+                    coalesce(r.attempts IS NOT NULL, false) AS retry \
                 FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id \
                 WHERE j.module_name = $1 AND j.verb = $2 AND j.state = 'executing' \
-                LIMIT 1",
+                ORDER BY j.id LIMIT 1",
             request_trigger: "UPDATE cron_jobs SET trigger_requested_at = $2 WHERE id = $1",
             request_cancel: "UPDATE cron_job_runs \
                 SET cancel_requested_at = $2, cancel_requested_by = $3, cancel_note = $4 \

@@ -40,11 +40,20 @@ pub(super) async fn claim_loop<S: Store>(
         // replica holds").
         let limit = shared.in_flight.reserve(settings.batch_limit);
         if limit == 0 {
+            // It still hears the store's changes meanwhile: a request to cancel one of the runs that
+            // hold its slots reaches that run at once (docs/operations.md, "Cancelling a run").
             let freed = ticking(vitals, shared.in_flight.slot_freed());
-            tokio::select! {
-                () = freed => continue,
-                _ = shutdown.wait_for(|stop| *stop) => return,
+            tokio::pin!(freed);
+            loop {
+                tokio::select! {
+                    () = &mut freed => break,
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                    change = shared.store.changed() => {
+                        heard(shared, change);
+                    }
+                }
             }
+            continue;
         }
         let started = Instant::now();
         let claimed = ticking(vitals, shared.store.claim_due(&shared.runner, ahead, limit)).await;
@@ -116,22 +125,31 @@ pub(super) async fn claim_loop<S: Store>(
                 biased;
                 _ = shutdown.wait_for(|stop| *stop) => return,
                 _ = sleep => break,
-                change = shared.store.changed() => match change {
-                    Change::Claim => {
-                        // A pause or a resume wakes the replicas so: the jobs on every replica hear
-                        // it there (docs/runtime.md, "Jobs on every replica").
-                        shared.every_replica.sync.notify_one();
-                        // So does a request to cancel a run in flight (docs/operations.md,
-                        // "Cancelling a run").
-                        shared.cancel_check.notify_one();
-                        break;
-                    }
-                    // Another replica ran a job and it is idle again: wake up for its next occurrence.
-                    Change::DueAt(at) => shared.hint.lower(at),
+                change = shared.store.changed() => if heard(shared, change) {
+                    break;
                 },
                 _ = shared.hint.wake.notified() => continue,
                 () = tokio::time::sleep_until(tick) => continue,
             }
+        }
+    }
+}
+
+/// Passes on a change the store reported ([`Store::changed`]); whether the replica should claim now.
+fn heard<S: Store>(shared: &Shared<S>, change: Change) -> bool {
+    match change {
+        Change::Claim => {
+            // A pause or a resume wakes the replicas so: the jobs on every replica hear it there
+            // (docs/runtime.md, "Jobs on every replica").
+            shared.every_replica.sync.notify_one();
+            // So does a request to cancel a run in flight (docs/operations.md, "Cancelling a run").
+            shared.cancel_check.notify_one();
+            true
+        }
+        // Another replica ran a job and it is idle again: wake up for its next occurrence.
+        Change::DueAt(at) => {
+            shared.hint.lower(at);
+            false
         }
     }
 }

@@ -60,6 +60,19 @@ pub(super) fn start_one<S: Store>(
         shared.in_flight.remove(run.run_id);
         return Started::Nothing;
     }
+    // Asked to stop before it started (a retry claimed ahead of its instant; docs/operations.md,
+    // "Cancelling a run"): its handler is not called, and the run ends `cancelled` by the request.
+    if let Some(error) = run.state.cancel.error() {
+        let error = error.to_owned();
+        return Started::Ended(ended_run(
+            run,
+            Outcome::Cancelled,
+            Some(error),
+            None,
+            None,
+            anchor,
+        ));
+    }
     let job = &shared.jobs[index].0;
     shared.job_metrics[index].started(now.saturating_duration_since(start_at));
     let context = Context {

@@ -315,7 +315,9 @@ pub enum Finished {
     /// Recorded `cancelled`, whatever the finish said: an operator asked for the run to stop
     /// (`cronverb cancel`; docs/operations.md, "Cancelling a run"), maybe after its handler returned,
     /// and its occurrence is not tried again. The job goes on as [`Finished::Recorded`] says, and
-    /// the run counts as cancelled, not as the handler's outcome.
+    /// the run counts as cancelled, not as the handler's outcome. Only an operator's request makes
+    /// it: a finish that says `cancelled` itself, with no request on the run, is recorded as it says
+    /// and answered [`Finished::Recorded`].
     Cancelled {
         /// The job's next occurrence.
         next_execution: Option<DateTime<Utc>>,

@@ -5,19 +5,16 @@
 
 use std::time::Duration;
 
-use cron_runtime::store::{Cancel, Retries, Store};
+use cron_runtime::store::{Cancel, Store};
 
 use super::*;
+use crate::support::retried;
 
 pub async fn a_cancelled_run_ends_cancelled_by_its_actor_and_is_not_retried(
     h: impl StoreUnderTest,
 ) {
     let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
-    let (store, runner) = replica(&h, &spec).await;
-    let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(50)).await;
-    let claimed = claim(&store, &runner).await;
-    let run = claim_of(&claimed, "a").clone();
+    let (store, runner, run) = claimed_a(&h, &spec).await;
     assert!(store.cancels(&[run.run_id]).await.unwrap().is_empty());
     let operator = h.operator();
     let before = operator.audited("cancel").await;
@@ -101,13 +98,7 @@ pub async fn a_cancel_with_no_run_in_flight_is_refused_and_audits_nothing(h: imp
 
 /// A [`TEN_SECONDLY`] job `a` tried three more times, a second apart.
 fn retrying_a() -> JobSpec {
-    JobSpec {
-        retry: Retries {
-            retries: 3,
-            backoff: Duration::from_secs(1),
-        },
-        ..job("a", TEN_SECONDLY)
-    }
+    retried(job("a", TEN_SECONDLY))
 }
 
 pub async fn a_cancelled_run_taken_back_from_its_replica_ends_cancelled_and_is_not_retried(
@@ -150,7 +141,8 @@ pub async fn a_cancel_of_an_occurrence_waiting_for_its_retry_ends_it_cancelled(
     // "A retrying occurrence retries no more": between attempts, a cancel ends the occurrence
     // `cancelled` by the requester, with its audit row, and the job goes on at its next occurrence.
     let spec = deployment("billing@1", vec![retrying_a()]);
-    let (store, runner, run, retry_at) = failed_awaiting_its_retry(&h, &spec, "a").await;
+    let (store, runner, run, retry_at) =
+        failed_awaiting_its_retry(&h, &spec, "a", Duration::from_secs(1)).await;
     let operator = h.operator();
     let before = operator.audited("cancel").await;
 
@@ -212,4 +204,131 @@ pub async fn a_jittered_run_claimed_before_its_start_is_not_in_flight_for_a_canc
     // From its start, it is.
     sleep_until(&h, start + ms(50)).await;
     assert_eq!(operator.cancel(&verb, "alice", None).await, Ok(run.run_id));
+}
+
+pub async fn a_cancel_made_while_no_one_waits_for_a_change_is_heard_by_the_next_wait(
+    h: impl StoreUnderTest,
+) {
+    // The replica running the run is busy when the request's wake-up comes (claiming, starting runs,
+    // at its cap): its next wait hears it at once, not at the renewals' backstop.
+    let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
+    let (store, _, run) = claimed_a(&h, &spec).await;
+    drain(&store).await;
+    assert_eq!(
+        h.operator().cancel("a", "alice", None).await,
+        Ok(run.run_id)
+    );
+    let heard = tokio::time::timeout(Duration::from_secs(5), store.changed()).await;
+    assert_eq!(heard, Ok(Change::Claim), "the wake-up was lost");
+}
+
+/// A replica of `spec`, and its claim of the first occurrence of `a`.
+async fn claimed_a<H: StoreUnderTest>(h: &H, spec: &DeploymentSpec) -> (H::Store, Runner, Claim) {
+    let (store, runner) = replica(h, spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(h, at + ms(50)).await;
+    let claimed = claim(&store, &runner).await;
+    let run = claim_of(&claimed, "a").clone();
+    (store, runner, run)
+}
+
+/// Records `finish`, the end of a run of [`retrying_a`] that says `cancelled`, and checks it: answered
+/// [`Finished::Cancelled`] where an operator's request overruled it (`requested`), else
+/// [`Finished::Recorded`]; recorded `cancelled` with the finish's error, and not retried, the job
+/// going on at the occurrence after the run's.
+async fn recorded_cancelled<H: StoreUnderTest>(
+    h: &H,
+    (store, runner): (&H::Store, &Runner),
+    finish: &Finish,
+    requested: bool,
+) {
+    let run = run_of(h, finish.run_id).await.unwrap();
+    let next = run.scheduled_at + TimeDelta::seconds(10);
+    let (next_execution, skipped) = (Some(next), 0);
+    let answered = if requested {
+        Finished::Cancelled {
+            next_execution,
+            skipped,
+        }
+    } else {
+        Finished::Recorded {
+            next_execution,
+            skipped,
+        }
+    };
+    assert_eq!(finish_one(store, runner, finish).await, answered);
+    let recorded = run_of(h, finish.run_id).await.unwrap();
+    assert_eq!(
+        (recorded.outcome, recorded.error.as_deref()),
+        (Some(Outcome::Cancelled), finish.error.as_deref()),
+        "{recorded:?}"
+    );
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+}
+
+pub async fn a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts(
+    h: impl StoreUnderTest,
+) {
+    // The replica claimed the retry ahead of its instant and waits for it: a cancel asks it, and the
+    // replica records the run `cancelled` by the requester without starting its handler; no more
+    // retries, and the job goes on at its next occurrence.
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (store, runner, run, retry_at) =
+        failed_awaiting_its_retry(&h, &spec, "a", Duration::from_secs(1)).await;
+    sleep_until(&h, retry_at - ms(500)).await;
+    let claimed = claim_ahead(&store, &runner).await;
+    let retry = claim_of(&claimed, "a").clone();
+    assert_eq!((retry.run_id, retry.attempt), (run.run_id, 2));
+    assert_eq!(retry.start_at(), retry_at);
+
+    let asked = h.operator().cancel("a", "alice", Some("enough")).await;
+    assert_eq!(
+        asked,
+        Ok(run.run_id),
+        "a retry claimed ahead can be cancelled"
+    );
+    let requests = store.cancels(&[run.run_id]).await.unwrap();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    // The replica heard it before the instant: it records the end without running the handler.
+    let finish = ended(&retry, Outcome::Cancelled, Some(&requests[0].error()));
+    recorded_cancelled(&h, (&store, &runner), &finish, true).await;
+    assert_eq!(requests[0].error(), "cancelled by alice: enough");
+    sleep_until(&h, retry_at + ms(50)).await;
+    assert!(claim(&store, &runner).await.claims.is_empty(), "no retry");
+}
+
+pub async fn a_cancelled_retry_whose_next_occurrence_came_goes_on_after_now(
+    h: impl StoreUnderTest,
+) {
+    // No replica claimed since the retried occurrence's successor came (the retry would have been cut
+    // short there): the cancel ends the occurrence, and the job goes on at its first occurrence after
+    // now, as after any run that ends now, never at one already past.
+    let every_three_seconds = retried(job("a", "*/3 * * * * *"));
+    let spec = deployment("billing@1", vec![every_three_seconds]);
+    let (_, _, run, _) =
+        failed_awaiting_its_retry(&h, &spec, "a", Duration::from_millis(500)).await;
+    let passed = run.scheduled_at + TimeDelta::seconds(3);
+    sleep_until(&h, passed + ms(500)).await;
+
+    let asked = h.operator().cancel("a", "alice", None).await;
+    assert_eq!(asked, Ok(run.run_id));
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(recorded.outcome, Some(Outcome::Cancelled), "{recorded:?}");
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        Some(passed + TimeDelta::seconds(3)),
+        "the occurrence past is not due again"
+    );
+}
+
+pub async fn a_finish_that_says_cancelled_without_a_request_is_recorded_as_it_says(
+    h: impl StoreUnderTest,
+) {
+    // No operator asked: the store records the finish's own `cancelled` and its error, not retried,
+    // and answers `Recorded`, as for any finish it did not overrule; `Finished::Cancelled` says an
+    // operator's request overruled the finish, and the executor counts what the store answers.
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (store, runner, run) = claimed_a(&h, &spec).await;
+    let finish = ended(&run, Outcome::Cancelled, Some("the handler gave up"));
+    recorded_cancelled(&h, (&store, &runner), &finish, false).await;
 }

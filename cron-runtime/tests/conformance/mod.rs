@@ -410,6 +410,10 @@ macro_rules! every_case {
         $test!(a_cancelled_run_taken_back_from_its_replica_ends_cancelled_and_is_not_retried);
         $test!(a_cancel_of_an_occurrence_waiting_for_its_retry_ends_it_cancelled);
         $test!(a_jittered_run_claimed_before_its_start_is_not_in_flight_for_a_cancel);
+        $test!(a_cancel_made_while_no_one_waits_for_a_change_is_heard_by_the_next_wait);
+        $test!(a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts);
+        $test!(a_cancelled_retry_whose_next_occurrence_came_goes_on_after_now);
+        $test!(a_finish_that_says_cancelled_without_a_request_is_recorded_as_it_says);
         // Backfills
         $test!(a_backfill_queues_what_never_ran_and_runs_it_in_order_as_backfills);
         $test!(a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it);
@@ -634,11 +638,12 @@ pub fn ended(claim: &Claim, outcome: Outcome, error: Option<&str>) -> Finish {
 }
 
 /// A replica of `spec` whose first attempt of `verb`, claimed at its instant, failed asking for a retry
-/// a second later: the replica, the attempt's claim and the retry's instant.
+/// `after` it: the replica, the attempt's claim and the retry's instant.
 pub async fn failed_awaiting_its_retry<H: StoreUnderTest>(
     h: &H,
     spec: &DeploymentSpec,
     verb: &str,
+    after: Duration,
 ) -> (H::Store, Runner, Claim, DateTime<Utc>) {
     let (store, runner) = replica(h, spec).await;
     let at = h.next_execution(MODULE, verb).await.unwrap();
@@ -646,7 +651,7 @@ pub async fn failed_awaiting_its_retry<H: StoreUnderTest>(
     let claimed = claim(&store, &runner).await;
     let run = claim_of(&claimed, verb).clone();
     let finish = Finish {
-        retry_after: Some(Duration::from_secs(1)),
+        retry_after: Some(after),
         ..ended(&run, Outcome::Failed, Some("relay refused"))
     };
     let Finished::Retrying { at: retry_at } = finish_one(&store, &runner, &finish).await else {

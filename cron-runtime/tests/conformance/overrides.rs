@@ -192,7 +192,8 @@ pub async fn a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows
     h: impl StoreUnderTest,
 ) {
     let spec = deployment("billing@1", vec![job("a", TEN_SECONDLY)]);
-    let (store, runner, first, retry_at) = failed_awaiting_its_retry(&h, &spec, "a").await;
+    let (store, runner, first, retry_at) =
+        failed_awaiting_its_retry(&h, &spec, "a", Duration::from_secs(1)).await;
     h.reschedule("a", YEARLY).await.unwrap();
     assert_eq!(
         h.next_execution(MODULE, "a").await,

@@ -125,6 +125,17 @@ pub fn succeeded(claim: &Claim) -> Finish {
     }
 }
 
+/// `job` tried three more times, a second apart.
+pub fn retried(job: JobSpec) -> JobSpec {
+    JobSpec {
+        retry: cron_runtime::store::Retries {
+            retries: 3,
+            backoff: Duration::from_secs(1),
+        },
+        ..job
+    }
+}
+
 /// The deployment `key` of module `billing` with `jobs`, registering the schema a build of them would.
 pub fn deployment(key: &str, jobs: Vec<JobSpec>) -> DeploymentSpec {
     DeploymentSpec {

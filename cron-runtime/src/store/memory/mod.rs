@@ -14,6 +14,7 @@ mod operator;
 mod overdue;
 mod tables;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -31,7 +32,8 @@ pub use history::RunRecord;
 
 /// Job state, runs and replicas in this process's memory.
 ///
-/// Cloning is cheap and shares the store. Its clock is tokio's: it is anchored to a UTC instant when the
+/// Cloning is cheap and shares the store; a handle made by [`MemoryStore::with_settings`] (each
+/// runtime makes its own) hears the store's changes on its own (`Store::changed`). Its clock is tokio's: it is anchored to a UTC instant when the
 /// store is created and advances with [`tokio::time::Instant`], so tests on a paused clock
 /// (`#[tokio::test(start_paused = true)]`) drive it.
 ///
@@ -43,6 +45,8 @@ pub struct MemoryStore {
     inner: Arc<Inner>,
     /// This handle's lease and missed-run tolerance ([`MemoryStore::with_settings`]).
     settings: StoreSettings,
+    /// The store's [`Inner::changes`] this handle's `changed()` last reported.
+    seen: Arc<AtomicU64>,
 }
 
 #[derive(Debug)]
@@ -50,6 +54,9 @@ struct Inner {
     origin: DateTime<Utc>,
     origin_instant: Instant,
     state: Mutex<State>,
+    /// How many changes the store made that wake the replicas ([`MemoryStore::wake`]): a change made
+    /// while a handle's `changed()` was not waiting is still pending for its next one.
+    changes: AtomicU64,
     changed: Notify,
 }
 
@@ -73,9 +80,11 @@ impl MemoryStore {
                 origin,
                 origin_instant: Instant::now(),
                 state: Mutex::new(State::default()),
+                changes: AtomicU64::new(0),
                 changed: Notify::new(),
             }),
             settings: StoreSettings::default(),
+            seen: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -90,8 +99,10 @@ impl MemoryStore {
     /// the builder's settings. Refused ([`StoreError::Invalid`]) for a missed-run tolerance under 1 s,
     /// twice the spread's grace (docs/runtime.md, "How work is spread").
     pub fn with_settings(self, settings: StoreSettings) -> Result<MemoryStore, StoreError> {
+        let seen = Arc::new(AtomicU64::new(self.inner.changes.load(Ordering::Acquire)));
         Ok(MemoryStore {
             settings: rules::checked_settings(settings)?,
+            seen,
             ..self
         })
     }
@@ -233,8 +244,9 @@ impl MemoryStore {
         crate::sync::lock(&self.inner.state)
     }
 
-    /// Wakes every `changed()` waiting on this store.
+    /// Wakes the replicas: every handle's `changed()`, now or at its next call if none waits.
     fn wake(&self) {
+        self.inner.changes.fetch_add(1, Ordering::AcqRel);
         self.inner.changed.notify_waiters();
     }
 }
@@ -352,8 +364,17 @@ impl Store for MemoryStore {
     }
 
     async fn changed(&self) -> Change {
-        self.inner.changed.notified().await;
-        Change::Claim
+        loop {
+            let notified = self.inner.changed.notified();
+            tokio::pin!(notified);
+            // Registered before the count is read, so that a change between the two is not missed.
+            notified.as_mut().enable();
+            let changes = self.inner.changes.load(Ordering::Acquire);
+            if self.seen.swap(changes, Ordering::AcqRel) != changes {
+                return Change::Claim;
+            }
+            notified.await;
+        }
     }
 
     async fn previous_success(

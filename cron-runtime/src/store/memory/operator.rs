@@ -9,7 +9,7 @@ use super::tables::{Executing, State};
 use crate::store::rules::backfill::Backfill;
 use crate::store::rules::jittered;
 use crate::store::rules::operator::{
-    Resume, after_cancelled_retry, cancelled_by, close_to, executing, in_flight,
+    Resume, after_cancelled_retry, cancellable, cancelled_by, close_to, executing, in_flight,
     no_active_deployment, not_in_active_deployment, nothing_running, reported_at_resume, resume,
     runs_on_every_replica, unknown_module, unknown_verb,
 };
@@ -179,7 +179,9 @@ impl State {
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError> {
         let rows_of_verb = self.rows_of(module, verb)?;
-        let running = rows_of_verb.iter().find_map(|id| self.in_flight(*id, now));
+        let running = rows_of_verb
+            .iter()
+            .find_map(|id| self.cancellable(*id, now));
         let Some(run) = running else {
             return self.cancel_retry(rows_of_verb, verb, by, note, now);
         };
@@ -195,12 +197,27 @@ impl State {
     /// ([`rules::operator::in_flight`](in_flight)): its planned start is a retry's instant, or its
     /// occurrence's plus the job's jitter offset.
     fn in_flight(&self, job_id: i64, now: DateTime<Utc>) -> Option<Executing> {
+        let (run, planned_start) = self.planned_start(job_id)?;
+        in_flight(run.manual, Some(planned_start), now).then_some(run)
+    }
+
+    /// The run holding row `job_id`, and its planned start: a retry's instant, or its occurrence's
+    /// plus the job's jitter offset.
+    fn planned_start(&self, job_id: i64) -> Option<(Executing, DateTime<Utc>)> {
         let job = &self.jobs[&job_id];
         let run = job.executing?;
         let planned_start = run
             .retry_at
             .unwrap_or_else(|| jittered(run.scheduled_at, job.jitter_offset));
-        in_flight(run.manual, Some(planned_start), now).then_some(run)
+        Some((run, planned_start))
+    }
+
+    /// The run holding row `job_id` if a cancel at `now` asks it to stop
+    /// ([`rules::operator::cancellable`](cancellable)): in flight, or a retry claimed ahead.
+    fn cancellable(&self, job_id: i64, now: DateTime<Utc>) -> Option<Executing> {
+        let (run, planned_start) = self.planned_start(job_id)?;
+        let retry = run.retry_at.is_some();
+        cancellable(run.manual, retry, Some(planned_start), now).then_some(run)
     }
 
     /// Ends `cancelled` at `now` the occurrence of `verb` whose retry one of `rows` holds, `by` whom
@@ -222,7 +239,7 @@ impl State {
         };
         let job = self.jobs.get_mut(&job_id).expect("exists");
         let mut run = *job.retrying.take().expect("a pending retry");
-        let next = after_cancelled_retry(Some(&job.spec.schedule), run.scheduled_at, None);
+        let next = after_cancelled_retry(Some(&job.spec.schedule), run.scheduled_at, None, now);
         let run_id = run.run_id;
         run.outcome = Some(Outcome::Cancelled);
         run.error = Some(cancelled_by(by, note));

@@ -161,6 +161,7 @@ impl Protocol for Postgres {
         deployment_rows: sql::jobs::DEPLOYMENT_ROWS,
         elected: sql::deployments::ELECTED,
         takeover_lock: sql::deployments::TAKEOVER_LOCK,
+        takeover_rows: sql::jobs::TAKEOVER_ROWS,
         previous_rows: sql::jobs::PREVIOUS_ROWS,
         deactivate: sql::deployments::DEACTIVATE,
         own_rows: sql::jobs::OWN_ROWS,

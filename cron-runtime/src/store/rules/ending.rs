@@ -81,6 +81,9 @@ pub(crate) enum End<'a> {
     /// It ran, or may have: recorded with `outcome` and `error`, ended at `at` ([`Finish::ended_at`];
     /// the store's now when `None`, and never later: [`super::ended_at`]) and started as `started`
     /// says; `retry_after` asks for the occurrence to be tried again ([`Finish::retry_after`]).
+    /// `requested`: an operator's request to cancel the run decided it (`cancelled` with the
+    /// request's error, [`Finished::Cancelled`]); a finish that says `cancelled` itself, without one,
+    /// is recorded as it says, [`Finished::Recorded`] (docs/operations.md, "Cancelling a run").
     ///
     /// [`Finish::ended_at`]: crate::store::Finish::ended_at
     /// [`Finish::retry_after`]: crate::store::Finish::retry_after
@@ -90,6 +93,7 @@ pub(crate) enum End<'a> {
         at: Option<DateTime<Utc>>,
         started: Start,
         retry_after: Option<Duration>,
+        requested: bool,
     },
     /// Recorded `skipped` at its claim (`missed = "skip"`, G5, or older than the catch-up window) at
     /// the store's now, the row going on at `next` with `skipped` occurrences counted, its own among
@@ -122,6 +126,7 @@ impl<'a> End<'a> {
                 at: finish.ended_at,
                 started: Start::Reported(finish.started_at),
                 retry_after: None,
+                requested: true,
             },
             None => End::Recorded {
                 outcome: finish.outcome,
@@ -129,6 +134,7 @@ impl<'a> End<'a> {
                 at: finish.ended_at,
                 started: Start::Reported(finish.started_at),
                 retry_after: finish.retry_after,
+                requested: false,
             },
         }
     }
@@ -141,6 +147,7 @@ impl<'a> End<'a> {
             at: None,
             started: Start::Planned,
             retry_after: None,
+            requested: false,
         }
     }
 }
@@ -174,7 +181,7 @@ pub(crate) struct Ending {
     /// next claim takes the queued occurrence unless a regular one is due by its horizon
     /// (docs/operations.md, "Backfill").
     pub(crate) backfill_due: bool,
-    /// The run is recorded `cancelled` by an operator's request ([`End::finish`]):
+    /// The run is recorded `cancelled` by an operator's request ([`End::finish`], `requested`):
     /// [`Finished::Cancelled`].
     pub(crate) cancelled: bool,
 }
@@ -311,6 +318,7 @@ impl HeldRun {
                 at: None,
                 started: Start::Planned,
                 retry_after: None,
+                requested: true,
             };
         }
         End::Recorded {
@@ -319,6 +327,7 @@ impl HeldRun {
             at: None,
             started: Start::Planned,
             retry_after: retry_after(self.retries, self.attempt, Outcome::Abandoned, self.run_id),
+            requested: false,
         }
     }
 
@@ -352,14 +361,9 @@ impl HeldRun {
             End::Recorded {
                 at,
                 retry_after,
-                outcome,
+                requested,
                 ..
-            } => (
-                ended_at(at, now),
-                retry_after,
-                None,
-                outcome == Outcome::Cancelled,
-            ),
+            } => (ended_at(at, now), retry_after, None, requested),
             #[cfg(any(feature = "postgres", feature = "sqlite"))]
             End::Skipped { next, skipped } => (now, None, Some((next, skipped)), false),
         };
@@ -500,6 +504,7 @@ mod tests {
             at: None,
             started: Start::Planned,
             retry_after,
+            requested: false,
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use cron_schema::ZonedSchedule;
 
-use super::{jittered, retry_cut_short, unjittered};
+use super::{jittered, next_after_run, retry_cut_short, unjittered};
 
 mod suggest;
 
@@ -137,19 +137,35 @@ pub(crate) fn in_flight(
     manual || planned_start.is_none_or(|start| start <= now)
 }
 
+/// Whether an operator's cancel reaches the run holding a verb's row at `now` (docs/operations.md,
+/// "Cancelling a run"): a run in flight ([`in_flight`]), and a retry (`retry`) claimed ahead of its
+/// instant, which waits on its replica: the replica hears the request and records the run `cancelled`
+/// without starting it. A regular run claimed ahead has not started, and its occurrence is not the
+/// one in flight yet: it is not.
+pub(crate) fn cancellable(
+    manual: bool,
+    retry: bool,
+    planned_start: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> bool {
+    retry || in_flight(manual, planned_start, now)
+}
+
 /// Where a row holding the retry of its occurrence at `retry_of` goes on when an operator cancels that
-/// occurrence between its attempts (docs/operations.md, "Cancelling a run"): the occurrence retries no
-/// more, its run ends `cancelled` ([`cancelled_by`]), and the row goes on at the regular occurrence
-/// after it, as after a run of it that asked for no retry (a retry is cut short once that occurrence
-/// comes, so it is still ahead or due now). A row whose schedule does not parse (`None`, G8) keeps its
+/// occurrence between its attempts at `now` (docs/operations.md, "Cancelling a run"): the occurrence
+/// retries no more, its run ends `cancelled` ([`cancelled_by`]), and the row goes on at the regular
+/// occurrence after both, as after a run of it that ended now and asked for no retry
+/// ([`next_after_run`]): the occurrences that came while it waited (no replica claimed, so none cut
+/// the retry short) are not due again. A row whose schedule does not parse (`None`, G8) keeps its
 /// `next_execution`.
 pub(crate) fn after_cancelled_retry(
     schedule: Option<&ZonedSchedule>,
     retry_of: DateTime<Utc>,
     next_execution: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
     match schedule {
-        Some(schedule) => schedule.next_after(retry_of),
+        Some(schedule) => next_after_run(schedule, retry_of, now),
         None => next_execution,
     }
 }

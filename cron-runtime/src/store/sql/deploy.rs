@@ -606,7 +606,14 @@ impl<D: Protocol> SqlStore<D> {
             .await
             .map_err(db(context()))?;
 
-        // The previous deployment's rows, locked first.
+        // Both deployments' rows, locked in the order of their ids, whichever is older (a rollback).
+        Statement::<D>::new(D::STEPS.takeover_rows)
+            .bind(module.to_owned())
+            .bind(deployment_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        // The previous deployment's rows, read first.
         let previous_rows: Vec<Previous> = Statement::<D>::new(D::STEPS.previous_rows)
             .bind(module.to_owned())
             .fetch_all(&mut *tx)

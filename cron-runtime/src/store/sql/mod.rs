@@ -99,6 +99,9 @@ pub(crate) struct Steps {
     /// each reads the other's rows and override committed (docs/operations.md, "Changing a schedule
     /// without a build").
     pub(crate) takeover_lock: &'static str,
+    /// Locks the rows of module `1`'s active deployment and of deployment `2` taking it over, all in the
+    /// order of their ids, before the takeover reads them.
+    pub(crate) takeover_rows: &'static str,
     /// The rows of module `1`'s active deployment, as a takeover carries them, locked.
     pub(crate) previous_rows: &'static str,
     /// Deactivates module `1`'s active deployment; its id and key.

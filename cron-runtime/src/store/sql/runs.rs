@@ -12,7 +12,7 @@ use super::values::{At, Column, Rows};
 use super::{Protocol, RECOVERY_BATCH, SqlStore, db};
 use crate::store::rules::Held;
 use crate::store::rules::{End, LEASE_EXPIRED};
-use crate::store::{Cancel, Claimed, Finish, Finished, Recovered, Runner, StoreError};
+use crate::store::{Claimed, Finish, Finished, Recovered, Runner, StoreError};
 
 impl<D: Protocol> SqlStore<D> {
     /// [`Store::finish`](crate::store::Store::finish): the runs in one transaction
@@ -215,27 +215,9 @@ impl<D: Protocol> SqlStore<D> {
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context))?;
-            // The errors of the runs an operator asked to cancel: they end `cancelled` with them. Read
-            // after the lock, as the deployments are: a cancel locks the job's row but writes only the
-            // run's, so one that committed after this step's snapshot is not in the rows read above
-            // (PostgreSQL re-reads a locked row only when it was updated).
-            let run_ids: Column<i64> = rows.iter().filter_map(|held| held.run_id).collect();
-            let cancels: HashMap<i64, String> = if run_ids.0.is_empty() {
-                HashMap::new()
-            } else {
-                Statement::<D>::new(D::STEPS.cancels)
-                    .bind(run_ids)
-                    .fetch_all::<(i64, String, Option<String>)>(&mut *tx)
-                    .await
-                    .map_err(db(context))?
-                    .into_iter()
-                    .map(|(run_id, by, note)| (run_id, Cancel { run_id, by, note }.error()))
-                    .collect()
-            };
-            let requests: Vec<Option<String>> = rows
-                .iter()
-                .map(|held| held.run_id.and_then(|id| cancels.get(&id).cloned()))
-                .collect();
+            // The errors of the runs an operator asked to cancel: they end `cancelled` with them. The
+            // step locks each run's row with its job's, so a request is read as it is after the lock.
+            let requests: Vec<Option<String>> = rows.iter().map(Held::cancelled).collect();
             let mut ends = Vec::with_capacity(rows.len());
             for (mut held, requested) in rows.into_iter().zip(&requests) {
                 held.active = active.contains(&(held.deployment_id,));

