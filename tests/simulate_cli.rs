@@ -131,7 +131,7 @@ fn simulate_json_lists_each_jobs_events() {
 }
 
 #[test]
-fn simulate_refuses_an_outage_that_ends_before_it_starts_and_a_bad_instant() {
+fn simulate_refuses_an_outage_that_ends_before_it_starts_a_bad_instant_and_a_zero_tolerance() {
     let path = schema_file("bad");
     let output = cronverb(&[
         "simulate",
@@ -151,6 +151,22 @@ fn simulate_refuses_an_outage_that_ends_before_it_starts_and_a_bad_instant() {
     ]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("RFC 3339"), "{}", stderr(&output));
+    // A tolerance the runtime refuses (under 1 s) would simulate what no replica does.
+    let output = cronverb(&[
+        "simulate",
+        "--down",
+        "2026-01-01T00:00:30Z",
+        "2026-01-01T00:10:30Z",
+        "--tolerance",
+        "0",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("--tolerance"),
+        "{}",
+        stderr(&output)
+    );
     std::fs::remove_file(path).unwrap();
 }
 

@@ -647,11 +647,8 @@ fn check_settings(s: &Settings) -> Result<(), BuildError> {
     // Another replica may take an occurrence only the spread's grace past its start (docs/runtime.md,
     // "How work is spread"): a tolerance shorter than that, with the waking's slack, would make such a
     // run late, and a `missed = "skip"` job's occurrence would be skipped though no replica was down.
-    if s.missed_tolerance < crate::store::rules::MIN_MISSED_TOLERANCE {
-        return invalid(
-            "missed_run_tolerance",
-            "must be at least 1 s (another replica may take an occurrence 0.5 s after its start)",
-        );
+    if let Some(reason) = crate::store::rules::missed_tolerance_refusal(s.missed_tolerance) {
+        return invalid("missed_run_tolerance", &reason);
     }
     if s.lease < Duration::from_secs(3) {
         return invalid("lease", "must be at least 3 s");

@@ -184,8 +184,8 @@ async fn a_timeout_beyond_a_year_is_refused_and_the_longest_runs() {
         .unwrap_err();
     assert_eq!(
         error.to_string(),
-        "invalid runtime setting `missed_run_tolerance`: must be at least 1 s (another replica may \
-         take an occurrence 0.5 s after its start)"
+        "invalid runtime setting `missed_run_tolerance`: must be at least 1 s, twice the spread's \
+         grace: another replica may take an occurrence 0.5 s after its start, and its run would be late"
     );
 
     let store = cron_runtime::store::MemoryStore::starting_at(chrono::DateTime::UNIX_EPOCH);

@@ -327,9 +327,9 @@ pub async fn a_missed_run_tolerance_under_twice_the_spreads_grace_is_refused(
         assert_eq!(
             error.to_string(),
             format!(
-                "a missed-run tolerance of {tolerance:?} is under 1s, twice the spread's grace: \
-                 another replica may take an occurrence 500ms after its start, and its run would be \
-                 late"
+                "a missed-run tolerance of {tolerance:?}: must be at least 1 s, twice the spread's \
+                 grace: another replica may take an occurrence 0.5 s after its start, and its run \
+                 would be late"
             )
         );
     }

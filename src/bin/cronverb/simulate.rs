@@ -24,8 +24,9 @@ pub struct Args {
     /// When the first replica is back [default: TO]
     #[arg(long, value_name = "RFC3339", value_parser = parse_instant)]
     up_at: Option<DateTime<Utc>>,
-    /// The runtime's missed-run tolerance, in seconds
-    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    /// The runtime's missed-run tolerance, in seconds (at least 1, as the runtime takes)
+    #[arg(long, value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..))]
     tolerance: u64,
     /// A schema in JSON (`cronverb schema extract --format json`, or the application's); without it, the
     /// active deployments' schemas in the database

@@ -51,20 +51,30 @@ pub(crate) use spread::{GRACE, ROTATION};
 /// not skipped though no replica was down.
 pub(crate) const MIN_MISSED_TOLERANCE: Duration = spread::GRACE.saturating_mul(2);
 
+/// Why a missed-run tolerance is refused, as a setting's reason (`None`: it is taken). The builder's
+/// `missed_run_tolerance` and every store's settings ask this one rule.
+pub(crate) fn missed_tolerance_refusal(tolerance: Duration) -> Option<String> {
+    (tolerance < MIN_MISSED_TOLERANCE).then(|| {
+        format!(
+            "must be at least {} s, twice the spread's grace: another replica may take an occurrence \
+             {} s after its start, and its run would be late",
+            MIN_MISSED_TOLERANCE.as_secs_f64(),
+            spread::GRACE.as_secs_f64(),
+        )
+    })
+}
+
 /// `settings` if a store takes them: every store checks the settings it is given
 /// (`MemoryStore::with_settings`, `SqlStore::with_settings`), whether the runtime's builder made them
 /// or an application did; a missed-run tolerance under [`MIN_MISSED_TOLERANCE`] is refused.
 pub(crate) fn checked_settings(settings: StoreSettings) -> Result<StoreSettings, StoreError> {
-    if settings.missed_tolerance < MIN_MISSED_TOLERANCE {
-        return Err(StoreError::Invalid(format!(
-            "a missed-run tolerance of {:?} is under {MIN_MISSED_TOLERANCE:?}, twice the spread's \
-             grace: another replica may take an occurrence {:?} after its start, and its run would be \
-             late",
-            settings.missed_tolerance,
-            spread::GRACE,
-        )));
+    match missed_tolerance_refusal(settings.missed_tolerance) {
+        Some(reason) => Err(StoreError::Invalid(format!(
+            "a missed-run tolerance of {:?}: {reason}",
+            settings.missed_tolerance
+        ))),
+        None => Ok(settings),
     }
-    Ok(settings)
 }
 
 /// The schedule a job row's text describes (its expression and IANA zone), or why it does not parse: a

@@ -464,6 +464,7 @@ impl<D: Protocol> SqlStore<D> {
         conn: &mut D::Connection,
         runner: &Runner,
     ) -> Result<(), sqlx::Error> {
+        let began = self.shared.readings.began();
         let live: Vec<(i64,)> = run::Statement::<D>::new(D::STEPS.live_runners)
             .bind(runner.deployment_id)
             .bind(Ago(self.liveness()))
@@ -473,7 +474,7 @@ impl<D: Protocol> SqlStore<D> {
         let spread = rules::Spread::among(runner.id, &live);
         self.shared
             .readings
-            .keep(runner.id, spread, std::time::Instant::now());
+            .keep(runner.id, spread, began, std::time::Instant::now());
         Ok(())
     }
 

@@ -19,9 +19,21 @@ use crate::sync::lock;
 /// before any use anyway, and past any heartbeat's interval, at which a live runner reads again.
 const FORGOTTEN: Duration = Duration::from_secs(600);
 
-/// The readings of the runners registered through one store, by runner id.
+/// The readings of the runners registered through one store, by runner id, and how many times the
+/// store heard that the live replicas changed: a reading taken across such a change is kept already
+/// expired, so that a change heard while a statement read the replicas is not lost.
 #[derive(Debug, Default)]
-pub(super) struct Readings(Mutex<HashMap<i64, Reading>>);
+pub(super) struct Readings(Mutex<Kept>);
+
+#[derive(Debug, Default)]
+struct Kept {
+    by_runner: HashMap<i64, Reading>,
+    changes: u64,
+}
+
+/// When a reading began: [`Readings::began`], handed to [`Readings::keep`] with what was read.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Began(u64);
 
 #[derive(Debug, Clone, Copy)]
 struct Reading {
@@ -37,6 +49,7 @@ impl Readings {
     /// if it never did.
     pub(super) fn spread(&self, runner_id: i64) -> Spread {
         lock(&self.0)
+            .by_runner
             .get(&runner_id)
             .map(|reading| reading.spread)
             .unwrap_or_default()
@@ -45,22 +58,33 @@ impl Readings {
     /// Whether runner `runner_id` must read the live replicas again before it claims or chains at
     /// `now`: it never read them, read them [`FRESH`] ago or more, or they changed since.
     pub(super) fn is_stale(&self, runner_id: i64, now: Instant) -> bool {
-        lock(&self.0).get(&runner_id).is_none_or(|reading| {
-            reading.expired || now.saturating_duration_since(reading.read) >= FRESH
-        })
+        lock(&self.0)
+            .by_runner
+            .get(&runner_id)
+            .is_none_or(|reading| {
+                reading.expired || now.saturating_duration_since(reading.read) >= FRESH
+            })
     }
 
-    /// Keeps what runner `runner_id` read at `now`, and drops the readings nobody refreshed for
-    /// [`FORGOTTEN`].
-    pub(super) fn keep(&self, runner_id: i64, spread: Spread, now: Instant) {
-        let mut readings = lock(&self.0);
-        readings.retain(|_, reading| now.saturating_duration_since(reading.read) < FORGOTTEN);
-        readings.insert(
+    /// A reading of the live replicas begins (before its statement runs).
+    pub(super) fn began(&self) -> Began {
+        Began(lock(&self.0).changes)
+    }
+
+    /// Keeps what runner `runner_id` read at `now`, in a reading that `began`: expired already if the
+    /// store heard the live replicas change since, since the statement may have read them before the
+    /// change. Drops the readings nobody refreshed for [`FORGOTTEN`].
+    pub(super) fn keep(&self, runner_id: i64, spread: Spread, began: Began, now: Instant) {
+        let mut kept = lock(&self.0);
+        let expired = kept.changes != began.0;
+        kept.by_runner
+            .retain(|_, reading| now.saturating_duration_since(reading.read) < FORGOTTEN);
+        kept.by_runner.insert(
             runner_id,
             Reading {
                 spread,
                 read: now,
-                expired: false,
+                expired,
             },
         );
     }
@@ -68,19 +92,21 @@ impl Readings {
     /// The live replicas changed (the store heard a replica drain or deregister): every runner reads
     /// them again before it next claims or chains.
     pub(super) fn expire(&self) {
-        for reading in lock(&self.0).values_mut() {
+        let mut kept = lock(&self.0);
+        kept.changes += 1;
+        for reading in kept.by_runner.values_mut() {
             reading.expired = true;
         }
     }
 
     /// Runner `runner_id` deregistered: its reading goes with it.
     pub(super) fn forget(&self, runner_id: i64) {
-        lock(&self.0).remove(&runner_id);
+        lock(&self.0).by_runner.remove(&runner_id);
     }
 
     #[cfg(test)]
     fn runners(&self) -> Vec<i64> {
-        let mut ids: Vec<i64> = lock(&self.0).keys().copied().collect();
+        let mut ids: Vec<i64> = lock(&self.0).by_runner.keys().copied().collect();
         ids.sort_unstable();
         ids
     }
@@ -100,14 +126,29 @@ mod tests {
         let readings = Readings::default();
         let start = Instant::now();
         assert!(readings.is_stale(7, start));
-        readings.keep(7, TWO, start);
+        readings.keep(7, TWO, readings.began(), start);
         assert_eq!(readings.spread(7), TWO);
         assert!(!readings.is_stale(7, start + FRESH / 2));
         assert!(readings.is_stale(7, start + FRESH));
         readings.expire();
         assert!(readings.is_stale(7, start));
         assert_eq!(readings.spread(7), TWO, "kept until read again");
-        readings.keep(7, Spread::ALONE, start);
+        readings.keep(7, Spread::ALONE, readings.began(), start);
+        assert!(!readings.is_stale(7, start));
+    }
+
+    #[test]
+    fn a_change_heard_while_a_reading_was_taken_leaves_it_expired() {
+        // The statement read the replicas before one drained; the store heard the drain before the
+        // reading was kept: the reading must be read again, not trusted for FRESH.
+        let readings = Readings::default();
+        let start = Instant::now();
+        let began = readings.began();
+        readings.expire();
+        readings.keep(7, TWO, began, start);
+        assert!(readings.is_stale(7, start));
+        // Read again, with no change heard meanwhile: fresh.
+        readings.keep(7, Spread::ALONE, readings.began(), start);
         assert!(!readings.is_stale(7, start));
     }
 
@@ -116,7 +157,7 @@ mod tests {
         let readings = Readings::default();
         let start = Instant::now();
         for runner in 1..=3 {
-            readings.keep(runner, TWO, start);
+            readings.keep(runner, TWO, readings.began(), start);
         }
         // Runner 1 deregisters: its reading goes at once.
         readings.forget(1);
@@ -124,9 +165,9 @@ mod tests {
         assert_eq!(readings.spread(1), Spread::ALONE);
         // Runner 3 stops without deregistering; runner 2 goes on reading: 3's reading is dropped
         // once nobody refreshed it for long, at 2's next reading.
-        readings.keep(2, TWO, start + FORGOTTEN / 2);
+        readings.keep(2, TWO, readings.began(), start + FORGOTTEN / 2);
         assert_eq!(readings.runners(), vec![2, 3]);
-        readings.keep(2, TWO, start + FORGOTTEN);
+        readings.keep(2, TWO, readings.began(), start + FORGOTTEN);
         assert_eq!(readings.runners(), vec![2]);
         assert!(readings.is_stale(3, start + FORGOTTEN));
     }

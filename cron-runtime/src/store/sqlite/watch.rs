@@ -5,9 +5,9 @@
 //! too since the last look) wakes it at most once a second, so that a busy process does not claim after
 //! every finish of its own and still sees another process's takeover, trigger or give-back within a
 //! second. The heartbeat's `next_due` covers whatever a wake-up missed (docs/runtime.md, "Waking up").
-//! A wake-up also looks whether the replicas' rows changed (one registered, drains or deregistered):
-//! then the store reads the live replicas again at its next claim (docs/runtime.md, "How work is
-//! spread").
+//! Every change, one that does not wake the executor too, also looks whether the replicas' rows changed
+//! (one registered, drains or deregistered): then the executor is woken and the store reads the live
+//! replicas again at its next claim (docs/runtime.md, "How work is spread").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -83,14 +83,17 @@ pub(super) async fn wait_for_change(store: &SqlStore<Sqlite>) -> Change {
                     .is_none_or(|at| at.elapsed() >= OWN_CHANGES_EVERY);
                 seen.version = version;
                 seen.commits = commits;
-                if foreign || due {
+                // The replicas' rows are looked at on every change, a throttled one too: a replica
+                // that commits steadily must still hear another's drain at once.
+                let replicas = replicas(&mut seen.conn).await.ok();
+                let drained = replicas != seen.replicas;
+                if drained {
+                    seen.replicas = replicas;
+                    store.replicas_changed();
+                }
+                if foreign || due || drained {
                     if !foreign {
                         seen.woke_at = Some(Instant::now());
-                    }
-                    let replicas = replicas(&mut seen.conn).await.ok();
-                    if replicas != seen.replicas {
-                        seen.replicas = replicas;
-                        store.replicas_changed();
                     }
                     return Change::Claim;
                 }
