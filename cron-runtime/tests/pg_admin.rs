@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cron_runtime::admin::{Actor, AdminError, Origin, RunFilter, Since};
 use cron_runtime::store::postgres::PgStore;
-use cron_runtime::store::{Claimed, DeploymentSpec, Finished, Runner, Store};
+use cron_runtime::store::{Claimed, DeploymentSpec, Finish, Finished, Outcome, Runner, Store};
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule};
 use sqlx::PgPool;
 use support::{deployment, job, succeeded};
