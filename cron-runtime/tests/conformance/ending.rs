@@ -143,7 +143,10 @@ pub async fn a_finish_with_the_wrong_run_or_runner_is_fenced(h: impl StoreUnderT
     let (store, runner) = replica(&h, &spec).await;
     let (other_store, other) = replica(&h, &spec).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(100)).await;
+    // Two replicas are live: a replica takes an occurrence it does not own only half a second past
+    // its start (docs/runtime.md, "How work is spread"), so the claim waits past the grace, where
+    // it takes the occurrence whoever owns it.
+    sleep_until(&h, at + past_the_grace()).await;
     let claimed = claim(&store, &runner).await;
     let mut wrong = succeeded(&claimed.claims[0]);
     assert_eq!(

@@ -11,7 +11,10 @@ pub async fn renew_extends_only_the_runs_a_runner_holds(h: impl StoreUnderTest) 
     let (store, runner) = replica_with(&h, short_lease(), &spec).await;
     let (other_store, other) = replica_with(&h, short_lease(), &spec).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(100)).await;
+    // Two replicas are live: a replica takes an occurrence it does not own only half a second past
+    // its start (docs/runtime.md, "How work is spread"), so the claim waits past the grace, where
+    // it takes the occurrence whoever owns it.
+    sleep_until(&h, at + past_the_grace()).await;
     let claimed = claim(&store, &runner).await;
     let run_id = claimed.claims[0].run_id;
 
@@ -45,7 +48,10 @@ pub async fn an_expired_lease_is_recovered_and_the_late_finish_is_fenced(h: impl
     let (frozen, r1) = replica_with(&h, short_lease(), &spec).await;
     let (alive, r2) = replica(&h, &spec).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, at + ms(100)).await;
+    // Two replicas are live: a replica takes an occurrence it does not own only half a second past
+    // its start (docs/runtime.md, "How work is spread"), so the claim waits past the grace, where
+    // it takes the occurrence whoever owns it.
+    sleep_until(&h, at + past_the_grace()).await;
     let before = h.now().await;
     let claimed = claim(&frozen, &r1).await;
     let run_id = claimed.claims[0].run_id;
@@ -132,10 +138,12 @@ pub async fn a_run_claimed_ahead_holds_its_lease_from_its_instant(h: impl StoreU
     settle(&h).await;
     let spec = deployment("billing@1", vec![job("a", SECONDLY)]);
     let (store, runner) = replica_with(&h, short_lease(), &spec).await;
-    let (other, other_runner) = replica_with(&h, short_lease(), &spec).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
     let claimed = claim_ahead(&store, &runner).await;
     let c = claim_of(&claimed, "a");
+    // The other replica joins once the first holds `a`: with two live, a claim ahead takes only the
+    // occurrences its replica owns (docs/runtime.md, "How work is spread").
+    let (other, other_runner) = replica_with(&h, short_lease(), &spec).await;
     assert!(
         at > claimed.now,
         "claimed ahead of its instant: {claimed:?}"
@@ -169,9 +177,11 @@ pub async fn a_jobs_own_lease_is_taken_back_after_it_not_after_the_runtimes(
     };
     let spec = deployment("billing@1", vec![own("a"), job("b", SECONDLY), own("c")]);
     let (dies, r1) = replica(&h, &spec).await;
-    let (alive, r2) = replica(&h, &spec).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
     let claimed = claim_ahead(&dies, &r1).await;
+    // The other replica joins once the first holds all three: with two live, a claim ahead takes only
+    // the occurrences its replica owns (docs/runtime.md, "How work is spread").
+    let (alive, r2) = replica(&h, &spec).await;
     assert!(
         at > claimed.now,
         "claimed ahead of its instant: {claimed:?}"

@@ -37,11 +37,13 @@ pub async fn give_back_returns_runs_that_never_started_to_the_store(h: impl Stor
         vec![job("ahead", SECONDLY), job("other", YEARLY)],
     );
     let (store, runner) = replica(&h, &spec).await;
-    let (other_store, other) = replica(&h, &spec).await;
     let at = h.next_execution(MODULE, "ahead").await.unwrap();
     let claimed = claim_ahead(&store, &runner).await;
     let ahead = claim_of(&claimed, "ahead");
     assert_eq!(ahead.scheduled_at, at);
+    // The other replica joins once the first holds `ahead`: with two live, a claim ahead takes only
+    // the occurrences its replica owns (docs/runtime.md, "How work is spread").
+    let (other_store, other) = replica(&h, &spec).await;
 
     // Another runner cannot give it back; this one can, once.
     other_store
@@ -143,8 +145,10 @@ pub async fn giving_back_and_leaving_wake_the_other_replicas(h: impl StoreUnderT
     settle(&h).await;
     let spec = deployment("billing@1", vec![job("ahead", SECONDLY)]);
     let (store, runner) = replica(&h, &spec).await;
-    let (other, _) = replica(&h, &spec).await;
     let claimed = claim_ahead(&store, &runner).await;
+    // The other replica joins once the first holds `ahead`: with two live, a claim ahead takes only
+    // the occurrences its replica owns (docs/runtime.md, "How work is spread").
+    let (other, _) = replica(&h, &spec).await;
     let (given, change) = woken_by(
         &other,
         store.give_back(&runner, &[claimed.claims[0].run_id]),
