@@ -159,12 +159,24 @@ pub async fn an_occurrence_that_succeeded_after_its_span_is_still_reported_once(
     assert_eq!(overdue(&one, &r1, t1).await, []);
     assert_eq!(overdue(&two, &r2, t1).await, []);
 
-    // One that succeeds within its span is never reported.
+    // One that succeeds within its span is never reported. It must end within `WITHIN` of its
+    // instant however slow the store is: the replica that owns it claims it at its start (docs/runtime.md,
+    // "How work is spread"), not past the grace, and it ends as the claim answers.
     let t2 = h.next_execution(MODULE, "a").await.unwrap();
-    sleep_until(&h, t2 + past_the_grace()).await;
-    let claimed = claim(&one, &r1).await;
-    let run = claim_of(&claimed, "a").clone();
-    finish_one(&one, &r1, &succeeded(&run)).await;
+    sleep_until(&h, t2 + ms(50)).await;
+    let mut owners = 0;
+    for (store, runner) in [(&one, &r1), (&two, &r2)] {
+        let claimed = claim(store, runner).await;
+        for run in &claimed.claims {
+            let finish = Finish {
+                ended_at: Some(claimed.now),
+                ..succeeded(run)
+            };
+            finish_one(store, runner, &finish).await;
+            owners += 1;
+        }
+    }
+    assert_eq!(owners, 1, "one replica owns t2");
     sleep_until(&h, t2 + WITHIN + ms(50)).await;
     assert_eq!(overdue(&one, &r1, t2).await, []);
 }

@@ -219,7 +219,10 @@ pub async fn a_takeover_carries_a_pending_retry_or_cuts_it_short(h: impl StoreUn
     // A takeover moves a pending retry to the new deployment's row of its verb, at its instant, where
     // the new deployment's replicas take it; a deployment without the verb ends the occurrence failed,
     // its retries cut short.
-    let (store, runner) = replica(&h, &deployment("billing@1", vec![job("a", SECONDLY)])).await;
+    // Due every ten seconds: the takeover and the retry's claim come before the next occurrence,
+    // which would cut the retry short, however slow the store is (due every second, a takeover that
+    // takes most of a second leaves the retry's claim after it).
+    let (store, runner) = replica(&h, &deployment("billing@1", vec![job("a", TEN_SECONDLY)])).await;
     let first = first_attempt(&h, &store, &runner, "a").await;
     let finished = finish_one(
         &store,
@@ -231,7 +234,7 @@ pub async fn a_takeover_carries_a_pending_retry_or_cuts_it_short(h: impl StoreUn
         panic!("{finished:?}")
     };
 
-    let v2 = deployment("billing@2", vec![job("a", SECONDLY), job("b", YEARLY)]);
+    let v2 = deployment("billing@2", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
     let (new, runner2) = replica(&h, &v2).await;
     assert_eq!(h.next_execution(MODULE, "a").await, Some(retry_at));
     assert_eq!(run_of(&h, first.run_id).await.unwrap().outcome, None);
