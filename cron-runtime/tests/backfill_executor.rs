@@ -6,9 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
+use cron_runtime::context;
 use cron_runtime::store::{MemoryStore, Outcome};
-use cron_runtime::{Runtime, context};
 use tokio::time::sleep;
+
+mod support;
+
+use support::runtime_on;
 
 fn at(seconds: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 30, 0).unwrap() + chrono::Duration::seconds(seconds)
@@ -20,11 +24,7 @@ async fn queued_occurrences_run_one_after_the_other_in_order_with_their_own_inst
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen_in_job = Arc::clone(&seen);
     let clock = store.clone();
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
+    let runtime = runtime_on(&store)
         .job("test::hourly", "0 * * * *", move || {
             let seen = Arc::clone(&seen_in_job);
             let clock = clock.clone();
@@ -77,11 +77,7 @@ async fn a_backfill_goes_on_after_a_regular_run_claimed_ahead_of_it() {
     // ends the queue has its turn again, not the occurrence after it (docs/operations.md,
     // "Backfill").
     let store = MemoryStore::starting_at(at(0));
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
+    let runtime = runtime_on(&store)
         .job("test::rollup", "*/2 * * * * *", || async {
             sleep(Duration::from_millis(30)).await;
         })

@@ -10,8 +10,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
-use cron_runtime::{JobOptions, Runtime, RuntimeBuilder, context};
+use cron_runtime::{JobOptions, RuntimeBuilder, context};
 use tokio::time::{Instant, sleep};
+
+mod support;
+
+use support::runtime_on;
 
 /// The store's clock starts here: a job due every minute first runs at `at(30)`, 00:01:00.
 fn at(seconds: i64) -> DateTime<Utc> {
@@ -22,12 +26,7 @@ const GRACE: Duration = Duration::from_secs(5);
 
 /// The runtime of every case: module `test`, deployment `test@1`, on `store`, with a [`GRACE`].
 fn runtime(store: &MemoryStore) -> RuntimeBuilder {
-    Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-        .shutdown_grace(GRACE)
+    runtime_on(store).shutdown_grace(GRACE)
 }
 
 /// A job retried three times, a second apart: a cancelled run is never retried.

@@ -9,11 +9,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
+use cron_runtime::store::{MemoryStore, Outcome};
 use cron_runtime::{JobOptions, Runtime, RuntimeBuilder, context};
 use cron_schema::RunOn;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tokio::time::{Instant, sleep};
+
+mod support;
+
+use support::{runs_of, runtime_on};
 
 /// The store's clock starts here, so a job firing every second first fires at `at(1)`.
 fn at(seconds: i64) -> DateTime<Utc> {
@@ -21,24 +25,13 @@ fn at(seconds: i64) -> DateTime<Utc> {
 }
 
 fn builder(store: &MemoryStore, deployment: &str) -> RuntimeBuilder {
-    Runtime::builder()
-        .module("test")
+    runtime_on(store)
         .deployment(deployment)
-        .registered_jobs(false)
         .print_handler_panics(false)
-        .memory_store(store.clone())
 }
 
 fn every_replica() -> JobOptions {
     JobOptions::new().on(RunOn::EveryReplica)
-}
-
-fn runs_of(store: &MemoryStore, verb: &str) -> Vec<RunRecord> {
-    store
-        .runs()
-        .into_iter()
-        .filter(|r| &*r.verb == verb)
-        .collect()
 }
 
 /// What a handler saw: the replica (its state), the occurrence, the store's clock at its start, its run id.

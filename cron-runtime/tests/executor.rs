@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
-use cron_runtime::{JobOptions, Runtime, RuntimeBuilder, context};
+use cron_runtime::{JobOptions, RuntimeBuilder, context};
 use cron_schema::MissedPolicy;
 use tokio::time::{Instant, sleep};
 use tracing::Subscriber;
@@ -16,6 +16,10 @@ use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context as LayerContext, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
+mod support;
+
+use support::{runs_of, runtime_on};
+
 /// The store's clock starts here, so a job firing every second first fires at `at(1)`.
 fn at(seconds: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(seconds)
@@ -23,22 +27,6 @@ fn at(seconds: i64) -> DateTime<Utc> {
 
 fn store() -> MemoryStore {
     MemoryStore::starting_at(at(0))
-}
-
-fn builder(store: &MemoryStore) -> RuntimeBuilder {
-    Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-}
-
-fn runs_of(store: &MemoryStore, verb: &str) -> Vec<RunRecord> {
-    store
-        .runs()
-        .into_iter()
-        .filter(|r| &*r.verb == verb)
-        .collect()
 }
 
 fn scheduled(runs: &[RunRecord]) -> Vec<DateTime<Utc>> {
@@ -51,7 +39,7 @@ async fn each_occurrence_runs_once_at_its_instant_with_its_context() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen_in_job = Arc::clone(&seen);
     let clock = store.clone();
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .state(Arc::new(String::from("shared pool")))
         .job("test::tick", "* * * * * *", move || {
             let seen = Arc::clone(&seen_in_job);
@@ -104,7 +92,7 @@ async fn a_job_still_running_skips_its_later_occurrences_and_counts_them() {
     let running = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let (running_in_job, most_in_job) = (Arc::clone(&running), Arc::clone(&most));
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job("test::slow", "* * * * * *", move || {
             let (running, most) = (Arc::clone(&running_in_job), Arc::clone(&most_in_job));
             async move {
@@ -145,7 +133,7 @@ async fn a_run_past_its_timeout_is_cancelled_and_recorded() {
     let store = store();
     let completed = Arc::new(AtomicBool::new(false));
     let completed_in_job = Arc::clone(&completed);
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job_with(
             "test::stuck",
             "*/5 * * * * *",
@@ -191,7 +179,7 @@ async fn a_handler_started_late_is_recorded_late() {
     let polled = Arc::new(Mutex::new(Vec::new()));
     let polled_in_job = Arc::clone(&polled);
     let clock = store.clone();
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job("test::every10", "*/10 * * * * *", move || {
             let polled = Arc::clone(&polled_in_job);
             let clock = clock.clone();
@@ -230,7 +218,7 @@ async fn a_panic_or_an_error_is_recorded_and_the_runtime_goes_on() {
     let store = store();
     let calls = Arc::new(AtomicUsize::new(0));
     let calls_in_job = Arc::clone(&calls);
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job("test::flaky", "* * * * * *", move || {
             let call = calls_in_job.fetch_add(1, Ordering::SeqCst);
             async move {
@@ -273,7 +261,7 @@ async fn stall(missed: MissedPolicy) -> (MemoryStore, Vec<DateTime<Utc>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let build = |store: &MemoryStore| {
         let seen = Arc::clone(&seen);
-        builder(store).job_with(
+        runtime_on(store).job_with(
             "test::minutely",
             "0 * * * * *",
             JobOptions::new().missed(missed),
@@ -335,7 +323,7 @@ async fn missed_all_runs_every_occurrence_in_its_window_one_at_a_time_oldest_fir
     let seen = Arc::new(Mutex::new(Vec::new()));
     let build = |store: &MemoryStore| {
         let seen = Arc::clone(&seen);
-        builder(store).job_with(
+        runtime_on(store).job_with(
             "test::minutely",
             "0 * * * * *",
             JobOptions::new()
@@ -411,7 +399,7 @@ async fn a_run_within_the_tolerance_is_not_late() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let build = |store: &MemoryStore| {
         let seen = Arc::clone(&seen);
-        builder(store).job_with(
+        runtime_on(store).job_with(
             "test::minutely",
             "0 * * * * *",
             JobOptions::new().missed(MissedPolicy::Skip),
@@ -439,7 +427,7 @@ async fn shutdown_lets_runs_finish_within_the_grace_period_and_cancels_the_rest(
     let store = store();
     let slow_completed = Arc::new(AtomicBool::new(false));
     let slow_completed_in_job = Arc::clone(&slow_completed);
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .shutdown_grace(Duration::from_secs(10))
         .job("test::quick", "*/5 * * * * *", || async {
             sleep(Duration::from_secs(3)).await;
@@ -487,7 +475,7 @@ async fn shutdown_releases_a_run_claimed_ahead_before_it_starts() {
     let store = store();
     let started = Arc::new(AtomicBool::new(false));
     let started_in_job = Arc::clone(&started);
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .claim_ahead(Duration::from_millis(500))
         .job("test::five", "*/5 * * * * *", move || {
             started_in_job.store(true, Ordering::SeqCst);
@@ -509,9 +497,9 @@ async fn shutdown_releases_a_run_claimed_ahead_before_it_starts() {
 async fn a_new_deployment_takes_over_without_repeating_or_dropping_an_occurrence() {
     let store = store();
     let job = |builder: RuntimeBuilder| builder.job("test::tick", "* * * * * *", || async {});
-    let old = job(builder(&store)).build().await.unwrap().start();
+    let old = job(runtime_on(&store)).build().await.unwrap().start();
     sleep(Duration::from_millis(3_200)).await;
-    let new = job(builder(&store).deployment("test@2"))
+    let new = job(runtime_on(&store).deployment("test@2"))
         .build()
         .await
         .unwrap()
@@ -573,7 +561,7 @@ async fn each_run_is_a_span_with_its_module_verb_instant_lateness_outcome_and_sk
     let _subscriber =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
     let store = store();
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job("test::slow", "* * * * * *", || async {
             sleep(Duration::from_millis(2_500)).await;
         })
@@ -621,11 +609,7 @@ async fn each_run_is_a_span_with_its_module_verb_instant_lateness_outcome_and_sk
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_that_blocks_its_thread_ends_when_it_returns() {
     let store = MemoryStore::new();
-    let runtime = Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
+    let runtime = runtime_on(&store)
         .job("test::blocking", "* * * * * *", || async {
             std::thread::sleep(Duration::from_millis(1_300));
         })

@@ -8,21 +8,17 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use cron_runtime::store::MemoryStore;
-use cron_runtime::{JobOptions, Runtime, RuntimeBuilder, Trigger, context};
+use cron_runtime::{JobOptions, Trigger, context};
 use cron_schema::{MissedPolicy, RunOn};
 use tokio::time::sleep;
+
+mod support;
+
+use support::runtime_on;
 
 /// The store's clock starts here.
 fn at(seconds: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(seconds)
-}
-
-fn builder(store: &MemoryStore) -> RuntimeBuilder {
-    Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
 }
 
 /// What one call of a handler saw in its context.
@@ -91,7 +87,7 @@ fn never(_: &Seen) -> bool {
 async fn an_on_time_run_is_regular_and_sees_the_last_success_before_it() {
     let store = MemoryStore::starting_at(at(0));
     let log = Arc::new(Mutex::new(Vec::new()));
-    let handle = builder(&store)
+    let handle = runtime_on(&store)
         .job(
             "test::tick",
             "*/10 * * * * *",
@@ -123,7 +119,7 @@ async fn down_ten_minutes(options: JobOptions, took: Duration) -> Vec<Seen> {
     let log = Arc::new(Mutex::new(Vec::new()));
     let build = |store: &MemoryStore| {
         let noting = noting(&log, never);
-        builder(store).job_with(
+        runtime_on(store).job_with(
             "test::minutely",
             "0 * * * * *",
             options.clone(),
@@ -199,7 +195,7 @@ async fn the_missed_runs_of_a_job_under_all_are_catch_ups() {
 async fn a_triggered_run_is_manual_at_the_triggers_instant() {
     let store = MemoryStore::starting_at(at(0));
     let log = Arc::new(Mutex::new(Vec::new()));
-    let handle = builder(&store)
+    let handle = runtime_on(&store)
         .job("test::yearly", "0 0 1 1 *", noting(&log, never))
         .build()
         .await
@@ -237,7 +233,7 @@ async fn a_triggered_run_is_manual_at_the_triggers_instant() {
 async fn a_backfilled_run_is_a_backfill_of_its_own_instant() {
     let store = MemoryStore::starting_at(at(1800));
     let log = Arc::new(Mutex::new(Vec::new()));
-    let handle = builder(&store)
+    let handle = runtime_on(&store)
         .job("test::hourly", "0 * * * *", noting(&log, never))
         .build()
         .await
@@ -285,7 +281,7 @@ async fn a_retry_is_a_retry_of_the_same_occurrence_with_the_same_key_and_answer(
     let store = MemoryStore::starting_at(at(0));
     let log = Arc::new(Mutex::new(Vec::new()));
     let options = JobOptions::new().retries(2).backoff(Duration::from_secs(1));
-    let handle = builder(&store)
+    let handle = runtime_on(&store)
         .job_with(
             "test::tick",
             "*/10 * * * * *",
@@ -314,7 +310,7 @@ async fn a_retry_is_a_retry_of_the_same_occurrence_with_the_same_key_and_answer(
 async fn a_run_on_every_replica_is_regular_and_has_no_previous_success() {
     let store = MemoryStore::starting_at(at(0));
     let log = Arc::new(Mutex::new(Vec::new()));
-    let handle = builder(&store)
+    let handle = runtime_on(&store)
         .job_with(
             "test::local",
             "* * * * * *",

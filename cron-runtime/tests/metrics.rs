@@ -9,24 +9,21 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
-use cron_runtime::{JobOptions, Runtime, RuntimeBuilder};
+use cron_runtime::{JobOptions, RuntimeBuilder};
 use cron_schema::MissedPolicy;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tokio::time::sleep;
 
 mod support;
 
+use support::runtime_on;
+
 fn at(seconds: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(seconds)
 }
 
 fn builder(store: &MemoryStore) -> RuntimeBuilder {
-    Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .print_handler_panics(false)
-        .memory_store(store.clone())
+    runtime_on(store).print_handler_panics(false)
 }
 
 /// A metric's series: its name and labels, sorted.

@@ -8,19 +8,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use cron_runtime::store::{MemoryStore, Store};
-use cron_runtime::{Event, EventKind, JobOptions, Runtime, RuntimeBuilder};
+use cron_runtime::{Event, EventKind, JobOptions};
 use tokio::time::sleep;
 
 mod support;
 
-/// The runtime of every case: module `test`, deployment `test@1`, on `store`.
-fn runtime(store: &MemoryStore) -> RuntimeBuilder {
-    Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-}
+use support::runtime_on;
 
 /// The code runs `test::report` yearly; its override every minute, at second 5. The override's
 /// occurrence of 00:01:05 fails, and is overdue 3 s later: the check expects it, not the code's
@@ -31,7 +24,7 @@ async fn an_overridden_job_is_overdue_against_the_schedule_that_runs() {
     let store = MemoryStore::starting_at(origin);
     let heard: Arc<Mutex<Vec<Event>>> = Arc::default();
     let listener = Arc::clone(&heard);
-    let runtime = runtime(&store)
+    let runtime = runtime_on(&store)
         .job_with(
             "test::report",
             "0 0 1 1 *",

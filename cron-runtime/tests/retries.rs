@@ -6,9 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use cron_runtime::JobOptions;
 use cron_runtime::store::{MemoryStore, Outcome, RETRIES_CUT_SHORT, RunRecord};
-use cron_runtime::{JobOptions, Runtime, RuntimeBuilder};
 use tokio::time::sleep;
+
+mod support;
+
+use support::{runs_of, runtime_on};
 
 fn at(seconds: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + TimeDelta::seconds(seconds)
@@ -16,22 +20,6 @@ fn at(seconds: i64) -> DateTime<Utc> {
 
 fn ms(ms: i64) -> TimeDelta {
     TimeDelta::milliseconds(ms)
-}
-
-fn builder(store: &MemoryStore) -> RuntimeBuilder {
-    Runtime::builder()
-        .module("test")
-        .deployment("test@1")
-        .registered_jobs(false)
-        .memory_store(store.clone())
-}
-
-fn runs_of(store: &MemoryStore, verb: &str) -> Vec<RunRecord> {
-    store
-        .runs()
-        .into_iter()
-        .filter(|r| &*r.verb == verb)
-        .collect()
 }
 
 fn outcomes(run: &RunRecord) -> Vec<Outcome> {
@@ -85,7 +73,7 @@ async fn run_failing(
     span: Duration,
 ) -> Vec<DateTime<Utc>> {
     let (starts, handler) = failing(store, failures, took);
-    let runtime = builder(store)
+    let runtime = runtime_on(store)
         .job_with(verb, expression, options, handler)
         .build()
         .await
@@ -213,7 +201,7 @@ async fn a_last_attempt_that_runs_past_the_next_occurrence_skips_it_as_an_overla
     let store = MemoryStore::starting_at(at(0));
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&calls);
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job_with(
             "test::report",
             "*/10 * * * * *",
@@ -257,7 +245,7 @@ async fn a_pending_retry_is_kept_in_the_store_and_another_replica_takes_it() {
             .retries(2)
             .backoff(Duration::from_secs(20))
     };
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job_with("test::mail", "0 * * * * *", options(), move || {
             counted.fetch_add(1, Ordering::SeqCst);
             async { Err::<(), _>("smtp down") }
@@ -282,7 +270,7 @@ async fn a_pending_retry_is_kept_in_the_store_and_another_replica_takes_it() {
     let second = Arc::new(Mutex::new(Vec::new()));
     let noted = Arc::clone(&second);
     let clock = store.clone();
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job_with("test::mail", "0 * * * * *", options(), move || {
             noted.lock().unwrap().push(clock.now());
             async { Ok::<(), String>(()) }
@@ -306,7 +294,7 @@ async fn a_pending_retry_is_kept_in_the_store_and_another_replica_takes_it() {
 #[tokio::test(start_paused = true)]
 async fn a_job_without_retries_records_no_attempts() {
     let store = MemoryStore::starting_at(at(0));
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job("test::plain", "* * * * * *", || async {
             Err::<(), _>("no")
         })
@@ -329,7 +317,7 @@ async fn a_handler_reads_which_attempt_it_is() {
     let store = MemoryStore::starting_at(at(0));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let noted = Arc::clone(&seen);
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .job_with(
             "test::attempts",
             "0 * * * * *",
@@ -368,7 +356,7 @@ async fn an_attempt_that_blocks_its_thread_past_its_timeout_is_retried() {
     let calls = Arc::new(AtomicUsize::new(0));
     let starts = Arc::new(Mutex::new(Vec::new()));
     let (counted, noted, clock) = (Arc::clone(&calls), Arc::clone(&starts), store.clone());
-    let runtime = builder(&store)
+    let runtime = runtime_on(&store)
         .shutdown_grace(Duration::from_secs(1))
         .job_with(
             "test::blocks",

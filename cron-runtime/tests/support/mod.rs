@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use chrono_tz::Tz;
-use cron_runtime::store::{Claim, DeploymentSpec, Finish, JobSpec, Outcome};
+use cron_runtime::store::{
+    Claim, DeploymentSpec, Finish, JobSpec, MemoryStore, Outcome, RunRecord,
+};
+use cron_runtime::{Runtime, RuntimeBuilder};
 use cron_schema::{Cron, MissedPolicy, Schedule, Schema, Verb, ZonedSchedule, format_duration};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::dynamic_filter_fn;
@@ -91,6 +94,25 @@ impl std::io::Write for LogWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// The runtime the executor's tests build: module `test`, deployment `test@1`, on the in-memory
+/// `store`, with only the jobs the test gives it (none of the binary's `#[cron]` functions).
+pub fn runtime_on(store: &MemoryStore) -> RuntimeBuilder {
+    Runtime::builder()
+        .module("test")
+        .deployment("test@1")
+        .registered_jobs(false)
+        .memory_store(store.clone())
+}
+
+/// The runs of `verb` the in-memory `store` keeps, in the order it recorded them.
+pub fn runs_of(store: &MemoryStore, verb: &str) -> Vec<RunRecord> {
+    store
+        .runs()
+        .into_iter()
+        .filter(|r| &*r.verb == verb)
+        .collect()
 }
 
 /// A job of `verb` on `expression` in UTC, with the defaults a job without options gets.
