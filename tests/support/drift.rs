@@ -6,7 +6,8 @@ use std::process::Output;
 
 use serde_json::Value;
 
-/// The deployed code: `send_invoices` nightly in Berlin, `heartbeat` every five minutes.
+/// The deployed code: `send_invoices` nightly in Berlin, `heartbeat` every five minutes, `cleanup`
+/// hourly.
 const OLD: &str = r#"{
   "version": 1,
   "modules": [
@@ -15,13 +16,14 @@ const OLD: &str = r#"{
       "verbs": [
         { "name": "billing::send_invoices",
           "cron": { "expression": "0 2 * * *", "timezone": "Europe/Berlin" } },
-        { "name": "billing::heartbeat", "cron": { "expression": "*/5 * * * *" } }
+        { "name": "billing::heartbeat", "cron": { "expression": "*/5 * * * *" } },
+        { "name": "billing::cleanup", "cron": { "expression": "0 * * * *" } }
       ]
     }
   ]
 }"#;
 
-/// The next build moves `send_invoices` to 03:00 and marks `heartbeat` fixed.
+/// The next build moves `send_invoices` to 03:00, marks `heartbeat` fixed and removes `cleanup`.
 const NEW: &str = r#"{
   "version": 1,
   "modules": [
@@ -74,6 +76,10 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
         &cronverb(&["reschedule", "heartbeat", "*/10 * * * *", "--actor", "bob"]),
         0,
     );
+    ran(
+        &cronverb(&["reschedule", "cleanup", "*/20 * * * *", "--actor", "carol"]),
+        0,
+    );
 
     // Without a database the diff is the schemas' alone.
     let text = ran(&cronverb(&["schema", "diff", old, new]), 1);
@@ -112,6 +118,14 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
         ),
         "{heartbeat}"
     );
+    let cleanup = line("billing::cleanup");
+    assert!(
+        cleanup.ends_with(
+            "the new code removes it (it declared `0 * * * *` in UTC); the new code has no such \
+             verb: the deploy's takeover drops the override, and no row of it runs"
+        ),
+        "{cleanup}"
+    );
 
     let json = ran(
         &cronverb(&[
@@ -129,9 +143,13 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
     let json: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json["changed"].as_array().unwrap().len(), 2, "{json}");
     let overrides = json["overrides"].as_array().unwrap();
-    let [heartbeat, invoices] = &overrides[..] else {
-        panic!("two overrides: {json}")
+    let [cleanup, heartbeat, invoices] = &overrides[..] else {
+        panic!("three overrides: {json}")
     };
+    assert_eq!(cleanup["verb"], "billing::cleanup");
+    assert_eq!(cleanup["after_deploy"], "removed");
+    assert_eq!(cleanup["code_after"], Value::Null);
+    assert_eq!(cleanup["runs"], Value::Null);
     assert_eq!(heartbeat["verb"], "billing::heartbeat");
     assert_eq!(heartbeat["by"], "bob");
     assert_eq!(heartbeat["after_deploy"], "code_drops_override");
@@ -144,6 +162,30 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
     assert_eq!(invoices["after_deploy"], "override");
     assert_eq!(invoices["runs"]["expression"], "*/30 * * * *");
     assert_eq!(invoices["runs"]["timezone"], "Europe/Berlin");
+
+    // Deploying NEW drops the fixed verb's override at its registration; the removed verb's is dropped
+    // only at the deployment's takeover (a replica of it), so it is still kept: a rollback before that
+    // takeover runs it.
+    let deployed = ran(
+        &cronverb(&["deploy", "--deployment", "billing@2", new, "--json"]),
+        0,
+    );
+    let deployed: Value = serde_json::from_str(&deployed).unwrap();
+    let dropped = &deployed["dropped_overrides"];
+    assert_eq!(dropped.as_array().map(Vec::len), Some(2), "{deployed}");
+    assert_eq!(dropped[0]["verb"], "billing::heartbeat", "{deployed}");
+    assert_eq!(dropped[0]["reason"], "fixed", "{deployed}");
+    assert_eq!(dropped[1]["verb"], "billing::cleanup", "{deployed}");
+    assert_eq!(dropped[1]["reason"], "removed", "{deployed}");
+    let text = ran(
+        &cronverb(&["schema", "diff", old, new, "--database-url", url]),
+        1,
+    );
+    assert!(text.contains("`billing::cleanup` is overridden"), "{text}");
+    assert!(
+        !text.contains("`billing::heartbeat` is overridden"),
+        "{text}"
+    );
     let _ = std::fs::remove_file(old);
     let _ = std::fs::remove_file(new);
 }

@@ -58,7 +58,8 @@ pub enum AfterDeploy {
     /// The code's schedule: the code marks the job `fixed`, and the deployment's registration drops
     /// the override.
     CodeDropsOverride,
-    /// Nothing: the deployment has no such verb.
+    /// Nothing: the deployment has no such verb, and its takeover drops the override (an override
+    /// lives as long as its verb).
     Removed,
 }
 

@@ -220,3 +220,52 @@ pub async fn a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows
     );
     assert_eq!(h.next_execution(MODULE, "a").await, yearly);
 }
+
+/// An override lives as long as its verb: the takeover of a deployment whose code has no such verb
+/// drops it, so that a later deployment bringing the verb back runs its code's schedule, not an
+/// override set for code that is gone (docs/operations.md, "Changing a schedule without a build").
+pub async fn a_deployment_without_the_verb_drops_its_override_at_its_takeover(
+    h: impl StoreUnderTest,
+) {
+    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
+    let (_old, _) = replica(&h, &deployment("billing@1", both())).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let (_without, _) = replica(&h, &deployment("billing@2", vec![job("b", YEARLY)])).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        None,
+        "billing@2 has no `a`"
+    );
+    let (_back, _) = replica(&h, &deployment("billing@3", both())).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await),
+        "billing@3 brings `a` back on its code's schedule: its override went with billing@2's takeover"
+    );
+}
+
+/// A takeover by a deployment that has the verb keeps its override, also a rollback to an older
+/// deployment: only a deployment whose code lacks the verb drops it, at its own takeover.
+pub async fn a_rollback_while_the_verb_stayed_keeps_its_override(h: impl StoreUnderTest) {
+    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
+    let (old, r1) = replica_with(&h, short_lease(), &deployment("billing@1", both())).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let (_new, _) = replica_with(&h, short_lease(), &deployment("billing@2", both())).await;
+    let new_seen = h.now().await;
+    // billing@2's replica stops heartbeating: once it is no longer alive, billing@1 takes over again.
+    sleep_until(&h, new_seen + ms(2_500)).await;
+    assert!(old.heartbeat(&r1).await.unwrap().changed, "the rollback");
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    let now = h.now().await;
+    assert!(
+        at - now <= TimeDelta::seconds(2),
+        "billing@1's row still runs the override: {at} after {now}"
+    );
+    let (_later, _) = replica(&h, &deployment("billing@3", both())).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    let now = h.now().await;
+    assert!(
+        at - now <= TimeDelta::seconds(2),
+        "billing@3's row starts at the override, which was kept: {at} after {now}"
+    );
+}

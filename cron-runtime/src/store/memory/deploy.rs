@@ -127,6 +127,30 @@ impl State {
         id
     }
 
+    /// Deployment `winner` took its module over: the overrides of the verbs its code has not are
+    /// dropped ([`rules::reschedule::outlived`]; docs/operations.md, "Changing a schedule without a
+    /// build").
+    fn drop_outlived(&mut self, winner: i64) {
+        let deployment = &self.deployments[&winner];
+        let module = Arc::clone(&deployment.module);
+        let key = Arc::clone(&deployment.key);
+        let verbs: Vec<&str> = deployment.jobs.keys().map(String::as_str).collect();
+        let overridden = self
+            .overrides
+            .keys()
+            .filter(|(of, _)| *of == module)
+            .map(|(_, verb)| verb.as_str());
+        let outlived: Vec<String> = rules::reschedule::outlived(overridden, &verbs)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        for verb in outlived {
+            if let Some(over) = self.overrides.remove(&(Arc::clone(&module), verb.clone())) {
+                rules::reschedule::log_outlived(&key, &verb, &over);
+            }
+        }
+    }
+
     /// [`Store::heartbeat`](crate::store::Store::heartbeat) under the lock: marks the runner alive, takes
     /// back the expired leases and elects every module's active deployment, this runner's first.
     /// Returns whether anything changed, and the verbs of the runs taken back.
@@ -298,6 +322,7 @@ impl State {
             &self.deployments[&winner].key,
             previous.map(|p| &*self.deployments[&p].key),
         );
+        self.drop_outlived(winner);
         for (job_id, start) in new_ids.into_iter().zip(plan.rows) {
             if let Some((paused, trigger)) = operated.remove(&self.jobs[&job_id].verb) {
                 let job = self.jobs.get_mut(&job_id).expect("exists");

@@ -4,7 +4,9 @@
 //! overridden verb starts with ([`effective`]). The override wins over the code's expression until it
 //! is reset, also when a later deployment's code changes that expression; but a job whose code marks it
 //! `fixed` is never overridden: an override of it is refused ([`refusal`]), and one a deployment that
-//! marks it fixed finds is dropped by that deployment's registration ([`dropped`]).
+//! marks it fixed finds is dropped by that deployment's registration ([`dropped`]). An override lives
+//! as long as its verb: the takeover of a deployment whose code has no such verb drops it
+//! ([`outlived`]).
 
 use std::time::Duration;
 
@@ -61,6 +63,45 @@ pub(crate) fn is_reset(target: (&str, &str), code: (&str, &str)) -> bool {
 /// runs it either (docs/operations.md, "Changing a schedule without a build").
 pub(crate) fn dropped(job: &JobSpec, over: Option<&Override>) -> bool {
     job.fixed && over.is_some()
+}
+
+/// The verbs among `overridden` (the module's overrides) whose override a deployment whose code
+/// declares `verbs` drops when it takes its module over: those its code has no such verb of. An
+/// override lives as long as its verb: a later deployment that brings the verb back runs its code's
+/// schedule, not one set for code that is gone. Only a takeover drops it, never a registration: a
+/// deployment registered but not active (a rollback before its takeover, `cronverb deploy` with no
+/// replica yet) leaves the verb running where it runs (docs/operations.md, "Changing a schedule
+/// without a build").
+pub(crate) fn outlived<'a>(
+    overridden: impl IntoIterator<Item = &'a str>,
+    verbs: &[&str],
+) -> Vec<&'a str> {
+    overridden
+        .into_iter()
+        .filter(|verb| !verbs.contains(verb))
+        .collect()
+}
+
+/// Says at the warn level that deployment `key`'s takeover dropped `over`, the override of `verb`,
+/// its code having no such verb ([`outlived`]); every store's takeover says it in these words.
+pub(crate) fn log_outlived(key: &str, verb: &str, over: &Override) {
+    tracing::warn!(
+        verb,
+        schedule = over.expression,
+        timezone = over.zone,
+        "deployment `{key}` has no `{verb}`: its takeover drops the override (`{}` in `{}`); a \
+         later deployment that brings `{verb}` back runs its code's schedule",
+        over.expression,
+        over.zone
+    );
+}
+
+/// Why a deployment drops an operator's override: its code marks the verb `fixed` (at its
+/// registration, [`dropped`]), or has no such verb (at its takeover, [`outlived`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dropped {
+    Fixed,
+    Removed,
 }
 
 /// The schedule `expression` in `zone` gives `verb`, or why an override to it is refused: the

@@ -10,7 +10,7 @@ use super::claimable::Claimable;
 use super::run::Statement;
 use super::values::{Ago, At, Column, Rows};
 use super::{FORGET_RUNNERS_AFTER, Known, Protocol, SqlStore, db};
-use crate::store::rules::reschedule::Override;
+use crate::store::rules::reschedule::{Dropped, Override};
 use crate::store::rules::{self, GivenUp, Taking};
 use crate::store::schedules::zone_text;
 use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
@@ -244,17 +244,48 @@ pub(crate) async fn insert_deployment<D: Protocol>(
     Ok(Ok((registered.id, false)))
 }
 
+/// The overrides kept for the verbs of `module`, by verb.
+async fn overrides_of<D: Protocol>(
+    tx: &mut D::Connection,
+    module: &str,
+) -> Result<HashMap<String, Override>, sqlx::Error> {
+    let kept: Vec<(String, String, String)> = Statement::<D>::new(D::STEPS.overrides)
+        .bind(module.to_owned())
+        .fetch_all(&mut *tx)
+        .await?;
+    Ok(kept
+        .into_iter()
+        .map(|(verb, expression, zone)| (verb, Override { expression, zone }))
+        .collect())
+}
+
+/// The overrides of `overrides` that a deployment whose code declares `verbs` outlives
+/// ([`rules::reschedule::outlived`]), by verb, in the order of their verbs.
+fn outlived<'a>(
+    overrides: &'a HashMap<String, Override>,
+    verbs: &[&str],
+) -> Vec<(&'a str, &'a Override)> {
+    let mut outlived: Vec<(&str, &Override)> =
+        rules::reschedule::outlived(overrides.keys().map(String::as_str), verbs)
+            .into_iter()
+            .map(|verb| (verb, &overrides[verb]))
+            .collect();
+    outlived.sort_by_key(|(verb, _)| *verb);
+    outlived
+}
+
 /// Inserts the job rows of `spec`'s deployment, just inserted by [`insert_deployment`], each at its
 /// first occurrence after `now` of the schedule it runs: its verb's override where one is kept, else
 /// its code's ([`rules::reschedule::effective`]). A row that exists is left as it is. The overrides of
 /// the verbs the code marks `fixed` are deleted ([`rules::reschedule::dropped`]) and returned, by
-/// verb, for `cronverb deploy` to report and audit.
+/// verb, for `cronverb deploy` to report and audit, followed by those of the verbs the code has not,
+/// which its takeover will delete ([`rules::reschedule::outlived`]), kept until then.
 pub(crate) async fn insert_jobs<D: Protocol>(
     tx: &mut D::Connection,
     deployment_id: i64,
     spec: &DeploymentSpec,
     now: DateTime<Utc>,
-) -> Result<Vec<(String, Override)>, sqlx::Error> {
+) -> Result<Vec<(String, Override, Dropped)>, sqlx::Error> {
     // The module's lock, which a reschedule takes before it locks the verb's rows: a reschedule in
     // flight commits its override before the overrides are read here, and one that comes later
     // finds these rows committed, so that every row of the verb ends on the same schedule
@@ -264,14 +295,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         .bind(spec.module.clone())
         .execute(&mut *tx)
         .await?;
-    let kept: Vec<(String, String, String)> = Statement::<D>::new(D::STEPS.overrides)
-        .bind(spec.module.clone())
-        .fetch_all(&mut *tx)
-        .await?;
-    let overrides: HashMap<String, Override> = kept
-        .into_iter()
-        .map(|(verb, expression, zone)| (verb, Override { expression, zone }))
-        .collect();
+    let overrides = overrides_of::<D>(tx, &spec.module).await?;
     let mut code_expressions = Vec::new();
     let mut code_zones = Vec::new();
     let mut verbs = Vec::new();
@@ -311,7 +335,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
                 over.expression,
                 over.zone
             );
-            dropped.push((job.verb.clone(), over.clone()));
+            dropped.push((job.verb.clone(), over.clone(), Dropped::Fixed));
         }
         fixed.push(job.fixed);
         let runs = rules::reschedule::effective(job, over);
@@ -367,6 +391,10 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         )))
         .execute(&mut *tx)
         .await?;
+    let verbs: Vec<&str> = spec.jobs.iter().map(|job| job.verb.as_str()).collect();
+    for (verb, over) in outlived(&overrides, &verbs) {
+        dropped.push((verb.to_owned(), over.clone(), Dropped::Removed));
+    }
     Ok(dropped)
 }
 
@@ -631,6 +659,21 @@ impl<D: Protocol> SqlStore<D> {
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
+        // An override lives as long as its verb: this deployment's code has no such verb, and its
+        // takeover drops it (docs/operations.md, "Changing a schedule without a build").
+        let overrides = overrides_of::<D>(&mut *tx, module)
+            .await
+            .map_err(db(context()))?;
+        let verbs: Vec<&str> = mine.iter().map(|row| row.verb.as_str()).collect();
+        let outlived = outlived(&overrides, &verbs);
+        for (verb, _) in &outlived {
+            Statement::<D>::new(D::STEPS.drop_override)
+                .bind(module.to_owned())
+                .bind((*verb).to_owned())
+                .execute(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+        }
         let given_up: Vec<GivenUp<'_, i64>> = previous_rows
             .iter()
             .map(|p| GivenUp {
@@ -717,6 +760,9 @@ impl<D: Protocol> SqlStore<D> {
         tx.commit().await.map_err(db(context()))?;
         self.note_active(deployment_id, true, Some(&key));
         rules::log_takeover(module, &key, previous_key.as_deref());
+        for (verb, over) in outlived {
+            rules::reschedule::log_outlived(&key, verb, over);
+        }
         Ok(true)
     }
 }

@@ -242,6 +242,9 @@ impl<'a> Drift<'a> {
             (AfterDeploy::CodeDropsOverride, Some(runs)) => format!(
                 "the new code declares it `fixed`: the deploy drops the override and its code's {runs} runs"
             ),
+            (AfterDeploy::Removed, _) => "the new code has no such verb: the deploy's takeover \
+                                          drops the override, and no row of it runs"
+                .to_owned(),
             (_, Some(runs)) => format!("after the deploy its code's {runs} runs"),
             (_, None) => "after the deploy no row of it runs".to_owned(),
         };
