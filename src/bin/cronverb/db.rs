@@ -255,8 +255,24 @@ where
     F: FnOnce(Database) -> Fut,
     Fut: Future<Output = Result<(), Failure>>,
 {
-    run_with(connection, false, command)
+    run_with(connection, false, FAILED, command)
 }
+
+/// [`run`], for a command whose exit statuses 0 and 1 are its answer (`schema diff`: equal,
+/// different): a database that fails or refuses exits 2, as what was given wrong does, so that a
+/// failure is never read as an answer.
+pub fn run_answering<F, Fut>(connection: &Connection, command: F) -> ExitCode
+where
+    F: FnOnce(Database) -> Fut,
+    Fut: Future<Output = Result<(), Failure>>,
+{
+    run_with(connection, false, INVALID, command)
+}
+
+/// The exit status of what was given wrong.
+const INVALID: u8 = 2;
+/// The exit status of a database that fails or refuses.
+const FAILED: u8 = 1;
 
 /// [`run`], creating the SQLite file when it is missing, for `migrate`, which checks the tables' compatibility
 /// itself after migrating them.
@@ -265,10 +281,11 @@ where
     F: FnOnce(Database) -> Fut,
     Fut: Future<Output = Result<(), Failure>>,
 {
-    run_with(connection, true, command)
+    run_with(connection, true, FAILED, command)
 }
 
-fn run_with<F, Fut>(connection: &Connection, create: bool, command: F) -> ExitCode
+/// Opens the database and runs `command`; a database that fails or refuses exits `failed`.
+fn run_with<F, Fut>(connection: &Connection, create: bool, failed: u8, command: F) -> ExitCode
 where
     F: FnOnce(Database) -> Fut,
     Fut: Future<Output = Result<(), Failure>>,
@@ -330,8 +347,8 @@ where
                 eprintln!("error: {}", escape(&failure.to_string()));
             }
             match failure {
-                Failure::Invalid(_) => ExitCode::from(2),
-                Failure::Other(_) => ExitCode::FAILURE,
+                Failure::Invalid(_) => ExitCode::from(INVALID),
+                Failure::Other(_) => ExitCode::from(failed),
                 Failure::Status(code, _) => ExitCode::from(code),
             }
         }

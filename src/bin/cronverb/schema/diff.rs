@@ -89,7 +89,8 @@ fn read(path: &Path) -> Result<Schema, Failure> {
 }
 
 /// The diff and the overrides stored at `url` of the schemas' modules, each with what runs after a
-/// deploy of `new`; exits as the diff does (0 equal, 1 different), or as a database command fails.
+/// deploy of `new`; exits as the diff does (0 equal, 1 different), or 2 when the database fails: a
+/// failure is not a difference.
 fn with_overrides(
     url: &str,
     format: Format,
@@ -98,7 +99,7 @@ fn with_overrides(
     diff: &cron_schema::Diff,
 ) -> ExitCode {
     let connection = db::Connection::to(url);
-    db::run(&connection, |store| async move {
+    db::run_answering(&connection, |store| async move {
         let stored = store.admin().overrides().await?;
         let drift: Vec<Drift<'_>> = stored
             .iter()
