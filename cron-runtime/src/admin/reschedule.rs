@@ -135,7 +135,7 @@ pub(crate) async fn reschedule<D: Dialect>(
             next_execution
         } else {
             changed = true;
-            let next = rescheduled(
+            let moved = rescheduled(
                 &schedule,
                 row.state == "idle",
                 row.retry_pending,
@@ -148,12 +148,12 @@ pub(crate) async fn reschedule<D: Dialect>(
                 .bind(zone.clone())
                 .bind(overridden.then(|| code.0.clone()))
                 .bind(overridden.then(|| code.1.clone()))
-                .bind(next.map(At))
-                .bind(At(tx.now))
+                .bind(moved.next_execution.map(At))
+                .bind(At(moved.start_time))
                 .execute(&mut tx.tx)
                 .await
                 .map_err(db(&context))?;
-            next
+            moved.next_execution
         };
         if std::ptr::eq(row, first) {
             after = Some((expression, zone, next.filter(|_| row.state == "idle")));

@@ -453,6 +453,7 @@ macro_rules! every_case {
         $test!(a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows_the_override);
         $test!(a_deployment_without_the_verb_drops_its_override_at_its_takeover);
         $test!(a_rollback_while_the_verb_stayed_keeps_its_override);
+        $test!(after_an_override_an_occurrence_of_its_schedule_from_before_it_is_not_overdue);
         $test!(a_replica_reports_its_last_runs_of_its_jobs_on_every_replica);
     };
 }

@@ -3,6 +3,8 @@
 //! follow it, a deployment registered later starts at it, `--reset` returns to the code's, and what does
 //! not check is refused with nothing changed; a job its code marks `fixed` is never overridden.
 
+use cron_runtime::store::Expected;
+
 use super::*;
 
 /// `job` with a schedule an operator may not override (`#[cron(..., fixed)]`).
@@ -267,5 +269,31 @@ pub async fn a_rollback_while_the_verb_stayed_keeps_its_override(h: impl StoreUn
     assert!(
         at - now <= TimeDelta::seconds(2),
         "billing@3's row starts at the override, which was kept: {at} after {now}"
+    );
+}
+
+/// An override starts its row's schedule anew, as a deployment's registration does: an occurrence of
+/// the schedule it replaced, from before the override, is not the row's any more and is never
+/// reported overdue, on every store (docs/operations.md, "Overdue").
+pub async fn after_an_override_an_occurrence_of_its_schedule_from_before_it_is_not_overdue(
+    h: impl StoreUnderTest,
+) {
+    settle(&h).await;
+    let (store, runner) = replica(&h, &deployment("billing@1", vec![job("a", SECONDLY)])).await;
+    let missed = h.next_execution(MODULE, "a").await.unwrap();
+    // No replica runs it: past its deadline it is overdue.
+    sleep_until(&h, missed + TimeDelta::seconds(1) + ms(100)).await;
+    let expected = [Expected {
+        verb: "a".to_owned(),
+        occurrence: missed,
+        by: missed + TimeDelta::seconds(1),
+    }];
+    let before = store.overdue(&runner, &expected).await.unwrap();
+    assert_eq!(before.len(), 1, "overdue before the override: {before:?}");
+    h.reschedule("a", YEARLY).await.unwrap();
+    assert_eq!(
+        store.overdue(&runner, &expected).await.unwrap(),
+        [],
+        "an occurrence of the schedule replaced, from before the override"
     );
 }

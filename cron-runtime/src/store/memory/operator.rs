@@ -310,37 +310,44 @@ impl State {
         };
         for job_id in rows {
             let job = self.jobs.get_mut(&job_id).expect("exists");
-            if !overridable(job.code.as_deref().unwrap_or(&job.spec).fixed) {
+            let code = job.code.as_deref().unwrap_or(&job.spec);
+            if !overridable(code.fixed) {
                 continue;
             }
-            let code = match &target {
-                Some(_) => Some(
-                    job.code
-                        .take()
-                        .unwrap_or_else(|| Box::new(job.spec.clone())),
-                ),
-                None => None,
-            };
             let (expression, schedule) = match &target {
                 Some((expression, _, schedule)) => (expression.clone(), schedule.clone()),
-                None => match job.code.take() {
-                    Some(code) => (code.expression, code.schedule),
-                    None => continue,
-                },
+                None => (code.expression.clone(), code.schedule.clone()),
             };
-            job.code = code;
-            job.spec.zone = schedule.zone();
-            job.spec.expression = expression;
-            job.spec.schedule = schedule;
-            let next = rescheduled(
+            // As the SQL stores: a row that runs this schedule already is left as it is, and one whose
+            // own code declares it runs it as its code's.
+            let overridden =
+                (expression.as_str(), schedule.zone()) != (&*code.expression, code.zone);
+            if job.spec.expression == expression
+                && job.spec.zone == schedule.zone()
+                && job.code.is_some() == overridden
+            {
+                continue;
+            }
+            let code = job
+                .code
+                .take()
+                .unwrap_or_else(|| Box::new(job.spec.clone()));
+            let mut runs = (*code).clone();
+            runs.zone = schedule.zone();
+            runs.expression = expression;
+            runs.schedule = schedule;
+            job.spec = runs;
+            job.code = overridden.then_some(code);
+            let moved = rescheduled(
                 &job.spec.schedule,
                 job.executing.is_none(),
                 job.retrying.is_some(),
                 job.next_execution,
                 now,
             );
+            job.start_time = moved.start_time;
             if job.executing.is_none() {
-                self.set_idle(job_id, next);
+                self.set_idle(job_id, moved.next_execution);
             }
         }
         match target {

@@ -121,21 +121,35 @@ pub(crate) fn check(
     Ok(schedule)
 }
 
+/// Where a row whose schedule changes goes on ([`rescheduled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Moved {
+    /// Its next occurrence (`cron_jobs.next_execution`).
+    pub(crate) next_execution: Option<DateTime<Utc>>,
+    /// When its schedule starts counting (`cron_jobs.start_time`): an occurrence before it is not
+    /// the row's, and is never reported overdue (docs/operations.md, "Overdue").
+    pub(crate) start_time: DateTime<Utc>,
+}
+
 /// Where a row goes on when its schedule becomes `schedule` at `now`: an idle row with no pending
 /// retry at the new schedule's first occurrence after now (so every replica runs the new schedule from
 /// its next occurrence); a row that executes, or holds a pending retry, keeps its `next_execution`,
-/// and the end of that run or retry reads the new schedule from the row.
+/// and the end of that run or retry reads the new schedule from the row. Its schedule starts counting
+/// now, as a new deployment's row does: the occurrences of the schedule it replaced are not its own.
 pub(crate) fn rescheduled(
     schedule: &ZonedSchedule,
     idle: bool,
     retry_pending: bool,
     next_execution: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
-    if idle && !retry_pending {
-        schedule.next_after(now)
-    } else {
-        next_execution
+) -> Moved {
+    Moved {
+        next_execution: if idle && !retry_pending {
+            schedule.next_after(now)
+        } else {
+            next_execution
+        },
+        start_time: now,
     }
 }
 
@@ -250,11 +264,28 @@ mod tests {
         let old = Some(at("2026-03-02T02:00:00Z"));
         assert_eq!(
             rescheduled(&hourly, true, false, old, now),
-            Some(at("2026-03-01T11:00:00Z"))
+            Moved {
+                next_execution: Some(at("2026-03-01T11:00:00Z")),
+                start_time: now
+            }
         );
-        // A run in flight or a pending retry decides by its end.
-        assert_eq!(rescheduled(&hourly, false, false, old, now), old);
-        assert_eq!(rescheduled(&hourly, true, true, old, now), old);
+        // A run in flight or a pending retry decides by its end; the schedule counts from now.
+        let kept = Moved {
+            next_execution: old,
+            start_time: now,
+        };
+        assert_eq!(rescheduled(&hourly, false, false, old, now), kept);
+        assert_eq!(rescheduled(&hourly, true, true, old, now), kept);
+    }
+
+    #[test]
+    fn a_takeover_drops_the_overrides_of_the_verbs_its_code_lacks() {
+        let overridden = ["billing::a", "billing::b"];
+        assert_eq!(
+            outlived(overridden, &["billing::b", "billing::c"]),
+            ["billing::a"]
+        );
+        assert!(outlived(overridden, &["billing::a", "billing::b"]).is_empty());
     }
 
     #[test]
