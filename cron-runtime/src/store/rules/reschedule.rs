@@ -97,7 +97,9 @@ pub(crate) fn log_outlived(key: &str, verb: &str, over: &Override) {
 }
 
 /// Why a deployment drops an operator's override: its code marks the verb `fixed` (at its
-/// registration, [`dropped`]), or has no such verb (at its takeover, [`outlived`]).
+/// registration, [`dropped`]), or has no such verb (at its takeover, [`outlived`]). What `cronverb
+/// deploy` reports, so only the SQL stores name it.
+#[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dropped {
     Fixed,
