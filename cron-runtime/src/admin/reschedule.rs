@@ -16,7 +16,7 @@ use super::rows::{At, RescheduleRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db};
 use crate::rfc3339;
 use crate::store::rules::reschedule::{
-    check, is_reset, overridable, refusal, rescheduled, speaks_for,
+    check, is_reset, overridable, refusal, rescheduled, speaks_for, without_its_verb,
 };
 
 /// The result of [`Admin::reschedule`](super::Admin::reschedule) and
@@ -84,6 +84,21 @@ pub(crate) async fn reschedule<D: Dialect>(
     };
     if to.is_some()
         && let Some(refused) = refusal(&verb, first.every_replica, first.fixed)
+    {
+        return Err(AdminError::RescheduleRefused(refused));
+    }
+    // Read under the module's lock: a takeover by code without the verb is committed, or waits.
+    let active_without_it = if rows.iter().any(|row| row.active) {
+        None
+    } else {
+        match tx.active_deployment(&module, &context).await {
+            Ok(active) => Some(active.key),
+            Err(AdminError::NoActiveDeployment { .. }) => None,
+            Err(e) => return Err(e),
+        }
+    };
+    if to.is_some()
+        && let Some(refused) = without_its_verb(&verb, active_without_it.as_deref())
     {
         return Err(AdminError::RescheduleRefused(refused));
     }

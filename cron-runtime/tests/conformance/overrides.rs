@@ -297,3 +297,77 @@ pub async fn after_an_override_an_occurrence_of_its_schedule_from_before_it_is_n
         "an occurrence of the schedule replaced, from before the override"
     );
 }
+
+/// Once a deployment without the verb has taken its module over (and dropped its override), a
+/// reschedule of the verb is refused: it would keep an override no active code has, which no later
+/// takeover drops, and a deployment that brings the verb back would start at it (docs/operations.md,
+/// "Changing a schedule without a build").
+pub async fn a_reschedule_of_a_verb_the_active_deployment_has_not_is_refused(
+    h: impl StoreUnderTest,
+) {
+    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
+    let (_old, _) = replica(&h, &deployment("billing@1", both())).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let (_without, _) = replica(&h, &deployment("billing@2", vec![job("b", YEARLY)])).await;
+    let refused = h.reschedule("a", SECONDLY).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("billing@2") && e.contains("no such verb")),
+        "billing@2 is active and has no `a`: {refused:?}"
+    );
+    let (_back, _) = replica(&h, &deployment("billing@3", both())).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await),
+        "billing@3 brings `a` back on its code's schedule: no override was kept"
+    );
+}
+
+/// The takeover that drops an outlived override returns every row of the verb, in the module's other
+/// deployments, to its own code's schedule: a rollback after it runs the code's schedule, not an
+/// override that no longer exists (docs/operations.md, "Changing a schedule without a build").
+pub async fn a_rollback_after_the_takeover_that_dropped_the_override_runs_the_codes_schedule(
+    h: impl StoreUnderTest,
+) {
+    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
+    let (old, r1) = replica_with(&h, short_lease(), &deployment("billing@1", both())).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let without = deployment("billing@2", vec![job("b", YEARLY)]);
+    let (_without, _) = replica_with(&h, short_lease(), &without).await;
+    let seen = h.now().await;
+    // billing@2's replica stops heartbeating: once it is no longer alive, billing@1 takes over again.
+    sleep_until(&h, seen + ms(2_500)).await;
+    assert!(old.heartbeat(&r1).await.unwrap().changed, "the rollback");
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await),
+        "billing@1's row went back to its code's schedule at billing@2's takeover"
+    );
+}
+
+/// A reschedule to the active code's own schedule is a reset on every row: each goes back to its own
+/// code's schedule, also an older deployment's whose code declares another, so a rollback runs that
+/// code's schedule (docs/operations.md, "Changing a schedule without a build").
+pub async fn a_reschedule_to_the_active_codes_schedule_resets_every_row_to_its_own_code(
+    h: impl StoreUnderTest,
+) {
+    let (old, r1) = replica_with(
+        &h,
+        short_lease(),
+        &deployment("billing@1", vec![job("a", YEARLY)]),
+    )
+    .await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let new = deployment("billing@2", vec![job("a", TEN_SECONDLY)]);
+    let (_new, _) = replica_with(&h, short_lease(), &new).await;
+    h.reschedule("a", TEN_SECONDLY).await.unwrap();
+    let seen = h.now().await;
+    sleep_until(&h, seen + ms(2_500)).await;
+    assert!(old.heartbeat(&r1).await.unwrap().changed, "the rollback");
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await),
+        "billing@1's row runs its own code's schedule after the reset"
+    );
+}

@@ -14,7 +14,7 @@ use crate::store::rules::operator::{
     runs_on_every_replica, unknown_module, unknown_verb,
 };
 use crate::store::rules::reschedule::{
-    Override, check, is_reset, overridable, refusal, rescheduled, speaks_for,
+    Override, check, is_reset, overridable, refusal, rescheduled, speaks_for, without_its_verb,
 };
 use crate::store::{Cancel, Outcome, Runner, StoreError};
 
@@ -284,6 +284,17 @@ impl State {
         let code = first.code.as_deref().unwrap_or(&first.spec);
         if to.is_some()
             && let Some(refused) = refusal(verb, code.on == RunOn::EveryReplica, code.fixed)
+        {
+            return Err(StoreError::Invalid(refused));
+        }
+        let active_without_it = self
+            .deployments
+            .values()
+            .find(|d| d.active && *d.module == *module)
+            .filter(|d| !d.jobs.contains_key(verb))
+            .map(|d| &*d.key);
+        if to.is_some()
+            && let Some(refused) = without_its_verb(verb, active_without_it)
         {
             return Err(StoreError::Invalid(refused));
         }

@@ -82,6 +82,21 @@ pub(crate) fn outlived<'a>(
         .collect()
 }
 
+/// Why an override of `verb` is refused when `active_without_it`, its module's active deployment, has
+/// no such verb: that deployment's takeover dropped the verb's override ([`outlived`]) and returned
+/// its rows to their code's schedule, and it never takes the module over again, so an override kept
+/// now would outlive the verb and a later deployment that brings it back would start at it. Decided
+/// after the module's lock (the takeover's), so a reschedule that races the takeover sees it
+/// committed (docs/operations.md, "Changing a schedule without a build").
+pub(crate) fn without_its_verb(verb: &str, active_without_it: Option<&str>) -> Option<String> {
+    active_without_it.map(|key| {
+        format!(
+            "the module's active deployment `{key}` has no such verb `{verb}`: its override was \
+             dropped at that deployment's takeover; change it in the code that brings it back"
+        )
+    })
+}
+
 /// Says at the warn level that deployment `key`'s takeover dropped `over`, the override of `verb`,
 /// its code having no such verb ([`outlived`]); every store's takeover says it in these words.
 pub(crate) fn log_outlived(key: &str, verb: &str, over: &Override) {
