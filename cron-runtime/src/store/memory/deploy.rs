@@ -127,10 +127,12 @@ impl State {
         id
     }
 
-    /// Deployment `winner` took its module over: the overrides of the verbs its code has not are
-    /// dropped ([`rules::reschedule::outlived`]; docs/operations.md, "Changing a schedule without a
+    /// Deployment `winner` took its module over at `now`: the overrides of the verbs its code has not
+    /// are dropped ([`rules::reschedule::outlived`]), and every row of such a verb in the module's
+    /// other deployments, older and newer, goes back to its own code's schedule
+    /// ([`rules::reschedule::rescheduled`]; docs/operations.md, "Changing a schedule without a
     /// build").
-    fn drop_outlived(&mut self, winner: i64) {
+    fn drop_outlived(&mut self, winner: i64, now: DateTime<Utc>) {
         let deployment = &self.deployments[&winner];
         let module = Arc::clone(&deployment.module);
         let key = Arc::clone(&deployment.key);
@@ -147,6 +149,30 @@ impl State {
         for verb in outlived {
             if let Some(over) = self.overrides.remove(&(Arc::clone(&module), verb.clone())) {
                 rules::reschedule::log_outlived(&key, &verb, &over);
+            }
+            let rows: Vec<i64> = self
+                .deployments
+                .values()
+                .filter(|d| d.module == module)
+                .filter_map(|d| d.jobs.get(&verb).copied())
+                .collect();
+            for job_id in rows {
+                let job = self.jobs.get_mut(&job_id).expect("exists");
+                let Some(code) = job.code.take() else {
+                    continue;
+                };
+                job.spec = *code;
+                let moved = rules::reschedule::rescheduled(
+                    &job.spec.schedule,
+                    job.executing.is_none(),
+                    job.retrying.is_some(),
+                    job.next_execution,
+                    now,
+                );
+                job.start_time = moved.start_time;
+                if job.executing.is_none() {
+                    self.set_idle(job_id, moved.next_execution);
+                }
             }
         }
     }
@@ -322,7 +348,7 @@ impl State {
             &self.deployments[&winner].key,
             previous.map(|p| &*self.deployments[&p].key),
         );
-        self.drop_outlived(winner);
+        self.drop_outlived(winner, now);
         for (job_id, start) in new_ids.into_iter().zip(plan.rows) {
             if let Some((paused, trigger)) = operated.remove(&self.jobs[&job_id].verb) {
                 let job = self.jobs.get_mut(&job_id).expect("exists");

@@ -70,8 +70,10 @@ pub(crate) fn dropped(job: &JobSpec, over: Option<&Override>) -> bool {
 /// override lives as long as its verb: a later deployment that brings the verb back runs its code's
 /// schedule, not one set for code that is gone. Only a takeover drops it, never a registration: a
 /// deployment registered but not active (a rollback before its takeover, `cronverb deploy` with no
-/// replica yet) leaves the verb running where it runs (docs/operations.md, "Changing a schedule
-/// without a build").
+/// replica yet) leaves the verb running where it runs. The takeover that drops it returns every row
+/// of the verb in the module's other deployments, older and newer, to its own code's schedule (from
+/// its copy, going on where [`rescheduled`] says): no row runs an override that no longer exists
+/// (docs/operations.md, "Changing a schedule without a build").
 pub(crate) fn outlived<'a>(
     overridden: impl IntoIterator<Item = &'a str>,
     verbs: &[&str],

@@ -142,6 +142,18 @@ pub(crate) struct Previous {
     every_replica: bool,
 }
 
+/// A row of a verb that runs an override, as the takeover that drops the override returns it to its
+/// code's schedule ([`Steps::overridden_rows`](super::Steps::overridden_rows)).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct Overridden {
+    id: i64,
+    code_schedule: String,
+    code_timezone: String,
+    state: String,
+    next_execution: Option<At>,
+    retry_pending: bool,
+}
+
 /// A job row of the deployment taking its module over ([`Steps::own_rows`](super::Steps::own_rows)).
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct Own {
@@ -673,6 +685,35 @@ impl<D: Protocol> SqlStore<D> {
                 .execute(&mut *tx)
                 .await
                 .map_err(db(context()))?;
+            // No row anywhere runs the override any more: every row of the verb, in the module's
+            // older and newer deployments, goes back to its own code's schedule.
+            let overridden: Vec<Overridden> = Statement::<D>::new(D::STEPS.overridden_rows)
+                .bind(module.to_owned())
+                .bind((*verb).to_owned())
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+            for row in overridden {
+                // The code's text does not parse (edited by hand): the row is left as it is (G8).
+                let Ok(schedule) = rules::row_schedule(&row.code_schedule, &row.code_timezone)
+                else {
+                    continue;
+                };
+                let moved = rules::reschedule::rescheduled(
+                    &schedule,
+                    row.state == "idle",
+                    row.retry_pending,
+                    row.next_execution.map(DateTime::from),
+                    now,
+                );
+                Statement::<D>::new(D::STEPS.restore_code_schedule)
+                    .bind(row.id)
+                    .bind(moved.next_execution.map(At))
+                    .bind(At(moved.start_time))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(context()))?;
+            }
         }
         let given_up: Vec<GivenUp<'_, i64>> = previous_rows
             .iter()
