@@ -16,7 +16,7 @@ use super::rows::{At, RescheduleRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db};
 use crate::rfc3339;
 use crate::store::rules::reschedule::{
-    check, is_reset, overridable, refusal, rescheduled, speaks_for, without_its_verb,
+    check, overridable, overrides_to, refusal, rescheduled, speaks_for, without_its_verb,
 };
 
 /// The result of [`Admin::reschedule`](super::Admin::reschedule) and
@@ -105,14 +105,16 @@ pub(crate) async fn reschedule<D: Dialect>(
     let jitter = first
         .jitter_ms
         .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
-    // Without a zone, the expression is read in the code's.
-    let code_zone = code_of(first).1;
+    // Without a zone, the expression is read in the code's. An override to the code's own schedule
+    // is a reset: no target, each row back to its own code's.
+    let first_code = code_of(first);
     let target = match to {
         Some((expression, zone)) => {
-            let zone = zone.unwrap_or(&code_zone);
+            let zone = zone.unwrap_or(&first_code.1);
             let schedule =
                 check(expression, zone, jitter).map_err(AdminError::RescheduleRefused)?;
-            Some((expression, zone, schedule))
+            overrides_to((expression, zone), (&first_code.0, &first_code.1))
+                .map(|(expression, zone)| (expression, zone, schedule))
         }
         None => None,
     };
@@ -174,11 +176,7 @@ pub(crate) async fn reschedule<D: Dialect>(
             after = Some((expression, zone, next.filter(|_| row.state == "idle")));
         }
     }
-    let keeps_override = target.as_ref().filter(|(expression, zone, _)| {
-        let code = code_of(first);
-        !is_reset((expression, zone), (&code.0, &code.1))
-    });
-    match keeps_override {
+    match &target {
         Some((expression, zone, _)) => {
             Statement::<D>::new(D::SQL.set_override)
                 .bind(module.clone())
@@ -213,7 +211,7 @@ pub(crate) async fn reschedule<D: Dialect>(
         "overridden": overridden,
     });
     let recorded = Record {
-        action: match target {
+        action: match to {
             Some(_) => Action::Reschedule,
             None => Action::ResetSchedule,
         },

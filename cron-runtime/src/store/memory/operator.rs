@@ -14,7 +14,7 @@ use crate::store::rules::operator::{
     runs_on_every_replica, unknown_module, unknown_verb,
 };
 use crate::store::rules::reschedule::{
-    Override, check, is_reset, overridable, refusal, rescheduled, speaks_for, without_its_verb,
+    Override, check, overridable, overrides_to, refusal, rescheduled, speaks_for, without_its_verb,
 };
 use crate::store::{Cancel, Outcome, Runner, StoreError};
 
@@ -313,9 +313,9 @@ impl State {
                 let zone = zone.unwrap_or(&code_zone).to_owned();
                 let schedule =
                     check(expression, &zone, first.spec.jitter).map_err(StoreError::Invalid)?;
-                // An override to the code's own schedule is a reset (`rules::reschedule::is_reset`).
-                (!is_reset((expression, &zone), (&code_expression, &code_zone)))
-                    .then(|| (expression.to_owned(), zone, schedule))
+                // An override to the code's own schedule is a reset.
+                overrides_to((expression, &zone), (&code_expression, &code_zone))
+                    .map(|(expression, zone)| (expression.to_owned(), zone.to_owned(), schedule))
             }
             None => None,
         };

@@ -58,6 +58,18 @@ pub(crate) fn is_reset(target: (&str, &str), code: (&str, &str)) -> bool {
     target == code
 }
 
+/// The override a reschedule to `target` (expression and zone) keeps, given `code`, the schedule its
+/// speaking row's code declares ([`speaks_for`]): `target`, or none where it [`is_reset`]. Where it
+/// keeps none, every row of the verb goes back to its own code's schedule, whatever the code of the
+/// row that speaks declares, and no override is kept, as `--reset` does; where it keeps one, every
+/// overridable row runs it (docs/operations.md, "Changing a schedule without a build").
+pub(crate) fn overrides_to<'a>(
+    target: (&'a str, &'a str),
+    code: (&str, &str),
+) -> Option<(&'a str, &'a str)> {
+    (!is_reset(target, code)).then_some(target)
+}
+
 /// Whether a new deployment's registration drops `over`, the override of `job`'s verb: where the code
 /// now marks the job `fixed`, the code wins and the override is deleted, so that no later deployment
 /// runs it either (docs/operations.md, "Changing a schedule without a build").
