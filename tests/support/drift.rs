@@ -49,6 +49,17 @@ fn ran(output: &Output, code: i32) -> String {
     stdout
 }
 
+/// A build of another module only: a deploy of it leaves `billing` as it is.
+const ELSEWHERE: &str = r#"{
+  "version": 1,
+  "modules": [
+    {
+      "name": "shipping",
+      "verbs": [ { "name": "shipping::label", "cron": { "expression": "0 * * * *" } } ]
+    }
+  ]
+}"#;
+
 /// Deploys [`OLD`] to the database at `url` (migrated), overrides both verbs, and checks what `schema
 /// diff OLD NEW --database-url URL` says of each: the override, the code's expression before and
 /// after, and what runs after the deploy (the override, or the code's where the new code marks the
@@ -186,6 +197,46 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
         !text.contains("`billing::heartbeat` is overridden"),
         "{text}"
     );
+
+    // A schema without the module at all deploys nothing of it: no takeover drops its overrides,
+    // which go on running (not `removed`).
+    let elsewhere =
+        std::env::temp_dir().join(format!("{name}-{}-elsewhere.json", std::process::id()));
+    std::fs::write(&elsewhere, ELSEWHERE).unwrap();
+    let elsewhere = elsewhere.to_str().unwrap();
+    let json = ran(
+        &cronverb(&[
+            "schema",
+            "diff",
+            old,
+            elsewhere,
+            "--database-url",
+            url,
+            "--format",
+            "json",
+        ]),
+        1,
+    );
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let overrides = json["overrides"].as_array().unwrap();
+    let cleanup = overrides
+        .iter()
+        .find(|over| over["verb"] == "billing::cleanup")
+        .unwrap_or_else(|| panic!("the override of cleanup: {json}"));
+    assert_eq!(cleanup["after_deploy"], "module_not_deployed", "{json}");
+    assert_eq!(cleanup["runs"]["expression"], "*/20 * * * *", "{json}");
+    let text = ran(
+        &cronverb(&["schema", "diff", old, elsewhere, "--database-url", url]),
+        1,
+    );
+    assert!(
+        text.contains(
+            "the new schema has no module `billing`: its deploy leaves it as it is, and the \
+             override `*/20 * * * *` in UTC still runs"
+        ),
+        "{text}"
+    );
+    let _ = std::fs::remove_file(elsewhere);
     let _ = std::fs::remove_file(old);
     let _ = std::fs::remove_file(new);
 }

@@ -61,6 +61,9 @@ pub enum AfterDeploy {
     /// Nothing: the deployment has no such verb, and its takeover drops the override (an override
     /// lives as long as its verb).
     Removed,
+    /// The override, as before: the new schema has no such module, so its deploy registers nothing of
+    /// it and no takeover drops the override.
+    ModuleNotDeployed,
 }
 
 impl StoredOverride {

@@ -185,7 +185,8 @@ struct Drift<'a> {
     code_before: Option<Code>,
     /// The new schema's code (`null`: it has no such verb).
     code_after: Option<Code>,
-    /// What runs after the deploy: `override`, `code`, `code_drops_override` or `removed`.
+    /// What runs after the deploy: `override`, `code`, `code_drops_override`, `removed` or
+    /// `module_not_deployed`.
     after_deploy: AfterDeploy,
     /// The schedule that runs after the deploy (`null`: no row of the verb).
     runs: Option<Code>,
@@ -195,9 +196,13 @@ impl<'a> Drift<'a> {
     fn of(over: &'a StoredOverride, old: &Schema, new: &Schema) -> Drift<'a> {
         let before = code_of(old, &over.module, &over.verb);
         let after = code_of(new, &over.module, &over.verb);
-        let after_deploy = over.after_deploy(after);
+        let after_deploy = if module_has(new, &over.module) {
+            over.after_deploy(after)
+        } else {
+            AfterDeploy::ModuleNotDeployed
+        };
         let runs = match after_deploy {
-            AfterDeploy::Override => Some(Code {
+            AfterDeploy::Override | AfterDeploy::ModuleNotDeployed => Some(Code {
                 expression: over.expression.clone(),
                 timezone: over.timezone.clone(),
             }),
@@ -242,6 +247,11 @@ impl<'a> Drift<'a> {
             ),
             (AfterDeploy::CodeDropsOverride, Some(runs)) => format!(
                 "the new code declares it `fixed`: the deploy drops the override and its code's {runs} runs"
+            ),
+            (AfterDeploy::ModuleNotDeployed, _) => format!(
+                "the new schema has no module `{}`: its deploy leaves it as it is, and the override \
+                 {over} still runs",
+                escape(&self.over.module)
             ),
             (AfterDeploy::Removed, _) => "the new code has no such verb: the deploy's takeover \
                                           drops the override, and no row of it runs"
