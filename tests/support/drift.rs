@@ -188,6 +188,16 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
     assert_eq!(dropped[0]["reason"], "fixed", "{deployed}");
     assert_eq!(dropped[1]["verb"], "billing::cleanup", "{deployed}");
     assert_eq!(dropped[1]["reason"], "removed", "{deployed}");
+    // Deployed again before its takeover: the takeover will still drop the removed verb's override.
+    let again = ran(
+        &cronverb(&["deploy", "--deployment", "billing@2", new, "--json"]),
+        0,
+    );
+    let again: Value = serde_json::from_str(&again).unwrap();
+    let dropped = &again["dropped_overrides"];
+    assert_eq!(dropped.as_array().map(Vec::len), Some(1), "{again}");
+    assert_eq!(dropped[0]["verb"], "billing::cleanup", "{again}");
+    assert_eq!(dropped[0]["reason"], "removed", "{again}");
     let text = ran(
         &cronverb(&["schema", "diff", old, new, "--database-url", url]),
         1,

@@ -17,7 +17,9 @@ use crate::error::JobError;
 use crate::job::{Fields, job_spec};
 use crate::rfc3339;
 use crate::store::rules::reschedule::Dropped;
-use crate::store::sql::deploy::{KeyConflict, insert_deployment, insert_jobs};
+use crate::store::sql::deploy::{
+    KeyConflict, insert_deployment, insert_jobs, outlived_at_takeover,
+};
 use crate::store::{DeploymentSpec, JobSpec, check_job_count};
 
 /// [`Admin::deploy`](super::Admin::deploy).
@@ -82,6 +84,13 @@ pub(crate) async fn deploy<D: Dialect>(
         .fetch_one(&mut tx.tx)
         .await
         .map_err(db(&context))?;
+    // Registered before and not active yet: its takeover will still drop the overrides of the verbs
+    // its code has not.
+    if !created && !active {
+        dropped = outlived_at_takeover::<D>(&mut tx.tx, &spec)
+            .await
+            .map_err(db(&context))?;
+    }
     let dropped_overrides: Vec<DroppedOverride> = dropped
         .into_iter()
         .map(|(verb, over, why)| DroppedOverride {

@@ -403,11 +403,31 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         )))
         .execute(&mut *tx)
         .await?;
-    let verbs: Vec<&str> = spec.jobs.iter().map(|job| job.verb.as_str()).collect();
-    for (verb, over) in outlived(&overrides, &verbs) {
-        dropped.push((verb.to_owned(), over.clone(), Dropped::Removed));
-    }
+    dropped.extend(outlived_by(&overrides, spec));
     Ok(dropped)
+}
+
+/// The overrides of `overrides` that the takeover of `spec`'s deployment, not active yet, will drop
+/// ([`rules::reschedule::outlived`]), as `cronverb deploy` reports them.
+fn outlived_by(
+    overrides: &HashMap<String, Override>,
+    spec: &DeploymentSpec,
+) -> Vec<(String, Override, Dropped)> {
+    let verbs: Vec<&str> = spec.jobs.iter().map(|job| job.verb.as_str()).collect();
+    outlived(overrides, &verbs)
+        .into_iter()
+        .map(|(verb, over)| (verb.to_owned(), over.clone(), Dropped::Removed))
+        .collect()
+}
+
+/// What the takeover of `spec`'s deployment, registered before and not active yet, will drop: the
+/// overrides of the verbs its code has not, for `cronverb deploy` run again to report.
+pub(crate) async fn outlived_at_takeover<D: Protocol>(
+    tx: &mut D::Connection,
+    spec: &DeploymentSpec,
+) -> Result<Vec<(String, Override, Dropped)>, sqlx::Error> {
+    let overrides = overrides_of::<D>(tx, &spec.module).await?;
+    Ok(outlived_by(&overrides, spec))
 }
 
 impl<D: Protocol> SqlStore<D> {
