@@ -78,8 +78,10 @@ impl State {
         for job in &spec.jobs {
             let job_id = self.id();
             let key = (Arc::clone(&module), job.verb.clone());
-            if rules::reschedule::dropped(job, self.overrides.get(&key)) {
-                self.overrides.remove(&key);
+            if rules::reschedule::dropped(job, self.overrides.get(&key))
+                && let Some(over) = self.overrides.remove(&key)
+            {
+                rules::reschedule::log_fixed(&spec.key, &job.verb, &over);
             }
             let over = self.overrides.get(&key);
             let runs = rules::reschedule::effective(job, over);

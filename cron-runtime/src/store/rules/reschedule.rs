@@ -111,6 +111,21 @@ pub(crate) fn without_its_verb(verb: &str, active_without_it: Option<&str>) -> O
     })
 }
 
+/// Says at the warn level that deployment `key`'s registration dropped `over`, the override of
+/// `verb`, its code declaring the verb `fixed` ([`dropped`]); every store's registration says it in
+/// these words.
+pub(crate) fn log_fixed(key: &str, verb: &str, over: &Override) {
+    tracing::warn!(
+        verb,
+        schedule = over.expression,
+        timezone = over.zone,
+        "deployment `{key}` declares `{verb}` fixed: the override (`{}` in `{}`) is dropped and the \
+         code's schedule runs",
+        over.expression,
+        over.zone
+    );
+}
+
 /// Says at the warn level that deployment `key`'s takeover dropped `over`, the override of `verb`,
 /// its code having no such verb ([`outlived`]); every store's takeover says it in these words.
 pub(crate) fn log_outlived(key: &str, verb: &str, over: &Override) {

@@ -336,17 +336,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
                 .bind(job.verb.clone())
                 .execute(&mut *tx)
                 .await?;
-            tracing::warn!(
-                verb = job.verb,
-                schedule = over.expression,
-                timezone = over.zone,
-                "deployment `{}` declares `{}` fixed: the override (`{}` in `{}`) is dropped and \
-                 the code's schedule runs",
-                spec.key,
-                job.verb,
-                over.expression,
-                over.zone
-            );
+            rules::reschedule::log_fixed(&spec.key, &job.verb, over);
             dropped.push((job.verb.clone(), over.clone(), Dropped::Fixed));
         }
         fixed.push(job.fixed);
