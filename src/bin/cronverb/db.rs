@@ -5,7 +5,9 @@
 //! module, a schema file that is not a valid schema, a malformed option); 1 when the database fails or
 //! does not answer, or refuses in its current state (a trigger while the verb is executing, tables that
 //! a newer release contracted, a malformed SQLite file before `prune`). `trigger --wait` adds its own:
-//! 3 when the run ended without succeeding, 4 when `--timeout` passed first.
+//! 3 when the run ended without succeeding, 4 when `--timeout` passed first. A command whose 0 and 1
+//! are its answer (`schema diff --database-url`: equal, different; [`run_answering`]) exits 2 when the
+//! database fails or refuses, so that a failure is never read as an answer.
 
 use std::fmt;
 use std::future::Future;
@@ -94,7 +96,8 @@ impl Connection {
 pub enum Failure {
     /// What was given is wrong. Exit status 2.
     Invalid(String),
-    /// The database failed or refused. Exit status 1.
+    /// The database failed or refused. Exit status 1; 2 under [`run_answering`], whose 1 is an
+    /// answer.
     Other(String),
     /// The command did what it was asked, and its result has an exit status of its own (`trigger
     /// --wait`); the message, when there is one, is printed as an error.
