@@ -7,6 +7,14 @@ use cron_runtime::store::Expected;
 
 use super::*;
 
+/// The replica of the first deployment, `old` (registered with [`short_lease`]), takes its module
+/// back once the later one's replica, which stopped heartbeating, is no longer alive: a rollback.
+async fn roll_back<H: StoreUnderTest>(h: &H, old: &H::Store, runner: &Runner) {
+    let seen = h.now().await;
+    sleep_until(h, seen + ms(2_500)).await;
+    assert!(old.heartbeat(runner).await.unwrap().changed, "the rollback");
+}
+
 /// `job` with a schedule an operator may not override (`#[cron(..., fixed)]`).
 pub fn fixed(mut job: JobSpec) -> JobSpec {
     job.fixed = true;
@@ -248,10 +256,8 @@ pub async fn a_rollback_while_the_verb_stayed_keeps_its_override(h: impl StoreUn
     let (old, r1) = replica_with(&h, short_lease(), &deployment("billing@1", both())).await;
     h.reschedule("a", SECONDLY).await.unwrap();
     let (_new, _) = replica_with(&h, short_lease(), &deployment("billing@2", both())).await;
-    let new_seen = h.now().await;
     // billing@2's replica stops heartbeating: once it is no longer alive, billing@1 takes over again.
-    sleep_until(&h, new_seen + ms(2_500)).await;
-    assert!(old.heartbeat(&r1).await.unwrap().changed, "the rollback");
+    roll_back(&h, &old, &r1).await;
     let (_later, _) = replica(&h, &deployment("billing@3", both())).await;
     let at = h.next_execution(MODULE, "a").await.unwrap();
     let now = h.now().await;
@@ -324,10 +330,8 @@ pub async fn a_rollback_after_the_takeover_that_dropped_the_override_runs_the_co
     h.reschedule("a", SECONDLY).await.unwrap();
     let without = deployment("billing@2", vec![job("b", YEARLY)]);
     let (_without, _) = replica_with(&h, short_lease(), &without).await;
-    let seen = h.now().await;
     // billing@2's replica stops heartbeating: once it is no longer alive, billing@1 takes over again.
-    sleep_until(&h, seen + ms(2_500)).await;
-    assert!(old.heartbeat(&r1).await.unwrap().changed, "the rollback");
+    roll_back(&h, &old, &r1).await;
     assert_eq!(
         h.next_execution(MODULE, "a").await,
         zoned(YEARLY).next_after(h.now().await),
@@ -351,9 +355,7 @@ pub async fn a_reschedule_to_the_active_codes_schedule_resets_every_row_to_its_o
     let new = deployment("billing@2", vec![job("a", TEN_SECONDLY)]);
     let (_new, _) = replica_with(&h, short_lease(), &new).await;
     h.reschedule("a", TEN_SECONDLY).await.unwrap();
-    let seen = h.now().await;
-    sleep_until(&h, seen + ms(2_500)).await;
-    assert!(old.heartbeat(&r1).await.unwrap().changed, "the rollback");
+    roll_back(&h, &old, &r1).await;
     assert_eq!(
         h.next_execution(MODULE, "a").await,
         zoned(YEARLY).next_after(h.now().await),

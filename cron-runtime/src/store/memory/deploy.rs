@@ -164,17 +164,7 @@ impl State {
                     continue;
                 };
                 job.spec = *code;
-                let moved = rules::reschedule::rescheduled(
-                    &job.spec.schedule,
-                    job.executing.is_none(),
-                    job.retrying.is_some(),
-                    job.next_execution,
-                    now,
-                );
-                job.start_time = moved.start_time;
-                if job.executing.is_none() {
-                    self.set_idle(job_id, moved.next_execution);
-                }
+                self.move_rescheduled(job_id, now);
             }
         }
     }

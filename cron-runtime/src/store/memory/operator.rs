@@ -260,6 +260,23 @@ impl State {
 }
 
 impl State {
+    /// Row `job_id`, whose schedule just changed, goes on where [`rescheduled`] says from `now`.
+    pub(super) fn move_rescheduled(&mut self, job_id: i64, now: DateTime<Utc>) {
+        let job = self.jobs.get_mut(&job_id).expect("exists");
+        let idle = job.executing.is_none();
+        let moved = rescheduled(
+            &job.spec.schedule,
+            idle,
+            job.retrying.is_some(),
+            job.next_execution,
+            now,
+        );
+        job.start_time = moved.start_time;
+        if idle {
+            self.set_idle(job_id, moved.next_execution);
+        }
+    }
+
     /// Gives `verb` of `module` the schedule `expression` in `zone` in every deployment of the module,
     /// or its code's again (`None`), from now (docs/operations.md, "Changing a schedule without a
     /// build"; `rules::reschedule`): an idle row goes on at the new schedule's next occurrence, a run in
@@ -349,17 +366,7 @@ impl State {
             runs.schedule = schedule;
             job.spec = runs;
             job.code = overridden.then_some(code);
-            let moved = rescheduled(
-                &job.spec.schedule,
-                job.executing.is_none(),
-                job.retrying.is_some(),
-                job.next_execution,
-                now,
-            );
-            job.start_time = moved.start_time;
-            if job.executing.is_none() {
-                self.set_idle(job_id, moved.next_execution);
-            }
+            self.move_rescheduled(job_id, now);
         }
         match target {
             Some((expression, zone, _)) => {
