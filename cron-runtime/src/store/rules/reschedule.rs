@@ -325,6 +325,30 @@ mod tests {
     }
 
     #[test]
+    fn an_override_to_the_speaking_codes_own_schedule_keeps_none() {
+        let code = ("0 3 * * *", "UTC");
+        assert_eq!(overrides_to(("0 3 * * *", "UTC"), code), None);
+        assert_eq!(
+            overrides_to(("0 2 * * *", "UTC"), code),
+            Some(("0 2 * * *", "UTC"))
+        );
+        assert_eq!(
+            overrides_to(("0 3 * * *", "Europe/Berlin"), code),
+            Some(("0 3 * * *", "Europe/Berlin"))
+        );
+    }
+
+    #[test]
+    fn a_reschedule_is_refused_only_where_the_active_deployment_lacks_the_verb() {
+        assert_eq!(without_its_verb("billing::a", None), None);
+        let refused = without_its_verb("billing::a", Some("billing@2")).unwrap();
+        assert!(
+            refused.contains("`billing@2` has no such verb `billing::a`"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn a_takeover_drops_the_overrides_of_the_verbs_its_code_lacks() {
         let overridden = ["billing::a", "billing::b"];
         assert_eq!(
