@@ -420,3 +420,31 @@ fn diff_refuses_a_verb_listed_twice_as_deploy_does() {
         "error: invalid schema: verb `billing::sweep` is listed twice\n"
     );
 }
+
+/// A database that fails (nothing listens, no such SQLite file) is not a difference: the diff exits 2,
+/// as for a bad URL, with the error on standard error and nothing on standard output, whether the
+/// schemas differ or not (docs/operations.md, "Changing a schedule without a build").
+#[test]
+fn diff_with_a_database_that_fails_exits_2() {
+    let (old, new) = schema_files("unreachable");
+    let missing = old.with_file_name("missing.db");
+    let missing = format!("sqlite://{}", missing.display());
+    for url in ["postgres://postgres@127.0.0.1:1/x", missing.as_str()] {
+        for (a, b) in [(&old, &old), (&old, &new)] {
+            let output = cronverb(&["schema", "diff", path(a), path(b), "--database-url", url]);
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "{url}: stdout: {}\nstderr: {}",
+                stdout(&output),
+                stderr(&output)
+            );
+            assert_eq!(stdout(&output), "", "{url}");
+            assert!(
+                stderr(&output).starts_with("error: "),
+                "{url}: {}",
+                stderr(&output)
+            );
+        }
+    }
+}

@@ -6,7 +6,8 @@ use std::process::Output;
 
 use serde_json::Value;
 
-/// The deployed code: `send_invoices` nightly in Berlin, `heartbeat` every five minutes.
+/// The deployed code: `send_invoices` nightly in Berlin, `heartbeat` every five minutes, `cleanup`
+/// hourly.
 const OLD: &str = r#"{
   "version": 1,
   "modules": [
@@ -15,13 +16,14 @@ const OLD: &str = r#"{
       "verbs": [
         { "name": "billing::send_invoices",
           "cron": { "expression": "0 2 * * *", "timezone": "Europe/Berlin" } },
-        { "name": "billing::heartbeat", "cron": { "expression": "*/5 * * * *" } }
+        { "name": "billing::heartbeat", "cron": { "expression": "*/5 * * * *" } },
+        { "name": "billing::cleanup", "cron": { "expression": "0 * * * *" } }
       ]
     }
   ]
 }"#;
 
-/// The next build moves `send_invoices` to 03:00 and marks `heartbeat` fixed.
+/// The next build moves `send_invoices` to 03:00, marks `heartbeat` fixed and removes `cleanup`.
 const NEW: &str = r#"{
   "version": 1,
   "modules": [
@@ -46,6 +48,17 @@ fn ran(output: &Output, code: i32) -> String {
     );
     stdout
 }
+
+/// A build of another module only: a deploy of it leaves `billing` as it is.
+const ELSEWHERE: &str = r#"{
+  "version": 1,
+  "modules": [
+    {
+      "name": "shipping",
+      "verbs": [ { "name": "shipping::label", "cron": { "expression": "0 * * * *" } } ]
+    }
+  ]
+}"#;
 
 /// Deploys [`OLD`] to the database at `url` (migrated), overrides both verbs, and checks what `schema
 /// diff OLD NEW --database-url URL` says of each: the override, the code's expression before and
@@ -72,6 +85,10 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
     );
     ran(
         &cronverb(&["reschedule", "heartbeat", "*/10 * * * *", "--actor", "bob"]),
+        0,
+    );
+    ran(
+        &cronverb(&["reschedule", "cleanup", "*/20 * * * *", "--actor", "carol"]),
         0,
     );
 
@@ -112,6 +129,14 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
         ),
         "{heartbeat}"
     );
+    let cleanup = line("billing::cleanup");
+    assert!(
+        cleanup.ends_with(
+            "the new code removes it (it declared `0 * * * *` in UTC); the new code has no such \
+             verb: the deploy's takeover drops the override, and no row of it runs"
+        ),
+        "{cleanup}"
+    );
 
     let json = ran(
         &cronverb(&[
@@ -129,9 +154,13 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
     let json: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json["changed"].as_array().unwrap().len(), 2, "{json}");
     let overrides = json["overrides"].as_array().unwrap();
-    let [heartbeat, invoices] = &overrides[..] else {
-        panic!("two overrides: {json}")
+    let [cleanup, heartbeat, invoices] = &overrides[..] else {
+        panic!("three overrides: {json}")
     };
+    assert_eq!(cleanup["verb"], "billing::cleanup");
+    assert_eq!(cleanup["after_deploy"], "removed");
+    assert_eq!(cleanup["code_after"], Value::Null);
+    assert_eq!(cleanup["runs"], Value::Null);
     assert_eq!(heartbeat["verb"], "billing::heartbeat");
     assert_eq!(heartbeat["by"], "bob");
     assert_eq!(heartbeat["after_deploy"], "code_drops_override");
@@ -144,6 +173,80 @@ pub fn the_diff_shows_each_override_and_what_runs_after_the_deploy(
     assert_eq!(invoices["after_deploy"], "override");
     assert_eq!(invoices["runs"]["expression"], "*/30 * * * *");
     assert_eq!(invoices["runs"]["timezone"], "Europe/Berlin");
+
+    // Deploying NEW drops the fixed verb's override at its registration; the removed verb's is dropped
+    // only at the deployment's takeover (a replica of it), so it is still kept: a rollback before that
+    // takeover runs it.
+    let deployed = ran(
+        &cronverb(&["deploy", "--deployment", "billing@2", new, "--json"]),
+        0,
+    );
+    let deployed: Value = serde_json::from_str(&deployed).unwrap();
+    let dropped = &deployed["dropped_overrides"];
+    assert_eq!(dropped.as_array().map(Vec::len), Some(2), "{deployed}");
+    assert_eq!(dropped[0]["verb"], "billing::heartbeat", "{deployed}");
+    assert_eq!(dropped[0]["reason"], "fixed", "{deployed}");
+    assert_eq!(dropped[1]["verb"], "billing::cleanup", "{deployed}");
+    assert_eq!(dropped[1]["reason"], "removed", "{deployed}");
+    // Deployed again before its takeover: the takeover will still drop the removed verb's override.
+    let again = ran(
+        &cronverb(&["deploy", "--deployment", "billing@2", new, "--json"]),
+        0,
+    );
+    let again: Value = serde_json::from_str(&again).unwrap();
+    let dropped = &again["dropped_overrides"];
+    assert_eq!(dropped.as_array().map(Vec::len), Some(1), "{again}");
+    assert_eq!(dropped[0]["verb"], "billing::cleanup", "{again}");
+    assert_eq!(dropped[0]["reason"], "removed", "{again}");
+    let text = ran(
+        &cronverb(&["schema", "diff", old, new, "--database-url", url]),
+        1,
+    );
+    assert!(text.contains("`billing::cleanup` is overridden"), "{text}");
+    assert!(
+        !text.contains("`billing::heartbeat` is overridden"),
+        "{text}"
+    );
+
+    // A schema without the module at all deploys nothing of it: no takeover drops its overrides,
+    // which go on running (not `removed`).
+    let elsewhere =
+        std::env::temp_dir().join(format!("{name}-{}-elsewhere.json", std::process::id()));
+    std::fs::write(&elsewhere, ELSEWHERE).unwrap();
+    let elsewhere = elsewhere.to_str().unwrap();
+    let json = ran(
+        &cronverb(&[
+            "schema",
+            "diff",
+            old,
+            elsewhere,
+            "--database-url",
+            url,
+            "--format",
+            "json",
+        ]),
+        1,
+    );
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let overrides = json["overrides"].as_array().unwrap();
+    let cleanup = overrides
+        .iter()
+        .find(|over| over["verb"] == "billing::cleanup")
+        .unwrap_or_else(|| panic!("the override of cleanup: {json}"));
+    assert_eq!(cleanup["after_deploy"], "module_not_deployed", "{json}");
+    assert_eq!(cleanup["runs"]["expression"], "*/20 * * * *", "{json}");
+    let text = ran(
+        &cronverb(&["schema", "diff", old, elsewhere, "--database-url", url]),
+        1,
+    );
+    assert!(
+        text.contains(
+            "the new schema has no module `billing`: its deploy leaves it as it is, and the \
+             override `*/20 * * * *` in UTC still runs"
+        ),
+        "{text}"
+    );
+    let _ = std::fs::remove_file(elsewhere);
     let _ = std::fs::remove_file(old);
     let _ = std::fs::remove_file(new);
 }

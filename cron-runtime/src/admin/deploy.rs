@@ -16,7 +16,10 @@ use crate::defaults::DEFAULT_TIMEOUT;
 use crate::error::JobError;
 use crate::job::{Fields, job_spec};
 use crate::rfc3339;
-use crate::store::sql::deploy::{KeyConflict, insert_deployment, insert_jobs};
+use crate::store::rules::reschedule::Dropped;
+use crate::store::sql::deploy::{
+    KeyConflict, insert_deployment, insert_jobs, outlived_at_takeover,
+};
 use crate::store::{DeploymentSpec, JobSpec, check_job_count};
 
 /// [`Admin::deploy`](super::Admin::deploy).
@@ -81,13 +84,30 @@ pub(crate) async fn deploy<D: Dialect>(
         .fetch_one(&mut tx.tx)
         .await
         .map_err(db(&context))?;
+    // Registered before and not active yet: its takeover will still drop the overrides of the verbs
+    // its code has not.
+    if !created && !active {
+        dropped = outlived_at_takeover::<D>(&mut tx.tx, &spec)
+            .await
+            .map_err(db(&context))?;
+    }
     let dropped_overrides: Vec<DroppedOverride> = dropped
         .into_iter()
-        .map(|(verb, over)| DroppedOverride {
+        .map(|(verb, over, why)| DroppedOverride {
             verb,
             expression: over.expression,
             timezone: over.zone,
+            reason: match why {
+                Dropped::Fixed => DropReason::Fixed,
+                Dropped::Removed => DropReason::Removed,
+            },
         })
+        .collect();
+    // The audit row records what this registration changed: the overrides of the verbs its code
+    // has not are dropped by its takeover, not here.
+    let audited: Vec<&DroppedOverride> = dropped_overrides
+        .iter()
+        .filter(|dropped| dropped.reason == DropReason::Fixed)
         .collect();
     let current: Option<ActiveSchema> = Statement::<D>::new(D::SQL.active_schema)
         .bind(spec.module.clone())
@@ -108,8 +128,8 @@ pub(crate) async fn deploy<D: Dialect>(
                 "active": active,
             });
             // Named only when the registration dropped an override, as a state change it made.
-            if !dropped_overrides.is_empty() {
-                after["dropped_overrides"] = serde_json::json!(dropped_overrides);
+            if !audited.is_empty() {
+                after["dropped_overrides"] = serde_json::json!(audited);
             }
             after
         }),
@@ -122,8 +142,9 @@ pub(crate) async fn deploy<D: Dialect>(
     Ok(deployed)
 }
 
-/// An operator's override that a deployment dropped because its code marks the verb `fixed`
-/// (docs/operations.md, "Changing a schedule without a build"): the code's schedule runs instead.
+/// An operator's override that a deployment drops (docs/operations.md, "Changing a schedule without a
+/// build"): its code marks the verb `fixed`, and the code's schedule runs instead; or its code has no
+/// such verb, and the override goes with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DroppedOverride {
     /// The verb's full name.
@@ -132,6 +153,19 @@ pub struct DroppedOverride {
     pub expression: String,
     /// The override's zone.
     pub timezone: String,
+    /// Why, and so when.
+    pub reason: DropReason,
+}
+
+/// Why a deployment drops an override; in JSON, its name in snake case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The code marks the verb `fixed`: the registration dropped it.
+    Fixed,
+    /// The code has no such verb: the deployment's takeover drops it; until then it is kept, and a
+    /// rollback before that takeover still runs it.
+    Removed,
 }
 
 /// The result of [`Admin::deploy`](super::Admin::deploy).
@@ -151,7 +185,8 @@ pub struct Deployed {
     /// What the deployment changes relative to the module's active deployment; `None` when the active
     /// deployment's registered schema cannot be read.
     pub changes: Option<Changes>,
-    /// The overrides this registration dropped: of verbs its code marks `fixed`.
+    /// The overrides this deployment drops: of verbs its code marks `fixed` (dropped by this
+    /// registration), then of verbs its code has not (dropped at its takeover).
     pub dropped_overrides: Vec<DroppedOverride>,
 }
 

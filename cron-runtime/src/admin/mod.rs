@@ -51,7 +51,7 @@ pub use audit::{AUDIT_LIMIT, Action, Actor, AuditEntry, AuditFilter, Origin};
 pub use backfill::{BackfillCancelled, BackfillProgress, Backfilled, Occurrence};
 pub use cancel::Cancelled;
 pub use deploy::{
-    ChangedJob, Changes, Deployed, DeployedJob, DroppedOverride, RemovedJob,
+    ChangedJob, Changes, Deployed, DeployedJob, DropReason, DroppedOverride, RemovedJob,
     check_verbs_listed_once,
 };
 pub use deployment::Deployment;

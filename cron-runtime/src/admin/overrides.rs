@@ -58,8 +58,12 @@ pub enum AfterDeploy {
     /// The code's schedule: the code marks the job `fixed`, and the deployment's registration drops
     /// the override.
     CodeDropsOverride,
-    /// Nothing: the deployment has no such verb.
+    /// Nothing: the deployment has no such verb, and its takeover drops the override (an override
+    /// lives as long as its verb).
     Removed,
+    /// The override, as before: the new schema has no such module, so its deploy registers nothing of
+    /// it and no takeover drops the override.
+    ModuleNotDeployed,
 }
 
 impl StoredOverride {

@@ -16,7 +16,7 @@ use super::rows::{At, RescheduleRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db};
 use crate::rfc3339;
 use crate::store::rules::reschedule::{
-    check, is_reset, overridable, refusal, rescheduled, speaks_for,
+    check, overridable, overrides_to, refusal, rescheduled, speaks_for, without_its_verb,
 };
 
 /// The result of [`Admin::reschedule`](super::Admin::reschedule) and
@@ -87,17 +87,34 @@ pub(crate) async fn reschedule<D: Dialect>(
     {
         return Err(AdminError::RescheduleRefused(refused));
     }
+    // Read under the module's lock: a takeover by code without the verb is committed, or waits.
+    let active_without_it = if rows.iter().any(|row| row.active) {
+        None
+    } else {
+        match tx.active_deployment(&module, &context).await {
+            Ok(active) => Some(active.key),
+            Err(AdminError::NoActiveDeployment { .. }) => None,
+            Err(e) => return Err(e),
+        }
+    };
+    if to.is_some()
+        && let Some(refused) = without_its_verb(&verb, active_without_it.as_deref())
+    {
+        return Err(AdminError::RescheduleRefused(refused));
+    }
     let jitter = first
         .jitter_ms
         .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
-    // Without a zone, the expression is read in the code's.
-    let code_zone = code_of(first).1;
+    // Without a zone, the expression is read in the code's. An override to the code's own schedule
+    // is a reset: no target, each row back to its own code's.
+    let first_code = code_of(first);
     let target = match to {
         Some((expression, zone)) => {
-            let zone = zone.unwrap_or(&code_zone);
+            let zone = zone.unwrap_or(&first_code.1);
             let schedule =
                 check(expression, zone, jitter).map_err(AdminError::RescheduleRefused)?;
-            Some((expression, zone, schedule))
+            overrides_to((expression, zone), (&first_code.0, &first_code.1))
+                .map(|(expression, zone)| (expression, zone, schedule))
         }
         None => None,
     };
@@ -135,7 +152,7 @@ pub(crate) async fn reschedule<D: Dialect>(
             next_execution
         } else {
             changed = true;
-            let next = rescheduled(
+            let moved = rescheduled(
                 &schedule,
                 row.state == "idle",
                 row.retry_pending,
@@ -148,22 +165,18 @@ pub(crate) async fn reschedule<D: Dialect>(
                 .bind(zone.clone())
                 .bind(overridden.then(|| code.0.clone()))
                 .bind(overridden.then(|| code.1.clone()))
-                .bind(next.map(At))
-                .bind(At(tx.now))
+                .bind(moved.next_execution.map(At))
+                .bind(At(moved.start_time))
                 .execute(&mut tx.tx)
                 .await
                 .map_err(db(&context))?;
-            next
+            moved.next_execution
         };
         if std::ptr::eq(row, first) {
             after = Some((expression, zone, next.filter(|_| row.state == "idle")));
         }
     }
-    let keeps_override = target.as_ref().filter(|(expression, zone, _)| {
-        let code = code_of(first);
-        !is_reset((expression, zone), (&code.0, &code.1))
-    });
-    match keeps_override {
+    match &target {
         Some((expression, zone, _)) => {
             Statement::<D>::new(D::SQL.set_override)
                 .bind(module.clone())
@@ -198,7 +211,7 @@ pub(crate) async fn reschedule<D: Dialect>(
         "overridden": overridden,
     });
     let recorded = Record {
-        action: match target {
+        action: match to {
             Some(_) => Action::Reschedule,
             None => Action::ResetSchedule,
         },

@@ -451,6 +451,12 @@ macro_rules! every_case {
         $test!(the_active_deployments_fixed_row_refuses_an_override_an_older_row_would_take);
         $test!(an_override_to_the_codes_own_schedule_is_a_reset);
         $test!(a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows_the_override);
+        $test!(a_deployment_without_the_verb_drops_its_override_at_its_takeover);
+        $test!(a_rollback_while_the_verb_stayed_keeps_its_override);
+        $test!(after_an_override_an_occurrence_of_its_schedule_from_before_it_is_not_overdue);
+        $test!(a_reschedule_of_a_verb_the_active_deployment_has_not_is_refused);
+        $test!(a_rollback_after_the_takeover_that_dropped_the_override_runs_the_codes_schedule);
+        $test!(a_reschedule_to_the_active_codes_schedule_resets_every_row_to_its_own_code);
         $test!(a_replica_reports_its_last_runs_of_its_jobs_on_every_replica);
     };
 }

@@ -3,7 +3,17 @@
 //! follow it, a deployment registered later starts at it, `--reset` returns to the code's, and what does
 //! not check is refused with nothing changed; a job its code marks `fixed` is never overridden.
 
+use cron_runtime::store::Expected;
+
 use super::*;
+
+/// The replica of the first deployment, `old` (registered with [`short_lease`]), takes its module
+/// back once the later one's replica, which stopped heartbeating, is no longer alive: a rollback.
+async fn roll_back<H: StoreUnderTest>(h: &H, old: &H::Store, runner: &Runner) {
+    let seen = h.now().await;
+    sleep_until(h, seen + ms(2_500)).await;
+    assert!(old.heartbeat(runner).await.unwrap().changed, "the rollback");
+}
 
 /// `job` with a schedule an operator may not override (`#[cron(..., fixed)]`).
 pub fn fixed(mut job: JobSpec) -> JobSpec {
@@ -219,4 +229,136 @@ pub async fn a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows
         "the occurrence after the retry is the override's"
     );
     assert_eq!(h.next_execution(MODULE, "a").await, yearly);
+}
+
+/// An override lives as long as its verb: the takeover of a deployment whose code has no such verb
+/// drops it, so that a later deployment bringing the verb back runs its code's schedule, not an
+/// override set for code that is gone (docs/operations.md, "Changing a schedule without a build").
+pub async fn a_deployment_without_the_verb_drops_its_override_at_its_takeover(
+    h: impl StoreUnderTest,
+) {
+    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
+    let (_old, _) = replica(&h, &deployment("billing@1", both())).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let (_without, _) = replica(&h, &deployment("billing@2", vec![job("b", YEARLY)])).await;
+    let (_back, _) = replica(&h, &deployment("billing@3", both())).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await),
+        "billing@3 brings `a` back on its code's schedule: its override went with billing@2's takeover"
+    );
+}
+
+/// A takeover by a deployment that has the verb keeps its override, also a rollback to an older
+/// deployment: only a deployment whose code lacks the verb drops it, at its own takeover.
+pub async fn a_rollback_while_the_verb_stayed_keeps_its_override(h: impl StoreUnderTest) {
+    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
+    let (old, r1) = replica_with(&h, short_lease(), &deployment("billing@1", both())).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let (_new, _) = replica_with(&h, short_lease(), &deployment("billing@2", both())).await;
+    // billing@2's replica stops heartbeating: once it is no longer alive, billing@1 takes over again.
+    roll_back(&h, &old, &r1).await;
+    let (_later, _) = replica(&h, &deployment("billing@3", both())).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    let now = h.now().await;
+    assert!(
+        at - now <= TimeDelta::seconds(2),
+        "billing@3's row starts at the override, which was kept: {at} after {now}"
+    );
+}
+
+/// An override starts its row's schedule anew, as a deployment's registration does: an occurrence of
+/// the schedule it replaced, from before the override, is not the row's any more and is never
+/// reported overdue, on every store (docs/operations.md, "Overdue").
+pub async fn after_an_override_an_occurrence_of_its_schedule_from_before_it_is_not_overdue(
+    h: impl StoreUnderTest,
+) {
+    settle(&h).await;
+    let (store, runner) = replica(&h, &deployment("billing@1", vec![job("a", SECONDLY)])).await;
+    let missed = h.next_execution(MODULE, "a").await.unwrap();
+    // No replica runs it: past its deadline it is overdue.
+    sleep_until(&h, missed + TimeDelta::seconds(1) + ms(100)).await;
+    let expected = [Expected {
+        verb: "a".to_owned(),
+        occurrence: missed,
+        by: missed + TimeDelta::seconds(1),
+    }];
+    let before = store.overdue(&runner, &expected).await.unwrap();
+    assert_eq!(before.len(), 1, "overdue before the override: {before:?}");
+    h.reschedule("a", YEARLY).await.unwrap();
+    assert_eq!(
+        store.overdue(&runner, &expected).await.unwrap(),
+        [],
+        "an occurrence of the schedule replaced, from before the override"
+    );
+}
+
+/// Once a deployment without the verb has taken its module over (and dropped its override), a
+/// reschedule of the verb is refused: it would keep an override no active code has, which no later
+/// takeover drops, and a deployment that brings the verb back would start at it (docs/operations.md,
+/// "Changing a schedule without a build").
+pub async fn a_reschedule_of_a_verb_the_active_deployment_has_not_is_refused(
+    h: impl StoreUnderTest,
+) {
+    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
+    let (_old, _) = replica(&h, &deployment("billing@1", both())).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let (_without, _) = replica(&h, &deployment("billing@2", vec![job("b", YEARLY)])).await;
+    let refused = h.reschedule("a", SECONDLY).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("billing@2") && e.contains("no such verb")),
+        "billing@2 is active and has no `a`: {refused:?}"
+    );
+    let (_back, _) = replica(&h, &deployment("billing@3", both())).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await),
+        "billing@3 brings `a` back on its code's schedule: no override was kept"
+    );
+}
+
+/// The takeover that drops an outlived override returns every row of the verb, in the module's other
+/// deployments, to its own code's schedule: a rollback after it runs the code's schedule, not an
+/// override that no longer exists (docs/operations.md, "Changing a schedule without a build").
+pub async fn a_rollback_after_the_takeover_that_dropped_the_override_runs_the_codes_schedule(
+    h: impl StoreUnderTest,
+) {
+    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
+    let (old, r1) = replica_with(&h, short_lease(), &deployment("billing@1", both())).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let without = deployment("billing@2", vec![job("b", YEARLY)]);
+    let (_without, _) = replica_with(&h, short_lease(), &without).await;
+    // billing@2's replica stops heartbeating: once it is no longer alive, billing@1 takes over again.
+    roll_back(&h, &old, &r1).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await),
+        "billing@1's row went back to its code's schedule at billing@2's takeover"
+    );
+}
+
+/// A reschedule to the active code's own schedule is a reset on every row: each goes back to its own
+/// code's schedule, also an older deployment's whose code declares another, so a rollback runs that
+/// code's schedule (docs/operations.md, "Changing a schedule without a build").
+pub async fn a_reschedule_to_the_active_codes_schedule_resets_every_row_to_its_own_code(
+    h: impl StoreUnderTest,
+) {
+    let (old, r1) = replica_with(
+        &h,
+        short_lease(),
+        &deployment("billing@1", vec![job("a", YEARLY)]),
+    )
+    .await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let new = deployment("billing@2", vec![job("a", TEN_SECONDLY)]);
+    let (_new, _) = replica_with(&h, short_lease(), &new).await;
+    h.reschedule("a", TEN_SECONDLY).await.unwrap();
+    roll_back(&h, &old, &r1).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await),
+        "billing@1's row runs its own code's schedule after the reset"
+    );
 }

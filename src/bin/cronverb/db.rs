@@ -5,7 +5,9 @@
 //! module, a schema file that is not a valid schema, a malformed option); 1 when the database fails or
 //! does not answer, or refuses in its current state (a trigger while the verb is executing, tables that
 //! a newer release contracted, a malformed SQLite file before `prune`). `trigger --wait` adds its own:
-//! 3 when the run ended without succeeding, 4 when `--timeout` passed first.
+//! 3 when the run ended without succeeding, 4 when `--timeout` passed first. A command whose 0 and 1
+//! are its answer (`schema diff --database-url`: equal, different; [`run_answering`]) exits 2 when the
+//! database fails or refuses, so that a failure is never read as an answer.
 
 use std::fmt;
 use std::future::Future;
@@ -94,7 +96,8 @@ impl Connection {
 pub enum Failure {
     /// What was given is wrong. Exit status 2.
     Invalid(String),
-    /// The database failed or refused. Exit status 1.
+    /// The database failed or refused. Exit status 1; 2 under [`run_answering`], whose 1 is an
+    /// answer.
     Other(String),
     /// The command did what it was asked, and its result has an exit status of its own (`trigger
     /// --wait`); the message, when there is one, is printed as an error.
@@ -255,8 +258,24 @@ where
     F: FnOnce(Database) -> Fut,
     Fut: Future<Output = Result<(), Failure>>,
 {
-    run_with(connection, false, command)
+    run_with(connection, false, FAILED, command)
 }
+
+/// [`run`], for a command whose exit statuses 0 and 1 are its answer (`schema diff`: equal,
+/// different): a database that fails or refuses exits 2, as what was given wrong does, so that a
+/// failure is never read as an answer.
+pub fn run_answering<F, Fut>(connection: &Connection, command: F) -> ExitCode
+where
+    F: FnOnce(Database) -> Fut,
+    Fut: Future<Output = Result<(), Failure>>,
+{
+    run_with(connection, false, INVALID, command)
+}
+
+/// The exit status of what was given wrong.
+const INVALID: u8 = 2;
+/// The exit status of a database that fails or refuses.
+const FAILED: u8 = 1;
 
 /// [`run`], creating the SQLite file when it is missing, for `migrate`, which checks the tables' compatibility
 /// itself after migrating them.
@@ -265,10 +284,11 @@ where
     F: FnOnce(Database) -> Fut,
     Fut: Future<Output = Result<(), Failure>>,
 {
-    run_with(connection, true, command)
+    run_with(connection, true, FAILED, command)
 }
 
-fn run_with<F, Fut>(connection: &Connection, create: bool, command: F) -> ExitCode
+/// Opens the database and runs `command`; a database that fails or refuses exits `failed`.
+fn run_with<F, Fut>(connection: &Connection, create: bool, failed: u8, command: F) -> ExitCode
 where
     F: FnOnce(Database) -> Fut,
     Fut: Future<Output = Result<(), Failure>>,
@@ -330,8 +350,8 @@ where
                 eprintln!("error: {}", escape(&failure.to_string()));
             }
             match failure {
-                Failure::Invalid(_) => ExitCode::from(2),
-                Failure::Other(_) => ExitCode::FAILURE,
+                Failure::Invalid(_) => ExitCode::from(INVALID),
+                Failure::Other(_) => ExitCode::from(failed),
                 Failure::Status(code, _) => ExitCode::from(code),
             }
         }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cronverb::admin::Deployed;
+use cronverb::admin::{Deployed, DropReason};
 use cronverb::{MAX_JOBS_PER_DEPLOYMENT, Schema};
 
 use crate::db::{self, Connection, Failure};
@@ -175,16 +175,25 @@ fn text(deployed: &Deployed) -> String {
             ));
         }
     }
-    // The overrides this deployment dropped: its code declares the verb `fixed`, and the code wins
-    // (docs/operations.md, "Changing a schedule without a build").
+    // The overrides this deployment drops: its code declares the verb `fixed`, and the code wins; or
+    // its code has no such verb, and the override goes with it at the takeover (docs/operations.md,
+    // "Changing a schedule without a build").
     for dropped in &deployed.dropped_overrides {
-        text.push_str(&format!(
-            "  `{}`: the code declares it `fixed`: the override `{}` in {} is dropped, and the code's \
-             schedule runs from this deployment's takeover\n",
+        let (verb, expression, zone) = (
             escape(&dropped.verb),
             escape(&dropped.expression),
             escape(&dropped.timezone),
-        ));
+        );
+        text.push_str(&match dropped.reason {
+            DropReason::Fixed => format!(
+                "  `{verb}`: the code declares it `fixed`: the override `{expression}` in {zone} is \
+                 dropped, and the code's schedule runs from this deployment's takeover\n"
+            ),
+            DropReason::Removed => format!(
+                "  `{verb}`: the code has no such verb: the override `{expression}` in {zone} is \
+                 dropped at this deployment's takeover (a rollback before it still runs it)\n"
+            ),
+        });
     }
     text
 }

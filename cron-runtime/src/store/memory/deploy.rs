@@ -78,8 +78,10 @@ impl State {
         for job in &spec.jobs {
             let job_id = self.id();
             let key = (Arc::clone(&module), job.verb.clone());
-            if rules::reschedule::dropped(job, self.overrides.get(&key)) {
-                self.overrides.remove(&key);
+            if rules::reschedule::dropped(job, self.overrides.get(&key))
+                && let Some(over) = self.overrides.remove(&key)
+            {
+                rules::reschedule::log_fixed(&spec.key, &job.verb, &over);
             }
             let over = self.overrides.get(&key);
             let runs = rules::reschedule::effective(job, over);
@@ -125,6 +127,46 @@ impl State {
         );
         self.deployment_keys.insert(spec.key.clone(), id);
         id
+    }
+
+    /// Deployment `winner` took its module over at `now`: the overrides of the verbs its code has not
+    /// are dropped ([`rules::reschedule::outlived`]), and every row of such a verb in the module's
+    /// other deployments, older and newer, goes back to its own code's schedule
+    /// ([`rules::reschedule::rescheduled`]; docs/operations.md, "Changing a schedule without a
+    /// build").
+    fn drop_outlived(&mut self, winner: i64, now: DateTime<Utc>) {
+        let deployment = &self.deployments[&winner];
+        let module = Arc::clone(&deployment.module);
+        let key = Arc::clone(&deployment.key);
+        let verbs: Vec<&str> = deployment.jobs.keys().map(String::as_str).collect();
+        let overridden = self
+            .overrides
+            .keys()
+            .filter(|(of, _)| *of == module)
+            .map(|(_, verb)| verb.as_str());
+        let outlived: Vec<String> = rules::reschedule::outlived(overridden, &verbs)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        for verb in outlived {
+            if let Some(over) = self.overrides.remove(&(Arc::clone(&module), verb.clone())) {
+                rules::reschedule::log_outlived(&key, &verb, &over);
+            }
+            let rows: Vec<i64> = self
+                .deployments
+                .values()
+                .filter(|d| d.module == module)
+                .filter_map(|d| d.jobs.get(&verb).copied())
+                .collect();
+            for job_id in rows {
+                let job = self.jobs.get_mut(&job_id).expect("exists");
+                let Some(code) = job.code.take() else {
+                    continue;
+                };
+                job.spec = *code;
+                self.move_rescheduled(job_id, now);
+            }
+        }
     }
 
     /// [`Store::heartbeat`](crate::store::Store::heartbeat) under the lock: marks the runner alive, takes
@@ -298,6 +340,7 @@ impl State {
             &self.deployments[&winner].key,
             previous.map(|p| &*self.deployments[&p].key),
         );
+        self.drop_outlived(winner, now);
         for (job_id, start) in new_ids.into_iter().zip(plan.rows) {
             if let Some((paused, trigger)) = operated.remove(&self.jobs[&job_id].verb) {
                 let job = self.jobs.get_mut(&job_id).expect("exists");

@@ -14,7 +14,7 @@ use crate::store::rules::operator::{
     runs_on_every_replica, unknown_module, unknown_verb,
 };
 use crate::store::rules::reschedule::{
-    Override, check, is_reset, overridable, refusal, rescheduled, speaks_for,
+    Override, check, overridable, overrides_to, refusal, rescheduled, speaks_for, without_its_verb,
 };
 use crate::store::{Cancel, Outcome, Runner, StoreError};
 
@@ -260,6 +260,23 @@ impl State {
 }
 
 impl State {
+    /// Row `job_id`, whose schedule just changed, goes on where [`rescheduled`] says from `now`.
+    pub(super) fn move_rescheduled(&mut self, job_id: i64, now: DateTime<Utc>) {
+        let job = self.jobs.get_mut(&job_id).expect("exists");
+        let idle = job.executing.is_none();
+        let moved = rescheduled(
+            &job.spec.schedule,
+            idle,
+            job.retrying.is_some(),
+            job.next_execution,
+            now,
+        );
+        job.start_time = moved.start_time;
+        if idle {
+            self.set_idle(job_id, moved.next_execution);
+        }
+    }
+
     /// Gives `verb` of `module` the schedule `expression` in `zone` in every deployment of the module,
     /// or its code's again (`None`), from now (docs/operations.md, "Changing a schedule without a
     /// build"; `rules::reschedule`): an idle row goes on at the new schedule's next occurrence, a run in
@@ -287,6 +304,17 @@ impl State {
         {
             return Err(StoreError::Invalid(refused));
         }
+        let active_without_it = self
+            .deployments
+            .values()
+            .find(|d| d.active && *d.module == *module)
+            .filter(|d| !d.jobs.contains_key(verb))
+            .map(|d| &*d.key);
+        if to.is_some()
+            && let Some(refused) = without_its_verb(verb, active_without_it)
+        {
+            return Err(StoreError::Invalid(refused));
+        }
         let key = (std::sync::Arc::clone(&first.module), verb.to_owned());
         // Without a zone, the expression is read in the code's.
         let code_zone = first
@@ -302,46 +330,43 @@ impl State {
                 let zone = zone.unwrap_or(&code_zone).to_owned();
                 let schedule =
                     check(expression, &zone, first.spec.jitter).map_err(StoreError::Invalid)?;
-                // An override to the code's own schedule is a reset (`rules::reschedule::is_reset`).
-                (!is_reset((expression, &zone), (&code_expression, &code_zone)))
-                    .then(|| (expression.to_owned(), zone, schedule))
+                // An override to the code's own schedule is a reset.
+                overrides_to((expression, &zone), (&code_expression, &code_zone))
+                    .map(|(expression, zone)| (expression.to_owned(), zone.to_owned(), schedule))
             }
             None => None,
         };
         for job_id in rows {
             let job = self.jobs.get_mut(&job_id).expect("exists");
-            if !overridable(job.code.as_deref().unwrap_or(&job.spec).fixed) {
+            let code = job.code.as_deref().unwrap_or(&job.spec);
+            if !overridable(code.fixed) {
                 continue;
             }
-            let code = match &target {
-                Some(_) => Some(
-                    job.code
-                        .take()
-                        .unwrap_or_else(|| Box::new(job.spec.clone())),
-                ),
-                None => None,
-            };
             let (expression, schedule) = match &target {
                 Some((expression, _, schedule)) => (expression.clone(), schedule.clone()),
-                None => match job.code.take() {
-                    Some(code) => (code.expression, code.schedule),
-                    None => continue,
-                },
+                None => (code.expression.clone(), code.schedule.clone()),
             };
-            job.code = code;
-            job.spec.zone = schedule.zone();
-            job.spec.expression = expression;
-            job.spec.schedule = schedule;
-            let next = rescheduled(
-                &job.spec.schedule,
-                job.executing.is_none(),
-                job.retrying.is_some(),
-                job.next_execution,
-                now,
-            );
-            if job.executing.is_none() {
-                self.set_idle(job_id, next);
+            // As the SQL stores: a row that runs this schedule already is left as it is, and one whose
+            // own code declares it runs it as its code's.
+            let overridden =
+                (expression.as_str(), schedule.zone()) != (&*code.expression, code.zone);
+            if job.spec.expression == expression
+                && job.spec.zone == schedule.zone()
+                && job.code.is_some() == overridden
+            {
+                continue;
             }
+            let code = job
+                .code
+                .take()
+                .unwrap_or_else(|| Box::new(job.spec.clone()));
+            let mut runs = (*code).clone();
+            runs.zone = schedule.zone();
+            runs.expression = expression;
+            runs.schedule = schedule;
+            job.spec = runs;
+            job.code = overridden.then_some(code);
+            self.move_rescheduled(job_id, now);
         }
         match target {
             Some((expression, zone, _)) => {

@@ -158,6 +158,8 @@ impl Protocol for Postgres {
         delete_runner: sql::runners::DELETE_RUNNER,
         overrides: sql::jobs::OVERRIDES,
         drop_override: sql::jobs::DROP_OVERRIDE,
+        overridden_rows: sql::jobs::OVERRIDDEN_ROWS,
+        restore_code_schedule: sql::jobs::RESTORE_CODE_SCHEDULE,
         deployment_rows: sql::jobs::DEPLOYMENT_ROWS,
         elected: sql::deployments::ELECTED,
         takeover_lock: sql::deployments::TAKEOVER_LOCK,

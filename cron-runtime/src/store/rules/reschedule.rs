@@ -4,7 +4,9 @@
 //! overridden verb starts with ([`effective`]). The override wins over the code's expression until it
 //! is reset, also when a later deployment's code changes that expression; but a job whose code marks it
 //! `fixed` is never overridden: an override of it is refused ([`refusal`]), and one a deployment that
-//! marks it fixed finds is dropped by that deployment's registration ([`dropped`]).
+//! marks it fixed finds is dropped by that deployment's registration ([`dropped`]). An override lives
+//! as long as its verb: the takeover of a deployment whose code has no such verb drops it
+//! ([`outlived`]).
 
 use std::time::Duration;
 
@@ -56,11 +58,96 @@ pub(crate) fn is_reset(target: (&str, &str), code: (&str, &str)) -> bool {
     target == code
 }
 
+/// The override a reschedule to `target` (expression and zone) keeps, given `code`, the schedule its
+/// speaking row's code declares ([`speaks_for`]): `target`, or none where it [`is_reset`]. Where it
+/// keeps none, every row of the verb goes back to its own code's schedule, whatever the code of the
+/// row that speaks declares, and no override is kept, as `--reset` does; where it keeps one, every
+/// overridable row runs it (docs/operations.md, "Changing a schedule without a build").
+pub(crate) fn overrides_to<'a>(
+    target: (&'a str, &'a str),
+    code: (&str, &str),
+) -> Option<(&'a str, &'a str)> {
+    (!is_reset(target, code)).then_some(target)
+}
+
 /// Whether a new deployment's registration drops `over`, the override of `job`'s verb: where the code
 /// now marks the job `fixed`, the code wins and the override is deleted, so that no later deployment
 /// runs it either (docs/operations.md, "Changing a schedule without a build").
 pub(crate) fn dropped(job: &JobSpec, over: Option<&Override>) -> bool {
     job.fixed && over.is_some()
+}
+
+/// The verbs among `overridden` (the module's overrides) whose override a deployment whose code
+/// declares `verbs` drops when it takes its module over: those its code has no such verb of. An
+/// override lives as long as its verb: a later deployment that brings the verb back runs its code's
+/// schedule, not one set for code that is gone. Only a takeover drops it, never a registration: a
+/// deployment registered but not active (a rollback before its takeover, `cronverb deploy` with no
+/// replica yet) leaves the verb running where it runs. The takeover that drops it returns every row
+/// of the verb in the module's other deployments, older and newer, to its own code's schedule (from
+/// its copy, going on where [`rescheduled`] says): no row runs an override that no longer exists
+/// (docs/operations.md, "Changing a schedule without a build").
+pub(crate) fn outlived<'a>(
+    overridden: impl IntoIterator<Item = &'a str>,
+    verbs: &[&str],
+) -> Vec<&'a str> {
+    overridden
+        .into_iter()
+        .filter(|verb| !verbs.contains(verb))
+        .collect()
+}
+
+/// Why an override of `verb` is refused when `active_without_it`, its module's active deployment, has
+/// no such verb: that deployment's takeover dropped the verb's override ([`outlived`]) and returned
+/// its rows to their code's schedule, and it never takes the module over again, so an override kept
+/// now would outlive the verb and a later deployment that brings it back would start at it. Decided
+/// after the module's lock (the takeover's), so a reschedule that races the takeover sees it
+/// committed (docs/operations.md, "Changing a schedule without a build").
+pub(crate) fn without_its_verb(verb: &str, active_without_it: Option<&str>) -> Option<String> {
+    active_without_it.map(|key| {
+        format!(
+            "the module's active deployment `{key}` has no such verb `{verb}`: its override was \
+             dropped at that deployment's takeover; change it in the code that brings it back"
+        )
+    })
+}
+
+/// Says at the warn level that deployment `key`'s registration dropped `over`, the override of
+/// `verb`, its code declaring the verb `fixed` ([`dropped`]); every store's registration says it in
+/// these words.
+pub(crate) fn log_fixed(key: &str, verb: &str, over: &Override) {
+    tracing::warn!(
+        verb,
+        schedule = over.expression,
+        timezone = over.zone,
+        "deployment `{key}` declares `{verb}` fixed: the override (`{}` in `{}`) is dropped and the \
+         code's schedule runs",
+        over.expression,
+        over.zone
+    );
+}
+
+/// Says at the warn level that deployment `key`'s takeover dropped `over`, the override of `verb`,
+/// its code having no such verb ([`outlived`]); every store's takeover says it in these words.
+pub(crate) fn log_outlived(key: &str, verb: &str, over: &Override) {
+    tracing::warn!(
+        verb,
+        schedule = over.expression,
+        timezone = over.zone,
+        "deployment `{key}` has no `{verb}`: its takeover drops the override (`{}` in `{}`); a \
+         later deployment that brings `{verb}` back runs its code's schedule",
+        over.expression,
+        over.zone
+    );
+}
+
+/// Why a deployment drops an operator's override: its code marks the verb `fixed` (at its
+/// registration, [`dropped`]), or has no such verb (at its takeover, [`outlived`]). What `cronverb
+/// deploy` reports, so only the SQL stores name it.
+#[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dropped {
+    Fixed,
+    Removed,
 }
 
 /// The schedule `expression` in `zone` gives `verb`, or why an override to it is refused: the
@@ -80,21 +167,35 @@ pub(crate) fn check(
     Ok(schedule)
 }
 
+/// Where a row whose schedule changes goes on ([`rescheduled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Moved {
+    /// Its next occurrence (`cron_jobs.next_execution`).
+    pub(crate) next_execution: Option<DateTime<Utc>>,
+    /// When its schedule starts counting (`cron_jobs.start_time`): an occurrence before it is not
+    /// the row's, and is never reported overdue (docs/operations.md, "Overdue").
+    pub(crate) start_time: DateTime<Utc>,
+}
+
 /// Where a row goes on when its schedule becomes `schedule` at `now`: an idle row with no pending
 /// retry at the new schedule's first occurrence after now (so every replica runs the new schedule from
 /// its next occurrence); a row that executes, or holds a pending retry, keeps its `next_execution`,
-/// and the end of that run or retry reads the new schedule from the row.
+/// and the end of that run or retry reads the new schedule from the row. Its schedule starts counting
+/// now, as a new deployment's row does: the occurrences of the schedule it replaced are not its own.
 pub(crate) fn rescheduled(
     schedule: &ZonedSchedule,
     idle: bool,
     retry_pending: bool,
     next_execution: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
-    if idle && !retry_pending {
-        schedule.next_after(now)
-    } else {
-        next_execution
+) -> Moved {
+    Moved {
+        next_execution: if idle && !retry_pending {
+            schedule.next_after(now)
+        } else {
+            next_execution
+        },
+        start_time: now,
     }
 }
 
@@ -209,11 +310,52 @@ mod tests {
         let old = Some(at("2026-03-02T02:00:00Z"));
         assert_eq!(
             rescheduled(&hourly, true, false, old, now),
-            Some(at("2026-03-01T11:00:00Z"))
+            Moved {
+                next_execution: Some(at("2026-03-01T11:00:00Z")),
+                start_time: now
+            }
         );
-        // A run in flight or a pending retry decides by its end.
-        assert_eq!(rescheduled(&hourly, false, false, old, now), old);
-        assert_eq!(rescheduled(&hourly, true, true, old, now), old);
+        // A run in flight or a pending retry decides by its end; the schedule counts from now.
+        let kept = Moved {
+            next_execution: old,
+            start_time: now,
+        };
+        assert_eq!(rescheduled(&hourly, false, false, old, now), kept);
+        assert_eq!(rescheduled(&hourly, true, true, old, now), kept);
+    }
+
+    #[test]
+    fn an_override_to_the_speaking_codes_own_schedule_keeps_none() {
+        let code = ("0 3 * * *", "UTC");
+        assert_eq!(overrides_to(("0 3 * * *", "UTC"), code), None);
+        assert_eq!(
+            overrides_to(("0 2 * * *", "UTC"), code),
+            Some(("0 2 * * *", "UTC"))
+        );
+        assert_eq!(
+            overrides_to(("0 3 * * *", "Europe/Berlin"), code),
+            Some(("0 3 * * *", "Europe/Berlin"))
+        );
+    }
+
+    #[test]
+    fn a_reschedule_is_refused_only_where_the_active_deployment_lacks_the_verb() {
+        assert_eq!(without_its_verb("billing::a", None), None);
+        let refused = without_its_verb("billing::a", Some("billing@2")).unwrap();
+        assert!(
+            refused.contains("`billing@2` has no such verb `billing::a`"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_takeover_drops_the_overrides_of_the_verbs_its_code_lacks() {
+        let overridden = ["billing::a", "billing::b"];
+        assert_eq!(
+            outlived(overridden, &["billing::b", "billing::c"]),
+            ["billing::a"]
+        );
+        assert!(outlived(overridden, &["billing::a", "billing::b"]).is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::claimable::Claimable;
 use super::run::Statement;
 use super::values::{Ago, At, Column, Rows};
 use super::{FORGET_RUNNERS_AFTER, Known, Protocol, SqlStore, db};
-use crate::store::rules::reschedule::Override;
+use crate::store::rules::reschedule::{Dropped, Override};
 use crate::store::rules::{self, GivenUp, Taking};
 use crate::store::schedules::zone_text;
 use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
@@ -142,6 +142,18 @@ pub(crate) struct Previous {
     every_replica: bool,
 }
 
+/// A row of a verb that runs an override, as the takeover that drops the override returns it to its
+/// code's schedule ([`Steps::overridden_rows`](super::Steps::overridden_rows)).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct Overridden {
+    id: i64,
+    code_schedule: String,
+    code_timezone: String,
+    state: String,
+    next_execution: Option<At>,
+    retry_pending: bool,
+}
+
 /// A job row of the deployment taking its module over ([`Steps::own_rows`](super::Steps::own_rows)).
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct Own {
@@ -244,17 +256,48 @@ pub(crate) async fn insert_deployment<D: Protocol>(
     Ok(Ok((registered.id, false)))
 }
 
+/// The overrides kept for the verbs of `module`, by verb.
+async fn overrides_of<D: Protocol>(
+    tx: &mut D::Connection,
+    module: &str,
+) -> Result<HashMap<String, Override>, sqlx::Error> {
+    let kept: Vec<(String, String, String)> = Statement::<D>::new(D::STEPS.overrides)
+        .bind(module.to_owned())
+        .fetch_all(&mut *tx)
+        .await?;
+    Ok(kept
+        .into_iter()
+        .map(|(verb, expression, zone)| (verb, Override { expression, zone }))
+        .collect())
+}
+
+/// The overrides of `overrides` that a deployment whose code declares `verbs` outlives
+/// ([`rules::reschedule::outlived`]), by verb, in the order of their verbs.
+fn outlived<'a>(
+    overrides: &'a HashMap<String, Override>,
+    verbs: &[&str],
+) -> Vec<(&'a str, &'a Override)> {
+    let mut outlived: Vec<(&str, &Override)> =
+        rules::reschedule::outlived(overrides.keys().map(String::as_str), verbs)
+            .into_iter()
+            .map(|verb| (verb, &overrides[verb]))
+            .collect();
+    outlived.sort_by_key(|(verb, _)| *verb);
+    outlived
+}
+
 /// Inserts the job rows of `spec`'s deployment, just inserted by [`insert_deployment`], each at its
 /// first occurrence after `now` of the schedule it runs: its verb's override where one is kept, else
 /// its code's ([`rules::reschedule::effective`]). A row that exists is left as it is. The overrides of
 /// the verbs the code marks `fixed` are deleted ([`rules::reschedule::dropped`]) and returned, by
-/// verb, for `cronverb deploy` to report and audit.
+/// verb, for `cronverb deploy` to report and audit, followed by those of the verbs the code has not,
+/// which its takeover will delete ([`rules::reschedule::outlived`]), kept until then.
 pub(crate) async fn insert_jobs<D: Protocol>(
     tx: &mut D::Connection,
     deployment_id: i64,
     spec: &DeploymentSpec,
     now: DateTime<Utc>,
-) -> Result<Vec<(String, Override)>, sqlx::Error> {
+) -> Result<Vec<(String, Override, Dropped)>, sqlx::Error> {
     // The module's lock, which a reschedule takes before it locks the verb's rows: a reschedule in
     // flight commits its override before the overrides are read here, and one that comes later
     // finds these rows committed, so that every row of the verb ends on the same schedule
@@ -264,14 +307,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         .bind(spec.module.clone())
         .execute(&mut *tx)
         .await?;
-    let kept: Vec<(String, String, String)> = Statement::<D>::new(D::STEPS.overrides)
-        .bind(spec.module.clone())
-        .fetch_all(&mut *tx)
-        .await?;
-    let overrides: HashMap<String, Override> = kept
-        .into_iter()
-        .map(|(verb, expression, zone)| (verb, Override { expression, zone }))
-        .collect();
+    let overrides = overrides_of::<D>(tx, &spec.module).await?;
     let mut code_expressions = Vec::new();
     let mut code_zones = Vec::new();
     let mut verbs = Vec::new();
@@ -300,18 +336,8 @@ pub(crate) async fn insert_jobs<D: Protocol>(
                 .bind(job.verb.clone())
                 .execute(&mut *tx)
                 .await?;
-            tracing::warn!(
-                verb = job.verb,
-                schedule = over.expression,
-                timezone = over.zone,
-                "deployment `{}` declares `{}` fixed: the override (`{}` in `{}`) is dropped and \
-                 the code's schedule runs",
-                spec.key,
-                job.verb,
-                over.expression,
-                over.zone
-            );
-            dropped.push((job.verb.clone(), over.clone()));
+            rules::reschedule::log_fixed(&spec.key, &job.verb, over);
+            dropped.push((job.verb.clone(), over.clone(), Dropped::Fixed));
         }
         fixed.push(job.fixed);
         let runs = rules::reschedule::effective(job, over);
@@ -367,7 +393,31 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         )))
         .execute(&mut *tx)
         .await?;
+    dropped.extend(outlived_by(&overrides, spec));
     Ok(dropped)
+}
+
+/// The overrides of `overrides` that the takeover of `spec`'s deployment, not active yet, will drop
+/// ([`rules::reschedule::outlived`]), as `cronverb deploy` reports them.
+fn outlived_by(
+    overrides: &HashMap<String, Override>,
+    spec: &DeploymentSpec,
+) -> Vec<(String, Override, Dropped)> {
+    let verbs: Vec<&str> = spec.jobs.iter().map(|job| job.verb.as_str()).collect();
+    outlived(overrides, &verbs)
+        .into_iter()
+        .map(|(verb, over)| (verb.to_owned(), over.clone(), Dropped::Removed))
+        .collect()
+}
+
+/// What the takeover of `spec`'s deployment, registered before and not active yet, will drop: the
+/// overrides of the verbs its code has not, for `cronverb deploy` run again to report.
+pub(crate) async fn outlived_at_takeover<D: Protocol>(
+    tx: &mut D::Connection,
+    spec: &DeploymentSpec,
+) -> Result<Vec<(String, Override, Dropped)>, sqlx::Error> {
+    let overrides = overrides_of::<D>(tx, &spec.module).await?;
+    Ok(outlived_by(&overrides, spec))
 }
 
 impl<D: Protocol> SqlStore<D> {
@@ -631,6 +681,50 @@ impl<D: Protocol> SqlStore<D> {
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
+        // An override lives as long as its verb: this deployment's code has no such verb, and its
+        // takeover drops it (docs/operations.md, "Changing a schedule without a build").
+        let overrides = overrides_of::<D>(&mut *tx, module)
+            .await
+            .map_err(db(context()))?;
+        let verbs: Vec<&str> = mine.iter().map(|row| row.verb.as_str()).collect();
+        let outlived = outlived(&overrides, &verbs);
+        for (verb, _) in &outlived {
+            Statement::<D>::new(D::STEPS.drop_override)
+                .bind(module.to_owned())
+                .bind((*verb).to_owned())
+                .execute(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+            // No row anywhere runs the override any more: every row of the verb, in the module's
+            // older and newer deployments, goes back to its own code's schedule.
+            let overridden: Vec<Overridden> = Statement::<D>::new(D::STEPS.overridden_rows)
+                .bind(module.to_owned())
+                .bind((*verb).to_owned())
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db(context()))?;
+            for row in overridden {
+                // The code's text does not parse (edited by hand): the row is left as it is (G8).
+                let Ok(schedule) = rules::row_schedule(&row.code_schedule, &row.code_timezone)
+                else {
+                    continue;
+                };
+                let moved = rules::reschedule::rescheduled(
+                    &schedule,
+                    row.state == "idle",
+                    row.retry_pending,
+                    row.next_execution.map(DateTime::from),
+                    now,
+                );
+                Statement::<D>::new(D::STEPS.restore_code_schedule)
+                    .bind(row.id)
+                    .bind(moved.next_execution.map(At))
+                    .bind(At(moved.start_time))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(context()))?;
+            }
+        }
         let given_up: Vec<GivenUp<'_, i64>> = previous_rows
             .iter()
             .map(|p| GivenUp {
@@ -717,6 +811,9 @@ impl<D: Protocol> SqlStore<D> {
         tx.commit().await.map_err(db(context()))?;
         self.note_active(deployment_id, true, Some(&key));
         rules::log_takeover(module, &key, previous_key.as_deref());
+        for (verb, over) in outlived {
+            rules::reschedule::log_outlived(&key, verb, over);
+        }
         Ok(true)
     }
 }

@@ -90,6 +90,11 @@ pub(crate) struct Steps {
     pub(crate) overrides: &'static str,
     /// Deletes the override of verb `2` of module `1`.
     pub(crate) drop_override: &'static str,
+    /// The rows of verb `2` of module `1` that run an override (they keep a copy of their code's
+    /// schedule), as [`Overridden`](deploy::Overridden), locked.
+    pub(crate) overridden_rows: &'static str,
+    /// Row `1` runs its code's schedule again (from its copy), next at `2`, counting from `3`.
+    pub(crate) restore_code_schedule: &'static str,
     /// The rows of deployment `1` as a replica checks them.
     pub(crate) deployment_rows: &'static str,
     /// Module `1`'s elected deployment (live within the span `2`), whether `3` is active, the active key.
@@ -226,6 +231,7 @@ pub(crate) trait Protocol:
     + Reads<deploy::Elected>
     + Reads<deploy::Previous>
     + Reads<deploy::Own>
+    + Reads<deploy::Overridden>
     + Reads<deploy::Registered>
 {
     /// The statements.

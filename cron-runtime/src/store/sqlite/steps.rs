@@ -180,6 +180,16 @@ ORDER BY id",
     delete_runner: "DELETE FROM cron_runners WHERE id = ?1",
     overrides: "SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = ?1",
     drop_override: "DELETE FROM cron_overrides WHERE module_name = ?1 AND verb = ?2",
+    overridden_rows: "
+SELECT id, code_schedule, code_timezone, state, next_execution,
+       retry_run_id IS NOT NULL AS retry_pending
+FROM cron_jobs
+WHERE module_name = ?1 AND verb = ?2 AND code_schedule IS NOT NULL
+ORDER BY id",
+    restore_code_schedule: "
+UPDATE cron_jobs SET schedule = code_schedule, timezone = code_timezone, code_schedule = NULL,
+    code_timezone = NULL, next_execution = ?2, start_time = ?3
+WHERE id = ?1",
     deployment_rows: "
 SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.paused, j.next_execution,
        j.trigger_requested_at, j.lease_expires_at, j.every_replica, b.queued_at, j.code_schedule
@@ -607,6 +617,8 @@ mod tests {
             delete_runner,
             overrides,
             drop_override,
+            overridden_rows,
+            restore_code_schedule,
             deployment_rows,
             elected,
             takeover_lock,
@@ -662,6 +674,8 @@ mod tests {
             ("delete_runner", delete_runner),
             ("overrides", overrides),
             ("drop_override", drop_override),
+            ("overridden_rows", overridden_rows),
+            ("restore_code_schedule", restore_code_schedule),
             ("deployment_rows", deployment_rows),
             ("elected", elected),
             ("takeover_lock", takeover_lock),

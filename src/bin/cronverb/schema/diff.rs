@@ -89,7 +89,8 @@ fn read(path: &Path) -> Result<Schema, Failure> {
 }
 
 /// The diff and the overrides stored at `url` of the schemas' modules, each with what runs after a
-/// deploy of `new`; exits as the diff does (0 equal, 1 different), or as a database command fails.
+/// deploy of `new`; exits as the diff does (0 equal, 1 different), or 2 when the database fails: a
+/// failure is not a difference.
 fn with_overrides(
     url: &str,
     format: Format,
@@ -98,7 +99,7 @@ fn with_overrides(
     diff: &cron_schema::Diff,
 ) -> ExitCode {
     let connection = db::Connection::to(url);
-    db::run(&connection, |store| async move {
+    db::run_answering(&connection, |store| async move {
         let stored = store.admin().overrides().await?;
         let drift: Vec<Drift<'_>> = stored
             .iter()
@@ -184,7 +185,8 @@ struct Drift<'a> {
     code_before: Option<Code>,
     /// The new schema's code (`null`: it has no such verb).
     code_after: Option<Code>,
-    /// What runs after the deploy: `override`, `code`, `code_drops_override` or `removed`.
+    /// What runs after the deploy: `override`, `code`, `code_drops_override`, `removed` or
+    /// `module_not_deployed`.
     after_deploy: AfterDeploy,
     /// The schedule that runs after the deploy (`null`: no row of the verb).
     runs: Option<Code>,
@@ -194,9 +196,13 @@ impl<'a> Drift<'a> {
     fn of(over: &'a StoredOverride, old: &Schema, new: &Schema) -> Drift<'a> {
         let before = code_of(old, &over.module, &over.verb);
         let after = code_of(new, &over.module, &over.verb);
-        let after_deploy = over.after_deploy(after);
+        let after_deploy = if module_has(new, &over.module) {
+            over.after_deploy(after)
+        } else {
+            AfterDeploy::ModuleNotDeployed
+        };
         let runs = match after_deploy {
-            AfterDeploy::Override => Some(Code {
+            AfterDeploy::Override | AfterDeploy::ModuleNotDeployed => Some(Code {
                 expression: over.expression.clone(),
                 timezone: over.timezone.clone(),
             }),
@@ -242,6 +248,14 @@ impl<'a> Drift<'a> {
             (AfterDeploy::CodeDropsOverride, Some(runs)) => format!(
                 "the new code declares it `fixed`: the deploy drops the override and its code's {runs} runs"
             ),
+            (AfterDeploy::ModuleNotDeployed, _) => format!(
+                "the new schema has no module `{}`: its deploy leaves it as it is, and the override \
+                 {over} still runs",
+                escape(&self.over.module)
+            ),
+            (AfterDeploy::Removed, _) => "the new code has no such verb: the deploy's takeover \
+                                          drops the override, and no row of it runs"
+                .to_owned(),
             (_, Some(runs)) => format!("after the deploy its code's {runs} runs"),
             (_, None) => "after the deploy no row of it runs".to_owned(),
         };

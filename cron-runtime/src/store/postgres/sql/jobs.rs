@@ -143,6 +143,24 @@ SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = $1
 DELETE FROM cron_overrides WHERE module_name = $1 AND verb = $2
 ";
 
+    /// Takeover by code without verb `$2` of module `$1`: the verb's rows that run an override (a copy
+    /// of their code's schedule kept), in every deployment, locked in the order of their ids; each goes
+    /// back to its code's schedule (docs/operations.md, "Changing a schedule without a build").
+    OVERRIDDEN_ROWS = "
+SELECT id, code_schedule, code_timezone, state, next_execution,
+       retry_run_id IS NOT NULL AS retry_pending
+FROM cron_jobs
+WHERE module_name = $1 AND verb = $2 AND code_schedule IS NOT NULL
+ORDER BY id FOR UPDATE
+";
+
+    /// Row `$1` runs its code's schedule again, from its copy, next at `$2`, counting from `$3`.
+    RESTORE_CODE_SCHEDULE = "
+UPDATE cron_jobs SET schedule = code_schedule, timezone = code_timezone, code_schedule = NULL,
+    code_timezone = NULL, next_execution = $2, start_time = $3
+WHERE id = $1
+";
+
     /// The rows of deployment `$1` as a replica checks them (registration, heartbeats): their schedule
     /// text, and when they are next due or their lease ends. `queued_at`: the earliest queued backfill
     /// occurrence of the row's verb at or before now (docs/operations.md, "Backfill"), the module's
