@@ -414,6 +414,8 @@ macro_rules! every_case {
         $test!(a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts);
         $test!(a_cancelled_retry_whose_next_occurrence_came_goes_on_after_now);
         $test!(a_finish_that_says_cancelled_without_a_request_is_recorded_as_it_says);
+        $test!(a_cancelled_retry_claimed_ahead_and_given_back_at_shutdown_ends_cancelled);
+        $test!(a_cancelled_regular_run_given_back_before_it_started_ends_cancelled);
         // Backfills
         $test!(a_backfill_queues_what_never_ran_and_runs_it_in_order_as_backfills);
         $test!(a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it);

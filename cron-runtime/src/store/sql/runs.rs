@@ -264,7 +264,8 @@ impl<D: Protocol> SqlStore<D> {
         Ok(recovered)
     }
 
-    /// Shutdown: gives back the runs that never started ([`Store::give_back`]).
+    /// Shutdown: gives back the runs that never started ([`Store::give_back`]), or ends `cancelled`
+    /// those an operator asked to cancel ([`HeldRun::let_go`](crate::store::rules::HeldRun::let_go)).
     ///
     /// [`Store::give_back`]: crate::store::Store::give_back
     pub(super) async fn give_back_runs(
@@ -292,11 +293,17 @@ impl<D: Protocol> SqlStore<D> {
         let active = still_active::<D>(&mut tx, runner.deployment_id)
             .await
             .map_err(db(context()))?;
+        // The errors of the runs an operator asked to cancel: they end `cancelled` with them, not
+        // given back (`HeldRun::let_go`). The step locks each run's row with its job's, so a request
+        // is read as it is after the lock.
+        let requests: Vec<Option<String>> = rows.iter().map(Held::cancelled).collect();
         let ends: Vec<(Held, End<'_>)> = rows
             .into_iter()
-            .map(|mut held| {
+            .zip(&requests)
+            .map(|(mut held, requested)| {
                 held.active = active;
-                (held, End::GivenBack)
+                let end = held.facts().let_go(requested.as_deref());
+                (held, end)
             })
             .collect();
         self.write_ends(&mut tx, &ends, None)

@@ -402,13 +402,16 @@ FOR UPDATE OF j, r
 ");
 
     /// The rows that the runs `$1` still hold for runner `$2`, locked in the order of their ids. A give
-    /// back reads them.
+    /// back reads them. Each run's row is locked with its job's, as [`HELD_BY_RUNS`] locks them: a
+    /// request to cancel the run that committed while the give-back waited for the lock is read as it
+    /// is now, so that the run ends `cancelled` by its requester, never put back to run again
+    /// (`rules::HeldRun::let_go`; docs/operations.md, "Cancelling a run").
     HELD_BY_RUN_IDS = concat!(held_rows!(), "
 WHERE j.current_run_id = ANY($1)
   AND j.state = 'executing'
   AND r.runner_id = $2
 ORDER BY j.id
-FOR UPDATE OF j
+FOR UPDATE OF j, r
 ");
 
     /// The executing rows of deployment `$1`, locked in the order of their ids (shutdown). On `cron_jobs`
