@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::AdminError;
 use super::audit::{Action, Actor, Record, record};
 use super::lookup::resolve_verb;
+use super::pause::executing;
 use super::rows::{At, CancelRow, ExecutingRow, ResumeRow};
 use super::runs::attempts;
 use super::sql::{Dialect, SqlAdmin, Statement, Write, db};
@@ -59,14 +60,12 @@ pub(crate) async fn cancel<D: Dialect>(
         .await
         .map_err(db(&context))?;
     // The run in flight as a trigger sees it, or a retry claimed ahead of its instant: a regular run
-    // claimed ahead that has not started is not (`rules::operator::cancellable`).
-    let executing: Option<ExecutingRow> = Statement::<D>::new(D::SQL.executing)
-        .bind(module.clone())
-        .bind(verb.clone())
-        .fetch_optional(&mut tx.tx)
-        .await
-        .map_err(db(&context))?
-        .filter(|row: &ExecutingRow| row.cancellable(tx.now));
+    // claimed ahead that has not started is not (`rules::operator::cancellable`). Any of the verb's
+    // executing rows may hold it, whatever its deployment.
+    let executing = executing(&mut tx, &module, &verb, &context)
+        .await?
+        .into_iter()
+        .find(|row| row.cancellable(tx.now));
     let Some(ExecutingRow { current_run_id, .. }) = executing else {
         // An occurrence waiting for its retry retries no more.
         let retrying = rows.into_iter().find(|row| {

@@ -94,9 +94,12 @@ pub(crate) struct Statements {
     /// The row of verb `2` in deployment `1`, as a [`TriggerRow`], locking it where the database locks
     /// rows.
     pub(crate) lock_trigger_row: &'static str,
-    /// The run of an executing row of verb `2` of module `1` (a verb executes once at most, G3), as an
-    /// [`ExecutingRow`]: in flight for an operator where `rules::operator::in_flight` says
-    /// ([`ExecutingRow::in_flight`](super::rows::ExecutingRow::in_flight)).
+    /// The runs of the executing rows of verb `2` of module `1`, every deployment's, in the order of
+    /// the rows' ids, as [`ExecutingRow`]s: in flight for an operator where
+    /// `rules::operator::in_flight` says
+    /// ([`ExecutingRow::in_flight`](super::rows::ExecutingRow::in_flight)). A verb executes once at
+    /// most (G3), but two deployments' rows of it may both be executing during a rolling deploy: a
+    /// run claimed ahead that has not started on one, a run in flight on the other.
     pub(crate) executing: &'static str,
     /// Marks row `1` triggered at the instant `2`.
     pub(crate) request_trigger: &'static str,

@@ -200,7 +200,7 @@ macro_rules! statements {
                     coalesce(r.attempts IS NOT NULL, false) AS retry \
                 FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id \
                 WHERE j.module_name = $1 AND j.verb = $2 AND j.state = 'executing' \
-                ORDER BY j.id LIMIT 1",
+                ORDER BY j.id",
             request_trigger: "UPDATE cron_jobs SET trigger_requested_at = $2 WHERE id = $1",
             request_cancel: "UPDATE cron_job_runs \
                 SET cancel_requested_at = $2, cancel_requested_by = $3, cancel_note = $4 \

@@ -1,0 +1,44 @@
+//! A verb executing on two deployments' rows at once (a rolling deploy; docs/operations.md, "Manual
+//! runs" and "Cancelling a run"): a trigger and a cancel read every executing row of the verb, not the
+//! first one.
+
+use std::time::Duration;
+
+use cron_runtime::admin::AdminError;
+use cron_runtime::store::Store;
+
+use super::{AdminUnderTest, HOURLY, schema};
+use crate::support::{deployment, job};
+
+pub async fn a_run_in_flight_on_any_deployments_row_refuses_a_trigger_and_is_cancelled(
+    db: &impl AdminUnderTest,
+) {
+    // The active deployment's row (the lower id) holds a regular run claimed ahead of its instant,
+    // not in flight; the newer deployment's row holds a manual run in flight.
+    let admin = db.admin();
+    let replica = db.replica();
+    let runner = replica
+        .register(&deployment(
+            "billing@1",
+            vec![job("billing::report", HOURLY)],
+        ))
+        .await
+        .unwrap();
+    let newer = schema("billing", &[("billing::report", HOURLY)]);
+    admin.deploy("billing@2", &newer, None).await.unwrap();
+    let claimed = replica
+        .claim_due(&runner, Duration::from_secs(3601), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 1, "claimed ahead: {claimed:?}");
+    let manual = db.run_by_hand("billing@2", "billing::report").await;
+
+    let error = admin.trigger("report", None).await.unwrap_err();
+    assert!(
+        matches!(error, AdminError::Executing { run_id, .. } if run_id == manual),
+        "{error}"
+    );
+    let cancelled = admin.cancel("report", None, None).await.unwrap();
+    assert_eq!(cancelled.run_id, manual);
+    assert!(!cancelled.ended);
+}
