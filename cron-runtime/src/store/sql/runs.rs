@@ -176,12 +176,22 @@ impl<D: Protocol> SqlStore<D> {
         // Bounded, so that a heartbeat ends; the next heartbeat continues.
         for pass in 0..100 {
             let mut tx = self.begin().await.map_err(db(context))?;
-            let rows: Vec<Held> = Statement::<D>::new(D::STEPS.expired)
+            let mut rows: Vec<Held> = Statement::<D>::new(D::STEPS.expired)
                 .bind(Column(bad.clone()))
                 .bind(batch)
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context))?;
+            let unrecorded: Vec<Held> = Statement::<D>::new(D::STEPS.expired_unrecorded)
+                .bind(Column(bad.clone()))
+                .bind(batch)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db(context))?;
+            let full = [rows.len(), unrecorded.len()]
+                .iter()
+                .any(|n| *n >= usize::try_from(batch).unwrap_or(usize::MAX));
+            rows.extend(unrecorded);
             // After a step of the database's clock the leases held look expired for a while: their
             // holders get one lease to renew them first (docs/runtime.md, "Leases: a frozen replica
             // cannot run on"). A database's clock is read only when a lease looks expired: a heartbeat
@@ -207,7 +217,6 @@ impl<D: Protocol> SqlStore<D> {
             {
                 return Ok(recovered);
             }
-            let full = rows.len() >= usize::try_from(batch).unwrap_or(usize::MAX);
             // Which of their deployments are active, read after the lock (see `still_active`).
             let deployments: Column<i64> = rows.iter().map(|held| held.deployment_id).collect();
             let active: Vec<(i64,)> = Statement::<D>::new(D::STEPS.active_among)

@@ -468,6 +468,8 @@ WHERE j.state = 'executing'
 ORDER BY j.lease_expires_at
 LIMIT ?2"
     ),
+    // `expired` reads the rows whose run has no record too.
+    expired_unrecorded: "SELECT ?1, ?2 WHERE false",
     // Outside a step's transaction: the clock set as it got its connection.
     renew: "
 UPDATE cron_jobs AS j
@@ -632,6 +634,7 @@ mod tests {
             lock_executing,
             held_by_runner,
             expired,
+            expired_unrecorded,
             renew,
             cancels,
             end_jobs,
@@ -687,6 +690,7 @@ mod tests {
             ("lock_executing", lock_executing),
             ("held_by_runner", held_by_runner),
             ("expired", expired),
+            ("expired_unrecorded", expired_unrecorded),
             ("renew", renew),
             ("cancels", cancels),
             ("end_jobs", end_jobs),

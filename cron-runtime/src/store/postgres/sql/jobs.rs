@@ -435,9 +435,9 @@ ORDER BY j.id
     /// Executing rows whose lease expired, oldest first, at most `$2`, skipping rows another replica is
     /// recovering and the bad rows `$1` already seen in this pass. Each run's row is locked with its
     /// job's, as [`HELD_BY_RUNS`] locks them (`r.id IS NOT NULL` makes the join an inner one; an
-    /// executing row always has its run): a request to cancel the run that committed after this
-    /// statement's snapshot is read as it is now, and one still being written passes the row by, for
-    /// the next heartbeat, so that the run ends `cancelled` by its requester, never `abandoned` and
+    /// executing row whose run has no record is [`EXPIRED_UNRECORDED`]'s): a request to cancel the
+    /// run that committed after this statement's snapshot is read as it is now, and one still being
+    /// written passes the row by, for the next heartbeat, so that the run ends `cancelled` by its requester, never `abandoned` and
     /// retried over the request (docs/operations.md, "Cancelling a run").
     EXPIRED = concat!(held_rows!(), "
 WHERE j.state = 'executing'
@@ -447,6 +447,21 @@ WHERE j.state = 'executing'
 ORDER BY j.lease_expires_at
 LIMIT $2
 FOR UPDATE OF j, r SKIP LOCKED
+");
+
+    /// Executing rows whose lease expired and whose run has no record (a release's row from before
+    /// the run records, history deleted by hand), as [`EXPIRED`] reads the others (which its inner
+    /// join leaves out), at most `$2`, less the bad rows `$1`: the job row alone is locked, there being
+    /// no run row to lock nor request to read, skipping rows another replica is recovering. Such a row
+    /// is taken back as any other (G4, docs/operations.md), as SQLite's one statement takes it.
+    EXPIRED_UNRECORDED = concat!(held_rows!(), "
+WHERE j.state = 'executing'
+  AND j.lease_expires_at < now()
+  AND j.id <> ALL($1::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM cron_job_runs u WHERE u.id = j.current_run_id)
+ORDER BY j.lease_expires_at
+LIMIT $2
+FOR UPDATE OF j SKIP LOCKED
 ");
 
     /// Extends by the job's own lease, or `$3` seconds for a job that sets none, the leases of the runs
