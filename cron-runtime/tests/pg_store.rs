@@ -562,6 +562,82 @@ async fn a_cancel_written_while_a_recovery_runs_is_the_recoverys_outcome(pool: P
     );
 }
 
+#[sqlx::test(migrations = "./migrations")]
+async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operator_in_one_order(
+    pool: PgPool,
+) {
+    // After a rollback the active deployment (billing@1) has the lower ids. A run of the replaced one
+    // (billing@2) ends: its finish locks its own row, and the active row to carry the verb's next
+    // occurrence to it. An operator's pause, resume or cancel locks the verb's rows of every
+    // deployment in one statement, in one order. Were the two orders opposite, each would hold one
+    // row and wait for the other's: PostgreSQL would abort one (`deadlock_detected`).
+    let v1 = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let v2 = deployment("billing@2", vec![job("a", MINUTELY)]);
+    let (old, r1) = replica(&pool, &v1).await;
+    let (new, r2) = replica(&pool, &v2).await;
+    let silent = |runner: i64| {
+        sqlx::query("UPDATE cron_runners SET last_seen = now() - interval '1 hour' WHERE id = $1")
+            .bind(runner)
+            .execute(&pool)
+    };
+    // billing@2's replica is the only live one: it owns the occurrence.
+    silent(r1.id).await.unwrap();
+    due_now(&pool, r2.deployment_id, "a").await;
+    let claimed = claim(&new, &r2).await;
+    assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
+    // billing@2's replica stops heartbeating; billing@1's comes back and takes the module over.
+    silent(r2.id).await.unwrap();
+    assert!(old.heartbeat(&r1).await.unwrap().changed, "rolled back");
+    let rows: Vec<(i64, bool)> = sqlx::query_as(
+        "SELECT j.id, d.active FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+         WHERE j.verb = 'a' ORDER BY j.id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(
+        rows.len() == 2 && rows[0].1 && !rows[1].1,
+        "the active row has the lower id: {rows:?}"
+    );
+    // The finish locks its own row and waits for its run's row, which a session holds; the pause
+    // locks the active row and waits for the finish's; then the finish goes on.
+    let run_id = claimed.claims[0].run_id;
+    // The sessions of this case beside the replicas' pool: the holder, the operator and the watch.
+    let side = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(3)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let mut holder = side.begin().await.unwrap();
+    sqlx::query("SELECT id FROM cron_job_runs WHERE id = $1 FOR UPDATE")
+        .bind(run_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let finishing = {
+        let finish = finish(&claimed, 0, Outcome::Succeeded, None);
+        tokio::spawn(async move {
+            new.finish(&r2, std::slice::from_ref(&finish), None)
+                .await
+                .single()
+        })
+    };
+    a_session_waits_on_a_lock(&side).await;
+    let pausing = {
+        let admin = PgStore::from_pool(side.clone()).admin();
+        tokio::spawn(async move { admin.pause("a", Some("billing"), None).await })
+    };
+    sessions_wait_on_locks(&side, 2).await;
+    holder.commit().await.unwrap();
+    let finished = finishing.await.unwrap();
+    let paused = pausing.await.unwrap();
+    assert!(
+        matches!(finished, Ok(Finished::Recorded { .. })),
+        "{finished:?}"
+    );
+    assert!(paused.is_ok(), "{paused:?}");
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Schedule overrides (docs/operations.md, "Changing a schedule without a build")
 

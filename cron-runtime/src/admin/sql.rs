@@ -71,13 +71,16 @@ pub(crate) struct Statements {
     /// whose last heartbeat is within the span `2`.
     pub(crate) live_replicas: &'static str,
     /// Whether each row of verb `2` of module `1` (one per deployment that has it) is paused, locking
-    /// the rows where the database locks rows.
+    /// the rows where the database locks rows. The rows are locked in the order every path that locks
+    /// several deployments' rows of a verb takes them: the replaced deployments' first, by id, then the
+    /// active one's (a finish of a replaced deployment's run holds its own row when it locks the
+    /// active one; docs/operations.md, "Cancelling a run").
     pub(crate) lock_paused: &'static str,
     /// Pauses the rows of verb `2` of module `1` with the note `3` at the instant `4`: a row already
     /// paused keeps its instant, and its note unless `3` is given.
     pub(crate) pause: &'static str,
     /// The rows of verb `2` of module `1`, as [`ResumeRow`]s, locking them where the database locks
-    /// rows.
+    /// rows, in the order of [`lock_paused`](Self::lock_paused).
     pub(crate) lock_for_resume: &'static str,
     /// Resumes row `1` (clearing its pause and note), whose next occurrence is `2` and whose pending
     /// retry is the run `3` (null: none).
@@ -114,8 +117,8 @@ pub(crate) struct Statements {
     pub(crate) cancel_retry: &'static str,
     /// Row `1` holds no retry any more and goes on at `2` (`rules::operator::after_cancelled_retry`).
     pub(crate) retry_cancelled: &'static str,
-    /// The rows of verb `2` of module `1`, as [`RescheduleRow`]s by id, locked where the database
-    /// locks rows.
+    /// The rows of verb `2` of module `1`, as [`RescheduleRow`]s, locked where the database locks
+    /// rows, in the order of [`lock_paused`](Self::lock_paused).
     pub(crate) lock_for_reschedule: &'static str,
     /// Row `1` runs expression `2` in zone `3` (the code's being `4` in `5` where that is an
     /// override, NULL otherwise), next at `6`, its schedule counting since `7`.

@@ -310,14 +310,16 @@ WHERE id = $1 AND state = 'idle' AND next_execution = $3
 ";
 
     /// Takeover: the rows of module `$1`'s active deployment and of deployment `$2` taking it over,
-    /// locked together in the order of their ids before the takeover reads them, as an operator's
-    /// pause, resume and cancel lock a verb's rows of every deployment (`admin::lock_for_resume`):
-    /// after a rollback the deployment taking over has the lower ids, and locking its previous rows
-    /// first, then its own, would wait in a cycle with such a command.
+    /// locked together before the takeover reads them, in the one order of every path that locks
+    /// several deployments' rows: the inactive deployment's rows first, by id, then the active one's,
+    /// as an operator's pause, resume, reschedule and cancel lock a verb's rows of every deployment
+    /// (`admin::lock_for_resume`), and as a finish of a replaced deployment's run locks its own row,
+    /// then the active one's to carry to (`CARRIED_ROWS`). After a rollback the active deployment
+    /// has the lower ids: an order by id alone would wait in a cycle with such a finish.
     TAKEOVER_ROWS = "
 SELECT j.id FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
 WHERE d.module = $1 AND (d.active OR d.id = $2)
-ORDER BY j.id
+ORDER BY d.active, j.id
 FOR UPDATE OF j
 ";
 
