@@ -468,6 +468,7 @@ macro_rules! every_row_case {
         $test!(a_bad_row_is_never_reported_due);
         $test!(a_job_on_every_replica_given_an_occurrence_by_hand_is_never_claimed);
         $test!(an_executing_row_whose_run_is_not_recorded_is_taken_back_when_its_lease_expires);
+        $test!(an_unrecorded_run_of_a_job_with_retries_is_taken_back_with_no_retry);
     };
 }
 #[allow(unused_imports)]

@@ -87,7 +87,8 @@ macro_rules! queued_backfill {
 macro_rules! held_rows {
     () => {
         "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, r.scheduled_at,
+       j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id,
+       r.id IS NOT NULL AS recorded, r.scheduled_at,
        coalesce(r.manual, false) AS manual,
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(jsonb_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
