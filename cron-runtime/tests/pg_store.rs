@@ -638,6 +638,71 @@ async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operato
     assert!(paused.is_ok(), "{paused:?}");
 }
 
+#[sqlx::test(migrations = "./migrations")]
+async fn an_operator_waits_for_a_takeover_and_locks_a_verbs_rows_in_its_order(pool: PgPool) {
+    // A forward deploy: billing@2 (the higher ids) takes the module over while a run of billing@1
+    // ends. The takeover holds both rows of the verb; the finish waits for its own (billing@1's);
+    // a pause comes. Had the pause read which deployment is active before the takeover committed, it
+    // would lock billing@2's row first (then inactive), and the finish, told after the takeover that
+    // its deployment was replaced, would want that row to carry the verb to while the pause waited for
+    // the finish's: PostgreSQL would abort one (`deadlock_detected`). The pause takes the module's
+    // takeover lock first, and reads the order after the takeover's commit (docs/operations.md,
+    // "Cancelling a run").
+    let v1 = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let v2 = deployment("billing@2", vec![job("a", MINUTELY)]);
+    let (old, r1) = replica(&pool, &v1).await;
+    due_now(&pool, r1.deployment_id, "a").await;
+    let claimed = claim(&old, &r1).await;
+    assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
+    // The sessions of this case beside the replicas' pool: the holder, the operator and the watch.
+    let side = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(3)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    // The takeover stops, holding both rows of the verb, where it deactivates billing@1.
+    let mut holder = side.begin().await.unwrap();
+    sqlx::query("SELECT id FROM cron_deployments WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(r1.deployment_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let taking_over = {
+        let pool = pool.clone();
+        tokio::spawn(async move { replica(&pool, &v2).await })
+    };
+    sessions_wait_on_locks(&side, 1).await;
+    let finishing = {
+        let finish = finish(&claimed, 0, Outcome::Succeeded, None);
+        tokio::spawn(async move {
+            old.finish(&r1, std::slice::from_ref(&finish), None)
+                .await
+                .single()
+        })
+    };
+    sessions_wait_on_locks(&side, 2).await;
+    let pausing = {
+        let admin = PgStore::from_pool(side.clone()).admin();
+        tokio::spawn(async move { admin.pause("a", Some("billing"), None).await })
+    };
+    sessions_wait_on_locks(&side, 3).await;
+    holder.commit().await.unwrap();
+    let (_new, r2) = taking_over.await.unwrap();
+    let finished = finishing.await.unwrap();
+    let paused = pausing.await.unwrap();
+    assert!(
+        matches!(finished, Ok(Finished::Recorded { .. })),
+        "{finished:?}"
+    );
+    assert!(paused.is_ok(), "{paused:?}");
+    let active: i64 =
+        sqlx::query_scalar("SELECT id FROM cron_deployments WHERE module = 'billing' AND active")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(active, r2.deployment_id, "taken over");
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Schedule overrides (docs/operations.md, "Changing a schedule without a build")
 

@@ -51,6 +51,9 @@ pub(crate) async fn cancel<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("cancelling the run of `{verb}`");
     let mut tx = admin.write(&context).await?;
+    // The module's lock before the verb's rows, so that a takeover in flight commits first
+    // (`lock_module`).
+    tx.lock_module(&module, &context).await?;
     // The verb's rows are locked first, as a finish locks its run's row with the run's: a run that
     // ends meanwhile is read ended (or waiting for its retry), not asked to stop after its end.
     let rows: Vec<ResumeRow> = Statement::<D>::new(D::SQL.lock_for_resume)

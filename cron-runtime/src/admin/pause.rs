@@ -72,6 +72,7 @@ pub(crate) async fn pause<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("pausing `{verb}`");
     let mut tx = admin.write(&context).await?;
+    tx.lock_module(&module, &context).await?;
     let before = read_state(&mut tx, &module, &verb, &context).await?;
     let was_paused: Vec<(bool,)> = Statement::<D>::new(D::SQL.lock_paused)
         .bind(module.clone())
@@ -108,6 +109,7 @@ pub(crate) async fn resume<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("resuming `{verb}`");
     let mut tx = admin.write(&context).await?;
+    tx.lock_module(&module, &context).await?;
     let before = read_state(&mut tx, &module, &verb, &context).await?;
     let rows: Vec<ResumeRow> = Statement::<D>::new(D::SQL.lock_for_resume)
         .bind(module.clone())

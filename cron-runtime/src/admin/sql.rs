@@ -353,6 +353,24 @@ impl<D: Dialect> Write<D> {
         })
     }
 
+    /// Takes `module`'s takeover lock (`STEPS.takeover_lock`; SQLite writes one transaction at a time)
+    /// before a command locks a verb's rows of every deployment: a takeover in flight commits first,
+    /// and the command's statements read which deployment is active after it, so that they lock the
+    /// rows in the one order of every path, the replaced deployments' first (docs/operations.md,
+    /// "Cancelling a run"). A registration and a reschedule take it too.
+    pub(crate) async fn lock_module(
+        &mut self,
+        module: &str,
+        context: &str,
+    ) -> Result<(), AdminError> {
+        Statement::<D>::new(D::STEPS.takeover_lock)
+            .bind(module.to_owned())
+            .execute(&mut self.tx)
+            .await
+            .map_err(db(context))?;
+        Ok(())
+    }
+
     /// Wakes the replicas of `module` once the transaction commits.
     pub(crate) async fn notify(&mut self, module: &str) -> Result<(), sqlx::Error> {
         D::notify(&mut *self.tx, module).await
