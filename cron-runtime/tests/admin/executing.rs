@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
+use chrono::Timelike;
+
 use cron_runtime::admin::AdminError;
 use cron_runtime::store::Store;
 
-use super::{AdminUnderTest, HOURLY, schema};
+use super::{AdminUnderTest, schema};
 use crate::support::{deployment, job};
 
 pub async fn a_run_in_flight_on_any_deployments_row_refuses_a_trigger_and_is_cancelled(
@@ -15,16 +17,20 @@ pub async fn a_run_in_flight_on_any_deployments_row_refuses_a_trigger_and_is_can
 ) {
     // The active deployment's row (the lower id) holds a regular run claimed ahead of its instant,
     // not in flight; the newer deployment's row holds a manual run in flight.
+    // Daily, half an hour from now: the occurrence claimed ahead is well ahead of its instant while
+    // the case runs, whenever it runs (an hourly one came due within the case near the hour).
+    let ahead = chrono::Utc::now() + chrono::TimeDelta::minutes(30);
+    let daily = format!("{} {} * * *", ahead.minute(), ahead.hour());
     let admin = db.admin();
     let replica = db.replica();
     let runner = replica
         .register(&deployment(
             "billing@1",
-            vec![job("billing::report", HOURLY)],
+            vec![job("billing::report", &daily)],
         ))
         .await
         .unwrap();
-    let newer = schema("billing", &[("billing::report", HOURLY)]);
+    let newer = schema("billing", &[("billing::report", &daily)]);
     admin.deploy("billing@2", &newer, None).await.unwrap();
     let claimed = replica
         .claim_due(&runner, Duration::from_secs(3601), 10)
