@@ -65,10 +65,8 @@ pub(crate) async fn cancel<D: Dialect>(
     // The run in flight as a trigger sees it, or a retry claimed ahead of its instant: a regular run
     // claimed ahead that has not started is not (`rules::operator::cancellable`). Any of the verb's
     // executing rows may hold it, whatever its deployment.
-    let executing = executing(&mut tx, &module, &verb, &context)
-        .await?
-        .into_iter()
-        .find(|row| row.cancellable(tx.now));
+    let executing =
+        ExecutingRow::asked(executing(&mut tx, &module, &verb, &context).await?, tx.now);
     let Some(ExecutingRow { current_run_id, .. }) = executing else {
         // An occurrence waiting for its retry retries no more.
         let retrying = rows.into_iter().find(|row| {

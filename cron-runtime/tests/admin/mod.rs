@@ -52,6 +52,7 @@ macro_rules! every_admin_case {
             the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the_api_unless_told,
             status_shows_the_occurrence_reported_overdue_until_one_succeeds,
             a_run_in_flight_on_any_deployments_row_refuses_a_trigger_and_is_cancelled,
+            a_cancel_asks_the_run_in_flight_before_a_retry_claimed_ahead,
         );
     };
     (@cases $attr:meta, $params:tt, $make:expr, $($case:ident,)*) => {
