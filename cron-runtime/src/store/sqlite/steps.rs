@@ -470,7 +470,8 @@ ORDER BY j.lease_expires_at
 LIMIT ?2"
     ),
     // `expired` reads the rows whose run has no record too.
-    expired_unrecorded: "SELECT ?1, ?2 WHERE false",
+    // `expired` reads them: no statement more at a heartbeat.
+    expired_unrecorded: None,
     // Outside a step's transaction: the clock set as it got its connection.
     renew: "
 UPDATE cron_jobs AS j
@@ -635,7 +636,7 @@ mod tests {
             lock_executing,
             held_by_runner,
             expired,
-            expired_unrecorded,
+            expired_unrecorded: _,
             renew,
             cancels,
             end_jobs,
@@ -691,7 +692,6 @@ mod tests {
             ("lock_executing", lock_executing),
             ("held_by_runner", held_by_runner),
             ("expired", expired),
-            ("expired_unrecorded", expired_unrecorded),
             ("renew", renew),
             ("cancels", cancels),
             ("end_jobs", end_jobs),
