@@ -150,6 +150,20 @@ impl<'a> End<'a> {
             requested: false,
         }
     }
+
+    /// A run an operator asked to cancel that the store ends without the executor's word, at its now:
+    /// `cancelled` with the request's `error`, never retried (docs/operations.md, "Cancelling a
+    /// run"); `started` as the store knows it.
+    fn requested(error: &str, started: Start) -> End<'_> {
+        End::Recorded {
+            outcome: Outcome::Cancelled,
+            error: Some(error),
+            at: None,
+            started,
+            retry_after: None,
+            requested: true,
+        }
+    }
 }
 
 /// How a held run ends: one decision, written by every store as it is.
@@ -308,14 +322,7 @@ impl HeldRun {
     /// [`Store::give_back`]: crate::store::Store::give_back
     pub(crate) fn let_go<'a>(&self, requested: Option<&'a str>) -> End<'a> {
         match requested {
-            Some(error) => End::Recorded {
-                outcome: Outcome::Cancelled,
-                error: Some(error),
-                at: None,
-                started: Start::Reported(None),
-                retry_after: None,
-                requested: true,
-            },
+            Some(error) => End::requested(error, Start::Reported(None)),
             None => End::GivenBack,
         }
     }
@@ -336,14 +343,7 @@ impl HeldRun {
     /// "Cancelling a run"): its replica died, or left, before it recorded the end.
     fn taken_back<'a>(&self, error: &'static str, requested: Option<&'a str>) -> End<'a> {
         if let Some(requested) = requested {
-            return End::Recorded {
-                outcome: Outcome::Cancelled,
-                error: Some(requested),
-                at: None,
-                started: Start::Planned,
-                retry_after: None,
-                requested: true,
-            };
+            return End::requested(requested, Start::Planned);
         }
         End::Recorded {
             outcome: Outcome::Abandoned,
