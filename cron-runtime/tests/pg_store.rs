@@ -563,6 +563,58 @@ async fn a_cancel_written_while_a_recovery_runs_is_the_recoverys_outcome(pool: P
 }
 
 #[sqlx::test(migrations = "./migrations")]
+async fn a_cancel_written_while_a_give_back_waits_is_read_by_it(pool: PgPool) {
+    // A regular occurrence claimed ahead; the operator's cancel locks its job row and writes the
+    // request while the replica gives the claim back: the give-back waits for the lock and must read
+    // the request as it is after the lock (it locks the run's row with the job's), ending the run
+    // `cancelled`, never putting the occurrence back to run (docs/operations.md, "Cancelling a run").
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    set_next(
+        &pool,
+        runner.deployment_id,
+        "a",
+        "now() + interval '30 seconds'",
+    )
+    .await;
+    let claimed = store
+        .claim_due(&runner, Duration::from_secs(60), 100)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 1, "claimed ahead: {claimed:?}");
+    let (run_id, job_id) = (claimed.claims[0].run_id, claimed.claims[0].job_id);
+    let mut cancel = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM cron_jobs WHERE id = $1 FOR UPDATE")
+        .bind(job_id)
+        .execute(&mut *cancel)
+        .await
+        .unwrap();
+    let giving_back = {
+        let (store, runner) = (store.clone(), runner.clone());
+        tokio::spawn(async move { store.give_back(&runner, &[run_id]).await })
+    };
+    a_session_waits_on_a_lock(&pool).await;
+    request_cancel_in(&mut cancel, run_id).await;
+    cancel.commit().await.unwrap();
+    giving_back.await.unwrap().unwrap();
+    // A run given back has its record dropped: none would be left.
+    let ended: Option<(String, Option<String>)> =
+        sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        ended,
+        Some((
+            "cancelled".to_owned(),
+            Some("cancelled by alice: stuck".to_owned())
+        )),
+        "the give-back read the request"
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
 async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operator_in_one_order(
     pool: PgPool,
 ) {
