@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use chrono::Timelike;
 
-use cron_runtime::admin::AdminError;
-use cron_runtime::store::{Finish, Outcome, Store};
+use cron_runtime::admin::{Admin, AdminError};
+use cron_runtime::store::{Finish, JobSpec, Outcome, Runner, Store};
 
 use super::{AdminUnderTest, schema};
 use crate::support::{deployment, job};
@@ -17,21 +17,7 @@ pub async fn a_run_in_flight_on_any_deployments_row_refuses_a_trigger_and_is_can
 ) {
     // The active deployment's row (the lower id) holds a regular run claimed ahead of its instant,
     // not in flight; the newer deployment's row holds a manual run in flight.
-    // Daily, half an hour from now: the occurrence claimed ahead is well ahead of its instant while
-    // the case runs, whenever it runs (an hourly one came due within the case near the hour).
-    let ahead = chrono::Utc::now() + chrono::TimeDelta::minutes(30);
-    let daily = format!("{} {} * * *", ahead.minute(), ahead.hour());
-    let admin = db.admin();
-    let replica = db.replica();
-    let runner = replica
-        .register(&deployment(
-            "billing@1",
-            vec![job("billing::report", &daily)],
-        ))
-        .await
-        .unwrap();
-    let newer = schema("billing", &[("billing::report", &daily)]);
-    admin.deploy("billing@2", &newer, None).await.unwrap();
+    let (admin, replica, runner) = two_deployments(db, |job| job).await;
     let claimed = replica
         .claim_due(&runner, Duration::from_secs(3601), 10)
         .await
@@ -55,19 +41,7 @@ pub async fn a_cancel_asks_the_run_in_flight_before_a_retry_claimed_ahead(
     // The active deployment's row (the lower id) holds a retry claimed ahead of its instant; the
     // newer deployment's row holds a manual run in flight. The cancel asks the run in flight
     // (docs/operations.md, "Cancelling a run"); the retry is asked only when no run is in flight.
-    let ahead = chrono::Utc::now() + chrono::TimeDelta::minutes(30);
-    let daily = format!("{} {} * * *", ahead.minute(), ahead.hour());
-    let admin = db.admin();
-    let replica = db.replica();
-    let runner = replica
-        .register(&deployment(
-            "billing@1",
-            vec![crate::support::retried(job("billing::report", &daily))],
-        ))
-        .await
-        .unwrap();
-    let newer = schema("billing", &[("billing::report", &daily)]);
-    admin.deploy("billing@2", &newer, None).await.unwrap();
+    let (admin, replica, runner) = two_deployments(db, crate::support::retried).await;
     let claimed = replica
         .claim_due(&runner, Duration::from_secs(3601), 10)
         .await
@@ -102,4 +76,28 @@ pub async fn a_cancel_asks_the_run_in_flight_before_a_retry_claimed_ahead(
 
     let cancelled = admin.cancel("report", None, None).await.unwrap();
     assert_eq!(cancelled.run_id, manual, "the run in flight is asked");
+}
+
+/// A replica of `billing@1` whose `billing::report` (`spec` applied to it) runs daily half an hour
+/// from now, so that an occurrence claimed ahead stays ahead of its instant while a case runs
+/// whenever it runs (an hourly one came due within a case near the hour), and `billing@2` deployed
+/// beside it: the admin, the replica's store and its runner.
+async fn two_deployments<D: AdminUnderTest>(
+    db: &D,
+    spec: impl FnOnce(JobSpec) -> JobSpec,
+) -> (Admin, D::Store, Runner) {
+    let ahead = chrono::Utc::now() + chrono::TimeDelta::minutes(30);
+    let daily = format!("{} {} * * *", ahead.minute(), ahead.hour());
+    let admin = db.admin();
+    let replica = db.replica();
+    let runner = replica
+        .register(&deployment(
+            "billing@1",
+            vec![spec(job("billing::report", &daily))],
+        ))
+        .await
+        .unwrap();
+    let newer = schema("billing", &[("billing::report", &daily)]);
+    admin.deploy("billing@2", &newer, None).await.unwrap();
+    (admin, replica, runner)
 }
