@@ -31,6 +31,30 @@ impl admin::AdminUnderTest for Pg {
     fn admin(&self) -> cron_runtime::admin::Admin {
         PgStore::from_pool(self.0.clone()).admin()
     }
+
+    async fn run_by_hand(&self, key: &str, verb: &str) -> i64 {
+        sqlx::query_scalar(
+            "WITH j AS (
+                 SELECT j.id, j.deployment_id, j.module_name, j.verb FROM cron_jobs j
+                 JOIN cron_deployments d ON d.id = j.deployment_id
+                 WHERE d.key = $1 AND j.verb = $2),
+             r AS (
+                 INSERT INTO cron_job_runs (job_id, deployment_id, module_name, verb, scheduled_at,
+                     claimed_at, started_at, runner, runner_id, manual)
+                 SELECT id, deployment_id, module_name, verb, now(), now(), now(), 'old:1', 0, true
+                 FROM j
+                 RETURNING id, job_id)
+             UPDATE cron_jobs SET state = 'executing', current_run_id = r.id,
+                 lease_expires_at = now() + interval '1 minute'
+             FROM r WHERE cron_jobs.id = r.job_id
+             RETURNING r.id",
+        )
+        .bind(key)
+        .bind(verb)
+        .fetch_one(&self.0)
+        .await
+        .unwrap()
+    }
 }
 
 every_admin_case!(sqlx::test(migrations = "./migrations"), (pool: PgPool), Pg(pool));

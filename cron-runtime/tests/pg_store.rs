@@ -562,6 +562,199 @@ async fn a_cancel_written_while_a_recovery_runs_is_the_recoverys_outcome(pool: P
     );
 }
 
+#[sqlx::test(migrations = "./migrations")]
+async fn a_cancel_written_while_a_give_back_waits_is_read_by_it(pool: PgPool) {
+    // A regular occurrence claimed ahead; the operator's cancel locks its job row and writes the
+    // request while the replica gives the claim back: the give-back waits for the lock and must read
+    // the request as it is after the lock (it locks the run's row with the job's), ending the run
+    // `cancelled`, never putting the occurrence back to run (docs/operations.md, "Cancelling a run").
+    let spec = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let (store, runner) = replica(&pool, &spec).await;
+    set_next(
+        &pool,
+        runner.deployment_id,
+        "a",
+        "now() + interval '30 seconds'",
+    )
+    .await;
+    let claimed = store
+        .claim_due(&runner, Duration::from_secs(60), 100)
+        .await
+        .unwrap();
+    assert_eq!(claimed.claims.len(), 1, "claimed ahead: {claimed:?}");
+    let (run_id, job_id) = (claimed.claims[0].run_id, claimed.claims[0].job_id);
+    let mut cancel = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM cron_jobs WHERE id = $1 FOR UPDATE")
+        .bind(job_id)
+        .execute(&mut *cancel)
+        .await
+        .unwrap();
+    let giving_back = {
+        let (store, runner) = (store.clone(), runner.clone());
+        tokio::spawn(async move { store.give_back(&runner, &[run_id]).await })
+    };
+    a_session_waits_on_a_lock(&pool).await;
+    request_cancel_in(&mut cancel, run_id).await;
+    cancel.commit().await.unwrap();
+    giving_back.await.unwrap().unwrap();
+    // A run given back has its record dropped: none would be left.
+    let ended: Option<(String, Option<String>)> =
+        sqlx::query_as("SELECT outcome, error FROM cron_job_runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        ended,
+        Some((
+            "cancelled".to_owned(),
+            Some("cancelled by alice: stuck".to_owned())
+        )),
+        "the give-back read the request"
+    );
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operator_in_one_order(
+    pool: PgPool,
+) {
+    // After a rollback the active deployment (billing@1) has the lower ids. A run of the replaced one
+    // (billing@2) ends: its finish locks its own row, and the active row to carry the verb's next
+    // occurrence to it. An operator's pause, resume or cancel locks the verb's rows of every
+    // deployment in one statement, in one order. Were the two orders opposite, each would hold one
+    // row and wait for the other's: PostgreSQL would abort one (`deadlock_detected`).
+    let v1 = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let v2 = deployment("billing@2", vec![job("a", MINUTELY)]);
+    let (old, r1) = replica(&pool, &v1).await;
+    let (new, r2) = replica(&pool, &v2).await;
+    let silent = |runner: i64| {
+        sqlx::query("UPDATE cron_runners SET last_seen = now() - interval '1 hour' WHERE id = $1")
+            .bind(runner)
+            .execute(&pool)
+    };
+    // billing@2's replica is the only live one: it owns the occurrence.
+    silent(r1.id).await.unwrap();
+    due_now(&pool, r2.deployment_id, "a").await;
+    let claimed = claim(&new, &r2).await;
+    assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
+    // billing@2's replica stops heartbeating; billing@1's comes back and takes the module over.
+    silent(r2.id).await.unwrap();
+    assert!(old.heartbeat(&r1).await.unwrap().changed, "rolled back");
+    let rows: Vec<(i64, bool)> = sqlx::query_as(
+        "SELECT j.id, d.active FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+         WHERE j.verb = 'a' ORDER BY j.id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(
+        rows.len() == 2 && rows[0].1 && !rows[1].1,
+        "the active row has the lower id: {rows:?}"
+    );
+    // The finish locks its own row and waits for its run's row, which a session holds; the pause
+    // locks the active row and waits for the finish's; then the finish goes on.
+    let run_id = claimed.claims[0].run_id;
+    // The sessions of this case beside the replicas' pool: the holder, the operator and the watch.
+    let side = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(3)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let mut holder = side.begin().await.unwrap();
+    sqlx::query("SELECT id FROM cron_job_runs WHERE id = $1 FOR UPDATE")
+        .bind(run_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let finishing = {
+        let finish = finish(&claimed, 0, Outcome::Succeeded, None);
+        tokio::spawn(async move {
+            new.finish(&r2, std::slice::from_ref(&finish), None)
+                .await
+                .single()
+        })
+    };
+    a_session_waits_on_a_lock(&side).await;
+    let pausing = {
+        let admin = PgStore::from_pool(side.clone()).admin();
+        tokio::spawn(async move { admin.pause("a", Some("billing"), None).await })
+    };
+    sessions_wait_on_locks(&side, 2).await;
+    holder.commit().await.unwrap();
+    let finished = finishing.await.unwrap();
+    let paused = pausing.await.unwrap();
+    assert!(
+        matches!(finished, Ok(Finished::Recorded { .. })),
+        "{finished:?}"
+    );
+    assert!(paused.is_ok(), "{paused:?}");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn an_operator_waits_for_a_takeover_and_locks_a_verbs_rows_in_its_order(pool: PgPool) {
+    // A forward deploy: billing@2 (the higher ids) takes the module over while a run of billing@1
+    // ends. The takeover holds both rows of the verb; the finish waits for its own (billing@1's);
+    // a pause comes. Had the pause read which deployment is active before the takeover committed, it
+    // would lock billing@2's row first (then inactive), and the finish, told after the takeover that
+    // its deployment was replaced, would want that row to carry the verb to while the pause waited for
+    // the finish's: PostgreSQL would abort one (`deadlock_detected`). The pause takes the module's
+    // takeover lock first, and reads the order after the takeover's commit (docs/operations.md,
+    // "Cancelling a run").
+    let v1 = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let v2 = deployment("billing@2", vec![job("a", MINUTELY)]);
+    let (old, r1) = replica(&pool, &v1).await;
+    due_now(&pool, r1.deployment_id, "a").await;
+    let claimed = claim(&old, &r1).await;
+    assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
+    // The sessions of this case beside the replicas' pool: the holder, the operator and the watch.
+    let side = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(3)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    // The takeover stops, holding both rows of the verb, where it deactivates billing@1.
+    let mut holder = side.begin().await.unwrap();
+    sqlx::query("SELECT id FROM cron_deployments WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(r1.deployment_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let taking_over = {
+        let pool = pool.clone();
+        tokio::spawn(async move { replica(&pool, &v2).await })
+    };
+    sessions_wait_on_locks(&side, 1).await;
+    let finishing = {
+        let finish = finish(&claimed, 0, Outcome::Succeeded, None);
+        tokio::spawn(async move {
+            old.finish(&r1, std::slice::from_ref(&finish), None)
+                .await
+                .single()
+        })
+    };
+    sessions_wait_on_locks(&side, 2).await;
+    let pausing = {
+        let admin = PgStore::from_pool(side.clone()).admin();
+        tokio::spawn(async move { admin.pause("a", Some("billing"), None).await })
+    };
+    sessions_wait_on_locks(&side, 3).await;
+    holder.commit().await.unwrap();
+    let (_new, r2) = taking_over.await.unwrap();
+    let finished = finishing.await.unwrap();
+    let paused = pausing.await.unwrap();
+    assert!(
+        matches!(finished, Ok(Finished::Recorded { .. })),
+        "{finished:?}"
+    );
+    assert!(paused.is_ok(), "{paused:?}");
+    let active: i64 =
+        sqlx::query_scalar("SELECT id FROM cron_deployments WHERE module = 'billing' AND active")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(active, r2.deployment_id, "taken over");
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Schedule overrides (docs/operations.md, "Changing a schedule without a build")
 

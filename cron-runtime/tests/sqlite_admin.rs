@@ -39,6 +39,38 @@ impl AdminUnderTest for Sqlite {
     fn admin(&self) -> Admin {
         self.admin.admin()
     }
+
+    async fn run_by_hand(&self, key: &str, verb: &str) -> i64 {
+        let pool = sqlx::SqlitePool::connect_with(connect_options(&self.db.url).unwrap())
+            .await
+            .unwrap();
+        let now = chrono::Utc::now().timestamp_micros();
+        let run_id: i64 = sqlx::query_scalar(
+            "INSERT INTO cron_job_runs (job_id, deployment_id, module_name, verb, scheduled_at,
+                 claimed_at, started_at, runner, runner_id, manual)
+             SELECT j.id, j.deployment_id, j.module_name, j.verb, ?3, ?3, ?3, 'old:1', 0, 1
+             FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
+             WHERE d.key = ?1 AND j.verb = ?2
+             RETURNING id",
+        )
+        .bind(key)
+        .bind(verb)
+        .bind(now)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "UPDATE cron_jobs SET state = 'executing', current_run_id = ?1,
+                 lease_expires_at = ?2
+             WHERE id = (SELECT job_id FROM cron_job_runs WHERE id = ?1)",
+        )
+        .bind(run_id)
+        .bind(now + 60_000_000)
+        .execute(&pool)
+        .await
+        .unwrap();
+        run_id
+    }
 }
 
 every_admin_case!(tokio::test, (), Sqlite::new().await);

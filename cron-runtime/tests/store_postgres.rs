@@ -127,6 +127,14 @@ impl conformance::RowsUnderTest for Postgres {
         .await
         .unwrap();
     }
+
+    async fn delete_run(&self, run_id: i64) {
+        sqlx::query("DELETE FROM cron_job_runs WHERE id = $1")
+            .bind(run_id)
+            .execute(&self.pool)
+            .await
+            .unwrap();
+    }
 }
 
 macro_rules! postgres_case {

@@ -149,6 +149,14 @@ impl conformance::RowsUnderTest for Sqlite {
         .await
         .unwrap();
     }
+
+    async fn delete_run(&self, run_id: i64) {
+        sqlx::query("DELETE FROM cron_job_runs WHERE id = ?1")
+            .bind(run_id)
+            .execute(self.observer.pool())
+            .await
+            .unwrap();
+    }
 }
 
 macro_rules! sqlite_case {

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::AdminError;
 use super::audit::{Action, Actor, Record, record};
 use super::lookup::resolve_verb;
+use super::pause::executing;
 use super::rows::{At, CancelRow, ExecutingRow, ResumeRow};
 use super::runs::attempts;
 use super::sql::{Dialect, SqlAdmin, Statement, Write, db};
@@ -50,6 +51,9 @@ pub(crate) async fn cancel<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("cancelling the run of `{verb}`");
     let mut tx = admin.write(&context).await?;
+    // The module's lock before the verb's rows, so that a takeover in flight commits first
+    // (`lock_module`).
+    tx.lock_module(&module, &context).await?;
     // The verb's rows are locked first, as a finish locks its run's row with the run's: a run that
     // ends meanwhile is read ended (or waiting for its retry), not asked to stop after its end.
     let rows: Vec<ResumeRow> = Statement::<D>::new(D::SQL.lock_for_resume)
@@ -59,14 +63,10 @@ pub(crate) async fn cancel<D: Dialect>(
         .await
         .map_err(db(&context))?;
     // The run in flight as a trigger sees it, or a retry claimed ahead of its instant: a regular run
-    // claimed ahead that has not started is not (`rules::operator::cancellable`).
-    let executing: Option<ExecutingRow> = Statement::<D>::new(D::SQL.executing)
-        .bind(module.clone())
-        .bind(verb.clone())
-        .fetch_optional(&mut tx.tx)
-        .await
-        .map_err(db(&context))?
-        .filter(|row: &ExecutingRow| row.cancellable(tx.now));
+    // claimed ahead that has not started is not (`rules::operator::cancellable`). Any of the verb's
+    // executing rows may hold it, whatever its deployment.
+    let executing =
+        ExecutingRow::asked(executing(&mut tx, &module, &verb, &context).await?, tx.now);
     let Some(ExecutingRow { current_run_id, .. }) = executing else {
         // An occurrence waiting for its retry retries no more.
         let retrying = rows.into_iter().find(|row| {

@@ -72,6 +72,7 @@ pub(crate) async fn pause<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("pausing `{verb}`");
     let mut tx = admin.write(&context).await?;
+    tx.lock_module(&module, &context).await?;
     let before = read_state(&mut tx, &module, &verb, &context).await?;
     let was_paused: Vec<(bool,)> = Statement::<D>::new(D::SQL.lock_paused)
         .bind(module.clone())
@@ -108,6 +109,7 @@ pub(crate) async fn resume<D: Dialect>(
     let (module, verb) = resolve_verb(admin, verb, module).await?;
     let context = format!("resuming `{verb}`");
     let mut tx = admin.write(&context).await?;
+    tx.lock_module(&module, &context).await?;
     let before = read_state(&mut tx, &module, &verb, &context).await?;
     let rows: Vec<ResumeRow> = Statement::<D>::new(D::SQL.lock_for_resume)
         .bind(module.clone())
@@ -254,13 +256,10 @@ pub(crate) async fn trigger<D: Dialect>(
     }
     // A regular run claimed ahead of its instant has not started: it does not refuse the trigger,
     // which is taken when that run ends (a job due every second is claimed that way nearly always).
-    let executing: Option<ExecutingRow> = Statement::<D>::new(D::SQL.executing)
-        .bind(module.clone())
-        .bind(verb.clone())
-        .fetch_optional(&mut tx.tx)
-        .await
-        .map_err(db(&context))?
-        .filter(|row: &ExecutingRow| row.in_flight(tx.now));
+    let executing = executing(&mut tx, &module, &verb, &context)
+        .await?
+        .into_iter()
+        .find(|row| row.in_flight(tx.now));
     if let Some(executing) = executing {
         return Err(AdminError::Executing {
             verb,
@@ -303,6 +302,23 @@ pub(crate) async fn trigger<D: Dialect>(
         already_pending: pending.is_some(),
         live_replicas: active.live_replicas,
     })
+}
+
+/// The runs of every executing row of `verb` of `module`, whatever its deployment, read in `tx`: a
+/// trigger and a cancel look for the one in flight among them, which need not be the first (during a
+/// rolling deploy, a run claimed ahead on one deployment's row and one in flight on another's).
+pub(super) async fn executing<D: Dialect>(
+    tx: &mut Write<D>,
+    module: &str,
+    verb: &str,
+    context: &str,
+) -> Result<Vec<ExecutingRow>, AdminError> {
+    Ok(Statement::<D>::new(D::SQL.executing)
+        .bind(module.to_owned())
+        .bind(verb.to_owned())
+        .fetch_all(&mut tx.tx)
+        .await
+        .map_err(db(context))?)
 }
 
 /// The pause of verb `verb` of `module` as its `rows` say after a change (the active deployment's row

@@ -66,11 +66,7 @@ pub(crate) async fn reschedule<D: Dialect>(
     // The module's lock before the verb's rows, as a registration of the module's job rows takes it
     // before it reads the overrides: each sees the other committed, and every row of the verb ends on
     // one schedule (the takeover's lock; SQLite writes one transaction at a time).
-    Statement::<D>::new(D::STEPS.takeover_lock)
-        .bind(module.clone())
-        .execute(&mut tx.tx)
-        .await
-        .map_err(db(&context))?;
+    tx.lock_module(&module, &context).await?;
     let rows: Vec<RescheduleRow> = Statement::<D>::new(D::SQL.lock_for_reschedule)
         .bind(module.clone())
         .bind(verb.clone())

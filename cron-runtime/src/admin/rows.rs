@@ -232,6 +232,18 @@ impl ExecutingRow {
         )
     }
 
+    /// The run a cancel at `now` asks to stop among the verb's executing rows `rows`: the run in
+    /// flight, else a retry claimed ahead of its instant ([`ExecutingRow::cancellable`]), so that a
+    /// retry waiting on one deployment's row never hides a run in flight on another's
+    /// (docs/operations.md, "Cancelling a run").
+    pub(crate) fn asked(mut rows: Vec<Self>, now: chrono::DateTime<chrono::Utc>) -> Option<Self> {
+        let at = rows
+            .iter()
+            .position(|row| row.in_flight(now))
+            .or_else(|| rows.iter().position(|row| row.cancellable(now)))?;
+        Some(rows.swap_remove(at))
+    }
+
     /// Whether a cancel at `now` asks the run to stop (`rules::operator::cancellable`): a run in
     /// flight, or a retry claimed ahead of its instant.
     pub(crate) fn cancellable(&self, now: chrono::DateTime<chrono::Utc>) -> bool {

@@ -71,13 +71,16 @@ pub(crate) struct Statements {
     /// whose last heartbeat is within the span `2`.
     pub(crate) live_replicas: &'static str,
     /// Whether each row of verb `2` of module `1` (one per deployment that has it) is paused, locking
-    /// the rows where the database locks rows.
+    /// the rows where the database locks rows. The rows are locked in the order every path that locks
+    /// several deployments' rows of a verb takes them: the replaced deployments' first, by id, then the
+    /// active one's (a finish of a replaced deployment's run holds its own row when it locks the
+    /// active one; docs/operations.md, "Cancelling a run").
     pub(crate) lock_paused: &'static str,
     /// Pauses the rows of verb `2` of module `1` with the note `3` at the instant `4`: a row already
     /// paused keeps its instant, and its note unless `3` is given.
     pub(crate) pause: &'static str,
     /// The rows of verb `2` of module `1`, as [`ResumeRow`]s, locking them where the database locks
-    /// rows.
+    /// rows, in the order of [`lock_paused`](Self::lock_paused).
     pub(crate) lock_for_resume: &'static str,
     /// Resumes row `1` (clearing its pause and note), whose next occurrence is `2` and whose pending
     /// retry is the run `3` (null: none).
@@ -94,9 +97,12 @@ pub(crate) struct Statements {
     /// The row of verb `2` in deployment `1`, as a [`TriggerRow`], locking it where the database locks
     /// rows.
     pub(crate) lock_trigger_row: &'static str,
-    /// The run of an executing row of verb `2` of module `1` (a verb executes once at most, G3), as an
-    /// [`ExecutingRow`]: in flight for an operator where `rules::operator::in_flight` says
-    /// ([`ExecutingRow::in_flight`](super::rows::ExecutingRow::in_flight)).
+    /// The runs of the executing rows of verb `2` of module `1`, every deployment's, in the order of
+    /// the rows' ids, as [`ExecutingRow`]s: in flight for an operator where
+    /// `rules::operator::in_flight` says
+    /// ([`ExecutingRow::in_flight`](super::rows::ExecutingRow::in_flight)). A verb executes once at
+    /// most (G3), but two deployments' rows of it may both be executing during a rolling deploy: a
+    /// run claimed ahead that has not started on one, a run in flight on the other.
     pub(crate) executing: &'static str,
     /// Marks row `1` triggered at the instant `2`.
     pub(crate) request_trigger: &'static str,
@@ -111,8 +117,8 @@ pub(crate) struct Statements {
     pub(crate) cancel_retry: &'static str,
     /// Row `1` holds no retry any more and goes on at `2` (`rules::operator::after_cancelled_retry`).
     pub(crate) retry_cancelled: &'static str,
-    /// The rows of verb `2` of module `1`, as [`RescheduleRow`]s by id, locked where the database
-    /// locks rows.
+    /// The rows of verb `2` of module `1`, as [`RescheduleRow`]s, locked where the database locks
+    /// rows, in the order of [`lock_paused`](Self::lock_paused).
     pub(crate) lock_for_reschedule: &'static str,
     /// Row `1` runs expression `2` in zone `3` (the code's being `4` in `5` where that is an
     /// override, NULL otherwise), next at `6`, its schedule counting since `7`.
@@ -345,6 +351,24 @@ impl<D: Dialect> Write<D> {
         active.ok_or_else(|| AdminError::NoActiveDeployment {
             module: module.to_owned(),
         })
+    }
+
+    /// Takes `module`'s takeover lock (`STEPS.takeover_lock`; SQLite writes one transaction at a time)
+    /// before a command locks a verb's rows of every deployment: a takeover in flight commits first,
+    /// and the command's statements read which deployment is active after it, so that they lock the
+    /// rows in the one order of every path, the replaced deployments' first (docs/operations.md,
+    /// "Cancelling a run"). A registration and a reschedule take it too.
+    pub(crate) async fn lock_module(
+        &mut self,
+        module: &str,
+        context: &str,
+    ) -> Result<(), AdminError> {
+        Statement::<D>::new(D::STEPS.takeover_lock)
+            .bind(module.to_owned())
+            .execute(&mut self.tx)
+            .await
+            .map_err(db(context))?;
+        Ok(())
     }
 
     /// Wakes the replicas of `module` once the transaction commits.

@@ -154,8 +154,9 @@ macro_rules! statements {
                 " ORDER BY deployment_id, host, pid"
             ),
             lock_paused: concat!(
-                "SELECT paused FROM cron_jobs WHERE module_name = $1 AND verb = $2 ORDER BY id",
-                $lock
+                "SELECT j.paused FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+                WHERE j.module_name = $1 AND j.verb = $2 ORDER BY d.active, j.id",
+                $lock_jobs
             ),
             pause: "UPDATE cron_jobs \
                 SET paused = true, \
@@ -166,8 +167,9 @@ macro_rules! statements {
                 "SELECT j.id, j.schedule, j.timezone, j.state, j.paused, j.next_execution, \
                     j.retry_run_id, j.every_replica, j.jitter_offset_ms, \
                     r.scheduled_at AS retry_of, CAST(r.attempts AS text) AS retry_attempts \
-                FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.retry_run_id \
-                WHERE j.module_name = $1 AND j.verb = $2 ORDER BY j.id",
+                FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
+                LEFT JOIN cron_job_runs r ON r.id = j.retry_run_id \
+                WHERE j.module_name = $1 AND j.verb = $2 ORDER BY d.active, j.id",
                 $lock_jobs
             ),
             resume: "UPDATE cron_jobs \
@@ -200,7 +202,7 @@ macro_rules! statements {
                     coalesce(r.attempts IS NOT NULL, false) AS retry \
                 FROM cron_jobs j LEFT JOIN cron_job_runs r ON r.id = j.current_run_id \
                 WHERE j.module_name = $1 AND j.verb = $2 AND j.state = 'executing' \
-                ORDER BY j.id LIMIT 1",
+                ORDER BY j.id",
             request_trigger: "UPDATE cron_jobs SET trigger_requested_at = $2 WHERE id = $1",
             request_cancel: "UPDATE cron_job_runs \
                 SET cancel_requested_at = $2, cancel_requested_by = $3, cancel_note = $4 \
@@ -220,7 +222,7 @@ macro_rules! statements {
                 $jitter_ms,
                 " AS jitter_ms, d.active \
                 FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id \
-                WHERE j.module_name = $1 AND j.verb = $2 ORDER BY j.id",
+                WHERE j.module_name = $1 AND j.verb = $2 ORDER BY d.active, j.id",
                 $lock_jobs
             ),
             reschedule: "UPDATE cron_jobs \

@@ -15,7 +15,9 @@ use cron_schema::{Cron, MissedPolicy, RunOn, Schema, Verb};
 use crate::support::{deployment, job};
 
 mod audit;
+mod executing;
 pub use audit::*;
+pub use executing::*;
 
 /// A database store under test.
 pub trait AdminUnderTest {
@@ -27,6 +29,11 @@ pub trait AdminUnderTest {
 
     /// The operator API on the same database.
     fn admin(&self) -> Admin;
+
+    /// Records a manual run of `verb`, started now, in flight on its row of deployment `key`, with a
+    /// lease of a minute, as a replica of a release without the overlap rule across deployments could
+    /// have left it while another deployment's row of the verb executes; the run's id.
+    fn run_by_hand(&self, key: &str, verb: &str) -> impl std::future::Future<Output = i64>;
 }
 
 /// One test per case of this suite, each a function with the attribute `$attr` and the parameters
@@ -44,6 +51,8 @@ macro_rules! every_admin_case {
             every_action_writes_one_row_naming_its_actor_and_a_refused_one_none,
             the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the_api_unless_told,
             status_shows_the_occurrence_reported_overdue_until_one_succeeds,
+            a_run_in_flight_on_any_deployments_row_refuses_a_trigger_and_is_cancelled,
+            a_cancel_asks_the_run_in_flight_before_a_retry_claimed_ahead,
         );
     };
     (@cases $attr:meta, $params:tt, $make:expr, $($case:ident,)*) => {

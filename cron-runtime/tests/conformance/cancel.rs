@@ -332,3 +332,69 @@ pub async fn a_finish_that_says_cancelled_without_a_request_is_recorded_as_it_sa
     let finish = ended(&run, Outcome::Cancelled, Some("the handler gave up"));
     recorded_cancelled(&h, (&store, &runner), &finish, false).await;
 }
+
+pub async fn a_cancelled_retry_claimed_ahead_and_given_back_at_shutdown_ends_cancelled(
+    h: impl StoreUnderTest,
+) {
+    // The replica claimed the retry ahead of its instant, an operator cancelled it, and the replica
+    // shut down before the instant without starting it: the run is not given back to be tried again,
+    // it ends `cancelled` by the requester, and the job goes on at its next occurrence
+    // (docs/operations.md, "Cancelling a run").
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (store, runner, run, retry_at) =
+        failed_awaiting_its_retry(&h, &spec, "a", Duration::from_secs(1)).await;
+    sleep_until(&h, retry_at - ms(500)).await;
+    let claimed = claim_ahead(&store, &runner).await;
+    let retry = claim_of(&claimed, "a").clone();
+    assert_eq!((retry.run_id, retry.attempt), (run.run_id, 2));
+    assert_eq!(
+        h.operator().cancel("a", "alice", Some("enough")).await,
+        Ok(run.run_id)
+    );
+
+    store.deregister(&runner, &[]).await.unwrap();
+    let recorded = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(
+        (recorded.outcome, recorded.error.as_deref()),
+        (Some(Outcome::Cancelled), Some("cancelled by alice: enough")),
+        "{recorded:?}"
+    );
+    let next = run.scheduled_at + TimeDelta::seconds(10);
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next), "no retry");
+    let (other, r2) = replica(&h, &spec).await;
+    sleep_until(&h, retry_at + ms(50)).await;
+    assert!(claim(&other, &r2).await.claims.is_empty(), "no retry");
+}
+
+pub async fn a_cancelled_regular_run_given_back_before_it_started_ends_cancelled(
+    h: impl StoreUnderTest,
+) {
+    // A regular run claimed ahead is in flight from its start: the cancel at its start asks it, and
+    // its replica, which had not started it (at its cap, or shutting down), gives it back. The
+    // occurrence the operator stopped does not run after all: its run ends `cancelled` by the
+    // requester, and the job goes on at its next occurrence (docs/operations.md, "Cancelling a run").
+    let spec = deployment("billing@1", vec![retrying_a()]);
+    let (store, runner) = replica(&h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(&h, at - ms(500)).await;
+    let claimed = claim_ahead(&store, &runner).await;
+    let run = claim_of(&claimed, "a").clone();
+    assert_eq!(run.scheduled_at, at);
+    sleep_until(&h, at + ms(50)).await;
+    assert_eq!(
+        h.operator().cancel("a", "alice", None).await,
+        Ok(run.run_id)
+    );
+
+    store.give_back(&runner, &[run.run_id]).await.unwrap();
+    let recorded = run_of(&h, run.run_id).await;
+    let recorded = recorded.expect("the run is recorded, not dropped");
+    assert_eq!(
+        (recorded.outcome, recorded.error.as_deref()),
+        (Some(Outcome::Cancelled), Some("cancelled by alice")),
+        "{recorded:?}"
+    );
+    let next = at + TimeDelta::seconds(10);
+    assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
+    assert!(claim(&store, &runner).await.claims.is_empty(), "not again");
+}

@@ -414,6 +414,8 @@ macro_rules! every_case {
         $test!(a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts);
         $test!(a_cancelled_retry_whose_next_occurrence_came_goes_on_after_now);
         $test!(a_finish_that_says_cancelled_without_a_request_is_recorded_as_it_says);
+        $test!(a_cancelled_retry_claimed_ahead_and_given_back_at_shutdown_ends_cancelled);
+        $test!(a_cancelled_regular_run_given_back_before_it_started_ends_cancelled);
         // Backfills
         $test!(a_backfill_queues_what_never_ran_and_runs_it_in_order_as_backfills);
         $test!(a_backfill_waits_for_a_due_regular_occurrence_and_never_overlaps_it);
@@ -471,6 +473,8 @@ macro_rules! every_row_case {
         $test!(a_row_put_back_on_an_occurrence_that_ran_is_moved_past_it);
         $test!(a_bad_row_is_never_reported_due);
         $test!(a_job_on_every_replica_given_an_occurrence_by_hand_is_never_claimed);
+        $test!(an_executing_row_whose_run_is_not_recorded_is_taken_back_when_its_lease_expires);
+        $test!(an_unrecorded_run_of_a_job_with_retries_is_taken_back_with_no_retry);
     };
 }
 #[allow(unused_imports)]

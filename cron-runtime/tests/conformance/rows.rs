@@ -20,6 +20,10 @@ pub trait RowsUnderTest: StoreUnderTest {
         expression: &str,
         next_execution: DateTime<Utc>,
     ) -> impl Future<Output = ()>;
+
+    /// Deletes the record of run `run_id`, as an operator deleting history by hand would (or as a
+    /// release before the run records left an executing row).
+    fn delete_run(&self, run_id: i64) -> impl Future<Output = ()>;
 }
 
 /// The log lines that mention `needle`.
@@ -172,4 +176,55 @@ pub async fn a_job_on_every_replica_given_an_occurrence_by_hand_is_never_claimed
         claimed.next_due.is_none_or(|due| due > now),
         "not due by its row: {claimed:?}"
     );
+}
+
+pub async fn an_executing_row_whose_run_is_not_recorded_is_taken_back_when_its_lease_expires(
+    h: impl RowsUnderTest,
+) {
+    // An executing row whose run has no record (history deleted by hand, an older release's row): its
+    // replica died, and a live replica takes the row back when its lease expires (G4,
+    // docs/operations.md), so that the job goes on; nothing is left executing for ever.
+    taken_back_unrecorded(&h, job("a", TEN_SECONDLY)).await;
+}
+
+pub async fn an_unrecorded_run_of_a_job_with_retries_is_taken_back_with_no_retry(
+    h: impl RowsUnderTest,
+) {
+    // The same with a job that retries: a run with no record has no attempts to add to, so it is not
+    // retried (a retry would point at no run); the job goes on at its next regular occurrence, a new
+    // run's first attempt (G4, docs/operations.md).
+    taken_back_unrecorded(&h, crate::support::retried(job("a", TEN_SECONDLY))).await;
+}
+
+/// `a`'s run is claimed by a replica that dies, its record deleted; a live replica takes the row back
+/// when its lease expires, and the job goes on at its next regular occurrence as a new run.
+async fn taken_back_unrecorded<H: RowsUnderTest>(h: &H, a: JobSpec) {
+    let spec = deployment("billing@1", vec![a]);
+    let (dies, r1) = replica_with(h, short_lease(), &spec).await;
+    let (alive, r2) = replica(h, &spec).await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    // Past the spread's grace, where either live replica takes the occurrence whoever owns it.
+    sleep_until(h, at + past_the_grace()).await;
+    let claimed = claim(&dies, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+    h.delete_run(run.run_id).await;
+
+    sleep_until(h, run.lease_expires_at + ms(500)).await;
+    let beat = alive.heartbeat(&r2).await.unwrap();
+    assert_eq!(recovered_verbs(&beat), ["a"], "{beat:?}");
+    let next = at + TimeDelta::seconds(10);
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        Some(next),
+        "idle again, at its next regular occurrence"
+    );
+    sleep_until(h, next + past_the_grace()).await;
+    let claimed = claim(&alive, &r2).await;
+    let again = claim_of(&claimed, "a");
+    assert_eq!(
+        (again.scheduled_at, again.attempt, again.retry_at),
+        (next, 1, None),
+        "a new run, no retry of the unrecorded one: {claimed:?}"
+    );
+    assert_ne!(again.run_id, run.run_id, "{claimed:?}");
 }

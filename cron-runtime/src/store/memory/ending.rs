@@ -244,14 +244,17 @@ impl State {
         recovered
     }
 
-    /// [`Store::give_back`](crate::store::Store::give_back) of one run under the lock; a run `runner`
-    /// does not hold is left alone.
+    /// [`Store::give_back`](crate::store::Store::give_back) of one run under the lock
+    /// ([`HeldRun::let_go`]); a run `runner` does not hold is left alone.
     pub(super) fn give_back(&mut self, runner: &Runner, run_id: i64, now: DateTime<Utc>) {
         let Some(job_id) = self.job_in_flight(run_id) else {
             return;
         };
         if self.holds(runner.id, job_id, run_id) {
-            self.end_run(run_id, End::GivenBack, now);
+            // A run an operator asked to cancel ends `cancelled`, not given back.
+            let requested = self.cancels.get(&run_id).map(Cancel::error);
+            let end = self.held_run(job_id, now).let_go(requested.as_deref());
+            self.end_run(run_id, end, now);
         }
     }
 

@@ -185,6 +185,7 @@ impl Protocol for Postgres {
         lock_executing: sql::jobs::LOCK_EXECUTING,
         held_by_runner: sql::jobs::HELD_BY_RUNNER,
         expired: sql::jobs::EXPIRED,
+        expired_unrecorded: Some(sql::jobs::EXPIRED_UNRECORDED),
         renew: sql::jobs::RENEW,
         cancels: sql::runs::CANCELS,
         end_jobs: sql::jobs::END_JOBS,

@@ -150,6 +150,20 @@ impl<'a> End<'a> {
             requested: false,
         }
     }
+
+    /// A run an operator asked to cancel that the store ends without the executor's word, at its now:
+    /// `cancelled` with the request's `error`, never retried (docs/operations.md, "Cancelling a
+    /// run"); `started` as the store knows it.
+    fn requested(error: &str, started: Start) -> End<'_> {
+        End::Recorded {
+            outcome: Outcome::Cancelled,
+            error: Some(error),
+            at: None,
+            started,
+            retry_after: None,
+            requested: true,
+        }
+    }
 }
 
 /// How a held run ends: one decision, written by every store as it is.
@@ -276,8 +290,9 @@ impl HeldRun {
     }
 
     /// How a shutdown at `now` ends the run (G9, docs/operations.md), `cancelled` when the executor
-    /// cancelled it after the grace period. Claimed ahead and never started: given back, for another
-    /// replica to run. Otherwise its handler may have run: `cancelled`, or, not named (a claim whose
+    /// cancelled it after the grace period. Claimed ahead and never started: let go of
+    /// ([`HeldRun::let_go`]), given back for another replica to run unless an operator asked to
+    /// cancel it. Otherwise its handler may have run: `cancelled`, or, not named (a claim whose
     /// answer the replica never got, a run whose end it could not record), `abandoned` as a run taken
     /// back is ([`HeldRun::taken_back`]). `requested`: the error of an operator's request to cancel
     /// the run (`cronverb cancel`), which it ends with when it ends without its replica's word.
@@ -288,11 +303,27 @@ impl HeldRun {
         now: DateTime<Utc>,
     ) -> End<'a> {
         if self.starts_at() > now && !self.manual {
-            End::GivenBack
+            self.let_go(requested)
         } else if cancelled && requested.is_none() {
             End::by_the_store(Outcome::Cancelled, CANCELLED_AT_SHUTDOWN)
         } else {
             self.taken_back(LEFT_AT_SHUTDOWN, requested)
+        }
+    }
+
+    /// How a run its replica lets go of without starting it ends (a give-back, [`Store::give_back`],
+    /// or a shutdown before its start, [`HeldRun::at_shutdown`]): given back, the row as before the
+    /// claim, unless an operator asked to cancel it (`requested`: the request's error). Such a run
+    /// ends `cancelled` with that error, its handler never called (no start), and is not tried again:
+    /// a retry claimed ahead retries no more, and a regular or manual run whose start the request
+    /// came at does not run later; the job goes on at its next regular occurrence
+    /// (docs/operations.md, "Cancelling a run").
+    ///
+    /// [`Store::give_back`]: crate::store::Store::give_back
+    pub(crate) fn let_go<'a>(&self, requested: Option<&'a str>) -> End<'a> {
+        match requested {
+            Some(error) => End::requested(error, Start::Reported(None)),
+            None => End::GivenBack,
         }
     }
 
@@ -312,14 +343,7 @@ impl HeldRun {
     /// "Cancelling a run"): its replica died, or left, before it recorded the end.
     fn taken_back<'a>(&self, error: &'static str, requested: Option<&'a str>) -> End<'a> {
         if let Some(requested) = requested {
-            return End::Recorded {
-                outcome: Outcome::Cancelled,
-                error: Some(requested),
-                at: None,
-                started: Start::Planned,
-                retry_after: None,
-                requested: true,
-            };
+            return End::requested(requested, Start::Planned);
         }
         End::Recorded {
             outcome: Outcome::Abandoned,
@@ -685,6 +709,60 @@ mod tests {
         // Not cancelled: the retry is asked for.
         let ending = held(at(1, 0)).ending(Some(&minutely), &End::finish(&finish, None), at(1, 6));
         assert_eq!(ending.after, AfterAttempt::Retries(at(1, 15)));
+    }
+
+    #[test]
+    fn a_run_let_go_with_a_cancel_request_ends_cancelled_not_given_back() {
+        // docs/operations.md, "Cancelling a run": a retry claimed ahead, asked to stop, then given back
+        // (or left at shutdown) before its instant retries no more.
+        let minutely = ZonedSchedule::utc(Schedule::parse("0 * * * * *").unwrap());
+        let retry = HeldRun {
+            next_execution: Some(at(1, 15)),
+            retry: RetryHeld::ThisRun,
+            attempt: 2,
+            retries: Retries {
+                retries: 3,
+                backoff: Duration::from_secs(10),
+            },
+            ..held(at(1, 0))
+        };
+        assert!(matches!(retry.let_go(None), End::GivenBack));
+        let text = super::super::operator::cancelled_by("alice", None);
+        for end in [
+            retry.let_go(Some(&text)),
+            retry.at_shutdown(false, Some(&text), at(1, 10)),
+        ] {
+            let End::Recorded {
+                outcome,
+                error,
+                started,
+                retry_after,
+                ..
+            } = end
+            else {
+                panic!("{end:?}")
+            };
+            assert_eq!(
+                (outcome, error, started, retry_after),
+                (
+                    Outcome::Cancelled,
+                    Some("cancelled by alice"),
+                    Start::Reported(None),
+                    None
+                )
+            );
+            let ending = retry.ending(Some(&minutely), &end, at(1, 10));
+            assert_eq!(
+                (ending.after, ending.record, ending.retry, ending.next),
+                (
+                    AfterAttempt::Ends,
+                    Record::Ends,
+                    RetryHeld::Nothing,
+                    Some(at(2, 0))
+                )
+            );
+            assert!(matches!(ending.finished(), Finished::Cancelled { .. }));
+        }
     }
 
     #[test]

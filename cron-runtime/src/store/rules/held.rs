@@ -30,6 +30,10 @@ pub(crate) struct Held {
     /// The run that holds the row (none only where PostgreSQL finds no record of it).
     #[sqlx(rename = "current_run_id")]
     pub(crate) run_id: Option<i64>,
+    /// The run has a record (`r.id IS NOT NULL`): false for an executing row whose run was deleted by
+    /// hand or never recorded (an older release's row), which is taken back with no retry
+    /// ([`Held::facts`]).
+    pub(crate) recorded: bool,
     pub(crate) scheduled_at: Option<DateTime<Utc>>,
     /// The run is a manual one (`cronverb trigger`): it did not consume `next_execution`.
     pub(crate) manual: bool,
@@ -85,8 +89,13 @@ impl Held {
         super::jittered(next, Duration::from_millis(offset))
     }
 
-    /// The facts that decide how the run ends ([`HeldRun::ending`]).
+    /// The facts that decide how the run ends ([`HeldRun::ending`]). A run with no record has no
+    /// attempts to add to: it is not retried, and a retry the row held for it (pointing at no run) is
+    /// dropped; the job goes on at its next regular occurrence (G4, docs/operations.md).
     pub(crate) fn facts(&self) -> HeldRun {
+        let retry_run_id = self
+            .retry_run_id
+            .filter(|retry| self.recorded || Some(*retry) != self.run_id);
         HeldRun {
             scheduled_at: self
                 .scheduled_at
@@ -97,7 +106,7 @@ impl Held {
             backfill: self.backfill,
             paused: self.paused,
             active: self.active,
-            retry: HeldRun::retry_of(self.retry_run_id, self.run_id),
+            retry: HeldRun::retry_of(retry_run_id, self.run_id),
             run_id: self.run_id.unwrap_or_default(),
             attempt: u32::try_from(self.earlier_attempts).map_or(1, |n| n.saturating_add(1)),
             every_missed: self.catch_up_all,
@@ -105,6 +114,7 @@ impl Held {
             retries: Retries {
                 retries: self
                     .retries
+                    .filter(|_| self.recorded)
                     .and_then(|n| u32::try_from(n).ok())
                     .unwrap_or(0),
                 backoff: self

@@ -306,6 +306,7 @@ impl<D: Protocol> SqlStore<D> {
                     // instant, and the executor claims it.
                     triggered: false,
                     run_id: Some(run.run_id),
+                    recorded: true,
                     scheduled_at: Some(scheduled_at),
                     manual: false,
                     backfill: false,

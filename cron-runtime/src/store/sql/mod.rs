@@ -154,6 +154,10 @@ pub(crate) struct Steps {
     pub(crate) held_by_runner: &'static str,
     /// Executing rows whose lease expired, less the bad ones `1`, at most `2`, locked.
     pub(crate) expired: &'static str,
+    /// Those of them whose run has no record, where [`Steps::expired`] leaves them out (PostgreSQL,
+    /// which locks the run's row with its job's there), less the bad ones `1`, at most `2`, locked;
+    /// `None` where [`Steps::expired`] reads them too (SQLite): no statement more at a heartbeat.
+    pub(crate) expired_unrecorded: Option<&'static str>,
     /// Extends by the span `3` the leases of the runs `1` that runner `2` holds; their ids.
     pub(crate) renew: &'static str,
     /// The operator's requests to cancel any of the runs `1` (`cronverb cancel`, migration `0010`):

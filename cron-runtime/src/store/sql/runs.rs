@@ -176,17 +176,32 @@ impl<D: Protocol> SqlStore<D> {
         // Bounded, so that a heartbeat ends; the next heartbeat continues.
         for pass in 0..100 {
             let mut tx = self.begin().await.map_err(db(context))?;
-            let rows: Vec<Held> = Statement::<D>::new(D::STEPS.expired)
+            let mut rows: Vec<Held> = Statement::<D>::new(D::STEPS.expired)
                 .bind(Column(bad.clone()))
                 .bind(batch)
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db(context))?;
+            // PostgreSQL's second statement (an index probe of `cron_job_runs` per expired executing
+            // row, an anti-join that finds nothing on a healthy database): one round trip more per
+            // heartbeat there; none on SQLite, whose `expired` reads such rows.
+            let unrecorded: Vec<Held> = match D::STEPS.expired_unrecorded {
+                Some(step) => Statement::<D>::new(step)
+                    .bind(Column(bad.clone()))
+                    .bind(batch)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(db(context))?,
+                None => Vec::new(),
+            };
+            let full = [rows.len(), unrecorded.len()]
+                .iter()
+                .any(|n| *n >= usize::try_from(batch).unwrap_or(usize::MAX));
+            rows.extend(unrecorded);
             // After a step of the database's clock the leases held look expired for a while: their
             // holders get one lease to renew them first (docs/runtime.md, "Leases: a frozen replica
             // cannot run on"). A database's clock is read only when a lease looks expired: a heartbeat
-            // that finds none costs no statement more; the host's (SQLite's) at every heartbeat, for
-            // nothing.
+            // that finds none reads no clock; the host's (SQLite's) at every heartbeat, for nothing.
             let clock = match D::host_clock() {
                 Some(clock) => Some(clock),
                 None if !rows.is_empty() => {
@@ -207,7 +222,6 @@ impl<D: Protocol> SqlStore<D> {
             {
                 return Ok(recovered);
             }
-            let full = rows.len() >= usize::try_from(batch).unwrap_or(usize::MAX);
             // Which of their deployments are active, read after the lock (see `still_active`).
             let deployments: Column<i64> = rows.iter().map(|held| held.deployment_id).collect();
             let active: Vec<(i64,)> = Statement::<D>::new(D::STEPS.active_among)
@@ -264,7 +278,8 @@ impl<D: Protocol> SqlStore<D> {
         Ok(recovered)
     }
 
-    /// Shutdown: gives back the runs that never started ([`Store::give_back`]).
+    /// Shutdown: gives back the runs that never started ([`Store::give_back`]), or ends `cancelled`
+    /// those an operator asked to cancel ([`HeldRun::let_go`](crate::store::rules::HeldRun::let_go)).
     ///
     /// [`Store::give_back`]: crate::store::Store::give_back
     pub(super) async fn give_back_runs(
@@ -292,11 +307,17 @@ impl<D: Protocol> SqlStore<D> {
         let active = still_active::<D>(&mut tx, runner.deployment_id)
             .await
             .map_err(db(context()))?;
+        // The errors of the runs an operator asked to cancel: they end `cancelled` with them, not
+        // given back (`HeldRun::let_go`). The step locks each run's row with its job's, so a request
+        // is read as it is after the lock.
+        let requests: Vec<Option<String>> = rows.iter().map(Held::cancelled).collect();
         let ends: Vec<(Held, End<'_>)> = rows
             .into_iter()
-            .map(|mut held| {
+            .zip(&requests)
+            .map(|(mut held, requested)| {
                 held.active = active;
-                (held, End::GivenBack)
+                let end = held.facts().let_go(requested.as_deref());
+                (held, end)
             })
             .collect();
         self.write_ends(&mut tx, &ends, None)

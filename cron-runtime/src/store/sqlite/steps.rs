@@ -117,7 +117,8 @@ macro_rules! held_rows {
             "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, ",
             attempt_instant!("j.next_execution"),
             " AS next_execution,
-       j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, ",
+       j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id,
+       r.id IS NOT NULL AS recorded, ",
             attempt_instant!("r.scheduled_at"),
             " AS scheduled_at,
        coalesce(r.manual, false) AS manual,
@@ -478,6 +479,9 @@ WHERE j.state = 'executing'
 ORDER BY j.lease_expires_at
 LIMIT ?2"
     ),
+    // `expired` reads the rows whose run has no record too.
+    // `expired` reads them: no statement more at a heartbeat.
+    expired_unrecorded: None,
     // Outside a step's transaction: the clock set as it got its connection.
     renew: "
 UPDATE cron_jobs AS j
@@ -644,6 +648,7 @@ mod tests {
             lock_executing,
             held_by_runner,
             expired,
+            expired_unrecorded: _,
             renew,
             cancels,
             end_jobs,

@@ -87,7 +87,8 @@ macro_rules! queued_backfill {
 macro_rules! held_rows {
     () => {
         "SELECT j.id, j.deployment_id, j.module_name, j.verb, j.schedule, j.timezone, j.next_execution,
-       j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id, r.scheduled_at,
+       j.paused, j.trigger_requested_at IS NOT NULL AS triggered, j.current_run_id,
+       r.id IS NOT NULL AS recorded, r.scheduled_at,
        coalesce(r.manual, false) AS manual,
        coalesce(r.backfill, false) AS backfill, j.retry_run_id, coalesce(r.attempts IS NOT NULL, false) AS retried,
        coalesce(jsonb_array_length(r.attempts), 0) AS earlier_attempts, j.retries,
@@ -328,14 +329,16 @@ WHERE id = $1 AND state = 'idle' AND next_execution = $3
 ";
 
     /// Takeover: the rows of module `$1`'s active deployment and of deployment `$2` taking it over,
-    /// locked together in the order of their ids before the takeover reads them, as an operator's
-    /// pause, resume and cancel lock a verb's rows of every deployment (`admin::lock_for_resume`):
-    /// after a rollback the deployment taking over has the lower ids, and locking its previous rows
-    /// first, then its own, would wait in a cycle with such a command.
+    /// locked together before the takeover reads them, in the one order of every path that locks
+    /// several deployments' rows: the inactive deployment's rows first, by id, then the active one's,
+    /// as an operator's pause, resume, reschedule and cancel lock a verb's rows of every deployment
+    /// (`admin::lock_for_resume`), and as a finish of a replaced deployment's run locks its own row,
+    /// then the active one's to carry to (`CARRIED_ROWS`). After a rollback the active deployment
+    /// has the lower ids: an order by id alone would wait in a cycle with such a finish.
     TAKEOVER_ROWS = "
 SELECT j.id FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
 WHERE d.module = $1 AND (d.active OR d.id = $2)
-ORDER BY j.id
+ORDER BY d.active, j.id
 FOR UPDATE OF j
 ";
 
@@ -420,13 +423,16 @@ FOR UPDATE OF j, r
 ");
 
     /// The rows that the runs `$1` still hold for runner `$2`, locked in the order of their ids. A give
-    /// back reads them.
+    /// back reads them. Each run's row is locked with its job's, as [`HELD_BY_RUNS`] locks them: a
+    /// request to cancel the run that committed while the give-back waited for the lock is read as it
+    /// is now, so that the run ends `cancelled` by its requester, never put back to run again
+    /// (`rules::HeldRun::let_go`; docs/operations.md, "Cancelling a run").
     HELD_BY_RUN_IDS = concat!(held_rows!(), "
 WHERE j.current_run_id = ANY($1)
   AND j.state = 'executing'
   AND r.runner_id = $2
 ORDER BY j.id
-FOR UPDATE OF j
+FOR UPDATE OF j, r
 ");
 
     /// The executing rows of deployment `$1`, locked in the order of their ids (shutdown). On `cron_jobs`
@@ -450,9 +456,9 @@ ORDER BY j.id
     /// Executing rows whose lease expired, oldest first, at most `$2`, skipping rows another replica is
     /// recovering and the bad rows `$1` already seen in this pass. Each run's row is locked with its
     /// job's, as [`HELD_BY_RUNS`] locks them (`r.id IS NOT NULL` makes the join an inner one; an
-    /// executing row always has its run): a request to cancel the run that committed after this
-    /// statement's snapshot is read as it is now, and one still being written passes the row by, for
-    /// the next heartbeat, so that the run ends `cancelled` by its requester, never `abandoned` and
+    /// executing row whose run has no record is [`EXPIRED_UNRECORDED`]'s): a request to cancel the
+    /// run that committed after this statement's snapshot is read as it is now, and one still being
+    /// written passes the row by, for the next heartbeat, so that the run ends `cancelled` by its requester, never `abandoned` and
     /// retried over the request (docs/operations.md, "Cancelling a run").
     EXPIRED = concat!(held_rows!(), "
 WHERE j.state = 'executing'
@@ -462,6 +468,21 @@ WHERE j.state = 'executing'
 ORDER BY j.lease_expires_at
 LIMIT $2
 FOR UPDATE OF j, r SKIP LOCKED
+");
+
+    /// Executing rows whose lease expired and whose run has no record (a release's row from before
+    /// the run records, history deleted by hand), as [`EXPIRED`] reads the others (which its inner
+    /// join leaves out), at most `$2`, less the bad rows `$1`: the job row alone is locked, there being
+    /// no run row to lock nor request to read, skipping rows another replica is recovering. Such a row
+    /// is taken back as any other (G4, docs/operations.md), as SQLite's one statement takes it.
+    EXPIRED_UNRECORDED = concat!(held_rows!(), "
+WHERE j.state = 'executing'
+  AND j.lease_expires_at < now()
+  AND j.id <> ALL($1::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM cron_job_runs u WHERE u.id = j.current_run_id)
+ORDER BY j.lease_expires_at
+LIMIT $2
+FOR UPDATE OF j SKIP LOCKED
 ");
 
     /// Extends by the job's own lease, or `$3` seconds for a job that sets none, the leases of the runs
