@@ -182,11 +182,12 @@ ORDER BY id",
     overrides: "SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = ?1",
     drop_override: "DELETE FROM cron_overrides WHERE module_name = ?1 AND verb = ?2",
     overridden_rows: "
-SELECT id, code_schedule, code_timezone, state, next_execution,
-       retry_run_id IS NOT NULL AS retry_pending
-FROM cron_jobs
-WHERE module_name = ?1 AND verb = ?2 AND code_schedule IS NOT NULL
-ORDER BY id",
+SELECT j.id, j.code_schedule, j.code_timezone, j.state, j.next_execution,
+       j.retry_run_id IS NOT NULL AS retry_pending
+FROM cron_deployments d
+JOIN cron_jobs j ON j.deployment_id = d.id AND j.verb = ?2
+WHERE d.module = ?1 AND j.code_schedule IS NOT NULL
+ORDER BY j.id",
     restore_code_schedule: "
 UPDATE cron_jobs SET schedule = code_schedule, timezone = code_timezone, code_schedule = NULL,
     code_timezone = NULL, next_execution = ?2, start_time = ?3

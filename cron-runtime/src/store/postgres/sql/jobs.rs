@@ -146,13 +146,16 @@ DELETE FROM cron_overrides WHERE module_name = $1 AND verb = $2
 
     /// Takeover by code without verb `$2` of module `$1`: the verb's rows that run an override (a copy
     /// of their code's schedule kept), in every deployment, locked in the order of their ids; each goes
-    /// back to its code's schedule (docs/operations.md, "Changing a schedule without a build").
+    /// back to its code's schedule (docs/operations.md, "Changing a schedule without a build"). The
+    /// module's deployments are found by their index, and each one's row of the verb by its unique key.
     OVERRIDDEN_ROWS = "
-SELECT id, code_schedule, code_timezone, state, next_execution,
-       retry_run_id IS NOT NULL AS retry_pending
-FROM cron_jobs
-WHERE module_name = $1 AND verb = $2 AND code_schedule IS NOT NULL
-ORDER BY id FOR UPDATE
+SELECT j.id, j.code_schedule, j.code_timezone, j.state, j.next_execution,
+       j.retry_run_id IS NOT NULL AS retry_pending
+FROM cron_deployments d
+JOIN cron_jobs j ON j.deployment_id = d.id AND j.verb = $2
+WHERE d.module = $1 AND j.code_schedule IS NOT NULL
+ORDER BY j.id
+FOR UPDATE OF j
 ";
 
     /// Row `$1` runs its code's schedule again, from its copy, next at `$2`, counting from `$3`.
