@@ -447,6 +447,7 @@ macro_rules! every_case {
         $test!(an_override_moves_the_next_occurrence_to_the_new_schedule);
         $test!(an_override_survives_a_deploy_of_a_new_key);
         $test!(a_reset_returns_to_the_codes_schedule);
+        $test!(a_deploy_that_changes_an_overridden_verbs_expression_runs_the_override_until_reset);
         $test!(an_override_that_does_not_check_is_refused_and_changes_nothing);
         $test!(an_override_of_a_fixed_job_is_refused_and_audits_nothing);
         $test!(a_deploy_that_marks_an_overridden_job_fixed_drops_the_override);

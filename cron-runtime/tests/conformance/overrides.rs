@@ -69,6 +69,32 @@ pub async fn an_override_survives_a_deploy_of_a_new_key(h: impl StoreUnderTest) 
     assert_eq!(claim_of(&claimed, "a").scheduled_at, at, "{claimed:?}");
 }
 
+/// What wins when the code's expression changes under an override (docs/operations.md, "Changing a
+/// schedule without a build"): the override, until it is reset. A deployment whose code moves the
+/// overridden verb to another expression runs the override, and `--reset` then returns the verb to the
+/// new code's expression, not the old one's.
+pub async fn a_deploy_that_changes_an_overridden_verbs_expression_runs_the_override_until_reset(
+    h: impl StoreUnderTest,
+) {
+    const JULY: &str = "0 0 1 7 *";
+    let (_old, _) = replica(&h, &deployment("billing@1", vec![job("a", YEARLY)])).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let (_new, _) = replica(&h, &deployment("billing@2", vec![job("a", JULY)])).await;
+    let now = h.now().await;
+    let at = h.next_execution(MODULE, "a").await.unwrap();
+    assert!(
+        at - now <= TimeDelta::seconds(2),
+        "billing@2's row, whose code says `{JULY}`, runs the override: {at} after {now}"
+    );
+    h.reset_schedule("a").await;
+    let july = zoned(JULY).next_after(h.now().await).unwrap();
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        Some(july),
+        "the reset returns to the new code's schedule"
+    );
+}
+
 /// `--reset` puts the verb back on its code's schedule from its next occurrence, in the deployments
 /// registered later too.
 pub async fn a_reset_returns_to_the_codes_schedule(h: impl StoreUnderTest) {
