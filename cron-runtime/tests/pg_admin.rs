@@ -55,6 +55,14 @@ impl admin::AdminUnderTest for Pg {
         .await
         .unwrap()
     }
+
+    async fn age_audit(&self, days: i64) {
+        sqlx::query("UPDATE cron_audit SET at = at - make_interval(days => $1)")
+            .bind(i32::try_from(days).unwrap())
+            .execute(&self.0)
+            .await
+            .unwrap();
+    }
 }
 
 every_admin_case!(sqlx::test(migrations = "./migrations"), (pool: PgPool), Pg(pool));

@@ -71,6 +71,17 @@ impl AdminUnderTest for Sqlite {
         .unwrap();
         run_id
     }
+
+    async fn age_audit(&self, days: i64) {
+        let pool = sqlx::SqlitePool::connect_with(connect_options(&self.db.url).unwrap())
+            .await
+            .unwrap();
+        sqlx::query("UPDATE cron_audit SET at = at - ?1 * 86400000000")
+            .bind(days)
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
 }
 
 every_admin_case!(tokio::test, (), Sqlite::new().await);

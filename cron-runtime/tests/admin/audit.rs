@@ -244,3 +244,42 @@ pub async fn the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the
     assert_eq!(read(None, None, 2).await.len(), 2);
     assert_eq!(read(None, None, 2).await[0].id, all[0].id);
 }
+
+/// The trail's retention is its own (docs/operations.md, "Audit trail"): a prune of the runs history
+/// leaves an old row of it, and the trail's prune deletes the rows older than its age, then writes its
+/// own row.
+pub async fn the_runs_prune_keeps_an_old_audit_row_and_the_trails_own_prune_deletes_it(
+    db: &impl AdminUnderTest,
+) {
+    let admin = db.admin();
+    db.replica()
+        .register(&deployment(
+            "billing@1",
+            vec![job("billing::report", HOURLY)],
+        ))
+        .await
+        .unwrap();
+    admin.pause("report", None, None).await.unwrap();
+    db.age_audit(10).await;
+    let week = std::time::Duration::from_secs(7 * 86400);
+    let actions = |rows: Vec<AuditEntry>| {
+        rows.into_iter()
+            .map(|row| row.action)
+            .collect::<Vec<String>>()
+    };
+
+    admin.prune(week, 10).await.unwrap();
+    assert_eq!(
+        actions(trail(&admin).await),
+        ["prune", "pause"],
+        "the runs' prune keeps the trail's ten-day-old row"
+    );
+    let deleted = admin.prune_audit(week).await.unwrap();
+    assert_eq!(deleted, 1, "the row older than a week");
+    let rows = trail(&admin).await;
+    assert_eq!(
+        rows[0].after,
+        Some(json!({ "audit_older_than_secs": 604800, "audit_deleted": 1 }))
+    );
+    assert_eq!(actions(rows), ["prune", "prune"]);
+}

@@ -34,6 +34,10 @@ pub trait AdminUnderTest {
     /// lease of a minute, as a replica of a release without the overlap rule across deployments could
     /// have left it while another deployment's row of the verb executes; the run's id.
     fn run_by_hand(&self, key: &str, verb: &str) -> impl std::future::Future<Output = i64>;
+
+    /// Moves every row of the audit trail `days` days into the past, as if its actions had been
+    /// taken then.
+    fn age_audit(&self, days: i64) -> impl std::future::Future<Output = ()>;
 }
 
 /// One test per case of this suite, each a function with the attribute `$attr` and the parameters
@@ -50,6 +54,7 @@ macro_rules! every_admin_case {
             status_shows_each_jobs_missed_policy_and_catch_up_window,
             every_action_writes_one_row_naming_its_actor_and_a_refused_one_none,
             the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the_api_unless_told,
+            the_runs_prune_keeps_an_old_audit_row_and_the_trails_own_prune_deletes_it,
             status_shows_the_occurrence_reported_overdue_until_one_succeeds,
             a_run_in_flight_on_any_deployments_row_refuses_a_trigger_and_is_cancelled,
             a_cancel_asks_the_run_in_flight_before_a_retry_claimed_ahead,
