@@ -351,6 +351,30 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
     assert!(paused(&pool).await.0);
     assert_eq!(dashboard_rows(&pool).await, 1);
+
+    // Resume, on the verb now paused, meets the same refusals (not the wrong token, for the lockout
+    // above) and leaves it paused, with no row.
+    for (cookie, form) in attempts
+        .iter()
+        .filter(|(_, form)| !form.contains("token=wrong"))
+    {
+        let reply = post(&router, &format!("{JOB}/resume"), cookie, form).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::FORBIDDEN,
+            "resume {cookie} {form}"
+        );
+        assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+    }
+    assert!(
+        paused(&pool).await.0,
+        "a refused resume leaves the verb paused"
+    );
+    assert_eq!(
+        dashboard_rows(&pool).await,
+        1,
+        "a refused resume writes no row"
+    );
 }
 
 /// The schedule `billing::send` runs, and the code's where that is an override.
