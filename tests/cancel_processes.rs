@@ -6,6 +6,7 @@
 //! stop with it; the next occurrence runs as usual.
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
+#![cfg(feature = "cli")]
 
 mod support;
 

@@ -202,6 +202,7 @@ async fn a_retry_pending_when_its_replica_is_killed_is_taken_by_another_at_its_i
 /// instant; then the replica that ran the first attempt is killed. The retry still runs, on the other
 /// replica, as the second attempt of the original occurrence (not as a new regular occurrence at an
 /// instant off the schedule), and once the replicas have stopped no run is left `running`.
+#[cfg(feature = "cli")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_pending_while_a_manual_run_ends_still_runs_as_the_occurrences_second_attempt()
 -> anyhow::Result<()> {
