@@ -529,3 +529,75 @@ async fn a_run_taken_back_is_counted_with_its_module_and_verb() {
         "{metrics:#?}"
     );
 }
+
+/// `cron_job_overdue` and the health report tell the same (docs/operations.md, "Overdue"): a job due 5 s
+/// past each minute that expects each occurrence within 3 s fails at 5 s and succeeds at 65 s. Sampled
+/// 2.5 s after each check (every 5 s from the start), the gauge is 1 exactly when the health report
+/// lists the job: from the check after 8 s to the success, and 0 again after it.
+#[tokio::test(start_paused = true)]
+async fn the_overdue_gauge_agrees_with_the_health_report() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let store = MemoryStore::starting_at(at(0));
+    let calls = Arc::new(AtomicU32::new(0));
+    let calls_in_job = Arc::clone(&calls);
+    let runtime = builder(&store)
+        .job_with(
+            "test::nightly",
+            "5 * * * * *",
+            JobOptions::new().expect_within(Duration::from_secs(3)),
+            move || {
+                let first = calls_in_job.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    if first {
+                        return Err(std::io::Error::other("relay refused"));
+                    }
+                    Ok(())
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    let job = [("module", "test"), ("verb", "test::nightly")];
+    // (seconds, the gauge, whether the health report lists the job), 2.5 s after each check. Each
+    // sample takes the gauge (the recorder sets it back to 0): a check ran since the last one.
+    let mut samples = Vec::new();
+    sleep(Duration::from_millis(2_500)).await;
+    for tick in 0..16u32 {
+        sleep(Duration::from_secs(5)).await;
+        let gauge = gauge(&snapshot(&snapshotter), "cron_job_overdue", &job);
+        let listed = handle
+            .health()
+            .overdue
+            .iter()
+            .any(|o| o.verb == "test::nightly" && o.occurrence == at(5));
+        samples.push((5 * tick + 7, gauge, listed));
+    }
+    handle.shutdown().await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "{:#?}", store.runs());
+    for (second, gauge, listed) in &samples {
+        assert_eq!(
+            *gauge,
+            Some(if *listed { 1.0 } else { 0.0 }),
+            "at {second} s: {samples:?}"
+        );
+    }
+    let overdue: Vec<u32> = samples
+        .iter()
+        .filter(|(_, _, listed)| *listed)
+        .map(|(second, _, _)| *second)
+        .collect();
+    // Found by the check of 10 s, and answered by the success at 65 s, found by the check of 65 s or
+    // of 70 s.
+    let last = *overdue.last().unwrap_or(&0);
+    assert!(matches!(last, 62 | 67), "{samples:?}");
+    assert_eq!(
+        overdue,
+        (12..=last).step_by(5).collect::<Vec<u32>>(),
+        "{samples:?}"
+    );
+    assert_eq!(samples.last().unwrap(), &(82, Some(0.0), false));
+}
