@@ -601,3 +601,199 @@ async fn the_overdue_gauge_agrees_with_the_health_report() {
     );
     assert_eq!(samples.last().unwrap(), &(82, Some(0.0), false));
 }
+
+/// The log lines of `logs` that are events (target `cronverb::event`) of `kind` for `verb`.
+fn logged(logs: &str, kind: &str, verb: &str) -> usize {
+    logs.lines()
+        .filter(|line| {
+            line.contains("cronverb::event:")
+                && line.contains(&format!("kind=\"{kind}\""))
+                && line.contains(&format!("verb=\"{verb}\""))
+        })
+        .count()
+}
+
+/// Each event is counted once in `cron_events_total{kind}` and logged once with target
+/// `cronverb::event`, its kind and its verb (docs/operations.md, "Notifications"; docs/metrics.md):
+/// as many as the listener heard, of each kind.
+#[tokio::test(start_paused = true)]
+async fn each_event_is_counted_and_logged_once_with_its_kind_and_verb() {
+    use cron_runtime::{Event, EventKind};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let logs = support::Logs::capture(tracing::Level::WARN);
+    let store = MemoryStore::starting_at(at(0));
+    let heard: Arc<std::sync::Mutex<Vec<Event>>> = Arc::default();
+    let heard_in_listener = Arc::clone(&heard);
+    let runtime = builder(&store)
+        .job("test::fails", "*/10 * * * * *", || async {
+            Err::<(), _>(std::io::Error::other("disk full"))
+        })
+        .job_with(
+            "test::exhausted",
+            "*/10 * * * * *",
+            JobOptions::new().retries(1).backoff(Duration::from_secs(1)),
+            || async { Err::<(), _>(std::io::Error::other("disk full")) },
+        )
+        // Due every second, runs 2.5 s: each run skips the occurrences it overlaps.
+        .job("test::overlaps", "* * * * * *", || async {
+            sleep(Duration::from_millis(2_500)).await
+        })
+        .job_with(
+            "test::late",
+            "5 * * * * *",
+            JobOptions::new().expect_within(Duration::from_secs(3)),
+            || async { Err::<(), _>(std::io::Error::other("relay refused")) },
+        )
+        .on_event(move |event: &Event| heard_in_listener.lock().unwrap().push(event.clone()))
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(25_500)).await;
+    let during = snapshot(&snapshotter);
+    handle.shutdown().await.unwrap();
+    let metrics = merge(during, snapshot(&snapshotter));
+    let logs = logs.text();
+    let heard = heard.lock().unwrap().clone();
+
+    let kinds = [
+        EventKind::Failed,
+        EventKind::RetriesExhausted,
+        EventKind::Skipped,
+        EventKind::Overdue,
+    ];
+    for kind in kinds {
+        let of_kind: Vec<&Event> = heard.iter().filter(|e| e.kind() == kind).collect();
+        assert!(!of_kind.is_empty(), "no {kind} event: {heard:#?}");
+        assert_eq!(
+            counter(&metrics, "cron_events_total", &[("kind", kind.as_str())]),
+            of_kind.len() as u64,
+            "cron_events_total of {kind}: {heard:#?}"
+        );
+        let mut verbs: Vec<&str> = of_kind.iter().map(|e| e.verb()).collect();
+        verbs.sort_unstable();
+        verbs.dedup();
+        for verb in verbs {
+            let events = of_kind.iter().filter(|e| e.verb() == verb).count();
+            assert_eq!(
+                logged(&logs, kind.as_str(), verb),
+                events,
+                "{kind} of {verb} logged: {logs}"
+            );
+        }
+    }
+    // Where each kind comes from.
+    let kinds_of = |verb: &str| -> Vec<EventKind> {
+        let mut kinds: Vec<EventKind> = heard
+            .iter()
+            .filter(|e| e.verb() == verb)
+            .map(|e| e.kind())
+            .collect();
+        kinds.dedup();
+        kinds
+    };
+    assert_eq!(kinds_of("test::fails"), [EventKind::Failed]);
+    assert!(kinds_of("test::exhausted").contains(&EventKind::RetriesExhausted));
+    assert_eq!(kinds_of("test::overlaps"), [EventKind::Skipped]);
+    assert_eq!(
+        kinds_of("test::late"),
+        [EventKind::Failed, EventKind::Overdue]
+    );
+    let lines = logs
+        .lines()
+        .filter(|line| line.contains("cronverb::event:"))
+        .count();
+    assert_eq!(lines, heard.len(), "{logs}");
+}
+
+/// A listener that hangs fills the queue of 1,024 events: the events after it are dropped, each
+/// counted in `cron_events_dropped_total`, and still counted in `cron_events_total` and logged
+/// (docs/metrics.md); the runtime goes on running its jobs meanwhile.
+#[tokio::test(start_paused = true)]
+async fn events_a_hanging_listener_cannot_take_are_dropped_counted_and_still_logged() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let logs = support::Logs::capture(tracing::Level::WARN);
+    let store = MemoryStore::starting_at(at(0));
+    let failing = Arc::new(AtomicBool::new(true));
+    let heard = Arc::new(AtomicU32::new(0));
+    let heard_in_listener = Arc::clone(&heard);
+    // The listener hangs on its first event until the test drops `release`.
+    let (release, held) = mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(held);
+    let mut configured = builder(&store).on_event(move |_: &cron_runtime::Event| {
+        let _ = held.lock().unwrap().recv();
+        heard_in_listener.fetch_add(1, Ordering::SeqCst);
+    });
+    // Four jobs failing every second: 1,200 events in 300 s, more than the queue holds.
+    for n in 0..4 {
+        let failing = Arc::clone(&failing);
+        configured = configured.job(&format!("test::fails_{n}"), "* * * * * *", move || {
+            let fail = failing.load(Ordering::SeqCst);
+            async move {
+                if fail {
+                    return Err(std::io::Error::other("disk full"));
+                }
+                Ok(())
+            }
+        });
+    }
+    let handle = configured.build().await.unwrap().start();
+    sleep(Duration::from_secs(300)).await;
+    failing.store(false, Ordering::SeqCst);
+    // Runs that began failing end within the second; none fails after.
+    sleep(Duration::from_secs(2)).await;
+    let during = snapshot(&snapshotter);
+    let raised_while_held = counter(&during, "cron_events_total", &[("kind", "failed")]);
+    let dropped_while_held = counter(&during, "cron_events_dropped_total", &[]);
+    drop(release);
+    // Shutdown waits for the listener to hear what the queue holds.
+    handle.shutdown().await.unwrap();
+    let metrics = merge(during, snapshot(&snapshotter));
+
+    let runs = store.runs();
+    let failed = runs
+        .iter()
+        .filter(|r| r.outcome == Some(Outcome::Failed))
+        .count() as u64;
+    let raised = counter(&metrics, "cron_events_total", &[("kind", "failed")]);
+    let dropped = counter(&metrics, "cron_events_dropped_total", &[]);
+    let heard = u64::from(heard.load(Ordering::SeqCst));
+    assert!(failed >= 1_100, "{failed}");
+    assert_eq!(raised, failed);
+    assert_eq!(
+        raised, raised_while_held,
+        "no event after the failures stopped"
+    );
+    // The listener took one, the queue held 1,024 (the first may have waited in the queue until the
+    // listener's thread took it), and the rest were dropped, while it hung.
+    assert_eq!(dropped, dropped_while_held);
+    assert!((1_024..=1_025).contains(&heard), "{heard}");
+    assert_eq!(heard + dropped, raised);
+    // The runs after the queue was full went on: the jobs succeeded once told to.
+    assert!(
+        runs.iter()
+            .filter(|r| r.outcome == Some(Outcome::Succeeded))
+            .count()
+            >= 4
+    );
+    let logs = logs.text();
+    let lines = logs
+        .lines()
+        .filter(|line| line.contains("cronverb::event:") && line.contains("kind=\"failed\""))
+        .count() as u64;
+    // Each event logged once as raised, and each dropped one once more as dropped.
+    let dropped_lines = logs
+        .lines()
+        .filter(|line| line.contains("this one is dropped"))
+        .count() as u64;
+    assert_eq!(dropped_lines, dropped);
+    assert_eq!(lines, raised + dropped);
+}
