@@ -180,3 +180,31 @@ pub async fn an_occurrence_that_succeeded_after_its_span_is_still_reported_once(
     sleep_until(&h, t2 + WITHIN + ms(50)).await;
     assert_eq!(overdue(&one, &r1, t2).await, []);
 }
+
+pub async fn a_run_still_executing_past_its_span_is_overdue_and_reported_once(
+    h: impl StoreUnderTest,
+) {
+    settle(&h).await;
+    let v1 = deployment("billing@1", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
+    let (one, r1) = replica(&h, &v1).await;
+    let (two, r2) = replica(&h, &v1).await;
+    let t1 = h.next_execution(MODULE, "a").await.unwrap();
+    // Past the grace, the first replica takes the occurrence whoever owns it; its handler hangs.
+    sleep_until(&h, t1 + past_the_grace()).await;
+    let claimed = claim(&one, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+
+    // Past its span the run still executes: the occurrence has not succeeded, so it is overdue,
+    // reported by the first replica to ask and by no one after, for as long as the run goes on.
+    sleep_until(&h, t1 + WITHIN + ms(200)).await;
+    assert_eq!(overdue(&two, &r2, t1).await, found(t1, true));
+    assert_eq!(overdue(&one, &r1, t1).await, found(t1, false));
+    assert_eq!(overdue(&two, &r2, t1).await, found(t1, false));
+    let executing = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(executing.outcome, None, "{executing:?}");
+
+    // It succeeds at last: overdue no more, and not reported again.
+    finish_one(&one, &r1, &succeeded(&run)).await;
+    assert_eq!(overdue(&one, &r1, t1).await, []);
+    assert_eq!(overdue(&two, &r2, t1).await, []);
+}
