@@ -1738,3 +1738,63 @@ fn urlencode(text: &str) -> String {
         })
         .collect()
 }
+
+/// The rows of the audit trail the dashboard wrote, oldest first: (actor, origin, action, module,
+/// verb).
+async fn dashboard_audit(
+    pool: &PgPool,
+) -> Vec<(String, String, String, Option<String>, Option<String>)> {
+    sqlx::query_as(
+        "SELECT actor, origin, action, module, verb FROM cron_audit \
+         WHERE origin = 'dashboard' ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// A trigger, a backfill and its cancel through the forms of a dashboard with an action token: each
+/// writes exactly one row of the audit trail, origin `dashboard`, by the token's holder
+/// (docs/dashboard.md, "Recorded").
+#[sqlx::test(migrations = false)]
+async fn each_trigger_and_backfill_through_the_form_writes_one_audit_row(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = Dashboard::new(store.admin())
+        .action_token(TOKEN)
+        .unwrap()
+        .router();
+    let page = get(&router, JOB).await;
+    let (cookie, token) = csrf(&page);
+    let window = "from=2026-03-02T00%3A00%3A00Z&to=2026-03-07T00%3A00%3A00Z";
+    let holder = "the holder of the action token";
+    let mut expected = Vec::new();
+    for (action, recorded) in [
+        ("trigger", "trigger"),
+        ("backfill", "backfill"),
+        ("backfill/cancel", "cancel_backfill"),
+    ] {
+        let form = format!("csrf={token}&token={TOKEN}&note=n&{window}");
+        let reply = post(&router, &format!("{JOB}/{action}"), &cookie, &form).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::SEE_OTHER,
+            "{action}: {}",
+            reply.body
+        );
+        expected.push((
+            holder.to_owned(),
+            "dashboard".to_owned(),
+            recorded.to_owned(),
+            Some("billing".to_owned()),
+            Some("billing::send".to_owned()),
+        ));
+        assert_eq!(dashboard_audit(&pool).await, expected, "after {action}");
+        // No row of another origin either: the seed's deploy and the dashboard's.
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_audit")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(rows, 1 + expected.len() as i64, "after {action}");
+    }
+    assert_eq!(queued(&pool).await, 0, "queued, then cancelled");
+}
