@@ -2,8 +2,8 @@
 //! without a build"): two replicas run a job due every two seconds by its code; an operator reschedules
 //! it to every second through the operator API while they run, and each replica runs the new schedule,
 //! without a restart, from its next occurrence; a replica of a new deployment key keeps running the
-//! override; `reset_schedule` returns to the code's schedule. What the handlers did is recorded in the side
-//! table with the database's clock.
+//! override; `cronverb reschedule VERB --reset` returns to the code's schedule. What the handlers did
+//! is recorded in the side table with the database's clock.
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
 
@@ -115,8 +115,19 @@ async fn an_override_reaches_every_replica_survives_a_deploy_and_resets() -> any
         "the new deployment runs the override, every second: {ran:?}"
     );
 
-    let reset = admin.reset_schedule(VERB, Some(MODULE), None).await?;
-    assert!(!reset.overridden && reset.expression == CODE, "{reset:?}");
+    // Reset as an operator does, with the command-line tool.
+    let reset = support::cronverb(&db, &["reschedule", VERB, "--reset"])?;
+    assert!(
+        reset.starts_with(&format!("`{VERB}` runs its code's `{CODE}` in UTC again\n")),
+        "{reset}"
+    );
+    let audited: (String, String) = sqlx::query_as(
+        "SELECT origin, action FROM cron_audit WHERE verb = $1 ORDER BY id DESC LIMIT 1",
+    )
+    .bind(VERB)
+    .fetch_one(&db.pool)
+    .await?;
+    assert_eq!(audited, ("cli".to_owned(), "reset".to_owned()));
     let reset_at = db.now().await?;
     println!("{}: reset to the code's `{CODE}`", t(reset_at));
     let ran = wait_runs(&db, "runs on the code's schedule again", reset_at, 4).await?;
