@@ -250,6 +250,17 @@ async fn every_response_has_the_csp_and_no_inline_script_or_style(pool: PgPool) 
     }
 }
 
+/// Posts `form` with `cookie` to the job's `action`: refused with 403, saying nothing was changed.
+async fn refused(router: &Router, action: &str, cookie: &str, form: &str) {
+    let reply = post(router, &format!("{JOB}/{action}"), cookie, form).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::FORBIDDEN,
+        "{action} {cookie} {form}"
+    );
+    assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+}
+
 #[sqlx::test(migrations = false)]
 async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     let store = seed(&pool).await;
@@ -309,13 +320,7 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
             if action.starts_with("reschedule") && form.contains("token=wrong") {
                 continue;
             }
-            let reply = post(&router, &format!("{JOB}/{action}"), cookie, form).await;
-            assert_eq!(
-                reply.status,
-                StatusCode::FORBIDDEN,
-                "{action} {cookie} {form}"
-            );
-            assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+            refused(&router, action, cookie, form).await;
         }
     }
     assert_eq!(paused(&pool).await, (false, None));
@@ -358,13 +363,7 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
         .iter()
         .filter(|(_, form)| !form.contains("token=wrong"))
     {
-        let reply = post(&router, &format!("{JOB}/resume"), cookie, form).await;
-        assert_eq!(
-            reply.status,
-            StatusCode::FORBIDDEN,
-            "resume {cookie} {form}"
-        );
-        assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+        refused(&router, "resume", cookie, form).await;
     }
     assert!(
         paused(&pool).await.0,
