@@ -8,6 +8,8 @@
 //! back: the verb returns on its code's schedule, and nothing runs twice.
 //!
 //! The replicas are this test binary re-executed (`replica_main`, which returns at once in a normal run).
+//! It runs the command-line tool: with the `cli` feature only.
+#![cfg(feature = "cli")]
 
 mod support;
 

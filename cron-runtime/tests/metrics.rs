@@ -735,7 +735,7 @@ async fn events_a_hanging_listener_cannot_take_are_dropped_counted_and_still_log
     // Four jobs failing every second: 1,200 events in 300 s, more than the queue holds.
     for n in 0..4 {
         let failing = Arc::clone(&failing);
-        configured = configured.job(&format!("test::fails_{n}"), "* * * * * *", move || {
+        configured = configured.job(format!("test::fails_{n}"), "* * * * * *", move || {
             let fail = failing.load(Ordering::SeqCst);
             async move {
                 if fail {
