@@ -131,6 +131,14 @@ fn csrf(reply: &Reply) -> (String, String) {
     (cookie, token)
 }
 
+/// The dashboard whose actions need the action token [`TOKEN`].
+fn with_token(store: &PgStore) -> Router {
+    Dashboard::new(store.admin())
+        .action_token(TOKEN)
+        .unwrap()
+        .router()
+}
+
 /// The dashboard whose hook lets the requests with `x-user` act as that user.
 fn with_hook(store: &PgStore) -> Router {
     Dashboard::new(store.admin())
@@ -264,10 +272,7 @@ async fn refused(router: &Router, action: &str, cookie: &str, form: &str) {
 #[sqlx::test(migrations = false)]
 async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     let store = seed(&pool).await;
-    let router = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let router = with_token(&store);
     let page = get(&router, JOB).await;
     let (cookie, token) = csrf(&page);
     // A backfill queued already (Monday 2 to Saturday 7 March: five occurrences of `0 2 * * 1-5`), so
@@ -1204,10 +1209,7 @@ fn set_cookies(reply: &Reply) -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn the_action_token_is_entered_once_per_session(pool: PgPool) {
     let store = seed(&pool).await;
-    let router = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let router = with_token(&store);
     // Without a session, the job's page asks for the token instead of showing the actions.
     let page = get(&router, JOB).await;
     let (csrf_cookie, token) = csrf(&page);
@@ -1271,10 +1273,7 @@ async fn the_action_token_is_entered_once_per_session(pool: PgPool) {
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
     assert!(paused(&pool).await.0);
     // A session cookie of another router (a restart) is not one.
-    let other = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let other = with_token(&store);
     let reply = post(&other, &format!("{JOB}/resume"), &cookies, "").await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
 
@@ -1362,10 +1361,7 @@ fn the_command_refuses_a_weak_action_token() {
 #[sqlx::test(migrations = false)]
 async fn repeated_wrong_tokens_are_throttled(pool: PgPool) {
     let store = seed(&pool).await;
-    let router = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let router = with_token(&store);
     let (cookie, csrf_token) = csrf(&get(&router, JOB).await);
     let mut statuses = Vec::new();
     for guess in 0..30 {
@@ -1680,10 +1676,7 @@ async fn a_cancel_needs_the_action_token_and_records_who_asked(pool: PgPool) {
         "{}",
         page.body
     );
-    let router = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let router = with_token(&store);
     let page = get(&router, JOB).await;
     let (cookie, token) = csrf(&page);
     let note = format!("note={}", urlencode(XSS));
@@ -1758,10 +1751,7 @@ async fn dashboard_audit(
 #[sqlx::test(migrations = false)]
 async fn each_trigger_and_backfill_through_the_form_writes_one_audit_row(pool: PgPool) {
     let store = seed(&pool).await;
-    let router = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let router = with_token(&store);
     let page = get(&router, JOB).await;
     let (cookie, token) = csrf(&page);
     let window = "from=2026-03-02T00%3A00%3A00Z&to=2026-03-07T00%3A00%3A00Z";
