@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
-use cron_runtime::{JobOptions, RuntimeBuilder};
+use cron_runtime::{Event, EventKind, JobOptions, RuntimeBuilder};
 use cron_schema::MissedPolicy;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tokio::time::sleep;
@@ -544,7 +544,7 @@ async fn the_overdue_gauge_agrees_with_the_health_report() {
     let calls_in_job = Arc::clone(&calls);
     let runtime = builder(&store)
         .job_with(
-            "test::nightly",
+            "test::late",
             "5 * * * * *",
             JobOptions::new().expect_within(Duration::from_secs(3)),
             move || {
@@ -561,7 +561,7 @@ async fn the_overdue_gauge_agrees_with_the_health_report() {
         .await
         .unwrap();
     let handle = runtime.start();
-    let job = [("module", "test"), ("verb", "test::nightly")];
+    let job = [("module", "test"), ("verb", "test::late")];
     // (seconds, the gauge, whether the health report lists the job), 2.5 s after each check. Each
     // sample takes the gauge (the recorder sets it back to 0): a check ran since the last one.
     let mut samples = Vec::new();
@@ -573,7 +573,7 @@ async fn the_overdue_gauge_agrees_with_the_health_report() {
             .health()
             .overdue
             .iter()
-            .any(|o| o.verb == "test::nightly" && o.occurrence == at(5));
+            .any(|o| o.verb == "test::late" && o.occurrence == at(5));
         samples.push((5 * tick + 7, gauge, listed));
     }
     handle.shutdown().await.unwrap();
@@ -602,24 +602,36 @@ async fn the_overdue_gauge_agrees_with_the_health_report() {
     assert_eq!(samples.last().unwrap(), &(82, Some(0.0), false));
 }
 
-/// The log lines of `logs` that are events (target `cronverb::event`) of `kind` for `verb`.
-fn logged(logs: &str, kind: &str, verb: &str) -> usize {
+/// The log lines of `logs` that are events (target `cronverb::event`) of `kind` for `verb` of module
+/// `test` at `scheduled_at`, logged at `error` (`warn` for `skipped`) with the fields
+/// docs/operations.md ("Notifications") promises.
+fn logged(logs: &str, kind: EventKind, verb: &str, scheduled_at: DateTime<Utc>) -> usize {
+    let level = match kind {
+        EventKind::Skipped => " WARN ",
+        _ => " ERROR ",
+    };
     logs.lines()
         .filter(|line| {
-            line.contains(EVENT_TARGET)
-                && line.contains(&format!("kind=\"{kind}\""))
+            line.contains(level)
+                && line.contains(EVENT_TARGET)
+                && line.contains(&format!("kind=\"{}\"", kind.as_str()))
+                && line.contains("module=\"test\"")
                 && line.contains(&format!("verb=\"{verb}\""))
+                && line.contains(&format!("scheduled_at={scheduled_at}"))
         })
         .count()
 }
 
-/// Each event is counted once in `cron_events_total{kind}` and logged once with target
-/// `cronverb::event`, its kind and its verb (docs/operations.md, "Notifications"; docs/metrics.md):
-/// as many as the listener heard, of each kind.
+/// What a log line of an event shows of its target: `cronverb::event` alone, not a target below it
+/// (`cronverb::event::listener`).
+const EVENT_TARGET: &str = " cronverb::event: ";
+
+/// Each event is raised once, counted once in `cron_events_total{kind}` and logged once with target
+/// `cronverb::event`, its level, kind, module, verb and occurrence (docs/operations.md,
+/// "Notifications"; docs/metrics.md): as many of each as the schedule and the runs the store recorded
+/// make.
 #[tokio::test(start_paused = true)]
 async fn each_event_is_counted_and_logged_once_with_its_kind_and_verb() {
-    use cron_runtime::{Event, EventKind};
-
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _local = metrics::set_default_local_recorder(&recorder);
@@ -658,60 +670,119 @@ async fn each_event_is_counted_and_logged_once_with_its_kind_and_verb() {
     let metrics = merge(during, snapshot(&snapshotter));
     let logs = logs.text();
     let heard = heard.lock().unwrap().clone();
+    let runs = store.runs();
 
-    let kinds = [
+    // What should have been raised, from the schedule and the runs the store recorded.
+    let of = |verb: &str| -> Vec<&RunRecord> { runs.iter().filter(|r| &*r.verb == verb).collect() };
+    let ended_failed = |verb: &str| {
+        of(verb)
+            .iter()
+            .filter(|r| r.outcome == Some(Outcome::Failed))
+            .count()
+    };
+    let overlaps = of("test::overlaps");
+    let expected: BTreeMap<(&str, &str), usize> = BTreeMap::from([
+        // Due at 10 and 20 s (the first occurrence after the start), each failed once: one `failed` each.
+        (
+            ("test::fails", EventKind::Failed.as_str()),
+            ended_failed("test::fails"),
+        ),
+        // Each occurrence's first attempt is `failed`, its retry (the last) `retries_exhausted`.
+        (
+            ("test::exhausted", EventKind::Failed.as_str()),
+            of("test::exhausted")
+                .iter()
+                .map(|r| r.attempts.len().saturating_sub(1))
+                .sum(),
+        ),
+        (
+            ("test::exhausted", EventKind::RetriesExhausted.as_str()),
+            ended_failed("test::exhausted"),
+        ),
+        // One `skipped` per run that skipped occurrences.
+        (
+            ("test::overlaps", EventKind::Skipped.as_str()),
+            overlaps.iter().filter(|r| r.skipped > 0).count(),
+        ),
+        // Due at 5 s only: it failed, and is overdue from 8 s on, raised once.
+        (("test::late", EventKind::Failed.as_str()), 1),
+        (("test::late", EventKind::Overdue.as_str()), 1),
+    ]);
+    assert_eq!(ended_failed("test::fails"), 2, "{runs:#?}");
+    assert_eq!(ended_failed("test::exhausted"), 2, "{runs:#?}");
+    assert_eq!(ended_failed("test::late"), 1, "{runs:#?}");
+    assert!(
+        of("test::exhausted").iter().all(|r| r.attempts.len() == 2),
+        "{runs:#?}"
+    );
+    let overlap_skipped = counter(
+        &metrics,
+        "cron_runs_skipped_total",
+        &[
+            ("module", "test"),
+            ("verb", "test::overlaps"),
+            ("reason", "overlap"),
+        ],
+    );
+    assert!(overlap_skipped > 0, "{runs:#?}");
+    assert_eq!(
+        overlap_skipped,
+        overlaps.iter().map(|r| u64::from(r.skipped)).sum::<u64>()
+    );
+
+    let mut raised: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for event in &heard {
+        *raised
+            .entry((event.verb(), event.kind().as_str()))
+            .or_default() += 1;
+    }
+    assert_eq!(raised, expected, "{heard:#?}");
+    // The skipped events carry every occurrence the counter counted.
+    assert_eq!(
+        heard
+            .iter()
+            .filter(|e| e.kind() == EventKind::Skipped)
+            .map(|e| u64::from(e.skipped()))
+            .sum::<u64>(),
+        overlap_skipped,
+        "{heard:#?}"
+    );
+    for kind in [
         EventKind::Failed,
         EventKind::RetriesExhausted,
         EventKind::Skipped,
         EventKind::Overdue,
-    ];
-    for kind in kinds {
-        let of_kind: Vec<&Event> = heard.iter().filter(|e| e.kind() == kind).collect();
-        assert!(!of_kind.is_empty(), "no {kind} event: {heard:#?}");
+    ] {
+        let of_kind: usize = expected
+            .iter()
+            .filter(|((_, k), _)| *k == kind.as_str())
+            .map(|(_, n)| n)
+            .sum();
         assert_eq!(
             counter(&metrics, "cron_events_total", &[("kind", kind.as_str())]),
-            of_kind.len() as u64,
+            of_kind as u64,
             "cron_events_total of {kind}: {heard:#?}"
         );
-        let mut verbs: Vec<&str> = of_kind.iter().map(|e| e.verb()).collect();
-        verbs.sort_unstable();
-        verbs.dedup();
-        for verb in verbs {
-            let events = of_kind.iter().filter(|e| e.verb() == verb).count();
-            assert_eq!(
-                logged(&logs, kind.as_str(), verb),
-                events,
-                "{kind} of {verb} logged: {logs}"
-            );
-        }
     }
-    // Where each kind comes from.
-    let kinds_of = |verb: &str| -> Vec<EventKind> {
-        let mut kinds: Vec<EventKind> = heard
+    // Each event logged once, with its occurrence; and nothing else logged with the events' target.
+    for event in &heard {
+        let (kind, verb, at) = (event.kind(), event.verb(), event.scheduled_at());
+        let same = heard
             .iter()
-            .filter(|e| e.verb() == verb)
-            .map(|e| e.kind())
-            .collect();
-        kinds.dedup();
-        kinds
-    };
-    assert_eq!(kinds_of("test::fails"), [EventKind::Failed]);
-    assert!(kinds_of("test::exhausted").contains(&EventKind::RetriesExhausted));
-    assert_eq!(kinds_of("test::overlaps"), [EventKind::Skipped]);
-    assert_eq!(
-        kinds_of("test::late"),
-        [EventKind::Failed, EventKind::Overdue]
-    );
+            .filter(|e| e.kind() == kind && e.verb() == verb && e.scheduled_at() == at)
+            .count();
+        assert_eq!(
+            logged(&logs, kind, verb, at),
+            same,
+            "{kind} of {verb} at {at} logged: {logs}"
+        );
+    }
     let lines = logs
         .lines()
         .filter(|line| line.contains(EVENT_TARGET))
         .count();
     assert_eq!(lines, heard.len(), "{logs}");
 }
-
-/// What a log line of an event shows of its target: `cronverb::event` alone, not a target below it
-/// (`cronverb::event::listener`).
-const EVENT_TARGET: &str = " cronverb::event: ";
 
 /// A listener that hangs fills the queue of 1,024 events: the events after it are dropped, each
 /// counted in `cron_events_dropped_total`, and still counted in `cron_events_total` and logged
