@@ -131,6 +131,14 @@ fn csrf(reply: &Reply) -> (String, String) {
     (cookie, token)
 }
 
+/// The dashboard whose actions need the action token [`TOKEN`].
+fn with_token(store: &PgStore) -> Router {
+    Dashboard::new(store.admin())
+        .action_token(TOKEN)
+        .unwrap()
+        .router()
+}
+
 /// The dashboard whose hook lets the requests with `x-user` act as that user.
 fn with_hook(store: &PgStore) -> Router {
     Dashboard::new(store.admin())
@@ -250,13 +258,21 @@ async fn every_response_has_the_csp_and_no_inline_script_or_style(pool: PgPool) 
     }
 }
 
+/// Posts `form` with `cookie` to the job's `action`: refused with 403, saying nothing was changed.
+async fn refused(router: &Router, action: &str, cookie: &str, form: &str) {
+    let reply = post(router, &format!("{JOB}/{action}"), cookie, form).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::FORBIDDEN,
+        "{action} {cookie} {form}"
+    );
+    assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+}
+
 #[sqlx::test(migrations = false)]
 async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
     let store = seed(&pool).await;
-    let router = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let router = with_token(&store);
     let page = get(&router, JOB).await;
     let (cookie, token) = csrf(&page);
     // A backfill queued already (Monday 2 to Saturday 7 March: five occurrences of `0 2 * * 1-5`), so
@@ -309,13 +325,7 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
             if action.starts_with("reschedule") && form.contains("token=wrong") {
                 continue;
             }
-            let reply = post(&router, &format!("{JOB}/{action}"), cookie, form).await;
-            assert_eq!(
-                reply.status,
-                StatusCode::FORBIDDEN,
-                "{action} {cookie} {form}"
-            );
-            assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+            refused(&router, action, cookie, form).await;
         }
     }
     assert_eq!(paused(&pool).await, (false, None));
@@ -358,13 +368,7 @@ async fn actions_without_csrf_or_token_change_nothing(pool: PgPool) {
         .iter()
         .filter(|(_, form)| !form.contains("token=wrong"))
     {
-        let reply = post(&router, &format!("{JOB}/resume"), cookie, form).await;
-        assert_eq!(
-            reply.status,
-            StatusCode::FORBIDDEN,
-            "resume {cookie} {form}"
-        );
-        assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+        refused(&router, "resume", cookie, form).await;
     }
     assert!(
         paused(&pool).await.0,
@@ -1205,10 +1209,7 @@ fn set_cookies(reply: &Reply) -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn the_action_token_is_entered_once_per_session(pool: PgPool) {
     let store = seed(&pool).await;
-    let router = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let router = with_token(&store);
     // Without a session, the job's page asks for the token instead of showing the actions.
     let page = get(&router, JOB).await;
     let (csrf_cookie, token) = csrf(&page);
@@ -1272,10 +1273,7 @@ async fn the_action_token_is_entered_once_per_session(pool: PgPool) {
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
     assert!(paused(&pool).await.0);
     // A session cookie of another router (a restart) is not one.
-    let other = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let other = with_token(&store);
     let reply = post(&other, &format!("{JOB}/resume"), &cookies, "").await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
 
@@ -1363,10 +1361,7 @@ fn the_command_refuses_a_weak_action_token() {
 #[sqlx::test(migrations = false)]
 async fn repeated_wrong_tokens_are_throttled(pool: PgPool) {
     let store = seed(&pool).await;
-    let router = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let router = with_token(&store);
     let (cookie, csrf_token) = csrf(&get(&router, JOB).await);
     let mut statuses = Vec::new();
     for guess in 0..30 {
@@ -1681,10 +1676,7 @@ async fn a_cancel_needs_the_action_token_and_records_who_asked(pool: PgPool) {
         "{}",
         page.body
     );
-    let router = Dashboard::new(store.admin())
-        .action_token(TOKEN)
-        .unwrap()
-        .router();
+    let router = with_token(&store);
     let page = get(&router, JOB).await;
     let (cookie, token) = csrf(&page);
     let note = format!("note={}", urlencode(XSS));
@@ -1695,9 +1687,7 @@ async fn a_cancel_needs_the_action_token_and_records_who_asked(pool: PgPool) {
         (cookie.as_str(), format!("csrf={token}&token=wrong&{note}")),
         (cookie.as_str(), format!("csrf={token}&{note}")),
     ] {
-        let reply = post(&router, &format!("{JOB}/cancel"), cookie, &form).await;
-        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{cookie} {form}");
-        assert!(reply.body.contains("nothing was changed"), "{}", reply.body);
+        refused(&router, "cancel", cookie, &form).await;
     }
     assert_eq!(cancel_request(&pool, run_id).await, (None, None));
     assert_eq!(
@@ -1737,4 +1727,61 @@ fn urlencode(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// The rows of the audit trail the dashboard wrote, oldest first: (actor, origin, action, module,
+/// verb).
+async fn dashboard_audit(
+    pool: &PgPool,
+) -> Vec<(String, String, String, Option<String>, Option<String>)> {
+    sqlx::query_as(
+        "SELECT actor, origin, action, module, verb FROM cron_audit \
+         WHERE origin = 'dashboard' ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// A trigger, a backfill and its cancel through the forms of a dashboard with an action token: each
+/// writes exactly one row of the audit trail, origin `dashboard`, by the token's holder
+/// (docs/dashboard.md, "Recorded").
+#[sqlx::test(migrations = false)]
+async fn each_trigger_and_backfill_through_the_form_writes_one_audit_row(pool: PgPool) {
+    let store = seed(&pool).await;
+    let router = with_token(&store);
+    let page = get(&router, JOB).await;
+    let (cookie, token) = csrf(&page);
+    let window = "from=2026-03-02T00%3A00%3A00Z&to=2026-03-07T00%3A00%3A00Z";
+    let holder = "the holder of the action token";
+    let mut expected = Vec::new();
+    for (action, recorded) in [
+        ("trigger", "trigger"),
+        ("backfill", "backfill"),
+        ("backfill/cancel", "cancel_backfill"),
+    ] {
+        let form = format!("csrf={token}&token={TOKEN}&note=n&{window}");
+        let reply = post(&router, &format!("{JOB}/{action}"), &cookie, &form).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::SEE_OTHER,
+            "{action}: {}",
+            reply.body
+        );
+        expected.push((
+            holder.to_owned(),
+            "dashboard".to_owned(),
+            recorded.to_owned(),
+            Some("billing".to_owned()),
+            Some("billing::send".to_owned()),
+        ));
+        assert_eq!(dashboard_audit(&pool).await, expected, "after {action}");
+        // No row of another origin either: the seed's deploy and the dashboard's.
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_audit")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(rows, 1 + expected.len() as i64, "after {action}");
+    }
+    assert_eq!(queued(&pool).await, 0, "queued, then cancelled");
 }

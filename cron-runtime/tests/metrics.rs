@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use cron_runtime::store::{MemoryStore, Outcome, RunRecord};
-use cron_runtime::{JobOptions, RuntimeBuilder};
+use cron_runtime::{Event, EventKind, JobOptions, RuntimeBuilder};
 use cron_schema::MissedPolicy;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tokio::time::sleep;
@@ -528,4 +528,355 @@ async fn a_run_taken_back_is_counted_with_its_module_and_verb() {
         1,
         "{metrics:#?}"
     );
+}
+
+/// `cron_job_overdue` and the health report tell the same (docs/operations.md, "Overdue"): a job due 5 s
+/// past each minute that expects each occurrence within 3 s fails at 5 s and succeeds at 65 s. Sampled
+/// 2.5 s after each check (every 5 s from the start), the gauge is 1 exactly when the health report
+/// lists the job: from the check after 8 s to the success, and 0 again after it.
+#[tokio::test(start_paused = true)]
+async fn the_overdue_gauge_agrees_with_the_health_report() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let store = MemoryStore::starting_at(at(0));
+    let calls = Arc::new(AtomicU32::new(0));
+    let calls_in_job = Arc::clone(&calls);
+    let runtime = builder(&store)
+        .job_with(
+            "test::late",
+            "5 * * * * *",
+            JobOptions::new().expect_within(Duration::from_secs(3)),
+            move || {
+                let first = calls_in_job.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    if first {
+                        return Err(std::io::Error::other("relay refused"));
+                    }
+                    Ok(())
+                }
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    let job = [("module", "test"), ("verb", "test::late")];
+    // (seconds, the gauge, whether the health report lists the job), 2.5 s after each check. Each
+    // sample takes the gauge (the recorder sets it back to 0): a check ran since the last one.
+    let mut samples = Vec::new();
+    sleep(Duration::from_millis(2_500)).await;
+    for tick in 0..16u32 {
+        sleep(Duration::from_secs(5)).await;
+        let gauge = gauge(&snapshot(&snapshotter), "cron_job_overdue", &job);
+        let listed = handle
+            .health()
+            .overdue
+            .iter()
+            .any(|o| o.verb == "test::late" && o.occurrence == at(5));
+        samples.push((5 * tick + 7, gauge, listed));
+    }
+    handle.shutdown().await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "{:#?}", store.runs());
+    for (second, gauge, listed) in &samples {
+        assert_eq!(
+            *gauge,
+            Some(if *listed { 1.0 } else { 0.0 }),
+            "at {second} s: {samples:?}"
+        );
+    }
+    let overdue: Vec<u32> = samples
+        .iter()
+        .filter(|(_, _, listed)| *listed)
+        .map(|(second, _, _)| *second)
+        .collect();
+    // Found by the check of 10 s, and answered by the success at 65 s, found by the check of 65 s or
+    // of 70 s.
+    let last = *overdue.last().unwrap_or(&0);
+    assert!(matches!(last, 62 | 67), "{samples:?}");
+    assert_eq!(
+        overdue,
+        (12..=last).step_by(5).collect::<Vec<u32>>(),
+        "{samples:?}"
+    );
+    assert_eq!(samples.last().unwrap(), &(82, Some(0.0), false));
+}
+
+/// The log lines of `logs` that are events (target `cronverb::event`) of `kind` for `verb` of module
+/// `test` at `scheduled_at`, logged at `error` (`warn` for `skipped`) with the fields
+/// docs/operations.md ("Notifications") promises.
+fn logged(logs: &str, kind: EventKind, verb: &str, scheduled_at: DateTime<Utc>) -> usize {
+    let level = match kind {
+        EventKind::Skipped => " WARN ",
+        _ => " ERROR ",
+    };
+    logs.lines()
+        .filter(|line| {
+            line.contains(level)
+                && line.contains(EVENT_TARGET)
+                && line.contains(&format!("kind=\"{}\"", kind.as_str()))
+                && line.contains("module=\"test\"")
+                && line.contains(&format!("verb=\"{verb}\""))
+                && line.contains(&format!("scheduled_at={scheduled_at}"))
+        })
+        .count()
+}
+
+/// What a log line of an event shows of its target: `cronverb::event` alone, not a target below it
+/// (`cronverb::event::listener`).
+const EVENT_TARGET: &str = " cronverb::event: ";
+
+/// Each event is raised once, counted once in `cron_events_total{kind}` and logged once with target
+/// `cronverb::event`, its level, kind, module, verb and occurrence (docs/operations.md,
+/// "Notifications"; docs/metrics.md): as many of each as the schedule and the runs the store recorded
+/// make.
+#[tokio::test(start_paused = true)]
+async fn each_event_is_counted_and_logged_once_with_its_kind_and_verb() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let logs = support::Logs::capture(tracing::Level::WARN);
+    let store = MemoryStore::starting_at(at(0));
+    let heard: Arc<std::sync::Mutex<Vec<Event>>> = Arc::default();
+    let heard_in_listener = Arc::clone(&heard);
+    let runtime = builder(&store)
+        .job("test::fails", "*/10 * * * * *", || async {
+            Err::<(), _>(std::io::Error::other("disk full"))
+        })
+        .job_with(
+            "test::exhausted",
+            "*/10 * * * * *",
+            JobOptions::new().retries(1).backoff(Duration::from_secs(1)),
+            || async { Err::<(), _>(std::io::Error::other("disk full")) },
+        )
+        // Due every second, runs 2.5 s: each run skips the occurrences it overlaps.
+        .job("test::overlaps", "* * * * * *", || async {
+            sleep(Duration::from_millis(2_500)).await
+        })
+        .job_with(
+            "test::late",
+            "5 * * * * *",
+            JobOptions::new().expect_within(Duration::from_secs(3)),
+            || async { Err::<(), _>(std::io::Error::other("relay refused")) },
+        )
+        .on_event(move |event: &Event| heard_in_listener.lock().unwrap().push(event.clone()))
+        .build()
+        .await
+        .unwrap();
+    let handle = runtime.start();
+    sleep(Duration::from_millis(25_500)).await;
+    let during = snapshot(&snapshotter);
+    handle.shutdown().await.unwrap();
+    let metrics = merge(during, snapshot(&snapshotter));
+    let logs = logs.text();
+    let heard = heard.lock().unwrap().clone();
+    let runs = store.runs();
+
+    // What should have been raised, from the schedule and the runs the store recorded.
+    let of = |verb: &str| -> Vec<&RunRecord> { runs.iter().filter(|r| &*r.verb == verb).collect() };
+    let ended_failed = |verb: &str| {
+        of(verb)
+            .iter()
+            .filter(|r| r.outcome == Some(Outcome::Failed))
+            .count()
+    };
+    let overlaps = of("test::overlaps");
+    let expected: BTreeMap<(&str, &str), usize> = BTreeMap::from([
+        // Due at 10 and 20 s (the first occurrence after the start), each failed once: one `failed` each.
+        (
+            ("test::fails", EventKind::Failed.as_str()),
+            ended_failed("test::fails"),
+        ),
+        // Each occurrence's first attempt is `failed`, its retry (the last) `retries_exhausted`.
+        (
+            ("test::exhausted", EventKind::Failed.as_str()),
+            of("test::exhausted")
+                .iter()
+                .map(|r| r.attempts.len().saturating_sub(1))
+                .sum(),
+        ),
+        (
+            ("test::exhausted", EventKind::RetriesExhausted.as_str()),
+            ended_failed("test::exhausted"),
+        ),
+        // One `skipped` per run that skipped occurrences.
+        (
+            ("test::overlaps", EventKind::Skipped.as_str()),
+            overlaps.iter().filter(|r| r.skipped > 0).count(),
+        ),
+        // Due at 5 s only: it failed, and is overdue from 8 s on, raised once.
+        (("test::late", EventKind::Failed.as_str()), 1),
+        (("test::late", EventKind::Overdue.as_str()), 1),
+    ]);
+    assert_eq!(ended_failed("test::fails"), 2, "{runs:#?}");
+    assert_eq!(ended_failed("test::exhausted"), 2, "{runs:#?}");
+    assert_eq!(ended_failed("test::late"), 1, "{runs:#?}");
+    assert!(
+        of("test::exhausted").iter().all(|r| r.attempts.len() == 2),
+        "{runs:#?}"
+    );
+    let overlap_skipped = counter(
+        &metrics,
+        "cron_runs_skipped_total",
+        &[
+            ("module", "test"),
+            ("verb", "test::overlaps"),
+            ("reason", "overlap"),
+        ],
+    );
+    assert!(overlap_skipped > 0, "{runs:#?}");
+    assert_eq!(
+        overlap_skipped,
+        overlaps.iter().map(|r| u64::from(r.skipped)).sum::<u64>()
+    );
+
+    let mut raised: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for event in &heard {
+        *raised
+            .entry((event.verb(), event.kind().as_str()))
+            .or_default() += 1;
+    }
+    assert_eq!(raised, expected, "{heard:#?}");
+    // The skipped events carry every occurrence the counter counted.
+    assert_eq!(
+        heard
+            .iter()
+            .filter(|e| e.kind() == EventKind::Skipped)
+            .map(|e| u64::from(e.skipped()))
+            .sum::<u64>(),
+        overlap_skipped,
+        "{heard:#?}"
+    );
+    for kind in [
+        EventKind::Failed,
+        EventKind::RetriesExhausted,
+        EventKind::Skipped,
+        EventKind::Overdue,
+    ] {
+        let of_kind: usize = expected
+            .iter()
+            .filter(|((_, k), _)| *k == kind.as_str())
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(
+            counter(&metrics, "cron_events_total", &[("kind", kind.as_str())]),
+            of_kind as u64,
+            "cron_events_total of {kind}: {heard:#?}"
+        );
+    }
+    // Each event logged once, with its occurrence; and nothing else logged with the events' target.
+    for event in &heard {
+        let (kind, verb, at) = (event.kind(), event.verb(), event.scheduled_at());
+        let same = heard
+            .iter()
+            .filter(|e| e.kind() == kind && e.verb() == verb && e.scheduled_at() == at)
+            .count();
+        assert_eq!(
+            logged(&logs, kind, verb, at),
+            same,
+            "{kind} of {verb} at {at} logged: {logs}"
+        );
+    }
+    let lines = logs
+        .lines()
+        .filter(|line| line.contains(EVENT_TARGET))
+        .count();
+    assert_eq!(lines, heard.len(), "{logs}");
+}
+
+/// A listener that hangs fills the queue of 1,024 events: the events after it are dropped, each
+/// counted in `cron_events_dropped_total`, and still counted in `cron_events_total` and logged
+/// (docs/metrics.md); the runtime goes on running its jobs meanwhile.
+#[tokio::test(start_paused = true)]
+async fn events_a_hanging_listener_cannot_take_are_dropped_counted_and_still_logged() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let logs = support::Logs::capture(tracing::Level::WARN);
+    let store = MemoryStore::starting_at(at(0));
+    let failing = Arc::new(AtomicBool::new(true));
+    let heard = Arc::new(AtomicU32::new(0));
+    let heard_in_listener = Arc::clone(&heard);
+    // The listener hangs on its first event until the test drops `release`.
+    let (release, held) = mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(held);
+    let mut configured = builder(&store).on_event(move |_: &cron_runtime::Event| {
+        let _ = held.lock().unwrap().recv();
+        heard_in_listener.fetch_add(1, Ordering::SeqCst);
+    });
+    // Four jobs failing every second: 1,200 events in 300 s, more than the queue holds.
+    for n in 0..4 {
+        let failing = Arc::clone(&failing);
+        configured = configured.job(format!("test::fails_{n}"), "* * * * * *", move || {
+            let fail = failing.load(Ordering::SeqCst);
+            async move {
+                if fail {
+                    return Err(std::io::Error::other("disk full"));
+                }
+                Ok(())
+            }
+        });
+    }
+    let handle = configured.build().await.unwrap().start();
+    sleep(Duration::from_secs(300)).await;
+    failing.store(false, Ordering::SeqCst);
+    // Runs that began failing end within the second; none fails after.
+    sleep(Duration::from_secs(2)).await;
+    let during = snapshot(&snapshotter);
+    let raised_while_held = counter(&during, "cron_events_total", &[("kind", "failed")]);
+    let dropped_while_held = counter(&during, "cron_events_dropped_total", &[]);
+    drop(release);
+    // Shutdown waits for the listener to hear what the queue holds.
+    handle.shutdown().await.unwrap();
+    let metrics = merge(during, snapshot(&snapshotter));
+
+    let runs = store.runs();
+    let failed = runs
+        .iter()
+        .filter(|r| r.outcome == Some(Outcome::Failed))
+        .count() as u64;
+    let raised = counter(&metrics, "cron_events_total", &[("kind", "failed")]);
+    let dropped = counter(&metrics, "cron_events_dropped_total", &[]);
+    let heard = u64::from(heard.load(Ordering::SeqCst));
+    assert!(failed >= 1_100, "{failed}");
+    assert_eq!(raised, failed);
+    assert_eq!(
+        raised, raised_while_held,
+        "no event after the failures stopped"
+    );
+    // The listener took one, the queue held 1,024 (the first may have waited in the queue until the
+    // listener's thread took it), and the rest were dropped, while it hung.
+    assert_eq!(dropped, dropped_while_held);
+    assert!((1_024..=1_025).contains(&heard), "{heard}");
+    assert_eq!(heard + dropped, raised);
+    // The runs after the queue was full went on: the jobs succeeded once told to.
+    assert!(
+        runs.iter()
+            .filter(|r| r.outcome == Some(Outcome::Succeeded))
+            .count()
+            >= 4
+    );
+    let logs = logs.text();
+    // Each event logged once as raised (target `cronverb::event`), and each dropped one once more as
+    // dropped, under the listeners' own target: an alert on the events' target sees each event once.
+    let lines = logs
+        .lines()
+        .filter(|line| line.contains(EVENT_TARGET))
+        .count() as u64;
+    let failed_lines = logs
+        .lines()
+        .filter(|line| line.contains(EVENT_TARGET) && line.contains("kind=\"failed\""))
+        .count() as u64;
+    let dropped_lines = logs
+        .lines()
+        .filter(|line| {
+            line.contains(" cronverb::event::listener: ") && line.contains("this one is dropped")
+        })
+        .count() as u64;
+    assert_eq!(dropped_lines, dropped);
+    assert_eq!(failed_lines, raised);
+    assert_eq!(lines, raised);
 }

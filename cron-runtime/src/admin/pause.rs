@@ -306,7 +306,9 @@ pub(crate) async fn trigger<D: Dialect>(
 
 /// The runs of every executing row of `verb` of `module`, whatever its deployment, read in `tx`: a
 /// trigger and a cancel look for the one in flight among them, which need not be the first (during a
-/// rolling deploy, a run claimed ahead on one deployment's row and one in flight on another's).
+/// rolling deploy, a run claimed ahead on one deployment's row and one in flight on another's). Here, not
+/// beside [`ExecutingRow`] in admin/rows.rs: it reads through admin/sql.rs, which imports rows.rs, and
+/// scripts/check-cycles refuses modules that import each other.
 pub(super) async fn executing<D: Dialect>(
     tx: &mut Write<D>,
     module: &str,

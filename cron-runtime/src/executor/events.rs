@@ -2,7 +2,9 @@
 //! `cronverb::event`), counted in `cron_events_total{kind}`, and handed to the application's listeners
 //! off the executor's path: a bounded queue to a thread of their own, which calls each listener with
 //! its panic caught. A full queue drops the event with a warning and `cron_events_dropped_total`, so a
-//! slow or panicking listener never delays or breaks the runtime. Shutdown closes the queue and waits
+//! slow or panicking listener never delays or breaks the runtime. What befalls the listeners (a
+//! dropped event, a panic) is logged with target [`LISTENER_TARGET`], so that `cronverb::event`
+//! carries exactly one line per event. Shutdown closes the queue and waits
 //! up to [`EVENT_DRAIN`] for the listeners to hear the events still in it (docs/runtime.md,
 //! "Shutdown").
 
@@ -17,6 +19,11 @@ use tokio::sync::mpsc;
 use super::metrics;
 use crate::event::{Event, EventKind, Listener};
 use crate::sync::lock;
+
+/// The target of what befalls the listeners (docs/operations.md, "Notifications"): an event dropped,
+/// a listener that panicked, a shutdown that stopped without them. Not `cronverb::event`, whose lines
+/// are the events, one each.
+pub(super) const LISTENER_TARGET: &str = "cronverb::event::listener";
 
 /// How many events wait for the listeners at most.
 pub(super) const EVENT_QUEUE: usize = 1024;
@@ -81,7 +88,7 @@ impl Events {
                     for listener in &listeners {
                         if catch_unwind(AssertUnwindSafe(|| listener(&event))).is_err() {
                             tracing::error!(
-                                target: "cronverb::event",
+                                target: LISTENER_TARGET,
                                 kind = event.kind().as_str(),
                                 verb = event.verb(),
                                 "an event listener panicked; the next events are still heard"
@@ -143,7 +150,7 @@ impl Events {
                 metrics::event_dropped();
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    target: "cronverb::event",
+                    target: LISTENER_TARGET,
                     kind = kind.as_str(),
                     verb = event.verb(),
                     "the event listeners are behind: {EVENT_QUEUE} events wait; this one is dropped"

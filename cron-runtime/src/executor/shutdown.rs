@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::events::EVENT_DRAIN;
+use super::events::{EVENT_DRAIN, LISTENER_TARGET};
 use super::handler;
 use super::metrics::{self, Operation};
 use super::retry::{FINISH_ATTEMPTS, FINISH_RETRY};
@@ -238,7 +238,7 @@ pub(super) async fn drain_events<S: Store>(shared: &Shared<S>) {
         .unwrap_or(false);
     if !heard {
         tracing::warn!(
-            target: "cronverb::event",
+            target: LISTENER_TARGET,
             wait = ?EVENT_DRAIN,
             "the event listeners have not heard every event queued; stopped without them"
         );

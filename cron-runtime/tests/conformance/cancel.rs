@@ -266,6 +266,29 @@ async fn recorded_cancelled<H: StoreUnderTest>(
     assert_eq!(h.next_execution(MODULE, "a").await, Some(next));
 }
 
+/// The first attempt of `a` (retrying, in `spec`) failed, the replica claimed its retry ahead of its
+/// instant, and alice cancelled it ("enough"): the replica, the first attempt's claim, the retry's,
+/// and its instant.
+async fn retry_claimed_ahead_and_cancelled<H: StoreUnderTest>(
+    h: &H,
+    spec: &DeploymentSpec,
+) -> (H::Store, Runner, Claim, Claim, DateTime<Utc>) {
+    let (store, runner, run, retry_at) =
+        failed_awaiting_its_retry(h, spec, "a", Duration::from_secs(1)).await;
+    sleep_until(h, retry_at - ms(500)).await;
+    let claimed = claim_ahead(&store, &runner).await;
+    let retry = claim_of(&claimed, "a").clone();
+    assert_eq!((retry.run_id, retry.attempt), (run.run_id, 2));
+    assert_eq!(retry.start_at(), retry_at);
+    let asked = h.operator().cancel("a", "alice", Some("enough")).await;
+    assert_eq!(
+        asked,
+        Ok(run.run_id),
+        "a retry claimed ahead can be cancelled"
+    );
+    (store, runner, run, retry, retry_at)
+}
+
 pub async fn a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts(
     h: impl StoreUnderTest,
 ) {
@@ -273,20 +296,7 @@ pub async fn a_retry_claimed_ahead_of_its_instant_is_cancelled_before_it_starts(
     // replica records the run `cancelled` by the requester without starting its handler; no more
     // retries, and the job goes on at its next occurrence.
     let spec = deployment("billing@1", vec![retrying_a()]);
-    let (store, runner, run, retry_at) =
-        failed_awaiting_its_retry(&h, &spec, "a", Duration::from_secs(1)).await;
-    sleep_until(&h, retry_at - ms(500)).await;
-    let claimed = claim_ahead(&store, &runner).await;
-    let retry = claim_of(&claimed, "a").clone();
-    assert_eq!((retry.run_id, retry.attempt), (run.run_id, 2));
-    assert_eq!(retry.start_at(), retry_at);
-
-    let asked = h.operator().cancel("a", "alice", Some("enough")).await;
-    assert_eq!(
-        asked,
-        Ok(run.run_id),
-        "a retry claimed ahead can be cancelled"
-    );
+    let (store, runner, run, retry, retry_at) = retry_claimed_ahead_and_cancelled(&h, &spec).await;
     let requests = store.cancels(&[run.run_id]).await.unwrap();
     assert_eq!(requests.len(), 1, "{requests:?}");
     // The replica heard it before the instant: it records the end without running the handler.
@@ -341,16 +351,7 @@ pub async fn a_cancelled_retry_claimed_ahead_and_given_back_at_shutdown_ends_can
     // it ends `cancelled` by the requester, and the job goes on at its next occurrence
     // (docs/operations.md, "Cancelling a run").
     let spec = deployment("billing@1", vec![retrying_a()]);
-    let (store, runner, run, retry_at) =
-        failed_awaiting_its_retry(&h, &spec, "a", Duration::from_secs(1)).await;
-    sleep_until(&h, retry_at - ms(500)).await;
-    let claimed = claim_ahead(&store, &runner).await;
-    let retry = claim_of(&claimed, "a").clone();
-    assert_eq!((retry.run_id, retry.attempt), (run.run_id, 2));
-    assert_eq!(
-        h.operator().cancel("a", "alice", Some("enough")).await,
-        Ok(run.run_id)
-    );
+    let (store, runner, run, _, retry_at) = retry_claimed_ahead_and_cancelled(&h, &spec).await;
 
     store.deregister(&runner, &[]).await.unwrap();
     let recorded = run_of(&h, run.run_id).await.unwrap();

@@ -343,6 +343,7 @@ macro_rules! every_case {
         $test!(an_unknown_verb_among_the_expected_shifts_no_other);
         $test!(an_occurrence_reported_before_a_deploy_is_not_reported_again_after_it);
         $test!(an_occurrence_that_succeeded_after_its_span_is_still_reported_once);
+        $test!(a_run_still_executing_past_its_span_is_overdue_and_reported_once);
         // Ending runs
         $test!(a_failure_is_recorded_with_its_message_and_the_job_goes_on);
         $test!(a_finish_ends_the_run_when_its_handler_ended_not_when_it_is_recorded);

@@ -134,18 +134,26 @@ pub async fn an_occurrence_reported_before_a_deploy_is_not_reported_again_after_
     assert_eq!(overdue(&two, &r2, t1).await, found(t1, false));
 }
 
+/// Two replicas of billing@1 (`a` every ten seconds); past the grace of `a`'s next occurrence, the
+/// first claims it, whoever owns it: the replicas, the occurrence and its claim.
+async fn two_replicas_one_claimed<H: StoreUnderTest>(
+    h: &H,
+) -> ((H::Store, Runner), (H::Store, Runner), DateTime<Utc>, Claim) {
+    settle(h).await;
+    let v1 = deployment("billing@1", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
+    let (one, r1) = replica(h, &v1).await;
+    let two = replica(h, &v1).await;
+    let t1 = h.next_execution(MODULE, "a").await.unwrap();
+    sleep_until(h, t1 + past_the_grace()).await;
+    let claimed = claim(&one, &r1).await;
+    let run = claim_of(&claimed, "a").clone();
+    ((one, r1), two, t1, run)
+}
+
 pub async fn an_occurrence_that_succeeded_after_its_span_is_still_reported_once(
     h: impl StoreUnderTest,
 ) {
-    settle(&h).await;
-    let v1 = deployment("billing@1", vec![job("a", TEN_SECONDLY), job("b", YEARLY)]);
-    let (one, r1) = replica(&h, &v1).await;
-    let (two, r2) = replica(&h, &v1).await;
-    let t1 = h.next_execution(MODULE, "a").await.unwrap();
-    // Past the grace, the first replica takes the occurrence whoever owns it.
-    sleep_until(&h, t1 + past_the_grace()).await;
-    let claimed = claim(&one, &r1).await;
-    let run = claim_of(&claimed, "a").clone();
+    let ((one, r1), (two, r2), t1, run) = two_replicas_one_claimed(&h).await;
     // The run ends after `WITHIN`, before any replica checked: late, reported once, overdue no more.
     sleep_until(&h, t1 + WITHIN + ms(200)).await;
     finish_one(&one, &r1, &succeeded(&run)).await;
@@ -179,4 +187,25 @@ pub async fn an_occurrence_that_succeeded_after_its_span_is_still_reported_once(
     assert_eq!(owners, 1, "one replica owns t2");
     sleep_until(&h, t2 + WITHIN + ms(50)).await;
     assert_eq!(overdue(&one, &r1, t2).await, []);
+}
+
+pub async fn a_run_still_executing_past_its_span_is_overdue_and_reported_once(
+    h: impl StoreUnderTest,
+) {
+    // Its handler hangs.
+    let ((one, r1), (two, r2), t1, run) = two_replicas_one_claimed(&h).await;
+
+    // Past its span the run still executes: the occurrence has not succeeded, so it is overdue,
+    // reported by the first replica to ask and by no one after, for as long as the run goes on.
+    sleep_until(&h, t1 + WITHIN + ms(200)).await;
+    assert_eq!(overdue(&two, &r2, t1).await, found(t1, true));
+    assert_eq!(overdue(&one, &r1, t1).await, found(t1, false));
+    assert_eq!(overdue(&two, &r2, t1).await, found(t1, false));
+    let executing = run_of(&h, run.run_id).await.unwrap();
+    assert_eq!(executing.outcome, None, "{executing:?}");
+
+    // It succeeds at last: overdue no more, and not reported again.
+    finish_one(&one, &r1, &succeeded(&run)).await;
+    assert_eq!(overdue(&one, &r1, t1).await, []);
+    assert_eq!(overdue(&two, &r2, t1).await, []);
 }

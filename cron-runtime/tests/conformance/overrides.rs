@@ -257,22 +257,41 @@ pub async fn a_pending_retry_runs_at_its_instant_and_the_next_occurrence_follows
     assert_eq!(h.next_execution(MODULE, "a").await, yearly);
 }
 
+/// `a` and `b` deployed as billing@1 (its replica registered with `settings`), `a` overridden to run
+/// every second, then billing@2, whose code has only `b`, registered: it takes the module over and
+/// drops the override. Billing@1's replica, and billing@2's store (kept, as a running replica is).
+async fn overridden_then_removed<H: StoreUnderTest>(
+    h: &H,
+    settings: StoreSettings,
+) -> (H::Store, Runner, H::Store) {
+    let both = vec![job("a", YEARLY), job("b", YEARLY)];
+    let (old, r1) = replica_with(h, settings, &deployment("billing@1", both)).await;
+    h.reschedule("a", SECONDLY).await.unwrap();
+    let without = deployment("billing@2", vec![job("b", YEARLY)]);
+    let (without, _) = replica_with(h, settings, &without).await;
+    (old, r1, without)
+}
+
+/// Billing@3 brings `a` back after [`overridden_then_removed`]: it runs its code's schedule, the
+/// override gone with billing@2's takeover.
+async fn brought_back_on_its_codes_schedule<H: StoreUnderTest>(h: &H) {
+    let both = vec![job("a", YEARLY), job("b", YEARLY)];
+    replica(h, &deployment("billing@3", both)).await;
+    assert_eq!(
+        h.next_execution(MODULE, "a").await,
+        zoned(YEARLY).next_after(h.now().await),
+        "billing@3 brings `a` back on its code's schedule: its override went with billing@2's takeover"
+    );
+}
+
 /// An override lives as long as its verb: the takeover of a deployment whose code has no such verb
 /// drops it, so that a later deployment bringing the verb back runs its code's schedule, not an
 /// override set for code that is gone (docs/operations.md, "Changing a schedule without a build").
 pub async fn a_deployment_without_the_verb_drops_its_override_at_its_takeover(
     h: impl StoreUnderTest,
 ) {
-    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
-    let (_old, _) = replica(&h, &deployment("billing@1", both())).await;
-    h.reschedule("a", SECONDLY).await.unwrap();
-    let (_without, _) = replica(&h, &deployment("billing@2", vec![job("b", YEARLY)])).await;
-    let (_back, _) = replica(&h, &deployment("billing@3", both())).await;
-    assert_eq!(
-        h.next_execution(MODULE, "a").await,
-        zoned(YEARLY).next_after(h.now().await),
-        "billing@3 brings `a` back on its code's schedule: its override went with billing@2's takeover"
-    );
+    let (_old, _, _without) = overridden_then_removed(&h, defaults()).await;
+    brought_back_on_its_codes_schedule(&h).await;
 }
 
 /// A takeover by a deployment that has the verb keeps its override, also a rollback to an older
@@ -326,10 +345,7 @@ pub async fn after_an_override_an_occurrence_of_its_schedule_from_before_it_is_n
 pub async fn a_reschedule_of_a_verb_the_active_deployment_has_not_is_refused(
     h: impl StoreUnderTest,
 ) {
-    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
-    let (_old, _) = replica(&h, &deployment("billing@1", both())).await;
-    h.reschedule("a", SECONDLY).await.unwrap();
-    let (_without, _) = replica(&h, &deployment("billing@2", vec![job("b", YEARLY)])).await;
+    let (_old, _, _without) = overridden_then_removed(&h, defaults()).await;
     let refused = h.reschedule("a", SECONDLY).await;
     assert!(
         refused
@@ -337,12 +353,7 @@ pub async fn a_reschedule_of_a_verb_the_active_deployment_has_not_is_refused(
             .is_err_and(|e| e.contains("billing@2") && e.contains("no such verb")),
         "billing@2 is active and has no `a`: {refused:?}"
     );
-    let (_back, _) = replica(&h, &deployment("billing@3", both())).await;
-    assert_eq!(
-        h.next_execution(MODULE, "a").await,
-        zoned(YEARLY).next_after(h.now().await),
-        "billing@3 brings `a` back on its code's schedule: no override was kept"
-    );
+    brought_back_on_its_codes_schedule(&h).await;
 }
 
 /// The takeover that drops an outlived override returns every row of the verb, in the module's other
@@ -351,11 +362,7 @@ pub async fn a_reschedule_of_a_verb_the_active_deployment_has_not_is_refused(
 pub async fn a_rollback_after_the_takeover_that_dropped_the_override_runs_the_codes_schedule(
     h: impl StoreUnderTest,
 ) {
-    let both = || vec![job("a", YEARLY), job("b", YEARLY)];
-    let (old, r1) = replica_with(&h, short_lease(), &deployment("billing@1", both())).await;
-    h.reschedule("a", SECONDLY).await.unwrap();
-    let without = deployment("billing@2", vec![job("b", YEARLY)]);
-    let (_without, _) = replica_with(&h, short_lease(), &without).await;
+    let (old, r1, _without) = overridden_then_removed(&h, short_lease()).await;
     // billing@2's replica stops heartbeating: once it is no longer alive, billing@1 takes over again.
     roll_back(&h, &old, &r1).await;
     assert_eq!(

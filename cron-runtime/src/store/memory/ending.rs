@@ -253,7 +253,7 @@ impl State {
         if self.holds(runner.id, job_id, run_id) {
             // A run an operator asked to cancel ends `cancelled`, not given back.
             let requested = self.cancels.get(&run_id).map(Cancel::error);
-            let end = self.held_run(job_id, now).let_go(requested.as_deref());
+            let end = HeldRun::let_go(requested.as_deref());
             self.end_run(run_id, end, now);
         }
     }

@@ -303,7 +303,7 @@ impl HeldRun {
         now: DateTime<Utc>,
     ) -> End<'a> {
         if self.starts_at() > now && !self.manual {
-            self.let_go(requested)
+            HeldRun::let_go(requested)
         } else if cancelled && requested.is_none() {
             End::by_the_store(Outcome::Cancelled, CANCELLED_AT_SHUTDOWN)
         } else {
@@ -320,7 +320,7 @@ impl HeldRun {
     /// (docs/operations.md, "Cancelling a run").
     ///
     /// [`Store::give_back`]: crate::store::Store::give_back
-    pub(crate) fn let_go<'a>(&self, requested: Option<&'a str>) -> End<'a> {
+    pub(crate) fn let_go(requested: Option<&str>) -> End<'_> {
         match requested {
             Some(error) => End::requested(error, Start::Reported(None)),
             None => End::GivenBack,
@@ -726,10 +726,10 @@ mod tests {
             },
             ..held(at(1, 0))
         };
-        assert!(matches!(retry.let_go(None), End::GivenBack));
+        assert!(matches!(HeldRun::let_go(None), End::GivenBack));
         let text = super::super::operator::cancelled_by("alice", None);
         for end in [
-            retry.let_go(Some(&text)),
+            HeldRun::let_go(Some(&text)),
             retry.at_shutdown(false, Some(&text), at(1, 10)),
         ] {
             let End::Recorded {

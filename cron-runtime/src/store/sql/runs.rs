@@ -11,7 +11,7 @@ use super::run::Statement;
 use super::values::{At, Column, Rows};
 use super::{Protocol, RECOVERY_BATCH, SqlStore, db};
 use crate::store::rules::Held;
-use crate::store::rules::{End, LEASE_EXPIRED};
+use crate::store::rules::{End, HeldRun, LEASE_EXPIRED};
 use crate::store::{Claimed, Finish, Finished, Recovered, Runner, StoreError};
 
 impl<D: Protocol> SqlStore<D> {
@@ -316,7 +316,7 @@ impl<D: Protocol> SqlStore<D> {
             .zip(&requests)
             .map(|(mut held, requested)| {
                 held.active = active;
-                let end = held.facts().let_go(requested.as_deref());
+                let end = HeldRun::let_go(requested.as_deref());
                 (held, end)
             })
             .collect();

@@ -480,8 +480,7 @@ WHERE j.state = 'executing'
 ORDER BY j.lease_expires_at
 LIMIT ?2"
     ),
-    // `expired` reads the rows whose run has no record too.
-    // `expired` reads them: no statement more at a heartbeat.
+    // `expired` reads the rows whose run has no record too: no statement more at a heartbeat.
     expired_unrecorded: None,
     // Outside a step's transaction: the clock set as it got its connection.
     renew: "
