@@ -6,15 +6,16 @@
 //! $ cargo run --release --example bench -- --scenario throughput --jobs 10000 --replicas 1 --seconds 30
 //! ```
 //!
-//! Options: `--scenario all|throughput|idle|limit|scale|register|catchup|burst` (repeatable; `all`
-//! leaves out `catchup` and `burst`), `--seconds N`
+//! Options: `--scenario all|throughput|idle|limit|scale|register|catchup|burst|prune` (repeatable;
+//! `all` leaves out `catchup`, `burst` and `prune`), `--seconds N`
 //! (throughput window, default 30), `--jobs 1000,10000`, `--replicas 1,2`, `--idle-seconds 60`,
 //! `--idle-replicas 2` (replica processes per idle row: `1,16` compares one idle replica with sixteen),
 //! `--jitter 10m` (the burst's jittered row; the burst measures one row without jitter and one with, or
 //! without only with `none`), `--burst-lead 60` (seconds from a burst row's start to its instant),
 //! `--limit-seconds 10`, `--limit-clients 16,32` (pgbench clients of the limit scenario; by default
 //! the machine's cores and twice as many), `--occurrences 10000` (the catch-up scenario's missed occurrences, at most
-//! 10,000), `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`,
+//! 10,000), `--runs-per-second 1000,10000` and `--history-seconds 360` (the prune scenario's history),
+//! `--scale-rows 1000000`, `--register-verbs 10000,25000,50000,100000`,
 //! `--count-statements` (every throughput row through the counting proxies), `--no-extra` (skip the extra
 //! throughput rows: counted statements, `synchronous_commit = off`, a pool of 40 connections,
 //! `batch_limit` 100), `--batch-limit N` (the replicas' `batch_limit`), `--claim-ahead-ms N` (the
@@ -53,7 +54,7 @@
 //! - **Where the database waits**: `pg_stat_activity` of the bench database sampled every 200 ms.
 //!
 //! The parts: `replica` (the child process and the protocol between it and this one), `throughput`,
-//! `idle`, `limit`, `scale`, `register` and `catchup` (the scenarios), `claim` (the store's claim driven
+//! `idle`, `limit`, `scale`, `register`, `catchup`, `burst` and `prune` (the scenarios), `claim` (the store's claim driven
 //! and explained directly), `proxy` (the statement counter), `measure` (what is read of the database and
 //! the machine around a window), `stats` (the lateness histogram and quantiles) and `url` (database
 //! URLs).
@@ -65,6 +66,7 @@ mod idle;
 mod limit;
 mod measure;
 mod proxy;
+mod prune;
 mod register;
 mod replica;
 mod scale;
@@ -117,7 +119,11 @@ cargo run --release --example bench -- [options]   (results: docs/benchmarks.md)
                          row without jitter and one with --jitter (default 10m); not part of `all`
   --jitter DURATION      the burst's jitter (default 10m; none: the row without jitter only)
   --burst-lead SECONDS   from a burst row's start to its instant (default 20 + 1 per 2,000 verbs
-                         registered over the replicas)";
+                         registered over the replicas)
+  --scenario prune       the history's prune: --history-seconds of runs at each --runs-per-second, all
+                         past the retention, pruned as the runtime prunes; not part of `all`
+  --runs-per-second 1000,10000   runs a second of the prune's history, per row
+  --history-seconds N    seconds of history the prune scenario writes and prunes (default 360)";
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -154,6 +160,10 @@ struct Args {
     /// Where the SQLite scenario makes its file (default `target/`).
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     sqlite_dir: Option<std::path::PathBuf>,
+    /// The prune scenario's runs per second, per row.
+    runs_per_second: Vec<usize>,
+    /// Seconds of history the prune scenario writes.
+    history_seconds: u32,
     /// The burst's jitter.
     jitter: std::time::Duration,
 }
@@ -181,6 +191,8 @@ fn args() -> Args {
         url: std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned()),
         sqlite_dir: None,
         jitter: std::time::Duration::from_secs(600),
+        runs_per_second: vec![1000, 10_000],
+        history_seconds: 360,
     };
     let list = |v: String| -> Vec<usize> {
         v.split(',')
@@ -219,6 +231,10 @@ fn args() -> Args {
             }
             "--database-url" => args.url = value(),
             "--sqlite-dir" => args.sqlite_dir = Some(value().into()),
+            "--runs-per-second" => args.runs_per_second = list(value()),
+            "--history-seconds" => {
+                args.history_seconds = value().parse().expect("--history-seconds N");
+            }
             "--jitter" => {
                 let text = value();
                 args.jitter = if text == "none" {
@@ -236,7 +252,8 @@ fn args() -> Args {
                  `--replicas`, `--idle-seconds`, `--idle-replicas`, `--replica-pool`, `--limit-seconds`, `--limit-clients`, `--burst-lead`, \
                  `--scale-rows`, `--register-verbs`, `--occurrences`, \
                  `--count-statements`, `--no-extra`, `--batch-limit`, `--claim-ahead-ms`, \
-                 `--max-concurrent-runs`, `--database-url`, `--sqlite-dir`, `--jitter`"
+                 `--max-concurrent-runs`, `--database-url`, `--sqlite-dir`, `--jitter`, `--runs-per-second`, \
+                 `--history-seconds`"
             ),
         }
     }
@@ -302,11 +319,12 @@ async fn parent(args: Args) -> AnyResult<()> {
             "register" => bench.register().await,
             "catchup" => bench.catchup().await,
             "burst" => bench.burst().await,
+            "prune" => bench.prune().await,
             #[cfg(feature = "sqlite")]
             "sqlite" => sqlite::sqlite(&args).await,
             other => Err(anyhow::anyhow!(
                 "unknown scenario `{other}`; expected one of: `all`, `throughput`, `idle`, `limit`, \
-                 `scale`, `register`, `catchup`, `burst`"
+                 `scale`, `register`, `catchup`, `burst`, `prune`"
             )),
         };
         if let Err(error) = result {
