@@ -74,8 +74,12 @@ pub use cron_schema::FieldChange;
 pub const PRUNE_BATCH: u32 = 1000;
 
 /// How many pruning statements one call of the runtime's periodic retention runs at most, so that
-/// each call does a bounded amount of work and the next continues (docs/operations.md, "Retention").
+/// each call does a bounded amount of work and the next continues (docs/operations.md, "Retention"):
+/// [`RETENTION_CALL_RUNS`](crate::store::RETENTION_CALL_RUNS) in batches of [`PRUNE_BATCH`].
 pub(crate) const PRUNE_BATCHES_PER_CALL: u32 = 10;
+const _: () = assert!(
+    PRUNE_BATCH as u64 * PRUNE_BATCHES_PER_CALL as u64 == crate::store::RETENTION_CALL_RUNS
+);
 
 /// The operator commands on a store's database: `deploy`, `status`, `runs`, `pause`, `resume`,
 /// `trigger` and `prune`, with the same rules, results and errors on every database. Made by the store's

@@ -193,21 +193,42 @@ pub(super) async fn cancels<S: Store>(shared: Arc<Shared<S>>) {
     }
 }
 
-/// Prunes the run history older than the retention setting, now and then, in its own task so that a
-/// large backlog never delays heartbeats and renewals. Replicas pruning at once is harmless.
+/// While a call of the retention deletes as many runs as one call may
+/// ([`RETENTION_CALL_RUNS`](crate::store::RETENTION_CALL_RUNS)), more are waiting: the next call comes
+/// after this pause, not an hour later, so that the retention keeps up with the runs written (at one
+/// call an hour it removed 10,000 runs an hour, fewer than a job every second and a few verbs write;
+/// docs/benchmarks.md, "Pruning the run history").
+const PRUNE_BACKLOG_PAUSE: Duration = Duration::from_secs(1);
+
+/// Prunes the run history older than the retention setting, every hour and after a pause while a
+/// backlog lasts, in its own task so that a large backlog never delays heartbeats and renewals.
+/// Replicas pruning at once is harmless. Logs what a backlog's calls deleted once, when it ends.
 pub(super) async fn prune<S: Store>(shared: Arc<Shared<S>>) {
     let retention = shared.plan.settings.history_retention;
     tokio::time::sleep(Duration::from_secs(60)).await;
+    let mut deleted = 0;
     loop {
-        match shared.store.prune_history(retention).await {
-            Ok(0) => {}
-            Ok(deleted) => tracing::info!(deleted, ?retention, "pruned the run history"),
+        let pause = match shared.store.prune_history(retention).await {
+            Ok(now) if now >= crate::store::RETENTION_CALL_RUNS => {
+                deleted += now;
+                PRUNE_BACKLOG_PAUSE
+            }
+            Ok(now) => {
+                deleted += now;
+                if deleted > 0 {
+                    tracing::info!(deleted, ?retention, "pruned the run history");
+                }
+                deleted = 0;
+                PRUNE_EVERY
+            }
             Err(error) => {
                 metrics::store_error(Operation::Prune);
-                tracing::warn!(%error, "pruning the run history failed");
+                tracing::warn!(%error, deleted, "pruning the run history failed");
+                deleted = 0;
+                PRUNE_EVERY
             }
-        }
-        tokio::time::sleep(PRUNE_EVERY).await;
+        };
+        tokio::time::sleep(pause).await;
     }
 }
 

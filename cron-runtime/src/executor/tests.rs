@@ -34,6 +34,8 @@ struct Faulty {
     drained: Arc<AtomicBool>,
     /// Set once [`Store::drain`] returned.
     drain_ended: Arc<AtomicBool>,
+    /// When [`Store::prune_history`] was called, on tokio's clock.
+    prunes: Arc<Mutex<Vec<tokio::time::Instant>>>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -45,6 +47,9 @@ enum Fault {
     Plain,
     NoRenewals,
     SlowRecords,
+    /// The retention finds this many calls' worth of runs to prune: each of the first this many calls
+    /// of [`Store::prune_history`] deletes as many as a call may, the next ones a few.
+    Backlog(u32),
 }
 
 impl Faulty {
@@ -192,6 +197,19 @@ impl Store for Faulty {
     ) -> Result<Vec<crate::store::Overdue>, StoreError> {
         self.store.overdue(runner, expected).await
     }
+
+    async fn prune_history(&self, older_than: Duration) -> Result<u64, StoreError> {
+        let calls = {
+            let mut prunes = self.prunes.lock().unwrap();
+            prunes.push(tokio::time::Instant::now());
+            prunes.len()
+        };
+        match self.fault {
+            Fault::Backlog(full) if calls <= full as usize => Ok(crate::store::RETENTION_CALL_RUNS),
+            Fault::Backlog(_) => Ok(3),
+            _ => self.store.prune_history(older_than).await,
+        }
+    }
 }
 
 /// The executor of `runtime`, running on its memory store with a fault.
@@ -209,6 +227,8 @@ struct Running {
     drained: Arc<AtomicBool>,
     /// Set once the store heard it ([`Store::drain`] returned).
     drain_ended: Arc<AtomicBool>,
+    /// When the retention called [`Store::prune_history`].
+    prunes: Arc<Mutex<Vec<tokio::time::Instant>>>,
     vitals: Arc<Vitals>,
     stop: watch::Sender<bool>,
     executor: tokio::task::JoinHandle<Result<(), RuntimeError>>,
@@ -232,6 +252,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
     let full = Arc::new(AtomicBool::new(false));
     let drained = Arc::new(AtomicBool::new(false));
     let drain_ended = Arc::new(AtomicBool::new(false));
+    let prunes = Arc::new(Mutex::new(Vec::new()));
     let vitals = Vitals::new();
     let faulty = Faulty {
         store: store.clone(),
@@ -242,6 +263,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
         full: Arc::clone(&full),
         drained: Arc::clone(&drained),
         drain_ended: Arc::clone(&drain_ended),
+        prunes: Arc::clone(&prunes),
     };
     Running {
         store,
@@ -251,6 +273,7 @@ fn run_faulty(runtime: Runtime, fault: Fault) -> Running {
         full,
         drained,
         drain_ended,
+        prunes,
         vitals: Arc::clone(&vitals),
         stop,
         executor: tokio::spawn(run(
@@ -1202,4 +1225,26 @@ async fn shutdown_waits_for_the_listeners_to_hear_every_event_queued() {
         (1..=5).map(|s| (EventKind::Failed, s)).collect::<Vec<_>>()
     );
     releasing.join().unwrap();
+}
+
+/// docs/runtime.md, "History retention": a call of the retention that deleted as many runs as a call
+/// may leaves more, and the next comes a second later, until one deletes fewer; then an hour later.
+/// (At one call an hour the retention removed 10,000 runs an hour, whatever the rate runs are written.)
+#[tokio::test(start_paused = true)]
+async fn the_retention_goes_on_at_once_while_a_backlog_lasts_then_hourly() {
+    let start = tokio::time::Instant::now();
+    let (_, running) = every_second_with(Fault::Backlog(3), |builder| builder).await;
+    tokio::time::sleep(Duration::from_secs(2 * 3600)).await;
+    let prunes: Vec<u64> = running
+        .prunes
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|at| (*at - start).as_secs())
+        .collect();
+    running.stop().await;
+
+    // The first a minute after start; three full calls, each followed a second later by the next;
+    // the fourth deleted a few, so the fifth is an hour after it.
+    assert_eq!(prunes, [60, 61, 62, 63, 3663], "seconds after start");
 }

@@ -644,9 +644,9 @@ pub trait Store: sealed::Sealed + Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Overdue>, StoreError>> + Send;
 
     /// Deletes the finished runs (never a running one) that finished more than `older_than` ago, in
-    /// small batches and a bounded number of them per call (the PostgreSQL store: at most 10,000 runs;
-    /// the next call continues), and returns how many it deleted. The executor calls it now and then for the
-    /// runtime's history retention (default 30 days). A store that bounds its history otherwise (the
+    /// small batches and at most [`RETENTION_CALL_RUNS`] per call (the next call continues), and
+    /// returns how many it deleted. The executor calls it every hour for the runtime's history
+    /// retention (default 30 days), and again after a pause while a call deletes that many. A store that bounds its history otherwise (the
     /// in-memory store keeps the last runs) keeps the default, which deletes nothing.
     fn prune_history(
         &self,
@@ -656,6 +656,11 @@ pub trait Store: sealed::Sealed + Clone + Send + Sync + 'static {
         async { Ok(0) }
     }
 }
+
+/// The most runs one call of [`Store::prune_history`] deletes: a call that deleted this many left
+/// more, and the executor calls again after a pause instead of an hour later (docs/runtime.md,
+/// "History retention").
+pub(crate) const RETENTION_CALL_RUNS: u64 = 10_000;
 
 /// Only this crate's stores implement [`Store`].
 pub(crate) mod sealed {
