@@ -614,6 +614,17 @@ async fn a_cancel_written_while_a_give_back_waits_is_read_by_it(pool: PgPool) {
     );
 }
 
+/// The sessions of a lock-order case beside the replicas' pool: one holds a lock the work under test
+/// waits for, one may act as an operator, and one watches who waits
+/// ([`sessions_wait_on_locks`]).
+async fn side_sessions(pool: &PgPool) -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(3)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap()
+}
+
 #[sqlx::test(migrations = "./migrations")]
 async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operator_in_one_order(
     pool: PgPool,
@@ -654,12 +665,7 @@ async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operato
     // The finish locks its own row and waits for its run's row, which a session holds; the pause
     // locks the active row and waits for the finish's; then the finish goes on.
     let run_id = claimed.claims[0].run_id;
-    // The sessions of this case beside the replicas' pool: the holder, the operator and the watch.
-    let side = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(3)
-        .connect_with((*pool.connect_options()).clone())
-        .await
-        .unwrap();
+    let side = side_sessions(&pool).await;
     let mut holder = side.begin().await.unwrap();
     sqlx::query("SELECT id FROM cron_job_runs WHERE id = $1 FOR UPDATE")
         .bind(run_id)
@@ -706,12 +712,7 @@ async fn an_operator_waits_for_a_takeover_and_locks_a_verbs_rows_in_its_order(po
     due_now(&pool, r1.deployment_id, "a").await;
     let claimed = claim(&old, &r1).await;
     assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
-    // The sessions of this case beside the replicas' pool: the holder, the operator and the watch.
-    let side = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(3)
-        .connect_with((*pool.connect_options()).clone())
-        .await
-        .unwrap();
+    let side = side_sessions(&pool).await;
     // The takeover stops, holding both rows of the verb, where it deactivates billing@1.
     let mut holder = side.begin().await.unwrap();
     sqlx::query("SELECT id FROM cron_deployments WHERE id = $1 FOR NO KEY UPDATE")
