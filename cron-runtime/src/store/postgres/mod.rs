@@ -163,6 +163,7 @@ impl Protocol for Postgres {
         deployment_rows: sql::jobs::DEPLOYMENT_ROWS,
         elected: sql::deployments::ELECTED,
         takeover_lock: sql::deployments::TAKEOVER_LOCK,
+        own_verbs: sql::jobs::OWN_VERBS,
         takeover_rows: sql::jobs::TAKEOVER_ROWS,
         previous_rows: sql::jobs::PREVIOUS_ROWS,
         deactivate: sql::deployments::DEACTIVATE,

@@ -656,10 +656,31 @@ impl<D: Protocol> SqlStore<D> {
             .await
             .map_err(db(context()))?;
 
-        // Both deployments' rows, locked in the order of their ids, whichever is older (a rollback).
+        // An override lives as long as its verb: this deployment's code has no such verb, and its
+        // takeover drops it (docs/operations.md, "Changing a schedule without a build"). Read before
+        // any row is locked: the module's lock keeps the overrides and the deployments' verbs as read.
+        let overrides = overrides_of::<D>(&mut *tx, module)
+            .await
+            .map_err(db(context()))?;
+        let verbs: Vec<(String,)> = Statement::<D>::new(D::STEPS.own_verbs)
+            .bind(deployment_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let verbs: Vec<&str> = verbs.iter().map(|(verb,)| verb.as_str()).collect();
+        let outlived = outlived(&overrides, &verbs);
+        // Every row the takeover writes, locked in one statement, in the one order of every path that
+        // locks several deployments' rows: both deployments' rows, whichever is older (a rollback),
+        // and the rows of the outlived overrides' verbs in every deployment.
         Statement::<D>::new(D::STEPS.takeover_rows)
             .bind(module.to_owned())
             .bind(deployment_id)
+            .bind(Column(
+                outlived
+                    .iter()
+                    .map(|(verb, _)| (*verb).to_owned())
+                    .collect::<Vec<String>>(),
+            ))
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
@@ -681,13 +702,6 @@ impl<D: Protocol> SqlStore<D> {
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
-        // An override lives as long as its verb: this deployment's code has no such verb, and its
-        // takeover drops it (docs/operations.md, "Changing a schedule without a build").
-        let overrides = overrides_of::<D>(&mut *tx, module)
-            .await
-            .map_err(db(context()))?;
-        let verbs: Vec<&str> = mine.iter().map(|row| row.verb.as_str()).collect();
-        let outlived = outlived(&overrides, &verbs);
         for (verb, _) in &outlived {
             Statement::<D>::new(D::STEPS.drop_override)
                 .bind(module.to_owned())
