@@ -625,6 +625,34 @@ async fn side_sessions(pool: &PgPool) -> PgPool {
         .unwrap()
 }
 
+/// The finish of `claimed`'s first run, `succeeded`, started while a side session holds the run's
+/// row: it locks its own job row, then waits for the run's until the returned holder ends.
+async fn a_finish_waiting_for_its_run(
+    side: &PgPool,
+    store: PgStore,
+    runner: Runner,
+    claimed: &Claimed,
+) -> (
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<Result<Finished, StoreError>>,
+) {
+    let mut holder = side.begin().await.unwrap();
+    sqlx::query("SELECT id FROM cron_job_runs WHERE id = $1 FOR UPDATE")
+        .bind(claimed.claims[0].run_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let finish = finish(claimed, 0, Outcome::Succeeded, None);
+    let finishing = tokio::spawn(async move {
+        store
+            .finish(&runner, std::slice::from_ref(&finish), None)
+            .await
+            .single()
+    });
+    a_session_waits_on_a_lock(side).await;
+    (holder, finishing)
+}
+
 #[sqlx::test(migrations = "./migrations")]
 async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operator_in_one_order(
     pool: PgPool,
@@ -664,23 +692,8 @@ async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operato
     );
     // The finish locks its own row and waits for its run's row, which a session holds; the pause
     // locks the active row and waits for the finish's; then the finish goes on.
-    let run_id = claimed.claims[0].run_id;
     let side = side_sessions(&pool).await;
-    let mut holder = side.begin().await.unwrap();
-    sqlx::query("SELECT id FROM cron_job_runs WHERE id = $1 FOR UPDATE")
-        .bind(run_id)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
-    let finishing = {
-        let finish = finish(&claimed, 0, Outcome::Succeeded, None);
-        tokio::spawn(async move {
-            new.finish(&r2, std::slice::from_ref(&finish), None)
-                .await
-                .single()
-        })
-    };
-    a_session_waits_on_a_lock(&side).await;
+    let (holder, finishing) = a_finish_waiting_for_its_run(&side, new, r2, &claimed).await;
     let pausing = {
         let admin = PgStore::from_pool(side.clone()).admin();
         tokio::spawn(async move { admin.pause("a", Some("billing"), None).await })
@@ -805,21 +818,7 @@ async fn a_takeover_that_drops_an_override_waits_for_a_finish_on_an_older_deploy
     // The finish locks billing@1's row and waits for its run's row, which a session holds; the
     // takeover waits for the finish's row; then the finish goes on, to billing@2's row.
     let side = side_sessions(&pool).await;
-    let mut holder = side.begin().await.unwrap();
-    sqlx::query("SELECT id FROM cron_job_runs WHERE id = $1 FOR UPDATE")
-        .bind(claimed.claims[0].run_id)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
-    let finishing = {
-        let finish = finish(&claimed, 0, Outcome::Succeeded, None);
-        tokio::spawn(async move {
-            old.finish(&r1, std::slice::from_ref(&finish), None)
-                .await
-                .single()
-        })
-    };
-    a_session_waits_on_a_lock(&side).await;
+    let (holder, finishing) = a_finish_waiting_for_its_run(&side, old, r1, &claimed).await;
     let taking_over = {
         let store = PgStore::from_pool(pool.clone());
         tokio::spawn(async move { store.register(&v3).await })
