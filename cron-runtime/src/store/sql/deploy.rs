@@ -821,6 +821,19 @@ impl<D: Protocol> SqlStore<D> {
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
+        // One audit row per override dropped, in the takeover's transaction (docs/operations.md,
+        // "Audit trail").
+        for (verb, over) in &outlived {
+            crate::admin::audit::record_outlived::<D>(
+                &mut tx,
+                now,
+                (&key, &self.shared.host),
+                (module, verb),
+                over,
+            )
+            .await
+            .map_err(db(context()))?;
+        }
         D::wake(&mut tx, &[module]).await.map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         self.note_active(deployment_id, true, Some(&key));

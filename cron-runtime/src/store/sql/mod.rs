@@ -202,6 +202,7 @@ pub(crate) trait Protocol:
     + Bind<i64>
     + Bind<i32>
     + Bind<String>
+    + Bind<Option<String>>
     + Bind<At>
     + Bind<Option<At>>
     + Bind<Span>
