@@ -159,7 +159,7 @@ impl Protocol for Postgres {
         overrides: sql::jobs::OVERRIDES,
         drop_override: sql::jobs::DROP_OVERRIDE,
         overridden_rows: sql::jobs::OVERRIDDEN_ROWS,
-        restore_code_schedule: sql::jobs::RESTORE_CODE_SCHEDULE,
+        reschedule_row: sql::jobs::RESCHEDULE_ROW,
         deployment_rows: sql::jobs::DEPLOYMENT_ROWS,
         elected: sql::deployments::ELECTED,
         takeover_lock: sql::deployments::TAKEOVER_LOCK,

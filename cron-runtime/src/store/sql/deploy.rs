@@ -147,8 +147,11 @@ pub(crate) struct Previous {
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct Overridden {
     id: i64,
+    schedule: String,
+    timezone: String,
     code_schedule: String,
     code_timezone: String,
+    fixed: bool,
     state: String,
     next_execution: Option<At>,
     retry_pending: bool,
@@ -718,20 +721,34 @@ impl<D: Protocol> SqlStore<D> {
                 .await
                 .map_err(db(context()))?;
             for row in overridden {
-                // The code's text does not parse (edited by hand): the row is left as it is (G8).
-                let Ok(schedule) = rules::row_schedule(&row.code_schedule, &row.code_timezone)
-                else {
+                // As a reset of the verb does; a row whose code's text does not parse (edited by
+                // hand) is left as it is (G8).
+                let Some(runs) = rules::reschedule::retarget::<str>(
+                    None,
+                    (&row.code_schedule, &row.code_timezone),
+                    || rules::row_schedule(&row.code_schedule, &row.code_timezone).ok(),
+                    (&row.schedule, &row.timezone, true),
+                    row.fixed,
+                ) else {
                     continue;
                 };
+                if !runs.changes {
+                    continue;
+                }
                 let moved = rules::reschedule::rescheduled(
-                    &schedule,
+                    &runs.schedule,
                     row.state == "idle",
                     row.retry_pending,
                     row.next_execution.map(DateTime::from),
                     now,
                 );
-                Statement::<D>::new(D::STEPS.restore_code_schedule)
+                // Its code's schedule: no copy kept.
+                Statement::<D>::new(D::STEPS.reschedule_row)
                     .bind(row.id)
+                    .bind(runs.expression)
+                    .bind(runs.zone)
+                    .bind(None::<String>)
+                    .bind(None::<String>)
                     .bind(moved.next_execution.map(At))
                     .bind(At(moved.start_time))
                     .execute(&mut *tx)

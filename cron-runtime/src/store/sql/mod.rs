@@ -93,8 +93,10 @@ pub(crate) struct Steps {
     /// The rows of verb `2` of module `1` that run an override (they keep a copy of their code's
     /// schedule), as [`Overridden`](deploy::Overridden), locked before by [`Self::takeover_rows`].
     pub(crate) overridden_rows: &'static str,
-    /// Row `1` runs its code's schedule again (from its copy), next at `2`, counting from `3`.
-    pub(crate) restore_code_schedule: &'static str,
+    /// Row `1` runs expression `2` in zone `3` (the code's being `4` in `5` where that is an
+    /// override, NULL otherwise), next at `6`, its schedule counting since `7`: a reschedule, its
+    /// reset, and the takeover that drops an outlived override (`rules::reschedule::retarget`).
+    pub(crate) reschedule_row: &'static str,
     /// The rows of deployment `1` as a replica checks them.
     pub(crate) deployment_rows: &'static str,
     /// Module `1`'s elected deployment (live within the span `2`), whether `3` is active, the active key.

@@ -150,18 +150,20 @@ DELETE FROM cron_overrides WHERE module_name = $1 AND verb = $2
     /// locked them with the rest of the rows it writes, in one order (`TAKEOVER_ROWS`). The module's
     /// deployments are found by their index, and each one's row of the verb by its unique key.
     OVERRIDDEN_ROWS = "
-SELECT j.id, j.code_schedule, j.code_timezone, j.state, j.next_execution,
-       j.retry_run_id IS NOT NULL AS retry_pending
+SELECT j.id, j.schedule, j.timezone, j.code_schedule, j.code_timezone, j.fixed, j.state,
+       j.next_execution, j.retry_run_id IS NOT NULL AS retry_pending
 FROM cron_deployments d
 JOIN cron_jobs j ON j.deployment_id = d.id AND j.verb = $2
 WHERE d.module = $1 AND j.code_schedule IS NOT NULL
 ORDER BY j.id
 ";
 
-    /// Row `$1` runs its code's schedule again, from its copy, next at `$2`, counting from `$3`.
-    RESTORE_CODE_SCHEDULE = "
-UPDATE cron_jobs SET schedule = code_schedule, timezone = code_timezone, code_schedule = NULL,
-    code_timezone = NULL, next_execution = $2, start_time = $3
+    /// Row `$1` runs expression `$2` in zone `$3` (the code's being `$4` in `$5` where that is an
+    /// override, NULL otherwise), next at `$6`, its schedule counting since `$7`: `cronverb
+    /// reschedule`, its `--reset`, and the takeover that drops an outlived override.
+    RESCHEDULE_ROW = "
+UPDATE cron_jobs SET schedule = $2, timezone = $3, code_schedule = $4, code_timezone = $5,
+    next_execution = $6, start_time = $7
 WHERE id = $1
 ";
 
