@@ -2,7 +2,9 @@
 //! every action writes one row naming its actor, in its own transaction, and a refused one writes none.
 
 use chrono::Utc;
-use cron_runtime::admin::{Actor, AdminError, AuditEntry, AuditFilter, Origin, Since};
+use cron_runtime::admin::{
+    Actor, AdminError, AuditEntry, AuditFilter, DropReason, DroppedOverride, Origin, Since,
+};
 use cron_runtime::store::Store;
 use serde_json::json;
 
@@ -303,11 +305,29 @@ pub async fn a_takeover_that_drops_an_outlived_override_writes_its_row(db: &impl
         .reschedule("cleanup", None, "*/20 * * * *", None, None)
         .await
         .unwrap();
+    // `cronverb deploy` of the code without the verb says the override goes at its takeover, when
+    // it registers the key and when it is run again, and its own row records no drop.
+    let without = schema("billing", &[("billing::report", HOURLY)]);
+    for _ in 0..2 {
+        let deployed = admin.deploy("billing@2", &without, None).await.unwrap();
+        assert_eq!(
+            deployed.dropped_overrides,
+            [DroppedOverride {
+                verb: "billing::cleanup".to_owned(),
+                expression: "*/20 * * * *".to_owned(),
+                timezone: "UTC".to_owned(),
+                reason: DropReason::Removed,
+            }]
+        );
+        let row = trail(&admin).await.remove(0);
+        assert_eq!(row.action, "deploy");
+        assert_eq!(row.after.unwrap().get("dropped_overrides"), None);
+    }
     let before = trail(&admin).await.len();
 
     let new = db.replica();
     new.register(&deployment(
-        "billing@2",
+        "billing@3",
         vec![job("billing::report", HOURLY)],
     ))
     .await
@@ -316,7 +336,7 @@ pub async fn a_takeover_that_drops_an_outlived_override_writes_its_row(db: &impl
     assert_eq!(row.action, "override_dropped");
     assert_eq!(
         (row.actor.as_str(), row.origin.as_str()),
-        ("billing@2", "api")
+        ("billing@3", "api")
     );
     assert!(row.host.is_some(), "the replica's host");
     assert_eq!(row.module.as_deref(), Some("billing"));
@@ -327,11 +347,11 @@ pub async fn a_takeover_that_drops_an_outlived_override_writes_its_row(db: &impl
     );
     assert_eq!(
         row.after,
-        Some(json!({ "overridden": false, "deployment": "billing@2" }))
+        Some(json!({ "overridden": false, "deployment": "billing@3" }))
     );
     // Another takeover drops nothing more: no row.
     db.replica()
-        .register(&deployment("billing@3", both()))
+        .register(&deployment("billing@4", both()))
         .await
         .unwrap();
     assert_eq!(trail(&admin).await.len(), before + 1);

@@ -140,13 +140,16 @@ pub(crate) fn log_outlived(key: &str, verb: &str, over: &Override) {
     );
 }
 
-/// Why a deployment drops an operator's override: its code marks the verb `fixed` (at its
-/// registration, [`dropped`]), or has no such verb (at its takeover, [`outlived`]). What `cronverb
-/// deploy` reports, so only the SQL stores name it.
+/// Why a deployment drops an operator's override ([`Admin::deploy`](crate::admin::Admin::deploy)
+/// reports it; in JSON, its name in snake case).
 #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dropped {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The code marks the verb `fixed`: the registration dropped it ([`dropped`]).
     Fixed,
+    /// The code has no such verb: the deployment's takeover drops it ([`outlived`]); until then it
+    /// is kept, and a rollback before that takeover still runs it.
     Removed,
 }
 

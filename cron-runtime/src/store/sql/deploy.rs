@@ -10,7 +10,7 @@ use super::claimable::Claimable;
 use super::run::Statement;
 use super::values::{Ago, At, Column, Rows};
 use super::{FORGET_RUNNERS_AFTER, Known, Protocol, SqlStore, db};
-use crate::store::rules::reschedule::{Dropped, Override};
+use crate::store::rules::reschedule::{DropReason, Override};
 use crate::store::rules::{self, GivenUp, Taking};
 use crate::store::schedules::zone_text;
 use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
@@ -293,14 +293,14 @@ fn outlived<'a>(
 /// first occurrence after `now` of the schedule it runs: its verb's override where one is kept, else
 /// its code's ([`rules::reschedule::effective`]). A row that exists is left as it is. The overrides of
 /// the verbs the code marks `fixed` are deleted ([`rules::reschedule::dropped`]) and returned, by
-/// verb, for `cronverb deploy` to report and audit, followed by those of the verbs the code has not,
-/// which its takeover will delete ([`rules::reschedule::outlived`]), kept until then.
+/// verb, for `cronverb deploy` to report and audit; those of the verbs the code has not, which its
+/// takeover will delete, are kept until then ([`outlived_at_takeover`]).
 pub(crate) async fn insert_jobs<D: Protocol>(
     tx: &mut D::Connection,
     deployment_id: i64,
     spec: &DeploymentSpec,
     now: DateTime<Utc>,
-) -> Result<Vec<(String, Override, Dropped)>, sqlx::Error> {
+) -> Result<Vec<(String, Override, DropReason)>, sqlx::Error> {
     // The module's lock, which a reschedule takes before it locks the verb's rows: a reschedule in
     // flight commits its override before the overrides are read here, and one that comes later
     // finds these rows committed, so that every row of the verb ends on the same schedule
@@ -340,7 +340,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
                 .execute(&mut *tx)
                 .await?;
             rules::reschedule::log_fixed(&spec.key, &job.verb, over);
-            dropped.push((job.verb.clone(), over.clone(), Dropped::Fixed));
+            dropped.push((job.verb.clone(), over.clone(), DropReason::Fixed));
         }
         fixed.push(job.fixed);
         let runs = rules::reschedule::effective(job, over);
@@ -396,31 +396,21 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         )))
         .execute(&mut *tx)
         .await?;
-    dropped.extend(outlived_by(&overrides, spec));
     Ok(dropped)
 }
 
-/// The overrides of `overrides` that the takeover of `spec`'s deployment, not active yet, will drop
-/// ([`rules::reschedule::outlived`]), as `cronverb deploy` reports them.
-fn outlived_by(
-    overrides: &HashMap<String, Override>,
-    spec: &DeploymentSpec,
-) -> Vec<(String, Override, Dropped)> {
-    let verbs: Vec<&str> = spec.jobs.iter().map(|job| job.verb.as_str()).collect();
-    outlived(overrides, &verbs)
-        .into_iter()
-        .map(|(verb, over)| (verb.to_owned(), over.clone(), Dropped::Removed))
-        .collect()
-}
-
-/// What the takeover of `spec`'s deployment, registered before and not active yet, will drop: the
-/// overrides of the verbs its code has not, for `cronverb deploy` run again to report.
+/// What the takeover of `spec`'s deployment, registered and not active yet, will drop: the overrides
+/// of the verbs its code has not ([`rules::reschedule::outlived`]), for `cronverb deploy` to report.
 pub(crate) async fn outlived_at_takeover<D: Protocol>(
     tx: &mut D::Connection,
     spec: &DeploymentSpec,
-) -> Result<Vec<(String, Override, Dropped)>, sqlx::Error> {
+) -> Result<Vec<(String, Override, DropReason)>, sqlx::Error> {
     let overrides = overrides_of::<D>(tx, &spec.module).await?;
-    Ok(outlived_by(&overrides, spec))
+    let verbs: Vec<&str> = spec.jobs.iter().map(|job| job.verb.as_str()).collect();
+    Ok(outlived(&overrides, &verbs)
+        .into_iter()
+        .map(|(verb, over)| (verb.to_owned(), over.clone(), DropReason::Removed))
+        .collect())
 }
 
 impl<D: Protocol> SqlStore<D> {
