@@ -614,6 +614,45 @@ async fn a_cancel_written_while_a_give_back_waits_is_read_by_it(pool: PgPool) {
     );
 }
 
+/// The sessions of a lock-order case beside the replicas' pool: one holds a lock the work under test
+/// waits for, one may act as an operator, and one watches who waits
+/// ([`sessions_wait_on_locks`]).
+async fn side_sessions(pool: &PgPool) -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(3)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap()
+}
+
+/// The finish of `claimed`'s first run, `succeeded`, started while a side session holds the run's
+/// row: it locks its own job row, then waits for the run's until the returned holder ends.
+async fn a_finish_waiting_for_its_run(
+    side: &PgPool,
+    store: PgStore,
+    runner: Runner,
+    claimed: &Claimed,
+) -> (
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<Result<Finished, StoreError>>,
+) {
+    let mut holder = side.begin().await.unwrap();
+    sqlx::query("SELECT id FROM cron_job_runs WHERE id = $1 FOR UPDATE")
+        .bind(claimed.claims[0].run_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let finish = finish(claimed, 0, Outcome::Succeeded, None);
+    let finishing = tokio::spawn(async move {
+        store
+            .finish(&runner, std::slice::from_ref(&finish), None)
+            .await
+            .single()
+    });
+    a_session_waits_on_a_lock(side).await;
+    (holder, finishing)
+}
+
 #[sqlx::test(migrations = "./migrations")]
 async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operator_in_one_order(
     pool: PgPool,
@@ -653,28 +692,8 @@ async fn a_finish_on_a_replaced_deployment_after_a_rollback_waits_for_an_operato
     );
     // The finish locks its own row and waits for its run's row, which a session holds; the pause
     // locks the active row and waits for the finish's; then the finish goes on.
-    let run_id = claimed.claims[0].run_id;
-    // The sessions of this case beside the replicas' pool: the holder, the operator and the watch.
-    let side = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(3)
-        .connect_with((*pool.connect_options()).clone())
-        .await
-        .unwrap();
-    let mut holder = side.begin().await.unwrap();
-    sqlx::query("SELECT id FROM cron_job_runs WHERE id = $1 FOR UPDATE")
-        .bind(run_id)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
-    let finishing = {
-        let finish = finish(&claimed, 0, Outcome::Succeeded, None);
-        tokio::spawn(async move {
-            new.finish(&r2, std::slice::from_ref(&finish), None)
-                .await
-                .single()
-        })
-    };
-    a_session_waits_on_a_lock(&side).await;
+    let side = side_sessions(&pool).await;
+    let (holder, finishing) = a_finish_waiting_for_its_run(&side, new, r2, &claimed).await;
     let pausing = {
         let admin = PgStore::from_pool(side.clone()).admin();
         tokio::spawn(async move { admin.pause("a", Some("billing"), None).await })
@@ -706,12 +725,7 @@ async fn an_operator_waits_for_a_takeover_and_locks_a_verbs_rows_in_its_order(po
     due_now(&pool, r1.deployment_id, "a").await;
     let claimed = claim(&old, &r1).await;
     assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
-    // The sessions of this case beside the replicas' pool: the holder, the operator and the watch.
-    let side = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(3)
-        .connect_with((*pool.connect_options()).clone())
-        .await
-        .unwrap();
+    let side = side_sessions(&pool).await;
     // The takeover stops, holding both rows of the verb, where it deactivates billing@1.
     let mut holder = side.begin().await.unwrap();
     sqlx::query("SELECT id FROM cron_deployments WHERE id = $1 FOR NO KEY UPDATE")
@@ -753,6 +767,85 @@ async fn an_operator_waits_for_a_takeover_and_locks_a_verbs_rows_in_its_order(po
             .await
             .unwrap();
     assert_eq!(active, r2.deployment_id, "taken over");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_takeover_that_drops_an_override_waits_for_a_finish_on_an_older_deployment_in_one_order(
+    pool: PgPool,
+) {
+    // Verb `a` runs an override; a run of it on billing@1, replaced by billing@2, ends while
+    // billing@3, whose code has no `a`, takes the module over and drops the override: every row of
+    // `a`, billing@1's too, goes back to its code's schedule. The finish locks billing@1's row, then
+    // billing@2's (active) to carry the verb to. Had the takeover locked billing@2's rows, then
+    // billing@1's row of `a` apart, each would hold one row and wait for the other's: PostgreSQL
+    // would abort one (`deadlock_detected`). The takeover locks every row it writes in one statement,
+    // in one order: the inactive deployments' rows first, by id.
+    let v1 = deployment("billing@1", vec![job("a", MINUTELY)]);
+    let v2 = deployment("billing@2", vec![job("a", MINUTELY)]);
+    let v3 = deployment("billing@3", vec![job("b", MINUTELY)]);
+    let (old, r1) = replica(&pool, &v1).await;
+    due_now(&pool, r1.deployment_id, "a").await;
+    let claimed = claim(&old, &r1).await;
+    assert_eq!(claimed.claims.len(), 1, "{claimed:?}");
+    old.admin()
+        .reschedule("a", Some("billing"), "*/10 * * * *", None, None)
+        .await
+        .unwrap();
+    let (_, r2) = replica(&pool, &v2).await;
+    let rows: Vec<(i64, String, bool, Option<String>)> = sqlx::query_as(
+        "SELECT j.deployment_id, j.state, d.active, j.code_schedule FROM cron_jobs j \
+         JOIN cron_deployments d ON d.id = j.deployment_id WHERE j.verb = 'a' ORDER BY j.id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let on_override = |deployment_id: i64, state: &str, active: bool| {
+        (
+            deployment_id,
+            state.to_owned(),
+            active,
+            Some(MINUTELY.to_owned()),
+        )
+    };
+    assert_eq!(
+        rows,
+        [
+            on_override(r1.deployment_id, "executing", false),
+            on_override(r2.deployment_id, "idle", true),
+        ],
+        "billing@1's run goes on after billing@2 took over; both rows run the override"
+    );
+    // The finish locks billing@1's row and waits for its run's row, which a session holds; the
+    // takeover waits for the finish's row; then the finish goes on, to billing@2's row.
+    let side = side_sessions(&pool).await;
+    let (holder, finishing) = a_finish_waiting_for_its_run(&side, old, r1, &claimed).await;
+    let taking_over = {
+        let store = PgStore::from_pool(pool.clone());
+        tokio::spawn(async move { store.register(&v3).await })
+    };
+    sessions_wait_on_locks(&side, 2).await;
+    holder.commit().await.unwrap();
+    let finished = finishing.await.unwrap();
+    let took_over = taking_over.await.unwrap();
+    assert!(
+        matches!(finished, Ok(Finished::Recorded { .. })),
+        "{finished:?}"
+    );
+    let r3 = took_over.unwrap();
+    let active: i64 =
+        sqlx::query_scalar("SELECT id FROM cron_deployments WHERE module = 'billing' AND active")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(active, r3.deployment_id, "taken over");
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT schedule, code_schedule FROM cron_jobs WHERE verb = 'a' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let on_code = (MINUTELY.to_owned(), None);
+    assert_eq!(rows, [on_code.clone(), on_code], "the override dropped");
 }
 
 // ---------------------------------------------------------------------------------------------------

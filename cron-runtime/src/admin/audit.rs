@@ -18,6 +18,8 @@ use super::runs::Since;
 use super::sql::{Dialect, SqlAdmin, Statement, Write, unmigrated};
 use crate::rfc3339;
 use crate::store::StoreError;
+use crate::store::rules::reschedule::Override;
+use crate::store::sql::Protocol;
 
 /// Records one action: at `$1`, by actor `$2` from origin `$3` on host `$4`, action `$5` on module `$6`
 /// and verb `$7`, the state before `$8` and after `$9` (JSON text), with note `$10`.
@@ -172,11 +174,14 @@ pub enum Action {
     Reschedule,
     /// [`Admin::reset_schedule`](super::Admin::reset_schedule).
     ResetSchedule,
+    /// Not an operator's: the takeover of a deployment whose code has no such verb drops the verb's
+    /// override ([`record_outlived`]).
+    OverrideDropped,
 }
 
 impl Action {
     /// Its name in the audit trail: `deploy`, `pause`, `resume`, `trigger`, `backfill`,
-    /// `cancel_backfill`, `prune`, `cancel`, `reschedule`, `reset`.
+    /// `cancel_backfill`, `prune`, `cancel`, `reschedule`, `reset`, `override_dropped`.
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Deploy => "deploy",
@@ -189,6 +194,7 @@ impl Action {
             Action::Cancel => "cancel",
             Action::Reschedule => "reschedule",
             Action::ResetSchedule => "reset",
+            Action::OverrideDropped => "override_dropped",
         }
     }
 }
@@ -302,6 +308,39 @@ pub(crate) async fn record<D: Dialect>(
         .execute(&mut tx.tx)
         .await
         .map_err(unmigrated::<D>(context))?;
+    Ok(())
+}
+
+/// Writes the row of the override of `verb` in `module`, `dropped`, that the takeover of deployment
+/// `key` by its replica on `host` drops in its transaction `tx`, begun at `now`, since the code has no
+/// such verb (docs/operations.md, "Audit trail"): the one row the replicas write, so that `cronverb
+/// audit` says why the override vanished. The deployment acts, through the API (the runtime's).
+pub(crate) async fn record_outlived<D: Protocol>(
+    tx: &mut D::Connection,
+    now: DateTime<Utc>,
+    (key, host): (&str, &str),
+    (module, verb): (&str, &str),
+    dropped: &Override,
+) -> Result<(), sqlx::Error> {
+    let before = serde_json::json!({
+        "schedule": dropped.expression,
+        "timezone": dropped.zone,
+        "overridden": true,
+    });
+    let after = serde_json::json!({ "overridden": false, "deployment": key });
+    Statement::<D>::new(RECORD)
+        .bind(At(now))
+        .bind(key.to_owned())
+        .bind(Origin::Api.as_str().to_owned())
+        .bind(Some(host.to_owned()))
+        .bind(Action::OverrideDropped.as_str().to_owned())
+        .bind(Some(module.to_owned()))
+        .bind(Some(verb.to_owned()))
+        .bind(Some(before.to_string()))
+        .bind(Some(after.to_string()))
+        .bind(None::<String>)
+        .execute(tx)
+        .await?;
     Ok(())
 }
 

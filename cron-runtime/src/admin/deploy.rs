@@ -16,7 +16,6 @@ use crate::defaults::DEFAULT_TIMEOUT;
 use crate::error::JobError;
 use crate::job::{Fields, job_spec};
 use crate::rfc3339;
-use crate::store::rules::reschedule::Dropped;
 use crate::store::sql::deploy::{
     KeyConflict, insert_deployment, insert_jobs, outlived_at_takeover,
 };
@@ -84,12 +83,14 @@ pub(crate) async fn deploy<D: Dialect>(
         .fetch_one(&mut tx.tx)
         .await
         .map_err(db(&context))?;
-    // Registered before and not active yet: its takeover will still drop the overrides of the verbs
+    // Not active yet (registered now or before): its takeover will drop the overrides of the verbs
     // its code has not.
-    if !created && !active {
-        dropped = outlived_at_takeover::<D>(&mut tx.tx, &spec)
-            .await
-            .map_err(db(&context))?;
+    if !active {
+        dropped.extend(
+            outlived_at_takeover::<D>(&mut tx.tx, &spec)
+                .await
+                .map_err(db(&context))?,
+        );
     }
     let dropped_overrides: Vec<DroppedOverride> = dropped
         .into_iter()
@@ -97,10 +98,7 @@ pub(crate) async fn deploy<D: Dialect>(
             verb,
             expression: over.expression,
             timezone: over.zone,
-            reason: match why {
-                Dropped::Fixed => DropReason::Fixed,
-                Dropped::Removed => DropReason::Removed,
-            },
+            reason: why,
         })
         .collect();
     // The audit row records what this registration changed: the overrides of the verbs its code
@@ -157,16 +155,7 @@ pub struct DroppedOverride {
     pub reason: DropReason,
 }
 
-/// Why a deployment drops an override; in JSON, its name in snake case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DropReason {
-    /// The code marks the verb `fixed`: the registration dropped it.
-    Fixed,
-    /// The code has no such verb: the deployment's takeover drops it; until then it is kept, and a
-    /// rollback before that takeover still runs it.
-    Removed,
-}
+pub use crate::store::rules::reschedule::DropReason;
 
 /// The result of [`Admin::deploy`](super::Admin::deploy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

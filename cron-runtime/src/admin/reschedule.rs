@@ -16,7 +16,7 @@ use super::rows::{At, RescheduleRow};
 use super::sql::{Dialect, SqlAdmin, Statement, db};
 use crate::rfc3339;
 use crate::store::rules::reschedule::{
-    check, overridable, overrides_to, refusal, rescheduled, speaks_for, without_its_verb,
+    check, overrides_to, refusal, rescheduled, retarget, speaks_for, without_its_verb,
 };
 
 /// The result of [`Admin::reschedule`](super::Admin::reschedule) and
@@ -123,51 +123,44 @@ pub(crate) async fn reschedule<D: Dialect>(
     let mut changed = false;
     let mut after: Option<(String, String, Option<DateTime<Utc>>)> = None;
     for row in &rows {
-        if !overridable(row.fixed) {
-            continue;
-        }
         let code = code_of(row);
-        let (expression, zone, schedule) = match &target {
-            Some((expression, zone, schedule)) => (
-                (*expression).to_owned(),
-                (*zone).to_owned(),
-                schedule.clone(),
-            ),
-            None => match admin.schedule(&code.0, &code.1) {
-                Ok(schedule) => (code.0.clone(), code.1.clone(), schedule),
-                // The code's text does not parse (edited by hand): the row is left as it is (G8).
-                Err(_) => continue,
-            },
+        let Some(runs) = retarget::<str>(
+            target
+                .as_ref()
+                .map(|(expression, zone, schedule)| (*expression, *zone, schedule)),
+            (&code.0, &code.1),
+            || admin.schedule(&code.0, &code.1).ok(),
+            (&row.schedule, &row.timezone, row.code_schedule.is_some()),
+            row.fixed,
+        ) else {
+            continue;
         };
-        let overridden = (expression.as_str(), zone.as_str()) != (code.0.as_str(), code.1.as_str());
         let next_execution = row.next_execution.map(DateTime::from);
-        let same = row.schedule == expression
-            && row.timezone == zone
-            && row.code_schedule.is_some() == overridden;
-        let next = if same {
-            next_execution
-        } else {
+        let next = if runs.changes {
             changed = true;
             let moved = rescheduled(
-                &schedule,
+                &runs.schedule,
                 row.state == "idle",
                 row.retry_pending,
                 next_execution,
                 tx.now,
             );
-            Statement::<D>::new(D::SQL.reschedule)
+            Statement::<D>::new(D::STEPS.reschedule_row)
                 .bind(row.id)
-                .bind(expression.clone())
-                .bind(zone.clone())
-                .bind(overridden.then(|| code.0.clone()))
-                .bind(overridden.then(|| code.1.clone()))
+                .bind(runs.expression.clone())
+                .bind(runs.zone.clone())
+                .bind(runs.overridden.then(|| code.0.clone()))
+                .bind(runs.overridden.then(|| code.1.clone()))
                 .bind(moved.next_execution.map(At))
                 .bind(At(moved.start_time))
                 .execute(&mut tx.tx)
                 .await
                 .map_err(db(&context))?;
             moved.next_execution
+        } else {
+            next_execution
         };
+        let (expression, zone) = (runs.expression, runs.zone);
         if std::ptr::eq(row, first) {
             after = Some((expression, zone, next.filter(|_| row.state == "idle")));
         }

@@ -120,9 +120,6 @@ pub(crate) struct Statements {
     /// The rows of verb `2` of module `1`, as [`RescheduleRow`]s, locked where the database locks
     /// rows, in the order of [`lock_paused`](Self::lock_paused).
     pub(crate) lock_for_reschedule: &'static str,
-    /// Row `1` runs expression `2` in zone `3` (the code's being `4` in `5` where that is an
-    /// override, NULL otherwise), next at `6`, its schedule counting since `7`.
-    pub(crate) reschedule: &'static str,
     /// Keeps the override of verb `2` of module `1`: expression `3` in zone `4`, set by `5` at `6`
     /// with note `7`.
     pub(crate) set_override: &'static str,
@@ -132,7 +129,7 @@ impl Statements {
     /// Every statement, as `(name, SQL)`: for the tests that prepare or plan each against a migrated
     /// database, so that a typo or a scan fails the suite.
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
-    pub(crate) fn named(&self) -> [(&'static str, &'static str); 30] {
+    pub(crate) fn named(&self) -> [(&'static str, &'static str); 29] {
         let Statements {
             verbs,
             modules,
@@ -162,7 +159,6 @@ impl Statements {
             cancel_retry,
             retry_cancelled,
             lock_for_reschedule,
-            reschedule,
             set_override,
         } = *self;
         [
@@ -194,7 +190,6 @@ impl Statements {
             ("admin::cancel_retry", cancel_retry),
             ("admin::retry_cancelled", retry_cancelled),
             ("admin::lock_for_reschedule", lock_for_reschedule),
-            ("admin::reschedule", reschedule),
             ("admin::set_override", set_override),
         ]
     }

@@ -225,10 +225,6 @@ macro_rules! statements {
                 WHERE j.module_name = $1 AND j.verb = $2 ORDER BY d.active, j.id",
                 $lock_jobs
             ),
-            reschedule: "UPDATE cron_jobs \
-                SET schedule = $2, timezone = $3, code_schedule = $4, code_timezone = $5, \
-                    next_execution = $6, start_time = $7 \
-                WHERE id = $1",
             set_override: "INSERT INTO cron_overrides \
                     (module_name, verb, schedule, timezone, actor, at, note) \
                 VALUES ($1, $2, $3, $4, $5, $6, $7) \

@@ -2,7 +2,9 @@
 //! every action writes one row naming its actor, in its own transaction, and a refused one writes none.
 
 use chrono::Utc;
-use cron_runtime::admin::{Actor, AdminError, AuditEntry, AuditFilter, Origin, Since};
+use cron_runtime::admin::{
+    Actor, AdminError, AuditEntry, AuditFilter, DropReason, DroppedOverride, Origin, Since,
+};
 use cron_runtime::store::Store;
 use serde_json::json;
 
@@ -282,4 +284,75 @@ pub async fn the_runs_prune_keeps_an_old_audit_row_and_the_trails_own_prune_dele
         Some(json!({ "audit_older_than_secs": 604800, "audit_deleted": 1 }))
     );
     assert_eq!(actions(rows), ["prune", "prune"]);
+}
+
+/// A takeover that drops an override its verb outlived writes one row per override it drops, in its
+/// own transaction (docs/operations.md, "Audit trail"): `cronverb audit` says why the override
+/// vanished, and who dropped it (the deployment that took over, from its replica's host).
+pub async fn a_takeover_that_drops_an_outlived_override_writes_its_row(db: &impl AdminUnderTest) {
+    let admin = db.admin();
+    let both = || {
+        vec![
+            job("billing::report", HOURLY),
+            job("billing::cleanup", HOURLY),
+        ]
+    };
+    let old = db.replica();
+    old.register(&deployment("billing@1", both()))
+        .await
+        .unwrap();
+    admin
+        .reschedule("cleanup", None, "*/20 * * * *", None, None)
+        .await
+        .unwrap();
+    // `cronverb deploy` of the code without the verb says the override goes at its takeover, when
+    // it registers the key and when it is run again, and its own row records no drop.
+    let without = schema("billing", &[("billing::report", HOURLY)]);
+    for _ in 0..2 {
+        let deployed = admin.deploy("billing@2", &without, None).await.unwrap();
+        assert_eq!(
+            deployed.dropped_overrides,
+            [DroppedOverride {
+                verb: "billing::cleanup".to_owned(),
+                expression: "*/20 * * * *".to_owned(),
+                timezone: "UTC".to_owned(),
+                reason: DropReason::Removed,
+            }]
+        );
+        let row = trail(&admin).await.remove(0);
+        assert_eq!(row.action, "deploy");
+        assert_eq!(row.after.unwrap().get("dropped_overrides"), None);
+    }
+    let before = trail(&admin).await.len();
+
+    let new = db.replica();
+    new.register(&deployment(
+        "billing@3",
+        vec![job("billing::report", HOURLY)],
+    ))
+    .await
+    .unwrap();
+    let row = one_more(&admin, before).await;
+    assert_eq!(row.action, "override_dropped");
+    assert_eq!(
+        (row.actor.as_str(), row.origin.as_str()),
+        ("billing@3", "api")
+    );
+    assert!(row.host.is_some(), "the replica's host");
+    assert_eq!(row.module.as_deref(), Some("billing"));
+    assert_eq!(row.verb.as_deref(), Some("billing::cleanup"));
+    assert_eq!(
+        row.before,
+        Some(json!({ "schedule": "*/20 * * * *", "timezone": "UTC", "overridden": true }))
+    );
+    assert_eq!(
+        row.after,
+        Some(json!({ "overridden": false, "deployment": "billing@3" }))
+    );
+    // Another takeover drops nothing more: no row.
+    db.replica()
+        .register(&deployment("billing@4", both()))
+        .await
+        .unwrap();
+    assert_eq!(trail(&admin).await.len(), before + 1);
 }

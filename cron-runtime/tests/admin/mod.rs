@@ -55,6 +55,7 @@ macro_rules! every_admin_case {
             every_action_writes_one_row_naming_its_actor_and_a_refused_one_none,
             the_audit_trail_reads_by_verb_and_age_and_an_admin_acts_through_the_api_unless_told,
             the_runs_prune_keeps_an_old_audit_row_and_the_trails_own_prune_deletes_it,
+            a_takeover_that_drops_an_outlived_override_writes_its_row,
             status_shows_the_occurrence_reported_overdue_until_one_succeeds,
             a_run_in_flight_on_any_deployments_row_refuses_a_trigger_and_is_cancelled,
             a_cancel_asks_the_run_in_flight_before_a_retry_claimed_ahead,

@@ -132,8 +132,8 @@ impl State {
     /// Deployment `winner` took its module over at `now`: the overrides of the verbs its code has not
     /// are dropped ([`rules::reschedule::outlived`]), and every row of such a verb in the module's
     /// other deployments, older and newer, goes back to its own code's schedule
-    /// ([`rules::reschedule::rescheduled`]; docs/operations.md, "Changing a schedule without a
-    /// build").
+    /// ([`rules::reschedule::retarget`], as a reset does; docs/operations.md, "Changing a schedule
+    /// without a build").
     fn drop_outlived(&mut self, winner: i64, now: DateTime<Utc>) {
         let deployment = &self.deployments[&winner];
         let module = Arc::clone(&deployment.module);
@@ -159,12 +159,8 @@ impl State {
                 .filter_map(|d| d.jobs.get(&verb).copied())
                 .collect();
             for job_id in rows {
-                let job = self.jobs.get_mut(&job_id).expect("exists");
-                let Some(code) = job.code.take() else {
-                    continue;
-                };
-                job.spec = *code;
-                self.move_rescheduled(job_id, now);
+                // As a reset of the verb does.
+                self.retarget(job_id, None, now);
             }
         }
     }

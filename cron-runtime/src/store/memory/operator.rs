@@ -3,7 +3,7 @@
 //! operator API on the database stores (`crate::store::rules::operator`).
 
 use chrono::{DateTime, Utc};
-use cron_schema::RunOn;
+use cron_schema::{RunOn, ZonedSchedule};
 
 use super::tables::{Executing, State};
 use crate::store::rules::backfill::Backfill;
@@ -14,7 +14,7 @@ use crate::store::rules::operator::{
     runs_on_every_replica, unknown_module, unknown_verb,
 };
 use crate::store::rules::reschedule::{
-    Override, check, overridable, overrides_to, refusal, rescheduled, speaks_for, without_its_verb,
+    Override, check, overrides_to, refusal, rescheduled, retarget, speaks_for, without_its_verb,
 };
 use crate::store::{Cancel, Outcome, Runner, StoreError};
 
@@ -277,6 +277,49 @@ impl State {
         }
     }
 
+    /// Row `job_id` of a verb rescheduled to `target` (expression and schedule), or reset (`None`),
+    /// ends on the schedule [`retarget`] says, and goes on where [`rescheduled`] says from `now` when
+    /// that changes what it runs; the row keeps a copy of its code's while it runs an override.
+    pub(super) fn retarget(
+        &mut self,
+        job_id: i64,
+        target: Option<(&str, &ZonedSchedule)>,
+        now: DateTime<Utc>,
+    ) {
+        let job = self.jobs.get_mut(&job_id).expect("exists");
+        let code = job.code.as_deref().unwrap_or(&job.spec);
+        let target_zone = target.map(|(_, schedule)| schedule.zone());
+        let Some(runs) = retarget(
+            target
+                .zip(target_zone.as_ref())
+                .map(|((expression, schedule), zone)| (expression, zone, schedule)),
+            (code.expression.as_str(), &code.zone),
+            || Some(code.schedule.clone()),
+            (
+                job.spec.expression.as_str(),
+                &job.spec.zone,
+                job.code.is_some(),
+            ),
+            code.fixed,
+        ) else {
+            return;
+        };
+        if !runs.changes {
+            return;
+        }
+        let code = job
+            .code
+            .take()
+            .unwrap_or_else(|| Box::new(job.spec.clone()));
+        let mut spec = (*code).clone();
+        spec.zone = runs.zone;
+        spec.expression = runs.expression;
+        spec.schedule = runs.schedule;
+        job.spec = spec;
+        job.code = runs.overridden.then_some(code);
+        self.move_rescheduled(job_id, now);
+    }
+
     /// Gives `verb` of `module` the schedule `expression` in `zone` in every deployment of the module,
     /// or its code's again (`None`), from now (docs/operations.md, "Changing a schedule without a
     /// build"; `rules::reschedule`): an idle row goes on at the new schedule's next occurrence, a run in
@@ -337,36 +380,10 @@ impl State {
             None => None,
         };
         for job_id in rows {
-            let job = self.jobs.get_mut(&job_id).expect("exists");
-            let code = job.code.as_deref().unwrap_or(&job.spec);
-            if !overridable(code.fixed) {
-                continue;
-            }
-            let (expression, schedule) = match &target {
-                Some((expression, _, schedule)) => (expression.clone(), schedule.clone()),
-                None => (code.expression.clone(), code.schedule.clone()),
-            };
-            // As the SQL stores: a row that runs this schedule already is left as it is, and one whose
-            // own code declares it runs it as its code's.
-            let overridden =
-                (expression.as_str(), schedule.zone()) != (&*code.expression, code.zone);
-            if job.spec.expression == expression
-                && job.spec.zone == schedule.zone()
-                && job.code.is_some() == overridden
-            {
-                continue;
-            }
-            let code = job
-                .code
-                .take()
-                .unwrap_or_else(|| Box::new(job.spec.clone()));
-            let mut runs = (*code).clone();
-            runs.zone = schedule.zone();
-            runs.expression = expression;
-            runs.schedule = schedule;
-            job.spec = runs;
-            job.code = overridden.then_some(code);
-            self.move_rescheduled(job_id, now);
+            let to = target
+                .as_ref()
+                .map(|(expression, _, schedule)| (expression.as_str(), schedule));
+            self.retarget(job_id, to, now);
         }
         match target {
             Some((expression, zone, _)) => {

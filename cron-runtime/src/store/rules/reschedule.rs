@@ -140,13 +140,16 @@ pub(crate) fn log_outlived(key: &str, verb: &str, over: &Override) {
     );
 }
 
-/// Why a deployment drops an operator's override: its code marks the verb `fixed` (at its
-/// registration, [`dropped`]), or has no such verb (at its takeover, [`outlived`]). What `cronverb
-/// deploy` reports, so only the SQL stores name it.
+/// Why a deployment drops an operator's override ([`Admin::deploy`](crate::admin::Admin::deploy)
+/// reports it; in JSON, its name in snake case).
 #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dropped {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The code marks the verb `fixed`: the registration dropped it ([`dropped`]).
     Fixed,
+    /// The code has no such verb: the deployment's takeover drops it ([`outlived`]); until then it
+    /// is kept, and a rollback before that takeover still runs it.
     Removed,
 }
 
@@ -197,6 +200,50 @@ pub(crate) fn rescheduled(
         },
         start_time: now,
     }
+}
+
+/// The schedule one row of a rescheduled verb runs from now on ([`retarget`]).
+pub(crate) struct Retarget<Z: ToOwned + ?Sized> {
+    pub(crate) expression: String,
+    /// Its zone, as the store keeps it (its text in the SQL stores, the zone in the in-memory one).
+    pub(crate) zone: Z::Owned,
+    pub(crate) schedule: ZonedSchedule,
+    /// Whether that is an override, not the row's own code's schedule (the row keeps a copy of its
+    /// code's while it is).
+    pub(crate) overridden: bool,
+    /// Whether the row runs something else than it did: where it does not, it is left as it is.
+    pub(crate) changes: bool,
+}
+
+/// Which schedule a row of a verb ends on when the verb is rescheduled to `target` (expression, zone,
+/// schedule), or reset (`None`): the target, else its own `code`'s schedule (`code_schedule` parses
+/// it, `None` where the code's text does not parse: the row is left as it is, G8). `runs` is what the
+/// row runs now and whether that is an override. `None`: the row does not take it, its code marking
+/// the job `fixed` ([`overridable`]). A row that runs it already is left as it is
+/// ([`Retarget::changes`]); one that changes goes on where [`rescheduled`] says. A takeover that
+/// drops an outlived override resets every row of the verb ([`outlived`]) with this rule too.
+pub(crate) fn retarget<Z: PartialEq + ToOwned + ?Sized>(
+    target: Option<(&str, &Z, &ZonedSchedule)>,
+    code: (&str, &Z),
+    code_schedule: impl FnOnce() -> Option<ZonedSchedule>,
+    runs: (&str, &Z, bool),
+    fixed: bool,
+) -> Option<Retarget<Z>> {
+    if !overridable(fixed) {
+        return None;
+    }
+    let (expression, zone, schedule) = match target {
+        Some((expression, zone, schedule)) => (expression, zone, schedule.clone()),
+        None => (code.0, code.1, code_schedule()?),
+    };
+    let overridden = (expression, zone) != code;
+    Some(Retarget {
+        expression: expression.to_owned(),
+        zone: zone.to_owned(),
+        schedule,
+        overridden,
+        changes: runs != (expression, zone, overridden),
+    })
 }
 
 /// An override as a new deployment's registration reads it: the expression and zone that run instead
@@ -301,6 +348,51 @@ mod tests {
 
     fn at(text: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(text).unwrap().into()
+    }
+
+    #[test]
+    fn a_rescheduled_row_ends_on_the_target_or_its_own_codes_schedule() {
+        let hourly = check("0 * * * *", "UTC", None).unwrap();
+        let daily = || check("0 2 * * *", "UTC", None).ok();
+        let unparsable = || None;
+        let target = Some(("0 * * * *", "UTC", &hourly));
+        let code = ("0 2 * * *", "UTC");
+        // The target, kept as an override with the code's copy; a row on it already is left.
+        let moved = retarget(target, code, daily, ("0 2 * * *", "UTC", false), false).unwrap();
+        assert_eq!(
+            (moved.expression.as_str(), moved.zone.as_str()),
+            ("0 * * * *", "UTC")
+        );
+        assert!(moved.overridden && moved.changes);
+        let kept = retarget(target, code, daily, ("0 * * * *", "UTC", true), false).unwrap();
+        assert!(kept.overridden && !kept.changes);
+        // A row whose code declares the target runs it as its code's: not an override.
+        let own = retarget(
+            target,
+            ("0 * * * *", "UTC"),
+            daily,
+            ("0 * * * *", "UTC", false),
+            false,
+        );
+        let own = own.unwrap();
+        assert!(!own.overridden && !own.changes);
+        // ... and one that ran it as an override drops its copy of the code's: it changes.
+        let copy = retarget(
+            target,
+            ("0 * * * *", "UTC"),
+            daily,
+            ("0 * * * *", "UTC", true),
+            false,
+        );
+        assert!(copy.unwrap().changes);
+        // A reset: back to its own code's schedule, or left where the code's text does not parse.
+        let reset = retarget(None, code, daily, ("0 * * * *", "UTC", true), false).unwrap();
+        assert_eq!(reset.expression, "0 2 * * *");
+        assert!(!reset.overridden && reset.changes);
+        assert!(retarget(None, code, unparsable, ("0 * * * *", "UTC", true), false).is_none());
+        // A fixed row takes neither.
+        assert!(retarget(target, code, daily, ("0 2 * * *", "UTC", false), true).is_none());
+        assert!(retarget(None, code, daily, ("0 * * * *", "UTC", true), true).is_none());
     }
 
     #[test]

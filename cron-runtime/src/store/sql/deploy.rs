@@ -10,7 +10,7 @@ use super::claimable::Claimable;
 use super::run::Statement;
 use super::values::{Ago, At, Column, Rows};
 use super::{FORGET_RUNNERS_AFTER, Known, Protocol, SqlStore, db};
-use crate::store::rules::reschedule::{Dropped, Override};
+use crate::store::rules::reschedule::{DropReason, Override};
 use crate::store::rules::{self, GivenUp, Taking};
 use crate::store::schedules::zone_text;
 use crate::store::{Beat, DeploymentSpec, Runner, StoreError, check_job_count, other_schema};
@@ -147,8 +147,11 @@ pub(crate) struct Previous {
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct Overridden {
     id: i64,
+    schedule: String,
+    timezone: String,
     code_schedule: String,
     code_timezone: String,
+    fixed: bool,
     state: String,
     next_execution: Option<At>,
     retry_pending: bool,
@@ -290,14 +293,14 @@ fn outlived<'a>(
 /// first occurrence after `now` of the schedule it runs: its verb's override where one is kept, else
 /// its code's ([`rules::reschedule::effective`]). A row that exists is left as it is. The overrides of
 /// the verbs the code marks `fixed` are deleted ([`rules::reschedule::dropped`]) and returned, by
-/// verb, for `cronverb deploy` to report and audit, followed by those of the verbs the code has not,
-/// which its takeover will delete ([`rules::reschedule::outlived`]), kept until then.
+/// verb, for `cronverb deploy` to report and audit; those of the verbs the code has not, which its
+/// takeover will delete, are kept until then ([`outlived_at_takeover`]).
 pub(crate) async fn insert_jobs<D: Protocol>(
     tx: &mut D::Connection,
     deployment_id: i64,
     spec: &DeploymentSpec,
     now: DateTime<Utc>,
-) -> Result<Vec<(String, Override, Dropped)>, sqlx::Error> {
+) -> Result<Vec<(String, Override, DropReason)>, sqlx::Error> {
     // The module's lock, which a reschedule takes before it locks the verb's rows: a reschedule in
     // flight commits its override before the overrides are read here, and one that comes later
     // finds these rows committed, so that every row of the verb ends on the same schedule
@@ -337,7 +340,7 @@ pub(crate) async fn insert_jobs<D: Protocol>(
                 .execute(&mut *tx)
                 .await?;
             rules::reschedule::log_fixed(&spec.key, &job.verb, over);
-            dropped.push((job.verb.clone(), over.clone(), Dropped::Fixed));
+            dropped.push((job.verb.clone(), over.clone(), DropReason::Fixed));
         }
         fixed.push(job.fixed);
         let runs = rules::reschedule::effective(job, over);
@@ -393,31 +396,21 @@ pub(crate) async fn insert_jobs<D: Protocol>(
         )))
         .execute(&mut *tx)
         .await?;
-    dropped.extend(outlived_by(&overrides, spec));
     Ok(dropped)
 }
 
-/// The overrides of `overrides` that the takeover of `spec`'s deployment, not active yet, will drop
-/// ([`rules::reschedule::outlived`]), as `cronverb deploy` reports them.
-fn outlived_by(
-    overrides: &HashMap<String, Override>,
-    spec: &DeploymentSpec,
-) -> Vec<(String, Override, Dropped)> {
-    let verbs: Vec<&str> = spec.jobs.iter().map(|job| job.verb.as_str()).collect();
-    outlived(overrides, &verbs)
-        .into_iter()
-        .map(|(verb, over)| (verb.to_owned(), over.clone(), Dropped::Removed))
-        .collect()
-}
-
-/// What the takeover of `spec`'s deployment, registered before and not active yet, will drop: the
-/// overrides of the verbs its code has not, for `cronverb deploy` run again to report.
+/// What the takeover of `spec`'s deployment, registered and not active yet, will drop: the overrides
+/// of the verbs its code has not ([`rules::reschedule::outlived`]), for `cronverb deploy` to report.
 pub(crate) async fn outlived_at_takeover<D: Protocol>(
     tx: &mut D::Connection,
     spec: &DeploymentSpec,
-) -> Result<Vec<(String, Override, Dropped)>, sqlx::Error> {
+) -> Result<Vec<(String, Override, DropReason)>, sqlx::Error> {
     let overrides = overrides_of::<D>(tx, &spec.module).await?;
-    Ok(outlived_by(&overrides, spec))
+    let verbs: Vec<&str> = spec.jobs.iter().map(|job| job.verb.as_str()).collect();
+    Ok(outlived(&overrides, &verbs)
+        .into_iter()
+        .map(|(verb, over)| (verb.to_owned(), over.clone(), DropReason::Removed))
+        .collect())
 }
 
 impl<D: Protocol> SqlStore<D> {
@@ -656,10 +649,31 @@ impl<D: Protocol> SqlStore<D> {
             .await
             .map_err(db(context()))?;
 
-        // Both deployments' rows, locked in the order of their ids, whichever is older (a rollback).
+        // An override lives as long as its verb: this deployment's code has no such verb, and its
+        // takeover drops it (docs/operations.md, "Changing a schedule without a build"). Read before
+        // any row is locked: the module's lock keeps the overrides and the deployments' verbs as read.
+        let overrides = overrides_of::<D>(&mut *tx, module)
+            .await
+            .map_err(db(context()))?;
+        let verbs: Vec<(String,)> = Statement::<D>::new(D::STEPS.own_verbs)
+            .bind(deployment_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db(context()))?;
+        let verbs: Vec<&str> = verbs.iter().map(|(verb,)| verb.as_str()).collect();
+        let outlived = outlived(&overrides, &verbs);
+        // Every row the takeover writes, locked in one statement, in the one order of every path that
+        // locks several deployments' rows: both deployments' rows, whichever is older (a rollback),
+        // and the rows of the outlived overrides' verbs in every deployment.
         Statement::<D>::new(D::STEPS.takeover_rows)
             .bind(module.to_owned())
             .bind(deployment_id)
+            .bind(Column(
+                outlived
+                    .iter()
+                    .map(|(verb, _)| (*verb).to_owned())
+                    .collect::<Vec<String>>(),
+            ))
             .execute(&mut *tx)
             .await
             .map_err(db(context()))?;
@@ -681,13 +695,6 @@ impl<D: Protocol> SqlStore<D> {
             .fetch_all(&mut *tx)
             .await
             .map_err(db(context()))?;
-        // An override lives as long as its verb: this deployment's code has no such verb, and its
-        // takeover drops it (docs/operations.md, "Changing a schedule without a build").
-        let overrides = overrides_of::<D>(&mut *tx, module)
-            .await
-            .map_err(db(context()))?;
-        let verbs: Vec<&str> = mine.iter().map(|row| row.verb.as_str()).collect();
-        let outlived = outlived(&overrides, &verbs);
         for (verb, _) in &outlived {
             Statement::<D>::new(D::STEPS.drop_override)
                 .bind(module.to_owned())
@@ -704,20 +711,34 @@ impl<D: Protocol> SqlStore<D> {
                 .await
                 .map_err(db(context()))?;
             for row in overridden {
-                // The code's text does not parse (edited by hand): the row is left as it is (G8).
-                let Ok(schedule) = rules::row_schedule(&row.code_schedule, &row.code_timezone)
-                else {
+                // As a reset of the verb does; a row whose code's text does not parse (edited by
+                // hand) is left as it is (G8).
+                let Some(runs) = rules::reschedule::retarget::<str>(
+                    None,
+                    (&row.code_schedule, &row.code_timezone),
+                    || rules::row_schedule(&row.code_schedule, &row.code_timezone).ok(),
+                    (&row.schedule, &row.timezone, true),
+                    row.fixed,
+                ) else {
                     continue;
                 };
+                if !runs.changes {
+                    continue;
+                }
                 let moved = rules::reschedule::rescheduled(
-                    &schedule,
+                    &runs.schedule,
                     row.state == "idle",
                     row.retry_pending,
                     row.next_execution.map(DateTime::from),
                     now,
                 );
-                Statement::<D>::new(D::STEPS.restore_code_schedule)
+                // Its code's schedule: no copy kept.
+                Statement::<D>::new(D::STEPS.reschedule_row)
                     .bind(row.id)
+                    .bind(runs.expression)
+                    .bind(runs.zone)
+                    .bind(None::<String>)
+                    .bind(None::<String>)
                     .bind(moved.next_execution.map(At))
                     .bind(At(moved.start_time))
                     .execute(&mut *tx)
@@ -807,6 +828,19 @@ impl<D: Protocol> SqlStore<D> {
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context()))?;
+        // One audit row per override dropped, in the takeover's transaction (docs/operations.md,
+        // "Audit trail").
+        for (verb, over) in &outlived {
+            crate::admin::audit::record_outlived::<D>(
+                &mut tx,
+                now,
+                (&key, &self.shared.host),
+                (module, verb),
+                over,
+            )
+            .await
+            .map_err(db(context()))?;
+        }
         D::wake(&mut tx, &[module]).await.map_err(db(context()))?;
         tx.commit().await.map_err(db(context()))?;
         self.note_active(deployment_id, true, Some(&key));

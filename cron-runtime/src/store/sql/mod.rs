@@ -91,10 +91,12 @@ pub(crate) struct Steps {
     /// Deletes the override of verb `2` of module `1`.
     pub(crate) drop_override: &'static str,
     /// The rows of verb `2` of module `1` that run an override (they keep a copy of their code's
-    /// schedule), as [`Overridden`](deploy::Overridden), locked.
+    /// schedule), as [`Overridden`](deploy::Overridden), locked before by [`Self::takeover_rows`].
     pub(crate) overridden_rows: &'static str,
-    /// Row `1` runs its code's schedule again (from its copy), next at `2`, counting from `3`.
-    pub(crate) restore_code_schedule: &'static str,
+    /// Row `1` runs expression `2` in zone `3` (the code's being `4` in `5` where that is an
+    /// override, NULL otherwise), next at `6`, its schedule counting since `7`: a reschedule, its
+    /// reset, and the takeover that drops an outlived override (`rules::reschedule::retarget`).
+    pub(crate) reschedule_row: &'static str,
     /// The rows of deployment `1` as a replica checks them.
     pub(crate) deployment_rows: &'static str,
     /// Module `1`'s elected deployment (live within the span `2`), whether `3` is active, the active key.
@@ -104,8 +106,12 @@ pub(crate) struct Steps {
     /// each reads the other's rows and override committed (docs/operations.md, "Changing a schedule
     /// without a build").
     pub(crate) takeover_lock: &'static str,
-    /// Locks the rows of module `1`'s active deployment and of deployment `2` taking it over, all in the
-    /// order of their ids, before the takeover reads them.
+    /// The verbs of deployment `1`'s rows, unlocked: a deployment's verbs are fixed at its registration.
+    pub(crate) own_verbs: &'static str,
+    /// Locks every row a takeover writes before it reads them: those of module `1`'s active deployment
+    /// and of deployment `2` taking it over, and those of the verbs of the column `3` (overrides the
+    /// takeover drops) in every deployment of the module, in the one order of every path that locks
+    /// several deployments' rows.
     pub(crate) takeover_rows: &'static str,
     /// The rows of module `1`'s active deployment, as a takeover carries them, locked.
     pub(crate) previous_rows: &'static str,
@@ -198,11 +204,13 @@ pub(crate) trait Protocol:
     + Bind<i64>
     + Bind<i32>
     + Bind<String>
+    + Bind<Option<String>>
     + Bind<At>
     + Bind<Option<At>>
     + Bind<Span>
     + Bind<Ago>
     + Bind<Column<i64>>
+    + Bind<Column<String>>
     // The batches, by the statements that bind them.
     + Bind<Rows<(Column<i64>, Column<i64>)>>
     + Bind<Rows<(Column<i64>, Column<At>)>>

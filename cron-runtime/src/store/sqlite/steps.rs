@@ -182,15 +182,15 @@ ORDER BY id",
     overrides: "SELECT verb, schedule, timezone FROM cron_overrides WHERE module_name = ?1",
     drop_override: "DELETE FROM cron_overrides WHERE module_name = ?1 AND verb = ?2",
     overridden_rows: "
-SELECT j.id, j.code_schedule, j.code_timezone, j.state, j.next_execution,
-       j.retry_run_id IS NOT NULL AS retry_pending
+SELECT j.id, j.schedule, j.timezone, j.code_schedule, j.code_timezone, j.fixed, j.state,
+       j.next_execution, j.retry_run_id IS NOT NULL AS retry_pending
 FROM cron_deployments d
 JOIN cron_jobs j ON j.deployment_id = d.id AND j.verb = ?2
 WHERE d.module = ?1 AND j.code_schedule IS NOT NULL
 ORDER BY j.id",
-    restore_code_schedule: "
-UPDATE cron_jobs SET schedule = code_schedule, timezone = code_timezone, code_schedule = NULL,
-    code_timezone = NULL, next_execution = ?2, start_time = ?3
+    reschedule_row: "
+UPDATE cron_jobs SET schedule = ?2, timezone = ?3, code_schedule = ?4, code_timezone = ?5,
+    next_execution = ?6, start_time = ?7
 WHERE id = ?1",
     deployment_rows: "
 SELECT j.id, j.verb, j.schedule, j.timezone, j.state, j.paused, j.next_execution,
@@ -216,7 +216,8 @@ WHERE j.deployment_id = ?1 ORDER BY j.id",
     // The transaction holds the file: no other takeover runs meanwhile.
     takeover_lock: "SELECT ?1 WHERE false",
     // SQLite holds the whole file from a write's start: nothing to lock row by row.
-    takeover_rows: "SELECT ?1, ?2 WHERE false",
+    own_verbs: "SELECT verb FROM cron_jobs WHERE deployment_id = ?1",
+    takeover_rows: "SELECT ?1, ?2, ?3 WHERE false",
     previous_rows: crate::store::sql::previous_rows!(module: "?1", lock: ""),
     deactivate: "UPDATE cron_deployments SET active = false WHERE module = ?1 AND active RETURNING id, key",
     own_rows: "SELECT id, verb, schedule, timezone, state, every_replica FROM cron_jobs WHERE deployment_id = ?1 ORDER BY id",
@@ -622,10 +623,11 @@ mod tests {
             overrides,
             drop_override,
             overridden_rows,
-            restore_code_schedule,
+            reschedule_row,
             deployment_rows,
             elected,
             takeover_lock,
+            own_verbs,
             takeover_rows,
             previous_rows,
             deactivate,
@@ -680,10 +682,11 @@ mod tests {
             ("overrides", overrides),
             ("drop_override", drop_override),
             ("overridden_rows", overridden_rows),
-            ("restore_code_schedule", restore_code_schedule),
+            ("reschedule_row", reschedule_row),
             ("deployment_rows", deployment_rows),
             ("elected", elected),
             ("takeover_lock", takeover_lock),
+            ("own_verbs", own_verbs),
             ("takeover_rows", takeover_rows),
             ("previous_rows", previous_rows),
             ("deactivate", deactivate),

@@ -145,23 +145,25 @@ DELETE FROM cron_overrides WHERE module_name = $1 AND verb = $2
 ";
 
     /// Takeover by code without verb `$2` of module `$1`: the verb's rows that run an override (a copy
-    /// of their code's schedule kept), in every deployment, locked in the order of their ids; each goes
-    /// back to its code's schedule (docs/operations.md, "Changing a schedule without a build"). The
-    /// module's deployments are found by their index, and each one's row of the verb by its unique key.
+    /// of their code's schedule kept), in every deployment, each going back to its code's schedule
+    /// (docs/operations.md, "Changing a schedule without a build"). Not locked here: the takeover
+    /// locked them with the rest of the rows it writes, in one order (`TAKEOVER_ROWS`). The module's
+    /// deployments are found by their index, and each one's row of the verb by its unique key.
     OVERRIDDEN_ROWS = "
-SELECT j.id, j.code_schedule, j.code_timezone, j.state, j.next_execution,
-       j.retry_run_id IS NOT NULL AS retry_pending
+SELECT j.id, j.schedule, j.timezone, j.code_schedule, j.code_timezone, j.fixed, j.state,
+       j.next_execution, j.retry_run_id IS NOT NULL AS retry_pending
 FROM cron_deployments d
 JOIN cron_jobs j ON j.deployment_id = d.id AND j.verb = $2
 WHERE d.module = $1 AND j.code_schedule IS NOT NULL
 ORDER BY j.id
-FOR UPDATE OF j
 ";
 
-    /// Row `$1` runs its code's schedule again, from its copy, next at `$2`, counting from `$3`.
-    RESTORE_CODE_SCHEDULE = "
-UPDATE cron_jobs SET schedule = code_schedule, timezone = code_timezone, code_schedule = NULL,
-    code_timezone = NULL, next_execution = $2, start_time = $3
+    /// Row `$1` runs expression `$2` in zone `$3` (the code's being `$4` in `$5` where that is an
+    /// override, NULL otherwise), next at `$6`, its schedule counting since `$7`: `cronverb
+    /// reschedule`, its `--reset`, and the takeover that drops an outlived override.
+    RESCHEDULE_ROW = "
+UPDATE cron_jobs SET schedule = $2, timezone = $3, code_schedule = $4, code_timezone = $5,
+    next_execution = $6, start_time = $7
 WHERE id = $1
 ";
 
@@ -331,16 +333,33 @@ UPDATE cron_jobs SET next_execution = $2
 WHERE id = $1 AND state = 'idle' AND next_execution = $3
 ";
 
-    /// Takeover: the rows of module `$1`'s active deployment and of deployment `$2` taking it over,
-    /// locked together before the takeover reads them, in the one order of every path that locks
-    /// several deployments' rows: the inactive deployment's rows first, by id, then the active one's,
-    /// as an operator's pause, resume, reschedule and cancel lock a verb's rows of every deployment
-    /// (`admin::lock_for_resume`), and as a finish of a replaced deployment's run locks its own row,
-    /// then the active one's to carry to (`CARRIED_ROWS`). After a rollback the active deployment
-    /// has the lower ids: an order by id alone would wait in a cycle with such a finish.
+    /// Takeover: the verbs of deployment `$1`, read before any row is locked to find the overrides its
+    /// code outlives; a deployment's verbs are fixed at its registration.
+    OWN_VERBS = "SELECT verb FROM cron_jobs WHERE deployment_id = $1";
+
+    /// Takeover: every row it writes, locked together before the takeover reads them: those of module
+    /// `$1`'s active deployment and of deployment `$2` taking it over, and the rows of the verbs `$3`
+    /// (overrides the takeover drops: each of their rows goes back to its code's schedule) in every
+    /// deployment of the module. In the one order of every path that locks several deployments' rows:
+    /// the inactive deployments' rows first, by id, then the active one's, as an operator's pause,
+    /// resume, reschedule and cancel lock a verb's rows of every deployment
+    /// (`admin::lock_for_resume`), and as a finish, recovery or give-back of a replaced deployment's
+    /// run locks its own row, then the active one's to carry to (`CARRIED_ROWS`). After a rollback the
+    /// active deployment has the lower ids: an order by id alone would wait in a cycle with such a
+    /// finish; and a row of an older deployment locked after the active one's would too.
+    /// Each part is found by its index: the two deployments' rows by deployment, the verbs' rows by
+    /// their unique key in each deployment of the module (an `OR` over both would read every row of
+    /// every deployment of the module).
     TAKEOVER_ROWS = "
 SELECT j.id FROM cron_jobs j JOIN cron_deployments d ON d.id = j.deployment_id
-WHERE d.module = $1 AND (d.active OR d.id = $2)
+WHERE j.id IN (
+    SELECT t.id FROM cron_deployments m JOIN cron_jobs t ON t.deployment_id = m.id
+    WHERE m.module = $1 AND (m.active OR m.id = $2)
+    UNION ALL
+    SELECT t.id FROM cron_deployments m
+    JOIN cron_jobs t ON t.deployment_id = m.id AND t.verb = ANY($3::text[])
+    WHERE m.module = $1
+)
 ORDER BY d.active, j.id
 FOR UPDATE OF j
 ";
