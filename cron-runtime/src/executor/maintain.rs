@@ -194,10 +194,11 @@ pub(super) async fn cancels<S: Store>(shared: Arc<Shared<S>>) {
 }
 
 /// While a call of the retention deletes as many runs as one call may
-/// ([`RETENTION_CALL_RUNS`](crate::store::RETENTION_CALL_RUNS)), more are waiting: the next call comes
-/// after this pause, not an hour later, so that the retention keeps up with the runs written (at one
-/// call an hour it removed 10,000 runs an hour, fewer than a job every second and a few verbs write;
-/// docs/benchmarks.md, "Pruning the run history").
+/// ([`RETENTION_CALL_RUNS`](crate::store::RETENTION_CALL_RUNS)), more may be waiting: the next call
+/// comes after this pause, not an hour later, so that the retention removes up to 10,000 runs per call
+/// and second (at one call an hour it removed 10,000 runs an hour, fewer than a job every second and a
+/// few verbs write; docs/runtime.md, "History retention"; docs/benchmarks.md, "Pruning the run
+/// history").
 const PRUNE_BACKLOG_PAUSE: Duration = Duration::from_secs(1);
 
 /// Prunes the run history older than the retention setting, every hour and after a pause while a
