@@ -78,7 +78,9 @@ async fn a_role_with_only_dml_on_the_four_tables_runs_jobs(
         .await;
     assert!(ddl.is_err(), "the application role could create a table");
 
-    let handle = runtime(&app, "privileges@1", &["privileges::tick"]).await.start();
+    let handle = runtime(&app, "privileges@1", &["privileges::tick"])
+        .await
+        .start();
     tokio::time::sleep(Duration::from_millis(3_500)).await;
     handle.shutdown().await.expect("runs and shuts down");
     app.close().await;
@@ -109,7 +111,12 @@ async fn a_deployment_that_drops_an_override_takes_over_with_the_replicas_role(
     options: PgConnectOptions,
 ) {
     let (admin, role, app) = replica_role(pool_options, options, "drop").await;
-    let first = runtime(&app, "privileges@1", &["privileges::tick", "privileges::keep"]).await;
+    let first = runtime(
+        &app,
+        "privileges@1",
+        &["privileges::tick", "privileges::keep"],
+    )
+    .await;
     first.start().shutdown().await.expect("runs and shuts down");
     PgStore::from_pool(admin.clone())
         .admin()
@@ -117,13 +124,16 @@ async fn a_deployment_that_drops_an_override_takes_over_with_the_replicas_role(
         .await
         .expect("an operator overrides the verb");
 
-    let handle = runtime(&app, "privileges@2", &["privileges::keep"]).await.start();
+    let handle = runtime(&app, "privileges@2", &["privileges::keep"])
+        .await
+        .start();
     let mut active = false;
     for _ in 0..50 {
-        active = sqlx::query_scalar("SELECT active FROM cron_deployments WHERE key = 'privileges@2'")
-            .fetch_one(&admin)
-            .await
-            .unwrap();
+        active =
+            sqlx::query_scalar("SELECT active FROM cron_deployments WHERE key = 'privileges@2'")
+                .fetch_one(&admin)
+                .await
+                .unwrap();
         if active {
             break;
         }
@@ -132,7 +142,10 @@ async fn a_deployment_that_drops_an_override_takes_over_with_the_replicas_role(
     handle.shutdown().await.expect("runs and shuts down");
     app.close().await;
 
-    assert!(active, "the deployment without the verb did not take over in 10 s");
+    assert!(
+        active,
+        "the deployment without the verb did not take over in 10 s"
+    );
     let overrides: i64 = sqlx::query_scalar("SELECT count(*) FROM cron_overrides")
         .fetch_one(&admin)
         .await

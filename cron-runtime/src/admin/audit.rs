@@ -293,22 +293,9 @@ pub(crate) async fn record<D: Dialect>(
     record: Record<'_>,
     context: &str,
 ) -> Result<(), StoreError> {
-    let json = |value: Option<serde_json::Value>| value.map(|v| v.to_string());
-    Statement::<D>::new(RECORD)
-        .bind(At(tx.now))
-        .bind(actor.name.clone())
-        .bind(actor.origin.as_str().to_owned())
-        .bind(actor.host.clone())
-        .bind(record.action.as_str().to_owned())
-        .bind(record.module.map(str::to_owned))
-        .bind(record.verb.map(str::to_owned))
-        .bind(json(record.before))
-        .bind(json(record.after))
-        .bind(record.note.map(str::to_owned))
-        .execute(&mut tx.tx)
+    insert::<D>(&mut tx.tx, tx.now, actor, record)
         .await
-        .map_err(unmigrated::<D>(context))?;
-    Ok(())
+        .map_err(unmigrated::<D>(context))
 }
 
 /// Writes the row of the override of `verb` in `module`, `dropped`, that the takeover of deployment
@@ -322,24 +309,47 @@ pub(crate) async fn record_outlived<D: Protocol>(
     (module, verb): (&str, &str),
     dropped: &Override,
 ) -> Result<(), sqlx::Error> {
-    let before = serde_json::json!({
-        "schedule": dropped.expression,
-        "timezone": dropped.zone,
-        "overridden": true,
-    });
-    let after = serde_json::json!({ "overridden": false, "deployment": key });
+    let actor = Actor {
+        name: key.to_owned(),
+        origin: Origin::Api,
+        host: Some(host.to_owned()),
+    };
+    let record = Record {
+        action: Action::OverrideDropped,
+        module: Some(module),
+        verb: Some(verb),
+        before: Some(serde_json::json!({
+            "schedule": dropped.expression,
+            "timezone": dropped.zone,
+            "overridden": true,
+        })),
+        after: Some(serde_json::json!({ "overridden": false, "deployment": key })),
+        note: None,
+    };
+    insert::<D>(tx, now, &actor, record).await
+}
+
+/// The trail's one insert: `record` by `actor`, at `now` (the instant its transaction began), on
+/// `conn`; an operator's action's row and a takeover's.
+async fn insert<D: Protocol>(
+    conn: &mut D::Connection,
+    now: DateTime<Utc>,
+    actor: &Actor,
+    record: Record<'_>,
+) -> Result<(), sqlx::Error> {
+    let json = |value: Option<serde_json::Value>| value.map(|v| v.to_string());
     Statement::<D>::new(RECORD)
         .bind(At(now))
-        .bind(key.to_owned())
-        .bind(Origin::Api.as_str().to_owned())
-        .bind(Some(host.to_owned()))
-        .bind(Action::OverrideDropped.as_str().to_owned())
-        .bind(Some(module.to_owned()))
-        .bind(Some(verb.to_owned()))
-        .bind(Some(before.to_string()))
-        .bind(Some(after.to_string()))
-        .bind(None::<String>)
-        .execute(tx)
+        .bind(actor.name.clone())
+        .bind(actor.origin.as_str().to_owned())
+        .bind(actor.host.clone())
+        .bind(record.action.as_str().to_owned())
+        .bind(record.module.map(str::to_owned))
+        .bind(record.verb.map(str::to_owned))
+        .bind(json(record.before))
+        .bind(json(record.after))
+        .bind(record.note.map(str::to_owned))
+        .execute(conn)
         .await?;
     Ok(())
 }
